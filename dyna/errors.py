@@ -1,0 +1,76 @@
+"""Typed errors of dyna.
+
+Every error the library raises on bad input derives from :class:`DynaError`, so the CLI can
+turn it into one line and exit status 2. Each error also derives from the matching builtin
+(``ValueError``, ``KeyError``, ``FileNotFoundError``) so ordinary ``except`` clauses work.
+"""
+
+from __future__ import annotations
+
+
+class DynaError(Exception):
+    """Base class of every error dyna raises on bad input or bad state."""
+
+
+class ConfigError(DynaError, ValueError):
+    """A configuration value is invalid.
+
+    Attributes
+    ----------
+    field : str
+        Dotted name of the offending field, e.g. ``"variants.dyna_q.alpha"``.
+    value : object
+        The value that was given.
+    """
+
+    def __init__(self, field: str, value: object, reason: str):
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field}={value!r}: {reason}")
+
+
+class UnknownEnvError(ConfigError):
+    """An environment id that neither dyna nor the installed Gymnasium knows."""
+
+
+class MissingFileError(DynaError, FileNotFoundError):
+    """A file named by the user does not exist."""
+
+    def __init__(self, field: str, path: object):
+        self.field = field
+        self.value = path
+        super().__init__(f"{field}={str(path)!r}: no such file")
+
+
+def check_range(field: str, value, lo=None, hi=None, *, lo_open=False, hi_open=False,
+                integer=False):
+    """Validate a scalar and return it; raise :class:`ConfigError` naming ``field``.
+
+    Parameters
+    ----------
+    field : str
+        Name used in the error message.
+    value : int or float
+        Value to check. ``bool`` is refused where a number is expected; NaN is always refused.
+    lo, hi : float, optional
+        Bounds; closed unless ``lo_open`` / ``hi_open``.
+    integer : bool
+        Require an integral value (returned as ``int``).
+    """
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(field, value, "must be a number")
+    if integer:
+        if isinstance(value, float) and not value.is_integer():
+            raise ConfigError(field, value, "must be an integer")
+        value = int(value)
+    elif math.isnan(value):
+        raise ConfigError(field, value, "must not be NaN")
+    if lo is not None and (value < lo or (lo_open and value == lo)):
+        raise ConfigError(field, value, f"must be {'>' if lo_open else '>='} {lo}")
+    if hi is not None and (value > hi or (hi_open and value == hi)):
+        raise ConfigError(field, value, f"must be {'<' if hi_open else '<='} {hi}")
+    return value
