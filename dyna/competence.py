@@ -1,0 +1,446 @@
+"""Beta-posterior competence estimators.
+
+Competence is the probability that an attempt at something (a task type of a tenant, a skill,
+any hashable key) succeeds. Each key carries a Beta(a, b) posterior over that probability,
+the conjugate update of a Bernoulli likelihood: a success adds its weight to ``a``, a failure
+to ``b`` (Gelman et al., *Bayesian Data Analysis*, 3rd ed., section 2.4). The posterior mean
+is ``a / (a + b)`` and the equal-tailed credible interval at level L is
+``[F^-1((1-L)/2), F^-1((1+L)/2)]`` with ``F^-1`` the Beta quantile function
+(:func:`scipy.stats.beta.ppf`).
+
+Because the prior shapes are required to be strictly positive, every quantile is well
+defined, also at 0 and at n successes and with no data at all: no bound is ever NaN or
+outside [0, 1] (case COMP-01, the statsmodels corner case where ``ppf(q, 0, n + 1)`` gave NaN).
+
+Non-stationary competence is handled with a discount factor ``discount`` (gamma_d in (0, 1]),
+following discounted Thompson sampling (Raj & Kalyani 2017, "Taming non-stationary bandits:
+a Bayesian approach", arXiv:1707.09727). There every arm's success and failure counts are
+multiplied by gamma at every time step. Here time is counted per key: *before each update of
+a key* its evidence (the part of ``a`` and ``b`` above the prior) decays,
+
+    a <- a0 + discount * (a - a0),    b <- b0 + discount * (b - b0),
+
+and then the new outcome is added with its weight. After m updates with outcomes
+``s_1..s_m`` (1 success, 0 failure) and weights ``w_1..w_m`` a key's posterior is
+
+    a = a0 + discount**m * (a_start - a0) + sum_j discount**(m - j) * w_j * s_j
+
+(and likewise ``b`` with ``1 - s_j``), so the j-th most recent outcome counts
+``discount**(j - 1)``; the effective number of observations is bounded by
+``1 / (1 - discount)``. ``discount = 1`` is the stationary conjugate update.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable
+
+import numpy as np
+from scipy import stats
+
+from dyna.errors import ConfigError, check_range
+
+__all__ = ["BetaCompetence", "beta_interval", "clopper_pearson", "prior_shapes"]
+
+_PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
+
+
+def prior_shapes(prior) -> tuple[float, float]:
+    """Resolve a prior specification to its Beta shapes ``(a0, b0)``.
+
+    Parameters
+    ----------
+    prior : {"uniform", "jeffreys"} or (float, float)
+        ``"uniform"`` is Beta(1, 1), ``"jeffreys"`` is Beta(1/2, 1/2) (the Jeffreys prior of
+        a Bernoulli parameter), a pair gives the shapes directly.
+
+    Returns
+    -------
+    (float, float)
+        Strictly positive, finite shapes.
+
+    Raises
+    ------
+    ConfigError
+        Unknown name, or a shape that is not finite and > 0 (an improper Beta(0, 0) prior has
+        NaN quantiles without data; case COMP-01).
+    """
+    if isinstance(prior, str):
+        if prior not in _PRIORS:
+            raise ConfigError("prior", prior, f"must be one of {sorted(_PRIORS)} or (a0, b0)")
+        return _PRIORS[prior]
+    try:
+        a0, b0 = prior
+    except (TypeError, ValueError):
+        raise ConfigError("prior", prior, "must be 'uniform', 'jeffreys' or a pair (a0, b0)")
+    for name, v in (("prior.a0", a0), ("prior.b0", b0)):
+        check_range(name, v, 0.0, None, lo_open=True)
+        if not math.isfinite(v):
+            raise ConfigError(name, v, "must be finite")
+    return float(a0), float(b0)
+
+
+def _check_level(level) -> float:
+    check_range("level", level, 0.0, 1.0, lo_open=True, hi_open=True)
+    return float(level)
+
+
+def _scalar_or_array(x: np.ndarray, scalar: bool):
+    return float(x) if scalar else x
+
+
+def beta_interval(a, b, level: float = 0.95):
+    """Equal-tailed credible interval of Beta(a, b), vectorised.
+
+    Parameters
+    ----------
+    a, b : float or array_like of float64
+        Shape parameters, any broadcastable shapes; each must be finite and > 0.
+    level : float
+        Credible level in (0, 1), e.g. 0.95.
+
+    Returns
+    -------
+    lo, hi : float or ndarray of float64
+        ``beta.ppf((1 - level) / 2, a, b)`` and ``beta.ppf((1 + level) / 2, a, b)`` with the
+        broadcast shape of ``a`` and ``b`` (Python floats when both are scalars). Always
+        finite, within [0, 1], and ``lo <= hi``.
+
+    Raises
+    ------
+    ConfigError
+        A shape that is not finite and > 0 (field ``a`` or ``b``), or a level outside (0, 1).
+
+    Examples
+    --------
+    Beta(1, 19) (uniform prior, 0 successes in 18) at 95%: ``(0.0013316, 0.1764669)``.
+    """
+    level = _check_level(level)
+    scalar = np.ndim(a) == 0 and np.ndim(b) == 0
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    for name, v in (("a", a), ("b", b)):
+        bad = ~(np.isfinite(v) & (v > 0))
+        if bad.any():
+            raise ConfigError(name, v[bad].flat[0] if v.ndim else float(v),
+                              "Beta shape must be finite and > 0")
+    tail = (1.0 - level) / 2.0
+    lo = np.clip(stats.beta.ppf(tail, a, b), 0.0, 1.0)
+    hi = np.clip(stats.beta.ppf(1.0 - tail, a, b), 0.0, 1.0)
+    return _scalar_or_array(lo, scalar), _scalar_or_array(hi, scalar)
+
+
+def clopper_pearson(k, n, level: float = 0.95):
+    """Exact (Clopper–Pearson) confidence interval of a binomial proportion, vectorised.
+
+    The bounds are Beta quantiles, ``lo = B^-1(t; k, n - k + 1)`` and
+    ``hi = B^-1(1 - t; k + 1, n - k)`` with ``t = (1 - level) / 2`` (Clopper & Pearson 1934),
+    except at the edges where a shape would be 0: ``lo = 0`` when ``k = 0`` and ``hi = 1``
+    when ``k = n`` (statsmodels issue #2609, case COMP-01). ``n = 0`` gives (0, 1).
+
+    Parameters
+    ----------
+    k, n : int or array_like of int
+        Successes and trials, broadcastable, ``0 <= k <= n``.
+    level : float
+        Confidence level in (0, 1).
+
+    Returns
+    -------
+    lo, hi : float or ndarray of float64
+        Finite bounds in [0, 1]; Python floats when both inputs are scalars.
+
+    Raises
+    ------
+    ConfigError
+        Negative or non-integral counts, ``k > n``, or a level outside (0, 1).
+
+    Examples
+    --------
+    At 99%, 0/18 gives (0.0, 0.2549850) and 18/18 gives (0.7450150, 1.0).
+    """
+    level = _check_level(level)
+    scalar = np.ndim(k) == 0 and np.ndim(n) == 0
+    k_arr = np.asarray(k, dtype=np.float64)
+    n_arr = np.asarray(n, dtype=np.float64)
+    for name, v in (("k", k_arr), ("n", n_arr)):
+        bad = ~(np.isfinite(v) & (v >= 0) & (v == np.floor(v)))
+        if bad.any():
+            raise ConfigError(name, v[bad].flat[0] if v.ndim else float(v),
+                              "must be a non-negative integer")
+    k_arr, n_arr = np.broadcast_arrays(k_arr, n_arr)
+    if (k_arr > n_arr).any():
+        raise ConfigError("k", k, "must be <= n")
+    tail = (1.0 - level) / 2.0
+    at_zero = k_arr == 0
+    at_n = k_arr == n_arr
+    # Substitute harmless shapes where the formula is not used, so ppf never sees a 0 shape.
+    lo = stats.beta.ppf(tail, np.where(at_zero, 1.0, k_arr), n_arr - k_arr + 1.0)
+    hi = stats.beta.ppf(1.0 - tail, k_arr + 1.0, np.where(at_n, 1.0, n_arr - k_arr))
+    lo = np.clip(np.where(at_zero, 0.0, lo), 0.0, 1.0)
+    hi = np.clip(np.where(at_n, 1.0, hi), 0.0, 1.0)
+    return _scalar_or_array(lo, scalar), _scalar_or_array(hi, scalar)
+
+
+class BetaCompetence:
+    """Beta(a, b) success posteriors for many keys, vectorised.
+
+    Keys are any hashables: ``(tenant, task_type)``, a skill name, an arm index. Rows of the
+    float64 arrays ``a`` and ``b`` (grown by amortised doubling) belong to keys in order of
+    first appearance; an unseen key reads as the prior.
+
+    Many-key methods take either one key or a *list* (or 1-D object array) of keys. A tuple
+    is one key (so ``("t1", "triage")`` is a single (tenant, task type) key); for a single
+    key they return Python floats, for a list arrays of shape ``(len(keys),)``.
+
+    Parameters
+    ----------
+    prior : {"uniform", "jeffreys"} or (float, float)
+        Beta prior; shapes must be finite and > 0 (see :func:`prior_shapes`).
+    discount : float
+        gamma_d in (0, 1]: the factor by which a key's evidence decays before each of its
+        updates (module docstring; Raj & Kalyani 2017). 1 means no forgetting.
+
+    Raises
+    ------
+    ConfigError
+        Bad prior or discount.
+    """
+
+    def __init__(self, prior="uniform", discount: float = 1.0):
+        self.a0, self.b0 = prior_shapes(prior)
+        self.discount = float(check_range("discount", discount, 0.0, 1.0, lo_open=True))
+        self._rows: dict[Hashable, int] = {}
+        self._keys: list[Hashable] = []
+        self._a = np.empty(8, dtype=np.float64)
+        self._b = np.empty(8, dtype=np.float64)
+
+    # ----------------------------------------------------------------- storage
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key) -> bool:
+        return key in self._rows
+
+    def keys(self) -> list:
+        """Keys seen so far, in order of first update."""
+        return list(self._keys)
+
+    def _row(self, key) -> int:
+        """Row of ``key``, creating it at the prior."""
+        row = self._rows.get(key)
+        if row is None:
+            row = len(self._keys)
+            if row == self._a.shape[0]:
+                cap = 2 * row
+                for name in ("_a", "_b"):
+                    old = getattr(self, name)
+                    new = np.empty(cap, dtype=np.float64)
+                    new[:row] = old[:row]
+                    setattr(self, name, new)
+            self._a[row] = self.a0
+            self._b[row] = self.b0
+            self._rows[key] = row
+            self._keys.append(key)
+        return row
+
+    @staticmethod
+    def _is_many(keys) -> bool:
+        return isinstance(keys, list) or (isinstance(keys, np.ndarray) and keys.ndim == 1)
+
+    def _shapes(self, keys):
+        """Shapes (a, b) for one key (floats) or many (arrays); unseen keys get the prior."""
+        if not self._is_many(keys):
+            row = self._rows.get(keys)
+            if row is None:
+                return self.a0, self.b0
+            return float(self._a[row]), float(self._b[row])
+        rows = np.fromiter((self._rows.get(k, -1) for k in keys), dtype=np.int64,
+                           count=len(keys))
+        seen = rows >= 0
+        a = np.full(rows.shape, self.a0)
+        b = np.full(rows.shape, self.b0)
+        a[seen] = self._a[rows[seen]]
+        b[seen] = self._b[rows[seen]]
+        return a, b
+
+    # ----------------------------------------------------------------- updates
+    def update(self, key, success: bool, weight: float = 1.0) -> None:
+        """Add one outcome to ``key``'s posterior (after decaying its evidence).
+
+        Parameters
+        ----------
+        key : hashable
+        success : bool
+            True adds ``weight`` to ``a``, False to ``b``.
+        weight : float
+            Non-negative, finite evidence weight (1 for one episode).
+
+        Raises
+        ------
+        ConfigError
+            Negative, infinite or NaN weight.
+        """
+        weight = float(check_range("weight", weight, 0.0, None))
+        if not math.isfinite(weight):
+            raise ConfigError("weight", weight, "must be finite")
+        row = self._row(key)
+        d = self.discount
+        if d != 1.0:
+            self._a[row] = self.a0 + d * (self._a[row] - self.a0)
+            self._b[row] = self.b0 + d * (self._b[row] - self.b0)
+        if success:
+            self._a[row] += weight
+        else:
+            self._b[row] += weight
+
+    def update_many(self, keys: Iterable, successes, weights=None) -> None:
+        """Add many outcomes at once, same result as calling :meth:`update` in order.
+
+        Parameters
+        ----------
+        keys : sequence of hashable, length n
+            Keys may repeat; later entries are more recent.
+        successes : array_like of bool, shape (n,)
+        weights : array_like of float64, shape (n,), optional
+            Non-negative finite weights (default 1).
+
+        Raises
+        ------
+        ConfigError
+            Length mismatch or bad weights; nothing is updated then.
+
+        Notes
+        -----
+        With a discount, the i-th outcome of a key that receives m outcomes in this batch
+        contributes ``discount**(m - i)`` of its weight, and the key's prior evidence decays by
+        ``discount**m`` (the closed form of the per-update rule). Sums are taken with
+        ``np.add.at``, so results equal the sequential loop up to float rounding.
+        """
+        keys = list(keys)
+        s = np.asarray(successes, dtype=bool).reshape(-1)
+        n = len(keys)
+        if s.shape[0] != n:
+            raise ConfigError("successes", s.shape[0], f"length must equal len(keys)={n}")
+        if weights is None:
+            w = np.ones(n, dtype=np.float64)
+        else:
+            w = np.asarray(weights, dtype=np.float64).reshape(-1)
+            if w.shape[0] != n:
+                raise ConfigError("weights", w.shape[0], f"length must equal len(keys)={n}")
+            bad = ~(np.isfinite(w) & (w >= 0))
+            if bad.any():
+                raise ConfigError("weights", float(w[bad][0]), "must be finite and >= 0")
+        if n == 0:
+            return
+        rows = np.fromiter((self._row(k) for k in keys), dtype=np.int64, count=n)
+        d = self.discount
+        if d == 1.0:
+            np.add.at(self._a, rows, np.where(s, w, 0.0))
+            np.add.at(self._b, rows, np.where(s, 0.0, w))
+            return
+        # occurrence index of each entry within its key (0-based, in batch order)
+        order = np.argsort(rows, kind="stable")
+        sorted_rows = rows[order]
+        starts = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]])
+        counts = np.diff(np.r_[starts, n])
+        occ_sorted = np.arange(n) - np.repeat(starts, counts)
+        m_sorted = np.repeat(counts, counts)
+        factor = np.empty(n, dtype=np.float64)
+        factor[order] = d ** (m_sorted - 1 - occ_sorted).astype(np.float64)
+        uniq = sorted_rows[starts]
+        decay = d ** counts.astype(np.float64)
+        self._a[uniq] = self.a0 + decay * (self._a[uniq] - self.a0)
+        self._b[uniq] = self.b0 + decay * (self._b[uniq] - self.b0)
+        fw = factor * w
+        np.add.at(self._a, rows, np.where(s, fw, 0.0))
+        np.add.at(self._b, rows, np.where(s, 0.0, fw))
+
+    def set_posterior(self, key, a: float, b: float) -> None:
+        """Overwrite ``key``'s posterior with Beta(a, b) (restoring saved state).
+
+        Raises
+        ------
+        ConfigError
+            ``a`` or ``b`` not finite and > 0.
+        """
+        for name, v in (("a", a), ("b", b)):
+            check_range(name, v, 0.0, None, lo_open=True)
+            if not math.isfinite(v):
+                raise ConfigError(name, v, "must be finite")
+        row = self._row(key)
+        self._a[row], self._b[row] = float(a), float(b)
+
+    def reset(self, key=None) -> None:
+        """Forget ``key`` (back to the prior), or every key when ``key`` is None."""
+        if key is None:
+            self._rows.clear()
+            self._keys.clear()
+            return
+        row = self._rows.get(key)
+        if row is not None:
+            self._a[row], self._b[row] = self.a0, self.b0
+
+    # ----------------------------------------------------------------- queries
+    def posterior(self, key) -> tuple[float, float]:
+        """Posterior shapes ``(a, b)`` of one key (the prior if unseen)."""
+        a, b = self._shapes(key)
+        return float(a), float(b)
+
+    def counts(self, key) -> tuple[float, float]:
+        """Effective ``(n_success, n_failure)`` of one key: ``(a - a0, b - b0)``.
+
+        With a discount these are the decayed (possibly fractional) counts.
+        """
+        a, b = self.posterior(key)
+        return a - self.a0, b - self.b0
+
+    def mean(self, keys):
+        """Posterior mean ``a / (a + b)``; float for one key, ndarray (n,) for a list."""
+        a, b = self._shapes(keys)
+        return a / (a + b)
+
+    def interval(self, keys, level: float = 0.95):
+        """Equal-tailed credible interval ``(lo, hi)`` (see :func:`beta_interval`)."""
+        a, b = self._shapes(keys)
+        return beta_interval(a, b, level)
+
+    def lower_bound(self, keys, level: float = 0.95):
+        """Lower end of the equal-tailed interval at ``level``."""
+        return self.interval(keys, level)[0]
+
+    def upper_bound(self, keys, level: float = 0.95):
+        """Upper end of the equal-tailed interval at ``level``."""
+        return self.interval(keys, level)[1]
+
+    def sample(self, keys, rng):
+        """One posterior draw per key (Thompson sampling; Thompson 1933).
+
+        Parameters
+        ----------
+        keys : hashable or list of hashable
+        rng : numpy.random.Generator or int
+            Generator (or seed for :func:`numpy.random.default_rng`); same seed, same draws.
+
+        Returns
+        -------
+        float or ndarray of float64, shape (n,)
+        """
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        a, b = self._shapes(keys)
+        draw = rng.beta(a, b)
+        return float(draw) if not self._is_many(keys) else draw
+
+    def summary(self, keys, level: float = 0.95) -> dict:
+        """JSON-ready summary: a, b, n_success, n_failure, mean, lower, upper (lists or floats)."""
+        a, b = self._shapes(keys)
+        lo, hi = beta_interval(a, b, level)
+        out = {"a": a, "b": b, "n_success": np.subtract(a, self.a0),
+               "n_failure": np.subtract(b, self.b0), "mean": np.divide(a, np.add(a, b)),
+               "lower": lo, "upper": hi, "level": level}
+        return {k: (v.tolist() if isinstance(v, np.ndarray) else float(v))
+                for k, v in out.items()}
+
+    def __repr__(self) -> str:
+        return (f"BetaCompetence(prior=({self.a0}, {self.b0}), discount={self.discount}, "
+                f"keys={len(self)})")
