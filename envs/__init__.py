@@ -1,0 +1,90 @@
+"""Gymnasium environments of dyna, registered under the ``dyna/`` namespace.
+
+``import envs`` registers:
+
+* ``dyna/DynaMaze-v0`` -- Sutton & Barto Figure 8.2 (:class:`envs.maze.DynaMaze`)
+* ``dyna/BlockingMaze-v0`` -- Figure 8.4 (:class:`envs.maze.BlockingMaze`)
+* ``dyna/ShortcutMaze-v0`` -- Figure 8.5 (:class:`envs.maze.ShortcutMaze`)
+* ``dyna/AsciiMaze-v0`` -- any ASCII maze, refined by a resolution factor (Example 8.4)
+
+and :func:`make_table` gives the transition table of any of them, or of Gymnasium's own
+FrozenLake, Taxi and CliffWalking, for the vectorised agents.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import gymnasium as gym
+
+from dyna.errors import ConfigError, UnknownEnvError
+from envs import maze
+from envs.tabular import BatchedStepper, TabularTable, table_from_P
+from envs.toytext import make_env, make_toytext_table, resolve_id
+
+MAZES = {
+    "dyna/DynaMaze-v0": maze.DynaMaze,
+    "dyna/BlockingMaze-v0": maze.BlockingMaze,
+    "dyna/ShortcutMaze-v0": maze.ShortcutMaze,
+    "dyna/AsciiMaze-v0": maze.AsciiMaze,
+}
+
+for _id, _cls in MAZES.items():
+    if _id not in gym.registry:
+        gym.register(id=_id, entry_point=f"envs.maze:{_cls.__name__}")
+
+
+def _check_kwargs(cls, kwargs: dict) -> None:
+    params = inspect.signature(cls.__init__).parameters
+    for key in kwargs:
+        if key not in params or key == "self":
+            allowed = sorted(k for k in params if k not in ("self", "render_mode"))
+            raise ConfigError(f"env.kwargs.{key}", kwargs[key], f"unknown keyword (allowed: {allowed})")
+
+
+def make_table(env_id: str, **kwargs) -> tuple[TabularTable, dict]:
+    """Transition table and metadata of an environment, for the vectorised agents.
+
+    Parameters
+    ----------
+    env_id : str
+        A ``dyna/...`` maze id, or a toy-text name ("FrozenLake", "Taxi", "CliffWalking",
+        or a versioned Gymnasium id that is registered).
+    **kwargs
+        Constructor keywords (mazes: ``change_at``, ``layout``, ``resolution``; toy text:
+        ``map_name``, ``is_slippery``, ``max_episode_steps``). Mazes also take
+        ``max_episode_steps`` (default 0: no limit, as in the book).
+
+    Returns
+    -------
+    table : TabularTable
+    meta : dict
+        JSON-ready: ``requested_id``, ``resolved_id``, ``gymnasium_version``, ``n_states``,
+        ``n_actions``, ``max_episode_steps``; mazes add ``optimal_path_length``.
+
+    Raises
+    ------
+    UnknownEnvError, ConfigError
+    """
+    kwargs = dict(kwargs)
+    if env_id in MAZES:
+        cls = MAZES[env_id]
+        max_steps = kwargs.pop("max_episode_steps", 0)
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
+            raise ConfigError("env.kwargs.max_episode_steps", max_steps, "must be an integer >= 0")
+        _check_kwargs(cls, kwargs)
+        env = cls(**kwargs)
+        meta = {"requested_id": env_id, "resolved_id": env_id, "gymnasium_version": gym.__version__,
+                "n_states": int(env.observation_space.n), "n_actions": int(env.action_space.n),
+                "max_episode_steps": max_steps, "kwargs": kwargs, **env.table.meta}
+        t = env.table
+        table = TabularTable(t.next_state, t.cum_prob, t.reward, t.terminated, t.n_outcomes,
+                             t.isd_cum, t.phase_start, max_steps, meta)
+        return table, meta
+    if env_id.startswith("dyna/"):
+        raise UnknownEnvError("env.id", env_id, f"unknown dyna environment (known: {sorted(MAZES)})")
+    return make_toytext_table(env_id, **kwargs)
+
+
+__all__ = ["BatchedStepper", "MAZES", "TabularTable", "make_env", "make_table", "resolve_id",
+           "table_from_P"]
