@@ -74,3 +74,14 @@ def check_range(field: str, value, lo=None, hi=None, *, lo_open=False, hi_open=F
     if hi is not None and (value > hi or (hi_open and value == hi)):
         raise ConfigError(field, value, f"must be {'<' if hi_open else '<='} {hi}")
     return value
+
+
+class StoreError(DynaError, OSError):
+    """A persistence store could not do what was asked (disk full, read-only, bad schema)."""
+
+
+class StoreBusyError(StoreError, TimeoutError):
+    """Another writer held the store's lock longer than the busy timeout.
+
+    Retryable: the failed write was rolled back as a whole, nothing of it is stored.
+    """

@@ -1,0 +1,558 @@
+"""SQLite persistence of experience records (the embedded default store).
+
+One table ``episodes`` holds one row per record; its columns are given by the caller as a
+schema of ``(name, kind)`` pairs (kinds: ``int``, ``float``, ``str``, ``json`` (TEXT holding
+JSON), ``vector`` (a float32 BLOB of ``dim`` values, native byte order)). ``id`` is the
+INTEGER PRIMARY KEY, assigned by the store inside the write transaction from a counter in
+the ``meta`` table, so ids are unique across processes sharing a file and never reused.
+
+Concurrency and durability (case PERS-01)
+    Connections use WAL (readers never block the writer), ``synchronous=NORMAL`` (a killed
+    process loses nothing committed; a power cut may lose the last transactions) and a busy
+    timeout (default 10 s): a second writer waits for the lock instead of failing at once.
+    Every write is one short ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction; a batch of
+    records is one ``executemany``. A writer killed in the middle of a batch leaves no trace
+    of that batch and every earlier batch intact. A lock held longer than the timeout raises
+    :class:`dyna.errors.StoreBusyError` (retryable; nothing was written).
+
+Status (``status`` attribute)
+    ``ok``; ``missing`` (the file did not exist or was empty and a new store was created; it
+    becomes ``ok`` after the first committed write); ``degraded_fresh_start`` (the file was
+    not a database or was corrupt: it and its -wal/-shm files were renamed to
+    ``<name>.corrupt-<UTC time>`` and a new store started; kept for the handle's lifetime);
+    ``write_degraded`` (a write failed for a reason other than a busy lock, e.g. a read-only
+    file or a full disk; :class:`dyna.errors.StoreError` is raised and the caller keeps the
+    records in memory). A store opened with ``path=""`` lives in memory (status ``ok``).
+
+Schema versions
+    Table ``schema_version`` keeps one row per applied version. On open, a store older than
+    :data:`SCHEMA_VERSION` is migrated step by step with the functions in
+    :data:`MIGRATIONS` (``MIGRATIONS[v]`` upgrades v to v + 1) in one transaction; a store
+    newer than this code raises :class:`dyna.errors.StoreError`.
+
+Space (case PERS-05)
+    ``DELETE`` (prune, delete) frees pages to the freelist but never shrinks the file;
+    :meth:`SQLiteStore.vacuum` runs ``VACUUM`` outside any transaction and then
+    ``PRAGMA wal_checkpoint(TRUNCATE)``, which returns the space to the file system.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from dyna.errors import ConfigError, StoreBusyError, StoreError, check_range
+
+__all__ = ["KINDS", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "STATUSES"]
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "missing", "degraded_fresh_start", "write_degraded")
+KINDS = {"int": "INTEGER", "float": "REAL", "str": "TEXT", "json": "TEXT", "vector": "BLOB"}
+TABLE = "episodes"
+#: Columns a filter may match exactly (``delete``, ``read``, ``count``).
+FILTER_COLUMNS = ("id", "tenant_id", "task_type", "action_type", "outcome", "run_id",
+                  "task_id", "request_id")
+
+#: ``MIGRATIONS[v](conn, schema, dim)`` upgrades a store from version v to v + 1.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection, Sequence[tuple[str, str]], int], None]] = {}
+
+_CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
+_BUSY = {"SQLITE_BUSY", "SQLITE_LOCKED"}
+
+
+def _errname(exc: sqlite3.Error) -> str:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if not name:  # older builds: fall back on the message
+        msg = str(exc).lower()
+        if "locked" in msg or "busy" in msg:
+            return "SQLITE_BUSY"
+        if "not a database" in msg or "malformed" in msg:
+            return "SQLITE_CORRUPT"
+    return name.split("_")[0] + "_" + name.split("_")[1] if name.count("_") >= 2 else name
+
+
+class _Corrupt(Exception):
+    """Internal: the file is not a usable database."""
+
+
+class SQLiteStore:
+    """Experience records in one SQLite file.
+
+    Parameters
+    ----------
+    path : str or Path
+        Database file; ``""`` or ``":memory:"`` for an in-memory store.
+    schema : sequence of (str, str)
+        Columns after ``id``: name and kind (one of :data:`KINDS`). Must include
+        ``tenant_id``, ``task_type`` and ``timestamp`` (float seconds, UTC).
+    dim : int
+        Length of every ``vector`` column (float32 values).
+    timeout : float
+        Busy timeout in seconds (>= 5 recommended; PERS-01).
+    verify : bool
+        Run ``PRAGMA quick_check`` on open (O(file size)); corruption found on open or
+        during :meth:`read` leads to ``degraded_fresh_start``.
+
+    Raises
+    ------
+    ConfigError
+        Bad schema or dim, or a file whose stored dim differs.
+    StoreError
+        A store written by a newer schema version, or a file that cannot be created.
+    StoreBusyError
+        The file stayed locked by another writer for longer than ``timeout``.
+    """
+
+    def __init__(self, path, schema: Sequence[tuple[str, str]], dim: int, *,
+                 timeout: float = 10.0, verify: bool = True):
+        self.dim = check_range("dim", dim, 1, None, integer=True)
+        self.timeout = float(check_range("timeout", timeout, 0.0, None))
+        self.schema = tuple((str(n), str(k)) for n, k in schema)
+        names = [n for n, _ in self.schema]
+        for n, k in self.schema:
+            if k not in KINDS:
+                raise ConfigError(f"schema.{n}", k, f"kind must be one of {sorted(KINDS)}")
+            if not n.isidentifier() or n == "id":
+                raise ConfigError("schema", n, "column names must be identifiers other than id")
+        for need in ("tenant_id", "task_type", "timestamp"):
+            if need not in names:
+                raise ConfigError("schema", names, f"must contain {need!r}")
+        self._kinds = dict(self.schema)
+        self.path = "" if str(path) in ("", ":memory:") else str(path)
+        self.persistent = bool(self.path)
+        self.moved_to: str | None = None
+        self._lock = threading.RLock()
+        self.status = "ok"
+        if self.persistent:
+            p = Path(self.path)
+            if not p.exists() or p.stat().st_size == 0:
+                self.status = "missing"
+        try:
+            self._conn = self._open(verify)
+        except _Corrupt:
+            self._move_aside()
+            self.status = "degraded_fresh_start"
+            self._conn = self._open(False)
+
+    # ----------------------------------------------------------------- opening
+    def _connect(self) -> sqlite3.Connection:
+        target = self.path if self.persistent else ":memory:"
+        if self.persistent:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(target, timeout=self.timeout, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        return conn
+
+    def _open(self, verify: bool) -> sqlite3.Connection:
+        try:
+            conn = self._connect()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
+        try:
+            if self.persistent:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode.lower() != "wal":
+                    raise StoreError(f"{self.path}: could not enable WAL (got {mode})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if verify and self.status != "missing":
+                res = conn.execute("PRAGMA quick_check").fetchall()
+                if res != [("ok",)]:
+                    raise _Corrupt(str(res[:3]))
+            self._init_schema(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            name = _errname(exc)
+            if name in _CORRUPT:
+                raise _Corrupt(str(exc)) from exc
+            if name in _BUSY:
+                raise StoreBusyError(f"{self.path}: locked by another writer for more than "
+                                     f"{self.timeout:g} s while opening; retry") from exc
+            raise StoreError(f"{self.path}: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _create_sql(self) -> list[str]:
+        cols = ", ".join(f"{n} {KINDS[k]}" for n, k in self.schema)
+        return [
+            f"CREATE TABLE IF NOT EXISTS {TABLE} (id INTEGER PRIMARY KEY, {cols})",
+            f"CREATE INDEX IF NOT EXISTS ix_{TABLE}_tenant_task ON {TABLE}"
+            "(tenant_id, task_type)",
+            f"CREATE INDEX IF NOT EXISTS ix_{TABLE}_timestamp ON {TABLE}(timestamp)",
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
+            "applied_at REAL NOT NULL)",
+        ]
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            have = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "schema_version" not in have:
+                if TABLE in have:
+                    raise StoreError(f"{self.path}: table {TABLE} exists without a "
+                                     "schema_version table; not a dyna store")
+                for sql in self._create_sql():
+                    conn.execute(sql)
+                conn.execute("INSERT INTO schema_version VALUES (?, ?)",
+                             (SCHEMA_VERSION, time.time()))
+                conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                                 [("dim", str(self.dim)), ("next_id", "0"),
+                                  ("created_at", repr(time.time()))])
+            else:
+                version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise StoreError(f"{self.path}: schema version {version} is newer than "
+                                     f"this dyna ({SCHEMA_VERSION}); upgrade dyna")
+                while version < SCHEMA_VERSION:
+                    if version not in MIGRATIONS:
+                        raise StoreError(f"{self.path}: no migration from schema version "
+                                         f"{version}")
+                    MIGRATIONS[version](conn, self.schema, self.dim)
+                    version += 1
+                    conn.execute("INSERT INTO schema_version VALUES (?, ?)",
+                                 (version, time.time()))
+                stored = int(conn.execute("SELECT value FROM meta WHERE key = 'dim'")
+                             .fetchone()[0])
+                if stored != self.dim:
+                    raise ConfigError("dim", self.dim, f"store {self.path} holds vectors of "
+                                      f"dim {stored}")
+                cols = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
+                missing = [n for n, _ in self.schema if n not in cols]
+                if missing:
+                    raise StoreError(f"{self.path}: columns {missing} missing from {TABLE}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _move_aside(self) -> None:
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        target = f"{self.path}.corrupt-{stamp}"
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(self.path + suffix):
+                os.replace(self.path + suffix, target + suffix)
+        self.moved_to = target
+
+    def _recover(self) -> None:
+        """Corruption found after open: move the file aside and start fresh."""
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+            self._move_aside()
+            self.status = "degraded_fresh_start"
+            self._conn = self._open(False)
+
+    # ----------------------------------------------------------------- writing
+    def _write(self, fn):
+        """Run ``fn(conn)`` in one IMMEDIATE transaction, mapping errors to typed ones."""
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                out = fn(conn)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                if _errname(exc) in _BUSY:
+                    raise StoreBusyError(f"{self.path or ':memory:'}: locked by another writer "
+                                         f"for more than {self.timeout:g} s; nothing was "
+                                         "written, retry") from exc
+                self.status = "write_degraded"
+                raise StoreError(f"{self.path}: write failed ({exc}); records kept in memory "
+                                 "only") from exc
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            if self.status in ("missing", "write_degraded"):
+                self.status = "ok"
+            return out
+
+    def _prepare(self, columns: Mapping[str, object], n: int) -> list[list]:
+        """Validated per-column Python lists (vectors as float32 bytes), in schema order."""
+        cols: list[list] = []
+        for name, kind in self.schema:
+            v = columns.get(name)
+            if v is None:
+                cols.append([None] * n)
+            elif kind == "vector":
+                arr = np.ascontiguousarray(v, dtype=np.float32)
+                if arr.shape != (n, self.dim):
+                    raise ConfigError(name, arr.shape, f"must have shape ({n}, {self.dim})")
+                raw = arr.tobytes()
+                w = self.dim * 4
+                cols.append([raw[i:i + w] for i in range(0, n * w, w)])
+            else:
+                vals = v.tolist() if isinstance(v, np.ndarray) else list(v)
+                if len(vals) != n:
+                    raise ConfigError(name, len(vals), f"column length must be {n}")
+                cols.append(vals)
+        return cols
+
+    def append(self, columns: Mapping[str, object], n: int | None = None) -> np.ndarray:
+        """Insert a batch of records in one transaction and return their new ids.
+
+        Parameters
+        ----------
+        columns : mapping of column name to sequence
+            Each of length n; vector columns as float32 arrays of shape (n, dim). Missing
+            columns are stored as NULL. An ``id`` entry is ignored (ids are assigned here).
+        n : int, optional
+            Number of records (default: length of ``tenant_id``).
+
+        Returns
+        -------
+        ndarray of int64, shape (n,)
+            Consecutive ids, unique across every process writing to this file.
+
+        Raises
+        ------
+        ConfigError
+            A column of the wrong length or shape (nothing written).
+        StoreBusyError, StoreError
+            See the module docstring; nothing written.
+        """
+        n = len(columns["tenant_id"]) if n is None else int(n)
+        cols = self._prepare(columns, n)  # validated before the lock is taken
+        names = ", ".join(["id"] + [c for c, _ in self.schema])
+        marks = ", ".join("?" * (len(self.schema) + 1))
+        sql = f"INSERT INTO {TABLE} ({names}) VALUES ({marks})"
+
+        def do(conn):
+            start = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'")
+                        .fetchone()[0])
+            ids = np.arange(start, start + n, dtype=np.int64)
+            conn.executemany(sql, zip(ids.tolist(), *cols))
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'next_id'", (str(start + n),))
+            return ids
+
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        return self._write(do)
+
+    def _where(self, where: Mapping[str, object] | None) -> tuple[str, list]:
+        if not where:
+            return "", []
+        parts, args = [], []
+        for k, v in where.items():
+            if k not in FILTER_COLUMNS or (k != "id" and k not in self._kinds):
+                raise ConfigError(k, v, f"filter column must be one of {list(FILTER_COLUMNS)}")
+            if isinstance(v, (list, tuple, np.ndarray)):
+                vals = list(v.tolist() if isinstance(v, np.ndarray) else v)
+                if not vals:
+                    parts.append("0")
+                    continue
+                parts.append(f"{k} IN ({', '.join('?' * len(vals))})")
+                args.extend(vals)
+            else:
+                parts.append(f"{k} = ?")  # exact match: never LIKE or GLOB
+                args.append(v)
+        return " WHERE " + " AND ".join(parts), args
+
+    def delete(self, where: Mapping[str, object]) -> int:
+        """Delete the rows matching every ``column = value`` of ``where`` exactly.
+
+        A list value matches any of its elements (``IN``). An empty ``where`` is refused
+        (use :meth:`reset`). Returns the number of rows deleted.
+        """
+        if not where:
+            raise ConfigError("where", where, "must name at least one column; use reset()")
+        clause, args = self._where(where)
+        return self._write(lambda c: c.execute(f"DELETE FROM {TABLE}{clause}", args).rowcount)
+
+    def delete_ids(self, ids) -> int:
+        """Delete rows by id (int64 array or sequence); returns rows deleted."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+
+        def do(conn):
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS _del (id INTEGER PRIMARY KEY)")
+            conn.execute("DELETE FROM _del")
+            conn.executemany("INSERT OR IGNORE INTO _del VALUES (?)", ((i,) for i in ids.tolist()))
+            n = conn.execute(f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM _del)").rowcount
+            conn.execute("DELETE FROM _del")
+            return n
+
+        return self._write(do) if ids.size else 0
+
+    def prune(self, cutoff: float, where: Mapping[str, object] | None = None) -> int:
+        """Delete rows with ``timestamp < cutoff`` (seconds, UTC); returns rows deleted.
+
+        The file does not shrink (the pages go to the freelist) until :meth:`vacuum`.
+        """
+        cutoff = float(check_range("cutoff", cutoff))
+        clause, args = self._where(where)
+        clause = (clause + " AND" if clause else " WHERE") + " timestamp < ?"
+        return self._write(
+            lambda c: c.execute(f"DELETE FROM {TABLE}{clause}", args + [cutoff]).rowcount)
+
+    def keep_newest(self, n: int, by: Sequence[str] = ("tenant_id", "task_type")) -> int:
+        """Keep the newest ``n`` rows (by timestamp, then id) per group; returns rows deleted."""
+        n = check_range("compact_keep_records", n, 0, None, integer=True)
+        for col in by:
+            if col not in self._kinds:
+                raise ConfigError("by", col, "unknown column")
+        part = ", ".join(by)
+        sql = (f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() "
+               f"OVER (PARTITION BY {part} ORDER BY timestamp DESC, id DESC) AS r "
+               f"FROM {TABLE}) WHERE r > ?)")
+        return self._write(lambda c: c.execute(sql, (n,)).rowcount)
+
+    def reset(self) -> int:
+        """Delete every row (the id counter keeps counting); returns rows deleted."""
+        return self._write(lambda c: c.execute(f"DELETE FROM {TABLE}").rowcount)
+
+    def vacuum(self) -> dict:
+        """Rebuild the file without free pages and truncate the WAL (PERS-05).
+
+        Runs ``VACUUM`` outside any transaction (it cannot run inside one), then
+        ``PRAGMA wal_checkpoint(TRUNCATE)``.
+
+        Returns
+        -------
+        dict
+            ``bytes_before`` / ``bytes_after`` (file plus WAL), ``freelist_count`` after,
+            ``checkpoint`` (busy, log frames, checkpointed frames).
+        """
+        with self._lock:
+            before = self.file_bytes()
+            if self._conn.in_transaction:  # never VACUUM inside a transaction
+                self._conn.execute("COMMIT")
+            try:
+                self._conn.execute("VACUUM")
+                ckpt = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone() \
+                    if self.persistent else (0, 0, 0)
+            except sqlite3.Error as exc:
+                if _errname(exc) in _BUSY:
+                    raise StoreBusyError(f"{self.path}: busy, VACUUM not done; retry") from exc
+                raise StoreError(f"{self.path}: VACUUM failed: {exc}") from exc
+            free = self._conn.execute("PRAGMA freelist_count").fetchone()[0]
+            return {"bytes_before": before, "bytes_after": self.file_bytes(),
+                    "freelist_count": int(free), "checkpoint": list(ckpt)}
+
+    def checkpoint(self) -> tuple[int, int, int]:
+        """Copy the WAL into the database file and truncate it; (busy, frames, copied)."""
+        if not self.persistent:
+            return (0, 0, 0)
+        with self._lock:
+            return tuple(self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
+
+    # ----------------------------------------------------------------- reading
+    def read(self, where: Mapping[str, object] | None = None, *,
+             columns: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Rows matching ``where`` (exact), in id order, as numpy columns.
+
+        Returns
+        -------
+        dict of str to ndarray
+            ``id`` int64 (n,); int columns int64 (NULL -> 0 is refused: NULL ints come back
+            as an object array); float columns float64 (NULL -> NaN); str/json columns
+            object arrays (None for NULL); vector columns float32 (n, dim), NULL -> zeros.
+
+        Corruption met while reading moves the file aside and starts fresh
+        (``degraded_fresh_start``); the answer is then empty.
+        """
+        names = ["id"] + [c for c, _ in self.schema] if columns is None else \
+            ["id"] + [c for c in columns if c != "id"]
+        for c in names[1:]:
+            if c not in self._kinds:
+                raise ConfigError("columns", c, "unknown column")
+        clause, args = self._where(where)
+        sql = f"SELECT {', '.join(names)} FROM {TABLE}{clause} ORDER BY id"
+        try:
+            with self._lock:
+                rows = self._conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            if _errname(exc) not in _CORRUPT:
+                raise StoreError(f"{self.path}: read failed: {exc}") from exc
+            self._recover()
+            rows = []
+        return self._to_columns(names, rows)
+
+    def _to_columns(self, names: list[str], rows: list[tuple]) -> dict[str, np.ndarray]:
+        n = len(rows)
+        cols = list(zip(*rows)) if n else [()] * len(names)
+        out: dict[str, np.ndarray] = {}
+        for name, vals in zip(names, cols):
+            kind = "int" if name == "id" else self._kinds[name]
+            if kind == "vector":
+                w = self.dim * 4
+                zero = bytes(w)
+                raw = b"".join(v if v is not None and len(v) == w else zero for v in vals)
+                out[name] = np.frombuffer(raw, dtype=np.float32).reshape(n, self.dim).copy()
+            elif kind == "float":
+                out[name] = np.array([np.nan if v is None else v for v in vals],
+                                     dtype=np.float64).reshape(n)
+            elif kind == "int":
+                arr = np.array(vals, dtype=object).reshape(n)
+                out[name] = arr if any(v is None for v in vals) else arr.astype(np.int64)
+            else:
+                arr = np.empty(n, dtype=object)
+                arr[:] = list(vals)
+                out[name] = arr
+        return out
+
+    def count(self, where: Mapping[str, object] | None = None) -> int:
+        """Number of rows matching ``where`` exactly."""
+        clause, args = self._where(where)
+        with self._lock:
+            return int(self._conn.execute(f"SELECT COUNT(*) FROM {TABLE}{clause}", args)
+                       .fetchone()[0])
+
+    def file_bytes(self) -> int:
+        """Size of the database file plus its WAL, in bytes (0 in memory)."""
+        if not self.persistent:
+            return 0
+        return sum(os.path.getsize(self.path + s) for s in ("", "-wal")
+                   if os.path.exists(self.path + s))
+
+    def schema_version(self) -> int:
+        """Highest applied schema version."""
+        with self._lock:
+            return int(self._conn.execute("SELECT MAX(version) FROM schema_version")
+                       .fetchone()[0])
+
+    def stats(self) -> dict:
+        """Rows, pages, freelist, sizes and status of the store (JSON-ready)."""
+        with self._lock:
+            q = self._conn.execute
+            page_count = q("PRAGMA page_count").fetchone()[0]
+            freelist = q("PRAGMA freelist_count").fetchone()[0]
+            page_size = q("PRAGMA page_size").fetchone()[0]
+            rows = q(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0]
+        return {"path": self.path, "persistent": self.persistent, "status": self.status,
+                "rows": int(rows), "page_count": int(page_count),
+                "freelist_count": int(freelist), "page_size": int(page_size),
+                "file_bytes": self.file_bytes(), "schema_version": self.schema_version(),
+                "busy_timeout_s": self.timeout, "moved_to": self.moved_to}
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
