@@ -1,0 +1,84 @@
+"""Atomic file writes and append-only JSON-lines logs used by the loop stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically: readers see the old or the new file, never
+    a part of it.
+
+    The data goes to a temporary file in the same folder, is flushed (and fsync'ed when
+    ``durable``) and then renamed over ``path`` with :func:`os.replace`. Text is written
+    as UTF-8 with the newlines it contains (no platform translation); lone surrogates
+    (bytes that were not UTF-8, read with ``surrogateescape``) are written back as the
+    original bytes.
+
+    Raises
+    ------
+    OSError
+        The folder is not writable; ``path`` is then unchanged.
+    """
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            if durable:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_text_exact(path: Path) -> str | None:
+    """File content as text that :func:`atomic_write` writes back byte for byte, or None
+    when the file does not exist."""
+    try:
+        return Path(path).read_bytes().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        return None
+
+
+def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
+    """Append one JSON record as a line to ``path`` (created with its folder if missing)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record, ensure_ascii=True, sort_keys=True) + "\n"
+    with open(path, "ab") as fh:
+        fh.write(line.encode("ascii"))
+        fh.flush()
+        if durable:
+            os.fsync(fh.fileno())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """All complete records of a JSON-lines file ([] when missing). A torn last line (a
+    crash during an append) is ignored; a corrupt line elsewhere raises ValueError."""
+    try:
+        raw = Path(path).read_text(encoding="ascii")
+    except FileNotFoundError:
+        return []
+    lines = raw.split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise ValueError(f"{path}:{i + 1}: corrupt log line")
+    return out

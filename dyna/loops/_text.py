@@ -1,0 +1,159 @@
+"""Text helpers shared by the skill library, the memory store and the review pipeline.
+
+One place for: tokenising text for trigger matching (whole words, phrases, punctuation
+kept apart so ``/plan`` is matchable), normalising a fact for de-duplication, spotting the
+concrete parts of a lesson (commands, files, values, names) and a word-set similarity.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+# A token is a run of word characters (letters, digits, underscore; Unicode aware) or one
+# non-space punctuation character. Punctuation is kept as its own token so that a trigger
+# such as "/plan" can require the slash, while "git" can never match inside "github".
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+_WORD_RE = re.compile(r"\w+")
+
+STOPWORDS = frozenset("""
+a an and are as at be been but by can do does for from has have how i if in into is it its
+me my no not of on or our out so than that the their them then there these this those to
+up us was we were what when where which while who why will with you your use using used
+""".split())
+
+
+def tokenize(text: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """Split text into case-folded tokens and "glued" flags.
+
+    Parameters
+    ----------
+    text : str
+        Any text.
+
+    Returns
+    -------
+    tokens : tuple of str, length n
+        Word runs (``\\w+``) and single punctuation characters, case-folded.
+    glued : tuple of bool, length n
+        ``glued[i]`` is True when token ``i`` starts exactly where token ``i - 1`` ends
+        (no whitespace between), e.g. the ``plan`` of ``/plan``. ``glued[0]`` is False.
+    """
+    toks: list[str] = []
+    glued: list[bool] = []
+    end = -1
+    for m in _TOKEN_RE.finditer(text.casefold()):
+        toks.append(m.group())
+        glued.append(m.start() == end)
+        end = m.end()
+    return tuple(toks), tuple(glued)
+
+
+def content_words(text: str) -> tuple[str, ...]:
+    """Distinct case-folded words of ``text`` that are not stop-words, in first-seen order.
+
+    Single characters and stop-words (:data:`STOPWORDS`) are left out.
+    """
+    seen: dict[str, None] = {}
+    for w in _WORD_RE.findall(text.casefold()):
+        if len(w) > 1 and w not in STOPWORDS:
+            seen.setdefault(w, None)
+    return tuple(seen)
+
+
+# Tokens for fact identity: words joined by inner punctuation stay one token, so
+# "1.5" != "15" and "test-fast" is one token, while trailing punctuation is dropped.
+_FACT_TOKEN_RE = re.compile(r"\w+(?:[.\-/:@+]\w+)*")
+
+
+def fact_key(text: str) -> str:
+    """Normal form of a fact: entries with equal keys are the same fact.
+
+    Case, spacing and punctuation (outside numbers, paths and hyphenated names) are
+    ignored; a different number or name gives a different key.
+
+    Examples
+    --------
+    >>> fact_key("Use `make test-fast`.") == fact_key("use make  TEST-FAST")
+    True
+    >>> fact_key("port 8080") == fact_key("port 8081")
+    False
+    """
+    return " ".join(_FACT_TOKEN_RE.findall(text.casefold()))
+
+
+_CODE_RE = re.compile(r"`[^`]+`")
+_QUOTED_RE = re.compile(r"\"[^\"]+\"|'[^'\s][^']*'")
+_NUMBER_RE = re.compile(r"\d")
+_PATH_RE = re.compile(r"(?:[\w.-]*/[\w./-]+|\b[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b)")
+_FLAG_RE = re.compile(r"(?:^|\s)--?[A-Za-z][\w-]*")
+_NAME_RE = re.compile(r"\b(?:[A-Z]{2,}\w*|[a-z]+[A-Z]\w*|[A-Za-z]+[_-][A-Za-z0-9_-]+|"
+                      r"(?<=[a-z,;] )[A-Z][a-z]+)\b")
+
+
+def concrete_parts(text: str) -> tuple[str, ...]:
+    """The concrete parts of a lesson: code spans, quoted strings, numbers, paths and
+    file names, command-line flags and names (ALLCAPS, camelCase, snake/kebab-case, or a
+    capitalised word inside a sentence).
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    tuple of str
+        Sorted, case-folded, distinct parts; empty for a vague lesson such as
+        "Be careful with tools.".
+    """
+    parts: set[str] = set()
+    for rx in (_CODE_RE, _QUOTED_RE, _PATH_RE, _FLAG_RE, _NAME_RE):
+        parts.update(m.strip().casefold() for m in rx.findall(text))
+    parts.update(m.casefold() for m in re.findall(r"\d+(?:[.,:]\d+)*", text))
+    return tuple(sorted(p for p in parts if p))
+
+
+def is_concrete(text: str) -> bool:
+    """True when ``text`` names a concrete command, file, value or name."""
+    return bool(concrete_parts(text))
+
+
+def jaccard(a: frozenset | set, b: frozenset | set) -> float:
+    """Jaccard similarity ``|a & b| / |a | b|`` of two word sets (1.0 for two empty sets)."""
+    if not a and not b:
+        return 1.0
+    inter = len(a & b)
+    return inter / (len(a) + len(b) - inter)
+
+
+def similarity_matrix(word_sets: list[frozenset]) -> np.ndarray:
+    """Pairwise Jaccard similarity of many word sets, via one sparse product.
+
+    Parameters
+    ----------
+    word_sets : list of frozenset of str, length n
+
+    Returns
+    -------
+    ndarray of float64, shape (n, n)
+        ``S[i, j] = |w_i & w_j| / |w_i | w_j|``; 1.0 where both sets are empty.
+    """
+    from scipy import sparse
+
+    n = len(word_sets)
+    if n == 0:
+        return np.zeros((0, 0))
+    vocab: dict[str, int] = {}
+    rows, cols = [], []
+    for i, ws in enumerate(word_sets):
+        for w in ws:
+            rows.append(i)
+            cols.append(vocab.setdefault(w, len(vocab)))
+    x = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, max(len(vocab), 1)))
+    inter = (x @ x.T).toarray()
+    sizes = np.asarray(x.sum(axis=1)).ravel()
+    union = sizes[:, None] + sizes[None, :] - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sim = np.where(union > 0, inter / np.where(union > 0, union, 1.0), 1.0)
+    return sim

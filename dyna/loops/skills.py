@@ -1,0 +1,1343 @@
+"""The skill library: procedures an agent keeps between runs, as Agent Skills SKILL.md files.
+
+Layout of a library folder ``DIR`` (readable by any tool that reads Agent Skills)::
+
+    DIR/<name>/SKILL.md                 active skills
+    DIR/.dyna/retired/<name>/SKILL.md   retired or evicted skills (restorable)
+    DIR/.dyna/history.jsonl             append-only log of every change
+    DIR/.dyna/pending/<id>.json         proposals waiting for approval
+
+A SKILL.md has YAML frontmatter with ``name`` (1-64 characters: lowercase letters, digits,
+single hyphens; equal to the folder name) and ``description`` (1-1,024 characters); all of
+dyna's own fields live under ``metadata`` as strings (triggers as a comma-separated list,
+dates as ISO dates, counts as decimal strings), so the files stay valid Agent Skills.
+
+The same :class:`SkillLibrary` runs on an in-memory backend (``SkillLibrary(None)``): the
+same code path with no files, for simulations with many episodes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import heapq
+import math
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+
+from dyna.competence import BetaCompetence
+from dyna.errors import ConfigError, check_range
+from dyna.loops._io import append_jsonl, atomic_write, read_jsonl, read_text_exact
+from dyna.loops._text import content_words, tokenize
+from dyna.loops.frontmatter import FrontmatterError, dump_frontmatter, parse_frontmatter
+
+__all__ = [
+    "UNTRUSTED_SOURCES", "AddResult", "HistoryEntry", "Match", "MatchIndex", "PendingItem",
+    "Skill", "SkillLibrary", "SkillSnapshot", "check_skill_name", "is_untrusted",
+]
+
+NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+ACTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
+MAX_NAME = 64
+MAX_DESCRIPTION = 1024
+MAX_TRIGGER = 128
+
+UNTRUSTED_SOURCES = frozenset({"tool_output", "web", "user_files"})
+"""Provenance sources that make a proposal untrusted: it saw tool output, a fetched page or
+user-supplied files, any of which can carry planted instructions."""
+
+KINDS = ("skill", "workflow")
+TRUST_LEVELS = ("trusted", "approved", "untrusted")
+STATUSES = ("active", "retired")
+DESCRIPTION_WEIGHT = 0.5
+"""Score of one description word when a skill without triggers is matched on its
+description (a trigger word scores 1)."""
+
+
+def is_untrusted(provenance: Iterable[str]) -> bool:
+    """True when any provenance source is in :data:`UNTRUSTED_SOURCES`."""
+    return any(p in UNTRUSTED_SOURCES for p in provenance)
+
+
+def check_skill_name(name, field_name: str = "name") -> str:
+    """Validate a skill name (Agent Skills rule) and return it.
+
+    A name is 1-64 characters of lowercase ASCII letters, digits and single hyphens, not
+    starting or ending with a hyphen; so it can never contain ``/``, ``..`` or start at the
+    file-system root.
+
+    Raises
+    ------
+    ConfigError
+        Anything else, e.g. ``"../x"``, ``"/etc"``, ``"Deploy"``, ``"a--b"``.
+    """
+    if not isinstance(name, str):
+        raise ConfigError(field_name, name, "must be a string")
+    if not 1 <= len(name) <= MAX_NAME:
+        raise ConfigError(field_name, name, f"must have 1-{MAX_NAME} characters")
+    if not NAME_RE.match(name):
+        raise ConfigError(field_name, name, "must be lowercase letters, digits and single "
+                          "hyphens (no path separators)")
+    return name
+
+
+def _split_list(value, field_name: str, sep: str) -> tuple[str, ...]:
+    """A string (split on ``sep``) or a list of strings -> tuple of stripped, distinct items."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items = value.split(sep) if sep else value.split()
+    elif isinstance(value, (list, tuple)):
+        items = []
+        for v in value:
+            if not isinstance(v, str):
+                raise ConfigError(field_name, value, "items must be strings")
+            items.extend(v.split(sep) if sep else v.split())
+    else:
+        raise ConfigError(field_name, value, "must be a string or a list of strings")
+    out: dict[str, str] = {}
+    for it in items:
+        it = " ".join(it.split())
+        if it:
+            out.setdefault(it.casefold(), it)
+    return tuple(out.values())
+
+
+def _check_date(field_name: str, value) -> str:
+    if value in ("", None):
+        return ""
+    if not isinstance(value, str):
+        raise ConfigError(field_name, value, "must be an ISO date string YYYY-MM-DD")
+    try:
+        _dt.date.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(field_name, value, "must be an ISO date YYYY-MM-DD") from None
+    if len(value) != 10:
+        raise ConfigError(field_name, value, "must be an ISO date YYYY-MM-DD")
+    return value
+
+
+_OUR_KEYS = ("triggers", "kind", "actions", "created", "last_verified", "source_run",
+             "provenance", "trust", "successes", "failures", "a", "b", "status",
+             "retired_reason")
+
+
+@dataclass(frozen=True)
+class Skill:
+    """One skill: a procedure to follow when a situation arises (or a learned workflow).
+
+    Construction validates and normalises every field (so two skills that read the same
+    are equal): triggers and actions given as a string are split on commas (actions also
+    on whitespace), stripped and de-duplicated case-insensitively; the body loses leading
+    and trailing newlines and CRLF becomes LF.
+
+    Parameters
+    ----------
+    name : str
+        Folder name and identifier, see :func:`check_skill_name`.
+    description : str
+        1-1,024 characters: what the skill does and when to use it.
+    body : str
+        Markdown instructions.
+    triggers : str or sequence of str
+        Words or phrases (no commas, <= 128 characters) that select the skill in
+        :meth:`SkillLibrary.match`; empty means "match on the description".
+    kind : {"skill", "workflow"}
+        A workflow is a checked action sequence callable as one action; it needs
+        ``actions``.
+    actions : str or sequence of str
+        Action names of a workflow, in order (names only: no code, no shell).
+    created, last_verified : str
+        ISO dates (``YYYY-MM-DD``) of creation and of the last successful use.
+    source_run : str
+        Id of the run that wrote the skill.
+    provenance : str or sequence of str
+        What the lesson was learned from, e.g. ``("verified_outcome", "tool_output")``.
+    trust : {"trusted", "approved", "untrusted"}
+    successes, failures : int
+        Outcomes of episodes in which the skill was injected.
+    a, b : float or None
+        Beta posterior of the skill's competence (None: the library's prior).
+    status : {"active", "retired"}
+    retired_reason : str
+    extra : tuple of (str, object)
+        Other top-level frontmatter fields (``license``, ``allowed-tools``, ...), kept as
+        read.
+    extra_metadata : tuple of (str, object)
+        Other ``metadata`` entries, kept as read.
+
+    Raises
+    ------
+    ConfigError
+        Naming the offending field and value.
+    """
+
+    name: str
+    description: str
+    body: str = ""
+    triggers: tuple[str, ...] = ()
+    kind: str = "skill"
+    actions: tuple[str, ...] = ()
+    created: str = ""
+    last_verified: str = ""
+    source_run: str = ""
+    provenance: tuple[str, ...] = ()
+    trust: str = "trusted"
+    successes: int = 0
+    failures: int = 0
+    a: float | None = None
+    b: float | None = None
+    status: str = "active"
+    retired_reason: str = ""
+    extra: tuple = ()
+    extra_metadata: tuple = ()
+
+    def __post_init__(self):
+        put = object.__setattr__
+        check_skill_name(self.name)
+        if not isinstance(self.description, str) or not self.description.strip():
+            raise ConfigError("description", self.description, "must be a non-empty string")
+        if len(self.description) > MAX_DESCRIPTION:
+            raise ConfigError("description", self.description[:40] + "...",
+                              f"must have at most {MAX_DESCRIPTION} characters "
+                              f"(has {len(self.description)})")
+        if not isinstance(self.body, str):
+            raise ConfigError("body", self.body, "must be a string")
+        put(self, "body", self.body.replace("\r\n", "\n").replace("\r", "\n").strip("\n"))
+        trig = _split_list(self.triggers, "triggers", ",")
+        for t in trig:
+            if len(t) > MAX_TRIGGER:
+                raise ConfigError("triggers", t, f"a trigger has at most {MAX_TRIGGER} characters")
+            if not tokenize(t)[0]:
+                raise ConfigError("triggers", t, "a trigger needs a word or a symbol")
+        put(self, "triggers", trig)
+        if self.kind not in KINDS:
+            raise ConfigError("kind", self.kind, f"must be one of {KINDS}")
+        acts = _split_list(self.actions, "actions", "")
+        acts = tuple(a for part in acts for a in part.split(",") if a)
+        for act in acts:
+            if not ACTION_RE.match(act):
+                raise ConfigError("actions", act, "an action is a name (letters, digits, "
+                                  "'_.:-'), not code or a shell command")
+        put(self, "actions", acts)
+        if self.kind == "workflow" and not acts:
+            raise ConfigError("actions", self.actions, "a workflow needs at least one action")
+        put(self, "created", _check_date("created", self.created))
+        put(self, "last_verified", _check_date("last_verified", self.last_verified))
+        for f in ("source_run", "retired_reason"):
+            v = getattr(self, f)
+            if not isinstance(v, str):
+                raise ConfigError(f, v, "must be a string")
+            put(self, f, " ".join(v.split()))
+        put(self, "provenance", _split_list(self.provenance, "provenance", ","))
+        if self.trust not in TRUST_LEVELS:
+            raise ConfigError("trust", self.trust, f"must be one of {TRUST_LEVELS}")
+        if self.status not in STATUSES:
+            raise ConfigError("status", self.status, f"must be one of {STATUSES}")
+        for f in ("successes", "failures"):
+            put(self, f, check_range(f, getattr(self, f), 0, None, integer=True))
+        if (self.a is None) != (self.b is None):
+            raise ConfigError("a", self.a, "a and b are given together or not at all")
+        for f in ("a", "b"):
+            v = getattr(self, f)
+            if v is not None:
+                v = float(check_range(f, v, 0.0, None, lo_open=True))
+                if not math.isfinite(v):
+                    raise ConfigError(f, v, "must be finite")
+                put(self, f, v)
+        for f in ("extra", "extra_metadata"):
+            v = getattr(self, f)
+            if isinstance(v, Mapping):
+                v = tuple(v.items())
+            put(self, f, tuple((str(k), x) for k, x in v))
+        for k, _ in self.extra:
+            if k in ("name", "description", "metadata", "triggers"):
+                raise ConfigError("extra", k, "is a field of its own")
+        for k, _ in self.extra_metadata:
+            if k in _OUR_KEYS:
+                raise ConfigError("extra_metadata", k, "is a field of its own")
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def uses(self) -> int:
+        """Episodes with a reported outcome in which the skill was injected."""
+        return self.successes + self.failures
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+    # ------------------------------------------------------------------ file format
+    def to_frontmatter(self) -> dict:
+        """The frontmatter mapping written to SKILL.md (dyna's fields under ``metadata``,
+        all values strings)."""
+        meta: dict = {"triggers": ", ".join(self.triggers)}
+        if self.kind != "skill":
+            meta["kind"] = self.kind
+        if self.actions:
+            meta["actions"] = " ".join(self.actions)
+        meta.update(created=self.created, last_verified=self.last_verified,
+                    source_run=self.source_run, provenance=", ".join(self.provenance),
+                    trust=self.trust, successes=str(self.successes),
+                    failures=str(self.failures))
+        if self.a is not None:
+            meta["a"] = repr(self.a)
+            meta["b"] = repr(self.b)
+        meta["status"] = self.status
+        if self.retired_reason:
+            meta["retired_reason"] = self.retired_reason
+        meta.update(self.extra_metadata)
+        out = {"name": self.name, "description": self.description}
+        out.update(self.extra)
+        out["metadata"] = meta
+        return out
+
+    def to_text(self) -> str:
+        """The SKILL.md text of this skill."""
+        return dump_frontmatter(self.to_frontmatter(), self.body)
+
+    @classmethod
+    def from_text(cls, text: str | bytes, path="<text>", folder: str | None = None) -> "Skill":
+        """Parse SKILL.md text.
+
+        Parameters
+        ----------
+        text : str or bytes
+            File content (BOM and CRLF accepted).
+        path : str or Path
+            For error messages.
+        folder : str, optional
+            Name of the folder holding the file; the skill's name must equal it.
+
+        Raises
+        ------
+        FrontmatterError
+            Naming the file, the line and the field: bad YAML, missing or invalid
+            ``name``/``description``, a name that differs from the folder, bad metadata.
+        """
+        meta, body = parse_frontmatter(text, path)
+        raw = _normalised_text(text)
+
+        def fail(field_name, reason, value=None, key=None):
+            raise FrontmatterError(path, _line_of(raw, key or field_name.split(".")[0]),
+                                   field_name, reason, value)
+
+        for req in ("name", "description"):
+            if req not in meta:
+                fail(req, "is required")
+            if not isinstance(meta[req], str):
+                fail(req, "must be a string", meta[req])
+        md = meta.get("metadata", {})
+        if md in ("", None):
+            md = {}
+        if not isinstance(md, dict):
+            fail("metadata", "must be a mapping", md)
+        kw: dict = {"name": meta["name"], "description": meta["description"], "body": body}
+        trig = meta.get("triggers")
+        if "triggers" in md:
+            trig = md["triggers"] if trig is None else [trig, md["triggers"]]
+        kw["triggers"] = _flatten(trig)
+        extra_md = []
+        for k, v in md.items():
+            k = str(k)
+            if k == "triggers":
+                continue
+            if k not in _OUR_KEYS:
+                extra_md.append((k, v))
+                continue
+            try:
+                if k in ("successes", "failures"):
+                    v = int(v) if isinstance(v, str) and v.strip().isdigit() else v
+                    if isinstance(v, str):
+                        raise ValueError
+                elif k in ("a", "b"):
+                    v = float(v)
+            except (TypeError, ValueError):
+                fail(f"metadata.{k}", "must be a number", v, key="metadata")
+            kw[k] = v
+        kw["extra_metadata"] = tuple(extra_md)
+        kw["extra"] = tuple((str(k), v) for k, v in meta.items()
+                            if k not in ("name", "description", "metadata", "triggers"))
+        try:
+            skill = cls(**kw)
+        except ConfigError as exc:
+            top = exc.field if exc.field in meta else ("metadata" if exc.field in md else "name")
+            fail(exc.field if top != "metadata" else f"metadata.{exc.field}", exc.reason,
+                 exc.value, key=top)
+        if folder is not None and skill.name != folder:
+            fail("name", f"must equal the folder name {folder!r}", skill.name)
+        return skill
+
+
+def _flatten(trig):
+    if isinstance(trig, list) and any(isinstance(t, list) for t in trig):
+        out = []
+        for t in trig:
+            out.extend(t if isinstance(t, list) else [t])
+        return out
+    return trig
+
+
+def _normalised_text(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _line_of(text: str, key: str) -> int | None:
+    """1-based line of top-level ``key:`` in a frontmatter text (None if absent)."""
+    rx = re.compile(rf"^['\"]?{re.escape(key)}['\"]?\s*:")
+    for i, line in enumerate(text.split("\n")):
+        if i and line.rstrip() == "---":
+            return None
+        if rx.match(line):
+            return i + 1
+    return None
+
+
+# ============================================================================ matching
+
+@dataclass(frozen=True)
+class Match:
+    """One result of :meth:`SkillLibrary.match`.
+
+    Attributes
+    ----------
+    name : str
+    score : float
+        Sum over matched triggers of their word count (a phrase of two words scores 2),
+        or 0.5 per matched description word for a skill without triggers; times the
+        library's ``suspect_factor`` when the skill is suspect.
+    matched : tuple of str
+        The triggers (or description words) found, sorted.
+    suspect : bool
+        Not verified for longer than the library's ``max_age_days``.
+    skill : Skill
+    """
+
+    name: str
+    score: float
+    matched: tuple[str, ...]
+    suspect: bool
+    skill: Skill
+
+
+class MatchIndex:
+    """Inverted index from first token to triggers, for whole-word and phrase matching.
+
+    Every trigger is tokenised with :func:`dyna.loops._text.tokenize`; it matches where the
+    query has the same tokens in a row with the same spacing between them (so ``"/plan"``
+    matches ``"run /plan now"``, ``"git"`` never matches ``"github"`` and ``"deploy"``
+    never matches ``"redeployment-notes"``). A query costs one dictionary look-up per query
+    token plus the triggers that start with that token.
+    """
+
+    def __init__(self):
+        self._post: dict[str, list[tuple]] = {}
+        self._keys: dict[str, tuple[str, ...]] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def copy(self) -> "MatchIndex":
+        """An independent copy (the lists are copied; their entries are immutable)."""
+        new = MatchIndex()
+        new._post = {k: list(v) for k, v in self._post.items()}
+        new._keys = dict(self._keys)
+        return new
+
+    def add(self, skill: Skill) -> None:
+        """Index an active skill's triggers (or its description words)."""
+        if skill.name in self._keys:
+            self.remove(skill.name)
+        firsts = []
+        if skill.triggers:
+            for trig in skill.triggers:
+                toks, glue = tokenize(trig)
+                weight = float(max(1, sum(1 for t in toks if t[0].isalnum() or t[0] == "_")))
+                entry = (skill.name, trig.casefold(), toks, glue, weight)
+                self._post.setdefault(toks[0], []).append(entry)
+                firsts.append(toks[0])
+        else:
+            for w in content_words(skill.description):
+                self._post.setdefault(w, []).append(
+                    (skill.name, w, (w,), (False,), DESCRIPTION_WEIGHT))
+                firsts.append(w)
+        self._keys[skill.name] = tuple(dict.fromkeys(firsts))
+
+    def remove(self, name: str) -> None:
+        """Drop a skill from the index (no-op if absent)."""
+        for tok in self._keys.pop(name, ()):
+            lst = [e for e in self._post[tok] if e[0] != name]
+            if lst:
+                self._post[tok] = lst
+            else:
+                del self._post[tok]
+
+    def hits(self, text: str) -> dict[str, dict[str, float]]:
+        """Matched triggers per skill: ``{name: {trigger: weight}}``."""
+        toks, glue = tokenize(text)
+        post = self._post
+        n = len(toks)
+        out: dict[str, dict[str, float]] = {}
+        for i, tok in enumerate(toks):
+            entries = post.get(tok)
+            if entries is None:
+                continue
+            for name, label, ttoks, tglue, w in entries:
+                k = len(ttoks)
+                if k > 1 and (i + k > n or toks[i:i + k] != ttoks
+                              or glue[i + 1:i + k] != tglue[1:]):
+                    continue
+                h = out.get(name)
+                if h is None:
+                    out[name] = {label: w}
+                else:
+                    h[label] = w
+        return out
+
+
+class _Matcher:
+    """match() over ``_skills`` and ``_index`` (shared by the library and its snapshots)."""
+
+    _skills: Mapping[str, Skill]
+    _index: MatchIndex
+    max_age_days: float | None
+    suspect_factor: float
+    _clock: Callable[[], _dt.datetime]
+
+    def __len__(self) -> int:
+        """Number of active skills."""
+        return len(self._skills)
+
+    def __contains__(self, name) -> bool:
+        return name in self._skills
+
+    def __iter__(self):
+        """Names of the active skills, sorted."""
+        return iter(sorted(self._skills))
+
+    def today(self) -> _dt.date:
+        """Today's date by the library clock (UTC by default)."""
+        return self._clock().date()
+
+    def is_suspect(self, skill: Skill, today: _dt.date | None = None) -> bool:
+        """True when dating is on and ``skill`` was last verified (or, never verified,
+        created) more than ``max_age_days`` days before ``today``; a skill with neither
+        date is suspect."""
+        if self.max_age_days is None:
+            return False
+        stamp = skill.last_verified or skill.created
+        if not stamp:
+            return True
+        today = today or self.today()
+        return (today - _dt.date.fromisoformat(stamp)).days > self.max_age_days
+
+    def match(self, text: str, limit: int = 3) -> list[Match]:
+        """Skills whose triggers occur in ``text`` as whole words or phrases, best first.
+
+        Parameters
+        ----------
+        text : str
+            The situation, e.g. the task statement.
+        limit : int
+            At most this many results, >= 0; 0 gives []. Never unlimited.
+
+        Returns
+        -------
+        list of Match, length <= limit
+            Ordered by score (descending), then name (ascending), so ties are broken the
+            same way in every run (case SKL-03). Retired skills are never returned.
+
+        Raises
+        ------
+        ConfigError
+            ``limit`` not an integer >= 0 (None included) or ``text`` not a string.
+        """
+        if limit is None or isinstance(limit, bool):
+            raise ConfigError("limit", limit, "must be an integer >= 0")
+        limit = check_range("limit", limit, 0, None, integer=True)
+        if not isinstance(text, str):
+            raise ConfigError("text", text, "must be a string")
+        if limit == 0:
+            return []
+        hits = self._index.hits(text)
+        if not hits:
+            return []
+        today = self.today() if self.max_age_days is not None else None
+        ranked = []
+        skills = self._skills
+        for name, h in hits.items():
+            skill = skills[name]
+            score = sum(h.values())
+            suspect = self.is_suspect(skill, today)
+            if suspect:
+                score *= self.suspect_factor
+            ranked.append((-score, name, suspect, h))
+        best = heapq.nsmallest(limit, ranked, key=lambda r: (r[0], r[1]))
+        return [Match(name, -neg, tuple(sorted(h)), suspect, skills[name])
+                for neg, name, suspect, h in best]
+
+
+class SkillSnapshot(_Matcher):
+    """A frozen view of a library's active skills at one moment.
+
+    A run takes a snapshot when it starts and matches against it, so it keeps the skills
+    it started with while reviews of other runs change the library.
+
+    Attributes
+    ----------
+    skills : Mapping[str, Skill]
+        Read-only mapping of the active skills at snapshot time.
+    """
+
+    def __init__(self, skills: dict, index: MatchIndex, max_age_days, suspect_factor, clock):
+        self._skills = MappingProxyType(skills)
+        self._index = index
+        self.max_age_days = max_age_days
+        self.suspect_factor = suspect_factor
+        self._clock = clock
+
+    @property
+    def skills(self) -> Mapping[str, Skill]:
+        return self._skills
+
+    def get(self, name: str) -> Skill | None:
+        return self._skills.get(name)
+
+
+# ============================================================================ storage
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One change in the append-only history.
+
+    Attributes
+    ----------
+    seq : int
+        1, 2, ... in order of the change.
+    time : str
+        ISO 8601 timestamp (library clock).
+    op : str
+        ``create``, ``patch``, ``outcome``, ``retire``, ``restore``, ``evict``, ``stage``,
+        ``approve``, ``reject`` or ``undo``.
+    name : str
+        The skill (or, for ``stage``/``reject``, the staged destination).
+    run_id : str
+        The run that caused the change (``undo:<run>`` for an undo).
+    reason : str
+    before, after : object
+        Backend state of the skill before and after (exact file texts for a folder).
+    """
+
+    seq: int
+    time: str
+    op: str
+    name: str
+    run_id: str
+    reason: str
+    before: object = field(default=None, repr=False, compare=False)
+    after: object = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class PendingItem:
+    """A proposal staged for approval.
+
+    Attributes
+    ----------
+    id : str
+        ``p0001``, ``p0002``, ... in staging order.
+    dest : str
+        The skill name it will be written to; fixed when staged.
+    skill : Skill
+    run_id : str
+    staged_at : str
+    provenance : tuple of str
+    reason : str
+    """
+
+    id: str
+    dest: str
+    skill: Skill
+    run_id: str
+    staged_at: str
+    provenance: tuple[str, ...]
+    reason: str = ""
+
+
+class MemorySkillBackend:
+    """Skills, history and pending proposals held in memory (no files).
+
+    The state of a skill is the :class:`Skill` object itself (or None)."""
+
+    location = None
+
+    def __init__(self):
+        self._skills: dict[str, Skill] = {}
+        self._history: list[dict] = []
+        self._pending: dict[str, PendingItem] = {}
+
+    def scan(self):
+        return [self._skills[k] for k in sorted(self._skills)], []
+
+    def state(self, name: str):
+        return self._skills.get(name)
+
+    def write(self, skill: Skill) -> None:
+        self._skills[skill.name] = skill
+
+    def restore(self, name: str, state) -> None:
+        if state is None:
+            self._skills.pop(name, None)
+        else:
+            self._skills[name] = state
+
+    def skill_of(self, name: str, state) -> Skill | None:
+        return state
+
+    def append_history(self, rec: dict) -> None:
+        self._history.append(rec)
+
+    def history(self) -> list[dict]:
+        return list(self._history)
+
+    def put_pending(self, item: PendingItem) -> None:
+        self._pending[item.id] = item
+
+    def pending(self) -> list[PendingItem]:
+        return [self._pending[k] for k in sorted(self._pending)]
+
+    def drop_pending(self, pid: str) -> None:
+        self._pending.pop(pid, None)
+
+
+class FileSkillBackend:
+    """Skills as ``DIR/<name>/SKILL.md`` (see the module docstring for the layout).
+
+    The state of a skill is ``[active_text, retired_text]`` (exact file contents or None),
+    so undoing a change restores the files byte for byte. Every write is atomic.
+
+    Raises
+    ------
+    ConfigError
+        A name that is not a valid skill name, or a skill folder that resolves outside
+        the library (a symbolic link pointing elsewhere).
+    """
+
+    def __init__(self, root, durable: bool = True):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._real = self.root.resolve()
+        self.meta = self.root / ".dyna"
+        self.durable = durable
+
+    @property
+    def location(self) -> Path:
+        return self.root
+
+    def _folder(self, name: str, retired: bool) -> Path:
+        check_skill_name(name)
+        base = self.meta / "retired" if retired else self.root
+        folder = base / name
+        real = folder.resolve()
+        if not real.is_relative_to(self._real) or real == self._real:
+            raise ConfigError("name", name, f"skill folder resolves outside {self.root}")
+        return folder
+
+    def path(self, name: str, retired: bool = False) -> Path:
+        """Path of the SKILL.md of ``name`` (active or retired)."""
+        return self._folder(name, retired) / "SKILL.md"
+
+    def scan(self):
+        skills, errors = [], []
+        for retired, base in ((False, self.root), (True, self.meta / "retired")):
+            if not base.is_dir():
+                continue
+            for entry in sorted(base.iterdir()):
+                if entry.name.startswith(".") or not entry.is_dir():
+                    continue
+                md = entry / "SKILL.md"
+                if not md.is_file():
+                    continue
+                try:
+                    check_skill_name(entry.name, "folder")
+                    self._folder(entry.name, retired)
+                    skill = Skill.from_text(md.read_bytes(), md, folder=entry.name)
+                    if skill.active == retired:
+                        skill = replace(skill, status="retired" if retired else "active")
+                    skills.append(skill)
+                except FrontmatterError as exc:
+                    errors.append(exc)
+                except ConfigError as exc:
+                    errors.append(FrontmatterError(md, None, exc.field, exc.reason, exc.value))
+        return skills, errors
+
+    def state(self, name: str):
+        return [read_text_exact(self.path(name, False)), read_text_exact(self.path(name, True))]
+
+    def _put(self, name: str, retired: bool, text: str | None) -> None:
+        folder = self._folder(name, retired)
+        if text is None:
+            (folder / "SKILL.md").unlink(missing_ok=True)
+            _rmdir_if_empty(folder)
+            return
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(exist_ok=True)
+        atomic_write(folder / "SKILL.md", text, durable=self.durable)
+
+    def write(self, skill: Skill) -> None:
+        retired = not skill.active
+        folder = self._folder(skill.name, retired)
+        other = self._folder(skill.name, not retired)
+        if other.is_dir() and not folder.exists():
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            other.rename(folder)  # move the whole folder, resources included
+        self._put(skill.name, retired, skill.to_text())
+        self._put(skill.name, not retired, None)
+
+    def restore(self, name: str, state) -> None:
+        active, retired = state
+        # Write what should exist first, then remove what should not.
+        for is_ret, text in ((False, active), (True, retired)):
+            if text is not None:
+                self._put(name, is_ret, text)
+        for is_ret, text in ((False, active), (True, retired)):
+            if text is None:
+                self._put(name, is_ret, None)
+
+    def skill_of(self, name: str, state) -> Skill | None:
+        """The skill a state describes (the active text wins), or None."""
+        for is_ret, text in ((False, state[0]), (True, state[1])):
+            if text is not None:
+                skill = Skill.from_text(text.encode("utf-8", "surrogateescape"),
+                                        self.path(name, is_ret), folder=name)
+                want = "retired" if is_ret else "active"
+                return skill if skill.status == want else replace(skill, status=want)
+        return None
+
+    def append_history(self, rec: dict) -> None:
+        append_jsonl(self.meta / "history.jsonl", rec, durable=self.durable)
+
+    def history(self) -> list[dict]:
+        return read_jsonl(self.meta / "history.jsonl")
+
+    def put_pending(self, item: PendingItem) -> None:
+        import json
+        folder = self.meta / "pending"
+        folder.mkdir(parents=True, exist_ok=True)
+        rec = {"id": item.id, "dest": item.dest, "text": item.skill.to_text(),
+               "run_id": item.run_id, "staged_at": item.staged_at,
+               "provenance": list(item.provenance), "reason": item.reason}
+        atomic_write(folder / f"{item.id}.json", json.dumps(rec, indent=1, sort_keys=True),
+                     durable=self.durable)
+
+    def pending(self) -> list[PendingItem]:
+        import json
+        folder = self.meta / "pending"
+        if not folder.is_dir():
+            return []
+        out = []
+        for p in sorted(folder.glob("p*.json")):
+            rec = json.loads(p.read_text(encoding="utf-8"))
+            skill = Skill.from_text(rec["text"], p)
+            out.append(PendingItem(rec["id"], rec["dest"], skill, rec["run_id"],
+                                   rec["staged_at"], tuple(rec["provenance"]), rec["reason"]))
+        return out
+
+    def drop_pending(self, pid: str) -> None:
+        if not re.fullmatch(r"p\d+", pid):
+            raise ConfigError("id", pid, "not a pending id")
+        (self.meta / "pending" / f"{pid}.json").unlink(missing_ok=True)
+
+
+def _rmdir_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+def _utc_now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+# ============================================================================ library
+
+@dataclass(frozen=True)
+class AddResult:
+    """What :meth:`SkillLibrary.add` did.
+
+    Attributes
+    ----------
+    skill : Skill
+        The skill as written.
+    evicted : Skill or None
+        The skill evicted to make room at the cap (moved to the retired folder).
+    """
+
+    skill: Skill
+    evicted: Skill | None = None
+
+
+class SkillLibrary(_Matcher):
+    """A library of skills with matching, competence, a cap, dating, history and approval.
+
+    Parameters
+    ----------
+    dir : str or Path or None
+        Library folder (created if missing); None keeps everything in memory.
+    cap : int or None
+        Maximum number of active skills; at the cap a new skill replaces the weakest one
+        (lowest lower credible bound of competence, then oldest ``created``, then name),
+        and the eviction is recorded. None: no cap.
+    max_age_days : float or None
+        Dating: a skill not verified for longer is *suspect* and scores
+        ``suspect_factor`` times less in :meth:`match`. None: no dating.
+    suspect_factor : float
+        In [0, 1].
+    retire_below : float or None
+        Retire on contradiction: after a failure, a skill with at least
+        ``retire_min_uses`` outcomes whose posterior mean competence ``a / (a + b)`` is
+        below this is retired. None: never.
+    retire_min_uses : int
+    level : float
+        Credible level of the lower bound used for eviction, in (0, 1).
+    prior, discount :
+        Of the :class:`dyna.competence.BetaCompetence` estimator (Beta prior, and the
+        per-update evidence discount in (0, 1]).
+    clock : callable returning an aware datetime, optional
+        Time source (UTC now by default); tests and simulations pass their own.
+    log_outcomes : bool
+        Record every outcome report in the history (so :meth:`undo_run` also reverts a
+        run's outcome counts). Simulations with very many episodes may turn it off.
+    durable : bool
+        fsync every file write (folder backend).
+
+    Attributes
+    ----------
+    errors : list of FrontmatterError
+        Skill files that could not be read at load time; each names the file, the line
+        and the field (case SKL-01). They count in :meth:`summary`.
+    competence : BetaCompetence
+        Per-skill posteriors, keyed by skill name.
+
+    Raises
+    ------
+    ConfigError
+        Bad parameters.
+    """
+
+    def __init__(self, dir=None, *, cap: int | None = None, max_age_days: float | None = None,
+                 suspect_factor: float = 0.5, retire_below: float | None = 0.4,
+                 retire_min_uses: int = 3, level: float = 0.95, prior="uniform",
+                 discount: float = 1.0, clock: Callable[[], _dt.datetime] | None = None,
+                 log_outcomes: bool = True, durable: bool = True):
+        if cap is not None:
+            cap = check_range("cap", cap, 1, None, integer=True)
+        if max_age_days is not None:
+            check_range("max_age_days", max_age_days, 0, None)
+        if retire_below is not None:
+            check_range("retire_below", retire_below, 0.0, 1.0)
+        self.cap = cap
+        self.max_age_days = max_age_days
+        self.suspect_factor = float(check_range("suspect_factor", suspect_factor, 0.0, 1.0))
+        self.retire_below = retire_below
+        self.retire_min_uses = check_range("retire_min_uses", retire_min_uses, 0, None,
+                                           integer=True)
+        self.level = float(check_range("level", level, 0.0, 1.0, lo_open=True, hi_open=True))
+        self.competence = BetaCompetence(prior, discount)
+        self._clock = clock or _utc_now
+        self.log_outcomes = bool(log_outcomes)
+        self.backend = (MemorySkillBackend() if dir is None
+                        else FileSkillBackend(dir, durable=durable))
+        self._lock = threading.RLock()
+        self._skills: dict[str, Skill] = {}
+        self._retired: dict[str, Skill] = {}
+        self._index = MatchIndex()
+        self._shared = False
+        skills, self.errors = self.backend.scan()
+        for s in skills:
+            self._place(s)
+        hist = self.backend.history()
+        self._seq = hist[-1]["seq"] if hist else 0
+        self._staged = sum(1 for h in hist if h["op"] == "stage")
+
+    @classmethod
+    def in_memory(cls, **kwargs) -> "SkillLibrary":
+        """A library with no files (same behaviour, for simulations)."""
+        return cls(None, **kwargs)
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def location(self) -> Path | None:
+        """The library folder (None in memory)."""
+        return self.backend.location
+
+    def get(self, name: str) -> Skill | None:
+        """The active or retired skill called ``name`` (None if there is none)."""
+        return self._skills.get(name) or self._retired.get(name)
+
+    def __getitem__(self, name: str) -> Skill:
+        skill = self.get(name)
+        if skill is None:
+            raise ConfigError("name", name, "no such skill")
+        return skill
+
+    def skills(self, include_retired: bool = False) -> list[Skill]:
+        """Active skills (and retired ones if asked), sorted by name."""
+        out = list(self._skills.values())
+        if include_retired:
+            out += list(self._retired.values())
+        return sorted(out, key=lambda s: (s.name, s.status))
+
+    def summary(self) -> dict:
+        """Counts shown to users: ``active``, ``retired``, ``pending``, ``failed`` (files
+        that could not be read) and ``total`` (all of them)."""
+        d = {"active": len(self._skills), "retired": len(self._retired),
+             "pending": len(self.pending()), "failed": len(self.errors)}
+        d["total"] = d["active"] + d["retired"] + d["failed"]
+        return d
+
+    def posterior(self, name: str) -> tuple[float, float]:
+        """Beta posterior ``(a, b)`` of a skill's competence."""
+        return self.competence.posterior(name)
+
+    def snapshot(self) -> SkillSnapshot:
+        """A frozen view of the active skills now (copy-on-write: O(n) once)."""
+        with self._lock:
+            self._shared = True
+            return SkillSnapshot(dict(self._skills), self._index, self.max_age_days,
+                                 self.suspect_factor, self._clock)
+
+    # ------------------------------------------------------------------ internals
+    def _place(self, skill: Skill | None, name: str | None = None) -> None:
+        """Put ``skill`` in the in-memory view (index, competence); None removes ``name``."""
+        name = skill.name if skill is not None else name
+        if self._shared:
+            self._index = self._index.copy()
+            self._shared = False
+        self._skills.pop(name, None)
+        self._retired.pop(name, None)
+        self._index.remove(name)
+        if skill is None:
+            self.competence.reset(name)
+            return
+        if skill.active:
+            self._skills[name] = skill
+            self._index.add(skill)
+        else:
+            self._retired[name] = skill
+        if skill.a is not None:
+            self.competence.set_posterior(name, skill.a, skill.b)
+        else:
+            self.competence.reset(name)
+
+    def _now(self) -> str:
+        return self._clock().isoformat(timespec="seconds")
+
+    def _commit(self, op: str, skill: Skill, run_id: str, reason: str = "") -> None:
+        """Write ``skill`` (or its new status) and log the change."""
+        before = self.backend.state(skill.name)
+        self.backend.write(skill)
+        self._place(skill)
+        self._log(op, skill.name, run_id, reason, before, self.backend.state(skill.name))
+
+    def _log(self, op, name, run_id, reason, before=None, after=None) -> None:
+        self._seq += 1
+        self.backend.append_history({"seq": self._seq, "time": self._now(), "op": op,
+                                     "name": name, "run_id": run_id, "reason": reason,
+                                     "before": before, "after": after})
+
+    def _weakest(self) -> Skill:
+        names = sorted(self._skills)
+        lb = self.competence.lower_bound(names, self.level)
+        order = sorted(range(len(names)),
+                       key=lambda i: (lb[i], self._skills[names[i]].created, names[i]))
+        return self._skills[names[order[0]]]
+
+    def _make_room(self, incoming: str, run_id: str) -> Skill | None:
+        if self.cap is None or len(self._skills) < self.cap:
+            return None
+        victim = self._weakest()
+        reason = f"evicted at cap {self.cap} for {incoming}"
+        self._commit("evict", replace(victim, status="retired", retired_reason=reason),
+                     run_id, reason)
+        return victim
+
+    # ------------------------------------------------------------------ writing
+    def add(self, skill: Skill, run_id: str = "", reason: str = "", *,
+            op: str = "create") -> AddResult:
+        """Create a skill (dated today; ``source_run`` defaults to ``run_id``).
+
+        At the cap the weakest active skill is evicted first (recorded as ``evict``). A
+        retired skill of the same name is replaced (its text is kept in the history).
+
+        Returns
+        -------
+        AddResult
+
+        Raises
+        ------
+        ConfigError
+            An active skill with this name exists (use :meth:`patch`).
+        """
+        if not isinstance(skill, Skill):
+            raise ConfigError("skill", skill, "must be a Skill")
+        with self._lock:
+            if skill.name in self._skills:
+                raise ConfigError("name", skill.name, "an active skill has this name; "
+                                  "use patch()")
+            today = self.today().isoformat()
+            skill = replace(skill, status="active", retired_reason="",
+                            created=skill.created or today,
+                            last_verified=skill.last_verified or skill.created or today,
+                            source_run=skill.source_run or run_id)
+            evicted = self._make_room(skill.name, run_id)
+            self._commit(op, skill, run_id, reason)
+            return AddResult(skill, evicted)
+
+    def patch(self, name: str, run_id: str = "", reason: str = "", **changes) -> Skill:
+        """Change fields of an active skill (``description``, ``body``, ``triggers``, ...).
+
+        Raises
+        ------
+        ConfigError
+            No active skill ``name``; a change of ``name`` or ``status`` (use
+            :meth:`retire` / :meth:`restore`); an invalid value.
+        """
+        with self._lock:
+            if name not in self._skills:
+                raise ConfigError("name", name, "no active skill with this name")
+            for k in ("name", "status"):
+                if k in changes:
+                    raise ConfigError(k, changes[k], "cannot be patched")
+            skill = replace(self._skills[name], **changes)
+            self._commit("patch", skill, run_id, reason)
+            return skill
+
+    def retire(self, name: str, run_id: str = "", reason: str = "retired") -> Skill:
+        """Move an active skill to the retired folder (restorable).
+
+        Raises
+        ------
+        ConfigError
+            No active skill ``name``.
+        """
+        with self._lock:
+            if name not in self._skills:
+                raise ConfigError("name", name, "no active skill with this name")
+            skill = replace(self._skills[name], status="retired", retired_reason=reason)
+            self._commit("retire", skill, run_id, reason)
+            return skill
+
+    def restore(self, name: str, run_id: str = "", reason: str = "restored") -> AddResult:
+        """Bring a retired (or evicted) skill back; at the cap the weakest other skill is
+        evicted.
+
+        Raises
+        ------
+        ConfigError
+            No retired skill ``name``.
+        """
+        with self._lock:
+            if name not in self._retired:
+                raise ConfigError("name", name, "no retired skill with this name")
+            evicted = self._make_room(name, run_id)
+            skill = replace(self._retired[name], status="active", retired_reason="")
+            self._commit("restore", skill, run_id, reason)
+            return AddResult(skill, evicted)
+
+    def record_outcome(self, names: Iterable[str], success: bool, run_id: str = "") -> list[str]:
+        """Report the outcome of an episode in which ``names`` were injected.
+
+        Each skill's Beta posterior gets the outcome (:meth:`BetaCompetence.update`); a
+        success also marks it verified today. After a failure, retire-on-contradiction
+        applies (see ``retire_below``). Names no longer active (retired meanwhile) are
+        ignored.
+
+        Returns
+        -------
+        list of str
+            The skills retired by this report.
+        """
+        success = bool(success)
+        retired = []
+        with self._lock:
+            for name in dict.fromkeys(names):
+                skill = self._skills.get(name)
+                if skill is None:
+                    continue
+                self.competence.update(name, success)
+                a, b = self.competence.posterior(name)
+                changes = {"a": a, "b": b}
+                if success:
+                    changes["successes"] = skill.successes + 1
+                    changes["last_verified"] = self.today().isoformat()
+                else:
+                    changes["failures"] = skill.failures + 1
+                new = replace(skill, **changes)
+                if self.log_outcomes:
+                    self._commit("outcome", new, run_id, "success" if success else "failure")
+                else:
+                    self.backend.write(new)
+                    self._place(new)
+                if (not success and self.retire_below is not None
+                        and new.uses >= self.retire_min_uses):
+                    mean = a / (a + b)
+                    if mean < self.retire_below:
+                        self.retire(name, run_id, f"contradicted: competence mean {mean:.3f} "
+                                    f"< {self.retire_below} after a failure")
+                        retired.append(name)
+        return retired
+
+    # ------------------------------------------------------------------ approval queue
+    def stage(self, skill: Skill, run_id: str = "", provenance: Iterable[str] = (),
+              reason: str = "") -> PendingItem:
+        """Stage a proposal for approval instead of writing it; its destination (the
+        skill name) is fixed now."""
+        if not isinstance(skill, Skill):
+            raise ConfigError("skill", skill, "must be a Skill")
+        with self._lock:
+            self._staged += 1
+            prov = tuple(dict.fromkeys(provenance))
+            skill = replace(skill, trust="untrusted", source_run=skill.source_run or run_id,
+                            provenance=tuple(dict.fromkeys(skill.provenance + prov)))
+            item = PendingItem(f"p{self._staged:04d}", skill.name, skill, run_id,
+                               self._now(), prov, reason)
+            self.backend.put_pending(item)
+            self._log("stage", item.dest, run_id, f"{item.id}: {reason}".rstrip(": "))
+            return item
+
+    def propose(self, skill: Skill, run_id: str = "", provenance: Iterable[str] = (),
+                require_approval: bool = True, reason: str = "") -> AddResult | PendingItem:
+        """Write a trusted proposal (create, or patch if the name exists); stage an
+        untrusted one (provenance with tool output, web pages or user files) when
+        ``require_approval``."""
+        provenance = tuple(provenance)
+        if require_approval and is_untrusted(provenance):
+            return self.stage(skill, run_id, provenance, reason)
+        skill = replace(skill, provenance=tuple(dict.fromkeys(skill.provenance + provenance)),
+                        trust="untrusted" if is_untrusted(provenance) else skill.trust)
+        return self._upsert(skill, run_id, reason, "create")
+
+    def _upsert(self, skill: Skill, run_id: str, reason: str, op: str) -> AddResult:
+        with self._lock:
+            if skill.name in self._skills:
+                old = self._skills[skill.name]
+                keep = {f: getattr(old, f) for f in ("created", "successes", "failures", "a", "b")}
+                new = replace(skill, **keep, status="active",
+                              last_verified=self.today().isoformat())
+                self._commit(op if op != "create" else "patch", new, run_id, reason)
+                return AddResult(new)
+            return self.add(skill, run_id, reason, op=op)
+
+    def pending(self) -> list[PendingItem]:
+        """Staged proposals, oldest first."""
+        return self.backend.pending()
+
+    def _pending_item(self, pid: str) -> PendingItem:
+        for item in self.pending():
+            if item.id == pid:
+                return item
+        raise ConfigError("id", pid, "no pending proposal with this id")
+
+    def approve(self, pid: str, reason: str = "approved") -> AddResult:
+        """Write a staged proposal to its fixed destination (trust becomes ``approved``).
+
+        The change is recorded under the run that proposed it, so :meth:`undo_run` of that
+        run also reverts it.
+
+        Raises
+        ------
+        ConfigError
+            Unknown id, or a pending record whose skill name differs from its destination.
+        """
+        with self._lock:
+            item = self._pending_item(pid)
+            if item.skill.name != item.dest:
+                raise ConfigError("dest", item.skill.name,
+                                  f"pending {pid} was staged for {item.dest!r}")
+            skill = replace(item.skill, trust="approved")
+            result = self._upsert(skill, item.run_id, f"{pid}: {reason}", "approve")
+            self.backend.drop_pending(pid)
+            return result
+
+    def reject(self, pid: str, reason: str = "rejected") -> PendingItem:
+        """Drop a staged proposal (recorded in the history).
+
+        Raises
+        ------
+        ConfigError
+            Unknown id.
+        """
+        with self._lock:
+            item = self._pending_item(pid)
+            self.backend.drop_pending(pid)
+            self._log("reject", item.dest, item.run_id, f"{pid}: {reason}")
+            return item
+
+    # ------------------------------------------------------------------ history
+    def history(self, name: str | None = None, run_id: str | None = None) -> list[HistoryEntry]:
+        """The change log, oldest first, optionally for one skill and/or one run."""
+        out = []
+        for h in self.backend.history():
+            if (name is None or h["name"] == name) and (run_id is None or h["run_id"] == run_id):
+                out.append(HistoryEntry(h["seq"], h["time"], h["op"], h["name"], h["run_id"],
+                                        h["reason"], h.get("before"), h.get("after")))
+        return out
+
+    def undo_run(self, run_id: str, force: bool = False) -> list[str]:
+        """Revert everything run ``run_id`` wrote: each skill it changed goes back to its
+        state before the run's first change (files byte for byte), and proposals it staged
+        are dropped. The undo itself is logged (run id ``undo:<run_id>``).
+
+        Parameters
+        ----------
+        run_id : str
+        force : bool
+            Revert even skills that later runs changed after this one (their later
+            changes are lost). Without it such a conflict raises.
+
+        Returns
+        -------
+        list of str
+            Names of the skills reverted, sorted.
+
+        Raises
+        ------
+        ConfigError
+            ``run_id`` wrote nothing, or (without ``force``) later changes conflict.
+        """
+        if not isinstance(run_id, str) or not run_id:
+            raise ConfigError("run_id", run_id, "must be a non-empty string")
+        with self._lock:
+            entries = [h for h in self.history(run_id=run_id)]
+            if not entries:
+                raise ConfigError("run_id", run_id, "no change in the history has this run id")
+            first: dict[str, object] = {}
+            last: dict[str, object] = {}
+            for h in entries:
+                if h.op in ("stage", "reject"):
+                    continue
+                first.setdefault(h.name, h.before)
+                last[h.name] = h.after
+            conflicts = [n for n in sorted(first) if self.backend.state(n) != last[n]]
+            if conflicts and not force:
+                raise ConfigError("run_id", run_id, "skills changed by later runs: "
+                                  f"{', '.join(conflicts)} (use force to revert anyway)")
+            for name in sorted(first):
+                before = self.backend.state(name)
+                self.backend.restore(name, first[name])
+                self._place(self.backend.skill_of(name, first[name]), name)
+                self._log("undo", name, f"undo:{run_id}", f"reverted run {run_id}", before,
+                          self.backend.state(name))
+            for item in self.pending():
+                if item.run_id == run_id:
+                    self.backend.drop_pending(item.id)
+                    self._log("reject", item.dest, f"undo:{run_id}",
+                              f"{item.id}: run {run_id} undone")
+            return sorted(first)
