@@ -24,3 +24,8 @@ eval_every=0, eval_episodes=0, optimal_length=0) -> RunResult``
 * ``updates_to_optimal`` int64 (R,) — Q updates until the greedy policy from the start
   follows a path of ``optimal_length`` steps (-1 if never; only when ``optimal_length > 0``)
 """
+
+from dyna.agents.tabular import (AGENTS, HPARAMS, DynaAgent, RunResult, run_agent,
+                                 validate_hparams, warmup)
+
+__all__ = ["AGENTS", "HPARAMS", "DynaAgent", "RunResult", "run_agent", "validate_hparams", "warmup"]

@@ -1,0 +1,484 @@
+"""Tabular Q-learning, Dyna-Q, Dyna-Q+ and prioritized sweeping, vectorised across runs.
+
+Sutton & Barto (2018), *Reinforcement Learning: An Introduction*, 2nd ed.:
+
+* ``q_learning`` -- one-step Q-learning, Section 6.5, Equation (6.8); Dyna-Q with n = 0.
+* ``dyna_q`` -- tabular Dyna-Q, Section 8.2 (box on p. 164): act ε-greedily, update Q from
+  the real transition, update the model, then ``n_planning`` simulated updates from
+  uniformly chosen remembered (state, action) pairs.
+* ``dyna_q_plus`` -- Dyna-Q+, Section 8.3: planning rewards get ``kappa * sqrt(tau)``.
+* ``prioritized_sweeping`` -- Section 8.4 (box on p. 170): real transitions only update the
+  model and push (s, a) when its priority exceeds ``theta``; up to ``n_planning`` backups per
+  step, in priority order, each pushing its state's predecessors.
+
+One compiled kernel (:func:`_run_kernel`) advances any number of independent runs of one
+agent on one :class:`envs.tabular.TabularTable`. A run draws from its own generator
+(:mod:`dyna.rng`), seeded from ``(seed, run_index)``, so its result is the same whether it is
+computed alone or in any batch. Greedy choices break ties uniformly at random, and the
+bootstrap is dropped on ``terminated`` only: a time-limit truncation bootstraps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from dyna.errors import ConfigError, check_range
+from dyna.model import model_reset, model_update, new_model
+from dyna.planning import dyna_planning, new_queue, ps_planning, ps_push_if, q_update, queue_clear
+from dyna.rng import STREAM_EVAL, STREAM_TRAIN, randint, run_states, uniform
+
+#: Agent names and their kernel codes.
+AGENTS = {"q_learning": 0, "dyna_q": 1, "dyna_q_plus": 2, "prioritized_sweeping": 3}
+
+#: Hyper-parameters, their defaults, and which agents use them.
+HPARAMS = {
+    "alpha": 0.1,        # step size α
+    "gamma": 0.95,       # discount γ
+    "epsilon": 0.1,      # ε of the ε-greedy behaviour policy
+    "n_planning": 5,     # planning steps n per real step
+    "kappa": 1e-3,       # Dyna-Q+ bonus weight κ
+    "theta": 1e-4,       # prioritized-sweeping threshold θ
+    "q_init": 0.0,       # initial action values
+    "model": "counts",   # world model: "counts" (distribution) or "last" (latest outcome)
+}
+_USES = {
+    "q_learning": ("alpha", "gamma", "epsilon", "q_init"),
+    "dyna_q": ("alpha", "gamma", "epsilon", "n_planning", "q_init", "model"),
+    "dyna_q_plus": ("alpha", "gamma", "epsilon", "n_planning", "kappa", "q_init", "model"),
+    "prioritized_sweeping": ("alpha", "gamma", "epsilon", "n_planning", "theta", "q_init", "model"),
+}
+
+
+def validate_hparams(agent: str, hparams: dict, field: str = "hparams") -> dict:
+    """Check an agent name and its hyper-parameters; return the effective values.
+
+    Every name of :data:`HPARAMS` is accepted for every agent (so variants can share
+    defaults); the returned dict holds only the ones ``agent`` uses, defaults filled in.
+
+    Raises
+    ------
+    ConfigError
+        Unknown agent (field ``{field}.agent``) or hyper-parameter name, ``alpha`` outside
+        (0, 1], ``gamma`` or ``epsilon`` outside [0, 1], ``n_planning`` not an integer >= 0
+        (>= 1 for prioritized sweeping; 0 for q_learning), negative ``kappa`` or ``theta``,
+        non-finite ``q_init``, ``model`` not "counts" or "last".
+    """
+    if agent not in AGENTS:
+        raise ConfigError(f"{field}.agent", agent, f"unknown agent (known: {sorted(AGENTS)})")
+    for key in hparams:
+        if key not in HPARAMS:
+            import difflib
+            close = difflib.get_close_matches(key, HPARAMS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {sorted(HPARAMS)})"
+            raise ConfigError(f"{field}.{key}", hparams[key], f"unknown hyper-parameter{hint}")
+    out = {}
+    for key in _USES[agent]:
+        value = hparams.get(key, HPARAMS[key])
+        f = f"{field}.{key}"
+        if key == "alpha":
+            value = float(check_range(f, value, 0.0, 1.0, lo_open=True))
+        elif key in ("gamma", "epsilon"):
+            value = float(check_range(f, value, 0.0, 1.0))
+        elif key == "n_planning":
+            value = check_range(f, value, 1 if agent == "prioritized_sweeping" else 0, integer=True)
+        elif key in ("kappa", "theta"):
+            value = float(check_range(f, value, 0.0))
+        elif key == "q_init":
+            value = float(check_range(f, value, -1e300, 1e300))
+        elif key == "model":
+            if value not in ("counts", "last"):
+                raise ConfigError(f, value, 'must be "counts" (outcome distribution) or "last" (latest outcome)')
+        out[key] = value
+    if agent == "q_learning":
+        if hparams.get("n_planning", 0) not in (0, None):
+            raise ConfigError(f"{field}.n_planning", hparams["n_planning"], "q_learning does no planning (use dyna_q)")
+        out["n_planning"] = 0
+    return out
+
+
+# --------------------------------------------------------------------------- kernels
+@njit(cache=True)
+def greedy_action(Q, s, st):
+    """argmax_a Q[s, a] with ties broken uniformly at random (one draw when tied)."""
+    A = Q.shape[1]
+    best = Q[s, 0]
+    n_best = 1
+    for b in range(1, A):
+        if Q[s, b] > best:
+            best = Q[s, b]
+            n_best = 1
+        elif Q[s, b] == best:
+            n_best += 1
+    if n_best == 1:
+        for b in range(A):
+            if Q[s, b] == best:
+                return b
+    j = randint(st, n_best)
+    for b in range(A):
+        if Q[s, b] == best:
+            if j == 0:
+                return b
+            j -= 1
+    return A - 1
+
+
+@njit(cache=True)
+def epsilon_greedy_action(Q, s, epsilon, st):
+    """ε-greedy: with probability ε a uniform action, else :func:`greedy_action`."""
+    if uniform(st) < epsilon:
+        return randint(st, Q.shape[1])
+    return greedy_action(Q, s, st)
+
+
+@njit(cache=True)
+def agent_learn(code, Q, m, q, s, a, r, s2, terminated, t, alpha, gamma, n_planning, kappa, theta,
+                keep_last, st):
+    """Learn from one real transition; returns (number of Q updates, model ok flag).
+
+    ``t`` is the total step count after this transition (Dyna-Q+ uses it for ``tau``);
+    ``keep_last`` selects the latest-outcome model instead of counts.
+    """
+    if code == 0:
+        q_update(Q, s, a, r, s2, terminated, alpha, gamma)
+        return 1, True
+    ok = model_update(m, s, a, s2, r, terminated, t, keep_last)
+    if code == 3:
+        if ok:
+            ps_push_if(Q, m, q, s, a, gamma, theta)
+        return ps_planning(Q, m, q, n_planning, alpha, gamma, theta), ok
+    q_update(Q, s, a, r, s2, terminated, alpha, gamma)
+    return 1 + dyna_planning(Q, m, n_planning, alpha, gamma, kappa, code == 2, t, st), ok
+
+
+@njit(cache=True)
+def _env_step(nxt, cum, rew, trm, nout, p, s, a, st):
+    n = nout[p, s, a]
+    k = 0
+    if n > 1:
+        u = uniform(st)
+        while k < n - 1 and u >= cum[p, s, a, k]:
+            k += 1
+    return nxt[p, s, a, k], rew[p, s, a, k], trm[p, s, a, k]
+
+
+@njit(cache=True)
+def _start_state(isd_cum, st):
+    if isd_cum.shape[0] == 1 or isd_cum[0] >= 1.0:
+        return 0
+    u = uniform(st)
+    s = 0
+    while s < isd_cum.shape[0] - 1 and u >= isd_cum[s]:
+        s += 1
+    return s
+
+
+@njit(cache=True)
+def _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, max_steps, st):
+    """One greedy episode (ties random): returns (undiscounted return, steps, terminated)."""
+    s = _start_state(isd_cum, st)
+    ret = 0.0
+    for i in range(max_steps):
+        a = greedy_action(Q, s, st)
+        s2, r, term = _env_step(nxt, cum, rew, trm, nout, p, s, a, st)
+        ret += r
+        if term:
+            return ret, i + 1, True
+        s = s2
+    return ret, max_steps, False
+
+
+@njit(cache=True)
+def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, keep_last,
+                nxt, cum, rew, trm, nout, isd_cum, phase_start, max_steps,
+                n_episodes, total_steps, eval_every, eval_episodes, eval_max_steps, optimal_length,
+                train_st, eval_st, m, q,
+                ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
+                Q_out, overflow):
+    R = train_st.shape[0]
+    n_phases = phase_start.shape[0]
+    by_steps = total_steps > 0
+    for r in range(R):
+        st = train_st[r]
+        est = eval_st[r]
+        Q = Q_out[r]
+        Q[:, :] = q_init
+        model_reset(m)
+        queue_clear(q)
+        t = 0
+        p = 0
+        updates = 0
+        n_eval = 0
+        ep = 0
+        while True:
+            if by_steps:
+                if t >= total_steps:
+                    break
+            elif ep >= n_episodes:
+                break
+            s = _start_state(isd_cum, st)
+            steps = 0
+            ret = 0.0
+            term = False
+            while True:
+                while p + 1 < n_phases and t >= phase_start[p + 1]:
+                    p += 1
+                a = epsilon_greedy_action(Q, s, epsilon, st)
+                s2, rwd, term = _env_step(nxt, cum, rew, trm, nout, p, s, a, st)
+                if by_steps:
+                    step_rew[r, t] = rwd
+                t += 1
+                steps += 1
+                ret += rwd
+                u, ok = agent_learn(code, Q, m, q, s, a, rwd, s2, term, t,
+                                    alpha, gamma, n_planning, kappa, theta, keep_last, st)
+                updates += u
+                if not ok:
+                    overflow[r] = 1
+                if term or (max_steps > 0 and steps >= max_steps):
+                    break
+                if by_steps and t >= total_steps:
+                    break
+                s = s2
+            if not by_steps:
+                ep_steps[r, ep] = steps
+                ep_ret[r, ep] = ret
+                ep_term[r, ep] = term
+                ep_upd[r, ep] = updates
+            ep += 1
+            if eval_every > 0 and ep % eval_every == 0 and n_eval < eval_score.shape[1]:
+                tot = 0.0
+                for _ in range(eval_episodes):
+                    g, _, _ = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, eval_max_steps, est)
+                    tot += g
+                eval_score[r, n_eval] = tot / eval_episodes
+                n_eval += 1
+            if optimal_length > 0 and upd_to_opt[r] < 0:
+                _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p,
+                                                     optimal_length, est)
+                if reached and n_steps <= optimal_length:
+                    upd_to_opt[r] = updates
+                    break
+        _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, eval_max_steps, est)
+        final_greedy[r] = n_steps if reached else -1
+
+
+# --------------------------------------------------------------------------- Python API
+@dataclass
+class RunResult:
+    """Results of R runs of one agent (see :func:`run_agent` for shapes)."""
+
+    agent: str
+    hparams: dict
+    run_indices: np.ndarray
+    episode_steps: np.ndarray
+    episode_return: np.ndarray
+    episode_terminated: np.ndarray
+    episode_updates: np.ndarray
+    step_reward: np.ndarray
+    eval_score: np.ndarray
+    eval_episode: np.ndarray
+    updates_to_optimal: np.ndarray
+    final_greedy_steps: np.ndarray
+    Q: np.ndarray
+    wall_seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
+              episodes: int | None = None, total_steps: int | None = None,
+              eval_every: int = 0, eval_episodes: int = 0, eval_max_steps: int | None = None,
+              optimal_length: int = 0) -> RunResult:
+    """Run R independent runs of a tabular agent on a transition table, in one kernel call.
+
+    Parameters
+    ----------
+    agent : str
+        One of :data:`AGENTS`.
+    hparams : dict
+        See :data:`HPARAMS` and :func:`validate_hparams`.
+    table : envs.tabular.TabularTable
+    seed : int
+        Experiment seed (>= 0).
+    run_indices : int array-like (R,)
+        Global run indices; run i's draws depend only on ``(seed, run_indices[i])``.
+    episodes : int, optional
+        Train for this many episodes (episodes mode) ...
+    total_steps : int, optional
+        ... or for this many time steps (steps mode; episodes restart as needed).
+    eval_every, eval_episodes : int
+        After every ``eval_every`` training episodes, the greedy policy (ties random, its own
+        random stream) plays ``eval_episodes`` episodes; their mean return is recorded.
+    eval_max_steps : int, optional
+        Step cap of evaluation episodes (default: the table's limit, else 100 * S).
+    optimal_length : int
+        If > 0: after every episode a greedy rollout from the start checks whether the
+        policy reaches a goal within ``optimal_length`` steps; the run then records its
+        cumulative updates in ``updates_to_optimal`` and stops (Example 8.4). Pass the
+        shortest path length times a tolerance (e.g. 1.2): with ε-greedy exploration a
+        model can settle on a near-shortest path long before it has seen the shortest one.
+
+    Returns
+    -------
+    RunResult with, for R runs, E episodes, T steps, V evaluations:
+
+    * ``episode_steps`` int64 (R, E): steps per episode; -1 for episodes not played
+      because the run stopped at the optimal path; (R, 0) in steps mode.
+    * ``episode_return`` float64 (R, E), ``episode_terminated`` bool (R, E)
+    * ``episode_updates`` int64 (R, E): cumulative Q updates (real + planning)
+    * ``step_reward`` float64 (R, T): reward of each step (steps mode; else (R, 0))
+    * ``eval_score`` float64 (R, V) (NaN where not reached), ``eval_episode`` int64 (V,)
+    * ``updates_to_optimal`` int64 (R,): -1 if never (or not asked)
+    * ``final_greedy_steps`` int64 (R,): steps of one greedy episode (ties random) after
+      training, in the layout then in force; -1 if it does not reach a goal within
+      ``eval_max_steps`` (e.g. whether Dyna-Q+ found the shortcut of Figure 8.5)
+    * ``Q`` float64 (R, S, A): final action values
+
+    Raises
+    ------
+    ConfigError
+        Bad agent or hyper-parameters, neither or both of ``episodes``/``total_steps``,
+        negative counts, or a stochastic environment with more distinct outcomes per (s, a)
+        than the table lists.
+    """
+    hp = validate_hparams(agent, hparams)
+    runs = np.asarray(run_indices, dtype=np.int64).reshape(-1)
+    if runs.size == 0 or np.any(runs < 0):
+        raise ConfigError("run_indices", runs.tolist(), "must be a non-empty list of indices >= 0")
+    check_range("seed", seed, 0, integer=True)
+    if (episodes is None) == (total_steps is None):
+        raise ConfigError("schedule", {"episodes": episodes, "total_steps": total_steps},
+                          "give exactly one of episodes and total_steps")
+    E = 0 if episodes is None else check_range("episodes", episodes, 1, integer=True)
+    T = 0 if total_steps is None else check_range("total_steps", total_steps, 1, integer=True)
+    eval_every = check_range("eval_every", eval_every, 0, integer=True)
+    eval_episodes = check_range("eval_episodes", eval_episodes, 0, integer=True)
+    if eval_every > 0 and eval_episodes < 1:
+        raise ConfigError("eval_episodes", eval_episodes, "must be >= 1 when eval_every > 0")
+    optimal_length = check_range("optimal_length", optimal_length, 0, integer=True)
+    S, A, K = table.n_states, table.n_actions, table.max_outcomes
+    if eval_max_steps is None:
+        eval_max_steps = table.max_episode_steps or 100 * S
+    R = runs.size
+    # evaluations: exact count in episodes mode; an upper bound in steps mode (trimmed below)
+    V = (E // eval_every if E else T) if eval_every else 0
+    ep_steps = np.full((R, E), -1, np.int64)
+    ep_ret = np.zeros((R, E))
+    ep_term = np.zeros((R, E), np.bool_)
+    ep_upd = np.zeros((R, E), np.int64)
+    step_rew = np.zeros((R, T))
+    eval_score = np.full((R, V), np.nan)
+    upd_to_opt = np.full(R, -1, np.int64)
+    final_greedy = np.full(R, -1, np.int64)
+    Q = np.empty((R, S, A))
+    overflow = np.zeros(R, np.int64)
+    # a changing environment can show up to K outcomes per phase for the same (s, a)
+    m = new_model(S, A, K * table.phase_start.shape[0])
+    q = new_queue(S * A)
+    t0 = time.perf_counter()
+    _run_kernel(AGENTS[agent], hp["alpha"], hp["gamma"], hp["epsilon"], hp["n_planning"],
+                hp.get("kappa", 0.0), hp.get("theta", 0.0), hp["q_init"], hp.get("model") == "last",
+                table.next_state, table.cum_prob, table.reward, table.terminated, table.n_outcomes,
+                table.isd_cum, table.phase_start, table.max_episode_steps,
+                E, T, eval_every, eval_episodes, int(eval_max_steps), optimal_length,
+                run_states(seed, runs, STREAM_TRAIN), run_states(seed, runs, STREAM_EVAL), m, q,
+                ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
+                Q, overflow)
+    wall = time.perf_counter() - t0
+    if overflow.any():
+        raise ConfigError("env", table.meta.get("resolved_id", "table"),
+                          f"has more distinct outcomes per (s, a) than its table lists (K={K})")
+    if V and T:
+        keep = int(np.max(np.sum(~np.isnan(eval_score), axis=1)))
+        eval_score = eval_score[:, :keep]
+        V = keep
+    eval_episode = (np.arange(1, V + 1, dtype=np.int64) * eval_every) if V else np.zeros(0, np.int64)
+    return RunResult(agent, hp, runs, ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score,
+                     eval_episode, upd_to_opt, final_greedy, Q, wall)
+
+
+def warmup() -> float:
+    """Compile (or load from numba's on-disk cache) every kernel; returns seconds taken."""
+    import envs
+
+    t0 = time.perf_counter()
+    table, _ = envs.make_table("FrozenLake", is_slippery=True)
+    for name in AGENTS:
+        run_agent(name, {}, table, seed=0, run_indices=[0], episodes=2, eval_every=1, eval_episodes=1,
+                  optimal_length=1)
+        run_agent(name, {}, table, seed=0, run_indices=[0], total_steps=5)
+    return time.perf_counter() - t0
+
+
+class DynaAgent:
+    """One run of a tabular agent, stepped from Python against any Gymnasium env.
+
+    The same compiled functions as :func:`run_agent` do the work, so a run driven step by
+    step from Python learns exactly what the kernel would from the same transitions.
+
+    Parameters
+    ----------
+    agent : str
+        One of :data:`AGENTS`.
+    n_states, n_actions : int
+    seed, run_index : int
+        Seed the agent's random stream (ε-greedy draws, tie-breaking, planning samples).
+    max_outcomes : int
+        K of the model (distinct outcomes kept per (s, a)).
+    **hparams
+        See :data:`HPARAMS`.
+
+    Examples
+    --------
+    >>> agent = DynaAgent("dyna_q", 16, 4, n_planning=5)          # doctest: +SKIP
+    >>> a = agent.act(s); s2, r, term, trunc, _ = env.step(a)     # doctest: +SKIP
+    >>> agent.learn(s, a, r, s2, term, trunc)                     # doctest: +SKIP
+    """
+
+    def __init__(self, agent: str, n_states: int, n_actions: int, *, seed: int = 0,
+                 run_index: int = 0, max_outcomes: int = 8, **hparams):
+        self.agent = agent
+        self.hparams = validate_hparams(agent, hparams)
+        self.code = AGENTS[agent]
+        self.Q = np.full((int(n_states), int(n_actions)), self.hparams["q_init"])
+        self.model = new_model(n_states, n_actions, max_outcomes)
+        self.queue = new_queue(int(n_states) * int(n_actions))
+        self.rng_state = run_states(seed, [run_index])[0]
+        self.t = 0
+        self.updates = 0
+
+    def _obs(self, s, name):
+        if isinstance(s, tuple):
+            raise ConfigError(name, s, "is a tuple: pass the observation, not reset()'s (obs, info)")
+        s = int(s)
+        if not (0 <= s < self.Q.shape[0]):
+            raise ConfigError(name, s, f"must be in [0, {self.Q.shape[0]})")
+        return s
+
+    def act(self, s, greedy: bool = False) -> int:
+        """ε-greedy action in state ``s`` (greedy with random ties if ``greedy``)."""
+        s = self._obs(s, "s")
+        if greedy:
+            return int(greedy_action(self.Q, s, self.rng_state))
+        return int(epsilon_greedy_action(self.Q, s, self.hparams["epsilon"], self.rng_state))
+
+    def learn(self, s, a, r, s2, terminated: bool, truncated: bool = False) -> int:
+        """Learn from one real transition; returns the number of Q updates made.
+
+        ``truncated`` never stops the bootstrap; only ``terminated`` does (when both are
+        true, the step is terminal).
+        """
+        s, s2 = self._obs(s, "s"), self._obs(s2, "s2")
+        self.t += 1
+        u, ok = agent_learn(self.code, self.Q, self.model, self.queue, s, int(a), float(r), s2,
+                            bool(terminated), self.t, self.hparams["alpha"], self.hparams["gamma"],
+                            self.hparams["n_planning"], self.hparams.get("kappa", 0.0),
+                            self.hparams.get("theta", 0.0), self.hparams.get("model") == "last",
+                            self.rng_state)
+        if not ok:
+            raise ConfigError("max_outcomes", self.model[0].shape[2], f"exceeded at (s={s}, a={a})")
+        self.updates += int(u)
+        return int(u)
