@@ -1,0 +1,144 @@
+"""Parquet export and import of experience records through polars, with explicit dtypes.
+
+Every column has a declared polars dtype derived from the record schema (kinds as in
+:mod:`dyna.store.sqlite`): ``int`` -> Int64, ``float`` -> Float64, ``str`` and ``json`` ->
+String, ``vector`` -> Array(Float32, dim); ``id`` is Int64. Frames are always built with these
+dtypes, never inferred, so a column that is entirely null (say ``outcome_verified_by`` when no
+outcome was verified) is written as a null String column and read back as String, not as
+polars' ``Null`` type. On import a column stored as ``Null`` by another writer is cast to its
+declared dtype; a missing column or one of an incompatible dtype raises
+:class:`dyna.errors.ConfigError`. Files are written zstd-compressed to a temporary file and
+renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from dyna.errors import ConfigError, MissingFileError
+
+__all__ = ["frame_from_columns", "columns_from_frame", "polars_schema", "read_parquet",
+           "write_parquet"]
+
+_DTYPES = {"int": pl.Int64, "float": pl.Float64, "str": pl.String, "json": pl.String}
+
+
+def polars_schema(schema: Sequence[tuple[str, str]], dim: int) -> dict[str, pl.DataType]:
+    """Declared polars dtypes: ``{"id": Int64, name: dtype, ...}`` in schema order."""
+    out: dict[str, pl.DataType] = {"id": pl.Int64}
+    for name, kind in schema:
+        out[name] = pl.Array(pl.Float32, dim) if kind == "vector" else _DTYPES[kind]
+    return out
+
+
+def frame_from_columns(columns: Mapping[str, object], schema: Sequence[tuple[str, str]],
+                       dim: int) -> pl.DataFrame:
+    """Build a DataFrame with the declared dtypes from numpy/list columns.
+
+    Parameters
+    ----------
+    columns : mapping
+        ``id`` and every schema column, each of length n; vectors float32 (n, dim).
+    schema : sequence of (name, kind)
+    dim : int
+
+    Returns
+    -------
+    polars.DataFrame
+        Columns ``id`` then the schema's, with :func:`polars_schema` dtypes.
+    """
+    dtypes = polars_schema(schema, dim)
+    series = []
+    for name, dtype in dtypes.items():
+        v = columns[name]
+        if isinstance(dtype, pl.Array):
+            v = np.ascontiguousarray(v, dtype=np.float32).reshape(-1, dim)
+        elif isinstance(v, np.ndarray) and v.dtype == object:
+            v = v.tolist()
+        series.append(pl.Series(name, v, dtype=dtype))
+    return pl.DataFrame(series)
+
+
+def columns_from_frame(df: pl.DataFrame, schema: Sequence[tuple[str, str]],
+                       dim: int) -> dict[str, np.ndarray]:
+    """Numpy columns from a frame, cast to the declared dtypes.
+
+    Returns
+    -------
+    dict
+        ``id`` int64 (n,), float columns float64, int columns int64, str/json columns object
+        arrays (None for null), vectors float32 (n, dim).
+
+    Raises
+    ------
+    ConfigError
+        A declared column is missing or cannot be cast (field: the column name).
+    """
+    dtypes = polars_schema(schema, dim)
+    out: dict[str, np.ndarray] = {}
+    n = df.height
+    for name, dtype in dtypes.items():
+        if name not in df.columns:
+            raise ConfigError(name, None, "column missing from the Parquet file")
+        s = df[name]
+        if s.dtype != dtype:
+            try:
+                s = s.cast(dtype, strict=True)
+            except Exception as exc:  # polars raises several error types here
+                raise ConfigError(name, str(df[name].dtype), f"cannot be read as {dtype}") \
+                    from exc
+        if isinstance(dtype, pl.Array):
+            if s.null_count():
+                raise ConfigError(name, "null", "vectors must not be null")
+            arr = s.to_numpy().astype(np.float32, copy=False).reshape(n, dim)
+        elif dtype == pl.String:
+            arr = np.empty(n, dtype=object)
+            arr[:] = s.to_list()
+        elif dtype == pl.Int64 and s.null_count():
+            arr = np.empty(n, dtype=object)
+            arr[:] = s.to_list()
+        else:
+            arr = s.to_numpy()
+            if dtype == pl.Float64:
+                arr = arr.astype(np.float64, copy=False)
+        out[name] = np.ascontiguousarray(arr)
+    return out
+
+
+def write_parquet(path, columns: Mapping[str, object], schema: Sequence[tuple[str, str]],
+                  dim: int) -> int:
+    """Write records to a Parquet file atomically; returns the number of rows."""
+    df = frame_from_columns(columns, schema, dim)
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    os.close(fd)
+    try:
+        df.write_parquet(tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return df.height
+
+
+def read_parquet(path, schema: Sequence[tuple[str, str]], dim: int) -> dict[str, np.ndarray]:
+    """Read records written by :func:`write_parquet` (or any file with those columns).
+
+    Raises
+    ------
+    MissingFileError
+        No such file.
+    ConfigError
+        Missing column or incompatible dtype.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise MissingFileError("path", path)
+    return columns_from_frame(pl.read_parquet(path), schema, dim)
