@@ -1,0 +1,92 @@
+"""Benchmark: SQLite insert through the store against a bare ``executemany`` (issue 3).
+
+Target: inserting a batch of records with :meth:`dyna.store.sqlite.SQLiteStore.append`
+(numpy columns in, ids assigned, one transaction) takes at most 1.25x the time of the bare
+peer: one ``executemany`` of the same rows, already built as Python tuples, in one
+transaction on a connection with the same pragmas (WAL, synchronous=NORMAL), into the same
+table. Both are measured in the same run; the ratio of the medians is printed and asserted.
+Size: ``DYNA_BENCH_STORE_N`` records (default 1,000,000) of d = 64.
+"""
+
+import os
+import sqlite3
+import statistics
+import time
+
+import numpy as np
+import pytest
+
+from dyna.store.sqlite import SQLiteStore
+
+N = int(os.environ.get("DYNA_BENCH_STORE_N", 1_000_000))
+DIM = 64
+ROUNDS = 3
+SCHEMA = [("tenant_id", "str"), ("task_type", "str"), ("action_type", "str"), ("outcome", "str"),
+          ("reward", "float"), ("timestamp", "float"), ("run_id", "str"), ("task_id", "str"),
+          ("features", "vector")]
+
+
+def make_columns(n):
+    rng = np.random.default_rng(0)
+    tenants = np.array([f"tenant{i}" for i in range(10)], dtype=object)
+    tasks = np.array([f"task{i}" for i in range(100)], dtype=object)
+    return {"tenant_id": tenants[rng.integers(0, 10, n)], "task_type": tasks[rng.integers(0, 100, n)],
+            "action_type": tasks[rng.integers(0, 5, n)],
+            "outcome": np.where(rng.random(n) < 0.7, "success", "failure").astype(object),
+            "reward": rng.standard_normal(n), "timestamp": 1.7e9 + np.arange(n, dtype=float),
+            "run_id": tasks[rng.integers(0, 100, n)], "task_id": tasks[rng.integers(0, 100, n)],
+            "features": rng.standard_normal((n, DIM)).astype(np.float32)}
+
+
+def fresh(path):
+    for s in ("", "-wal", "-shm"):
+        if os.path.exists(str(path) + s):
+            os.unlink(str(path) + s)
+    return SQLiteStore(path, SCHEMA, DIM)
+
+
+def test_sqlite_insert_within_1_25x_of_bare_executemany(benchmark, tmp_path):
+    cols = make_columns(N)
+    w = DIM * 4
+    raw = cols["features"].tobytes()
+    names = [n for n, _ in SCHEMA]
+    rows = list(zip(range(N), *[cols[n].tolist() for n in names[:-1]],
+                    [raw[i:i + w] for i in range(0, N * w, w)]))
+    sql = (f"INSERT INTO episodes (id, {', '.join(names)}) "
+           f"VALUES ({', '.join('?' * (len(names) + 1))})")
+    path = tmp_path / "b.db"
+
+    def peer_once():
+        fresh(path).close()
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        t0 = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(sql, rows)
+        conn.execute("COMMIT")
+        dt = time.perf_counter() - t0
+        conn.close()
+        return dt
+
+    state = {}
+
+    def setup():
+        state["store"] = fresh(path)
+        return (), {}
+
+    def ours():
+        ids = state["store"].append(cols)
+        assert ids.shape == (N,)
+
+    peer_times = [peer_once() for _ in range(ROUNDS)]
+    benchmark.pedantic(ours, setup=setup, rounds=ROUNDS, iterations=1)
+    peer_times += [peer_once() for _ in range(ROUNDS)]
+    assert state["store"].count() == N
+    ours_median = benchmark.stats.stats.median
+    peer_median = statistics.median(peer_times)
+    ratio = ours_median / peer_median
+    print(f"\nSQLite insert of {N} records (d={DIM}): store {ours_median:.3f} s, bare executemany "
+          f"{peer_median:.3f} s, ratio {ratio:.3f} (target <= 1.25); "
+          f"{N / ours_median:,.0f} records/s")
+    assert ratio <= 1.25
