@@ -1,0 +1,873 @@
+"""ExperienceBuffer: a columnar, vectorised store of episodes.
+
+One row per episode, one numpy array per field (see :data:`FIELDS`):
+
+============================  ===========================  =====================================
+field                         storage                      meaning
+============================  ===========================  =====================================
+id                            int64                        monotonically increasing, never reused
+tenant_id, task_type,         int32 codes + a per-column   categorical labels; code 0 is the empty
+action_type, outcome,         string dictionary            string, which means "missing"
+run_id, task_id, request_id,
+outcome_source,
+outcome_verified_by,
+anti_gaming_policy
+reward                        float64                      finite
+timestamp                     float64                      seconds since the Unix epoch, UTC
+state_before, action_taken,   object (JSON str or None)    free-form values, redacted, then JSON
+state_after, metadata
+features                      float32 ``(d,)``             numeric ``state_features`` or the
+                                                           feature hash of the four dicts
+inv_norm                      float32                      1 / ||features|| (0 for zero rows)
+============================  ===========================  =====================================
+
+Arrays grow by amortised doubling into fresh ``np.empty`` arrays (never ``np.resize``, which
+repeats data, case BUF-03), so capacity beyond ``len`` is never resident and never visible:
+every read API covers rows ``0 <= r < len`` only. In ring mode (``ring=True``) the capacity is
+fixed and the oldest rows are overwritten (case BUF-02); row positions are then slots and
+:meth:`ExperienceBuffer.order` gives the write order.
+
+A buffer is not thread-safe; guard it with a lock if several threads record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numba
+import numpy as np
+
+from dyna.errors import ConfigError
+from dyna.index import ColumnStore, ExactIndex, inverse_norms
+from dyna.redact import DEFAULT_SENSITIVE_KEYS, hash_features, redact
+
+__all__ = [
+    "CATEGORICAL_FIELDS",
+    "Categorical",
+    "DICT_FIELDS",
+    "ExperienceBuffer",
+    "FIELDS",
+    "REQUIRED_FIELDS",
+]
+
+CATEGORICAL_FIELDS: tuple[str, ...] = (
+    "tenant_id", "task_type", "action_type", "outcome", "run_id", "task_id", "request_id",
+    "outcome_source", "outcome_verified_by", "anti_gaming_policy",
+)
+"""Fields stored as int32 codes into a per-column dictionary of labels ("" = missing)."""
+
+DICT_FIELDS: tuple[str, ...] = ("state_before", "action_taken", "state_after", "metadata")
+"""Free-form JSON-like fields, stored redacted as JSON strings."""
+
+REQUIRED_FIELDS: tuple[str, ...] = ("tenant_id", "task_type", "action_type", "outcome", "reward")
+"""Fields every episode must give (categoricals non-empty, reward finite)."""
+
+FIELDS: tuple[str, ...] = (("id",) + CATEGORICAL_FIELDS + ("reward", "timestamp")
+                           + DICT_FIELDS + ("features",))
+"""Every column of the buffer, in export order."""
+
+_INPUT_FIELDS = frozenset(CATEGORICAL_FIELDS + DICT_FIELDS
+                          + ("reward", "timestamp", "state_features"))
+
+
+class Categorical(NamedTuple):
+    """Dictionary-encoded input for a categorical column of :meth:`ExperienceBuffer.record_batch`.
+
+    Attributes
+    ----------
+    codes : numpy.ndarray
+        Integer codes, shape ``(n,)``, each in ``[0, len(labels))``.
+    labels : sequence of str
+        Label of each code ("" or None means missing).
+    """
+
+    codes: np.ndarray
+    labels: Sequence[str | None]
+
+
+def _label(value) -> str:
+    """The string label of a categorical value (None -> "" = missing)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, np.bytes_)):
+        return value.decode("utf-8")
+    if isinstance(value, np.generic):
+        value = value.item()
+    return str(value)
+
+
+class _Dictionary:
+    """Label <-> int32 code for one categorical column; code 0 is ""."""
+
+    __slots__ = ("labels", "lookup")
+
+    def __init__(self):
+        self.labels: list[str] = [""]
+        self.lookup: dict[str, int] = {"": 0}
+
+
+@numba.njit(cache=True, nogil=True)
+def _keep_newest(group, keep, n_groups):  # pragma: no cover - compiled
+    """Mask of the last ``keep`` rows of each group, scanning rows from the end."""
+    seen = np.zeros(n_groups, np.int64)
+    mask = np.zeros(group.shape[0], np.bool_)
+    for i in range(group.shape[0] - 1, -1, -1):
+        g = group[i]
+        if seen[g] < keep:
+            mask[i] = True
+            seen[g] += 1
+    return mask
+
+
+class ExperienceBuffer:
+    """Columnar store of episodes with batched writes, zero-copy reads and an exact index.
+
+    Parameters
+    ----------
+    dim : int
+        Feature dimension d (default 64).
+    capacity : int
+        Initial capacity (growable) or the fixed capacity (ring), in rows.
+    ring : bool
+        Fixed-capacity ring buffer: once full, each new row evicts the oldest.
+    redact_keys : iterable of str
+        Sensitive key names for :func:`dyna.redact.redact`, applied to the four dict fields
+        before they are hashed or stored.
+    clock : callable
+        Returns the current time in seconds (UTC epoch); used when ``timestamp`` is omitted.
+
+    Attributes
+    ----------
+    index : ExactIndex
+        Exact cosine index over ``features``, updated as rows arrive or leave; its row
+        positions are this buffer's row positions and ties go to the larger episode id.
+
+    Raises
+    ------
+    ConfigError
+        Non-positive ``dim`` or ``capacity``.
+    """
+
+    def __init__(self, dim: int = 64, capacity: int = 1024, *, ring: bool = False,
+                 redact_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS,
+                 clock: Callable[[], float] = time.time):
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+            raise ConfigError("dim", dim, "must be a positive integer")
+        self._dim = int(dim)
+        specs: dict[str, tuple] = {"id": (np.int64, ()), "reward": (np.float64, ()),
+                                   "timestamp": (np.float64, ())}
+        specs.update({name: (np.int32, ()) for name in CATEGORICAL_FIELDS})
+        specs.update({name: (object, ()) for name in DICT_FIELDS})
+        specs["features"] = (np.float32, (self._dim,))
+        specs["inv_norm"] = (np.float32, ())
+        self._store = ColumnStore(specs, capacity, ring=ring)
+        self._dicts = {name: _Dictionary() for name in CATEGORICAL_FIELDS}
+        self._redact_keys = frozenset(redact_keys) if not isinstance(redact_keys, str) else redact_keys
+        redact({}, self._redact_keys)  # validates the key collection
+        self._clock = clock
+        self._next_id = 0
+        self._ts_sorted = True  # timestamps non-decreasing in row order (growable mode)
+        self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
+                                     stamp="id")
+
+    # ================================================================= properties
+    def __len__(self) -> int:
+        return len(self._store)
+
+    @property
+    def dim(self) -> int:
+        """Feature dimension d."""
+        return self._dim
+
+    @property
+    def capacity(self) -> int:
+        """Rows the arrays can hold now (>= len; fixed in ring mode)."""
+        return self._store.capacity
+
+    @property
+    def ring(self) -> bool:
+        """True for a fixed-capacity ring buffer."""
+        return self._store.ring
+
+    @property
+    def is_full(self) -> bool:
+        """True once a ring buffer holds ``capacity`` rows (exactly then); growable: False."""
+        return self._store.is_full
+
+    @property
+    def next_id(self) -> int:
+        """The id the next recorded episode will get."""
+        return self._next_id
+
+    def nbytes(self) -> int:
+        """Raw bytes of the live rows of every column (object columns count 8-byte pointers
+        plus the length of their JSON strings)."""
+        total = self._store.nbytes()
+        for name in DICT_FIELDS:
+            total += sum(len(s) for s in self._store.view(name) if s is not None)
+        return total
+
+    # ================================================================= writing
+    def record(self, **episode) -> int:
+        """Record one episode; return its id.
+
+        Parameters
+        ----------
+        tenant_id, task_type, action_type, outcome : str
+            Required, non-empty. ``outcome`` is a label such as "success" or "failure".
+        reward : float
+            Required, finite.
+        timestamp : float, optional
+            Seconds since the Unix epoch (UTC), finite; default ``clock()``.
+        run_id, task_id, request_id, outcome_source, outcome_verified_by, anti_gaming_policy : str, optional
+            "" or None means missing.
+        state_before, action_taken, state_after, metadata : JSON-like, optional
+            Redacted, then stored as JSON text.
+        state_features : array_like of float, optional
+            Shape ``(d,)``, finite. Default: :func:`dyna.redact.hash_features` of the
+            redacted dicts.
+
+        Returns
+        -------
+        int
+            The episode id.
+
+        Raises
+        ------
+        ConfigError
+            Unknown or missing field, empty required label, NaN/inf reward or timestamp,
+            features of the wrong dimension or not finite, a dict that is not JSON
+            serialisable. Nothing is written.
+        """
+        self._check_fields(episode)
+        enc = {}
+        for name in CATEGORICAL_FIELDS:
+            label = _label(episode.get(name))
+            if not label and name in REQUIRED_FIELDS:
+                raise ConfigError(name, episode.get(name), "is required and must be non-empty")
+            enc[name] = label
+        reward = _finite_scalar("reward", episode["reward"])
+        ts = episode.get("timestamp")
+        ts = float(self._clock()) if ts is None else _finite_scalar("timestamp", ts)
+        dicts = {name: self._redacted(name, episode.get(name)) for name in DICT_FIELDS}
+        json_text = {name: _to_json(name, value) for name, value in dicts.items()}
+        if episode.get("state_features") is not None:
+            feat = np.asarray(episode["state_features"], dtype=np.float32)
+            if feat.shape != (self._dim,):
+                raise ConfigError("state_features", feat.shape, f"must have shape ({self._dim},)")
+        else:
+            feat = hash_features(dicts, self._dim)
+        inv = inverse_norms(feat[None, :], "state_features")
+        codes = {}
+        for name, label in enc.items():
+            d = self._dicts[name]
+            code = d.lookup.get(label)
+            if code is None:
+                code = len(d.labels)
+                d.labels.append(label)
+                d.lookup[label] = code
+            codes[name] = code
+        # All validated: write.
+        ident = self._next_id
+        self._note_timestamps(np.array([ts]))
+        (dst, _), = self._store.claim(1)
+        i = dst.start
+        arr = self._store.array
+        arr("id")[i] = ident
+        arr("reward")[i] = reward
+        arr("timestamp")[i] = ts
+        for name, code in codes.items():
+            arr(name)[i] = code
+        for name, text in json_text.items():
+            arr(name)[i] = text
+        arr("features")[i] = feat
+        arr("inv_norm")[i] = inv[0]
+        self._next_id = ident + 1
+        return ident
+
+    def record_batch(self, *, ids=None, **columns) -> np.ndarray:
+        """Record many episodes in one call; return their ids, int64 ``(n,)``.
+
+        Parameters
+        ----------
+        reward : array_like of float
+            Required, shape ``(n,)``, finite; its length sets n.
+        tenant_id, task_type, action_type, outcome : str, sequence, array or Categorical
+            Required. A single string applies to every row; a sequence or array has length
+            n (non-string values become ``str(value)``); :class:`Categorical` passes
+            dictionary-encoded codes without per-row strings.
+        timestamp : float or array_like, optional
+            Seconds (UTC epoch); default ``clock()`` for every row.
+        run_id, task_id, request_id, outcome_source, outcome_verified_by, anti_gaming_policy : optional
+            As the required categoricals; missing values are "" or None.
+        state_before, action_taken, state_after, metadata : sequence of length n, optional
+            JSON-like values (None = absent), redacted and stored as JSON.
+        state_features : array_like, optional
+            float, shape ``(n, d)``, finite. Default: the feature hash of each row's dicts.
+        ids : array_like of int, optional
+            Explicit ids (e.g. when loading a store): strictly increasing and >= ``next_id``.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ids, shape ``(n,)``. In ring mode, rows of a batch longer than the capacity
+            get ids too but only the last ``capacity`` rows are kept.
+
+        Raises
+        ------
+        ConfigError
+            As :meth:`record`, naming the field and the first offending row. The whole batch
+            is validated before anything is written, so on error nothing changes.
+        """
+        self._check_fields(columns)
+        reward = np.asarray(columns["reward"], dtype=np.float64)
+        if reward.ndim != 1:
+            raise ConfigError("reward", reward.shape, "must be a 1-D array of length n")
+        n = reward.shape[0]
+        bad = ~np.isfinite(reward)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ConfigError(f"reward[{i}]", float(reward[i]), "must be finite")
+
+        ts = columns.get("timestamp")
+        if ts is None:
+            ts = np.full(n, float(self._clock()))
+        else:
+            ts = np.asarray(ts, dtype=np.float64)
+            if ts.ndim == 0:
+                ts = np.full(n, float(ts))
+            if ts.shape != (n,):
+                raise ConfigError("timestamp", ts.shape, f"must be a scalar or have shape ({n},)")
+            bad = ~np.isfinite(ts)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ConfigError(f"timestamp[{i}]", float(ts[i]), "must be finite")
+
+        if ids is None:
+            id_arr = np.arange(self._next_id, self._next_id + n, dtype=np.int64)
+        else:
+            id_arr = np.asarray(ids)
+            if id_arr.shape != (n,) or (n and id_arr.dtype.kind not in "iu"):
+                raise ConfigError("ids", id_arr.shape, f"must be {n} integers")
+            id_arr = id_arr.astype(np.int64)
+            if n and (id_arr[0] < self._next_id or np.any(id_arr[1:] <= id_arr[:-1])):
+                raise ConfigError("ids", int(id_arr[0]),
+                                  f"must be strictly increasing and >= next_id={self._next_id}")
+
+        # Categorical columns: encode tentatively; new labels are committed after validation.
+        encoded: dict[str, tuple[Any, list[str]]] = {}
+        for name in CATEGORICAL_FIELDS:
+            encoded[name] = self._encode(name, columns.get(name), n)
+
+        dict_json: dict[str, np.ndarray | None] = {}
+        redacted_rows: dict[str, list | None] = {}
+        for name in DICT_FIELDS:
+            vals = columns.get(name)
+            if vals is None:
+                dict_json[name] = None
+                redacted_rows[name] = None
+                continue
+            if isinstance(vals, (str, bytes, Mapping)) or len(vals) != n:
+                raise ConfigError(name, type(vals).__name__, f"must be a sequence of {n} values")
+            red = [self._redacted(name, v) for v in vals]
+            texts = np.empty(n, dtype=object)
+            for i, v in enumerate(red):
+                texts[i] = _to_json(f"{name}[{i}]", v)
+            dict_json[name] = texts
+            redacted_rows[name] = red
+
+        sf = columns.get("state_features")
+        if sf is not None:
+            feats = np.asarray(sf, dtype=np.float32)
+            if feats.shape != (n, self._dim):
+                raise ConfigError("state_features", feats.shape, f"must have shape ({n}, {self._dim})")
+        elif all(rows is None for rows in redacted_rows.values()):
+            feats = np.zeros((n, self._dim), dtype=np.float32)
+        else:
+            feats = np.empty((n, self._dim), dtype=np.float32)
+            for i in range(n):
+                feats[i] = hash_features({name: (rows[i] if rows is not None else None)
+                                          for name, rows in redacted_rows.items()}, self._dim)
+        inv = inverse_norms(feats, "state_features")
+
+        # ---- all validated: commit dictionaries, then write every column.
+        for name, (_, new_labels) in encoded.items():
+            d = self._dicts[name]
+            for label in new_labels:
+                d.lookup[label] = len(d.labels)
+                d.labels.append(label)
+        self._note_timestamps(ts)
+        arr = self._store.array
+        for dst, src in self._store.claim(n):
+            arr("id")[dst] = id_arr[src]
+            arr("reward")[dst] = reward[src]
+            arr("timestamp")[dst] = ts[src]
+            for name, (codes, _) in encoded.items():
+                arr(name)[dst] = codes if np.ndim(codes) == 0 else codes[src]
+            for name, texts in dict_json.items():
+                arr(name)[dst] = None if texts is None else texts[src]
+            arr("features")[dst] = feats[src]
+            arr("inv_norm")[dst] = inv[src]
+        if n:
+            self._next_id = int(id_arr[-1]) + 1
+        return id_arr
+
+    def _check_fields(self, given: Mapping[str, Any]) -> None:
+        for name in given:
+            if name not in _INPUT_FIELDS:
+                raise ConfigError(name, given[name], "unknown episode field")
+        for name in REQUIRED_FIELDS:
+            if given.get(name) is None:
+                raise ConfigError(name, None, "is required")
+
+    def _redacted(self, name: str, value):
+        return None if value is None else redact(value, self._redact_keys)
+
+    def _note_timestamps(self, ts: np.ndarray) -> None:
+        if not self._ts_sorted or self.ring or ts.size == 0:
+            self._ts_sorted = self._ts_sorted and not self.ring
+            return
+        if len(self) and ts[0] < self._store.view("timestamp")[-1]:
+            self._ts_sorted = False
+        elif ts.size > 1 and np.any(ts[1:] < ts[:-1]):
+            self._ts_sorted = False
+
+    def _encode(self, name: str, values, n: int) -> tuple[Any, list[str]]:
+        """Codes (scalar or int32 (n,)) and the labels that would be new, without committing."""
+        d = self._dicts[name]
+        required = name in REQUIRED_FIELDS
+        scalar = (values is None or isinstance(values, (str, bytes))
+                  or (not isinstance(values, (Categorical, list, tuple, np.ndarray))
+                      and np.ndim(values) == 0))
+        if scalar:
+            label = _label(values)
+            if required and not label:
+                raise ConfigError(name, values, "is required and must be non-empty")
+            code = d.lookup.get(label)
+            return (code, []) if code is not None else (len(d.labels), [label])
+        if isinstance(values, Categorical):
+            codes = np.asarray(values.codes)
+            labels = [_label(v) for v in values.labels]
+            if codes.shape != (n,) or (n and codes.dtype.kind not in "iu"):
+                raise ConfigError(name, codes.shape, f"Categorical codes must be {n} integers")
+            if n and (codes.min() < 0 or codes.max() >= len(labels)):
+                raise ConfigError(name, int(codes.max()), "Categorical code out of range")
+            uniq_labels, inverse = labels, codes
+        else:
+            arr = np.asarray(values)
+            if arr.shape != (n,):
+                raise ConfigError(name, arr.shape, f"must be a scalar or have shape ({n},)")
+            if arr.dtype == object:
+                arr = np.array([_label(v) for v in arr], dtype=object) if n else arr
+            uniq, inverse = np.unique(arr, return_inverse=True)
+            uniq_labels = [_label(v) for v in uniq]
+        mapping = np.empty(len(uniq_labels), dtype=np.int32)
+        new: list[str] = []
+        pending: dict[str, int] = {}
+        for j, label in enumerate(uniq_labels):
+            code = d.lookup.get(label)
+            if code is None:
+                code = pending.get(label)
+                if code is None:
+                    code = len(d.labels) + len(new)
+                    pending[label] = code
+                    new.append(label)
+            mapping[j] = code
+        codes = mapping[inverse] if len(uniq_labels) else np.zeros(n, np.int32)
+        if required and n and (mapping == 0).any():
+            empty = codes == 0
+            if empty.any():
+                i = int(np.flatnonzero(empty)[0])
+                raise ConfigError(f"{name}[{i}]", "", "is required and must be non-empty")
+        return codes, new
+
+    # ================================================================= reading
+    def column(self, name: str) -> np.ndarray:
+        """Zero-copy view of one column for rows ``0..len-1``.
+
+        Parameters
+        ----------
+        name : str
+            One of :data:`FIELDS` (categoricals give their int32 codes; see
+            :meth:`categories` and :meth:`labels`; dict fields give JSON strings or None;
+            ``features`` is float32 ``(len, d)``), or ``"inv_norm"``.
+
+        Raises
+        ------
+        ConfigError
+            Unknown column name.
+        """
+        if name not in self._store.names:
+            raise ConfigError("column", name, f"unknown column; one of {', '.join(FIELDS)}")
+        return self._store.view(name)
+
+    def categories(self, name: str) -> tuple[str, ...]:
+        """Labels of a categorical column indexed by code (code 0 is "" = missing)."""
+        return tuple(self._dict(name).labels)
+
+    def code(self, name: str, label: str) -> int:
+        """Code of ``label`` in a categorical column, or -1 if the label was never recorded."""
+        return self._dict(name).lookup.get(_label(label), -1)
+
+    def labels(self, name: str, rows=None) -> np.ndarray:
+        """Decoded labels of a categorical column (a copy), object ``(len,)`` or ``(len(rows),)``."""
+        table = np.array(self._dict(name).labels, dtype=object)
+        codes = self._store.view(name)
+        return table[codes if rows is None else codes[self._rows(rows)]]
+
+    def _dict(self, name: str) -> _Dictionary:
+        try:
+            return self._dicts[name]
+        except KeyError:
+            raise ConfigError("column", name, "not a categorical column") from None
+
+    def _rows(self, sel) -> np.ndarray:
+        n = len(self)
+        if sel is None:
+            return np.arange(n, dtype=np.int64)
+        if isinstance(sel, slice):
+            return np.arange(n, dtype=np.int64)[sel]
+        a = np.asarray(sel)
+        if a.dtype == bool:
+            if a.shape != (n,):
+                raise ConfigError("rows", a.shape, f"a mask must have shape ({n},)")
+            return np.flatnonzero(a)
+        a = a.reshape(-1)
+        if a.size and a.dtype.kind not in "iu":
+            raise ConfigError("rows", a.dtype, "must be int row positions or a bool mask")
+        a = a.astype(np.int64, copy=False)
+        if a.size and (a.min() < 0 or a.max() >= n):
+            bad = a[(a < 0) | (a >= n)][0]
+            raise ConfigError("rows", int(bad), f"row position out of range [0, {n})")
+        return a
+
+    def rows(self, sel=None, *, features: bool = False) -> list[dict]:
+        """Rows as JSON-ready dicts.
+
+        Parameters
+        ----------
+        sel : int array, bool mask ``(len,)``, slice or None
+            Row positions (None = all rows, in row order).
+        features : bool
+            Include ``"state_features"`` (list of d floats).
+
+        Returns
+        -------
+        list of dict
+            Keys: ``id``, the categoricals (None when missing), ``reward``, ``timestamp``,
+            the four dict fields (decoded JSON or None) and optionally ``state_features``.
+        """
+        idx = self._rows(sel)
+        out_cols: dict[str, list] = {"id": self._store.view("id")[idx].tolist()}
+        for name in CATEGORICAL_FIELDS:
+            table = [None] + self._dicts[name].labels[1:]
+            out_cols[name] = [table[c] for c in self._store.view(name)[idx].tolist()]
+        out_cols["reward"] = self._store.view("reward")[idx].tolist()
+        out_cols["timestamp"] = self._store.view("timestamp")[idx].tolist()
+        for name in DICT_FIELDS:
+            out_cols[name] = [None if s is None else json.loads(s)
+                              for s in self._store.view(name)[idx]]
+        if features:
+            out_cols["state_features"] = self._store.view("features")[idx].tolist()
+        keys = list(out_cols)
+        return [dict(zip(keys, vals)) for vals in zip(*out_cols.values())]
+
+    def order(self) -> np.ndarray:
+        """Row positions in write order, oldest first (``arange(len)`` unless a wrapped ring)."""
+        return self._store.order()
+
+    def select(self, **filters) -> np.ndarray:
+        """Row positions whose categorical fields equal the given labels exactly.
+
+        Parameters
+        ----------
+        **filters : str or None
+            Field name (any of :data:`CATEGORICAL_FIELDS`) to label; None means no filter.
+            Matching is exact (no prefix, no wildcard). An unknown label matches nothing.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ascending row positions.
+        """
+        mask = self._mask(filters)
+        if mask is None:
+            return np.arange(len(self), dtype=np.int64)
+        if mask is False:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(mask)
+
+    def _mask(self, filters: Mapping[str, Any]):
+        mask = None
+        for name, label in filters.items():
+            if name not in self._dicts:
+                raise ConfigError(name, label, "not a categorical field to select on")
+            if label is None:
+                continue
+            code = self._dicts[name].lookup.get(_label(label))
+            if code is None:
+                return False
+            m = self._store.view(name) == code
+            mask = m if mask is None else (mask & m)
+        return mask
+
+    def select_slice(self, **filters) -> slice | None:
+        """The selected rows as one ``slice`` when they are contiguous, else None."""
+        rows = self.select(**filters)
+        if rows.size == 0:
+            return slice(0, 0)
+        if int(rows[-1]) - int(rows[0]) + 1 == rows.size:
+            return slice(int(rows[0]), int(rows[-1]) + 1)
+        return None
+
+    def view(self, **filters) -> dict[str, np.ndarray]:
+        """Every column restricted to the selected rows.
+
+        Zero-copy views (``np.shares_memory`` with the buffer) when the selected rows are
+        contiguous, e.g. one tenant's rows recorded in one run; otherwise gathered copies.
+        """
+        sl = self.select_slice(**filters)
+        sel = sl if sl is not None else self.select(**filters)
+        return {name: self._store.view(name)[sel] for name in FIELDS}
+
+    def sample(self, n: int, seed=None, *, weights=None, candidates=None) -> np.ndarray:
+        """Sample row positions with replacement, uniformly or proportionally to weights.
+
+        Parameters
+        ----------
+        n : int
+            Sample size, >= 0.
+        seed : int, numpy.random.Generator or None
+            Random source; the same int seed gives the same sample.
+        weights : array_like of float, optional
+            Non-negative, finite, positive sum; shape ``(len,)`` or, with ``candidates``,
+            ``(len(candidates),)``.
+        candidates : int array or bool mask, optional
+            Sample only among these rows.
+
+        Returns
+        -------
+        numpy.ndarray
+            int64 ``(n,)``, every value in ``[0, len)`` (never an unwritten slot, case BUF-02).
+
+        Raises
+        ------
+        ConfigError
+            Negative n, bad weights, or n > 0 with nothing to sample from.
+        """
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ConfigError("n", n, "must be a non-negative integer")
+        pool = None if candidates is None else self._rows(candidates)
+        m = len(self) if pool is None else pool.size
+        if n and m == 0:
+            raise ConfigError("n", n, "nothing to sample from (no rows)")
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        if weights is None:
+            pos = rng.integers(0, m, size=int(n), dtype=np.int64)
+        else:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != (m,):
+                raise ConfigError("weights", w.shape, f"must have shape ({m},)")
+            if not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise ConfigError("weights", "negative or non-finite", "must be >= 0 and finite")
+            cdf = np.cumsum(w)
+            if not cdf[-1] > 0:
+                raise ConfigError("weights", 0.0, "must have a positive sum")
+            u = rng.random(int(n)) * cdf[-1]
+            pos = np.minimum(np.searchsorted(cdf, u, side="right"), m - 1).astype(np.int64)
+            # side="right" never picks a zero-weight row: cdf is flat across it.
+        return pos if pool is None else pool[pos]
+
+    def search(self, query, k: int, **filters):
+        """Cosine top-k over the rows matching ``filters`` (see :meth:`select`).
+
+        Returns ``(rows, scores)`` as :meth:`dyna.index.ExactIndex.search`; only the
+        selected rows are read.
+        """
+        if not any(v is not None for v in filters.values()):
+            return self.index.search(query, k)
+        sl = self.select_slice(**filters)
+        cand = self.select(**filters) if sl is None else np.arange(sl.start, sl.stop)
+        return self.index.search(query, k, candidates=cand)
+
+    # ================================================================= deleting
+    def delete(self, sel) -> int:
+        """Delete rows (int positions or a bool mask ``(len,)``); survivors keep their order.
+
+        Returns
+        -------
+        int
+            Number of rows deleted.
+        """
+        idx = self._rows(sel)
+        if idx.size == 0:
+            return 0
+        keep = np.ones(len(self), dtype=bool)
+        keep[idx] = False
+        return self._keep_mask(keep)
+
+    def _keep_mask(self, keep: np.ndarray) -> int:
+        n = len(self)
+        if self._store.in_write_order:
+            survivors = np.flatnonzero(keep)
+        else:
+            order = self._store.order()
+            survivors = order[keep[order]]
+        deleted = n - survivors.size
+        if deleted:
+            self._store.keep(survivors)
+        return deleted
+
+    def prune_older_than(self, t: float) -> int:
+        """Delete every row with ``timestamp < t`` (seconds, UTC); return the number deleted.
+
+        When timestamps are non-decreasing in row order (the usual case), this is a binary
+        search and an O(1) drop of the prefix; otherwise one vectorised mask pass.
+
+        Raises
+        ------
+        ConfigError
+            ``t`` not a finite number.
+        """
+        t = _finite_scalar("t", t)
+        ts = self._store.view("timestamp")
+        if self._ts_sorted and not self.ring:
+            n = int(np.searchsorted(ts, t, side="left"))
+            self._store.drop_prefix(n)
+            return n
+        return self._keep_mask(ts >= t)
+
+    def compact(self, keep: int) -> int:
+        """Keep the newest ``keep`` rows of every (tenant_id, task_type); return rows deleted.
+
+        "Newest" is by timestamp, ties by id (write order). One O(n) compiled pass from the
+        newest row backwards counts rows per group; rows out of time order are first put in
+        order with one stable argsort of the timestamps.
+
+        Raises
+        ------
+        ConfigError
+            ``keep`` not a non-negative integer.
+        """
+        if isinstance(keep, bool) or not isinstance(keep, (int, np.integer)) or keep < 0:
+            raise ConfigError("keep", keep, "must be a non-negative integer")
+        n = len(self)
+        if n == 0:
+            return 0
+        n_task = len(self._dicts["task_type"].labels)
+        n_groups = len(self._dicts["tenant_id"].labels) * n_task
+        group = self._store.view("tenant_id").astype(np.int64) * n_task
+        group += self._store.view("task_type")
+        if n_groups > max(4 * n, 1 << 20):
+            _, group = np.unique(group, return_inverse=True)
+            n_groups = int(group.max()) + 1
+        if self._ts_sorted and not self.ring:
+            keep_mask = _keep_newest(group, int(keep), n_groups)
+        else:
+            order = self._store.order()
+            order = order[np.argsort(self._store.view("timestamp")[order], kind="stable")]
+            keep_mask = np.zeros(n, dtype=bool)
+            keep_mask[order] = _keep_newest(group[order], int(keep), n_groups)
+        return self._keep_mask(keep_mask)
+
+    def clear(self) -> None:
+        """Delete every row (ids keep increasing; dictionaries are kept)."""
+        self._store.clear()
+        self._ts_sorted = True
+
+    # ================================================================= polars
+    def to_polars(self):
+        """All rows as a polars DataFrame (a copy), in row order.
+
+        Columns: ``id`` Int64, the categoricals as String (null when missing), ``reward`` and
+        ``timestamp`` Float64, the dict fields as JSON String (null when absent), and
+        ``features`` as ``Array(Float32, d)``.
+        """
+        import polars as pl  # noqa: PLC0415 - keeps import of dyna.buffer light
+
+        cols = {"id": pl.Series("id", self._store.view("id"), dtype=pl.Int64)}
+        for name in CATEGORICAL_FIELDS:
+            table = pl.Series(name, [None] + self._dicts[name].labels[1:], dtype=pl.String)
+            cols[name] = table.gather(self._store.view(name))
+        cols["reward"] = pl.Series("reward", self._store.view("reward"), dtype=pl.Float64)
+        cols["timestamp"] = pl.Series("timestamp", self._store.view("timestamp"),
+                                      dtype=pl.Float64)
+        for name in DICT_FIELDS:
+            cols[name] = pl.Series(name, self._store.view(name).tolist(), dtype=pl.String)
+        cols["features"] = pl.Series("features", self._store.view("features"),
+                                     dtype=pl.Array(pl.Float32, self._dim))
+        return pl.DataFrame(cols)
+
+    @classmethod
+    def from_polars(cls, df, *, dim: int | None = None, capacity: int | None = None,
+                    ring: bool = False, **kwargs) -> ExperienceBuffer:
+        """Build a buffer from a DataFrame shaped like :meth:`to_polars` output.
+
+        ``id`` (if present) is kept; ``features`` (if present) become the features, else they
+        are hashed from the dict columns. JSON dict columns are parsed, then redacted again.
+
+        Raises
+        ------
+        ConfigError
+            Missing required columns or invalid values (as :meth:`record_batch`).
+        """
+        import polars as pl  # noqa: PLC0415
+
+        n = df.height
+        if dim is None:
+            dim = df.schema["features"].size if "features" in df.columns else 64
+        buf = cls(dim, capacity or max(n, 1), ring=ring, **kwargs)
+        cols: dict[str, Any] = {}
+        for name in CATEGORICAL_FIELDS:
+            if name in df.columns:
+                s = df.get_column(name).cast(pl.String)
+                labels = s.unique(maintain_order=True)
+                codes = s.cast(pl.Enum(labels.drop_nulls().to_list())).to_physical()
+                codes = codes.fill_null(len(labels.drop_nulls())).to_numpy().astype(np.int64)
+                cols[name] = Categorical(codes, labels.drop_nulls().to_list() + [""])
+        for name in ("reward", "timestamp"):
+            if name in df.columns:
+                cols[name] = df.get_column(name).cast(pl.Float64).to_numpy()
+        for name in DICT_FIELDS:
+            if name in df.columns:
+                cols[name] = [None if s is None else json.loads(s)
+                              for s in df.get_column(name).to_list()]
+        if "features" in df.columns:
+            cols["state_features"] = df.get_column("features").to_numpy().astype(np.float32)
+        ids = df.get_column("id").to_numpy() if "id" in df.columns else None
+        if "reward" not in cols:
+            raise ConfigError("reward", None, "is required")
+        buf.record_batch(ids=ids, **cols)
+        return buf
+
+
+def _finite_scalar(field: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ConfigError(field, value, "must be a number")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ConfigError(field, value, "must be finite")
+    return v
+
+
+def _json_default(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(type(obj).__name__)
+
+
+def _to_json(field: str, value) -> str | None:
+    if value is None:
+        return None
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(field, type(value).__name__, f"must be JSON serialisable ({exc})") from None

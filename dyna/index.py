@@ -1,0 +1,829 @@
+"""Similarity index over experience features: exact cosine top-k, and an optional ANN backend.
+
+:class:`ExactIndex` answers cosine top-k queries exactly. It keeps, for every row, the raw
+float32 vector, its inverse L2 norm (0 for a zero vector) and a recency stamp, and scores a
+query ``q`` as ``(x . q_hat) * inv_norm(x)``:
+
+* one query is one BLAS ``sgemv`` over the stored matrix followed by a single compiled pass
+  that scales by the inverse norms and keeps a size-k heap (no full sort, no extra copy);
+* a batch of queries is a loop over blocks of rows, each one ``sgemm`` of the block against
+  all queries and a compiled per-query heap update run in parallel, so the memory used is one
+  block of scores, never the full ``q x N`` matrix;
+* a filtered search (``candidates``) touches only the candidate rows: a contiguous range is a
+  zero-copy slice, anything else is gathered row by row inside the compiled kernel.
+
+Ordering is total and deterministic: score descending, ties broken by recency (larger stamp
+first). Zero vectors score exactly 0 (never NaN); a zero query raises :class:`ConfigError`
+(a ``ValueError``) because it has no direction, which is our documented choice for case
+BUF-04. Asking for more neighbours than there are candidates returns all of them.
+
+:class:`AnnIndex` offers the same ``search`` signature over faiss HNSW (``pip install
+"dyna[ann]"``), and :func:`recall_at_k` measures it against :class:`ExactIndex`.
+
+:class:`ColumnStore` is the storage primitive both this index and
+:class:`dyna.buffer.ExperienceBuffer` use: equal-length numpy columns that grow by amortised
+doubling (never ``np.resize``), drop a prefix in O(1), compact in place, or act as a ring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numba
+import numpy as np
+
+from dyna.errors import ConfigError
+
+__all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "inverse_norms", "recall_at_k"]
+
+# Rows per block in batched search: a block of scores is (n_queries, _BLOCK_ROWS) float32.
+_BLOCK_ROWS = 4096
+# Rows per block when a filtered batched search gathers candidate rows.
+_GATHER_ROWS = 4096
+
+
+# =============================================================================== storage
+
+@numba.njit(cache=True, nogil=True)
+def _compact_1d(arr, base, idx):  # pragma: no cover - compiled
+    for i in range(idx.shape[0]):
+        arr[base + i] = arr[base + idx[i]]
+
+
+@numba.njit(cache=True, nogil=True)
+def _compact_2d(arr, base, idx):  # pragma: no cover - compiled
+    d = arr.shape[1]
+    for i in range(idx.shape[0]):
+        src = base + idx[i]
+        dst = base + i
+        if src != dst:
+            for j in range(d):
+                arr[dst, j] = arr[src, j]
+
+
+class ColumnStore:
+    """Equal-length numpy columns sharing one row layout (growable or ring).
+
+    Logical row ``r`` (``0 <= r < len``) of a growable store lives at physical position
+    ``start + r``; :meth:`view` is the zero-copy slice ``array[start:start + len]``. Growth
+    allocates a new array of twice the capacity with ``np.empty`` and copies the live rows
+    (amortised O(1) per row; untouched capacity is never resident). :meth:`drop_prefix` is
+    O(1). In ring mode the capacity is fixed, row ``r`` is slot ``r`` and writes past the end
+    overwrite the oldest slots.
+
+    Parameters
+    ----------
+    specs : mapping of str to (dtype, tuple)
+        Column name to dtype and the per-row shape (``()`` for scalars, ``(d,)`` for vectors).
+    capacity : int
+        Initial (growable) or fixed (ring) number of rows, >= 1.
+    ring : bool
+        Fixed-capacity ring buffer instead of a growable one.
+    """
+
+    def __init__(self, specs: Mapping[str, tuple], capacity: int, *, ring: bool = False):
+        capacity = _positive_int("capacity", capacity)
+        self._specs = {name: (np.dtype(dt), tuple(tail)) for name, (dt, tail) in specs.items()}
+        self._cap = capacity
+        self._start = 0
+        self._len = 0
+        self._head = 0  # ring only: the slot the next row is written to
+        self.ring = bool(ring)
+        self._arrays = {name: self._alloc(name, capacity) for name in self._specs}
+
+    def _alloc(self, name: str, cap: int) -> np.ndarray:
+        dtype, tail = self._specs[name]
+        return np.empty((cap,) + tail, dtype=dtype)  # object arrays start as None
+
+    # ------------------------------------------------------------------ shape
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def capacity(self) -> int:
+        """Number of rows the current arrays can hold."""
+        return self._cap
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Column names."""
+        return tuple(self._specs)
+
+    @property
+    def is_full(self) -> bool:
+        """True for a ring store holding ``capacity`` rows; growable stores are never full."""
+        return self.ring and self._len == self._cap
+
+    def view(self, name: str) -> np.ndarray:
+        """Zero-copy view of the ``len`` live rows of column ``name`` (row order as stored)."""
+        return self._arrays[name][self._start:self._start + self._len]
+
+    def order(self) -> np.ndarray:
+        """Logical row indices in write order (oldest first), int64 ``(len,)``."""
+        if self.ring and self._len == self._cap and self._head:
+            return np.roll(np.arange(self._len, dtype=np.int64), -self._head)
+        return np.arange(self._len, dtype=np.int64)
+
+    @property
+    def in_write_order(self) -> bool:
+        """True when logical row order equals write order (always, unless a wrapped ring)."""
+        return not (self.ring and self._len == self._cap and self._head)
+
+    # ------------------------------------------------------------------ writing
+    def claim(self, n: int) -> list[tuple[slice, slice]]:
+        """Reserve room for ``n`` new rows; return ``(destination, source)`` slice pairs.
+
+        The destination slices index the physical arrays (see :meth:`array`), the source
+        slices index the batch of ``n`` rows. A ring keeps only the last ``capacity`` rows
+        of the batch and may return two pairs when the write crosses the end. The caller
+        must write every column for every pair; ``len`` is already updated.
+        """
+        if n <= 0:
+            return []
+        if not self.ring:
+            self._reserve(n)
+            lo = self._start + self._len
+            self._len += n
+            return [(slice(lo, lo + n), slice(0, n))]
+        cap = self._cap
+        n_eff = min(n, cap)
+        skip = n - n_eff
+        first = (self._head + skip) % cap
+        pairs = []
+        take = min(n_eff, cap - first)
+        pairs.append((slice(first, first + take), slice(skip, skip + take)))
+        if take < n_eff:
+            pairs.append((slice(0, n_eff - take), slice(skip + take, n)))
+        self._head = (self._head + n) % cap
+        self._len = min(self._len + n, cap)
+        return pairs
+
+    def array(self, name: str) -> np.ndarray:
+        """The whole physical array of column ``name`` (capacity rows; only for writers)."""
+        return self._arrays[name]
+
+    def _reserve(self, n: int) -> None:
+        need = self._len + n
+        if self._start + need <= self._cap:
+            return
+        if need <= self._cap // 2:
+            # Plenty of room once the dropped prefix is reclaimed: shift the live rows to
+            # the front (the next shift is at least cap/2 appends away, so amortised O(1)).
+            s, m = self._start, self._len
+            for arr in self._arrays.values():
+                arr[:m] = arr[s:s + m]
+                if arr.dtype == object:
+                    arr[m:s + m] = None
+            self._start = 0
+            return
+        cap = self._cap
+        while cap < need:
+            cap *= 2
+        s, m = self._start, self._len
+        for name, arr in self._arrays.items():
+            new = self._alloc(name, cap)
+            new[:m] = arr[s:s + m]
+            self._arrays[name] = new
+        self._cap = cap
+        self._start = 0
+
+    # ------------------------------------------------------------------ deleting
+    def drop_prefix(self, n: int) -> None:
+        """Forget the first ``n`` rows in O(1) (growable stores only)."""
+        if self.ring:
+            raise ConfigError("ring", True, "drop_prefix needs a growable store; use keep()")
+        n = min(max(int(n), 0), self._len)
+        for arr in self._arrays.values():
+            if arr.dtype == object:
+                arr[self._start:self._start + n] = None  # release the Python objects
+        self._start += n
+        self._len -= n
+        if self._len == 0:
+            self._start = 0
+
+    def keep(self, idx: np.ndarray) -> None:
+        """Keep only logical rows ``idx`` (int64, distinct), in that order, compacting in place.
+
+        Strictly increasing ``idx`` is compacted in place by a compiled forward copy (no
+        temporary); any other order goes through one temporary gather. A ring store is
+        linearised: afterwards its rows are slots ``0..m-1`` and the next write goes to ``m``.
+        """
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        m = idx.shape[0]
+        increasing = m < 2 or bool(np.all(idx[1:] > idx[:-1]))
+        base = self._start
+        for arr in self._arrays.values():
+            live = arr[base:base + self._len]
+            if arr.dtype == object or not increasing:
+                live[:m] = live[idx]
+                if arr.dtype == object:
+                    live[m:] = None
+            elif arr.ndim == 1:
+                _compact_1d(arr, base, idx)
+            else:
+                _compact_2d(arr.reshape(arr.shape[0], -1), base, idx)
+        self._len = m
+        if self.ring:
+            self._head = m % self._cap
+        if m == 0:
+            self._start = 0
+
+    def clear(self) -> None:
+        """Remove every row (capacity is kept)."""
+        self.keep(np.zeros(0, dtype=np.int64))
+        self._head = 0
+
+    def nbytes(self) -> int:
+        """Bytes of the live rows of every column (object columns count their pointers)."""
+        return sum(self.view(name).nbytes for name in self._specs)
+
+
+def _positive_int(field: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(field, value, "must be a positive integer")
+    return int(value)
+
+
+def inverse_norms(vectors: np.ndarray, field: str = "vectors") -> np.ndarray:
+    """Inverse L2 norms of the rows of a float32 matrix; 0 for zero rows.
+
+    Parameters
+    ----------
+    vectors : numpy.ndarray
+        float32, shape ``(n, d)``.
+    field : str
+        Name used in errors.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, shape ``(n,)``.
+
+    Raises
+    ------
+    ConfigError
+        If a row holds NaN or inf, or its norm overflows float32 (the row index is named).
+    """
+    sq = np.einsum("ij,ij->i", vectors, vectors)
+    bad = ~np.isfinite(sq)
+    if bad.any() or (sq == 0).any():
+        # Recompute in float64 where float32 over- or underflowed.
+        redo = bad | (sq == 0)
+        sq64 = np.einsum("ij,ij->i", vectors[redo].astype(np.float64),
+                         vectors[redo].astype(np.float64))
+        if not np.all(np.isfinite(sq64)) or np.any(sq64 > float(np.finfo(np.float32).max) ** 2):
+            rows = np.flatnonzero(redo)
+            row = int(rows[np.flatnonzero(~np.isfinite(sq64) | (sq64 > 1e76))[0]])
+            raise ConfigError(f"{field}[{row}]", vectors[row][:4].tolist(),
+                              "must be finite with a norm that fits in float32")
+        inv = np.zeros(vectors.shape[0], dtype=np.float64)
+        good = ~redo
+        inv[good] = 1.0 / np.sqrt(sq[good].astype(np.float64))
+        nz = sq64 > 0
+        sub = np.zeros(sq64.shape[0])
+        sub[nz] = 1.0 / np.sqrt(sq64[nz])
+        inv[redo] = sub
+        return inv.astype(np.float32)
+    return (1.0 / np.sqrt(sq)).astype(np.float32)
+
+
+# =============================================================================== kernels
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _less(s1, t1, s2, t2):  # pragma: no cover - compiled
+    """Heap order: (score, stamp) lexicographic; the root is the worst kept entry."""
+    return s1 < s2 or (s1 == s2 and t1 < t2)
+
+
+@numba.njit(cache=True, nogil=True)
+def _heap_add(hs, ht, hi, size, k, s, t, i):  # pragma: no cover - compiled
+    """Offer (score s, stamp t, row i) to a min-heap of capacity k; return the new size."""
+    if size < k:
+        j = size
+        while j > 0:
+            p = (j - 1) >> 1
+            if _less(s, t, hs[p], ht[p]):
+                hs[j] = hs[p]
+                ht[j] = ht[p]
+                hi[j] = hi[p]
+                j = p
+            else:
+                break
+        hs[j] = s
+        ht[j] = t
+        hi[j] = i
+        return size + 1
+    if not _less(hs[0], ht[0], s, t):
+        return size
+    j = 0
+    while True:
+        c = 2 * j + 1
+        if c >= k:
+            break
+        if c + 1 < k and _less(hs[c + 1], ht[c + 1], hs[c], ht[c]):
+            c += 1
+        if _less(hs[c], ht[c], s, t):
+            hs[j] = hs[c]
+            ht[j] = ht[c]
+            hi[j] = hi[c]
+            j = c
+        else:
+            break
+    hs[j] = s
+    ht[j] = t
+    hi[j] = i
+    return size
+
+
+@numba.njit(cache=True, nogil=True)
+def _topk_scaled(raw, inv, stamp, k):  # pragma: no cover - compiled
+    """Top-k of raw[i] * inv[i] over one score vector; returns heap arrays and size."""
+    hs = np.empty(k, np.float32)
+    ht = np.empty(k, np.int64)
+    hi = np.empty(k, np.int64)
+    size = 0
+    for i in range(raw.shape[0]):
+        s = raw[i] * inv[i]
+        if size < k or s > hs[0] or (s == hs[0] and stamp[i] > ht[0]):
+            size = _heap_add(hs, ht, hi, size, k, s, stamp[i], i)
+    return hs[:size], ht[:size], hi[:size]
+
+
+@numba.njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract"})
+def _topk_gather(X, inv, stamp, rows, q, k, nchunks):  # pragma: no cover - compiled
+    """Top-k over the given rows of X (dot computed here, no gathered copy); per-chunk heaps.
+
+    Returned heap entries hold positions into ``rows``.
+    """
+    m = rows.shape[0]
+    d = X.shape[1]
+    HS = np.empty((nchunks, k), np.float32)
+    HT = np.empty((nchunks, k), np.int64)
+    HI = np.empty((nchunks, k), np.int64)
+    sizes = np.zeros(nchunks, np.int64)
+    for c in numba.prange(nchunks):
+        lo = c * m // nchunks
+        hi = (c + 1) * m // nchunks
+        hs = HS[c]
+        ht = HT[c]
+        hix = HI[c]
+        size = 0
+        for j in range(lo, hi):
+            r = rows[j]
+            acc = np.float32(0.0)
+            for t in range(d):
+                acc += X[r, t] * q[t]
+            s = acc * inv[r]
+            st = stamp[r]
+            if size < k or s > hs[0] or (s == hs[0] and st > ht[0]):
+                size = _heap_add(hs, ht, hix, size, k, s, st, j)
+        sizes[c] = size
+    return HS, HT, HI, sizes
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _topk_block(S, inv, stamp, base, k, HS, HT, HI, sizes):  # pragma: no cover - compiled
+    """Update per-query heaps with one block of raw scores S (q, nb) for rows base..base+nb."""
+    nq, nb = S.shape
+    for qi in numba.prange(nq):
+        hs = HS[qi]
+        ht = HT[qi]
+        hix = HI[qi]
+        size = sizes[qi]
+        row = S[qi]
+        for j in range(nb):
+            s = row[j] * inv[j]
+            st = stamp[j]
+            if size < k or s > hs[0] or (s == hs[0] and st > ht[0]):
+                size = _heap_add(hs, ht, hix, size, k, s, st, base + j)
+        sizes[qi] = size
+
+
+def _sorted_result(hs, ht, hi, k):
+    """Sort heap entries by score desc, stamp desc; keep k. Returns (positions, scores)."""
+    order = np.lexsort((-ht, -hs.astype(np.float64)))[:k]
+    return hi[order].astype(np.int64), hs[order].astype(np.float32)
+
+
+# =============================================================================== exact index
+
+class ExactIndex:
+    """Exact cosine top-k over float32 vectors, incremental, filterable.
+
+    Parameters
+    ----------
+    dim : int
+        Vector dimension d.
+    capacity : int
+        Initial number of rows allocated (grows by doubling).
+
+    Notes
+    -----
+    Scores are cosine similarities in [-1, 1] as float32, computed as
+    ``(x . q / |q|) * (1 / |x|)``. A stored zero vector scores exactly 0.0, so it ranks
+    above negatively correlated rows and below positively correlated ones; it is never left
+    out and never NaN. A zero query raises :class:`ConfigError` (a ``ValueError``).
+
+    Ties (equal float32 scores) are broken by recency: the row with the larger stamp (by
+    default the insertion counter; in a buffer, the episode id) comes first.
+
+    Attributes of a result are row positions ``0 <= row < len(index)``, the same positions
+    ``candidates`` uses; an :class:`~dyna.buffer.ExperienceBuffer` row position maps to its
+    episode id through ``buffer.column("id")[rows]``.
+    """
+
+    def __init__(self, dim: int, capacity: int = 1024):
+        dim = _positive_int("dim", dim)
+        self._store = ColumnStore({"vectors": (np.float32, (dim,)),
+                                   "inv_norm": (np.float32, ()),
+                                   "stamp": (np.int64, ())}, capacity)
+        self._vec, self._inv, self._stamp = "vectors", "inv_norm", "stamp"
+        self._dim = dim
+        self._next_stamp = 0
+
+    @classmethod
+    def over(cls, store: ColumnStore, *, vectors: str, inv_norm: str, stamp: str) -> ExactIndex:
+        """An index reading columns of an existing :class:`ColumnStore` (no copy).
+
+        The owner of ``store`` writes the vectors and keeps ``inv_norm`` equal to
+        :func:`inverse_norms` of them; ``stamp`` (int64) orders ties (larger = newer).
+        """
+        self = cls.__new__(cls)
+        self._store = store
+        self._vec, self._inv, self._stamp = vectors, inv_norm, stamp
+        self._dim = store.view(vectors).shape[1]
+        self._next_stamp = None
+        return self
+
+    # ------------------------------------------------------------------ properties
+    def __len__(self) -> int:
+        return len(self._store)
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension d."""
+        return self._dim
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """Zero-copy view of the stored vectors, float32 ``(len, d)``."""
+        return self._store.view(self._vec)
+
+    # ------------------------------------------------------------------ writing
+    def add(self, vectors, stamps=None) -> np.ndarray:
+        """Append vectors; return their row positions, int64 ``(n,)``.
+
+        Parameters
+        ----------
+        vectors : array_like
+            Shape ``(n, d)`` or ``(d,)``; converted to float32.
+        stamps : array_like of int, optional
+            Recency stamps (larger = newer) for tie-breaking; default the insertion counter.
+
+        Raises
+        ------
+        ConfigError
+            Wrong shape, NaN/inf values, or ``add`` on an index that reads a buffer's columns.
+        """
+        if self._next_stamp is None:
+            raise ConfigError("index", "buffer-backed", "record episodes through the buffer")
+        X = np.asarray(vectors, dtype=np.float32)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self._dim:
+            raise ConfigError("vectors", X.shape, f"must have shape (n, {self._dim})")
+        inv = inverse_norms(X)
+        n = X.shape[0]
+        if stamps is None:
+            st = np.arange(self._next_stamp, self._next_stamp + n, dtype=np.int64)
+        else:
+            st = np.asarray(stamps, dtype=np.int64).reshape(-1)
+            if st.shape[0] != n:
+                raise ConfigError("stamps", st.shape, f"must have length {n}")
+        self._next_stamp = max(self._next_stamp + n, int(st.max(initial=-1)) + 1)
+        first = len(self._store)
+        for dst, src in self._store.claim(n):
+            self._store.array(self._vec)[dst] = X[src]
+            self._store.array(self._inv)[dst] = inv[src]
+            self._store.array(self._stamp)[dst] = st[src]
+        return np.arange(first, first + n, dtype=np.int64)
+
+    # ------------------------------------------------------------------ search
+    def search(self, query, k: int, candidates=None):
+        """Cosine top-k: the k rows most similar to each query, best first.
+
+        Parameters
+        ----------
+        query : array_like
+            float, shape ``(d,)`` for one query or ``(q, d)`` for a batch.
+        k : int
+            Number of neighbours, >= 1. More than the number of candidates returns them all.
+        candidates : array_like, optional
+            Restrict the search to these rows: an int array of row positions (distinct; a
+            contiguous ascending range is searched as a zero-copy slice) or a boolean mask of
+            shape ``(len,)``. Only the candidate rows are read.
+
+        Returns
+        -------
+        rows : numpy.ndarray
+            int64 row positions, shape ``(k',)`` or ``(q, k')`` with ``k' = min(k, #candidates)``.
+        scores : numpy.ndarray
+            float32 cosine similarities, same shape, descending along the last axis; ties
+            ordered newest first. Never NaN.
+
+        Raises
+        ------
+        ConfigError
+            ``k`` not a positive integer; query of the wrong dimension, non-finite, or zero
+            (a zero query has no direction); candidates out of range.
+        """
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+            raise ConfigError("k", k, "must be a positive integer")
+        k = int(k)
+        Q = np.asarray(query, dtype=np.float64)
+        single = Q.ndim == 1
+        if single:
+            Q = Q[None, :]
+        if Q.ndim != 2 or Q.shape[1] != self._dim:
+            raise ConfigError("query", Q.shape, f"must have shape ({self._dim},) or (q, {self._dim})")
+        if not np.all(np.isfinite(Q)):
+            raise ConfigError("query", "non-finite", "must not contain NaN or inf")
+        qn = np.sqrt(np.einsum("ij,ij->i", Q, Q))
+        if np.any(qn == 0):
+            raise ConfigError("query", f"zero vector at {int(np.flatnonzero(qn == 0)[0])}",
+                              "a zero query has no direction (cosine undefined)")
+        Qn = np.ascontiguousarray(Q / qn[:, None], dtype=np.float32)
+
+        n = len(self._store)
+        X = self._store.view(self._vec)
+        inv = self._store.view(self._inv)
+        stamp = self._store.view(self._stamp)
+        lo, hi, rows = 0, n, None
+        if candidates is not None:
+            lo, hi, rows = self._candidates(candidates, n)
+        m = (hi - lo) if rows is None else rows.shape[0]
+        kk = min(k, m)
+        nq = Qn.shape[0]
+        if kk == 0:
+            out_r = np.zeros((nq, 0), np.int64)
+            out_s = np.zeros((nq, 0), np.float32)
+        elif rows is None:
+            out_r, out_s = self._search_slice(X[lo:hi], inv[lo:hi], stamp[lo:hi], Qn, kk)
+            out_r += lo
+        else:
+            out_r, out_s = self._search_rows(X, inv, stamp, rows, Qn, kk)
+        if single:
+            return out_r[0], out_s[0]
+        return out_r, out_s
+
+    @staticmethod
+    def _candidates(candidates, n):
+        c = np.asarray(candidates)
+        if c.dtype == bool:
+            if c.shape != (n,):
+                raise ConfigError("candidates", c.shape, f"a mask must have shape ({n},)")
+            c = np.flatnonzero(c)
+        else:
+            if c.ndim != 1 or (c.size and c.dtype.kind not in "iu"):
+                raise ConfigError("candidates", c.dtype, "must be int row positions or a bool mask")
+            c = c.astype(np.int64, copy=False)
+            if c.size and (c.min() < 0 or c.max() >= n):
+                bad = c[(c < 0) | (c >= n)][0]
+                raise ConfigError("candidates", int(bad), f"row position out of range [0, {n})")
+            if c.size > 1 and not np.all(c[1:] > c[:-1]):
+                c = np.unique(c)
+        if c.size == 0:
+            return 0, 0, None
+        if int(c[-1]) - int(c[0]) + 1 == c.size:
+            return int(c[0]), int(c[-1]) + 1, None
+        return 0, 0, c
+
+    @staticmethod
+    def _search_slice(X, inv, stamp, Qn, k):
+        nq = Qn.shape[0]
+        if nq == 1:
+            raw = X @ Qn[0]                               # one sgemv
+            hs, ht, hi = _topk_scaled(raw, inv, stamp, k)
+            r, s = _sorted_result(hs, ht, hi, k)
+            return r[None, :], s[None, :]
+        n = X.shape[0]
+        HS = np.empty((nq, k), np.float32)
+        HT = np.empty((nq, k), np.int64)
+        HI = np.empty((nq, k), np.int64)
+        sizes = np.zeros(nq, np.int64)
+        S = np.empty((nq, min(_BLOCK_ROWS, n)), np.float32)
+        for b0 in range(0, n, _BLOCK_ROWS):
+            b1 = min(b0 + _BLOCK_ROWS, n)
+            blk = S[:, :b1 - b0]
+            np.matmul(Qn, X[b0:b1].T, out=blk)            # one sgemm per block
+            _topk_block(blk, inv[b0:b1], stamp[b0:b1], b0, k, HS, HT, HI, sizes)
+        return _finish_batch(HS, HT, HI, k)
+
+    @staticmethod
+    def _search_rows(X, inv, stamp, rows, Qn, k):
+        nq = Qn.shape[0]
+        m = rows.shape[0]
+        if nq == 1:
+            nchunks = max(1, min(numba.get_num_threads(), m // 4096))
+            HS, HT, HI, sizes = _topk_gather(X, inv, stamp, rows, Qn[0], k, nchunks)
+            hs = np.concatenate([HS[c, :sizes[c]] for c in range(nchunks)])
+            ht = np.concatenate([HT[c, :sizes[c]] for c in range(nchunks)])
+            hi = np.concatenate([HI[c, :sizes[c]] for c in range(nchunks)])
+            pos, s = _sorted_result(hs, ht, hi, k)
+            return rows[pos][None, :], s[None, :]
+        HS = np.empty((nq, k), np.float32)
+        HT = np.empty((nq, k), np.int64)
+        HI = np.empty((nq, k), np.int64)
+        sizes = np.zeros(nq, np.int64)
+        S = np.empty((nq, min(_GATHER_ROWS, m)), np.float32)
+        for b0 in range(0, m, _GATHER_ROWS):
+            b1 = min(b0 + _GATHER_ROWS, m)
+            r = rows[b0:b1]
+            blk = S[:, :b1 - b0]
+            np.matmul(Qn, X[r].T, out=blk)
+            _topk_block(blk, inv[r], stamp[r], b0, k, HS, HT, HI, sizes)
+        pos, s = _finish_batch(HS, HT, HI, k)
+        return rows[pos], s
+
+
+def _finish_batch(HS, HT, HI, k):
+    """Sort every query's full heap (k entries each) by score desc, stamp desc."""
+    order = np.lexsort((-HT, -HS.astype(np.float64)), axis=-1)
+    return (np.take_along_axis(HI, order, axis=1),
+            np.take_along_axis(HS, order, axis=1))
+
+
+# =============================================================================== ANN backend
+
+def _import_faiss():
+    try:
+        import faiss  # noqa: PLC0415 - optional dependency
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigError("backend", "faiss",
+                          'the ANN backend needs faiss: pip install "dyna[ann]"') from exc
+    return faiss
+
+
+class AnnIndex:
+    """Approximate cosine top-k over faiss HNSW, with the :class:`ExactIndex` interface.
+
+    Vectors are L2-normalised (zero vectors stay zero) and stored in a
+    ``faiss.IndexHNSWFlat`` with the inner-product metric (Malkov & Yashunin 2018, "Efficient
+    and robust approximate nearest neighbor search using Hierarchical Navigable Small World
+    graphs"). Results are re-sorted by (score desc, stamp desc) like the exact index.
+    Deletion is not supported by HNSW: rebuild from the surviving vectors.
+
+    Parameters
+    ----------
+    dim : int
+        Vector dimension d.
+    M : int
+        HNSW graph degree (faiss default 32).
+    ef_construction : int
+        Beam width while building.
+    ef_search : int
+        Beam width while searching (raised to at least k); trades speed for recall.
+
+    Raises
+    ------
+    ConfigError
+        If faiss is not installed (names the ``dyna[ann]`` extra).
+    """
+
+    def __init__(self, dim: int, *, M: int = 32, ef_construction: int = 128, ef_search: int = 64):
+        faiss = _import_faiss()
+        self._faiss = faiss
+        self._dim = _positive_int("dim", dim)
+        self.M = _positive_int("M", M)
+        self.ef_search = _positive_int("ef_search", ef_search)
+        self._index = faiss.IndexHNSWFlat(self._dim, self.M, faiss.METRIC_INNER_PRODUCT)
+        self._index.hnsw.efConstruction = _positive_int("ef_construction", ef_construction)
+        self._stamps = np.zeros(0, np.int64)
+        self._next_stamp = 0
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension d."""
+        return self._dim
+
+    @classmethod
+    def from_exact(cls, exact: ExactIndex, **kwargs) -> AnnIndex:
+        """Build an ANN index holding the same rows (same positions and stamps) as ``exact``."""
+        ann = cls(exact.dim, **kwargs)
+        ann.add(exact.vectors, exact._store.view(exact._stamp))
+        return ann
+
+    def add(self, vectors, stamps=None) -> np.ndarray:
+        """Append vectors (normalised internally); return their row positions, int64 ``(n,)``."""
+        X = np.asarray(vectors, dtype=np.float32)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self._dim:
+            raise ConfigError("vectors", X.shape, f"must have shape (n, {self._dim})")
+        inv = inverse_norms(X)
+        n = X.shape[0]
+        st = (np.arange(self._next_stamp, self._next_stamp + n, dtype=np.int64)
+              if stamps is None else np.asarray(stamps, dtype=np.int64).reshape(-1))
+        if st.shape[0] != n:
+            raise ConfigError("stamps", st.shape, f"must have length {n}")
+        self._next_stamp = max(self._next_stamp + n, int(st.max(initial=-1)) + 1)
+        first = len(self)
+        self._index.add(np.ascontiguousarray(X * inv[:, None]))
+        self._stamps = np.concatenate([self._stamps, st])
+        return np.arange(first, first + n, dtype=np.int64)
+
+    def search(self, query, k: int, candidates=None):
+        """Approximate cosine top-k; same arguments, shapes and errors as :meth:`ExactIndex.search`.
+
+        Rows HNSW fails to reach are missing (that is the recall loss); fewer than
+        ``min(k, #candidates)`` results can come back, in which case the batch output is
+        padded with row -1 and score -inf.
+        """
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+            raise ConfigError("k", k, "must be a positive integer")
+        Q = np.asarray(query, dtype=np.float64)
+        single = Q.ndim == 1
+        if single:
+            Q = Q[None, :]
+        if Q.ndim != 2 or Q.shape[1] != self._dim:
+            raise ConfigError("query", Q.shape, f"must have shape ({self._dim},) or (q, {self._dim})")
+        if not np.all(np.isfinite(Q)):
+            raise ConfigError("query", "non-finite", "must not contain NaN or inf")
+        qn = np.sqrt(np.einsum("ij,ij->i", Q, Q))
+        if np.any(qn == 0):
+            raise ConfigError("query", "zero vector", "a zero query has no direction")
+        Qn = np.ascontiguousarray(Q / qn[:, None], dtype=np.float32)
+        n = len(self)
+        faiss = self._faiss
+        params = faiss.SearchParametersHNSW()
+        params.efSearch = max(self.ef_search, int(k))
+        m = n
+        if candidates is not None:
+            lo, hi, rows = ExactIndex._candidates(candidates, n)
+            if rows is None:
+                rows = np.arange(lo, hi, dtype=np.int64)
+            m = rows.size
+            if m == 0:
+                return self._empty(Q.shape[0], single)
+            params.sel = faiss.IDSelectorBatch(rows)
+            self._selector_rows = rows  # keep alive while searching
+        kk = min(int(k), m)
+        if kk == 0:
+            return self._empty(Q.shape[0], single)
+        D, I = self._index.search(Qn, kk, params=params)
+        out_r = np.full((Q.shape[0], kk), -1, np.int64)
+        out_s = np.full((Q.shape[0], kk), -np.inf, np.float32)
+        for qi in range(Q.shape[0]):
+            ok = I[qi] >= 0
+            r, s = I[qi][ok], D[qi][ok].astype(np.float32)
+            order = np.lexsort((-self._stamps[r], -s.astype(np.float64)))
+            out_r[qi, :order.size] = r[order]
+            out_s[qi, :order.size] = s[order]
+        if single:
+            ok = out_r[0] >= 0
+            return out_r[0][ok], out_s[0][ok]
+        return out_r, out_s
+
+    @staticmethod
+    def _empty(nq, single):
+        if single:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        return np.zeros((nq, 0), np.int64), np.zeros((nq, 0), np.float32)
+
+
+def recall_at_k(approx, exact: ExactIndex, queries, k: int = 10, candidates=None) -> float:
+    """Mean recall@k of an approximate index against the exact one.
+
+    recall@k = |approx top-k  intersect  exact top-k| / |exact top-k|, averaged over queries
+    (the usual ANN-benchmarks definition, Aumüller, Bernhardsson & Faithfull 2020).
+
+    Parameters
+    ----------
+    approx : AnnIndex or ExactIndex
+        Index under test, holding the same rows as ``exact``.
+    exact : ExactIndex
+        Ground truth.
+    queries : array_like
+        float, shape ``(q, d)``.
+    k : int
+        Neighbours per query.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+    """
+    Q = np.asarray(queries, dtype=np.float32)
+    if Q.ndim == 1:
+        Q = Q[None, :]
+    truth, _ = exact.search(Q, k, candidates)
+    got, _ = approx.search(Q, k, candidates)
+    if truth.shape[1] == 0:
+        return 1.0
+    hits = 0
+    for qi in range(Q.shape[0]):
+        hits += np.intersect1d(truth[qi], got[qi][got[qi] >= 0]).size
+    return hits / (truth.shape[0] * truth.shape[1])
