@@ -84,18 +84,22 @@ def fact_key(text: str) -> str:
 
 
 _CODE_RE = re.compile(r"`[^`]+`")
-_QUOTED_RE = re.compile(r"\"[^\"]+\"|'[^'\s][^']*'")
-_NUMBER_RE = re.compile(r"\d")
+_QUOTED_RE = re.compile(r"\"[^\"\n]+\"|(?:(?<=\s)|^)'[^'\n]+'(?=\s|$|[.,;:!?])")
+_NUMBER_RE = re.compile(r"\d+(?:[.,:]\d+)*")
 _PATH_RE = re.compile(r"(?:[\w.-]*/[\w./-]+|\b[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b)")
-_FLAG_RE = re.compile(r"(?:^|\s)--?[A-Za-z][\w-]*")
-_NAME_RE = re.compile(r"\b(?:[A-Z]{2,}\w*|[a-z]+[A-Z]\w*|[A-Za-z]+[_-][A-Za-z0-9_-]+|"
+_FLAG_RE = re.compile(r"(?:^|(?<=[\s`]))--?[A-Za-z][\w-]*")
+_NAME_RE = re.compile(r"\b(?:[A-Z]{2,}\w*|[a-z]+[A-Z]\w*|[A-Za-z][A-Za-z0-9]*_\w+|"
                       r"(?<=[a-z,;] )[A-Z][a-z]+)\b")
+_COMMAND_RE = re.compile(r"\b(?:make|git|pip|uv|npm|npx|yarn|pytest|python|docker|kubectl|"
+                         r"cargo|go|curl|ssh|dyna)\s+[\w./:@=-]+")
 
 
 def concrete_parts(text: str) -> tuple[str, ...]:
-    """The concrete parts of a lesson: code spans, quoted strings, numbers, paths and
-    file names, command-line flags and names (ALLCAPS, camelCase, snake/kebab-case, or a
-    capitalised word inside a sentence).
+    """The atomic concrete parts of a lesson: numbers, paths and file names, command-line
+    flags and names (ALLCAPS, camelCase, snake_case, or a capitalised word inside a
+    sentence).
+
+    Two facts with different parts are different facts, however similar their words.
 
     Parameters
     ----------
@@ -104,19 +108,20 @@ def concrete_parts(text: str) -> tuple[str, ...]:
     Returns
     -------
     tuple of str
-        Sorted, case-folded, distinct parts; empty for a vague lesson such as
-        "Be careful with tools.".
+        Sorted, case-folded, distinct parts; empty for "Be careful with tools.".
     """
     parts: set[str] = set()
-    for rx in (_CODE_RE, _QUOTED_RE, _PATH_RE, _FLAG_RE, _NAME_RE):
+    for rx in (_NUMBER_RE, _PATH_RE, _FLAG_RE, _NAME_RE):
         parts.update(m.strip().casefold() for m in rx.findall(text))
-    parts.update(m.casefold() for m in re.findall(r"\d+(?:[.,:]\d+)*", text))
     return tuple(sorted(p for p in parts if p))
 
 
 def is_concrete(text: str) -> bool:
-    """True when ``text`` names a concrete command, file, value or name."""
-    return bool(concrete_parts(text))
+    """True when ``text`` names a concrete command, file, value or name: it has a
+    :func:`concrete_parts` part, a code span, a quoted string or a command line such as
+    ``make test-fast``."""
+    return bool(concrete_parts(text) or _CODE_RE.search(text) or _QUOTED_RE.search(text)
+                or _COMMAND_RE.search(text))
 
 
 def jaccard(a: frozenset | set, b: frozenset | set) -> float:
