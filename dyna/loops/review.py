@@ -1,0 +1,1117 @@
+"""The review pipeline: what an agent learns from a finished run, and the safeguards.
+
+    Digest -> Reviewer -> Proposal -> validate -> grade -> commit, or stage for approval
+
+- :class:`Digest`: the finished run, redacted (sensitive keys and secret-looking values
+  become ``"(redacted)"``) with tool outputs cut to 200 characters.
+- :class:`ReviewPolicy`: whether to review (outcome gate, minimum tool calls) and how
+  (inline or in the background; a background review never blocks the run, a failing
+  review never fails it, and a review cannot trigger another review).
+- :class:`Reviewer`: any object with ``review(digest, context)``; :class:`RuleBasedReviewer`
+  is a deterministic one with knobs for experiments (how often it proposes, how specific
+  its lessons are, how often it copies text from tool outputs).
+- :func:`validate` and :func:`grade`: format, size, secrets, path-safe names, allowed
+  workflow actions, novelty across skills *and* memories; a score for specificity, novelty
+  and agreement.
+- :class:`LoopConfig`: every safeguard is a switch, so experiments can ablate one at a
+  time; :class:`LearningLoop` wires it all together and keeps the learning cost apart from
+  the run's own cost; :func:`impact_report` compares episodes before the first active lesson
+  with episodes after, with bootstrap intervals (:func:`scipy.stats.bootstrap`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import zlib
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from dyna.errors import ConfigError, check_range
+from dyna.loops._text import concrete_parts, content_words, fact_key, is_concrete, jaccard
+from dyna.loops.memory import MemoryEntry, MemorySnapshot, MemoryStore, subject_of
+from dyna.loops.skills import (ACTION_RE, AddResult, Match, PendingItem, Skill, SkillLibrary,
+                               SkillSnapshot, check_skill_name, is_untrusted)
+from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact, redact_text
+
+__all__ = [
+    "Decision", "Digest", "EpisodeContext", "EpisodeRecord", "Grade", "ImpactReport",
+    "LearningCost", "LearningLoop", "LoopConfig", "Proposal", "ReviewContext", "ReviewPolicy",
+    "ReviewResult", "Reviewer", "ReviewerOutput", "RuleBasedReviewer", "ToolCall",
+    "Validation", "grade", "impact_report", "validate",
+]
+
+log = logging.getLogger("dyna.loops")
+
+REDACTED_MARK = "(redacted)"
+OUTPUT_CHARS = 200
+GATES = ("verified", "self", "none")
+MODES = ("inline", "background")
+KINDS = ("skill", "memory", "workflow")
+_SHELL_RE = re.compile(r"[;|&$`<>(){}\\\s'\"]")
+
+
+# ============================================================================ digest
+
+def _mark(obj):
+    """Replace dyna.redact's marker by ``(redacted)`` in every string of ``obj``."""
+    if isinstance(obj, str):
+        return obj.replace(REDACTED, REDACTED_MARK)
+    if isinstance(obj, Mapping):
+        return {k: _mark(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_mark(v) for v in obj)
+    return obj
+
+
+def has_secret(text: str) -> bool:
+    """True when ``text`` contains a secret-looking value (:func:`dyna.redact.redact_text`);
+    an already redacted value (``"(redacted)"``) is not one."""
+    # A one-character stand-in keeps "token=(redacted)" from reading as an assignment.
+    text = text.replace(REDACTED_MARK, "\x00").replace(REDACTED, "\x00")
+    return redact_text(text) != text
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of a run as the reviewer sees it.
+
+    Attributes
+    ----------
+    name : str
+        Tool name.
+    args : Mapping
+        Arguments, redacted.
+    error : bool
+        The call failed.
+    output : str
+        Output, redacted, then cut to 200 characters.
+    """
+
+    name: str
+    args: Mapping = field(default_factory=dict)
+    error: bool = False
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A finished run, as handed to a reviewer. Build it with :meth:`from_run`.
+
+    Attributes
+    ----------
+    run_id : str
+    task : str
+        Task statement (redacted).
+    success : bool or None
+        The run's outcome (None: unknown).
+    verified : bool
+        ``success`` comes from a trusted verifier (tests, an environment's reward), not
+        from the agent.
+    self_assessment : bool or None
+        The agent's own verdict.
+    steps : int
+        Environment / agent steps.
+    tokens : int
+        The run's own token usage (its cost; learning cost is counted apart).
+    tool_calls : tuple of ToolCall
+    sources : tuple of str
+        Untrusted inputs the run saw besides tool output (``"web"``, ``"user_files"``).
+    actions : tuple of str
+        The action names the run took, in order (material for workflows).
+    review_depth : int
+        0 for a run; > 0 for anything produced by a review (never reviewed again).
+    """
+
+    run_id: str
+    task: str
+    success: bool | None = None
+    verified: bool = False
+    self_assessment: bool | None = None
+    steps: int = 0
+    tokens: int = 0
+    tool_calls: tuple[ToolCall, ...] = ()
+    sources: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+    review_depth: int = 0
+
+    @classmethod
+    def from_run(cls, run_id: str, task: str, *, success=None, verified: bool = False,
+                 self_assessment=None, steps: int = 0, tokens=0, tool_calls=(), sources=(),
+                 actions=(), redaction: bool = True,
+                 sensitive_keys=DEFAULT_SENSITIVE_KEYS,
+                 output_chars: int = OUTPUT_CHARS) -> "Digest":
+        """Build a digest, redacting as it goes.
+
+        Parameters
+        ----------
+        run_id, task : str
+        success, verified, self_assessment, steps, sources, actions :
+            As the attributes.
+        tokens : int or Mapping
+            Token usage; a mapping (e.g. ``{"input": 900, "output": 120}``) is summed.
+        tool_calls : iterable of Mapping or ToolCall
+            Mappings with ``name``, ``args``, ``output`` and ``error`` (or ``is_error``).
+        redaction : bool
+            Redact (default). Values under ``sensitive_keys`` (whole key names, see
+            :func:`dyna.redact.redact`) and secret-looking substrings anywhere become
+            ``"(redacted)"``. Redaction happens *before* outputs are cut, so a secret is
+            never half kept.
+        sensitive_keys : iterable of str
+        output_chars : int
+            Tool outputs are cut to this many characters (200).
+
+        Raises
+        ------
+        ConfigError
+            Bad ``run_id``, ``steps``, ``tokens`` or tool call.
+        """
+        if not isinstance(run_id, str) or not run_id:
+            raise ConfigError("run_id", run_id, "must be a non-empty string")
+        steps = check_range("steps", steps, 0, None, integer=True)
+        if isinstance(tokens, Mapping):
+            tokens = sum(check_range(f"tokens.{k}", v, 0, None, integer=True)
+                         for k, v in tokens.items())
+        tokens = check_range("tokens", tokens, 0, None, integer=True)
+
+        def clean(obj):
+            return _mark(redact(obj, sensitive_keys)) if redaction else obj
+
+        calls = []
+        for i, tc in enumerate(tool_calls):
+            if isinstance(tc, ToolCall):
+                tc = {"name": tc.name, "args": dict(tc.args), "output": tc.output,
+                      "error": tc.error}
+            if not isinstance(tc, Mapping) or "name" not in tc:
+                raise ConfigError(f"tool_calls[{i}]", tc, "must be a mapping with a 'name'")
+            out = str(tc.get("output", "") or "")
+            calls.append(ToolCall(str(tc["name"]), clean(dict(tc.get("args") or {})),
+                                  bool(tc.get("error", tc.get("is_error", False))),
+                                  clean(out)[:output_chars]))
+        return cls(run_id, clean(task), None if success is None else bool(success),
+                   bool(verified), None if self_assessment is None else bool(self_assessment),
+                   steps, tokens, tuple(calls), tuple(sources), tuple(actions))
+
+
+# ============================================================================ policy
+
+@dataclass(frozen=True)
+class ReviewPolicy:
+    """When and how to review a finished run.
+
+    Parameters
+    ----------
+    outcome_gate : {"verified", "self", "none"}
+        ``"verified"``: review only runs with a verified success; ``"self"``: runs the
+        agent judged successful (or verified successes); ``"none"``: every run, failures
+        included (the naive loop that learns from failures).
+    min_tool_calls : int
+        Review only runs with at least this many tool calls.
+    mode : {"inline", "background"}
+        Inline reviews run before :meth:`LearningLoop.finish` returns; background reviews
+        run on a worker thread and never block the run.
+    """
+
+    outcome_gate: str = "verified"
+    min_tool_calls: int = 0
+    mode: str = "inline"
+
+    def __post_init__(self):
+        if self.outcome_gate not in GATES:
+            raise ConfigError("outcome_gate", self.outcome_gate, f"must be one of {GATES}")
+        if self.mode not in MODES:
+            raise ConfigError("mode", self.mode, f"must be one of {MODES}")
+        check_range("min_tool_calls", self.min_tool_calls, 0, None, integer=True)
+
+    def should_review(self, digest: Digest) -> tuple[bool, str]:
+        """``(review?, reason)`` for a digest."""
+        if digest.review_depth > 0:
+            return False, "produced by a review: a review never triggers another review"
+        if len(digest.tool_calls) < self.min_tool_calls:
+            return False, f"{len(digest.tool_calls)} tool calls < {self.min_tool_calls}"
+        if self.outcome_gate == "verified" and not (digest.verified and digest.success):
+            return False, "outcome gate: no verified success"
+        if self.outcome_gate == "self" and not (
+                (digest.verified and digest.success) or
+                (not digest.verified and digest.self_assessment)):
+            return False, "outcome gate: neither verified nor self-assessed success"
+        return True, "gate passed"
+
+
+# ============================================================================ proposals
+
+@dataclass(frozen=True)
+class Proposal:
+    """A lesson a reviewer proposes.
+
+    Attributes
+    ----------
+    kind : {"skill", "memory", "workflow"}
+    name : str
+        Skill or workflow name (skill kinds).
+    description, body : str
+        Skill kinds.
+    triggers : tuple of str
+        Skill kinds.
+    text : str
+        The fact (memory).
+    actions : tuple of str
+        Workflow action names.
+    provenance : tuple of str
+        What the lesson was drawn from; ``"tool_output"``, ``"web"`` or ``"user_files"``
+        make it untrusted.
+    """
+
+    kind: str
+    name: str = ""
+    description: str = ""
+    body: str = ""
+    triggers: tuple[str, ...] = ()
+    text: str = ""
+    actions: tuple[str, ...] = ()
+    provenance: tuple[str, ...] = ()
+
+    def lesson_text(self) -> str:
+        """The text that carries the lesson (for novelty, specificity and secrets)."""
+        if self.kind == "memory":
+            return self.text
+        return " ".join([self.description, self.body, " ".join(self.actions)]).strip()
+
+    def to_skill(self, run_id: str = "") -> Skill:
+        """The :class:`Skill` a skill/workflow proposal writes.
+
+        Raises
+        ------
+        ConfigError
+            A memory proposal, or invalid skill fields.
+        """
+        if self.kind == "memory":
+            raise ConfigError("kind", self.kind, "a memory proposal is not a skill")
+        return Skill(self.name, self.description, self.body, self.triggers,
+                     kind="workflow" if self.kind == "workflow" else "skill",
+                     actions=self.actions, source_run=run_id, provenance=self.provenance)
+
+
+@dataclass(frozen=True)
+class ReviewContext:
+    """What a reviewer may look at besides the digest (read-only views)."""
+
+    skills: SkillSnapshot
+    memory: MemorySnapshot
+    max_lessons: int
+
+
+@dataclass(frozen=True)
+class ReviewerOutput:
+    """A reviewer's answer: proposals (possibly none) and its token usage."""
+
+    proposals: tuple[Proposal, ...] = ()
+    tokens: int = 0
+
+
+@runtime_checkable
+class Reviewer(Protocol):
+    """Turns a digest into proposals. Return a :class:`ReviewerOutput` or a sequence of
+    :class:`Proposal`; an empty answer ("nothing learned") is valid. Plug an LLM call here.
+    """
+
+    def review(self, digest: Digest, context: ReviewContext):  # pragma: no cover - protocol
+        ...
+
+
+def _slug(words: Sequence[str], prefix: str) -> str:
+    parts = [prefix] + [re.sub(r"[^a-z0-9]+", "-", w.casefold()).strip("-") for w in words]
+    name = "-".join(p for p in parts if p)
+    name = re.sub(r"-+", "-", name)[:64].strip("-")
+    return name or prefix
+
+
+class RuleBasedReviewer:
+    """A deterministic reviewer for experiments.
+
+    From a digest it can propose: a *skill* for a recovery (a tool call that failed and a
+    later call of the same tool that worked), a *memory* fact (the arguments of the last
+    successful call), and a *workflow* (the run's action sequence). Randomness comes from
+    a generator seeded by ``(seed, crc32(run_id))``, so the same run gets the same answer
+    in every process.
+
+    Parameters
+    ----------
+    seed : int
+    propose_rate : float
+        Probability of proposing anything for a run, in [0, 1].
+    specificity : float
+        Probability that a lesson names the concrete tool and arguments; otherwise it is
+        vague ("Retry tools that fail."), which grading rejects.
+    copy_rate : float
+        Probability that a lesson copies text from a tool output (its provenance then
+        includes ``"tool_output"``, so it is untrusted).
+    kinds : tuple of str
+        Kinds it may propose, from ``("skill", "memory", "workflow")``.
+    tokens_per_review : int
+        Simulated reviewer cost, counted as learning cost.
+    """
+
+    def __init__(self, seed: int = 0, propose_rate: float = 1.0, specificity: float = 1.0,
+                 copy_rate: float = 0.0, kinds: Sequence[str] = ("skill", "memory"),
+                 tokens_per_review: int = 0):
+        self.seed = check_range("seed", seed, 0, None, integer=True)
+        self.propose_rate = float(check_range("propose_rate", propose_rate, 0.0, 1.0))
+        self.specificity = float(check_range("specificity", specificity, 0.0, 1.0))
+        self.copy_rate = float(check_range("copy_rate", copy_rate, 0.0, 1.0))
+        for k in kinds:
+            if k not in KINDS:
+                raise ConfigError("kinds", k, f"must be among {KINDS}")
+        self.kinds = tuple(kinds)
+        self.tokens_per_review = check_range("tokens_per_review", tokens_per_review, 0, None,
+                                             integer=True)
+
+    def rng(self, run_id: str) -> np.random.Generator:
+        """The generator used for ``run_id``."""
+        return np.random.default_rng([self.seed, zlib.crc32(run_id.encode("utf-8"))])
+
+    def review(self, digest: Digest, context: ReviewContext) -> ReviewerOutput:
+        rng = self.rng(digest.run_id)
+        cost = self.tokens_per_review
+        if rng.random() >= self.propose_rate:
+            return ReviewerOutput((), cost)
+        words = content_words(digest.task)[:2]
+        triggers = tuple(words)
+        out: list[Proposal] = []
+        calls = digest.tool_calls
+        ok_calls = [c for c in calls if not c.error]
+
+        def copy(text: str, prov: tuple) -> tuple[str, tuple]:
+            outputs = [c.output for c in calls if c.output]
+            if outputs and rng.random() < self.copy_rate:
+                return f"{text} Tool said: {outputs[-1][:80]}", prov + ("tool_output",)
+            return text, prov
+
+        def fmt(c: ToolCall) -> str:
+            args = " ".join(f"{k}={v}" for k, v in sorted(c.args.items()))
+            return f"`{c.name} {args}`".replace(" `", "`") if args else f"`{c.name}`"
+
+        if "skill" in self.kinds:
+            failed = next((c for c in calls if c.error), None)
+            fix = next((c for c in reversed(ok_calls) if failed and c.name == failed.name),
+                       None)
+            if failed is not None and fix is not None:
+                specific = rng.random() < self.specificity
+                if specific:
+                    desc = f"Recover when {failed.name} fails: call {fmt(fix)}"
+                    body = f"If {fmt(failed)} fails, call {fmt(fix)} instead."
+                else:
+                    desc, body = "Retry tools that fail.", "Try again with other settings."
+                body, prov = copy(body, ())
+                out.append(Proposal("skill", _slug((failed.name,) + words, "recover"), desc,
+                                    body, triggers or (failed.name,), provenance=prov))
+        if "memory" in self.kinds and ok_calls:
+            c = ok_calls[-1]
+            specific = rng.random() < self.specificity
+            text = (f"For {' '.join(words) or 'this task'}, {fmt(c)} works" if specific
+                    else "Be careful with tools.")
+            text, prov = copy(text, ())
+            out.append(Proposal("memory", text=text, provenance=prov))
+        if "workflow" in self.kinds and len(digest.actions) >= 2:
+            out.append(Proposal("workflow", _slug(words, "flow"),
+                                f"Run {' then '.join(digest.actions)} for "
+                                f"{' '.join(words) or 'this task'}",
+                                triggers=triggers or tuple(digest.actions[:1]),
+                                actions=digest.actions))
+        return ReviewerOutput(tuple(out), cost)
+
+
+# ============================================================================ config
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Every safeguard of the loop as a switch, plus its settings.
+
+    Switches (True = safeguard on): ``outcome_gate`` (a gate name; ``"none"`` is off),
+    ``redaction``, ``novelty_check``, ``grading``, ``cap_eviction``, ``dating``,
+    ``retire_on_contradiction``, ``approval_for_untrusted``, ``secret_scan``;
+    ``consolidation_every`` (episodes; 0 is off), ``max_lessons`` and ``match_limit``.
+    :meth:`naive` turns them all off; :meth:`ablate` turns one off.
+
+    Parameters
+    ----------
+    outcome_gate : {"verified", "self", "none"}
+    min_tool_calls : int
+    review_mode : {"inline", "background"}
+    redaction : bool
+        Redact digests (sensitive keys, secret-looking values).
+    secret_scan : bool
+        Refuse proposals that contain a secret-looking value.
+    novelty_check : bool
+        Refuse lessons that repeat a stored skill or memory (content-word Jaccard
+        >= ``novelty_threshold``, or the same fact).
+    novelty_threshold : float
+    grading : bool
+        Refuse proposals graded below ``grade_threshold``.
+    grade_threshold : float
+    cap_eviction : bool
+        Cap the skill library at ``skill_cap`` and the memory at ``memory_cap`` with
+        recorded eviction; off: no caps.
+    skill_cap, memory_cap : int
+    dating : bool
+        Skills not verified for ``max_age_days`` are suspect (score times
+        ``suspect_factor``).
+    max_age_days : float
+    suspect_factor : float
+    retire_on_contradiction : bool
+        Retire a skill whose competence mean falls below ``retire_below`` after a failure
+        (with at least ``retire_min_uses`` outcomes).
+    retire_below : float
+    retire_min_uses : int
+    approval_for_untrusted : bool
+        Stage proposals with untrusted provenance instead of writing them.
+    consolidation_every : int
+        Consolidate the memory every this many episodes (0: never).
+    max_lessons : int
+        At most this many proposals are considered per run (2).
+    match_limit : int
+        Skills injected per episode (3).
+    max_body_chars : int
+        Size limit of a skill body.
+    allowed_actions : tuple of str or None
+        Actions a workflow may use (None: any action name).
+    prior, discount, level :
+        Of the per-skill competence estimator.
+    """
+
+    outcome_gate: str = "verified"
+    min_tool_calls: int = 0
+    review_mode: str = "inline"
+    redaction: bool = True
+    secret_scan: bool = True
+    novelty_check: bool = True
+    novelty_threshold: float = 0.6
+    grading: bool = True
+    grade_threshold: float = 0.5
+    cap_eviction: bool = True
+    skill_cap: int = 50
+    memory_cap: int = 30
+    dating: bool = True
+    max_age_days: float = 90.0
+    suspect_factor: float = 0.5
+    retire_on_contradiction: bool = True
+    retire_below: float = 0.4
+    retire_min_uses: int = 3
+    approval_for_untrusted: bool = True
+    consolidation_every: int = 10
+    max_lessons: int = 2
+    match_limit: int = 3
+    max_body_chars: int = 4000
+    allowed_actions: tuple[str, ...] | None = None
+    prior: object = "uniform"
+    discount: float = 1.0
+    level: float = 0.95
+
+    SWITCHES = ("outcome_gate", "redaction", "secret_scan", "novelty_check", "grading",
+                "cap_eviction", "dating", "retire_on_contradiction", "approval_for_untrusted",
+                "consolidation_every")
+
+    def __post_init__(self):
+        ReviewPolicy(self.outcome_gate, self.min_tool_calls, self.review_mode)
+        for f in ("redaction", "secret_scan", "novelty_check", "grading", "cap_eviction",
+                  "dating", "retire_on_contradiction", "approval_for_untrusted"):
+            if not isinstance(getattr(self, f), bool):
+                raise ConfigError(f, getattr(self, f), "must be true or false")
+        for f in ("novelty_threshold", "grade_threshold", "suspect_factor", "retire_below"):
+            check_range(f, getattr(self, f), 0.0, 1.0)
+        for f, lo in (("skill_cap", 1), ("memory_cap", 1), ("retire_min_uses", 0),
+                      ("consolidation_every", 0), ("max_lessons", 0), ("match_limit", 0),
+                      ("max_body_chars", 1)):
+            check_range(f, getattr(self, f), lo, None, integer=True)
+        check_range("max_age_days", self.max_age_days, 0.0, None)
+        if self.allowed_actions is not None:
+            object.__setattr__(self, "allowed_actions", tuple(self.allowed_actions))
+
+    @classmethod
+    def naive(cls, **overrides) -> "LoopConfig":
+        """Every safeguard off (the naive loop), then ``overrides``."""
+        off = dict(outcome_gate="none", redaction=False, secret_scan=False,
+                   novelty_check=False, grading=False, cap_eviction=False, dating=False,
+                   retire_on_contradiction=False, approval_for_untrusted=False,
+                   consolidation_every=0)
+        off.update(overrides)
+        return cls(**off)
+
+    def ablate(self, switch: str) -> "LoopConfig":
+        """This config with one safeguard (a name from :attr:`SWITCHES`) turned off.
+
+        Raises
+        ------
+        ConfigError
+            Unknown switch.
+        """
+        if switch not in self.SWITCHES:
+            raise ConfigError("switch", switch, f"must be one of {self.SWITCHES}")
+        value = {"outcome_gate": "none", "consolidation_every": 0}.get(switch, False)
+        return replace(self, **{switch: value})
+
+    def policy(self) -> ReviewPolicy:
+        """The :class:`ReviewPolicy` of this config."""
+        return ReviewPolicy(self.outcome_gate, self.min_tool_calls, self.review_mode)
+
+    def skill_library(self, dir=None, **kwargs) -> SkillLibrary:
+        """A :class:`SkillLibrary` (folder ``dir``, or in memory) with these switches."""
+        kw = dict(cap=self.skill_cap if self.cap_eviction else None,
+                  max_age_days=self.max_age_days if self.dating else None,
+                  suspect_factor=self.suspect_factor,
+                  retire_below=self.retire_below if self.retire_on_contradiction else None,
+                  retire_min_uses=self.retire_min_uses, level=self.level, prior=self.prior,
+                  discount=self.discount)
+        kw.update(kwargs)
+        return SkillLibrary(dir, **kw)
+
+    def memory_store(self, path=None, **kwargs) -> MemoryStore:
+        """A :class:`MemoryStore` (file ``path``, or in memory) with these switches."""
+        kw = dict(cap=self.memory_cap if self.cap_eviction else None)
+        kw.update(kwargs)
+        return MemoryStore(path, **kw)
+
+
+# ============================================================================ validate, grade
+
+@dataclass(frozen=True)
+class Validation:
+    """Result of :func:`validate`: ``ok`` and the reasons it is not."""
+
+    ok: bool
+    reasons: tuple[str, ...] = ()
+
+
+def _skill_words(skill: Skill) -> frozenset:
+    return frozenset(content_words(" ".join([skill.description, skill.body,
+                                             " ".join(skill.actions)])))
+
+
+def _closest(proposal: Proposal, skills, memory) -> tuple[float, str]:
+    """Highest similarity of the proposal's lesson to a stored skill or memory, and what."""
+    text = proposal.lesson_text()
+    words = frozenset(content_words(text))
+    key = fact_key(text)
+    best, what = 0.0, ""
+    for s in (skills.values() if isinstance(skills, Mapping) else skills):
+        sim = 1.0 if fact_key(s.description) == key else jaccard(words, _skill_words(s))
+        if sim > best:
+            best, what = sim, f"skill {s.name}"
+    for e in memory:
+        sim = 1.0 if e.key == key else jaccard(words, frozenset(content_words(e.text)))
+        if sim > best:
+            best, what = sim, f"memory {e.text!r}"
+    return best, what
+
+
+def _skills_of(skills) -> Mapping[str, Skill]:
+    if isinstance(skills, (SkillLibrary, SkillSnapshot)):
+        return skills.skills if isinstance(skills, SkillSnapshot) else {
+            s.name: s for s in skills.skills()}
+    return skills or {}
+
+
+def _memory_of(memory) -> Sequence[MemoryEntry]:
+    if isinstance(memory, (MemoryStore, MemorySnapshot)):
+        return tuple(memory)
+    return memory or ()
+
+
+def validate(proposal: Proposal, skills=None, memory=None,
+             config: LoopConfig | None = None) -> Validation:
+    """Check a proposal before it can be written.
+
+    Checks: kind; format and size limits (a valid :class:`Skill` or
+    :class:`MemoryEntry`, body at most ``config.max_body_chars``); a secret scan of every
+    text field (``config.secret_scan``); a path-safe name; a workflow made only of action
+    names (no code, no shell) from ``config.allowed_actions`` when set; novelty against
+    stored skills *and* memories (``config.novelty_check``).
+
+    Parameters
+    ----------
+    proposal : Proposal
+    skills : SkillLibrary, SkillSnapshot or Mapping[str, Skill], optional
+    memory : MemoryStore, MemorySnapshot or sequence of MemoryEntry, optional
+    config : LoopConfig, optional
+
+    Returns
+    -------
+    Validation
+    """
+    config = config or LoopConfig()
+    reasons: list[str] = []
+    if proposal.kind not in KINDS:
+        return Validation(False, (f"kind {proposal.kind!r} is not one of {KINDS}",))
+    if config.secret_scan:
+        for f in ("name", "description", "body", "text"):
+            if has_secret(getattr(proposal, f)):
+                reasons.append(f"secret-looking value in {f}")
+        if any(has_secret(t) for t in proposal.triggers + proposal.actions):
+            reasons.append("secret-looking value in triggers or actions")
+    if proposal.kind == "memory":
+        try:
+            MemoryEntry(proposal.text)
+            if "\n" in proposal.text.strip():
+                reasons.append("a memory fact is one line")
+        except ConfigError as exc:
+            reasons.append(f"{exc.field}: {exc.reason}")
+    else:
+        try:
+            check_skill_name(proposal.name)
+        except ConfigError as exc:
+            reasons.append(f"name {proposal.name!r} is not path-safe: {exc.reason}")
+        else:
+            if len(proposal.body) > config.max_body_chars:
+                reasons.append(f"body has {len(proposal.body)} characters > "
+                               f"{config.max_body_chars}")
+            if proposal.kind == "workflow":
+                bad = [a for a in proposal.actions
+                       if _SHELL_RE.search(a) or not ACTION_RE.match(a)]
+                if bad or not proposal.actions:
+                    reasons.append(f"workflow actions must be action names, got {bad or '[]'}")
+                elif config.allowed_actions is not None:
+                    extra = [a for a in proposal.actions if a not in config.allowed_actions]
+                    if extra:
+                        reasons.append(f"actions not allowed: {extra}")
+            try:
+                proposal.to_skill()
+            except ConfigError as exc:
+                reasons.append(f"{exc.field}: {exc.reason}")
+    if config.novelty_check and not reasons:
+        sim, what = _closest(proposal, _skills_of(skills), _memory_of(memory))
+        if sim >= config.novelty_threshold:
+            reasons.append(f"not novel: {sim:.2f} similar to {what}")
+    return Validation(not reasons, tuple(reasons))
+
+
+@dataclass(frozen=True)
+class Grade:
+    """Result of :func:`grade`.
+
+    Attributes
+    ----------
+    score : float
+        ``0.5 * specificity + 0.3 * novelty + 0.2 * agreement``, in [0, 1].
+    specificity : float
+        ``min(1, n / 2)`` with n the concrete parts, code spans and command lines named.
+    novelty : float
+        1 minus the highest similarity to a stored skill or memory (1 when the novelty
+        check is off).
+    agreement : float
+        1, or 0.5 when it contradicts stored learning (a fact with the same subject and
+        another value, or a skill of the same name retired as contradicted).
+    accepted : bool
+    reason : str
+    """
+
+    score: float
+    specificity: float
+    novelty: float
+    agreement: float
+    accepted: bool
+    reason: str
+
+
+def specificity(text: str) -> float:
+    """``min(1, n / 2)``: n counts concrete parts, code spans and command lines."""
+    from dyna.loops._text import _CODE_RE, _COMMAND_RE
+    n = len(concrete_parts(text)) + len(_CODE_RE.findall(text)) + len(_COMMAND_RE.findall(text))
+    if n == 0 and is_concrete(text):
+        n = 1
+    return min(1.0, n / 2.0)
+
+
+def grade(proposal: Proposal, skills=None, memory=None,
+          config: LoopConfig | None = None) -> Grade:
+    """Score a proposal for specificity, novelty and agreement with existing learning.
+
+    Below ``config.grade_threshold`` it is rejected with the reason (when
+    ``config.grading`` is off everything is accepted, the score still reported).
+
+    Returns
+    -------
+    Grade
+    """
+    config = config or LoopConfig()
+    text = proposal.lesson_text()
+    spec = specificity(text)
+    skills_map, mem = _skills_of(skills), _memory_of(memory)
+    novelty = 1.0
+    if config.novelty_check:
+        novelty = 1.0 - _closest(proposal, skills_map, mem)[0]
+    agreement = 1.0
+    subj = subject_of(proposal.text) if proposal.kind == "memory" else None
+    if subj is not None and any((e.subject or ("", ""))[0] == subj[0]
+                                and e.subject[1] != subj[1] for e in mem):
+        agreement = 0.5
+    if proposal.kind != "memory" and isinstance(skills, SkillLibrary):
+        old = skills.get(proposal.name)
+        if old is not None and not old.active and old.retired_reason.startswith("contradicted"):
+            agreement = 0.5
+    score = 0.5 * spec + 0.3 * novelty + 0.2 * agreement
+    detail = f"specificity {spec:.2f}, novelty {novelty:.2f}, agreement {agreement:.2f}"
+    if config.grading and score < config.grade_threshold:
+        return Grade(score, spec, novelty, agreement, False,
+                     f"score {score:.2f} < {config.grade_threshold} ({detail})")
+    return Grade(score, spec, novelty, agreement, True, f"score {score:.2f} ({detail})")
+
+
+# ============================================================================ the loop
+
+@dataclass(frozen=True)
+class Decision:
+    """What happened to one proposal: ``action`` is ``committed``, ``staged``,
+    ``invalid``, ``rejected`` (grade) or ``dropped`` (over ``max_lessons``)."""
+
+    proposal: Proposal
+    action: str
+    detail: str = ""
+    grade: Grade | None = None
+
+
+@dataclass(frozen=True)
+class LearningCost:
+    """Learning cost of one review, apart from the run's own cost.
+
+    Attributes
+    ----------
+    reviewer_tokens : int
+    grading_calls : int
+        Proposals graded.
+    """
+
+    reviewer_tokens: int = 0
+    grading_calls: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.reviewer_tokens
+
+
+@dataclass(frozen=True)
+class ReviewResult:
+    """Outcome of reviewing one run: ``status`` is ``reviewed``, ``skipped`` (policy) or
+    ``failed`` (the reviewer raised; logged, never raised to the run)."""
+
+    run_id: str
+    status: str
+    reason: str = ""
+    decisions: tuple[Decision, ...] = ()
+    cost: LearningCost = LearningCost()
+
+
+@dataclass(frozen=True)
+class EpisodeContext:
+    """What an episode starts with: matched skills and the memory snapshot.
+
+    Attributes
+    ----------
+    run_id, task : str
+    skills : tuple of Match
+        Skills to inject (at most ``match_limit``).
+    memory : MemorySnapshot
+    skill_snapshot : SkillSnapshot
+        The library as the run started.
+    """
+
+    run_id: str
+    task: str
+    skills: tuple[Match, ...]
+    memory: MemorySnapshot
+    skill_snapshot: SkillSnapshot
+
+    @property
+    def active_lessons(self) -> int:
+        """Lessons in effect: injected skills plus memory facts."""
+        return len(self.skills) + len(self.memory)
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode in the learning ledger (``learning_tokens`` is filled in when its
+    review ends, also for background reviews)."""
+
+    run_id: str
+    success: bool | None
+    tokens: int
+    steps: int
+    active_lessons: int
+    learning_tokens: int = 0
+    review: ReviewResult | None = None
+
+
+class LearningLoop:
+    """Skills and memories around episodes: match before, review after.
+
+    Parameters
+    ----------
+    skills : SkillLibrary
+    memory : MemoryStore
+    reviewer : Reviewer
+    config : LoopConfig
+
+    Examples
+    --------
+    >>> loop = LearningLoop(cfg.skill_library(), cfg.memory_store(), RuleBasedReviewer(), cfg)
+    ... ctx = loop.begin("run-1", task)                # inject ctx.skills, ctx.memory
+    ... digest = Digest.from_run("run-1", task, success=True, verified=True, ...)
+    ... loop.finish(ctx, digest)
+    """
+
+    def __init__(self, skills: SkillLibrary, memory: MemoryStore, reviewer, config=None):
+        if not hasattr(reviewer, "review"):
+            raise ConfigError("reviewer", reviewer, "must have a review(digest, context) method")
+        self.skills = skills
+        self.memory = memory
+        self.reviewer = reviewer
+        self.config = config or LoopConfig()
+        self.policy = self.config.policy()
+        self.records: list[EpisodeRecord] = []
+        self._episodes = 0
+        self._local = threading.local()
+        self._executor: ThreadPoolExecutor | None = None
+        self._futures: list[Future] = []
+
+    # ------------------------------------------------------------------ episode
+    def begin(self, run_id: str, task: str) -> EpisodeContext:
+        """Snapshot the stores and match skills for ``task``."""
+        snap = self.skills.snapshot()
+        return EpisodeContext(run_id, task, tuple(snap.match(task, self.config.match_limit)),
+                              self.memory.snapshot(), snap)
+
+    def finish(self, context: EpisodeContext, digest: Digest) -> EpisodeRecord:
+        """Close an episode: report its outcome to the injected skills, consolidate on
+        cadence, and review it per the policy.
+
+        The returned record holds the run's own outcome, tokens and steps as the digest
+        gave them; nothing the review does (or fails to do) changes them. With a
+        background policy the review runs on a worker thread (see :meth:`wait`).
+        """
+        outcome = digest.success if digest.success is not None else digest.self_assessment
+        if outcome is not None and context.skills:
+            self.skills.record_outcome([m.name for m in context.skills], outcome,
+                                       digest.run_id)
+        rec = EpisodeRecord(digest.run_id, digest.success, digest.tokens, digest.steps,
+                            context.active_lessons)
+        self.records.append(rec)
+        self._episodes += 1
+        every = self.config.consolidation_every
+        if every and self._episodes % every == 0:
+            self.memory.consolidate(run_id=digest.run_id)
+        if getattr(self._local, "reviewing", False):
+            rec.review = ReviewResult(digest.run_id, "skipped",
+                                      "a review cannot trigger another review")
+            return rec
+        go, why = self.policy.should_review(digest)
+        if not go:
+            rec.review = ReviewResult(digest.run_id, "skipped", why)
+            return rec
+        if self.policy.mode == "background":
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1,
+                                                    thread_name_prefix="dyna-review")
+            snap = (context.skill_snapshot, context.memory)
+            self._futures.append(self._executor.submit(self._review_into, rec, digest, snap))
+        else:
+            self._review_into(rec, digest, (context.skill_snapshot, context.memory))
+        return rec
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for background reviews to end (their failures are already logged)."""
+        futures, self._futures = self._futures, []
+        for f in futures:
+            f.result(timeout)
+
+    def close(self) -> None:
+        """Wait for background reviews and stop the worker."""
+        self.wait()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def impact(self, **kwargs) -> "ImpactReport":
+        """:func:`impact_report` of this loop's episodes."""
+        return impact_report(self.records, **kwargs)
+
+    # ------------------------------------------------------------------ review
+    def _review_into(self, rec: EpisodeRecord, digest: Digest, snaps) -> None:
+        self._local.reviewing = True
+        try:
+            result = self.review(digest, snaps)
+        except Exception as exc:  # a failing review never fails the run
+            log.exception("review of run %s failed", digest.run_id)
+            result = ReviewResult(digest.run_id, "failed", f"{type(exc).__name__}: {exc}")
+        finally:
+            self._local.reviewing = False
+        rec.review = result
+        rec.learning_tokens = result.cost.tokens
+
+    def review(self, digest: Digest, snaps=None) -> ReviewResult:
+        """Run the reviewer on ``digest`` and validate, grade, commit or stage each
+        proposal (at most ``max_lessons``). Raises whatever the reviewer raises (the loop
+        catches it in :meth:`finish`)."""
+        cfg = self.config
+        skills_snap, mem_snap = snaps or (self.skills.snapshot(), self.memory.snapshot())
+        ctx = ReviewContext(skills_snap, mem_snap, cfg.max_lessons)
+        out = self.reviewer.review(digest, ctx)
+        if not isinstance(out, ReviewerOutput):
+            out = ReviewerOutput(tuple(out or ()), 0)
+        decisions = []
+        graded = 0
+        untrusted_inputs = tuple(s for s in digest.sources if s in ("web", "user_files"))
+        for i, p in enumerate(out.proposals):
+            if not isinstance(p, Proposal):
+                raise ConfigError("proposal", p, "a reviewer must return Proposal objects")
+            if i >= cfg.max_lessons:
+                decisions.append(Decision(p, "dropped", f"over max_lessons={cfg.max_lessons}"))
+                continue
+            p = replace(p, provenance=tuple(dict.fromkeys(p.provenance + untrusted_inputs)))
+            v = validate(p, self.skills, self.memory, cfg)
+            if not v.ok:
+                decisions.append(Decision(p, "invalid", "; ".join(v.reasons)))
+                continue
+            g = grade(p, self.skills, self.memory, cfg)
+            graded += 1
+            if not g.accepted:
+                decisions.append(Decision(p, "rejected", g.reason, g))
+                continue
+            decisions.append(self._commit(p, digest.run_id, g))
+        return ReviewResult(digest.run_id, "reviewed", f"{len(out.proposals)} proposals",
+                            tuple(decisions), LearningCost(out.tokens, graded))
+
+    def _commit(self, p: Proposal, run_id: str, g: Grade) -> Decision:
+        approval = self.config.approval_for_untrusted
+        if p.kind == "memory":
+            if approval and is_untrusted(p.provenance):
+                item = self.memory.stage(p.text, run_id=run_id, provenance=p.provenance)
+                return Decision(p, "staged", item.id, g)
+            trust = "untrusted" if is_untrusted(p.provenance) else "trusted"
+            res = self.memory.add(p.text, run_id=run_id, trust=trust)
+            return Decision(p, "committed", res.status, g)
+        res = self.skills.propose(p.to_skill(run_id), run_id, p.provenance,
+                                  require_approval=approval)
+        if isinstance(res, PendingItem):
+            return Decision(p, "staged", res.id, g)
+        assert isinstance(res, AddResult)
+        detail = f"evicted {res.evicted.name}" if res.evicted is not None else "written"
+        return Decision(p, "committed", detail, g)
+
+
+# ============================================================================ impact
+
+@dataclass(frozen=True)
+class ImpactReport:
+    """Before/after comparison of episodes around the first active lesson.
+
+    Attributes
+    ----------
+    n_before, n_after : int
+        Episodes before the first episode with an active lesson, and from it on.
+    first_active : int or None
+        Index of that episode (None: no lesson was ever active).
+    metrics : dict
+        For each of ``success_rate``, ``median_tokens``, ``median_steps`` and
+        ``median_learning_tokens``: ``{"before", "after", "diff", "before_ci",
+        "after_ci", "diff_ci"}``; intervals are None until each cohort has >= 2 episodes.
+    level : float
+    """
+
+    n_before: int
+    n_after: int
+    first_active: int | None
+    metrics: dict
+    level: float
+
+    def __str__(self) -> str:
+        def ci(x):
+            return "-" if x is None else f"[{x[0]:.3g}, {x[1]:.3g}]"
+
+        def num(x):
+            return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.3g}"
+        lines = [f"episodes before first lesson: {self.n_before}, after: {self.n_after}",
+                 f"{'metric':<24}{'before':>10}{'after':>10}{'diff':>10}  "
+                 f"{int(self.level * 100)}% interval of diff"]
+        for k, m in self.metrics.items():
+            lines.append(f"{k:<24}{num(m['before']):>10}{num(m['after']):>10}"
+                         f"{num(m['diff']):>10}  {ci(m['diff_ci'])}")
+        return "\n".join(lines)
+
+
+def _median(x, axis=-1):
+    return np.median(x, axis=axis)
+
+
+def _mean(x, axis=-1):
+    return np.mean(x, axis=axis)
+
+
+def impact_report(records: Sequence[EpisodeRecord], *, level: float = 0.95,
+                  n_resamples: int = 2000, seed: int = 0) -> ImpactReport:
+    """Compare episodes before the first active lesson with episodes from it on.
+
+    Metrics: success rate, median run tokens, median steps, median learning tokens. Each
+    gets percentile bootstrap intervals (:func:`scipy.stats.bootstrap`, Efron & Tibshirani
+    1993, ch. 13) for each cohort and for the difference after - before (independent
+    resampling of the two cohorts), once each cohort has at least two episodes. The
+    percentile method is used because BCa is undefined on constant samples (a cohort that
+    always succeeds).
+
+    Parameters
+    ----------
+    records : sequence of EpisodeRecord
+        In episode order; episodes with unknown success count as failures in the rate.
+    level : float
+        Confidence level in (0, 1).
+    n_resamples : int
+    seed : int
+        Seed of the bootstrap generator (same seed, same intervals).
+
+    Returns
+    -------
+    ImpactReport
+    """
+    from scipy import stats
+
+    level = float(check_range("level", level, 0.0, 1.0, lo_open=True, hi_open=True))
+    n_resamples = check_range("n_resamples", n_resamples, 1, None, integer=True)
+    first = next((i for i, r in enumerate(records) if r.active_lessons > 0), None)
+    split = len(records) if first is None else first
+    before, after = records[:split], records[split:]
+
+    def arrays(rs):
+        return {"success_rate": np.array([1.0 if r.success else 0.0 for r in rs]),
+                "median_tokens": np.array([r.tokens for r in rs], dtype=float),
+                "median_steps": np.array([r.steps for r in rs], dtype=float),
+                "median_learning_tokens": np.array([r.learning_tokens for r in rs],
+                                                   dtype=float)}
+
+    a, b = arrays(before), arrays(after)
+    enough = len(before) >= 2 and len(after) >= 2
+    rng = np.random.default_rng(seed)
+    metrics = {}
+    for k in a:
+        stat = _mean if k == "success_rate" else _median
+        x, y = a[k], b[k]
+        vb = float(stat(x)) if len(x) else None
+        va = float(stat(y)) if len(y) else None
+        m = {"before": vb, "after": va,
+             "diff": None if vb is None or va is None else va - vb,
+             "before_ci": None, "after_ci": None, "diff_ci": None}
+        if enough:
+            kw = dict(n_resamples=n_resamples, confidence_level=level, method="percentile",
+                      vectorized=True, rng=rng)
+            for name, data in (("before_ci", x), ("after_ci", y)):
+                ci = stats.bootstrap((data,), stat, **kw).confidence_interval
+                m[name] = (float(ci.low), float(ci.high))
+
+            def diff(u, v, axis=-1, _s=stat):
+                return _s(v, axis=axis) - _s(u, axis=axis)
+            ci = stats.bootstrap((x, y), diff, paired=False, **kw).confidence_interval
+            m["diff_ci"] = (float(ci.low), float(ci.high))
+        metrics[k] = m
+    return ImpactReport(len(before), len(after), first, metrics, level)
