@@ -1,0 +1,234 @@
+"""CLI of the loops: ``dyna skills ...`` and ``dyna memory ...``.
+
+::
+
+    dyna skills list DIR [--all]           table of skills (files that failed to load too)
+    dyna skills show DIR NAME              one SKILL.md with competence
+    dyna skills match DIR TEXT [--limit N] ranked matches
+    dyna skills pending DIR                proposals waiting for approval
+    dyna skills approve|reject DIR ID
+    dyna skills retire|restore DIR NAME [--reason R]
+    dyna skills history DIR [--name NAME] [--run RUN]
+    dyna skills undo-run DIR RUN [--force]
+    dyna memory show PATH
+    dyna memory consolidate PATH [--cap N]
+
+Exit status 0; bad input (unknown skill, bad id, unreadable file) prints one line and
+exits 2 (handled by :mod:`dyna.cli`). ``list`` exits 1 when some skill files failed to
+load, after listing them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dyna.errors import MissingFileError
+
+__all__ = ["format_table", "register"]
+
+
+def format_table(headers: list[str], rows: list[list], right: set[int] = frozenset()) -> str:
+    """Plain-text table: header, a rule, one line per row; columns padded to their
+    widest cell, columns in ``right`` right-aligned, cells cut at 60 characters."""
+    cells = [[_cell(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+
+    def line(vals):
+        return "  ".join(v.rjust(w) if i in right else v.ljust(w)
+                         for i, (v, w) in enumerate(zip(vals, widths))).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def _cell(v) -> str:
+    s = "" if v is None else str(v)
+    s = " ".join(s.split())
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _library(args):
+    from dyna.loops.skills import SkillLibrary
+
+    d = Path(args.dir)
+    if not d.is_dir():
+        raise MissingFileError("DIR", d)
+    return SkillLibrary(d)
+
+
+def _competence(lib, name):
+    a, b = lib.posterior(name)
+    lo, hi = lib.competence.interval(name, lib.level)
+    return a / (a + b), lo, hi
+
+
+def _list(args) -> int:
+    lib = _library(args)
+    rows = []
+    for s in lib.skills(include_retired=args.all):
+        mean, lo, _ = _competence(lib, s.name)
+        rows.append([s.name, s.status, s.kind, ", ".join(s.triggers) or "(description)",
+                     s.successes, s.failures, f"{mean:.2f}", f"{lo:.2f}", s.last_verified,
+                     s.trust])
+    for err in lib.errors:
+        rows.append([Path(err.path).parent.name, "ERROR", "", str(err), "", "", "", "", "", ""])
+    print(format_table(["name", "status", "kind", "triggers", "ok", "fail", "mean", "lower",
+                        "verified", "trust"], rows, right={4, 5, 6, 7}))
+    c = lib.summary()
+    print(f"\n{c['active']} active, {c['retired']} retired, {c['pending']} pending, "
+          f"{c['failed']} failed to load ({c['total']} skill files)")
+    for err in lib.errors:
+        print(f"error: {err}")
+    return 1 if lib.errors else 0
+
+
+def _show(args) -> int:
+    lib = _library(args)
+    s = lib[args.name]
+    mean, lo, hi = _competence(lib, s.name)
+    a, b = lib.posterior(s.name)
+    print(s.to_text(), end="")
+    print(f"\ncompetence: Beta(a={a:g}, b={b:g}), mean {mean:.3f}, "
+          f"{int(lib.level * 100)}% interval [{lo:.3f}, {hi:.3f}]; status {s.status}"
+          + (f" ({s.retired_reason})" if s.retired_reason else ""))
+    return 0
+
+
+def _match(args) -> int:
+    lib = _library(args)
+    res = lib.match(args.text, limit=args.limit)
+    if not res:
+        print("no skill matches")
+        return 0
+    print(format_table(["rank", "name", "score", "matched", "suspect"],
+                       [[i + 1, m.name, f"{m.score:g}", ", ".join(m.matched),
+                         "yes" if m.suspect else ""] for i, m in enumerate(res)],
+                       right={0, 2}))
+    return 0
+
+
+def _pending(args) -> int:
+    lib = _library(args)
+    items = lib.pending()
+    if not items:
+        print("nothing pending")
+        return 0
+    print(format_table(["id", "dest", "run", "staged", "provenance", "description"],
+                       [[p.id, p.dest, p.run_id, p.staged_at, ", ".join(p.provenance),
+                         p.skill.description] for p in items]))
+    return 0
+
+
+def _approve(args) -> int:
+    res = _library(args).approve(args.id)
+    print(f"approved {args.id}: wrote {res.skill.name}"
+          + (f" (evicted {res.evicted.name})" if res.evicted else ""))
+    return 0
+
+
+def _reject(args) -> int:
+    item = _library(args).reject(args.id)
+    print(f"rejected {args.id} ({item.dest})")
+    return 0
+
+
+def _retire(args) -> int:
+    _library(args).retire(args.name, "cli", args.reason)
+    print(f"retired {args.name}")
+    return 0
+
+
+def _restore(args) -> int:
+    res = _library(args).restore(args.name, "cli", args.reason)
+    print(f"restored {args.name}" + (f" (evicted {res.evicted.name})" if res.evicted else ""))
+    return 0
+
+
+def _history(args) -> int:
+    hist = _library(args).history(name=args.name, run_id=args.run)
+    if not hist:
+        print("no history")
+        return 0
+    print(format_table(["seq", "time", "op", "name", "run", "reason"],
+                       [[h.seq, h.time, h.op, h.name, h.run_id, h.reason] for h in hist],
+                       right={0}))
+    return 0
+
+
+def _undo(args) -> int:
+    names = _library(args).undo_run(args.run, force=args.force)
+    print(f"reverted run {args.run}: {', '.join(names) if names else 'no skill changed'}")
+    return 0
+
+
+def _memory(args):
+    from dyna.loops.memory import MemoryStore
+
+    p = Path(args.path)
+    if not p.is_file():
+        raise MissingFileError("PATH", p)
+    return MemoryStore(p, cap=getattr(args, "cap", None))
+
+
+def _mem_show(args) -> int:
+    store = _memory(args)
+    print(format_table(["#", "date", "source", "trust", "fact"],
+                       [[i + 1, e.date, e.source, e.trust, e.text]
+                        for i, e in enumerate(store.entries())], right={0}))
+    pend = store.pending()
+    print(f"\n{len(store)} facts, {len(pend)} pending")
+    return 0
+
+
+def _mem_consolidate(args) -> int:
+    store = _memory(args)
+    before = len(store)
+    report = store.consolidate(run_id="cli")
+    print(report)
+    print(f"\n{before} -> {len(store)} facts")
+    return 0
+
+
+def register(sub) -> None:
+    """Add ``skills`` and ``memory`` to the ``dyna`` sub-commands."""
+    sk = sub.add_parser("skills", help="inspect and manage a SKILL.md library")
+    sks = sk.add_subparsers(dest="skills_command", metavar="ACTION", required=True,
+                            parser_class=type(sk))
+
+    def add(name, func, help_, *extra):
+        p = sks.add_parser(name, help=help_)
+        p.add_argument("dir", metavar="DIR", help="skill library folder")
+        for args, kw in extra:
+            p.add_argument(*args, **kw)
+        p.set_defaults(func=func)
+        return p
+
+    add("list", _list, "list skills", (("--all",), {"action": "store_true",
+                                                     "help": "include retired skills"}))
+    add("show", _show, "show one skill", (("name",), {"metavar": "NAME"}))
+    add("match", _match, "rank skills for a text", (("text",), {"metavar": "TEXT"}),
+        (("--limit",), {"type": int, "default": 3}))
+    add("pending", _pending, "list proposals waiting for approval")
+    add("approve", _approve, "approve a pending proposal", (("id",), {"metavar": "ID"}))
+    add("reject", _reject, "reject a pending proposal", (("id",), {"metavar": "ID"}))
+    add("retire", _retire, "retire a skill", (("name",), {"metavar": "NAME"}),
+        (("--reason",), {"default": "retired by hand"}))
+    add("restore", _restore, "restore a retired skill", (("name",), {"metavar": "NAME"}),
+        (("--reason",), {"default": "restored by hand"}))
+    add("history", _history, "show the change log", (("--name",), {"default": None}),
+        (("--run",), {"default": None}))
+    add("undo-run", _undo, "revert everything a run wrote", (("run",), {"metavar": "RUN"}),
+        (("--force",), {"action": "store_true"}))
+
+    me = sub.add_parser("memory", help="inspect and consolidate a MEMORY.md file")
+    mes = me.add_subparsers(dest="memory_command", metavar="ACTION", required=True,
+                            parser_class=type(me))
+    p = mes.add_parser("show", help="list the facts")
+    p.add_argument("path", metavar="PATH")
+    p.set_defaults(func=_mem_show)
+    p = mes.add_parser("consolidate", help="merge near-duplicates, drop superseded and "
+                       "vague facts, enforce the cap")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--cap", type=int, default=30)
+    p.set_defaults(func=_mem_consolidate)
