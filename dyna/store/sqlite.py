@@ -307,45 +307,99 @@ class SQLiteStore:
                 cols.append(vals)
         return cols
 
-    def append(self, columns: Mapping[str, object], n: int | None = None) -> np.ndarray:
-        """Insert a batch of records in one transaction and return their new ids.
+    def _insert(self, conn: sqlite3.Connection, cols: list[list], ids: np.ndarray) -> None:
+        names = ", ".join(["id"] + [c for c, _ in self.schema])
+        marks = ", ".join("?" * (len(self.schema) + 1))
+        try:
+            conn.executemany(f"INSERT INTO {TABLE} ({names}) VALUES ({marks})",
+                             zip(ids.tolist(), *cols))
+        except sqlite3.IntegrityError as exc:
+            raise ConfigError("ids", int(ids[0]), f"an id is already stored ({exc})") from None
+        start = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'").fetchone()[0])
+        if ids.size and int(ids.max()) + 1 > start:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'next_id'",
+                         (str(int(ids.max()) + 1),))
+
+    def next_id(self) -> int:
+        """The id the next :meth:`append` without explicit ids would start at."""
+        with self._lock:
+            return int(self._conn.execute("SELECT value FROM meta WHERE key = 'next_id'")
+                       .fetchone()[0])
+
+    def append(self, columns: Mapping[str, object], n: int | None = None, *,
+               ids=None) -> np.ndarray:
+        """Insert a batch of records in one transaction and return their ids.
 
         Parameters
         ----------
         columns : mapping of column name to sequence
             Each of length n; vector columns as float32 arrays of shape (n, dim). Missing
-            columns are stored as NULL. An ``id`` entry is ignored (ids are assigned here).
+            columns are stored as NULL. An ``id`` entry is ignored (see ``ids``).
         n : int, optional
             Number of records (default: length of ``tenant_id``).
+        ids : array_like of int, optional
+            Explicit ids (unique, not yet stored); the id counter moves past the largest.
+            Default: consecutive ids from the counter.
 
         Returns
         -------
         ndarray of int64, shape (n,)
-            Consecutive ids, unique across every process writing to this file.
+            The ids, unique across every process writing to this file.
 
         Raises
         ------
         ConfigError
-            A column of the wrong length or shape (nothing written).
+            A column of the wrong length or shape, or an id already stored (nothing written).
         StoreBusyError, StoreError
             See the module docstring; nothing written.
         """
         n = len(columns["tenant_id"]) if n is None else int(n)
         cols = self._prepare(columns, n)  # validated before the lock is taken
-        names = ", ".join(["id"] + [c for c, _ in self.schema])
-        marks = ", ".join("?" * (len(self.schema) + 1))
-        sql = f"INSERT INTO {TABLE} ({names}) VALUES ({marks})"
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        given = None if ids is None else np.asarray(ids, dtype=np.int64).reshape(-1)
+        if given is not None and given.shape != (n,):
+            raise ConfigError("ids", given.shape, f"must have shape ({n},)")
 
+        def do(conn):
+            if given is None:
+                start = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'")
+                            .fetchone()[0])
+                out = np.arange(start, start + n, dtype=np.int64)
+            else:
+                out = given
+            self._insert(conn, cols, out)
+            return out
+
+        return self._write(do)
+
+    def append_from(self, make: Callable[[int], tuple[Mapping[str, object], np.ndarray]]
+                    ) -> np.ndarray:
+        """Build and insert a batch inside one write transaction.
+
+        ``make(start)`` is called with the write lock held and the counter's next id; it
+        returns ``(columns, ids)`` with ids >= ``start`` (e.g. after validating and
+        recording the batch in memory). If ``make`` raises, the transaction is rolled back and
+        the error propagates: nothing is written and no id is consumed. This is how
+        :class:`dyna.experience.ExperienceStore` gives a batch the same ids in memory and on
+        disk, unique across processes.
+
+        Returns
+        -------
+        ndarray of int64
+            The ids inserted.
+        """
         def do(conn):
             start = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'")
                         .fetchone()[0])
-            ids = np.arange(start, start + n, dtype=np.int64)
-            conn.executemany(sql, zip(ids.tolist(), *cols))
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'next_id'", (str(start + n),))
+            columns, ids = make(start)
+            ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+            if ids.size:
+                if int(ids.min()) < start:
+                    raise ConfigError("ids", int(ids.min()), f"must be >= next id {start}")
+                self._insert(conn, self._prepare(columns, ids.size), ids)
             return ids
 
-        if n == 0:
-            return np.empty(0, dtype=np.int64)
         return self._write(do)
 
     def _where(self, where: Mapping[str, object] | None) -> tuple[str, list]:

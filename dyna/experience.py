@@ -1,0 +1,1211 @@
+"""ExperienceStore: the experience loop's operation surface over buffer, index and persistence.
+
+An :class:`ExperienceStore` joins
+
+* an in-memory :class:`dyna.buffer.ExperienceBuffer` (columnar episodes, redacted dicts, the
+  exact cosine index over their features),
+* Beta competence per (tenant, task type) (:class:`dyna.competence.BetaCompetence`),
+  kept up to date as episodes arrive,
+* the escalation rules of :mod:`dyna.escalation`,
+* persistence in SQLite (:mod:`dyna.store.sqlite`; ``db_path=""`` keeps everything in
+  memory), with JSONL and Parquet import and export.
+
+Every operation is a plain method and also reachable through :meth:`ExperienceStore.dispatch`
+``(op, **kwargs) -> dict``, which checks the arguments against :data:`OPERATIONS` (the same
+declarations give :meth:`~ExperienceStore.capabilities` and JSON schemas for tool servers) and
+returns JSON-ready dicts. Every answer carries ``persistence_status``: ``ok``, ``missing``,
+``degraded_fresh_start`` or ``write_degraded`` (see :mod:`dyna.store.sqlite`).
+
+Tenancy: every operation that reads or changes records is scoped to one ``tenant_id``
+(matched exactly, never as a prefix or pattern); only the maintenance operations
+(``prune_old``, ``compact``, ``get_stats``, ``get_data_consumption``, ``reset`` with
+``all_tenants=True``) may span tenants, and only when no tenant is given.
+
+Writes: a batch of episodes is validated and recorded in memory inside the SQLite write
+transaction that assigns its ids, so memory and disk hold the same ids (unique across
+processes sharing a file) and bad input writes nothing anywhere. If the write fails because
+another writer held the lock too long, the batch is removed from memory again and
+:class:`dyna.errors.StoreBusyError` is raised (retryable). If it fails otherwise (read-only
+file, full disk), the store goes to ``write_degraded``: the episodes stay in memory and are
+written by the next successful write or :meth:`ExperienceStore.flush`.
+
+Several processes may share one file; each keeps its own in-memory view, which
+:meth:`ExperienceStore.reload` refreshes from disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dyna import __version__
+from dyna.buffer import CATEGORICAL_FIELDS, DICT_FIELDS, ExperienceBuffer
+from dyna.competence import BetaCompetence, beta_interval, prior_shapes
+from dyna.errors import ConfigError, StoreBusyError, StoreError, check_range
+from dyna.escalation import RISK_CLASSES, should_escalate
+from dyna.redact import DEFAULT_SENSITIVE_KEYS, hash_features, redact
+from dyna.store import jsonl as _jsonl
+from dyna.store import parquet as _parquet
+from dyna.store.sqlite import SQLiteStore
+
+__all__ = ["ExperienceStore", "OPERATIONS", "Operation", "Param", "RECORD_SCHEMA"]
+
+#: Persisted columns after ``id``: (name, kind) as :mod:`dyna.store.sqlite` declares kinds.
+RECORD_SCHEMA: tuple[tuple[str, str], ...] = (
+    tuple((name, "str") for name in CATEGORICAL_FIELDS)
+    + (("reward", "float"), ("timestamp", "float"))
+    + tuple((name, "json") for name in DICT_FIELDS)
+    + (("features", "vector"),)
+)
+SUCCESS = "success"
+_EPISODE_FIELDS = CATEGORICAL_FIELDS + ("reward", "timestamp") + DICT_FIELDS + ("state_features",)
+_SELECTORS = ("task_type", "run_id", "task_id", "request_id")
+
+
+# ============================================================================ operation specs
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an operation.
+
+    Attributes
+    ----------
+    name : str
+    type : str
+        JSON type: ``string``, ``integer``, ``number``, ``boolean``, ``array``, ``object``.
+    required : bool
+    default : object
+    description : str
+    """
+
+    name: str
+    type: str
+    required: bool = False
+    default: Any = None
+    description: str = ""
+
+    def json_schema(self) -> dict:
+        out: dict[str, Any] = {"type": self.type if self.required or self.default is not None
+                               else [self.type, "null"], "description": self.description}
+        if self.default is not None:
+            out["default"] = self.default
+        return out
+
+
+@dataclass(frozen=True)
+class Operation:
+    """Declaration of one experience-loop operation (name, parameters, effects)."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...] = ()
+    mutates: bool = False
+    destructive: bool = False
+
+    def json_schema(self) -> dict:
+        """JSON Schema of the operation's arguments."""
+        props = {p.name: p.json_schema() for p in self.params}
+        return {"type": "object", "properties": props,
+                "required": [p.name for p in self.params if p.required],
+                "additionalProperties": False}
+
+
+_T = Param("tenant_id", "string", True, description="tenant whose records are used (exact)")
+_T_OPT = Param("tenant_id", "string", description="restrict to this tenant (exact); "
+               "omitted: every tenant")
+_TASK = Param("task_type", "string", description="restrict to this task type (exact)")
+_LEVEL = Param("level", "number", default=0.95, description="credible level in (0, 1)")
+_QUERY = (Param("state_features", "array", description="query vector of length dim"),
+          Param("state_before", "object", description="hashed into a query when no "
+                "state_features are given"),
+          Param("action_taken", "object"), Param("state_after", "object"),
+          Param("metadata", "object"))
+_EPISODE_PARAMS = (
+    Param("task_type", "string"), Param("action_type", "string"), Param("outcome", "string",
+          description="success, failure or another label"),
+    Param("reward", "number"), Param("timestamp", "number", description="seconds, UTC"),
+    Param("run_id", "string"), Param("task_id", "string"), Param("request_id", "string"),
+    Param("outcome_source", "string"), Param("outcome_verified_by", "string"),
+    Param("anti_gaming_policy", "string"), Param("state_before", "object"),
+    Param("action_taken", "object"), Param("state_after", "object"), Param("metadata", "object"),
+    Param("state_features", "array", description="numeric features of length dim"))
+
+OPERATIONS: dict[str, Operation] = {op.name: op for op in [
+    Operation("record", "Record one episode (fields as keywords) or many (episodes=[...]).",
+              (_T, Param("episodes", "array", description="list of episode objects"))
+              + _EPISODE_PARAMS, mutates=True),
+    Operation("query_similar", "Cosine top-k episodes most similar to a query state.",
+              (_T, Param("k", "integer", default=5), _TASK) + _QUERY),
+    Operation("get_recommendation", "Best action type among similar or task-scoped episodes.",
+              (_T, _TASK, Param("k", "integer", default=50, description="neighbours used when "
+                                "a query is given"),
+               Param("criterion", "string", default="success_rate",
+                     description="success_rate or mean_reward"),
+               Param("min_episodes", "integer", default=1), _LEVEL) + _QUERY),
+    Operation("get_competence", "Beta posterior of success per task type.", (_T, _TASK, _LEVEL)),
+    Operation("list_task_types", "Task types of a tenant with counts and competence.",
+              (_T, _LEVEL)),
+    Operation("get_transition_table", "World-model view: state bins, action -> next-bin counts "
+              "and mean reward.",
+              (_T, _TASK, Param("bin_count", "integer", default=10),
+               Param("state_key", "string", description="numeric state field to bin by value; "
+                     "omitted: states are hashed into bins"))),
+    Operation("should_escalate", "Escalation decision for a task type.",
+              (_T, Param("task_type", "string", True), Param("threshold", "number", default=0.8),
+               Param("min_episodes", "integer", default=10),
+               Param("domain_risk_class", "string", default="low_stakes"), _LEVEL)),
+    Operation("replay_experience", "Sample a batch of episodes for simulated replay.",
+              (_T, _TASK, Param("batch_size", "integer", default=32),
+               Param("strategy", "string", default="uniform",
+                     description="uniform, recency or priority"),
+               Param("half_life_seconds", "number", default=86400.0),
+               Param("ids", "array", description="episode ids the priorities refer to"),
+               Param("priorities", "array", description="TD-error priorities, one per id"),
+               Param("priority_exponent", "number", default=1.0),
+               Param("seed", "integer"))),
+    Operation("prune_old", "Delete episodes older than max_age_seconds.",
+              (Param("max_age_seconds", "number", True), _T_OPT,
+               Param("now", "number", description="reference time (default: clock)")),
+              mutates=True, destructive=True),
+    Operation("compact", "Keep the newest compact_keep_records per tenant and task type, "
+              "then reclaim disk space.",
+              (Param("compact_keep_records", "integer"), _T_OPT), mutates=True,
+              destructive=True),
+    Operation("get_stats", "Counts, sizes and store state.", (_T_OPT,)),
+    Operation("get_data_consumption", "Records and bytes per tenant and task type.", (_T_OPT,)),
+    Operation("reset", "Delete every episode of a tenant (or of all tenants).",
+              (_T_OPT, Param("all_tenants", "boolean", default=False)), mutates=True,
+              destructive=True),
+    Operation("export_data", "Export a tenant's episodes to JSONL or Parquet (or inline).",
+              (_T, Param("path", "string"), Param("format", "string", default="jsonl"),
+               _TASK, Param("run_id", "string"), Param("task_id", "string"),
+               Param("request_id", "string"))),
+    Operation("import_data", "Import episodes from a JSONL or Parquet file.",
+              (Param("path", "string", True), Param("format", "string"),
+               Param("tenant_id", "string", description="only this tenant's records"),
+               Param("keep_ids", "boolean", default=False)), mutates=True),
+    Operation("delete_data", "Delete a tenant's episodes matching every given field exactly.",
+              (_T, _TASK, Param("run_id", "string"), Param("task_id", "string"),
+               Param("request_id", "string")), mutates=True, destructive=True),
+    Operation("to_dataset", "A tenant's episodes as a table (Parquet file through dispatch).",
+              (_T, _TASK, Param("path", "string"))),
+    Operation("capabilities", "Operations, parameters and backends of this store."),
+]}
+
+
+def _json_ready(obj):
+    """Numpy scalars/arrays and tuples to plain JSON types; NaN/inf to None."""
+    if isinstance(obj, Mapping):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_ready(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _json_ready(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _positive_int(name: str, value) -> int:
+    return check_range(name, value, 1, None, integer=True)
+
+
+def _label_or_none(value: str):
+    return value if value else None
+
+
+# ============================================================================ the store
+class ExperienceStore:
+    """Episodes of many tenants with similarity search, competence, escalation and persistence.
+
+    Parameters
+    ----------
+    db_path : str or Path
+        SQLite file (created if missing); ``""`` keeps everything in memory.
+    dim : int
+        Feature dimension d of every episode.
+    prior : {"uniform", "jeffreys"} or (a0, b0)
+        Beta prior of competence.
+    discount : float
+        Competence discount in (0, 1] (see :mod:`dyna.competence`).
+    redact_keys : iterable of str
+        Sensitive key names (whole names, case-insensitive; :func:`dyna.redact.redact`).
+    busy_timeout : float
+        SQLite busy timeout in seconds.
+    verify : bool
+        Run SQLite's quick_check when opening an existing file.
+    clock : callable
+        Current time in seconds (UTC epoch); default :func:`time.time`.
+
+    Raises
+    ------
+    ConfigError
+        Bad dim, prior, discount or keys; a file of another dim.
+    StoreError
+        A file written by a newer schema, or one that cannot be created.
+    """
+
+    def __init__(self, db_path="", dim: int = 64, *, prior="uniform", discount: float = 1.0,
+                 redact_keys=DEFAULT_SENSITIVE_KEYS, busy_timeout: float = 10.0,
+                 verify: bool = True, clock=time.time):
+        self.dim = check_range("dim", dim, 1, None, integer=True)
+        self.prior = prior_shapes(prior)
+        self.discount = float(check_range("discount", discount, 0.0, 1.0, lo_open=True))
+        self.redact_keys = frozenset(redact_keys) if not isinstance(redact_keys, str) \
+            else redact_keys
+        redact({}, self.redact_keys)  # validates
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._pending: set[int] = set()  # ids recorded while writes were failing
+        self._db = SQLiteStore(db_path, RECORD_SCHEMA, self.dim, timeout=busy_timeout,
+                               verify=verify) if str(db_path) else None
+        self.buffer = self._new_buffer()
+        self._load()
+
+    # ------------------------------------------------------------------ internals
+    def _new_buffer(self) -> ExperienceBuffer:
+        return ExperienceBuffer(self.dim, redact_keys=self.redact_keys, clock=self.clock)
+
+    @property
+    def persistence_status(self) -> str:
+        """``ok``, ``missing``, ``degraded_fresh_start`` or ``write_degraded``."""
+        if self._pending:
+            return "write_degraded"
+        return "ok" if self._db is None else self._db.status
+
+    def _load(self) -> None:
+        """Fill the buffer from the SQLite file (all rows, id order)."""
+        self._comp = None
+        if self._db is None:
+            return
+        cols = self._db.read()
+        if len(cols["id"]):
+            self._record_columns(self.buffer, cols, ids=cols["id"])
+
+    @staticmethod
+    def _batch_kwargs(cols: Mapping[str, Any]) -> dict[str, Any]:
+        """record_batch keywords from persisted-style columns (labels, JSON text, features)."""
+        kw: dict[str, Any] = {}
+        for name in CATEGORICAL_FIELDS:
+            kw[name] = np.array(["" if v is None else v for v in cols[name]], dtype=object)
+        kw["reward"] = np.asarray(cols["reward"], dtype=np.float64)
+        kw["timestamp"] = np.asarray(cols["timestamp"], dtype=np.float64)
+        for name in DICT_FIELDS:
+            vals = cols[name]
+            if any(v is not None for v in vals):
+                kw[name] = [None if v is None else json.loads(v) for v in vals]
+        kw["state_features"] = np.asarray(cols["features"], dtype=np.float32)
+        return kw
+
+    @classmethod
+    def _record_columns(cls, buf: ExperienceBuffer, cols: Mapping[str, Any], ids=None):
+        """Record persisted-style columns into ``buf`` with the given ids."""
+        return buf.record_batch(ids=ids, **cls._batch_kwargs(cols))
+
+    def reload(self) -> dict:
+        """Re-read the SQLite file (records written by other processes become visible)."""
+        with self._lock:
+            if self._db is not None:
+                pending = self._pending_columns()
+                self.buffer = self._new_buffer()
+                self._load()
+                if pending is not None:
+                    self._record_columns(self.buffer, pending, ids=pending["id"])
+            return {"n_records": len(self.buffer)}
+
+    def _tenant(self, tenant_id) -> str:
+        if tenant_id is None or not isinstance(tenant_id, str) or not tenant_id:
+            raise ConfigError("tenant_id", tenant_id, "a non-empty tenant id is required")
+        return tenant_id
+
+    def _rows(self, tenant_id: str, **filters) -> np.ndarray:
+        """Row positions of a tenant, filtered exactly by categorical fields."""
+        return self.buffer.select(tenant_id=tenant_id, **filters)
+
+    def _persist_columns(self, rows: np.ndarray) -> dict[str, Any]:
+        """Persisted-style columns of buffer rows: labels (None = missing), JSON, features."""
+        buf = self.buffer
+        out: dict[str, Any] = {"id": buf.column("id")[rows]}
+        for name in CATEGORICAL_FIELDS:
+            table = np.array([None] + list(buf.categories(name)[1:]), dtype=object)
+            out[name] = table[buf.column(name)[rows]]
+        out["reward"] = buf.column("reward")[rows]
+        out["timestamp"] = buf.column("timestamp")[rows]
+        for name in DICT_FIELDS:
+            out[name] = buf.column(name)[rows]
+        out["features"] = buf.column("features")[rows]
+        return out
+
+    def _pending_columns(self):
+        if not self._pending:
+            return None
+        ids = self.buffer.column("id")
+        rows = np.flatnonzero(np.isin(ids, np.fromiter(self._pending, np.int64)))
+        return self._persist_columns(rows)
+
+    def _episode_columns(self, tenant_id: str, episodes: Sequence[Mapping],
+                         single: bool = False) -> dict[str, Any]:
+        """Per-field columns of a list of episode dicts for record_batch."""
+        n = len(episodes)
+        cols: dict[str, Any] = {}
+        for i, ep in enumerate(episodes):
+            if not isinstance(ep, Mapping):
+                raise ConfigError(f"episodes[{i}]", type(ep).__name__, "must be an object")
+            for key in ep:
+                if key not in _EPISODE_FIELDS and key not in ("tenant_id", "id"):
+                    raise ConfigError(key if single else f"episodes[{i}].{key}", ep[key],
+                                      "unknown episode field")
+            if ep.get("tenant_id") not in (None, tenant_id):
+                raise ConfigError(f"episodes[{i}].tenant_id", ep.get("tenant_id"),
+                                  f"differs from tenant_id={tenant_id!r}")
+        present = {k for ep in episodes for k in ep if k in _EPISODE_FIELDS}
+        for name in present:
+            vals = [ep.get(name) for ep in episodes]
+            if name in CATEGORICAL_FIELDS:
+                cols[name] = np.array(["" if v is None else v for v in vals], dtype=object)
+            elif name in ("reward", "timestamp"):
+                if name == "timestamp" and any(v is None for v in vals):
+                    now = float(self.clock())
+                    vals = [now if v is None else v for v in vals]
+                for i, v in enumerate(vals):
+                    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer,
+                                                                 np.floating)):
+                        raise ConfigError(f"{name}[{i}]", v, "must be a number")
+                cols[name] = np.asarray(vals, dtype=np.float64)
+            elif name == "state_features":
+                if any(v is None for v in vals):
+                    raise ConfigError("state_features", None, "give features for every "
+                                      "episode of a batch or for none")
+                try:
+                    arr = np.asarray(vals, dtype=np.float32)
+                except (TypeError, ValueError):
+                    raise ConfigError("state_features", "ragged", f"each must have length "
+                                      f"{self.dim}") from None
+                if arr.shape != (n, self.dim):
+                    raise ConfigError("state_features", list(arr.shape[1:]),
+                                      f"each must have length dim={self.dim}")
+                if not np.isfinite(arr).all():
+                    raise ConfigError("state_features", "non-finite", "must be finite")
+                cols[name] = arr
+            else:
+                cols[name] = vals
+        cols["tenant_id"] = tenant_id
+        if "reward" not in cols:
+            raise ConfigError("reward", None, "is required")
+        return cols
+
+    def _write_batch(self, cols: Mapping[str, Any], ids=None) -> np.ndarray:
+        """Record validated columns in memory and on disk with the same ids."""
+        buf = self.buffer
+        n_before = len(buf)
+
+        def make(start: int):
+            given = None if ids is None else np.asarray(ids, dtype=np.int64)
+            first = max(start, buf.next_id)
+            use = np.arange(first, first + len(cols["reward"]), dtype=np.int64) \
+                if given is None else given
+            if given is not None and given.size and int(given[0]) < first:
+                raise ConfigError("ids", int(given[0]), f"must be >= next id {first}")
+            new_ids = buf.record_batch(ids=use, **cols)
+            rows = np.arange(n_before, len(buf))
+            out = self._persist_columns(rows)
+            pend = self._pending_columns()
+            if pend is not None:  # rows recorded while writes failed go with this batch
+                new_ids = np.concatenate([pend["id"], new_ids])
+                out = {k: np.concatenate([pend[k], out[k]]) for k in out}
+            return out, new_ids
+
+        if self._db is None:
+            given = None if ids is None else np.asarray(ids, dtype=np.int64)
+            return self.buffer.record_batch(ids=given, **cols)
+        try:
+            written = self._db.append_from(make)
+        except StoreError as exc:
+            if isinstance(exc, StoreBusyError):  # retryable: leave no trace in memory either
+                if len(buf) > n_before:
+                    buf.delete(np.arange(n_before, len(buf)))
+                raise
+            if len(buf) == n_before:  # failed before the batch was recorded in memory
+                buf.record_batch(ids=None if ids is None else np.asarray(ids, np.int64),
+                                 **cols)
+            self._pending.update(buf.column("id")[n_before:].tolist())
+            self._update_competence(n_before)
+            return buf.column("id")[n_before:].copy()
+        except BaseException:
+            if len(buf) > n_before:
+                buf.delete(np.arange(n_before, len(buf)))
+            raise
+        self._pending.clear()
+        self._update_competence(n_before)
+        return written[-(len(buf) - n_before):] if len(buf) > n_before else written[:0]
+
+    def flush(self) -> dict:
+        """Write episodes kept in memory during ``write_degraded``; returns how many."""
+        with self._lock:
+            pend = self._pending_columns()
+            if pend is None or self._db is None:
+                return {"written": 0}
+            try:
+                self._db.append(pend, ids=pend["id"])
+            except StoreError:
+                return {"written": 0}
+            n = len(self._pending)
+            self._pending.clear()
+            return {"written": n}
+
+    # ------------------------------------------------------------------ competence
+    def _update_competence(self, from_row: int) -> None:
+        """Add rows ``from_row..`` to the cached competence (None = rebuild lazily)."""
+        if self._comp is None:
+            return
+        buf = self.buffer
+        rows = np.arange(from_row, len(buf))
+        if self.discount != 1.0 and rows.size:
+            ts = buf.column("timestamp")
+            if rows[0] > 0 and ts[rows].min() < ts[:rows[0]].max():
+                self._comp = None  # out-of-order history: rebuild in time order
+                return
+            rows = rows[np.argsort(ts[rows], kind="stable")]
+        self._feed(self._comp, rows)
+
+    def _feed(self, comp: BetaCompetence, rows: np.ndarray) -> None:
+        buf = self.buffer
+        if rows.size == 0:
+            return
+        tenants = np.array(buf.categories("tenant_id"), dtype=object)
+        tasks = np.array(buf.categories("task_type"), dtype=object)
+        tcode = buf.column("tenant_id")[rows].astype(np.int64)
+        kcode = buf.column("task_type")[rows].astype(np.int64)
+        g = tcode * len(tasks) + kcode
+        uniq, inv = np.unique(g, return_inverse=True)
+        keys = [(tenants[u // len(tasks)], tasks[u % len(tasks)]) for u in uniq.tolist()]
+        success = buf.column("outcome")[rows] == buf.code("outcome", SUCCESS)
+        comp.update_many([keys[i] for i in inv.tolist()], success)
+
+    def competence(self) -> BetaCompetence:
+        """Competence per ``(tenant_id, task_type)`` over every recorded outcome (cached)."""
+        with self._lock:
+            if self._comp is None:
+                comp = BetaCompetence(self.prior, self.discount)
+                ts = self.buffer.column("timestamp")
+                rows = np.argsort(ts, kind="stable") if self.discount != 1.0 \
+                    else np.arange(len(self.buffer))
+                self._feed(comp, rows)
+                self._comp = comp
+            return self._comp
+
+    def _changed(self) -> None:
+        """Rows were deleted: drop the competence cache and pending ids that are gone."""
+        self._comp = None
+        if self._pending:
+            self._pending &= set(self.buffer.column("id").tolist())
+
+    # ------------------------------------------------------------------ operations
+    def record(self, tenant_id: str, episodes: Sequence[Mapping] | None = None,
+               **episode) -> dict:
+        """Record one episode (fields as keywords) or many (``episodes``), atomically.
+
+        Parameters
+        ----------
+        tenant_id : str
+        episodes : list of dict, optional
+            Each with the fields of :meth:`dyna.buffer.ExperienceBuffer.record`.
+        **episode
+            One episode's fields when ``episodes`` is not given.
+
+        Returns
+        -------
+        dict
+            ``ids`` (list of int) and ``n``.
+
+        Raises
+        ------
+        ConfigError
+            Unknown field, NaN reward, features of the wrong dimension, ...: nothing written.
+        StoreBusyError
+            The file stayed locked; nothing written (retry).
+        """
+        tenant_id = self._tenant(tenant_id)
+        single = episodes is None
+        if single:
+            episodes = [episode]
+        elif episode:
+            raise ConfigError(next(iter(episode)), "...", "give episodes=[...] or one "
+                              "episode's fields, not both")
+        if isinstance(episodes, (str, bytes, Mapping)):
+            raise ConfigError("episodes", type(episodes).__name__, "must be a list of objects")
+        with self._lock:
+            cols = self._episode_columns(tenant_id, list(episodes), single)
+            ids = self._write_batch(cols)
+        return {"ids": ids.tolist(), "n": int(ids.size)}
+
+    def _query_vector(self, state_features=None, **dicts) -> np.ndarray:
+        if state_features is not None:
+            q = np.asarray(state_features, dtype=np.float32)
+            if q.shape != (self.dim,):
+                raise ConfigError("state_features", list(q.shape), f"must have length "
+                                  f"dim={self.dim}")
+            if not np.isfinite(q).all():
+                raise ConfigError("state_features", "non-finite", "must be finite")
+            return q
+        given = {k: redact(v, self.redact_keys) for k, v in dicts.items() if v is not None}
+        if not given:
+            raise ConfigError("state_features", None, "give state_features or at least one "
+                              "of state_before, action_taken, state_after, metadata")
+        return hash_features(given, self.dim)
+
+    def query_similar(self, tenant_id: str, k: int = 5, task_type: str | None = None,
+                      state_features=None, state_before=None, action_taken=None,
+                      state_after=None, metadata=None) -> dict:
+        """Cosine top-k episodes of a tenant most similar to a query.
+
+        The query is ``state_features`` (length d) or the feature hash of the given dicts
+        (as episodes are hashed). Results are sorted by score, ties by recency; fewer than k
+        when there are fewer candidates.
+
+        Returns
+        -------
+        dict
+            ``results``: list of ``{"score", "episode"}``.
+
+        Raises
+        ------
+        ConfigError
+            ``k <= 0``, a query of the wrong dimension, no query, a zero query vector.
+        """
+        tenant_id = self._tenant(tenant_id)
+        k = _positive_int("k", k)
+        q = self._query_vector(state_features, state_before=state_before,
+                               action_taken=action_taken, state_after=state_after,
+                               metadata=metadata)
+        with self._lock:
+            rows, scores = self.buffer.search(q, k, tenant_id=tenant_id, task_type=task_type)
+            eps = self.buffer.rows(rows) if len(rows) else []
+        return {"results": [{"score": float(s), "episode": e} for s, e in zip(scores, eps)]}
+
+    def get_recommendation(self, tenant_id: str, task_type: str | None = None, k: int = 50,
+                           criterion: str = "success_rate", min_episodes: int = 1,
+                           level: float = 0.95, state_features=None, state_before=None,
+                           action_taken=None, state_after=None, metadata=None) -> dict:
+        """The action type with the best success rate or mean reward.
+
+        Candidates are the k episodes most similar to the query when one is given, else
+        every episode of the tenant (and task type). Per action type: ``n``, ``n_success``,
+        the Beta posterior mean of success (``success_rate``) with its equal-tailed
+        interval, and ``mean_reward``. The best is the highest ``success_rate`` (or
+        ``mean_reward``) among action types with at least ``min_episodes`` episodes, ties to
+        the larger ``n``, then the name.
+
+        Returns
+        -------
+        dict
+            ``action_type`` (None when no action type qualifies), ``criterion``, ``best``
+            (its statistics) and ``candidates`` (every action type's, best first).
+        """
+        tenant_id = self._tenant(tenant_id)
+        if criterion not in ("success_rate", "mean_reward"):
+            raise ConfigError("criterion", criterion, "must be success_rate or mean_reward")
+        min_episodes = check_range("min_episodes", min_episodes, 1, None, integer=True)
+        k = _positive_int("k", k)
+        has_query = state_features is not None or any(
+            v is not None for v in (state_before, action_taken, state_after, metadata))
+        with self._lock:
+            buf = self.buffer
+            if has_query:
+                q = self._query_vector(state_features, state_before=state_before,
+                                       action_taken=action_taken, state_after=state_after,
+                                       metadata=metadata)
+                rows, _ = buf.search(q, k, tenant_id=tenant_id, task_type=task_type)
+            else:
+                rows = self._rows(tenant_id, task_type=task_type)
+            acts = buf.column("action_type")[rows].astype(np.int64)
+            success = (buf.column("outcome")[rows] == buf.code("outcome", SUCCESS))
+            reward = buf.column("reward")[rows]
+            names = buf.categories("action_type")
+        uniq, inv = np.unique(acts, return_inverse=True)
+        n = np.bincount(inv, minlength=uniq.size)
+        n_s = np.bincount(inv, weights=success, minlength=uniq.size)
+        r_sum = np.bincount(inv, weights=reward, minlength=uniq.size)
+        a0, b0 = self.prior
+        a, b = a0 + n_s, b0 + (n - n_s)
+        lo, hi = beta_interval(a, b, level) if uniq.size else (np.zeros(0), np.zeros(0))
+        cands = [{"action_type": names[u], "n": int(n[j]), "n_success": int(n_s[j]),
+                  "success_rate": float(a[j] / (a[j] + b[j])), "lower": float(lo[j]),
+                  "upper": float(hi[j]), "mean_reward": float(r_sum[j] / n[j])}
+                 for j, u in enumerate(uniq.tolist())]
+        cands.sort(key=lambda c: (-c[criterion], -c["n"], c["action_type"]))
+        ok = [c for c in cands if c["n"] >= min_episodes]
+        return {"action_type": ok[0]["action_type"] if ok else None, "criterion": criterion,
+                "best": ok[0] if ok else None, "candidates": cands, "n_episodes": int(rows.size),
+                "scope": "similar" if has_query else "task"}
+
+    def get_competence(self, tenant_id: str, task_type: str | None = None,
+                       level: float = 0.95) -> dict:
+        """Beta posterior of success of one task type, or of each of the tenant's.
+
+        Returns
+        -------
+        dict
+            ``competence``: list of ``{"task_type", "a", "b", "n_success", "n_failure",
+            "mean", "lower", "upper", "level"}``. An unseen task type reads as the prior.
+        """
+        tenant_id = self._tenant(tenant_id)
+        check_range("level", level, 0.0, 1.0, lo_open=True, hi_open=True)
+        with self._lock:
+            comp = self.competence()
+            types = [task_type] if task_type is not None else self._task_types(tenant_id)
+            s = comp.summary([(tenant_id, t) for t in types], level)
+        out = [{"task_type": t, **{k: (v[i] if isinstance(v, list) else v)
+                                   for k, v in s.items()}} for i, t in enumerate(types)]
+        return {"competence": out}
+
+    def _task_types(self, tenant_id: str) -> list[str]:
+        rows = self._rows(tenant_id)
+        codes = np.unique(self.buffer.column("task_type")[rows])
+        names = self.buffer.categories("task_type")
+        return sorted(names[c] for c in codes.tolist())
+
+    def list_task_types(self, tenant_id: str, level: float = 0.95) -> dict:
+        """Task types of a tenant with episode counts and competence."""
+        comp = self.get_competence(tenant_id, level=level)["competence"]
+        with self._lock:
+            rows = self._rows(tenant_id)
+            codes = self.buffer.column("task_type")[rows]
+            names = self.buffer.categories("task_type")
+            counts = {names[c]: int(m) for c, m in
+                      zip(*np.unique(codes, return_counts=True))}
+        return {"task_types": [{"task_type": c["task_type"], "n_episodes": counts[c["task_type"]],
+                                "mean": c["mean"], "lower": c["lower"], "upper": c["upper"]}
+                               for c in comp]}
+
+    def get_transition_table(self, tenant_id: str, task_type: str | None = None,
+                             bin_count: int = 10, state_key: str | None = None) -> dict:
+        """Transition counts between state bins per action (the world-model view).
+
+        States are ``state_before`` and ``state_after``. With ``state_key`` the numeric value
+        ``state[state_key]`` is binned into ``bin_count`` equal-width bins over the range of
+        all values seen (both ends included; states without a finite value are left out).
+        Without it, a state's canonical JSON text is hashed (BLAKE2b) into one of
+        ``bin_count`` bins, so equal states share a bin.
+
+        Returns
+        -------
+        dict
+            ``bin_count``, ``edges`` (list of bin_count + 1 floats, or None when hashing),
+            ``transitions``: list of ``{"action_type", "from_bin", "to_bin", "count",
+            "mean_reward"}`` sorted by action, from, to; ``n_episodes`` used.
+        """
+        tenant_id = self._tenant(tenant_id)
+        bin_count = _positive_int("bin_count", bin_count)
+        with self._lock:
+            rows = self._rows(tenant_id, task_type=task_type)
+            before = self.buffer.column("state_before")[rows]
+            after = self.buffer.column("state_after")[rows]
+            acts = self.buffer.column("action_type")[rows]
+            reward = self.buffer.column("reward")[rows]
+            names = self.buffer.categories("action_type")
+        edges = None
+        if state_key is None:
+            def bins(texts):
+                out = np.empty(len(texts), dtype=np.int64)
+                for i, t in enumerate(texts):
+                    h = hashlib.blake2b(("null" if t is None else t).encode(), digest_size=8)
+                    out[i] = int.from_bytes(h.digest(), "little") % bin_count
+                return out
+            b0, b1 = bins(before), bins(after)
+            keep = np.ones(rows.size, dtype=bool)
+        else:
+            def values(texts):
+                out = np.full(len(texts), np.nan)
+                for i, t in enumerate(texts):
+                    if t is None:
+                        continue
+                    v = json.loads(t)
+                    v = v.get(state_key) if isinstance(v, dict) else None
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        out[i] = float(v)
+                return out
+            v0, v1 = values(before), values(after)
+            keep = np.isfinite(v0) & np.isfinite(v1)
+            both = np.concatenate([v0[keep], v1[keep]])
+            lo, hi = (float(both.min()), float(both.max())) if both.size else (0.0, 1.0)
+            if hi == lo:
+                hi = lo + 1.0
+            edges = np.linspace(lo, hi, bin_count + 1)
+            b0 = np.clip(np.searchsorted(edges, v0, side="right") - 1, 0, bin_count - 1)
+            b1 = np.clip(np.searchsorted(edges, v1, side="right") - 1, 0, bin_count - 1)
+        a = acts[keep].astype(np.int64)
+        key = (a * bin_count + b0[keep]) * bin_count + b1[keep]
+        uniq, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+        rsum = np.bincount(inv, weights=reward[keep], minlength=uniq.size)
+        trans = []
+        for j, kv in enumerate(uniq.tolist()):
+            act, rest = divmod(kv, bin_count * bin_count)
+            fb, tb = divmod(rest, bin_count)
+            trans.append({"action_type": names[act], "from_bin": fb, "to_bin": tb,
+                          "count": int(cnt[j]), "mean_reward": float(rsum[j] / cnt[j])})
+        trans.sort(key=lambda t: (t["action_type"], t["from_bin"], t["to_bin"]))
+        return {"bin_count": bin_count, "edges": None if edges is None else edges.tolist(),
+                "state_key": state_key, "transitions": trans, "n_episodes": int(keep.sum())}
+
+    def should_escalate(self, tenant_id: str, task_type: str, threshold: float = 0.8,
+                        min_episodes: int = 10, domain_risk_class: str = "low_stakes",
+                        level: float = 0.95) -> dict:
+        """Escalation decision for a tenant's task type (see :mod:`dyna.escalation`)."""
+        tenant_id = self._tenant(tenant_id)
+        if domain_risk_class not in RISK_CLASSES:
+            raise ConfigError("domain_risk_class", domain_risk_class,
+                              f"must be one of {list(RISK_CLASSES)}")
+        with self._lock:
+            rows = self._rows(tenant_id, task_type=task_type)
+            hist = {"outcome": self.buffer.labels("outcome", rows),
+                    "outcome_verified_by": self.buffer.labels("outcome_verified_by", rows),
+                    "anti_gaming_policy": self.buffer.labels("anti_gaming_policy", rows)}
+        d = should_escalate(hist, task_type, threshold, min_episodes, domain_risk_class,
+                            level=level, prior=self.prior)
+        return d.to_dict()
+
+    def replay_experience(self, tenant_id: str, task_type: str | None = None,
+                          batch_size: int = 32, strategy: str = "uniform",
+                          half_life_seconds: float = 86400.0, ids=None, priorities=None,
+                          priority_exponent: float = 1.0, seed=None) -> dict:
+        """Sample episodes (with replacement) for simulated replay.
+
+        Strategies: ``uniform``; ``recency``, weight ``2 ** (-(t_max - t) / half_life_seconds)``
+        (t_max the newest candidate); ``priority``, weight ``|p| ** priority_exponent`` over
+        the caller's ``ids`` with their TD-error ``priorities`` (prioritized experience
+        replay, Schaul et al. 2016, eq. 1; Sutton & Barto section 8.4).
+
+        Returns
+        -------
+        dict
+            ``episodes`` (list of dicts) and ``ids``.
+        """
+        tenant_id = self._tenant(tenant_id)
+        batch_size = _positive_int("batch_size", batch_size)
+        if strategy not in ("uniform", "recency", "priority"):
+            raise ConfigError("strategy", strategy, "must be uniform, recency or priority")
+        rng = np.random.default_rng(seed)
+        with self._lock:
+            buf = self.buffer
+            cand = self._rows(tenant_id, task_type=task_type)
+            weights = None
+            if strategy == "recency":
+                hl = check_range("half_life_seconds", half_life_seconds, 0.0, None, lo_open=True)
+                ts = buf.column("timestamp")[cand]
+                weights = np.exp2(-(ts.max() - ts) / hl) if cand.size else None
+            elif strategy == "priority":
+                if ids is None or priorities is None:
+                    raise ConfigError("priorities", priorities, "strategy 'priority' needs ids "
+                                      "and priorities")
+                ids_a = np.asarray(ids, dtype=np.int64).reshape(-1)
+                p = np.asarray(priorities, dtype=np.float64).reshape(-1)
+                if p.shape != ids_a.shape:
+                    raise ConfigError("priorities", p.size, f"must have one per id "
+                                      f"({ids_a.size})")
+                if not np.isfinite(p).all():
+                    raise ConfigError("priorities", "non-finite", "must be finite")
+                e = check_range("priority_exponent", priority_exponent, 0.0, None)
+                all_ids = buf.column("id")
+                pos = {int(i): r for r, i in zip(cand.tolist(), all_ids[cand].tolist())}
+                missing = [int(i) for i in ids_a if int(i) not in pos]
+                if missing:
+                    raise ConfigError("ids", missing[0], "not an episode of this tenant "
+                                      "(and task type)")
+                cand = np.array([pos[int(i)] for i in ids_a], dtype=np.int64)
+                weights = np.abs(p) ** e
+            if cand.size == 0:
+                return {"episodes": [], "ids": []}
+            rows = buf.sample(batch_size, rng, weights=weights, candidates=cand)
+            eps = buf.rows(rows)
+        return {"episodes": eps, "ids": [e["id"] for e in eps]}
+
+    def prune_old(self, max_age_seconds: float, tenant_id: str | None = None,
+                  now: float | None = None) -> dict:
+        """Delete episodes with ``timestamp < now - max_age_seconds``.
+
+        Returns
+        -------
+        dict
+            ``deleted`` (rows), ``cutoff`` (seconds). The file shrinks only at
+            :meth:`compact`.
+        """
+        age = check_range("max_age_seconds", max_age_seconds, 0.0, None)
+        if not math.isfinite(age):
+            raise ConfigError("max_age_seconds", age, "must be finite")
+        if tenant_id is not None:
+            tenant_id = self._tenant(tenant_id)
+        now = float(self.clock()) if now is None else float(check_range("now", now))
+        cutoff = now - age
+        with self._lock:
+            if self._db is not None:
+                self._db.prune(cutoff, where=None if tenant_id is None
+                               else {"tenant_id": tenant_id})
+            if tenant_id is None:
+                n = self.buffer.prune_older_than(cutoff)
+            else:
+                rows = self._rows(tenant_id)
+                n = self.buffer.delete(rows[self.buffer.column("timestamp")[rows] < cutoff])
+            self._changed()
+        return {"deleted": int(n), "cutoff": cutoff}
+
+    def compact(self, compact_keep_records: int | None = None,
+                tenant_id: str | None = None) -> dict:
+        """Keep the newest ``compact_keep_records`` per (tenant, task type); reclaim space.
+
+        Without ``compact_keep_records`` nothing is deleted and only the file is compacted
+        (``VACUUM`` and a WAL checkpoint; case PERS-05).
+
+        Returns
+        -------
+        dict
+            ``deleted``, ``bytes_before``, ``bytes_after``, ``freelist_count``.
+        """
+        if compact_keep_records is not None:
+            keep = check_range("compact_keep_records", compact_keep_records, 0, None,
+                               integer=True)
+        if tenant_id is not None:
+            tenant_id = self._tenant(tenant_id)
+        deleted = 0
+        with self._lock:
+            if compact_keep_records is not None:
+                if tenant_id is None:
+                    deleted = self.buffer.compact(keep)
+                    if self._db is not None:
+                        self._db.keep_newest(keep)
+                else:
+                    rows = self._newest_excess(tenant_id, keep)
+                    if self._db is not None:
+                        self._db.delete_ids(self.buffer.column("id")[rows])
+                    deleted = self.buffer.delete(rows)
+                self._changed()
+            space = self._db.vacuum() if self._db is not None else \
+                {"bytes_before": 0, "bytes_after": 0, "freelist_count": 0}
+        return {"deleted": int(deleted), "bytes_before": space["bytes_before"],
+                "bytes_after": space["bytes_after"], "freelist_count": space["freelist_count"]}
+
+    def _newest_excess(self, tenant_id: str, keep: int) -> np.ndarray:
+        """Rows of a tenant beyond the newest ``keep`` of each task type."""
+        buf = self.buffer
+        rows = self._rows(tenant_id)
+        ts = buf.column("timestamp")[rows]
+        ident = buf.column("id")[rows]
+        task = buf.column("task_type")[rows]
+        order = np.lexsort((-ident, -ts, task))  # by task, newest first
+        t_sorted = task[order]
+        start = np.flatnonzero(np.r_[True, t_sorted[1:] != t_sorted[:-1]])
+        rank = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
+        return np.sort(rows[order[rank >= keep]])
+
+    def get_stats(self, tenant_id: str | None = None) -> dict:
+        """Counts (records, tenants, task types), time span, dim and store state."""
+        with self._lock:
+            buf = self.buffer
+            rows = np.arange(len(buf)) if tenant_id is None else \
+                self._rows(self._tenant(tenant_id))
+            ts = buf.column("timestamp")[rows]
+            out = {"n_records": int(rows.size),
+                   "n_tenants": int(np.unique(buf.column("tenant_id")[rows]).size),
+                   "n_task_types": int(np.unique(buf.column("task_type")[rows]).size),
+                   "oldest": float(ts.min()) if rows.size else None,
+                   "newest": float(ts.max()) if rows.size else None,
+                   "dim": self.dim, "persistent": self._db is not None,
+                   "n_unpersisted": len(self._pending)}
+            if self._db is not None:
+                out["store"] = self._db.stats()
+        return out
+
+    def get_data_consumption(self, tenant_id: str | None = None) -> dict:
+        """Records and bytes per tenant and task type.
+
+        Bytes of a record: 8 (id) + 8 (reward) + 8 (timestamp) + 4 d (features) + the UTF-8
+        length of each label and of each stored JSON text.
+
+        Returns
+        -------
+        dict
+            ``consumption``: list of ``{"tenant_id", "task_type", "records", "bytes"}``;
+            ``total_records``, ``total_bytes``.
+        """
+        with self._lock:
+            buf = self.buffer
+            rows = np.arange(len(buf)) if tenant_id is None else \
+                self._rows(self._tenant(tenant_id))
+            size = np.full(rows.size, 24 + 4 * self.dim, dtype=np.int64)
+            for name in CATEGORICAL_FIELDS:
+                lens = np.array([len(s.encode()) for s in buf.categories(name)], dtype=np.int64)
+                size += lens[buf.column(name)[rows]]
+            for name in DICT_FIELDS:
+                col = buf.column(name)[rows]
+                size += np.fromiter((0 if s is None else len(s.encode()) for s in col),
+                                    dtype=np.int64, count=rows.size)
+            tcode = buf.column("tenant_id")[rows].astype(np.int64)
+            kcode = buf.column("task_type")[rows].astype(np.int64)
+            n_task = len(buf.categories("task_type"))
+            uniq, inv = np.unique(tcode * n_task + kcode, return_inverse=True)
+            recs = np.bincount(inv, minlength=uniq.size)
+            byts = np.bincount(inv, weights=size, minlength=uniq.size)
+            tnames, knames = buf.categories("tenant_id"), buf.categories("task_type")
+        items = [{"tenant_id": tnames[u // n_task], "task_type": knames[u % n_task],
+                  "records": int(recs[j]), "bytes": int(byts[j])}
+                 for j, u in enumerate(uniq.tolist())]
+        items.sort(key=lambda r: (r["tenant_id"], r["task_type"]))
+        return {"consumption": items, "total_records": int(rows.size),
+                "total_bytes": int(size.sum())}
+
+    def reset(self, tenant_id: str | None = None, all_tenants: bool = False) -> dict:
+        """Delete every episode of ``tenant_id``, or of everyone with ``all_tenants=True``."""
+        if tenant_id is None and not all_tenants:
+            raise ConfigError("tenant_id", None, "give a tenant or all_tenants=True")
+        if tenant_id is not None and all_tenants:
+            raise ConfigError("all_tenants", True, "give a tenant or all_tenants=True, not both")
+        if tenant_id is not None:
+            return self.delete_data(tenant_id)
+        with self._lock:
+            if self._db is not None:
+                self._db.reset()
+            n = len(self.buffer)
+            self.buffer.clear()
+            self._pending.clear()
+            self._changed()
+        return {"deleted": n}
+
+    def delete_data(self, tenant_id: str, task_type: str | None = None,
+                    run_id: str | None = None, task_id: str | None = None,
+                    request_id: str | None = None) -> dict:
+        """Delete a tenant's episodes matching every given field exactly (no prefixes)."""
+        tenant_id = self._tenant(tenant_id)
+        sel = {k: v for k, v in (("task_type", task_type), ("run_id", run_id),
+                                 ("task_id", task_id), ("request_id", request_id))
+               if v is not None}
+        for k, v in sel.items():
+            if not isinstance(v, str):
+                raise ConfigError(k, v, "must be a string (matched exactly)")
+        with self._lock:
+            rows = self._rows(tenant_id, **sel)
+            if self._db is not None:
+                self._db.delete({"tenant_id": tenant_id, **sel})
+            n = self.buffer.delete(rows)
+            self._changed()
+        return {"deleted": int(n)}
+
+    def _export_columns(self, tenant_id: str, **sel) -> dict[str, Any]:
+        with self._lock:
+            rows = self._rows(tenant_id, **{k: v for k, v in sel.items() if v is not None})
+            cols = self._persist_columns(rows)
+        for name in DICT_FIELDS:  # redact again on the way out (keys may have changed)
+            cols[name] = np.array([None if t is None else json.dumps(
+                redact(json.loads(t), self.redact_keys), separators=(",", ":"))
+                for t in cols[name]], dtype=object)
+        for name in CATEGORICAL_FIELDS:
+            cols[name] = np.array([None if v is None else redact(v, self.redact_keys)
+                                   for v in cols[name]], dtype=object)
+        return cols
+
+    @staticmethod
+    def _records_from_columns(cols: Mapping[str, Any]) -> list[dict]:
+        n = len(cols["id"])
+        out = []
+        feats = np.asarray(cols["features"]).tolist()
+        for i in range(n):
+            rec = {"id": int(cols["id"][i])}
+            for name in CATEGORICAL_FIELDS:
+                rec[name] = cols[name][i]
+            rec["reward"] = float(cols["reward"][i])
+            rec["timestamp"] = float(cols["timestamp"][i])
+            for name in DICT_FIELDS:
+                t = cols[name][i]
+                rec[name] = None if t is None else json.loads(t)
+            rec["state_features"] = feats[i]
+            out.append(rec)
+        return out
+
+    def export_data(self, tenant_id: str, path: str | None = None, format: str = "jsonl",
+                    task_type: str | None = None, run_id: str | None = None,
+                    task_id: str | None = None, request_id: str | None = None) -> dict:
+        """Export a tenant's episodes (redacted) to JSONL or Parquet, or inline.
+
+        Returns
+        -------
+        dict
+            ``n`` and ``path``; without a path, ``records`` (list of dicts) inline.
+        """
+        tenant_id = self._tenant(tenant_id)
+        if format not in ("jsonl", "parquet"):
+            raise ConfigError("format", format, "must be jsonl or parquet")
+        cols = self._export_columns(tenant_id, task_type=task_type, run_id=run_id,
+                                    task_id=task_id, request_id=request_id)
+        n = len(cols["id"])
+        if path is None:
+            return {"n": n, "records": self._records_from_columns(cols)}
+        if format == "jsonl":
+            _jsonl.write_jsonl(path, self._records_from_columns(cols))
+        else:
+            _parquet.write_parquet(path, cols, RECORD_SCHEMA, self.dim)
+        return {"n": n, "path": str(path), "format": format}
+
+    def import_data(self, path, format: str | None = None, tenant_id: str | None = None,
+                    keep_ids: bool = False) -> dict:
+        """Import episodes from a JSONL or Parquet file written by :meth:`export_data`.
+
+        Torn or corrupt JSONL lines are skipped and reported. Records are redacted and
+        validated like recorded ones; the whole import is one transaction.
+
+        Parameters
+        ----------
+        path : str
+        format : {"jsonl", "parquet"}, optional
+            Default from the file suffix.
+        tenant_id : str, optional
+            Import only this tenant's records.
+        keep_ids : bool
+            Keep the file's ids (they must be new to this store and increasing); default
+            assigns new ids.
+
+        Returns
+        -------
+        dict
+            ``n`` imported, ``skipped`` lines (JSONL) with their line numbers.
+        """
+        p = Path(path)
+        if format is None:
+            format = "parquet" if p.suffix == ".parquet" else "jsonl"
+        if format not in ("jsonl", "parquet"):
+            raise ConfigError("format", format, "must be jsonl or parquet")
+        report = None
+        if format == "jsonl":
+            recs, report = _jsonl.read_jsonl(p)
+            cols = self._columns_from_records(recs)
+        else:
+            cols = _parquet.read_parquet(p, RECORD_SCHEMA, self.dim)
+        if tenant_id is not None:
+            keep = np.asarray(cols["tenant_id"] == self._tenant(tenant_id), dtype=bool)
+            cols = {k: np.asarray(v)[keep] for k, v in cols.items()}
+        n = len(cols["id"])
+        if n:
+            with self._lock:
+                self._write_batch(self._batch_kwargs(cols),
+                                  ids=np.asarray(cols["id"], dtype=np.int64) if keep_ids else None)
+        out = {"n": n, "path": str(p), "format": format}
+        if report is not None:
+            out.update(skipped=report.n_skipped,
+                       skipped_lines=[ln for ln, _ in report.skipped])
+        return out
+
+    def _columns_from_records(self, recs: list[dict]) -> dict[str, Any]:
+        n = len(recs)
+        cols: dict[str, Any] = {"id": np.array([r.get("id", -1) for r in recs], dtype=np.int64)}
+        for name in CATEGORICAL_FIELDS:
+            cols[name] = np.array([r.get(name) for r in recs], dtype=object)
+        for name in ("reward", "timestamp"):
+            vals = [r.get(name) for r in recs]
+            for i, v in enumerate(vals):
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise ConfigError(f"{name}[{i}]", v, "must be a number")
+            cols[name] = np.array(vals, dtype=np.float64)
+        for name in DICT_FIELDS:
+            cols[name] = np.array([None if r.get(name) is None else
+                                   json.dumps(r[name], separators=(",", ":"))
+                                   for r in recs], dtype=object)
+        try:
+            feats = np.array([r.get("state_features") for r in recs], dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ConfigError("state_features", "ragged", "every record needs state_features "
+                              f"of length {self.dim}") from None
+        if feats.shape != (n, self.dim):
+            raise ConfigError("state_features", list(feats.shape),
+                              f"every record needs state_features of length {self.dim}")
+        cols["features"] = feats
+        return cols
+
+    def to_dataset(self, tenant_id: str, task_type: str | None = None):
+        """A tenant's episodes as a polars DataFrame with declared dtypes (a copy).
+
+        Columns: ``id`` Int64, the categoricals String (null when missing), ``reward`` and
+        ``timestamp`` Float64, the dict fields as JSON String, ``features``
+        Array(Float32, d).
+        """
+        tenant_id = self._tenant(tenant_id)
+        cols = self._export_columns(tenant_id, task_type=task_type)
+        return _parquet.frame_from_columns(cols, RECORD_SCHEMA, self.dim)
+
+    def capabilities(self) -> dict:
+        """Operations with their parameters (JSON schemas), risk classes and backends."""
+        try:
+            import faiss  # noqa: F401, PLC0415
+            ann = True
+        except ImportError:
+            ann = False
+        return {"version": __version__, "dim": self.dim,
+                "operations": {name: {"description": op.description,
+                                      "input_schema": op.json_schema(),
+                                      "mutates": op.mutates, "destructive": op.destructive}
+                               for name, op in OPERATIONS.items()},
+                "risk_classes": list(RISK_CLASSES),
+                "persistence": {"backend": "sqlite" if self._db is not None else "memory",
+                                "path": self._db.path if self._db is not None else None,
+                                "export_formats": ["jsonl", "parquet"]},
+                "index": {"exact": "cosine", "ann": "faiss-hnsw" if ann else None},
+                "competence": {"prior": list(self.prior), "discount": self.discount},
+                "redact_keys": sorted(self.redact_keys)}
+
+    # ------------------------------------------------------------------ dispatch
+    def dispatch(self, op: str, **kwargs) -> dict:
+        """Run operation ``op`` with JSON-like arguments; return a JSON-ready dict.
+
+        Arguments are checked against :data:`OPERATIONS` first (unknown operation, unknown
+        or missing parameter -> :class:`ConfigError` naming it; nothing runs). ``to_dataset``
+        writes Parquet when given ``path`` and answers with the schema and row count.
+        Every answer has ``op`` and ``persistence_status``.
+        """
+        spec = OPERATIONS.get(op) if isinstance(op, str) else None
+        if spec is None:
+            raise ConfigError("op", op, f"unknown operation; one of {sorted(OPERATIONS)}")
+        names = {p.name for p in spec.params}
+        for key in kwargs:
+            if key not in names:
+                raise ConfigError(key, kwargs[key], f"unknown parameter of {op}")
+        for p in spec.params:
+            if p.required and kwargs.get(p.name) is None:
+                raise ConfigError(p.name, None, f"is required by {op}")
+        args = {k: v for k, v in kwargs.items() if v is not None}
+        if op == "to_dataset":
+            path = args.pop("path", None)
+            df = self.to_dataset(**args)
+            if path is not None:
+                tmp = f"{path}.tmp-{os.getpid()}"
+                df.write_parquet(tmp, compression="zstd")
+                os.replace(tmp, path)
+            out = {"n_rows": df.height, "schema": {k: str(v) for k, v in df.schema.items()},
+                   "path": path}
+        else:
+            out = getattr(self, op)(**args)
+        out = _json_ready(out)
+        out["op"] = op
+        out["persistence_status"] = self.persistence_status
+        return out
+
+    def close(self) -> None:
+        """Close the SQLite connection."""
+        if self._db is not None:
+            self._db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self.buffer)
