@@ -1,6 +1,72 @@
-"""CLI commands of the experiment layer (placeholder until the runner lands)."""
+"""CLI commands of the experiment layer: ``dyna run`` and ``dyna plot``.
+
+``dyna run FILE [--runs N] [--out DIR] [--seed S] [--backend inprocess|process]
+[--workers N] [--block-size N] [--no-progress]``
+    Runs the experiment in the TOML file FILE and prints the output folder.
+``dyna plot DIR``
+    Redraws the plots of an output folder from its Parquet tables.
+
+Bad input raises a :class:`dyna.errors.DynaError`, which :mod:`dyna.cli` prints as one line
+with exit status 2; no output folder is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dyna.errors import MissingFileError
 
 
-def register(sub):
-    """Add the experiment sub-commands to ``sub``."""
-    return None
+def _cmd_run(args: argparse.Namespace) -> int:
+    from dyna.experiment.backends import get_backend
+    from dyna.experiment.config import load_config
+    from dyna.experiment.runner import run_experiment
+
+    config = load_config(args.file, runs=args.runs, seed=args.seed)
+    backend = get_backend(args.backend, args.workers)
+    out = run_experiment(config, args.out, backend=backend, block_size=args.block_size,
+                         progress=False if args.no_progress else None, source=args.file)
+    print(out)
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from dyna.experiment.plots import draw_plots
+    from dyna.experiment.runner import load_output
+
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise MissingFileError("DIR", folder)
+    paths = draw_plots(load_output(folder), folder)
+    print(f"{len(paths)} plot files written to {folder / 'plots'}")
+    return 0
+
+
+def register(sub) -> None:
+    """Add ``run`` and ``plot`` to the ``dyna`` sub-command parsers ``sub``."""
+    run = sub.add_parser("run", help="run an experiment (TOML file) into one output folder",
+                         description="Run every variant x sweep point x run of an experiment "
+                         "and write results (Parquet), manifest, plots and report.md into one "
+                         "output folder.")
+    run.add_argument("file", metavar="FILE", help="experiment TOML file")
+    run.add_argument("--runs", type=int, default=None, metavar="N",
+                     help="runs (seeds) per variant, overriding the file")
+    run.add_argument("--seed", type=int, default=None, metavar="S",
+                     help="base seed, overriding the file")
+    run.add_argument("--out", default=None, metavar="DIR",
+                     help="output folder (must not exist); default runs/<name>-<timestamp>")
+    run.add_argument("--backend", default="inprocess", metavar="NAME",
+                     help="where jobs run: inprocess (default) or process (local pool)")
+    run.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="worker processes for --backend process (default: CPU count)")
+    run.add_argument("--block-size", type=int, default=None, metavar="N",
+                     help="runs per job (results do not depend on it)")
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.set_defaults(func=_cmd_run)
+
+    plot = sub.add_parser("plot", help="redraw the plots of an output folder",
+                          description="Redraw the plots of an experiment output folder from "
+                          "its Parquet tables and manifest.")
+    plot.add_argument("dir", metavar="DIR", help="output folder of `dyna run`")
+    plot.set_defaults(func=_cmd_plot)

@@ -1,0 +1,253 @@
+"""Execution backends: where the runner's independent jobs run.
+
+A *job* is one variant at one sweep point for a contiguous block of run indices
+(:class:`Job`). A backend maps a picklable, top-level job function over a list of jobs and
+returns the results in job order; the runner then merges them in a canonical order
+(variant, sweep point, first run index), so the output is bit-identical whichever backend ran
+the jobs and however the runs were split into blocks (a run's random stream depends only on
+``(seed, run_index)``).
+
+Backends here: :class:`InProcessBackend` (no processes; the default) and
+:class:`ProcessPoolBackend` (a local :class:`concurrent.futures.ProcessPoolExecutor` with the
+``spawn`` start method, safe on every platform and with numba/threads in the parent). A
+cluster backend (Ray, issue 7) implements the same two methods.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from dyna.errors import ConfigError
+
+__all__ = ["BACKENDS", "Backend", "InProcessBackend", "Job", "JobFailedError",
+           "ProcessPoolBackend", "get_backend", "split_runs"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: a variant at a sweep point for a block of runs.
+
+    Attributes
+    ----------
+    variant : int
+        Index of the variant in the config.
+    point : int
+        Index of the sweep point (0 without a sweep).
+    run_indices : tuple of int
+        Contiguous run indices of this block.
+    payload : dict
+        Everything the job function needs (agent, hparams, env id and kwargs, seed,
+        schedule); plain picklable data so the job can cross process or machine borders.
+    """
+
+    variant: int
+    point: int
+    run_indices: tuple
+    payload: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> tuple:
+        """Canonical merge key ``(variant, point, first run index)``."""
+        return (self.variant, self.point, self.run_indices[0])
+
+    def describe(self) -> str:
+        """Human-readable job name for error messages."""
+        name = self.payload.get("variant_name", self.variant)
+        runs = self.run_indices
+        span = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}..{runs[-1]}"
+        point = self.payload.get("point_kwargs") or {}
+        where = f" at {point}" if point else ""
+        return f"variant {name!r}{where}, runs {span}"
+
+
+class JobFailedError(RuntimeError):
+    """A job raised an exception that could not be carried back from its worker as is.
+
+    The original type name and message are kept in the message.
+    """
+
+
+def split_runs(runs: int, block_size: int) -> list[tuple]:
+    """Split run indices ``0..runs-1`` into contiguous blocks of at most ``block_size``.
+
+    Parameters
+    ----------
+    runs : int
+        Number of runs (>= 1).
+    block_size : int
+        Maximum runs per block (>= 1).
+
+    Returns
+    -------
+    list of tuple of int
+        The blocks in order, e.g. ``split_runs(5, 2) == [(0, 1), (2, 3), (4,)]``.
+    """
+    return [tuple(range(lo, min(lo + block_size, runs))) for lo in range(0, runs, block_size)]
+
+
+class Backend(ABC):
+    """Runs jobs and returns their results in job order.
+
+    Subclasses implement :meth:`map` and :meth:`describe`.
+    """
+
+    #: Name used by ``--backend`` and recorded in the manifest.
+    name: str = ""
+    #: Parallel workers the runner may plan blocks for.
+    workers: int = 1
+
+    @abstractmethod
+    def map(self, fn: Callable, jobs: Sequence[Job],
+            on_result: Callable[[Job, object], None] | None = None) -> list:
+        """Apply ``fn`` to every job.
+
+        Parameters
+        ----------
+        fn : callable
+            A picklable top-level function ``fn(job) -> result``.
+        jobs : sequence of Job
+            Jobs to run.
+        on_result : callable, optional
+            Called as ``on_result(job, result)`` in the calling process as each job finishes
+            (any order), e.g. to advance a progress bar.
+
+        Returns
+        -------
+        list
+            ``[fn(job) for job in jobs]``, in the order of ``jobs``.
+
+        Raises
+        ------
+        Exception
+            The first job's exception, with a note naming the job; remaining jobs are
+            cancelled.
+        """
+
+    def describe(self) -> dict:
+        """JSON-ready description of the backend for the manifest."""
+        return {"name": self.name, "workers": self.workers}
+
+
+def _annotate(exc: BaseException, job: Job) -> BaseException:
+    note = f"in job: {job.describe()}"
+    if note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)
+    return exc
+
+
+class InProcessBackend(Backend):
+    """Run every job in the calling process, one after the other."""
+
+    name = "inprocess"
+
+    def __init__(self, workers: int = 1):
+        self.workers = 1
+
+    def map(self, fn, jobs, on_result=None):
+        out = []
+        for job in jobs:
+            try:
+                result = fn(job)
+            except Exception as exc:
+                raise _annotate(exc, job)
+            if on_result is not None:
+                on_result(job, result)
+            out.append(result)
+        return out
+
+
+def _portable_call(fn, job):
+    """Run ``fn(job)`` in a worker; make sure an exception survives the trip back."""
+    try:
+        return fn(job)
+    except Exception as exc:
+        try:
+            pickle.loads(pickle.dumps(exc))
+        except Exception:
+            raise JobFailedError(f"{type(exc).__name__}: {exc}") from None
+        raise
+
+
+class ProcessPoolBackend(Backend):
+    """Run jobs in a local pool of worker processes (``spawn`` start method).
+
+    Parameters
+    ----------
+    workers : int, optional
+        Worker processes; default ``os.cpu_count()``.
+
+    Raises
+    ------
+    ConfigError
+        ``workers`` < 1 (field ``"--workers"``).
+    """
+
+    name = "process"
+
+    def __init__(self, workers: int | None = None):
+        if workers is None:
+            workers = os.cpu_count() or 1
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigError("--workers", workers, "must be an integer >= 1")
+        self.workers = workers
+
+    def map(self, fn, jobs, on_result=None):
+        jobs = list(jobs)
+        if not jobs:
+            return []
+        ctx = multiprocessing.get_context("spawn")
+        results: dict[int, object] = {}
+        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(jobs)), mp_context=ctx)
+        try:
+            futures = {pool.submit(_portable_call, fn, job): i for i, job in enumerate(jobs)}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for fut in sorted(done, key=futures.get):
+                    i = futures[fut]
+                    exc = fut.exception()
+                    if exc is not None:
+                        raise _annotate(exc, jobs[i])
+                    results[i] = fut.result()
+                    if on_result is not None:
+                        on_result(jobs[i], results[i])
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        return [results[i] for i in range(len(jobs))]
+
+
+#: Backend name -> class.
+BACKENDS: dict[str, type[Backend]] = {
+    InProcessBackend.name: InProcessBackend,
+    ProcessPoolBackend.name: ProcessPoolBackend,
+}
+
+
+def get_backend(name: str, workers: int | None = None) -> Backend:
+    """Backend by name.
+
+    Parameters
+    ----------
+    name : {"inprocess", "process"}
+        Backend name (``--backend``).
+    workers : int, optional
+        Worker processes (process backend only; ignored in-process).
+
+    Raises
+    ------
+    ConfigError
+        Unknown backend name (field ``"--backend"``) or bad ``workers``.
+    """
+    cls = BACKENDS.get(name)
+    if cls is None:
+        raise ConfigError("--backend", name, f"unknown backend; expected one of "
+                          f"{', '.join(sorted(BACKENDS))}")
+    return cls(workers) if workers is not None else cls()

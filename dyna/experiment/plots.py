@@ -1,0 +1,312 @@
+"""Standard plots of an experiment (PNG and SVG), drawn headless.
+
+Figures are :class:`matplotlib.figure.Figure` objects rendered through the Agg canvas
+(:class:`matplotlib.backends.backend_agg.FigureCanvasAgg`) and never registered with pyplot:
+they need no display whatever ``MPLBACKEND`` says, never count towards pyplot's
+"More than 20 figures have been opened" warning, and are released (``fig.clear()``) in a
+``finally`` block as soon as they are saved, so long sweeps do not leak memory (case RUN-01;
+matplotlib PR #1919).
+
+Plots (each a function of an :class:`dyna.experiment.runner.ExperimentOutput`):
+
+* ``steps_per_episode`` -- Sutton & Barto Figure 8.2: mean steps per episode from
+  ``analysis.first_episode`` on, with a bootstrap confidence band, one line per variant.
+* ``cumulative_reward`` -- Figures 8.4 / 8.5: cumulative reward against time steps.
+* ``eval_score`` -- greedy-policy evaluation score against training episodes.
+* ``updates_to_optimal`` -- Example 8.4: updates until an optimal path is found against maze
+  size (number of states), log-log.
+* per-run plots (``analysis.per_run_plots``): one PNG per run of the first curve metric.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+import numpy as np
+import polars as pl
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from dyna.experiment.stats import curve_ci, per_run_ci
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dyna.experiment.runner import ExperimentOutput
+
+__all__ = ["PLOTS", "draw_plots", "plot_cumulative_reward", "plot_eval_score",
+           "plot_per_run", "plot_steps_per_episode", "plot_updates_to_optimal"]
+
+#: At most this many x positions per curve get a bootstrap interval (long step curves are
+#: thinned evenly, the last step always kept).
+MAX_CURVE_POINTS = 300
+
+_RC = {"svg.hashsalt": "dyna", "figure.dpi": 100}
+
+
+@contextmanager
+def _figure(figsize=(7.0, 4.5)):
+    """A pyplot-free Agg figure, cleared when the block exits (even on error)."""
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=figsize, layout="constrained")
+        FigureCanvasAgg(fig)
+        try:
+            yield fig
+        finally:
+            fig.clear()
+
+
+def _save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png")]
+    fig.savefig(paths[0], dpi=120, metadata={"Software": None})
+    if svg:
+        paths.append(stem.with_suffix(".svg"))
+        fig.savefig(paths[1], metadata={"Date": None})
+    return paths
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "_", str(text)).strip("_") or "x"
+
+
+def _stat_opts(out: "ExperimentOutput") -> dict:
+    a = out.config.analysis
+    return dict(statistic=a.statistic, confidence=a.confidence, n_resamples=a.n_resamples,
+                seed=out.config.seed)
+
+
+def _stat_label(out: "ExperimentOutput") -> str:
+    a = out.config.analysis
+    name = "IQM" if a.statistic == "iqm" else "mean"
+    return f"{name} of {out.config.runs} runs, {a.confidence:.0%} bootstrap CI"
+
+
+def _group_label(row: dict, keys: list[str], n_variants: int) -> str:
+    label = row["variant"]
+    extra = ", ".join(f"{k}={row[k]}" for k in keys)
+    return f"{label} ({extra})" if extra else label
+
+
+def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=False,
+                vlines=()):
+    keys = out.sweep_keys
+    summary = curve_ci(frame, by=["variant", *keys], x=x, y=y, **_stat_opts(out))
+    variants = [v.name for v in out.config.variants]
+    colors = matplotlib.colormaps["tab10"].colors
+    styles = ["-", "--", ":", "-."]
+    with _figure() as fig:
+        ax = fig.add_subplot()
+        groups = summary.group_by(["variant", *keys], maintain_order=True)
+        for j, (key, g) in enumerate(groups):
+            row = dict(zip(["variant", *keys], key))
+            vi = variants.index(row["variant"]) if row["variant"] in variants else j
+            pi = j % len(styles) if keys else 0
+            color = colors[vi % len(colors)]
+            xs = g.get_column(x).to_numpy()
+            ax.plot(xs, g.get_column("estimate").to_numpy(), color=color,
+                    linestyle=styles[pi], label=_group_label(row, keys, len(variants)))
+            low, high = g.get_column("low").to_numpy(), g.get_column("high").to_numpy()
+            if np.isfinite(low).any():
+                ax.fill_between(xs, low, high, color=color, alpha=0.2, linewidth=0)
+        for j, xv in enumerate(vlines):
+            ax.axvline(xv, color="0.4", linestyle=":", linewidth=1,
+                       label="environment changes" if j == 0 else None)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title}\n({_stat_label(out)})", fontsize=10)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        return _save(fig, folder / stem)
+
+
+def plot_steps_per_episode(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Steps per episode against episode (Sutton & Barto Figure 8.2).
+
+    Parameters
+    ----------
+    out : ExperimentOutput
+        Needs an ``episodes`` schedule (``results`` has ``episode``, ``steps``).
+    folder : Path
+        Destination; writes ``steps_per_episode.png`` and ``.svg``.
+
+    Returns
+    -------
+    list of Path
+    """
+    first = out.config.analysis.first_episode
+    frame = out.results.filter(pl.col("episode") >= first)
+    return _curve_plot(out, frame, x="episode", y="steps", xlabel="episode",
+                       ylabel="steps per episode",
+                       title=f"{out.config.name}: steps per episode (episodes {first}+)",
+                       stem="steps_per_episode", folder=folder)
+
+
+def _thin_steps(frame: pl.DataFrame) -> pl.DataFrame:
+    steps = np.unique(frame.get_column("step").to_numpy())
+    if len(steps) <= MAX_CURVE_POINTS:
+        return frame
+    keep = steps[np.unique(np.linspace(0, len(steps) - 1, MAX_CURVE_POINTS).round()
+                           .astype(np.int64))]
+    return frame.filter(pl.col("step").is_in(keep.tolist()))
+
+
+def plot_cumulative_reward(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Cumulative reward against time steps (Sutton & Barto Figures 8.4 and 8.5).
+
+    Writes ``cumulative_reward.png`` / ``.svg``; vertical dotted lines mark the total time
+    steps at which the environment changes (``change_at`` in the env metadata).
+    """
+    frame = _thin_steps(out.results)
+    changes = sorted({int(c) for m in out.env_metas for c in m.get("change_at", [])})
+    return _curve_plot(out, frame, x="step", y="cumulative_reward", xlabel="time steps",
+                       ylabel="cumulative reward",
+                       title=f"{out.config.name}: cumulative reward",
+                       stem="cumulative_reward", folder=folder, vlines=changes)
+
+
+def plot_eval_score(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Greedy-policy evaluation score against training episodes (``eval_score.png``/``.svg``)."""
+    if out.evals is None or out.evals.is_empty():
+        return []
+    k = out.config.schedule.eval_episodes
+    return _curve_plot(out, out.evals, x="episode", y="score",
+                       xlabel="training episodes",
+                       ylabel=f"greedy policy: mean return over {k} episodes",
+                       title=f"{out.config.name}: evaluation score",
+                       stem="eval_score", folder=folder)
+
+
+def _size_axis(out: "ExperimentOutput") -> tuple[list, str]:
+    metas = out.env_metas
+    if metas and all("n_states" in m for m in metas):
+        return [int(m["n_states"]) for m in metas], "maze size (number of states)"
+    keys = out.sweep_keys
+    points = out.config.sweep_points()
+    if len(keys) == 1:
+        return [p[keys[0]] for p in points], keys[0]
+    return list(range(len(points))), "sweep point"
+
+
+def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Updates until an optimal path is found, against maze size (Example 8.4), log-log.
+
+    Uses the runs that found an optimal path; markers give the statistic over those runs
+    and error bars its bootstrap interval. Writes ``updates_to_optimal.png`` / ``.svg``.
+    """
+    runs = out.runs
+    if "updates_to_optimal" not in runs.columns:
+        return []
+    xs, xlabel = _size_axis(out)
+    points = out.config.sweep_points()
+    colors = matplotlib.colormaps["tab10"].colors
+    opts = _stat_opts(out)
+    with _figure() as fig:
+        ax = fig.add_subplot()
+        for vi, variant in enumerate(out.config.variants):
+            est, lo, hi, px = [], [], [], []
+            for p, point in enumerate(points):
+                sel = runs.filter(pl.col("variant") == variant.name)
+                for key, value in point.items():
+                    sel = sel.filter(pl.col(key) == value)
+                found = sel.get_column("updates_to_optimal").drop_nulls().to_numpy()
+                if found.size == 0:
+                    continue
+                ci = per_run_ci(found, **opts)
+                px.append(xs[p])
+                est.append(float(ci.estimate))
+                lo.append(float(ci.low) if np.isfinite(ci.low) else float(ci.estimate))
+                hi.append(float(ci.high) if np.isfinite(ci.high) else float(ci.estimate))
+            if not px:
+                continue
+            est_a = np.array(est)
+            yerr = np.vstack([est_a - np.array(lo), np.array(hi) - est_a])
+            ax.errorbar(px, est_a, yerr=yerr, marker="o", capsize=3,
+                        color=colors[vi % len(colors)], label=variant.name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("updates until optimal solution")
+        ax.set_title(f"{out.config.name}: updates until an optimal path is found\n"
+                     f"({_stat_label(out)}, runs that found it)", fontsize=10)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        return _save(fig, folder / "updates_to_optimal")
+
+
+_PER_RUN = {  # metric -> (table attribute, x, y, x label, y label)
+    "steps_per_episode": ("results", "episode", "steps", "episode", "steps per episode"),
+    "cumulative_reward": ("results", "step", "cumulative_reward", "time steps",
+                          "cumulative reward"),
+    "eval_score": ("evals", "episode", "score", "training episodes", "evaluation score"),
+}
+
+
+def plot_per_run(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """One PNG per run (variant x sweep point x run) of the first curve metric.
+
+    Files go to ``runs/<variant>[-<key>=<value>...]-run<r>.png`` under ``folder``.
+    """
+    metric = next((m for m in out.config.analysis.metrics if m in _PER_RUN), None)
+    if metric is None:
+        return []
+    attr, x, y, xlabel, ylabel = _PER_RUN[metric]
+    frame = getattr(out, attr)
+    if frame is None:
+        return []
+    keys = ["variant", *out.sweep_keys, "run"]
+    paths = []
+    for key, g in frame.group_by(keys, maintain_order=True):
+        row = dict(zip(keys, key))
+        parts = [_slug(row["variant"])] + [f"{k}={_slug(row[k])}" for k in out.sweep_keys]
+        stem = folder / "runs" / f"{'-'.join(parts)}-run{row['run']}"
+        with _figure(figsize=(6.0, 4.0)) as fig:
+            ax = fig.add_subplot()
+            g = g.sort(x)
+            ax.plot(g.get_column(x).to_numpy(), g.get_column(y).to_numpy())
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            extra = "".join(f", {k}={row[k]}" for k in out.sweep_keys)
+            ax.set_title(f"{out.config.name}: {row['variant']}{extra}, run {row['run']}",
+                         fontsize=10)
+            ax.grid(alpha=0.3)
+            paths += _save(fig, stem, svg=False)
+    return paths
+
+
+#: metric name -> plot function.
+PLOTS = {
+    "steps_per_episode": plot_steps_per_episode,
+    "cumulative_reward": plot_cumulative_reward,
+    "eval_score": plot_eval_score,
+    "updates_to_optimal": plot_updates_to_optimal,
+}
+
+
+def draw_plots(out: "ExperimentOutput", folder: str | Path) -> list[Path]:
+    """Draw every plot the config's ``[analysis]`` asks for into ``folder/plots``.
+
+    Parameters
+    ----------
+    out : ExperimentOutput
+        Results and config (from the runner, or :func:`dyna.experiment.runner.load_output`).
+    folder : str or Path
+        The experiment's output folder.
+
+    Returns
+    -------
+    list of Path
+        Files written (PNG and SVG; per-run plots PNG only).
+    """
+    dest = Path(folder) / "plots"
+    paths = []
+    for metric in out.config.analysis.metrics:
+        paths += PLOTS[metric](out, dest)
+    if out.config.analysis.per_run_plots:
+        paths += plot_per_run(out, dest)
+    return paths

@@ -1,0 +1,380 @@
+"""report.md: a readable summary of an experiment's output folder.
+
+Sections: the setup (config hash, seed, runs, environments as resolved, backend, timings),
+each variant's hyper-parameters, each variant's final performance with a bootstrap
+confidence interval, the experiment-specific checks named in ``analysis.checks``, and links
+to the plots.
+
+Checks (Sutton & Barto, *Reinforcement Learning: An Introduction*, 2nd ed., 2018):
+
+``figure_8_2``
+    Section 8.2, Figure 8.2: mean steps in episode 2 per variant (several hundred for
+    n = 0, under ~60 for n = 50 in the book) and the mean over episodes 40-50 (about 14
+    optimal steps plus epsilon-exploration overhead).
+``blocking`` / ``shortcut``
+    Section 8.3, Figures 8.4/8.5: final cumulative reward of each variant, Dyna-Q+ minus
+    Dyna-Q with a bootstrap interval; for ``shortcut`` also whether each run found the
+    shortcut -- judged from the reward over the final window: more goal visits than any
+    policy restricted to the old optimal path length could collect is proof of the shortcut.
+``prioritized_sweeping``
+    Section 8.4, Example 8.4: updates until an optimal path is found per maze size, and the
+    ratio Dyna-Q / prioritized sweeping (the book reports a factor of about 5 to 10).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from dyna.experiment.stats import Interval, diff_ci, per_run_ci
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dyna.experiment.runner import ExperimentOutput
+
+__all__ = ["build_report", "shortcut_bound", "write_report"]
+
+
+def _fmt(x) -> str:
+    x = float(x)
+    if not math.isfinite(x):
+        return "n/a"
+    if abs(x) >= 100:
+        return f"{x:.1f}"
+    return f"{x:.3g}"
+
+
+def _ci(iv: Interval) -> str:
+    if not math.isfinite(float(iv.estimate)):
+        return "n/a"
+    if not (math.isfinite(float(iv.low)) and math.isfinite(float(iv.high))):
+        return f"{_fmt(iv.estimate)} (one run: no interval)"
+    return f"{_fmt(iv.estimate)} [{_fmt(iv.low)}, {_fmt(iv.high)}]"
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _opts(out: "ExperimentOutput") -> dict:
+    a = out.config.analysis
+    return dict(statistic=a.statistic, confidence=a.confidence, n_resamples=a.n_resamples,
+                seed=out.config.seed)
+
+
+def _groups(out: "ExperimentOutput"):
+    """(variant, point index, point dict) in canonical order."""
+    for variant in out.config.variants:
+        for p, point in enumerate(out.config.sweep_points()):
+            yield variant, p, point
+
+
+def _select(frame: pl.DataFrame, variant: str, point: dict) -> pl.DataFrame:
+    sel = frame.filter(pl.col("variant") == variant)
+    for key, value in point.items():
+        sel = sel.filter(pl.col(key) == value)
+    return sel
+
+
+def _point_label(point: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in point.items())
+
+
+def _per_run(frame: pl.DataFrame, value: str, *, last: int | None = None,
+             agg: str = "mean") -> np.ndarray:
+    """One number per run: ``agg`` of ``value`` over each run's last ``last`` rows."""
+    order = "episode" if "episode" in frame.columns else "step"
+    f = frame.sort(["run", order])
+    if last is not None:
+        f = f.group_by("run", maintain_order=True).tail(last)
+    expr = getattr(pl.col(value).cast(pl.Float64), agg)()
+    return (f.group_by("run", maintain_order=True).agg(expr.alias("v"))
+            .sort("run").get_column("v").to_numpy())
+
+
+def shortcut_bound(window: int, old_length: int) -> int:
+    """Most goal visits possible in ``window`` steps when every episode takes >= ``old_length``.
+
+    An episode in progress when the window opens may end at its first step; every later one
+    needs at least ``old_length`` steps, so at most ``floor((window - 1) / old_length) + 1``
+    goal visits fit. More than that proves a shorter path was used.
+    """
+    if window <= 0:
+        return 0
+    return (window - 1) // old_length + 1
+
+
+# --------------------------------------------------------------------------- sections
+
+def _setup_section(out: "ExperimentOutput") -> list[str]:
+    c, m = out.config, out.manifest
+    s = c.schedule
+    sched = f"{s.episodes} episodes" if s.episodes else f"{s.total_steps} time steps"
+    if s.eval_every:
+        sched += f", greedy evaluation every {s.eval_every} episodes ({s.eval_episodes} " \
+                 f"episodes each)"
+    if s.stop_at_optimal:
+        sched += ", each run stops once its greedy path is optimal"
+    lines = [f"# {c.name}", ""]
+    if c.description:
+        lines += [c.description, ""]
+    lines += [
+        f"- config hash: `{m.get('config_hash', c.hash)}`",
+        f"- seed: {c.seed}; runs per variant: {c.runs}; schedule: {sched}",
+    ]
+    backend = m.get("backend", {})
+    if backend:
+        lines.append(f"- backend: {backend.get('name')} (workers {backend.get('workers')}, "
+                     f"{backend.get('jobs')} jobs of <= {backend.get('block_size')} runs)")
+    timing = m.get("timing", {})
+    if timing:
+        lines.append("- time: " + ", ".join(
+            f"{k.removesuffix('_time_s').replace('_', ' ')} {v:.2f} s"
+            for k, v in timing.items()))
+    lines += ["", "## Environment", ""]
+    rows = []
+    keys = list(c.sweep)
+    for e in m.get("envs", []):
+        meta = e.get("meta", {})
+        limit = meta.get("max_episode_steps", 0) or "none"
+        if meta.get("max_episode_steps_imposed_by_dyna"):
+            limit = f"{limit} (imposed by dyna)"
+        rows.append([_point_label(e.get("point", {})) or "-", meta.get("requested_id"),
+                     meta.get("resolved_id"), meta.get("n_states"), meta.get("n_actions"),
+                     limit, meta.get("optimal_path_length", "-")])
+    lines += _table(["sweep point" if keys else "point", "requested id", "resolved id",
+                     "states", "actions", "max episode steps", "optimal path"], rows)
+    lines += ["", "## Variants", ""]
+    rows = [[v.name, v.agent, ", ".join(f"{k}={val}" for k, val in v.hparams.items())]
+            for v in c.variants]
+    lines += _table(["variant", "agent", "hyper-parameters"], rows)
+    return lines
+
+
+def _final_section(out: "ExperimentOutput") -> list[str]:
+    c = out.config
+    a = c.analysis
+    opts = _opts(out)
+    keys = list(c.sweep)
+    K = a.final_episodes
+    stat = "IQM" if a.statistic == "iqm" else "mean"
+    header = ["variant", *keys]
+    if c.schedule.episodes is not None:
+        header += [f"steps/episode, last {K} episodes", f"return/episode, last {K} episodes"]
+    else:
+        header += ["final cumulative reward"]
+    if c.schedule.eval_every:
+        header += ["final evaluation score"]
+    if c.schedule.stop_at_optimal:
+        header += ["runs that found an optimal path", "updates until optimal"]
+    rows = []
+    for variant, _p, point in _groups(out):
+        res = _select(out.results, variant.name, point)
+        row = [variant.name, *[point[k] for k in keys]]
+        if c.schedule.episodes is not None:
+            row.append(_ci(per_run_ci(_per_run(res, "steps", last=K), **opts)))
+            row.append(_ci(per_run_ci(_per_run(res, "return", last=K), **opts)))
+        else:
+            row.append(_ci(per_run_ci(_per_run(res, "cumulative_reward", last=1), **opts)))
+        if c.schedule.eval_every and out.evals is not None:
+            ev = _select(out.evals, variant.name, point)
+            row.append(_ci(per_run_ci(_per_run(ev, "score", last=1), **opts)))
+        if c.schedule.stop_at_optimal:
+            runs = _select(out.runs, variant.name, point)
+            found = runs.get_column("updates_to_optimal").drop_nulls().to_numpy()
+            row.append(f"{found.size}/{runs.height}")
+            row.append(_ci(per_run_ci(found, **opts)))
+        rows.append(row)
+    return ["", "## Final performance", "",
+            f"{stat} over runs with its {a.confidence:.0%} bootstrap confidence interval "
+            f"[low, high]; per run, the last {K} episodes are averaged first.", "",
+            *_table(header, rows)]
+
+
+def _n_of(variant) -> int | None:
+    n = variant.hparams.get("n_planning")
+    return int(n) if n is not None else None
+
+
+def _check_figure_8_2(out: "ExperimentOutput") -> list[str]:
+    opts = _opts(out)
+    E = out.config.schedule.episodes
+    lo_ep = min(40, E)
+    rows, verdicts = [], []
+    for variant, _p, point in _groups(out):
+        res = _select(out.results, variant.name, point)
+        ep2 = res.filter(pl.col("episode") == 2).sort("run").get_column("steps").to_numpy()
+        late = _per_run(res.filter(pl.col("episode") >= lo_ep), "steps")
+        ci2, cil = per_run_ci(ep2, **opts), per_run_ci(late, **opts)
+        n = _n_of(variant)
+        rows.append([variant.name, *point.values(), n if n is not None else "-", _ci(ci2),
+                     _ci(cil)])
+        e2 = float(ci2.estimate)
+        if n == 0 and math.isfinite(e2):
+            verdicts.append(f"- n = 0 ({variant.name}): episode 2 takes {_fmt(e2)} steps "
+                            f"(book: several hundred) -> "
+                            f"{'consistent' if e2 >= 200 else 'NOT consistent'}")
+        if n is not None and n >= 50 and math.isfinite(e2):
+            verdicts.append(f"- n = {n} ({variant.name}): episode 2 takes {_fmt(e2)} steps "
+                            f"(book: under ~60) -> "
+                            f"{'consistent' if e2 < 60 else 'NOT consistent'}")
+        el = float(cil.estimate)
+        if math.isfinite(el) and E >= 40:
+            verdicts.append(f"- {variant.name}: episodes {lo_ep}-{E} average {_fmt(el)} steps "
+                            f"(book: optimal 14 plus exploration, about 15-18) -> "
+                            f"{'consistent' if 14 <= el <= 20 else 'NOT consistent'}")
+    keys = list(out.config.sweep)
+    return ["", "### Figure 8.2 (Sutton & Barto Section 8.2)", "",
+            *_table(["variant", *keys, "n", "steps in episode 2",
+                     f"mean steps, episodes {lo_ep}-{E}"], rows), "", *verdicts]
+
+
+def _pair(out: "ExperimentOutput", first: str, second: str):
+    a = next((v for v in out.config.variants if v.agent == first), None)
+    b = next((v for v in out.config.variants if v.agent == second), None)
+    return a, b
+
+
+def _check_changing_maze(out: "ExperimentOutput", kind: str) -> list[str]:
+    opts = _opts(out)
+    T = out.config.schedule.total_steps
+    meta = out.env_metas[0] if out.env_metas else {}
+    changes = [int(x) for x in meta.get("change_at", [])]
+    lengths = [int(x) for x in meta.get("optimal_path_lengths", [])]
+    title = "Blocking maze (Figure 8.4)" if kind == "blocking" else "Shortcut maze (Figure 8.5)"
+    lines = ["", f"### {title}, Sutton & Barto Section 8.3", ""]
+    if changes:
+        lines += [f"The maze changes after {changes[0]} time steps; optimal path "
+                  f"{' -> '.join(map(str, lengths))} steps.", ""]
+    window = min(1000, T - changes[0]) if changes else min(1000, T)
+    # The window opens at a logged step (log_every may be > 1).
+    logged = out.results.filter(pl.col("step") <= T - window).get_column("step")
+    window_start = int(logged.max()) if logged.len() else 0
+    window = T - window_start
+    finals, rows = {}, []
+    bound = None
+    if kind == "shortcut" and len(lengths) >= 2 and lengths[-1] < lengths[0]:
+        bound = shortcut_bound(window, lengths[0])
+    for variant, _p, point in _groups(out):
+        res = _select(out.results, variant.name, point)
+        final = _per_run(res, "cumulative_reward", last=1)
+        finals[variant.name] = final
+        row = [variant.name, variant.agent, _ci(per_run_ci(final, **opts))]
+        if changes:
+            before = _per_run(res.filter(pl.col("step") <= changes[0]), "cumulative_reward",
+                              last=1)
+            row.append(_ci(per_run_ci(final - before, **opts)))
+        if bound is not None:
+            at = _per_run(res.filter(pl.col("step") == window_start), "cumulative_reward") \
+                if window_start else np.zeros_like(final)
+            visits = final - at
+            found = visits > bound
+            row += [_ci(per_run_ci(visits, **opts)),
+                    f"{int(found.sum())}/{found.size} ({found.mean():.0%})"]
+        rows.append(row)
+    header = ["variant", "agent", f"cumulative reward at step {T}"]
+    if changes:
+        header.append(f"reward after the change (steps {changes[0] + 1}-{T})")
+    if bound is not None:
+        header += [f"reward in the last {window} steps", "runs that found the shortcut"]
+    lines += _table(header, rows)
+    plus, base = _pair(out, "dyna_q_plus", "dyna_q")
+    if plus is not None and base is not None:
+        d = diff_ci(finals[plus.name], finals[base.name], **opts)
+        verdict = "more" if float(d.low) > 0 else ("more (interval includes 0)"
+                                                   if float(d.estimate) > 0 else "NOT more")
+        lines += ["", f"Dyna-Q+ ({plus.name}) minus Dyna-Q ({base.name}), final cumulative "
+                  f"reward: {_ci(d)} -> Dyna-Q+ ends with {verdict} reward "
+                  f"(book: Dyna-Q+ ahead)."]
+    if bound is not None:
+        lines += ["", f"A run found the shortcut when it reached the goal more than {bound} "
+                  f"times in the last {window} steps: the most possible with episodes of at "
+                  f"least {lengths[0]} steps (the old optimal path)."]
+    return lines
+
+
+def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
+    opts = _opts(out)
+    dq, ps = _pair(out, "dyna_q", "prioritized_sweeping")
+    lines = ["", "### Prioritized sweeping (Example 8.4, Sutton & Barto Section 8.4)", ""]
+    if dq is None or ps is None:
+        return lines + ["Needs one dyna_q and one prioritized_sweeping variant."]
+    keys = list(out.config.sweep)
+    rows, ratios = [], []
+    for p, point in enumerate(out.config.sweep_points()):
+        meta = out.env_metas[p] if p < len(out.env_metas) else {}
+        cells = []
+        means = []
+        for v in (dq, ps):
+            runs = _select(out.runs, v.name, point)
+            found = runs.get_column("updates_to_optimal").drop_nulls().to_numpy()
+            iv = per_run_ci(found, **opts)
+            means.append(float(iv.estimate))
+            cells += [_ci(iv), f"{found.size}/{runs.height}"]
+        ratio = means[0] / means[1] if all(math.isfinite(x) and x > 0 for x in means) \
+            else float("nan")
+        ratios.append(ratio)
+        rows.append([*[point[k] for k in keys], meta.get("n_states", "-"), *cells,
+                     _fmt(ratio)])
+    lines += _table([*keys, "states", f"{dq.name} updates", "found", f"{ps.name} updates",
+                     "found", "ratio"], rows)
+    finite = [r for r in ratios if math.isfinite(r)]
+    fewer = all(r > 1 for r in ratios) and len(finite) == len(ratios)
+    lines += ["", f"Prioritized sweeping needs fewer updates at every size: "
+              f"{'yes' if fewer else 'NO'}; ratio Dyna-Q / prioritized sweeping per size: "
+              f"{', '.join(_fmt(r) for r in ratios)} (book: about 5 to 10)."]
+    return lines
+
+
+def _plots_section(folder: Path) -> list[str]:
+    plots = sorted((folder / "plots").glob("*.png"))
+    if not plots:
+        return []
+    lines = ["", "## Plots", ""]
+    for p in plots:
+        lines.append(f"![{p.stem.replace('_', ' ')}](plots/{p.name})")
+    per_run = sorted((folder / "plots" / "runs").glob("*.png"))
+    if per_run:
+        lines += ["", f"{len(per_run)} per-run plots in `plots/runs/`."]
+    return lines
+
+
+def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> str:
+    """The Markdown text of report.md.
+
+    Parameters
+    ----------
+    out : ExperimentOutput
+    folder : str or Path, optional
+        Output folder, to link the plots found in ``folder/plots``.
+
+    Returns
+    -------
+    str
+    """
+    lines = _setup_section(out) + _final_section(out)
+    checks = out.config.analysis.checks
+    if checks:
+        lines += ["", "## Checks"]
+    for check in checks:
+        if check == "figure_8_2":
+            lines += _check_figure_8_2(out)
+        elif check in ("blocking", "shortcut"):
+            lines += _check_changing_maze(out, check)
+        elif check == "prioritized_sweeping":
+            lines += _check_prioritized_sweeping(out)
+    if folder is not None:
+        lines += _plots_section(Path(folder))
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out: "ExperimentOutput", folder: str | Path) -> Path:
+    """Write ``folder/report.md`` (see :func:`build_report`) and return its path."""
+    path = Path(folder) / "report.md"
+    path.write_text(build_report(out, folder))
+    return path
