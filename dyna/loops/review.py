@@ -671,7 +671,7 @@ def validate(proposal: Proposal, skills=None, memory=None,
                                f"{config.max_body_chars}")
             if proposal.kind == "workflow":
                 bad = [a for a in proposal.actions
-                       if _SHELL_RE.search(a) or not ACTION_RE.match(a)]
+                       if _SHELL_RE.search(a) or not ACTION_RE.fullmatch(a)]
                 if bad or not proposal.actions:
                     reasons.append(f"workflow actions must be action names, got {bad or '[]'}")
                 elif config.allowed_actions is not None:
@@ -696,7 +696,8 @@ class Grade:
     Attributes
     ----------
     score : float
-        ``0.5 * specificity + 0.3 * novelty + 0.2 * agreement``, in [0, 1].
+        ``0.6 * specificity + 0.25 * novelty + 0.15 * agreement``, in [0, 1]; a
+        vague lesson (specificity 0) scores at most 0.4.
     specificity : float
         ``min(1, n / 2)`` with n the concrete parts, code spans and command lines named.
     novelty : float
@@ -753,7 +754,7 @@ def grade(proposal: Proposal, skills=None, memory=None,
         old = skills.get(proposal.name)
         if old is not None and not old.active and old.retired_reason.startswith("contradicted"):
             agreement = 0.5
-    score = 0.5 * spec + 0.3 * novelty + 0.2 * agreement
+    score = 0.6 * spec + 0.25 * novelty + 0.15 * agreement
     detail = f"specificity {spec:.2f}, novelty {novelty:.2f}, agreement {agreement:.2f}"
     if config.grading and score < config.grade_threshold:
         return Grade(score, spec, novelty, agreement, False,

@@ -78,7 +78,7 @@ def check_skill_name(name, field_name: str = "name") -> str:
         raise ConfigError(field_name, name, "must be a string")
     if not 1 <= len(name) <= MAX_NAME:
         raise ConfigError(field_name, name, f"must have 1-{MAX_NAME} characters")
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise ConfigError(field_name, name, "must be lowercase letters, digits and single "
                           "hyphens (no path separators)")
     return name
@@ -219,7 +219,7 @@ class Skill:
         acts = _split_list(self.actions, "actions", "")
         acts = tuple(a for part in acts for a in part.split(",") if a)
         for act in acts:
-            if not ACTION_RE.match(act):
+            if not ACTION_RE.fullmatch(act):
                 raise ConfigError("actions", act, "an action is a name (letters, digits, "
                                   "'_.:-'), not code or a shell command")
         put(self, "actions", acts)
