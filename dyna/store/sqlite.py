@@ -50,7 +50,7 @@ import numpy as np
 
 from dyna.errors import ConfigError, StoreBusyError, StoreError, check_range
 
-__all__ = ["KINDS", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "STATUSES"]
+__all__ = ["KINDS", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "STATUSES", "stored_dim"]
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "missing", "degraded_fresh_start", "write_degraded")
@@ -610,3 +610,22 @@ class SQLiteStore:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def stored_dim(path) -> int | None:
+    """The vector dim recorded in an existing store file, or None if it has none.
+
+    Opens the file read-only (``mode=ro`` URI), so it never creates or changes anything.
+    Returns None for a file that is not a dyna store or not a database.
+    """
+    try:
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        return int(row[0]) if row else None
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()

@@ -1,0 +1,116 @@
+"""CLI of the experience store: ``dyna store stats|export|delete|prune|compact DB ...``.
+
+::
+
+    dyna store stats DB [--tenant T]
+    dyna store export DB --tenant T --out PATH [--format jsonl|parquet]
+                         [--task-type K] [--run-id R] [--task-id I] [--request-id Q]
+    dyna store delete DB --tenant T [--task-type K] [--run-id R] [--task-id I] [--request-id Q]
+    dyna store prune DB --max-age SECONDS [--tenant T]
+    dyna store compact DB [--keep N] [--tenant T]
+
+Each runs the operation of the same name through
+:meth:`dyna.experience.ExperienceStore.dispatch` and prints its JSON answer (with
+``persistence_status``) on stdout. ``DB`` must exist (the CLI never creates a store); its
+feature dimension is read from the file. Selectors match exactly, never as prefixes. Bad
+input prints one line and exits 2 (handled by :mod:`dyna.cli`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dyna.errors import ConfigError, MissingFileError
+
+__all__ = ["register"]
+
+
+def _open(db: str):
+    from dyna.experience import ExperienceStore  # noqa: PLC0415 - keeps `dyna --help` fast
+    from dyna.store.sqlite import stored_dim  # noqa: PLC0415
+
+    path = Path(db)
+    if not path.is_file():
+        raise MissingFileError("DB", path)
+    dim = stored_dim(path)
+    if dim is None:
+        raise ConfigError("DB", str(path), "is not a dyna experience store")
+    return ExperienceStore(path, dim=dim)
+
+
+def _selectors(args) -> dict:
+    return {k: getattr(args, k) for k in ("task_type", "run_id", "task_id", "request_id")
+            if getattr(args, k, None) is not None}
+
+
+def _run(op: str, build):
+    def func(args) -> int:
+        store = _open(args.db)
+        try:
+            out = store.dispatch(op, **build(args))
+            if op == "get_stats":
+                cons = store.dispatch("get_data_consumption", **build(args))
+                out["consumption"] = cons["consumption"]
+                out["total_bytes"] = cons["total_bytes"]
+        finally:
+            store.close()
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    return func
+
+
+def _add_selectors(p) -> None:
+    p.add_argument("--task-type", dest="task_type", help="exact task type")
+    p.add_argument("--run-id", dest="run_id", help="exact run id")
+    p.add_argument("--task-id", dest="task_id", help="exact task id")
+    p.add_argument("--request-id", dest="request_id", help="exact request id")
+
+
+def register(sub) -> None:
+    """Add ``dyna store ...`` to the top-level sub-parsers ``sub``."""
+    store = sub.add_parser("store", help="inspect and maintain an experience store (SQLite)")
+    cmds = store.add_subparsers(dest="store_command", metavar="ACTION",
+                                parser_class=type(store))
+    store.set_defaults(func=lambda args: (store.print_help(), 2)[1])
+
+    p = cmds.add_parser("stats", help="records, tenants, task types, bytes, file state")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--tenant", help="only this tenant (exact)")
+    p.set_defaults(func=_run("get_stats", lambda a: {"tenant_id": a.tenant}))
+
+    p = cmds.add_parser("export", help="export a tenant's episodes to JSONL or Parquet")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--tenant", required=True, help="tenant to export (exact)")
+    p.add_argument("--out", required=True, help="output file")
+    p.add_argument("--format", choices=["jsonl", "parquet"], default=None,
+                   help="default: from the suffix of --out (.parquet, else jsonl)")
+    _add_selectors(p)
+    p.set_defaults(func=_run("export_data", lambda a: {
+        "tenant_id": a.tenant, "path": a.out,
+        "format": a.format or ("parquet" if a.out.endswith(".parquet") else "jsonl"),
+        **_selectors(a)}))
+
+    p = cmds.add_parser("delete", help="delete a tenant's episodes matching every selector")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--tenant", required=True, help="tenant (exact)")
+    _add_selectors(p)
+    p.set_defaults(func=_run("delete_data", lambda a: {"tenant_id": a.tenant,
+                                                       **_selectors(a)}))
+
+    p = cmds.add_parser("prune", help="delete episodes older than --max-age seconds")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--max-age", dest="max_age", type=float, required=True,
+                   help="maximum age in seconds (>= 0)")
+    p.add_argument("--tenant", help="only this tenant (exact)")
+    p.set_defaults(func=_run("prune_old", lambda a: {"max_age_seconds": a.max_age,
+                                                     "tenant_id": a.tenant}))
+
+    p = cmds.add_parser("compact", help="keep the newest N per tenant and task type, "
+                        "then VACUUM")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--keep", type=int, default=None,
+                   help="records kept per tenant and task type (default: delete nothing)")
+    p.add_argument("--tenant", help="only this tenant (exact)")
+    p.set_defaults(func=_run("compact", lambda a: {"compact_keep_records": a.keep,
+                                                   "tenant_id": a.tenant}))
