@@ -592,20 +592,35 @@ def _skill_words(skill: Skill) -> frozenset:
                                              " ".join(skill.actions)])))
 
 
-def _closest(proposal: Proposal, skills, memory) -> tuple[float, str]:
-    """Highest similarity of the proposal's lesson to a stored skill or memory, and what."""
+def _closest(proposal: Proposal, skills, memory, same_parts: bool = False) -> tuple[float, str]:
+    """Highest similarity of the proposal's lesson to a stored skill or memory, and what.
+
+    Similarity is 1 for the same fact (:func:`fact_key`), else the Jaccard similarity of
+    content words; with ``same_parts`` only lessons with the same concrete parts (numbers,
+    names, files) count, since those are different facts however alike their words.
+    """
     text = proposal.lesson_text()
     words = frozenset(content_words(text))
     key = fact_key(text)
+    parts = concrete_parts(text) if same_parts else None
     best, what = 0.0, ""
+
+    def consider(other_text, other_words, label):
+        nonlocal best, what
+        if fact_key(other_text) == key:
+            sim = 1.0
+        elif parts is not None and concrete_parts(other_text) != parts:
+            return
+        else:
+            sim = jaccard(words, other_words)
+        if sim > best:
+            best, what = sim, label
+
     for s in (skills.values() if isinstance(skills, Mapping) else skills):
-        sim = 1.0 if fact_key(s.description) == key else jaccard(words, _skill_words(s))
-        if sim > best:
-            best, what = sim, f"skill {s.name}"
+        consider(s.description, _skill_words(s), f"skill {s.name}")
+        consider(" ".join([s.description, s.body]), _skill_words(s), f"skill {s.name}")
     for e in memory:
-        sim = 1.0 if e.key == key else jaccard(words, frozenset(content_words(e.text)))
-        if sim > best:
-            best, what = sim, f"memory {e.text!r}"
+        consider(e.text, frozenset(content_words(e.text)), f"memory {e.text!r}")
     return best, what
 
 
@@ -683,7 +698,7 @@ def validate(proposal: Proposal, skills=None, memory=None,
             except ConfigError as exc:
                 reasons.append(f"{exc.field}: {exc.reason}")
     if config.novelty_check and not reasons:
-        sim, what = _closest(proposal, _skills_of(skills), _memory_of(memory))
+        sim, what = _closest(proposal, _skills_of(skills), _memory_of(memory), same_parts=True)
         if sim >= config.novelty_threshold:
             reasons.append(f"not novel: {sim:.2f} similar to {what}")
     return Validation(not reasons, tuple(reasons))
