@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -219,10 +218,6 @@ def _json_ready(obj):
 
 def _positive_int(name: str, value) -> int:
     return check_range(name, value, 1, None, integer=True)
-
-
-def _label_or_none(value: str):
-    return value if value else None
 
 
 # ============================================================================ the store
@@ -986,8 +981,7 @@ class ExperienceStore:
                     request_id: str | None = None) -> dict:
         """Delete a tenant's episodes matching every given field exactly (no prefixes)."""
         tenant_id = self._tenant(tenant_id)
-        sel = {k: v for k, v in (("task_type", task_type), ("run_id", run_id),
-                                 ("task_id", task_id), ("request_id", request_id))
+        sel = {k: v for k, v in zip(_SELECTORS, (task_type, run_id, task_id, request_id))
                if v is not None}
         for k, v in sel.items():
             if not isinstance(v, str):
@@ -1184,9 +1178,8 @@ class ExperienceStore:
             path = args.pop("path", None)
             df = self.to_dataset(**args)
             if path is not None:
-                tmp = f"{path}.tmp-{os.getpid()}"
-                df.write_parquet(tmp, compression="zstd")
-                os.replace(tmp, path)
+                with _jsonl.atomic_target(path) as tmp:
+                    df.write_parquet(tmp, compression="zstd")
             out = {"n_rows": df.height, "schema": {k: str(v) for k, v in df.schema.items()},
                    "path": path}
         else:

@@ -10,6 +10,7 @@ in the same directory and are renamed into place (atomic on POSIX).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from dyna.errors import MissingFileError
 
-__all__ = ["JsonlReport", "append_jsonl", "dumps_record", "read_jsonl", "write_jsonl"]
+__all__ = ["JsonlReport", "append_jsonl", "atomic_target", "dumps_record", "read_jsonl",
+           "write_jsonl"]
 
 
 @dataclass
@@ -136,6 +138,24 @@ def append_jsonl(path, records: Iterable[dict], *, fsync: bool = True) -> int:
     return len(lines)
 
 
+@contextlib.contextmanager
+def atomic_target(path):
+    """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds.
+
+    The temporary file is removed if the block raises, so ``path`` is either the old file or
+    the complete new one (``os.replace`` is atomic on POSIX).
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def write_jsonl(path, records: Iterable[dict]) -> int:
     """Write records to a new JSON Lines file atomically (temp file + rename).
 
@@ -144,17 +164,11 @@ def write_jsonl(path, records: Iterable[dict]) -> int:
     int
         Records written.
     """
-    path = Path(path)
     lines = [dumps_record(r) + "\n" for r in records]
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write("".join(lines).encode("utf-8"))
+    data = "".join(lines)
+    with atomic_target(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data.encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return len(lines)

@@ -13,8 +13,6 @@ renamed into place.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from dyna.errors import ConfigError, MissingFileError
+from dyna.store.jsonl import atomic_target
 
 __all__ = ["frame_from_columns", "columns_from_frame", "polars_schema", "read_parquet",
            "write_parquet"]
@@ -115,16 +114,8 @@ def write_parquet(path, columns: Mapping[str, object], schema: Sequence[tuple[st
                   dim: int) -> int:
     """Write records to a Parquet file atomically; returns the number of rows."""
     df = frame_from_columns(columns, schema, dim)
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    os.close(fd)
-    try:
+    with atomic_target(path) as tmp:
         df.write_parquet(tmp, compression="zstd")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return df.height
 
 
