@@ -15,6 +15,8 @@ cluster backend (Ray, issue 7) implements the same two methods.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import multiprocessing
 import os
 import pickle
@@ -162,16 +164,49 @@ class InProcessBackend(Backend):
         return out
 
 
+class _CarriedError(Exception):
+    """Picklable stand-in for a worker exception whose own pickling fails.
+
+    Exceptions with a custom ``__init__`` (such as :class:`dyna.errors.ConfigError`) do not
+    survive pickling; their type and constructor arguments (read back from attributes of
+    the same names) are carried instead and the exception is rebuilt in the parent, so a
+    ConfigError raised in a worker is still a ConfigError (CLI exit status 2).
+    """
+
+    def rebuild(self) -> BaseException:
+        module, qualname, kwargs, message = self.args
+        if kwargs is not None:
+            try:
+                return getattr(importlib.import_module(module), qualname)(**kwargs)
+            except Exception:
+                pass
+        return JobFailedError(f"{qualname}: {message}")
+
+
+def _carry(exc: BaseException) -> BaseException:
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        pass
+    cls = type(exc)
+    kwargs = None
+    try:
+        names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+        if all(hasattr(exc, n) for n in names):
+            kwargs = {n: getattr(exc, n) for n in names}
+            pickle.dumps(kwargs)
+    except Exception:
+        kwargs = None
+    return _CarriedError(cls.__module__, cls.__qualname__, kwargs, str(exc))
+
+
 def _portable_call(fn, job):
     """Run ``fn(job)`` in a worker; make sure an exception survives the trip back."""
     try:
         return fn(job)
     except Exception as exc:
-        try:
-            pickle.loads(pickle.dumps(exc))
-        except Exception:
-            raise JobFailedError(f"{type(exc).__name__}: {exc}") from None
-        raise
+        raise _carry(exc) from None
 
 
 class ProcessPoolBackend(Backend):
@@ -213,10 +248,15 @@ class ProcessPoolBackend(Backend):
                     i = futures[fut]
                     exc = fut.exception()
                     if exc is not None:
+                        if isinstance(exc, _CarriedError):
+                            exc = exc.rebuild()
                         raise _annotate(exc, jobs[i])
                     results[i] = fut.result()
                     if on_result is not None:
                         on_result(jobs[i], results[i])
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
