@@ -173,6 +173,8 @@ class ExperienceBuffer:
         self._clock = clock
         self._next_id = 0
         self._ts_sorted = True  # timestamps non-decreasing in row order (growable mode)
+        # Optional columns that ever received a value; the others are still all zero/None.
+        self._used: set[str] = set()
         self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
                                      stamp="id")
 
@@ -284,8 +286,12 @@ class ExperienceBuffer:
         arr("timestamp")[i] = ts
         for name, code in codes.items():
             arr(name)[i] = code
+            if code:
+                self._used.add(name)
         for name, text in json_text.items():
             arr(name)[i] = text
+            if text is not None:
+                self._used.add(name)
         arr("features")[i] = feat
         arr("inv_norm")[i] = inv[0]
         self._next_id = ident + 1
@@ -326,29 +332,11 @@ class ExperienceBuffer:
             is validated before anything is written, so on error nothing changes.
         """
         self._check_fields(columns)
-        reward = np.asarray(columns["reward"], dtype=np.float64)
-        if reward.ndim != 1:
-            raise ConfigError("reward", reward.shape, "must be a 1-D array of length n")
+        reward = _finite_column("reward", columns["reward"], None)
         n = reward.shape[0]
-        bad = ~np.isfinite(reward)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ConfigError(f"reward[{i}]", float(reward[i]), "must be finite")
-
         ts = columns.get("timestamp")
-        if ts is None:
-            ts = np.full(n, float(self._clock()))
-        else:
-            ts = np.asarray(ts, dtype=np.float64)
-            if ts.ndim == 0:
-                ts = np.full(n, float(ts))
-            if ts.shape != (n,):
-                raise ConfigError("timestamp", ts.shape, f"must be a scalar or have shape ({n},)")
-            bad = ~np.isfinite(ts)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise ConfigError(f"timestamp[{i}]", float(ts[i]), "must be finite")
-
+        ts = (np.full(n, float(self._clock())) if ts is None
+              else _finite_column("timestamp", ts, n))
         if ids is None:
             id_arr = np.arange(self._next_id, self._next_id + n, dtype=np.int64)
         else:
@@ -361,17 +349,14 @@ class ExperienceBuffer:
                                   f"must be strictly increasing and >= next_id={self._next_id}")
 
         # Categorical columns: encode tentatively; new labels are committed after validation.
-        encoded: dict[str, tuple[Any, list[str]]] = {}
-        for name in CATEGORICAL_FIELDS:
-            encoded[name] = self._encode(name, columns.get(name), n)
+        encoded = [(name, *self._encode(name, columns.get(name), n))
+                   for name in CATEGORICAL_FIELDS]
 
-        dict_json: dict[str, np.ndarray | None] = {}
-        redacted_rows: dict[str, list | None] = {}
+        dict_json: list[tuple[str, np.ndarray]] = []
+        redacted_rows: dict[str, list] = {}
         for name in DICT_FIELDS:
             vals = columns.get(name)
             if vals is None:
-                dict_json[name] = None
-                redacted_rows[name] = None
                 continue
             if isinstance(vals, (str, bytes, Mapping)) or len(vals) != n:
                 raise ConfigError(name, type(vals).__name__, f"must be a sequence of {n} values")
@@ -379,41 +364,53 @@ class ExperienceBuffer:
             texts = np.empty(n, dtype=object)
             for i, v in enumerate(red):
                 texts[i] = _to_json(f"{name}[{i}]", v)
-            dict_json[name] = texts
+            dict_json.append((name, texts))
             redacted_rows[name] = red
 
         sf = columns.get("state_features")
         if sf is not None:
             feats = np.asarray(sf, dtype=np.float32)
             if feats.shape != (n, self._dim):
-                raise ConfigError("state_features", feats.shape, f"must have shape ({n}, {self._dim})")
-        elif all(rows is None for rows in redacted_rows.values()):
+                raise ConfigError("state_features", feats.shape,
+                                  f"must have shape ({n}, {self._dim})")
+            inv = inverse_norms(feats, "state_features")
+        elif not redacted_rows:
             feats = np.zeros((n, self._dim), dtype=np.float32)
+            inv = np.zeros(n, dtype=np.float32)
         else:
             feats = np.empty((n, self._dim), dtype=np.float32)
             for i in range(n):
-                feats[i] = hash_features({name: (rows[i] if rows is not None else None)
-                                          for name, rows in redacted_rows.items()}, self._dim)
-        inv = inverse_norms(feats, "state_features")
+                feats[i] = hash_features({name: rows[i] for name, rows in redacted_rows.items()},
+                                         self._dim)
+            inv = inverse_norms(feats, "state_features")
 
         # ---- all validated: commit dictionaries, then write every column.
-        for name, (_, new_labels) in encoded.items():
-            d = self._dicts[name]
-            for label in new_labels:
-                d.lookup[label] = len(d.labels)
-                d.labels.append(label)
+        writes = [("id", id_arr), ("reward", reward), ("timestamp", ts),
+                  ("features", feats), ("inv_norm", inv)]
+        for name, codes, new_labels in encoded:
+            if new_labels:
+                d = self._dicts[name]
+                for label in new_labels:
+                    d.lookup[label] = len(d.labels)
+                    d.labels.append(label)
+            # A column that has only ever held code 0 is all zeros (arrays are allocated
+            # zeroed), so writing 0 again can be skipped.
+            if type(codes) is int and codes == 0 and name not in self._used:
+                continue
+            self._used.add(name)
+            writes.append((name, codes))
+        given = {name for name, _ in dict_json}
+        writes.extend(dict_json)
+        writes.extend((name, None) for name in DICT_FIELDS
+                      if name in self._used and name not in given)
+        self._used.update(given)
         self._note_timestamps(ts)
-        arr = self._store.array
+        arrays = self._store._arrays
         for dst, src in self._store.claim(n):
-            arr("id")[dst] = id_arr[src]
-            arr("reward")[dst] = reward[src]
-            arr("timestamp")[dst] = ts[src]
-            for name, (codes, _) in encoded.items():
-                arr(name)[dst] = codes if np.ndim(codes) == 0 else codes[src]
-            for name, texts in dict_json.items():
-                arr(name)[dst] = None if texts is None else texts[src]
-            arr("features")[dst] = feats[src]
-            arr("inv_norm")[dst] = inv[src]
+            whole = src.start == 0 and src.stop == n
+            for name, values in writes:
+                arrays[name][dst] = (values if whole or values is None or type(values) is int
+                                     else values[src])
         if n:
             self._next_id = int(id_arr[-1]) + 1
         return id_arr
@@ -430,24 +427,26 @@ class ExperienceBuffer:
         return None if value is None else redact(value, self._redact_keys)
 
     def _note_timestamps(self, ts: np.ndarray) -> None:
-        if not self._ts_sorted or self.ring or ts.size == 0:
-            self._ts_sorted = self._ts_sorted and not self.ring
+        if not self._ts_sorted or ts.size == 0:
             return
-        if len(self) and ts[0] < self._store.view("timestamp")[-1]:
+        if self.ring:
             self._ts_sorted = False
-        elif ts.size > 1 and np.any(ts[1:] < ts[:-1]):
+        elif len(self) and ts[0] < self._store.view("timestamp")[-1]:
+            self._ts_sorted = False
+        elif ts.size > 1 and (ts[1:] < ts[:-1]).any():
             self._ts_sorted = False
 
     def _encode(self, name: str, values, n: int) -> tuple[Any, list[str]]:
-        """Codes (scalar or int32 (n,)) and the labels that would be new, without committing."""
+        """Codes (an int for all rows, or int32 (n,)) and the labels that would be new.
+
+        Nothing is committed: the caller adds the new labels once the batch is valid.
+        """
+        if values is None:
+            return 0, []
         d = self._dicts[name]
-        required = name in REQUIRED_FIELDS
-        scalar = (values is None or isinstance(values, (str, bytes))
-                  or (not isinstance(values, (Categorical, list, tuple, np.ndarray))
-                      and np.ndim(values) == 0))
-        if scalar:
-            label = _label(values)
-            if required and not label:
+        if isinstance(values, str):
+            label = "" if values is None else values
+            if not label and name in REQUIRED_FIELDS:
                 raise ConfigError(name, values, "is required and must be non-empty")
             code = d.lookup.get(label)
             return (code, []) if code is not None else (len(d.labels), [label])
@@ -461,26 +460,39 @@ class ExperienceBuffer:
             uniq_labels, inverse = labels, codes
         else:
             arr = np.asarray(values)
+            if arr.ndim == 0:
+                return self._encode(name, _label(arr.item()), n)
             if arr.shape != (n,):
                 raise ConfigError(name, arr.shape, f"must be a scalar or have shape ({n},)")
             if arr.dtype == object:
                 arr = np.array([_label(v) for v in arr], dtype=object) if n else arr
-            uniq, inverse = np.unique(arr, return_inverse=True)
-            uniq_labels = [_label(v) for v in uniq]
+            if arr.dtype.kind in "iu" and n and int(arr.max()) - int(arr.min()) < 4 * n + 64:
+                # Small integer range: O(n) table lookup instead of a sort.
+                lo = int(arr.min())
+                shifted = arr - lo
+                present = np.zeros(int(arr.max()) - lo + 1, dtype=bool)
+                present[shifted] = True
+                uniq = np.flatnonzero(present)
+                table = np.zeros(present.size, dtype=np.int64)
+                table[uniq] = np.arange(uniq.size)
+                inverse = table[shifted]
+                uniq_labels = [str(v + lo) for v in uniq.tolist()]
+            else:
+                uniq, inverse = np.unique(arr, return_inverse=True)
+                uniq_labels = [_label(v) for v in uniq]
         mapping = np.empty(len(uniq_labels), dtype=np.int32)
         new: list[str] = []
-        pending: dict[str, int] = {}
         for j, label in enumerate(uniq_labels):
             code = d.lookup.get(label)
             if code is None:
-                code = pending.get(label)
-                if code is None:
+                if label in new:
+                    code = len(d.labels) + new.index(label)
+                else:
                     code = len(d.labels) + len(new)
-                    pending[label] = code
                     new.append(label)
             mapping[j] = code
         codes = mapping[inverse] if len(uniq_labels) else np.zeros(n, np.int32)
-        if required and n and (mapping == 0).any():
+        if name in REQUIRED_FIELDS and n and (mapping == 0).any():
             empty = codes == 0
             if empty.any():
                 i = int(np.flatnonzero(empty)[0])
@@ -845,6 +857,19 @@ class ExperienceBuffer:
             raise ConfigError("reward", None, "is required")
         buf.record_batch(ids=ids, **cols)
         return buf
+
+
+def _finite_column(field: str, values, n: int | None) -> np.ndarray:
+    """float64 (n,) column, finite; a scalar is broadcast when n is given."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim == 0 and n is not None:
+        arr = np.full(n, float(arr))
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        raise ConfigError(field, arr.shape, "must be a 1-D array" + ("" if n is None else f" of length {n}"))
+    if not np.isfinite(arr).all():
+        i = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ConfigError(f"{field}[{i}]", float(arr[i]), "must be finite")
+    return arr
 
 
 def _finite_scalar(field: str, value) -> float:

@@ -27,7 +27,9 @@ doubling (never ``np.resize``), drop a prefix in O(1), compact in place, or act 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -38,8 +40,6 @@ __all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "inverse_norms", "recall_at_
 
 # Rows per block in batched search: a block of scores is (n_queries, _BLOCK_ROWS) float32.
 _BLOCK_ROWS = 4096
-# Rows per block when a filtered batched search gathers candidate rows.
-_GATHER_ROWS = 4096
 
 
 # =============================================================================== storage
@@ -93,7 +93,9 @@ class ColumnStore:
 
     def _alloc(self, name: str, cap: int) -> np.ndarray:
         dtype, tail = self._specs[name]
-        return np.empty((cap,) + tail, dtype=dtype)  # object arrays start as None
+        # Zeroed (calloc: pages are only resident once written); object arrays hold None.
+        return np.zeros((cap,) + tail, dtype=dtype) if dtype != object else \
+            np.full((cap,) + tail, None, dtype=object)
 
     # ------------------------------------------------------------------ shape
     def __len__(self) -> int:
@@ -244,8 +246,34 @@ def _positive_int(field: str, value) -> int:
     return int(value)
 
 
+# Norms below this are treated as zero vectors (their inverse would overflow float32).
+_TINY_NORM = 1e-30
+_HUGE_SQ = float(np.finfo(np.float32).max) ** 2
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def _inv_norms(X, out):  # pragma: no cover - compiled
+    """out[i] = 1 / ||X[i]|| (float64 accumulation), 0 for (near-)zero rows.
+
+    Returns the first row whose squared norm is NaN, inf or beyond float32, else -1.
+    """
+    tiny_sq = _TINY_NORM * _TINY_NORM
+    for i in range(X.shape[0]):
+        acc = 0.0
+        for j in range(X.shape[1]):
+            v = np.float64(X[i, j])
+            acc += v * v
+        if not acc < _HUGE_SQ:
+            return i
+        out[i] = 1.0 / np.sqrt(acc) if acc > tiny_sq else 0.0
+    return -1
+
+
 def inverse_norms(vectors: np.ndarray, field: str = "vectors") -> np.ndarray:
     """Inverse L2 norms of the rows of a float32 matrix; 0 for zero rows.
+
+    Squares are summed in float64, so no row over- or underflows on the way. Rows whose norm
+    is below 1e-30 count as zero vectors (inverse 0, so they score exactly 0).
 
     Parameters
     ----------
@@ -262,29 +290,14 @@ def inverse_norms(vectors: np.ndarray, field: str = "vectors") -> np.ndarray:
     Raises
     ------
     ConfigError
-        If a row holds NaN or inf, or its norm overflows float32 (the row index is named).
+        If a row holds NaN or inf, or its norm exceeds the float32 range (the row is named).
     """
-    sq = np.einsum("ij,ij->i", vectors, vectors)
-    bad = ~np.isfinite(sq)
-    if bad.any() or (sq == 0).any():
-        # Recompute in float64 where float32 over- or underflowed.
-        redo = bad | (sq == 0)
-        sq64 = np.einsum("ij,ij->i", vectors[redo].astype(np.float64),
-                         vectors[redo].astype(np.float64))
-        if not np.all(np.isfinite(sq64)) or np.any(sq64 > float(np.finfo(np.float32).max) ** 2):
-            rows = np.flatnonzero(redo)
-            row = int(rows[np.flatnonzero(~np.isfinite(sq64) | (sq64 > 1e76))[0]])
-            raise ConfigError(f"{field}[{row}]", vectors[row][:4].tolist(),
-                              "must be finite with a norm that fits in float32")
-        inv = np.zeros(vectors.shape[0], dtype=np.float64)
-        good = ~redo
-        inv[good] = 1.0 / np.sqrt(sq[good].astype(np.float64))
-        nz = sq64 > 0
-        sub = np.zeros(sq64.shape[0])
-        sub[nz] = 1.0 / np.sqrt(sq64[nz])
-        inv[redo] = sub
-        return inv.astype(np.float32)
-    return (1.0 / np.sqrt(sq)).astype(np.float32)
+    out = np.empty(vectors.shape[0], dtype=np.float32)
+    bad = _inv_norms(vectors, out)
+    if bad >= 0:
+        raise ConfigError(f"{field}[{bad}]", vectors[bad][:4].tolist(),
+                          "must be finite with a norm within the float32 range")
+    return out
 
 
 # =============================================================================== kernels
@@ -349,43 +362,35 @@ def _topk_scaled(raw, inv, stamp, k):  # pragma: no cover - compiled
     return hs[:size], ht[:size], hi[:size]
 
 
-@numba.njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract"})
-def _topk_gather(X, inv, stamp, rows, q, k, nchunks):  # pragma: no cover - compiled
-    """Top-k over the given rows of X (dot computed here, no gathered copy); per-chunk heaps.
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def _topk_gather(X, inv, stamp, rows, q, k):  # pragma: no cover - compiled
+    """Top-k over the rows ``rows`` of X, computing each dot here (no gathered copy).
 
-    Returned heap entries hold positions into ``rows``.
+    Heap entries hold positions into ``rows``. Releases the GIL, so several threads can
+    each take a share of the rows.
     """
-    m = rows.shape[0]
     d = X.shape[1]
-    HS = np.empty((nchunks, k), np.float32)
-    HT = np.empty((nchunks, k), np.int64)
-    HI = np.empty((nchunks, k), np.int64)
-    sizes = np.zeros(nchunks, np.int64)
-    for c in numba.prange(nchunks):
-        lo = c * m // nchunks
-        hi = (c + 1) * m // nchunks
-        hs = HS[c]
-        ht = HT[c]
-        hix = HI[c]
-        size = 0
-        for j in range(lo, hi):
-            r = rows[j]
-            acc = np.float32(0.0)
-            for t in range(d):
-                acc += X[r, t] * q[t]
-            s = acc * inv[r]
-            st = stamp[r]
-            if size < k or s > hs[0] or (s == hs[0] and st > ht[0]):
-                size = _heap_add(hs, ht, hix, size, k, s, st, j)
-        sizes[c] = size
-    return HS, HT, HI, sizes
+    hs = np.empty(k, np.float32)
+    ht = np.empty(k, np.int64)
+    hi = np.empty(k, np.int64)
+    size = 0
+    for j in range(rows.shape[0]):
+        r = rows[j]
+        acc = np.float32(0.0)
+        for t in range(d):
+            acc += X[r, t] * q[t]
+        s = acc * inv[r]
+        st = stamp[r]
+        if size < k or s > hs[0] or (s == hs[0] and st > ht[0]):
+            size = _heap_add(hs, ht, hi, size, k, s, st, j)
+    return hs[:size], ht[:size], hi[:size]
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _topk_block(S, inv, stamp, base, k, HS, HT, HI, sizes):  # pragma: no cover - compiled
     """Update per-query heaps with one block of raw scores S (q, nb) for rows base..base+nb."""
     nq, nb = S.shape
-    for qi in numba.prange(nq):
+    for qi in range(nq):
         hs = HS[qi]
         ht = HT[qi]
         hix = HI[qi]
@@ -487,19 +492,8 @@ class ExactIndex:
         """
         if self._next_stamp is None:
             raise ConfigError("index", "buffer-backed", "record episodes through the buffer")
-        X = np.asarray(vectors, dtype=np.float32)
-        if X.ndim == 1:
-            X = X[None, :]
-        if X.ndim != 2 or X.shape[1] != self._dim:
-            raise ConfigError("vectors", X.shape, f"must have shape (n, {self._dim})")
-        inv = inverse_norms(X)
+        X, inv, st = _prepare_vectors(vectors, stamps, self._dim, self._next_stamp)
         n = X.shape[0]
-        if stamps is None:
-            st = np.arange(self._next_stamp, self._next_stamp + n, dtype=np.int64)
-        else:
-            st = np.asarray(stamps, dtype=np.int64).reshape(-1)
-            if st.shape[0] != n:
-                raise ConfigError("stamps", st.shape, f"must have length {n}")
         self._next_stamp = max(self._next_stamp + n, int(st.max(initial=-1)) + 1)
         first = len(self._store)
         for dst, src in self._store.claim(n):
@@ -519,9 +513,9 @@ class ExactIndex:
         k : int
             Number of neighbours, >= 1. More than the number of candidates returns them all.
         candidates : array_like, optional
-            Restrict the search to these rows: an int array of row positions (distinct; a
-            contiguous ascending range is searched as a zero-copy slice) or a boolean mask of
-            shape ``(len,)``. Only the candidate rows are read.
+            Restrict the search to these rows: an int array of row positions (a contiguous
+            ascending range is searched as a zero-copy slice; duplicates are dropped) or a
+            boolean mask of shape ``(len,)``. Only the candidate rows are read.
 
         Returns
         -------
@@ -537,120 +531,176 @@ class ExactIndex:
             ``k`` not a positive integer; query of the wrong dimension, non-finite, or zero
             (a zero query has no direction); candidates out of range.
         """
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-            raise ConfigError("k", k, "must be a positive integer")
-        k = int(k)
-        Q = np.asarray(query, dtype=np.float64)
-        single = Q.ndim == 1
-        if single:
-            Q = Q[None, :]
-        if Q.ndim != 2 or Q.shape[1] != self._dim:
-            raise ConfigError("query", Q.shape, f"must have shape ({self._dim},) or (q, {self._dim})")
-        if not np.all(np.isfinite(Q)):
-            raise ConfigError("query", "non-finite", "must not contain NaN or inf")
-        qn = np.sqrt(np.einsum("ij,ij->i", Q, Q))
-        if np.any(qn == 0):
-            raise ConfigError("query", f"zero vector at {int(np.flatnonzero(qn == 0)[0])}",
-                              "a zero query has no direction (cosine undefined)")
-        Qn = np.ascontiguousarray(Q / qn[:, None], dtype=np.float32)
-
+        k = _check_k(k)
+        Qn, single = _unit_queries(query, self._dim)
         n = len(self._store)
         X = self._store.view(self._vec)
         inv = self._store.view(self._inv)
         stamp = self._store.view(self._stamp)
         lo, hi, rows = 0, n, None
         if candidates is not None:
-            lo, hi, rows = self._candidates(candidates, n)
+            lo, hi, rows = _candidate_rows(candidates, n)
         m = (hi - lo) if rows is None else rows.shape[0]
         kk = min(k, m)
         nq = Qn.shape[0]
         if kk == 0:
             out_r = np.zeros((nq, 0), np.int64)
             out_s = np.zeros((nq, 0), np.float32)
-        elif rows is None:
-            out_r, out_s = self._search_slice(X[lo:hi], inv[lo:hi], stamp[lo:hi], Qn, kk)
-            out_r += lo
+        elif nq == 1 and rows is None:
+            raw = X[lo:hi] @ Qn[0]                         # one sgemv
+            hs, ht, hi_ = _topk_scaled(raw, inv[lo:hi], stamp[lo:hi], kk)
+            r, out_s = _sorted_result(hs, ht, hi_, kk)
+            out_r, out_s = (r + lo)[None, :], out_s[None, :]
+        elif nq == 1:
+            out_r, out_s = _gather_one(X, inv, stamp, rows, Qn[0], kk)
         else:
-            out_r, out_s = self._search_rows(X, inv, stamp, rows, Qn, kk)
+            out_r, out_s = _search_blocks(X, inv, stamp, lo, hi, rows, Qn, kk)
         if single:
             return out_r[0], out_s[0]
         return out_r, out_s
 
-    @staticmethod
-    def _candidates(candidates, n):
-        c = np.asarray(candidates)
-        if c.dtype == bool:
-            if c.shape != (n,):
-                raise ConfigError("candidates", c.shape, f"a mask must have shape ({n},)")
-            c = np.flatnonzero(c)
-        else:
-            if c.ndim != 1 or (c.size and c.dtype.kind not in "iu"):
-                raise ConfigError("candidates", c.dtype, "must be int row positions or a bool mask")
-            c = c.astype(np.int64, copy=False)
-            if c.size and (c.min() < 0 or c.max() >= n):
-                bad = c[(c < 0) | (c >= n)][0]
-                raise ConfigError("candidates", int(bad), f"row position out of range [0, {n})")
-            if c.size > 1 and not np.all(c[1:] > c[:-1]):
-                c = np.unique(c)
-        if c.size == 0:
-            return 0, 0, None
-        if int(c[-1]) - int(c[0]) + 1 == c.size:
-            return int(c[0]), int(c[-1]) + 1, None
-        return 0, 0, c
 
-    @staticmethod
-    def _search_slice(X, inv, stamp, Qn, k):
-        nq = Qn.shape[0]
-        if nq == 1:
-            raw = X @ Qn[0]                               # one sgemv
-            hs, ht, hi = _topk_scaled(raw, inv, stamp, k)
-            r, s = _sorted_result(hs, ht, hi, k)
-            return r[None, :], s[None, :]
-        n = X.shape[0]
+def _prepare_vectors(vectors, stamps, dim: int, next_stamp: int):
+    """Validate vectors to add: float32 (n, d), their inverse norms and int64 stamps."""
+    X = np.asarray(vectors, dtype=np.float32)
+    if X.ndim == 1:
+        X = X[None, :]
+    if X.ndim != 2 or X.shape[1] != dim:
+        raise ConfigError("vectors", X.shape, f"must have shape (n, {dim})")
+    inv = inverse_norms(X)
+    n = X.shape[0]
+    if stamps is None:
+        st = np.arange(next_stamp, next_stamp + n, dtype=np.int64)
+    else:
+        st = np.asarray(stamps, dtype=np.int64).reshape(-1)
+        if st.shape[0] != n:
+            raise ConfigError("stamps", st.shape, f"must have length {n}")
+    return X, inv, st
+
+
+def _check_k(k) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise ConfigError("k", k, "must be a positive integer")
+    return int(k)
+
+
+def _unit_queries(query, dim: int) -> tuple[np.ndarray, bool]:
+    """Validate queries; return them L2-normalised as float32 (q, d) and whether one was given."""
+    Q = np.asarray(query, dtype=np.float64)
+    single = Q.ndim == 1
+    if single:
+        Q = Q[None, :]
+    if Q.ndim != 2 or Q.shape[1] != dim:
+        raise ConfigError("query", Q.shape, f"must have shape ({dim},) or (q, {dim})")
+    if not np.all(np.isfinite(Q)):
+        raise ConfigError("query", "non-finite", "must not contain NaN or inf")
+    qn = np.sqrt(np.einsum("ij,ij->i", Q, Q))
+    if np.any(qn == 0):
+        raise ConfigError("query", f"zero vector at {int(np.flatnonzero(qn == 0)[0])}",
+                          "a zero query has no direction (cosine undefined)")
+    return np.ascontiguousarray(Q / qn[:, None], dtype=np.float32), single
+
+
+def _candidate_rows(candidates, n: int):
+    """Normalise candidates to ``(lo, hi, None)`` for a contiguous range or ``(0, 0, rows)``."""
+    c = np.asarray(candidates)
+    if c.dtype == bool:
+        if c.shape != (n,):
+            raise ConfigError("candidates", c.shape, f"a mask must have shape ({n},)")
+        c = np.flatnonzero(c)
+    else:
+        if c.ndim != 1 or (c.size and c.dtype.kind not in "iu"):
+            raise ConfigError("candidates", c.dtype, "must be int row positions or a bool mask")
+        c = c.astype(np.int64, copy=False)
+        if c.size and (c.min() < 0 or c.max() >= n):
+            bad = c[(c < 0) | (c >= n)][0]
+            raise ConfigError("candidates", int(bad), f"row position out of range [0, {n})")
+        if c.size > 1 and not np.all(c[1:] > c[:-1]):
+            c = np.unique(c)
+    if c.size == 0:
+        return 0, 0, None
+    if int(c[-1]) - int(c[0]) + 1 == c.size:
+        return int(c[0]), int(c[-1]) + 1, None
+    return 0, 0, c
+
+
+# Work is split across this many threads (each runs single-threaded BLAS and a GIL-free
+# compiled kernel). Below _MIN_SHARE rows per thread one thread does it all.
+_THREADS = max(1, min(os.cpu_count() or 1, 8))
+_MIN_SHARE = 32768
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _map_threads(fn, parts):
+    global _POOL
+    if len(parts) == 1:
+        return [fn(*parts[0])]
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="dyna-index")
+    return list(_POOL.map(lambda p: fn(*p), parts))
+
+
+def _shares(m: int, align: int = 1) -> list[tuple[int, int]]:
+    t = max(1, min(_THREADS, m // _MIN_SHARE))
+    cuts = [(m * i // t) // align * align for i in range(t)] + [m]
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+
+def _gather_one(X, inv, stamp, rows, q, k):
+    """One query over scattered candidate rows, split across threads."""
+    parts = _shares(rows.shape[0])
+    res = _map_threads(lambda a, b: _topk_gather(X, inv, stamp, rows[a:b], q, k), parts)
+    hs = np.concatenate([r[0] for r in res])
+    ht = np.concatenate([r[1] for r in res])
+    hi = np.concatenate([r[2] + a for r, (a, _) in zip(res, parts)])
+    pos, s = _sorted_result(hs, ht, hi, k)
+    return rows[pos][None, :], s[None, :]
+
+
+def _search_blocks(X, inv, stamp, lo, hi, rows, Qn, k):
+    """A batch of queries: per thread, blocks of rows -> one sgemm -> heap update; then merge.
+
+    BLAS is held to one thread meanwhile so the threads do not fight over the cores.
+    Candidate rows (``rows`` not None) are gathered one block at a time.
+    """
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415
+
+    nq = Qn.shape[0]
+    m = (hi - lo) if rows is None else rows.shape[0]
+
+    def run(a, b):
         HS = np.empty((nq, k), np.float32)
         HT = np.empty((nq, k), np.int64)
         HI = np.empty((nq, k), np.int64)
         sizes = np.zeros(nq, np.int64)
-        S = np.empty((nq, min(_BLOCK_ROWS, n)), np.float32)
-        for b0 in range(0, n, _BLOCK_ROWS):
-            b1 = min(b0 + _BLOCK_ROWS, n)
+        S = np.empty((nq, min(_BLOCK_ROWS, b - a)), np.float32)
+        for b0 in range(a, b, _BLOCK_ROWS):
+            b1 = min(b0 + _BLOCK_ROWS, b)
             blk = S[:, :b1 - b0]
-            np.matmul(Qn, X[b0:b1].T, out=blk)            # one sgemm per block
-            _topk_block(blk, inv[b0:b1], stamp[b0:b1], b0, k, HS, HT, HI, sizes)
-        return _finish_batch(HS, HT, HI, k)
+            if rows is None:
+                sl = slice(lo + b0, lo + b1)
+                np.matmul(Qn, X[sl].T, out=blk)
+                _topk_block(blk, inv[sl], stamp[sl], b0, k, HS, HT, HI, sizes)
+            else:
+                r = rows[b0:b1]
+                np.matmul(Qn, X[r].T, out=blk)
+                _topk_block(blk, inv[r], stamp[r], b0, k, HS, HT, HI, sizes)
+        size = int(sizes[0])  # every query has seen the same rows
+        return HS[:, :size], HT[:, :size], HI[:, :size]
 
-    @staticmethod
-    def _search_rows(X, inv, stamp, rows, Qn, k):
-        nq = Qn.shape[0]
-        m = rows.shape[0]
-        if nq == 1:
-            nchunks = max(1, min(numba.get_num_threads(), m // 4096))
-            HS, HT, HI, sizes = _topk_gather(X, inv, stamp, rows, Qn[0], k, nchunks)
-            hs = np.concatenate([HS[c, :sizes[c]] for c in range(nchunks)])
-            ht = np.concatenate([HT[c, :sizes[c]] for c in range(nchunks)])
-            hi = np.concatenate([HI[c, :sizes[c]] for c in range(nchunks)])
-            pos, s = _sorted_result(hs, ht, hi, k)
-            return rows[pos][None, :], s[None, :]
-        HS = np.empty((nq, k), np.float32)
-        HT = np.empty((nq, k), np.int64)
-        HI = np.empty((nq, k), np.int64)
-        sizes = np.zeros(nq, np.int64)
-        S = np.empty((nq, min(_GATHER_ROWS, m)), np.float32)
-        for b0 in range(0, m, _GATHER_ROWS):
-            b1 = min(b0 + _GATHER_ROWS, m)
-            r = rows[b0:b1]
-            blk = S[:, :b1 - b0]
-            np.matmul(Qn, X[r].T, out=blk)
-            _topk_block(blk, inv[r], stamp[r], b0, k, HS, HT, HI, sizes)
-        pos, s = _finish_batch(HS, HT, HI, k)
-        return rows[pos], s
-
-
-def _finish_batch(HS, HT, HI, k):
-    """Sort every query's full heap (k entries each) by score desc, stamp desc."""
-    order = np.lexsort((-HT, -HS.astype(np.float64)), axis=-1)
-    return (np.take_along_axis(HI, order, axis=1),
-            np.take_along_axis(HS, order, axis=1))
+    parts = _shares(m, _BLOCK_ROWS)
+    if len(parts) > 1:
+        with threadpool_limits(limits=1, user_api="blas"):
+            res = _map_threads(run, parts)
+    else:
+        res = _map_threads(run, parts)
+    HS = np.concatenate([r[0] for r in res], axis=1)
+    HT = np.concatenate([r[1] for r in res], axis=1)
+    HI = np.concatenate([r[2] for r in res], axis=1)
+    order = np.lexsort((-HT, -HS.astype(np.float64)), axis=-1)[:, :k]
+    pos = np.take_along_axis(HI, order, axis=1)
+    scores = np.take_along_axis(HS, order, axis=1)
+    return (pos + lo if rows is None else rows[pos]), scores
 
 
 # =============================================================================== ANN backend
@@ -718,17 +768,8 @@ class AnnIndex:
 
     def add(self, vectors, stamps=None) -> np.ndarray:
         """Append vectors (normalised internally); return their row positions, int64 ``(n,)``."""
-        X = np.asarray(vectors, dtype=np.float32)
-        if X.ndim == 1:
-            X = X[None, :]
-        if X.ndim != 2 or X.shape[1] != self._dim:
-            raise ConfigError("vectors", X.shape, f"must have shape (n, {self._dim})")
-        inv = inverse_norms(X)
+        X, inv, st = _prepare_vectors(vectors, stamps, self._dim, self._next_stamp)
         n = X.shape[0]
-        st = (np.arange(self._next_stamp, self._next_stamp + n, dtype=np.int64)
-              if stamps is None else np.asarray(stamps, dtype=np.int64).reshape(-1))
-        if st.shape[0] != n:
-            raise ConfigError("stamps", st.shape, f"must have length {n}")
         self._next_stamp = max(self._next_stamp + n, int(st.max(initial=-1)) + 1)
         first = len(self)
         self._index.add(np.ascontiguousarray(X * inv[:, None]))
@@ -742,41 +783,30 @@ class AnnIndex:
         ``min(k, #candidates)`` results can come back, in which case the batch output is
         padded with row -1 and score -inf.
         """
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-            raise ConfigError("k", k, "must be a positive integer")
-        Q = np.asarray(query, dtype=np.float64)
-        single = Q.ndim == 1
-        if single:
-            Q = Q[None, :]
-        if Q.ndim != 2 or Q.shape[1] != self._dim:
-            raise ConfigError("query", Q.shape, f"must have shape ({self._dim},) or (q, {self._dim})")
-        if not np.all(np.isfinite(Q)):
-            raise ConfigError("query", "non-finite", "must not contain NaN or inf")
-        qn = np.sqrt(np.einsum("ij,ij->i", Q, Q))
-        if np.any(qn == 0):
-            raise ConfigError("query", "zero vector", "a zero query has no direction")
-        Qn = np.ascontiguousarray(Q / qn[:, None], dtype=np.float32)
+        k = _check_k(k)
+        Qn, single = _unit_queries(query, self._dim)
+        nq = Qn.shape[0]
         n = len(self)
         faiss = self._faiss
         params = faiss.SearchParametersHNSW()
-        params.efSearch = max(self.ef_search, int(k))
+        params.efSearch = max(self.ef_search, k)
         m = n
         if candidates is not None:
-            lo, hi, rows = ExactIndex._candidates(candidates, n)
+            lo, hi, rows = _candidate_rows(candidates, n)
             if rows is None:
                 rows = np.arange(lo, hi, dtype=np.int64)
             m = rows.size
             if m == 0:
-                return self._empty(Q.shape[0], single)
+                return self._empty(nq, single)
             params.sel = faiss.IDSelectorBatch(rows)
             self._selector_rows = rows  # keep alive while searching
-        kk = min(int(k), m)
+        kk = min(k, m)
         if kk == 0:
-            return self._empty(Q.shape[0], single)
+            return self._empty(nq, single)
         D, I = self._index.search(Qn, kk, params=params)
-        out_r = np.full((Q.shape[0], kk), -1, np.int64)
-        out_s = np.full((Q.shape[0], kk), -np.inf, np.float32)
-        for qi in range(Q.shape[0]):
+        out_r = np.full((nq, kk), -1, np.int64)
+        out_s = np.full((nq, kk), -np.inf, np.float32)
+        for qi in range(nq):
             ok = I[qi] >= 0
             r, s = I[qi][ok], D[qi][ok].astype(np.float32)
             order = np.lexsort((-self._stamps[r], -s.astype(np.float64)))
