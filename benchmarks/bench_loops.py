@@ -1,0 +1,157 @@
+"""Speed of the loops: skill matching over 10,000 skills, consolidation of 1,000 facts.
+
+Run with ``pytest benchmarks/bench_loops.py -s``. Each benchmark measures ours with
+pytest-benchmark and a naive peer in the same run on the same data; the ratio is printed
+and asserted, and so is the absolute target of issue 4:
+
+- ``SkillLibrary.match`` (inverted index of first tokens, phrase check) against a scan that
+  runs one compiled word-boundary regex per trigger of every skill (what a library without
+  an index does); target: median < 2 ms per query over 10,000 skills.
+- ``MemoryStore.consolidate`` (one sparse product for all pairwise similarities) against
+  a pure-Python all-pairs Jaccard loop that only finds the near-duplicate pairs; target:
+  < 1 s for 1,000 facts.
+"""
+
+import re
+import statistics
+import time
+
+import numpy as np
+
+from dyna.loops._text import content_words, jaccard
+from dyna.loops.memory import MemoryEntry, MemoryStore
+from dyna.loops.skills import Skill, SkillLibrary
+
+N_SKILLS, N_QUERIES, N_FACTS = 10_000, 200, 1_000
+
+
+def _vocab(rng, n):
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = set()
+    while len(words) < n:
+        words.add("".join(rng.choice(letters, rng.integers(4, 9))))
+    return sorted(words)
+
+
+def _library_and_queries(seed=0):
+    rng = np.random.default_rng(seed)
+    vocab = _vocab(rng, 5_000)
+    lib = SkillLibrary.in_memory(log_outcomes=False)
+    for i in range(N_SKILLS):
+        trig = [" ".join(rng.choice(vocab, rng.integers(1, 3))) for _ in range(rng.integers(1, 4))]
+        lib.add(Skill(f"skill-{i}", f"skill number {i}", triggers=trig))
+    common = ["the", "a", "to", "and", "then", "of", "in", "with", "please", "fix"]
+    queries = []
+    for _ in range(N_QUERIES):
+        words = list(rng.choice(vocab, rng.integers(10, 20))) + list(
+            rng.choice(common, rng.integers(10, 20)))
+        rng.shuffle(words)
+        queries.append(" ".join(words).capitalize() + ".")
+    return lib, queries
+
+
+def _regex_scan(skills):
+    """Peer: one compiled regex per trigger, every skill scanned for every query."""
+    pats = [(s.name, [re.compile(rf"(?<!\w){re.escape(t.casefold())}(?!\w)")
+                      for t in s.triggers]) for s in skills]
+
+    def match(text, limit=3):
+        text = text.casefold()
+        scored = []
+        for name, rxs in pats:
+            score = sum(len(rx.pattern.split()) for rx in rxs if rx.search(text))
+            if score:
+                scored.append((-score, name))
+        scored.sort()
+        return [n for _, n in scored[:limit]]
+    return match
+
+
+def test_match_10k_skills_index_vs_regex_scan(benchmark):
+    lib, queries = _library_and_queries()
+    peer = _regex_scan(lib.skills())
+    # Same answers (triggers here are plain words, where both definitions agree).
+    for q in queries[:50]:
+        assert [m.name for m in lib.match(q, limit=10)] == peer(q, limit=10)
+    assert sum(bool(lib.match(q)) for q in queries) > N_QUERIES // 2
+
+    benchmark.pedantic(lambda: [lib.match(q) for q in queries], rounds=15, iterations=1,
+                       warmup_rounds=1)
+    ours_per_query = benchmark.stats.stats.median / N_QUERIES
+    single = []
+    for q in queries:
+        t0 = time.perf_counter()
+        lib.match(q)
+        single.append(time.perf_counter() - t0)
+    ours_median = statistics.median(single)
+
+    peer_times = []
+    for q in queries[:40]:
+        t0 = time.perf_counter()
+        peer(q)
+        peer_times.append(time.perf_counter() - t0)
+    peer_median = statistics.median(peer_times)
+    ratio = peer_median / ours_median
+    print(f"\nmatch over {N_SKILLS} skills: ours median {ours_median * 1e3:.3f} ms/query "
+          f"(batch median {ours_per_query * 1e3:.3f} ms/query), regex scan "
+          f"{peer_median * 1e3:.2f} ms/query -> {ratio:.0f}x faster")
+    benchmark.extra_info.update(ours_ms=ours_median * 1e3, peer_ms=peer_median * 1e3,
+                                ratio=ratio)
+    assert ours_median < 2e-3 and ours_per_query < 2e-3
+    assert ratio >= 100
+
+
+def _facts(seed=1):
+    rng = np.random.default_rng(seed)
+    vocab = _vocab(rng, 400)
+    facts = []
+    for i in range(N_FACTS):
+        if facts and rng.random() < 0.2:  # a near-duplicate of an earlier fact
+            facts.append(facts[rng.integers(len(facts))] + " again")
+            continue
+        words = " ".join(rng.choice(vocab, rng.integers(5, 10)))
+        facts.append(f"Use `{words.split()[0]} --{words.split()[1]}` when {words} "
+                     f"on host{i}")
+    return facts
+
+
+def _filled_store(facts):
+    """An in-memory store holding ``facts`` as written by hand (no dedupe on the way in)."""
+    store = MemoryStore.in_memory(cap=None)
+    store._save([MemoryEntry(t, f"2024-01-{1 + i % 28:02d}", "bench")
+                 for i, t in enumerate(facts)])
+    return store
+
+
+def _pairwise_python(facts, threshold=0.8):
+    """Peer: all pairs, Python sets."""
+    sets = [frozenset(content_words(t)) for t in facts]
+    return [(i, j) for i in range(len(sets)) for j in range(i + 1, len(sets))
+            if jaccard(sets[i], sets[j]) >= threshold]
+
+
+def test_consolidate_1000_facts_sparse_vs_python_pairs(benchmark):
+    facts = _facts()
+    stores = []
+
+    def setup():
+        stores.append(_filled_store(facts))
+        return (stores[-1],), {}
+
+    benchmark.pedantic(lambda s: s.consolidate(), setup=setup, rounds=7, iterations=1)
+    ours = benchmark.stats.stats.median
+    report = stores[-1].consolidate()
+    assert not report.changed  # idempotent: a second pass finds nothing
+    first = _filled_store(facts).consolidate()
+    assert first.merged and len(first.merged) <= N_FACTS
+
+    t0 = time.perf_counter()
+    pairs = _pairwise_python(facts)
+    peer = time.perf_counter() - t0
+    ratio = peer / ours
+    print(f"\nconsolidate {N_FACTS} facts: ours {ours * 1e3:.1f} ms (median of 7, whole "
+          f"consolidation), Python all-pairs similarity alone {peer * 1e3:.1f} ms "
+          f"({len(pairs)} pairs) -> {ratio:.1f}x")
+    benchmark.extra_info.update(ours_s=ours, peer_s=peer, ratio=ratio)
+    assert ours < 1.0
+    assert ratio >= 1.0
