@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from dyna.store.jsonl import atomic_target
 
 
 def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically: readers see the old or the new file, never
     a part of it.
 
-    The data goes to a temporary file in the same folder, is flushed (and fsync'ed when
-    ``durable``) and then renamed over ``path`` with :func:`os.replace`. Text is written
+    The data goes to a temporary file in the same folder (:func:`dyna.store.jsonl.atomic_target`),
+    is flushed (and fsync'ed when ``durable``) and then renamed over ``path``. Text is written
     as UTF-8 with the newlines it contains (no platform translation); lone surrogates
     (bytes that were not UTF-8, read with ``surrogateescape``) are written back as the
     original bytes.
@@ -23,23 +24,14 @@ def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None
     OSError
         The folder is not writable; ``path`` is then unchanged.
     """
-    path = Path(path)
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogateescape")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    with atomic_target(path) as tmp:
+        with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def read_text_exact(path: Path) -> str | None:
