@@ -43,7 +43,7 @@ __all__ = ["PLOTS", "draw_plots", "plot_cumulative_reward", "plot_eval_score",
 #: thinned evenly, the last step always kept).
 MAX_CURVE_POINTS = 300
 
-_RC = {"svg.hashsalt": "dyna", "figure.dpi": 100}
+_RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
 
 
 @contextmanager

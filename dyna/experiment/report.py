@@ -276,12 +276,16 @@ def _check_changing_maze(out: "ExperimentOutput", kind: str) -> list[str]:
             found = visits > bound
             row += [_ci(per_run_ci(visits, **opts)),
                     f"{int(found.sum())}/{found.size} ({found.mean():.0%})"]
+            greedy = _select(out.runs, variant.name, point).get_column("final_greedy_steps")
+            short = greedy.drop_nulls().to_numpy()
+            row.append(f"{int((short < lengths[0]).sum())}/{greedy.len()}")
         rows.append(row)
     header = ["variant", "agent", f"cumulative reward at step {T}"]
     if changes:
         header.append(f"reward after the change (steps {changes[0] + 1}-{T})")
     if bound is not None:
-        header += [f"reward in the last {window} steps", "runs that found the shortcut"]
+        header += [f"reward in the last {window} steps", "runs that found the shortcut",
+                   f"greedy path after training shorter than {lengths[0]} steps"]
     lines += _table(header, rows)
     plus, base = _pair(out, "dyna_q_plus", "dyna_q")
     if plus is not None and base is not None:

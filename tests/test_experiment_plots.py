@@ -1,0 +1,142 @@
+"""Plots: case RUN-01 (figures closed, headless), plot contents, `dyna plot` redraws."""
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from dyna.cli import main
+from dyna.experiment.config import parse_config
+from dyna.experiment.runner import run_experiment
+
+REPO = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+RUN01_TOML = """\
+name = "run01"
+seed = 1
+runs = 25
+
+[env]
+id = "dyna/DynaMaze-v0"
+
+[schedule]
+episodes = 3
+
+[defaults]
+agent = "dyna_q"
+n_planning = 2
+
+[[variants]]
+name = "dyna_q"
+
+[analysis]
+metrics = ["steps_per_episode"]
+per_run_plots = true
+"""
+
+
+def _pngs(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.png"))
+
+
+def test_run01_25_seeds_give_26_pngs_and_no_open_figures(tmp_path):
+    """RUN-01: 25 seeds x 1 curve + a summary plot -> 26 PNGs, no open-figure warning
+    (warnings are errors), no pyplot figure left open."""
+    import tomllib
+
+    cfg = parse_config(tomllib.loads(RUN01_TOML))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = run_experiment(cfg, tmp_path / "out")
+    import matplotlib.pyplot as plt
+
+    assert plt.get_fignums() == []
+    pngs = _pngs(out / "plots")
+    assert len(pngs) == 26
+    assert len(list((out / "plots" / "runs").glob("*.png"))) == 25
+    assert (out / "plots" / "runs" / "dyna_q-run24.png").is_file()
+    for p in pngs:
+        assert p.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_run01_headless_subprocess_without_mplbackend(tmp_path):
+    """RUN-01 through the CLI in a fresh interpreter: no MPLBACKEND, no display, every
+    warning an error; the process itself checks that pyplot has no figures."""
+    toml = tmp_path / "run01.toml"
+    toml.write_text(RUN01_TOML)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MPLBACKEND", "DISPLAY", "WAYLAND_DISPLAY")}
+    code = ("import sys; from dyna.cli import main; rc = main(sys.argv[1:]); "
+            "import matplotlib, matplotlib.pyplot as plt; "
+            "assert plt.get_fignums() == [], plt.get_fignums(); "
+            "print(matplotlib.get_backend()); sys.exit(rc)")
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-W", "error::UserWarning", "-c", code,
+         "run", str(toml), "--out", str(tmp_path / "out"), "--no-progress"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert proc.stdout.splitlines()[0] == str(tmp_path / "out")
+    assert proc.stdout.splitlines()[1].lower() == "agg"
+    assert len(_pngs(tmp_path / "out" / "plots")) == 26
+
+
+def _tiny(tmp_path, **changes):
+    data = {
+        "name": "plots",
+        "seed": 0,
+        "runs": 4,
+        "env": {"id": "dyna/DynaMaze-v0"},
+        "schedule": {"episodes": 6, "eval_every": 3, "eval_episodes": 1},
+        "defaults": {"agent": "dyna_q"},
+        "variants": [{"name": "n=0", "n_planning": 0}, {"name": "n=5", "n_planning": 5}],
+        "analysis": {"metrics": ["steps_per_episode", "eval_score"], "first_episode": 2},
+    }
+    data.update(changes)
+    return run_experiment(parse_config(data), tmp_path / "out")
+
+
+def test_plot_labels_titles_and_legends(tmp_path):
+    out = _tiny(tmp_path)
+    svg = (out / "plots" / "steps_per_episode.svg").read_text()
+    for text in ("steps per episode", "episode", "n=0", "n=5", "episodes 2+",
+                 "mean of 4 runs, 95% bootstrap CI"):
+        assert text in svg, text
+    ev = (out / "plots" / "eval_score.svg").read_text()
+    for text in ("training episodes", "greedy policy: mean return over 1 episodes", "n=5"):
+        assert text in ev, text
+
+
+def test_cumulative_reward_plot_marks_the_change(tmp_path):
+    out = _tiny(tmp_path, env={"id": "dyna/ShortcutMaze-v0", "kwargs": {"change_at": 150}},
+                schedule={"total_steps": 300},
+                analysis={"metrics": ["cumulative_reward"]})
+    svg = (out / "plots" / "cumulative_reward.svg").read_text()
+    for text in ("cumulative reward", "time steps", "environment changes", "n=5"):
+        assert text in svg, text
+
+
+def test_dyna_plot_redraws_identical_files(tmp_path, capsys):
+    out = _tiny(tmp_path)
+    before = {p.name: p.read_bytes() for p in (out / "plots").iterdir()}
+    for p in (out / "plots").iterdir():
+        p.unlink()
+    assert main(["plot", str(out)]) == 0
+    after = {p.name: p.read_bytes() for p in (out / "plots").iterdir()}
+    assert sorted(after) == sorted(before)
+    assert after["steps_per_episode.png"] == before["steps_per_episode.png"]
+    assert after["eval_score.svg"] == before["eval_score.svg"]
+    assert "4 plot files" in capsys.readouterr().out
+
+
+def test_dyna_plot_on_missing_folder_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["plot", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "DIR=" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["plot", str(tmp_path / "empty")]) == 2
+    assert "manifest.json" in capsys.readouterr().err

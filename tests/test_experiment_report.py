@@ -1,0 +1,159 @@
+"""report.md: hand-computed tables on synthetic results, and the chapter 8 checks on real
+(reduced) runs of the shipped experiment files."""
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from dyna.experiment.config import load_config, parse_config
+from dyna.experiment.report import build_report, shortcut_bound
+from dyna.experiment.runner import ExperimentOutput, run_experiment
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _output(config_changes, results, runs, metas):
+    data = {
+        "name": "synthetic", "seed": 0, "runs": 2, "env": {"id": "dyna/DynaMaze-v0"},
+        "schedule": {"episodes": 50}, "defaults": {"agent": "dyna_q"},
+        "variants": [{"name": "n=0", "n_planning": 0}, {"name": "n=50", "n_planning": 50}],
+    }
+    data.update(config_changes)
+    cfg = parse_config(data)
+    manifest = {"config_hash": cfg.hash,
+                "envs": [{"point": p, "meta": m} for p, m in zip(cfg.sweep_points(), metas)]}
+    return ExperimentOutput(config=cfg, manifest=manifest, results=results, runs=runs)
+
+
+def _episodes_frame(steps_by_variant):
+    rows = []
+    for variant, per_run in steps_by_variant.items():
+        for run, steps in enumerate(per_run):
+            for ep, s in enumerate(steps, start=1):
+                rows.append({"variant": variant, "agent": "dyna_q", "run": run, "episode": ep,
+                             "steps": s, "return": 1.0, "terminated": True, "updates": 0})
+    return pl.DataFrame(rows)
+
+
+def test_figure_8_2_section_hand_computed():
+    # n=0: episode 2 takes 300 and 500 steps (mean 400); n=50: 30 and 50 (mean 40);
+    # episodes 40..50 take 16 steps in every run.
+    steps = {"n=0": [[1000, 300] + [16] * 48, [900, 500] + [16] * 48],
+             "n=50": [[1000, 30] + [16] * 48, [900, 50] + [16] * 48]}
+    meta = {"requested_id": "dyna/DynaMaze-v0", "resolved_id": "dyna/DynaMaze-v0",
+            "n_states": 54, "n_actions": 4, "max_episode_steps": 0, "optimal_path_length": 14}
+    out = _output({"analysis": {"metrics": ["steps_per_episode"], "checks": ["figure_8_2"],
+                                "first_episode": 2}},
+                  _episodes_frame(steps), pl.DataFrame(), [meta])
+    text = build_report(out)
+    assert "| n=0 | 0 | 400.0 [300.0, 500.0] | 16 [16, 16] |" in text
+    assert "| n=50 | 50 | 40 [30, 50] | 16 [16, 16] |" in text
+    assert "- n = 0 (n=0): episode 2 takes 400.0 steps (book: several hundred) -> " \
+           "consistent" in text
+    assert "- n = 50 (n=50): episode 2 takes 40 steps (book: under ~60) -> consistent" in text
+    assert "episodes 40-50 average 16 steps" in text
+    # final performance: last 10 episodes per run average 16 steps, return 1
+    assert "| n=0 | 16 [16, 16] | 1 [1, 1] |" in text
+    assert f"config hash: `{out.config.hash}`" in text
+    assert "| - | dyna/DynaMaze-v0 | dyna/DynaMaze-v0 | 54 | 4 | none | 14 |" in text
+
+
+def test_figure_8_2_flags_an_inconsistent_curve():
+    steps = {"n=0": [[1000, 50] + [40] * 48, [900, 70] + [40] * 48],
+             "n=50": [[1000, 300] + [16] * 48, [900, 300] + [16] * 48]}
+    out = _output({"analysis": {"metrics": ["steps_per_episode"], "checks": ["figure_8_2"]}},
+                  _episodes_frame(steps), pl.DataFrame(), [{}])
+    text = build_report(out)
+    assert "episode 2 takes 60 steps (book: several hundred) -> NOT consistent" in text
+    assert "episode 2 takes 300.0 steps (book: under ~60) -> NOT consistent" in text
+    assert "episodes 40-50 average 40 steps (book: optimal 14 plus exploration, about " \
+           "15-18) -> NOT consistent" in text
+
+
+@pytest.mark.parametrize("window, length, expected", [(1000, 16, 63), (16, 16, 1),
+                                                      (17, 16, 2), (32, 16, 2), (0, 16, 0)])
+def test_shortcut_bound(window, length, expected):
+    assert shortcut_bound(window, length) == expected
+
+
+def test_prioritized_sweeping_ratio_hand_computed():
+    runs = pl.DataFrame({
+        "variant": ["dq"] * 4 + ["ps"] * 4,
+        "agent": ["dyna_q"] * 4 + ["prioritized_sweeping"] * 4,
+        "resolution": [1, 1, 2, 2] * 2,
+        "run": [0, 1] * 4,
+        "updates_to_optimal": [1000, 3000, 8000, None, 200, 200, 1000, 3000],
+    }, schema_overrides={"updates_to_optimal": pl.Int64})
+    results = pl.DataFrame({"variant": ["dq"], "agent": ["dyna_q"], "resolution": [1],
+                            "run": [0], "episode": [1], "steps": [5], "return": [1.0],
+                            "terminated": [True], "updates": [5]})
+    out = _output({"env": {"id": "dyna/AsciiMaze-v0"}, "sweep": {"resolution": [1, 2]},
+                   "schedule": {"episodes": 5, "stop_at_optimal": True},
+                   "variants": [{"name": "dq", "agent": "dyna_q"},
+                                {"name": "ps", "agent": "prioritized_sweeping"}],
+                   "analysis": {"metrics": ["updates_to_optimal"],
+                                "checks": ["prioritized_sweeping"]}},
+                  results, runs, [{"n_states": 54}, {"n_states": 216}])
+    text = build_report(out)
+    # size 1: (1000+3000)/2 = 2000 vs 200 -> ratio 10; size 2: 8000 (one run) vs 2000 -> 4
+    assert "| 1 | 54 | 2000.0 [1000.0, 3000.0] | 2/2 | 200.0 [200.0, 200.0] | 2/2 | 10 |" in text
+    assert "| 2 | 216 | 8000.0 (one run: no interval) | 1/2 | 2000.0 [1000.0, 3000.0] | 2/2 " \
+           "| 4 |" in text
+    assert "needs fewer updates at every size: yes" in text
+    assert "per size: 10, 4 (book: about 5 to 10)" in text
+
+
+def _runs_frame(folder):
+    return pl.read_parquet(folder / "runs.parquet")
+
+
+def test_blocking_maze_dyna_q_plus_ends_ahead(tmp_path):
+    """Figure 8.4 (reduced to 6 runs): Dyna-Q+ ends with more cumulative reward."""
+    cfg = load_config(REPO / "experiments" / "blocking_maze.toml", runs=6)
+    out = run_experiment(cfg, tmp_path / "b")
+    final = dict(_runs_frame(out).group_by("variant").agg(pl.col("total_return").mean())
+                 .iter_rows())
+    assert final["Dyna-Q+"] > final["Dyna-Q"]
+    text = (out / "report.md").read_text()
+    assert "### Blocking maze (Figure 8.4)" in text
+    assert "The maze changes after 1000 time steps; optimal path 10 -> 16 steps." in text
+    assert "-> Dyna-Q+ ends with more" in text
+
+
+def test_shortcut_maze_only_dyna_q_plus_finds_the_shortcut(tmp_path):
+    """Figure 8.5 (reduced to 4 runs): Dyna-Q+ ends ahead and finds the shortcut; Dyna-Q
+    does not (judged by goal visits in the last 1000 steps beyond the old-path bound)."""
+    cfg = load_config(REPO / "experiments" / "shortcut_maze.toml", runs=4)
+    out = run_experiment(cfg, tmp_path / "s")
+    res = pl.read_parquet(out / "results.parquet")
+    visits = {}
+    for name in ("Dyna-Q", "Dyna-Q+"):
+        v = res.filter(pl.col("variant") == name)
+        end = v.filter(pl.col("step") == 6000).sort("run").get_column("cumulative_reward")
+        start = v.filter(pl.col("step") == 5000).sort("run").get_column("cumulative_reward")
+        visits[name] = (end - start).to_numpy()
+    bound = shortcut_bound(1000, 16)
+    assert np.all(visits["Dyna-Q+"] > bound)
+    assert np.all(visits["Dyna-Q"] <= bound)
+    text = (out / "report.md").read_text()
+    assert "| 0/4 (0%) |" in text and "| 4/4 (100%) |" in text
+    assert "-> Dyna-Q+ ends with more" in text
+
+
+def test_prioritized_sweeping_fewer_updates_at_every_size(tmp_path):
+    """Example 8.4 (reduced to 4 runs, sizes 54..1350 states): prioritized sweeping needs
+    fewer updates than Dyna-Q at every size; the report gives the ratio per size."""
+    cfg = load_config(REPO / "experiments" / "prioritized_sweeping.toml", runs=4)
+    out = run_experiment(cfg, tmp_path / "p")
+    runs = _runs_frame(out)
+    means = (runs.group_by("variant", "resolution").agg(pl.col("updates_to_optimal").mean())
+             .sort("resolution"))
+    for res in cfg.sweep["resolution"]:
+        row = dict(means.filter(pl.col("resolution") == res)
+                   .select("variant", "updates_to_optimal").iter_rows())
+        assert row["prioritized sweeping"] < row["Dyna-Q"], res
+    text = (out / "report.md").read_text()
+    assert "needs fewer updates at every size: yes" in text
+    assert text.count("| 4/4 |") >= 1
