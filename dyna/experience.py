@@ -515,7 +515,10 @@ class ExperienceStore:
         ----------
         tenant_id : str
         episodes : list of dict, optional
-            Each with the fields of :meth:`dyna.buffer.ExperienceBuffer.record`.
+            Each with the fields of :meth:`dyna.buffer.ExperienceBuffer.record`. A record
+            exported by :meth:`export_data` is accepted as is: its ``tenant_id`` must equal
+            ``tenant_id`` and its ``id`` is ignored (the store assigns ids; use
+            :meth:`import_data` with ``keep_ids=True`` to keep them).
         **episode
             One episode's fields when ``episodes`` is not given.
 

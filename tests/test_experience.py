@@ -311,10 +311,10 @@ def test_redaction_before_persist_and_on_export(tmp_path):
     s.record("t1", **ep(state_before={"config": {"Password": "p1", "nested": {"API-KEY": "k"}},
                                       "items": [{"token": "x"}, {"name": "ok"}],
                                       "tokenizer": "bpe"},
-                        metadata={"auth": "Bearer abcdefghijklmnop"}))
+                        metadata={"auth": "Bearer abc123def456ghi789"}))
     raw = s._db.read()
     text = raw["state_before"][0] + raw["metadata"][0]
-    for secret in ("p1", '"k"', '"x"', "abcdefghijklmnop"):
+    for secret in ("p1", '"k"', '"x"', "abc123def456ghi789"):
         assert secret not in text
     assert json.loads(raw["state_before"][0]) == {
         "config": {"Password": "[REDACTED]", "nested": {"API-KEY": "[REDACTED]"}},
