@@ -47,8 +47,10 @@ DEFAULT_SENSITIVE_KEYS: frozenset[str] = frozenset({
 # secret as a whole, or (for ``key = value`` assignments) carries a group named ``secret``
 # that is the only part replaced, so "api_key=abc123" becomes "api_key=[REDACTED]".
 SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
-    # HTTP bearer / basic credentials (RFC 6750 b64token syntax).
-    re.compile(r"(?i)\b(?:bearer|basic)\s+(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)"),
+    # HTTP bearer / basic credentials (RFC 6750 b64token syntax), with at least one digit so
+    # that prose such as "basic arithmetic" is left alone.
+    re.compile(r"(?i)\b(?:bearer|basic)\s+"
+               r"(?P<secret>(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{8,}=*)"),
     # OpenAI / Anthropic style keys: sk-..., sk-proj-..., sk-ant-...
     re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
     # AWS access key ids.

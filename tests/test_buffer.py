@@ -1,0 +1,370 @@
+"""ExperienceBuffer: growth, ring mode, validation, selection, sampling, pruning, compaction."""
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dyna.buffer import FIELDS, Categorical, ExperienceBuffer
+from dyna.errors import ConfigError
+from dyna.redact import REDACTED, hash_features
+
+BASE = dict(tenant_id="t1", task_type="nav", action_type="up", outcome="success")
+
+
+def rewards(buf):
+    return buf.column("reward").tolist()
+
+
+# --------------------------------------------------------------------------- BUF-03
+
+def test_buf03_growth_from_capacity_two_keeps_order_and_dtype():
+    buf = ExperienceBuffer(dim=4, capacity=2)
+    for r in (1.0, 2.0, 3.0):
+        buf.record(reward=r, **BASE)
+    assert len(buf) == 3 and rewards(buf) == [1.0, 2.0, 3.0]
+    ids = buf.record_batch(reward=np.arange(4.0, 9.0), **BASE)
+    assert ids.tolist() == [3, 4, 5, 6, 7] and ids.dtype == np.int64
+    assert len(buf) == 8 and rewards(buf) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    assert buf.capacity >= len(buf)
+    assert buf.column("reward").dtype == np.float64
+    assert buf.column("id").tolist() == list(range(8))
+    assert buf.column("features").dtype == np.float32 and buf.column("features").shape == (8, 4)
+    # No API exposes rows >= len: sampling, export, kNN, row dicts.
+    assert buf.sample(10_000, seed=1).max() < 8
+    assert buf.to_polars().height == 8 and len(buf.rows()) == 8
+    rows, _ = buf.index.search(np.ones(4), 100)
+    assert rows.size == 8 and rows.max() < 8
+    assert all(buf.column(name).shape[0] == 8 for name in FIELDS)
+
+
+def test_growth_never_repeats_data_in_hidden_capacity():
+    buf = ExperienceBuffer(dim=2, capacity=3)
+    buf.record_batch(reward=[1.0, 2.0, 3.0], state_features=np.ones((3, 2)), **BASE)
+    buf.record(reward=4.0, state_features=[1.0, 0.0], **BASE)
+    hidden = buf._store.array("reward")[len(buf):]
+    assert buf.capacity == 6 and hidden.tolist() == [0.0, 0.0]  # zeros, not [1, 2] again
+
+
+# --------------------------------------------------------------------------- BUF-02
+
+def test_buf02_ring_full_flag_eviction_and_sampling():
+    buf = ExperienceBuffer(dim=2, capacity=5, ring=True)
+    for r in (1.0, 2.0, 3.0):
+        buf.record(reward=r, **BASE)
+    assert len(buf) == 3 and buf.is_full is False
+    sampled = buf.column("reward")[buf.sample(1000, seed=0)]
+    assert set(sampled.tolist()) <= {1.0, 2.0, 3.0} and 0.0 not in sampled
+    buf.record(reward=4.0, **BASE)
+    assert buf.is_full is False
+    buf.record(reward=5.0, **BASE)
+    assert buf.is_full is True and len(buf) == 5
+    buf.record(reward=6.0, **BASE)
+    assert len(buf) == 5 and sorted(rewards(buf)) == [2.0, 3.0, 4.0, 5.0, 6.0]
+    assert buf.column("reward")[buf.order()].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+def test_buf02_batch_crossing_the_end_keeps_the_last_rows_in_order():
+    buf = ExperienceBuffer(dim=2, capacity=5, ring=True)
+    buf.record_batch(reward=[1.0, 2.0, 3.0], **BASE)
+    ids = buf.record_batch(reward=np.arange(10.0, 17.0), **BASE)  # 7 rows into capacity 5
+    assert ids.tolist() == list(range(3, 10))
+    assert buf.is_full and len(buf) == 5
+    assert buf.column("reward")[buf.order()].tolist() == [12.0, 13.0, 14.0, 15.0, 16.0]
+    assert buf.column("id")[buf.order()].tolist() == [5, 6, 7, 8, 9]
+    buf.record_batch(reward=[20.0, 21.0], **BASE)                # wraps again
+    assert buf.column("reward")[buf.order()].tolist() == [14.0, 15.0, 16.0, 20.0, 21.0]
+    assert [r["reward"] for r in buf.rows(buf.order())] == [14.0, 15.0, 16.0, 20.0, 21.0]
+
+
+def test_ring_index_follows_overwrites_and_delete_linearises():
+    buf = ExperienceBuffer(dim=2, capacity=3, ring=True)
+    buf.record_batch(reward=[1.0, 2.0, 3.0, 4.0], state_features=[[1, 0], [0, 1], [1, 1], [1, 0]],
+                     **BASE)
+    rows, scores = buf.index.search([1, 0], 3)
+    # Slot 0 now holds id 3 (reward 4); the evicted id 0 can never come back.
+    assert buf.column("id")[rows].tolist() == [3, 2, 1]
+    np.testing.assert_allclose(scores, [1.0, np.sqrt(0.5), 0.0], atol=1e-6)
+    assert buf.delete(buf.column("reward") == 3.0) == 1
+    assert buf.column("reward").tolist() == [2.0, 4.0] and not buf.is_full
+    buf.record(reward=5.0, **BASE)
+    assert buf.column("reward")[buf.order()].tolist() == [2.0, 4.0, 5.0] and buf.is_full
+
+
+# --------------------------------------------------------------------------- validation
+
+def _snapshot(buf):
+    return (len(buf), buf.next_id, {n: buf.categories(n) for n in ("task_type", "outcome")},
+            buf.to_polars())
+
+
+@pytest.mark.parametrize("bad, field", [
+    (dict(reward=[1.0, np.nan, 2.0]), "reward[1]"),
+    (dict(reward=[1.0, 2.0, np.inf]), "reward[2]"),
+    (dict(timestamp=[0.0, np.nan, 1.0]), "timestamp[1]"),
+    (dict(state_features=np.ones((3, 5))), "state_features"),
+    (dict(state_features=[[1, 0, 0, 0], [np.nan, 0, 0, 0], [1, 1, 1, 1]]), "state_features[1]"),
+    (dict(task_type=["new-task", "", "x"]), "task_type[1]"),
+    (dict(outcome=None), "outcome"),
+    (dict(action_type=["a", "b"]), "action_type"),
+    (dict(ids=[5, 4, 6]), "ids"),
+    (dict(metadata=[{"a": 1}, {"b": {1, 2}}, None]), "metadata[1]"),
+    (dict(colour=["red"] * 3), "colour"),
+])
+def test_bad_batches_raise_naming_the_field_and_write_nothing(bad, field):
+    buf = ExperienceBuffer(dim=4, capacity=2)
+    buf.record(reward=0.5, **BASE)
+    before = _snapshot(buf)
+    cols = dict(BASE, reward=[1.0, 2.0, 3.0], outcome=["success", "brand-new-label", "failure"])
+    cols.update(bad)
+    with pytest.raises(ConfigError) as err:
+        buf.record_batch(**cols)
+    assert err.value.field == field
+    after = _snapshot(buf)
+    assert after[:3] == before[:3] and after[3].equals(before[3])
+    assert buf.code("outcome", "brand-new-label") == -1
+
+
+@pytest.mark.parametrize("bad, field", [
+    (dict(reward=float("nan")), "reward"), (dict(reward="1"), "reward"),
+    (dict(reward=None), "reward"), (dict(tenant_id=""), "tenant_id"),
+    (dict(state_features=[1.0, 2.0]), "state_features"),
+    (dict(timestamp=float("inf")), "timestamp"), (dict(size=3), "size"),
+])
+def test_bad_single_records_raise(bad, field):
+    buf = ExperienceBuffer(dim=4)
+    with pytest.raises(ConfigError) as err:
+        buf.record(**{**BASE, "reward": 1.0, **bad})
+    assert err.value.field == field
+    assert len(buf) == 0 and buf.next_id == 0
+
+
+def test_constructor_validation():
+    for kwargs in (dict(dim=0), dict(capacity=0), dict(dim=2.5), dict(redact_keys="token")):
+        with pytest.raises(ConfigError):
+            ExperienceBuffer(**kwargs)
+
+
+# --------------------------------------------------------------------------- content
+
+def test_dicts_are_redacted_stored_as_json_and_hashed_into_features():
+    buf = ExperienceBuffer(dim=32, clock=lambda: 1234.5)
+    state = {"pos": [1, 2], "auth": {"Token": "abc"}, "note": "key sk-ABCDEFGHIJKLMNOPQRSTUV"}
+    ident = buf.record(reward=1.0, state_before=state, metadata={"password": "x", "n": 3},
+                       run_id="run-7", **BASE)
+    assert ident == 0 and state["auth"]["Token"] == "abc"  # caller's dict untouched
+    stored = json.loads(buf.column("state_before")[0])
+    assert stored == {"pos": [1, 2], "auth": {"Token": REDACTED}, "note": f"key {REDACTED}"}
+    row = buf.rows([0], features=True)[0]
+    assert row["metadata"] == {"password": REDACTED, "n": 3}
+    assert row["timestamp"] == 1234.5 and row["run_id"] == "run-7" and row["task_id"] is None
+    assert row["action_taken"] is None
+    want = hash_features({"state_before": stored, "action_taken": None, "state_after": None,
+                          "metadata": {"password": REDACTED, "n": 3}}, 32)
+    np.testing.assert_array_equal(buf.column("features")[0], want)
+    assert row["state_features"] == want.tolist()
+    # Batches hash the same way.
+    buf.record_batch(reward=[2.0], state_before=[state], metadata=[{"password": "y", "n": 3}],
+                     **BASE)
+    np.testing.assert_array_equal(buf.column("features")[1], want)
+
+
+def test_categorical_inputs_codes_and_labels():
+    buf = ExperienceBuffer(dim=2)
+    buf.record_batch(reward=[1.0, 2.0, 3.0, 4.0], tenant_id="t1", task_type="nav",
+                     action_type=np.array([3, 0, 3, 1]),
+                     outcome=Categorical(np.array([1, 0, 1, 0]), ["failure", "success", None]),
+                     run_id=["r1", None, "r1", "r2"])
+    assert buf.labels("action_type").tolist() == ["3", "0", "3", "1"]
+    assert buf.labels("outcome").tolist() == ["success", "failure", "success", "failure"]
+    assert buf.labels("outcome", [0, 1]).tolist() == ["success", "failure"]
+    assert buf.categories("run_id") == ("", "r1", "r2")
+    assert [r["run_id"] for r in buf.rows()] == ["r1", None, "r1", "r2"]
+    with pytest.raises(ConfigError):  # code 2 is None: a missing required outcome
+        buf.record_batch(reward=[1.0], tenant_id="t", task_type="x", action_type="a",
+                         outcome=Categorical(np.array([2]), ["a", "b", None]))
+    assert buf.code("outcome", "success") == buf.column("outcome")[0]
+    with pytest.raises(ConfigError):
+        buf.column("nope")
+    with pytest.raises(ConfigError):
+        buf.categories("reward")
+
+
+def test_optional_columns_stay_correct_after_deletes():
+    # Unused optional columns are skipped on write; stale values must never resurface.
+    buf = ExperienceBuffer(dim=2, capacity=4)
+    buf.record(reward=1.0, run_id="r1", metadata={"a": 1}, **BASE)
+    buf.delete([0])
+    buf.record_batch(reward=[2.0, 3.0], **BASE)
+    assert [r["run_id"] for r in buf.rows()] == [None, None]
+    assert [r["metadata"] for r in buf.rows()] == [None, None]
+
+
+# --------------------------------------------------------------------------- selection
+
+def _mixed_buffer():
+    buf = ExperienceBuffer(dim=3, capacity=4)
+    buf.record_batch(reward=[1.0, 2.0, 3.0], tenant_id="a", task_type="x", action_type="u",
+                     outcome="success", state_features=np.eye(3))
+    buf.record_batch(reward=[4.0, 5.0], tenant_id="b", task_type=["x", "y"], action_type="u",
+                     outcome="failure", state_features=[[1, 0, 0], [1, 1, 0]])
+    buf.record_batch(reward=[6.0], tenant_id="a", task_type="y", action_type="u",
+                     outcome="success", state_features=[[1, 0, 0]])
+    return buf
+
+
+def test_select_views_and_filtered_search():
+    buf = _mixed_buffer()
+    assert buf.select(tenant_id="a").tolist() == [0, 1, 2, 5]
+    assert buf.select(tenant_id="a", task_type="y").tolist() == [5]
+    assert buf.select(tenant_id="a ").tolist() == [] and buf.select(tenant_id="").tolist() == []
+    assert buf.select(task_type=None).tolist() == list(range(6))
+    assert buf.select_slice(tenant_id="b") == slice(3, 5)
+    assert buf.select_slice(tenant_id="a") is None
+    view = buf.view(tenant_id="b")
+    assert np.shares_memory(view["reward"], buf.column("reward"))
+    assert np.shares_memory(view["features"], buf.column("features"))
+    assert view["reward"].tolist() == [4.0, 5.0]
+    gathered = buf.view(tenant_id="a")
+    assert not np.shares_memory(gathered["reward"], buf.column("reward"))
+    assert gathered["reward"].tolist() == [1.0, 2.0, 3.0, 6.0]
+    rows, scores = buf.search([1, 0, 0], 10, tenant_id="a")
+    assert rows.tolist() == [5, 0, 2, 1]   # ties at 1.0 and at 0.0: newer first
+    np.testing.assert_allclose(scores, [1, 1, 0, 0], atol=1e-7)
+    rows, _ = buf.search([1, 0, 0], 10, tenant_id="b")
+    assert rows.tolist() == [3, 4]
+    assert buf.search([1, 0, 0], 3, tenant_id="zzz")[0].tolist() == []
+    with pytest.raises(ConfigError):
+        buf.select(reward=1.0)
+
+
+def test_sample_is_seeded_respects_weights_and_candidates():
+    buf = _mixed_buffer()
+    a = buf.sample(50, seed=3)
+    assert np.array_equal(a, buf.sample(50, seed=3)) and a.dtype == np.int64
+    assert a.min() >= 0 and a.max() < 6
+    w = np.array([0, 1, 0, 0, 3, 0], dtype=float)
+    s = buf.sample(4000, seed=0, weights=w)
+    assert set(s.tolist()) == {1, 4}
+    assert abs(np.mean(s == 4) - 0.75) < 0.03
+    c = buf.sample(100, seed=1, candidates=buf.select(tenant_id="b"))
+    assert set(c.tolist()) <= {3, 4}
+    assert buf.sample(0, seed=1).tolist() == []
+    for kwargs in (dict(n=-1), dict(n=2, weights=np.zeros(6)), dict(n=2, weights=-w),
+                   dict(n=2, weights=np.ones(5))):
+        with pytest.raises(ConfigError):
+            buf.sample(**kwargs)
+    with pytest.raises(ConfigError):
+        ExperienceBuffer(dim=2).sample(1)
+
+
+# --------------------------------------------------------------------------- deletion
+
+def test_prune_sorted_fast_path_and_unsorted_path():
+    buf = ExperienceBuffer(dim=2, capacity=4)
+    buf.record_batch(reward=np.arange(6.0), timestamp=np.arange(6.0) * 10, **BASE)
+    assert buf.prune_older_than(25.0) == 3
+    assert rewards(buf) == [3.0, 4.0, 5.0] and buf.column("id").tolist() == [3, 4, 5]
+    assert buf.index.search([1, 1], 10)[0].tolist() == [2, 1, 0]   # zero rows, newest first
+    buf.record_batch(reward=[6.0, 7.0], timestamp=[5.0, 70.0], **BASE)   # out of order
+    assert buf.prune_older_than(31.0) == 1 + 1   # rows with t=30 and t=5
+    assert rewards(buf) == [4.0, 5.0, 7.0]
+    assert buf.prune_older_than(-1e9) == 0
+    for bad in (float("nan"), "yesterday"):
+        with pytest.raises(ConfigError):
+            buf.prune_older_than(bad)
+
+
+def test_prefix_drop_then_growth_reuses_space():
+    buf = ExperienceBuffer(dim=2, capacity=8)
+    buf.record_batch(reward=np.arange(8.0), timestamp=np.arange(8.0), **BASE)
+    buf.prune_older_than(6.0)
+    buf.record_batch(reward=[8.0, 9.0, 10.0], timestamp=[8.0, 9.0, 10.0], **BASE)
+    assert buf.capacity == 8 and rewards(buf) == [6.0, 7.0, 8.0, 9.0, 10.0]
+    assert buf.column("id").tolist() == [6, 7, 8, 9, 10]
+
+
+def _reference_compact(tenants, tasks, ts, keep):
+    survivors = []
+    for g in set(zip(tenants, tasks)):
+        members = [i for i in range(len(ts)) if (tenants[i], tasks[i]) == g]
+        members.sort(key=lambda i: (ts[i], i))
+        survivors.extend(members[max(0, len(members) - keep):])
+    return sorted(survivors)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 5)),
+                min_size=0, max_size=40),
+       st.integers(0, 4), st.booleans())
+def test_compact_keeps_newest_per_group_like_reference(rows, keep, sort_time):
+    if sort_time:
+        rows = sorted(rows, key=lambda r: r[2])
+    tenants = [f"t{r[0]}" for r in rows]
+    tasks = [f"k{r[1]}" for r in rows]
+    ts = [float(r[2]) for r in rows]
+    buf = ExperienceBuffer(dim=3, capacity=1)
+    n = len(rows)
+    feats = np.random.default_rng(n).standard_normal((n, 3))
+    if n:
+        buf.record_batch(reward=np.arange(float(n)), tenant_id=tenants, task_type=tasks,
+                         action_type="a", outcome="success", timestamp=ts, state_features=feats)
+    want = _reference_compact(tenants, tasks, ts, keep)
+    assert buf.compact(keep) == n - len(want)
+    assert buf.column("id").tolist() == want
+    assert rewards(buf) == [float(i) for i in want]
+    np.testing.assert_array_equal(buf.column("features"), feats[want].astype(np.float32))
+    if want:   # the index follows the compaction
+        rows_, _ = buf.index.search(feats[want[0]], 1)
+        assert buf.column("id")[rows_[0]] == want[0]
+
+
+def test_compact_ring_and_bad_keep():
+    buf = ExperienceBuffer(dim=2, capacity=4, ring=True)
+    buf.record_batch(reward=np.arange(6.0), timestamp=np.arange(6.0),
+                     tenant_id=["a", "b"] * 3, task_type="x", action_type="u", outcome="s")
+    assert buf.compact(1) == 2
+    assert buf.column("reward")[buf.order()].tolist() == [4.0, 5.0]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError):
+            buf.compact(bad)
+
+
+def test_delete_keeps_survivor_order_and_clear():
+    buf = _mixed_buffer()
+    assert buf.delete(np.array([True, False, True, False, False, False])) == 2
+    assert rewards(buf) == [2.0, 4.0, 5.0, 6.0]
+    assert buf.delete([0, 3]) == 2 and rewards(buf) == [4.0, 5.0]
+    assert buf.delete([]) == 0
+    with pytest.raises(ConfigError):
+        buf.delete([7])
+    buf.clear()
+    assert len(buf) == 0 and buf.record(reward=1.0, **BASE) == 6
+
+
+# --------------------------------------------------------------------------- polars
+
+def test_polars_round_trip_is_identical():
+    buf = _mixed_buffer()
+    buf.record(reward=-1.5, state_after={"k": [1, "x"]}, outcome_verified_by="grader",
+               anti_gaming_policy="p1", request_id="req", **BASE)
+    df = buf.to_polars()
+    assert df.schema["features"] == pl.Array(pl.Float32, 3)
+    assert df.schema["tenant_id"] == pl.String and df.schema["id"] == pl.Int64
+    assert df.get_column("outcome_source").null_count() == 7
+    back = ExperienceBuffer.from_polars(df)
+    assert back.rows(features=True) == buf.rows(features=True)
+    assert back.next_id == buf.next_id and back.dim == 3
+    np.testing.assert_array_equal(back.column("inv_norm"), buf.column("inv_norm"))
+    empty = ExperienceBuffer.from_polars(ExperienceBuffer(dim=3).to_polars())
+    assert len(empty) == 0 and empty.dim == 3
+
+
+def test_nbytes_counts_live_rows():
+    buf = ExperienceBuffer(dim=4, capacity=1000)
+    buf.record_batch(reward=np.zeros(10), metadata=[{"a": 1}] * 10, **BASE)
+    per_row = 8 + 8 + 8 + 10 * 4 + 4 * 8 + 4 * 4 + 4
+    assert buf.nbytes() == 10 * per_row + 10 * len('{"a":1}')
