@@ -10,7 +10,7 @@ each pair was last tried (for Dyna-Q+'s ``tau``, Section 8.3) and, for prioritiz
 (Section 8.4), the predecessors of every state.
 
 The arrays of one run form a tuple (see :func:`new_model`); the ``@njit`` functions here
-read and update it and are what the compiled agent kernels call. :class:`TabularModel`
+read and update them and are what the compiled agent kernels call. :class:`TabularModel`
 holds the same arrays with a leading run axis for use from Python.
 """
 
@@ -22,15 +22,22 @@ from numba import njit
 from dyna.errors import ConfigError
 from dyna.rng import randint
 
-# Positions inside a model tuple, in order.
-# nxt int32 (S,A,K); rew float64 (S,A,K); term bool (S,A,K); cnt int64 (S,A,K)
-# nout int32 (S,A); total int64 (S,A); last int64 (S,A)
-# obs_s int32 (S,); obs_a int32 (S,A); n_obs_a int32 (S,)
-# pred_head int32 (S,); pred_next int32 (S*A*K,); pred_sa int32 (S*A*K,)
-# info int64 (3,): [n observed states, n predecessor links, overflow flag]
+# A model is a tuple of 8 arrays (with an optional leading run axis):
+#   out       int64   (S, A, K, 3)  per outcome k of (s, a): next state, count, terminated (0/1)
+#   rew       float64 (S, A, K)     per outcome: reward
+#   pair      int64   (S, A, 3)     n distinct outcomes, n(s, a) tries, last step tried (-1: never)
+#   seen_s    int64   (S,)          observed states in order of first visit
+#   seen_a    int64   (S, A + 1)    [s, 0] = number of actions tried in s, [s, 1:] those actions
+#   pred_head int64   (S,)          first predecessor link of s' (-1: none)
+#   pred_link int64   (L, 2)        link: (s * A + a, next link or -1)
+#   info      int64   (3,)          n observed states, n links used, overflow flag
+# The compiled functions take these arrays one by one (``*m``) rather than the tuple: numba
+# passes a tuple of arrays by value, which costs far more per call than the arrays do.
+MODEL_FIELDS = ("out", "rew", "pair", "seen_s", "seen_a", "pred_head", "pred_link", "info")
 
 
-def new_model(n_states: int, n_actions: int, max_outcomes: int, runs: int | None = None):
+def new_model(n_states: int, n_actions: int, max_outcomes: int, runs: int | None = None,
+              max_links: int | None = None):
     """Allocate an empty model.
 
     Parameters
@@ -42,162 +49,151 @@ def new_model(n_states: int, n_actions: int, max_outcomes: int, runs: int | None
         built from an environment, its largest outcome count is a safe bound.
     runs : int or None
         With an int R every array gets a leading run axis of length R.
+    max_links : int, optional
+        L, room for predecessor links (default ``S * A * K``).
 
     Returns
     -------
-    tuple of 14 numpy arrays (layout in this module's source).
+    tuple of the 8 arrays named in :data:`MODEL_FIELDS` (layout in the module source).
     """
     S, A, K = int(n_states), int(n_actions), int(max_outcomes)
     if S < 1 or A < 1 or K < 1:
         raise ConfigError("model shape", (S, A, K), "n_states, n_actions and max_outcomes must be >= 1")
+    L = S * A * K if max_links is None else int(max_links)
     lead = () if runs is None else (int(runs),)
+    pair = np.zeros(lead + (S, A, 3), np.int64)
+    pair[..., 2] = -1
     return (
-        np.zeros(lead + (S, A, K), np.int32),
+        np.zeros(lead + (S, A, K, 3), np.int64),
         np.zeros(lead + (S, A, K), np.float64),
-        np.zeros(lead + (S, A, K), np.bool_),
-        np.zeros(lead + (S, A, K), np.int64),
-        np.zeros(lead + (S, A), np.int32),
-        np.zeros(lead + (S, A), np.int64),
-        np.full(lead + (S, A), -1, np.int64),
-        np.zeros(lead + (S,), np.int32),
-        np.zeros(lead + (S, A), np.int32),
-        np.zeros(lead + (S,), np.int32),
-        np.full(lead + (S,), -1, np.int32),
-        np.zeros(lead + (S * A * K,), np.int32),
-        np.zeros(lead + (S * A * K,), np.int32),
+        pair,
+        np.zeros(lead + (S,), np.int64),
+        np.zeros(lead + (S, A + 1), np.int64),
+        np.full(lead + (S,), -1, np.int64),
+        np.zeros(lead + (L, 2), np.int64),
         np.zeros(lead + (3,), np.int64),
     )
 
 
 @njit(cache=True)
-def model_reset(m):
+def model_reset(out, rew, pair, seen_s, seen_a, pred_head, pred_link, info):
     """Empty a model in place (for reuse by the next run)."""
-    m[0][:] = 0
-    m[1][:] = 0.0
-    m[2][:] = False
-    m[3][:] = 0
-    m[4][:] = 0
-    m[5][:] = 0
-    m[6][:] = -1
-    m[7][:] = 0
-    m[8][:] = 0
-    m[9][:] = 0
-    m[10][:] = -1
-    m[11][:] = 0
-    m[12][:] = 0
-    m[13][:] = 0
+    out[:] = 0
+    rew[:] = 0.0
+    pair[:] = 0
+    pair[:, :, 2] = -1
+    seen_s[:] = 0
+    seen_a[:] = 0
+    pred_head[:] = -1
+    pred_link[:] = 0
+    info[:] = 0
 
 
 @njit(cache=True)
-def _link_predecessor(m, s, a, s2):
-    """Add the link (s, a) -> s2 to s2's predecessor list unless it is there already."""
-    pred_head, pred_next, pred_sa, info = m[10], m[11], m[12], m[13]
-    sa = s * m[0].shape[1] + a
+def _link_predecessor(pred_head, pred_link, info, sa, s2):
+    """Add the link (s, a) -> s2 (``sa = s * A + a``) unless it is there already."""
     e = pred_head[s2]
     while e >= 0:
-        if pred_sa[e] == sa:
+        if pred_link[e, 0] == sa:
             return True
-        e = pred_next[e]
+        e = pred_link[e, 1]
     e = info[1]
-    if e >= pred_sa.shape[0]:
+    if e >= pred_link.shape[0]:
         info[2] = 1
         return False
-    pred_sa[e] = sa
-    pred_next[e] = pred_head[s2]
+    pred_link[e, 0] = sa
+    pred_link[e, 1] = pred_head[s2]
     pred_head[s2] = e
     info[1] = e + 1
     return True
 
 
 @njit(cache=True)
-def model_update(m, s, a, s2, r, term, t, keep_last=False):
+def model_update(out, rew, pair, seen_s, seen_a, pred_head, pred_link, info,
+                 s, a, s2, r, term, t, keep_last):
     """Record one real transition ``(s, a) -> (s2, r, term)`` seen at total step ``t``.
 
     By default every distinct outcome of (s, a) is counted. With ``keep_last`` the pair
     keeps only its latest outcome -- the book's deterministic model ``Model(S, A) <- R, S'``
     (Section 8.2), which follows a changing environment (Section 8.3) at once.
-    Invariant: ``sum_k cnt[s, a, k] == total[s, a]``.
+    Invariant: ``sum_k out[s, a, k, 1] == pair[s, a, 1]``.
 
     Returns False (and sets the overflow flag ``info[2]``) when (s, a) already has K
     distinct outcomes and this is a new one; the transition is then not recorded.
     """
-    nxt, rew, trm, cnt, nout, total, last = m[0], m[1], m[2], m[3], m[4], m[5], m[6]
-    obs_s, obs_a, n_obs_a, info = m[7], m[8], m[9], m[13]
-    n = nout[s, a]
+    n = pair[s, a, 0]
     k = -1
     for j in range(n):
-        if nxt[s, a, j] == s2 and rew[s, a, j] == r and trm[s, a, j] == term:
+        if out[s, a, j, 0] == s2 and rew[s, a, j] == r and out[s, a, j, 2] == term:
             k = j
             break
     if keep_last and n > 0 and k != 0:
         n = 0          # forget the old outcome; the single slot 0 takes the new one
         k = -1
     if k < 0:
-        if n == nxt.shape[2]:
+        if n == out.shape[2]:
             info[2] = 1
             return False
-        if not _link_predecessor(m, s, a, s2):
+        if not _link_predecessor(pred_head, pred_link, info, s * out.shape[1] + a, s2):
             return False
         k = n
-        nxt[s, a, k] = s2
+        out[s, a, k, 0] = s2
+        out[s, a, k, 1] = 0
+        out[s, a, k, 2] = term
         rew[s, a, k] = r
-        trm[s, a, k] = term
-        cnt[s, a, k] = 0
-        nout[s, a] = n + 1
-    if total[s, a] == 0:
-        if n_obs_a[s] == 0:
-            obs_s[info[0]] = s
+        pair[s, a, 0] = n + 1
+    if pair[s, a, 1] == 0:
+        if seen_a[s, 0] == 0:
+            seen_s[info[0]] = s
             info[0] += 1
-        obs_a[s, n_obs_a[s]] = a
-        n_obs_a[s] += 1
-    total[s, a] += 1
+        seen_a[s, 0] += 1
+        seen_a[s, seen_a[s, 0]] = a
+    pair[s, a, 1] += 1
     if keep_last:
-        cnt[s, a, 0] = total[s, a]
+        out[s, a, 0, 1] = pair[s, a, 1]
     else:
-        cnt[s, a, k] += 1
-    last[s, a] = t
+        out[s, a, k, 1] += 1
+    pair[s, a, 2] = t
     return True
 
 
 @njit(cache=True)
-def model_sample(m, s, a, st):
-    """Draw ``(s', r, terminated)`` from p̂(. | s, a) with generator state ``st``.
+def model_sample_index(out, pair, s, a, st):
+    """Index k of an outcome of (s, a) drawn with probability ``count_k / n(s, a)``.
 
-    The pair must have been observed (``total[s, a] > 0``); callers only sample observed
+    The pair must have been observed (``pair[s, a, 1] > 0``); callers only sample observed
     pairs, so the model never makes up a transition.
     """
-    nxt, rew, trm, cnt, nout, total = m[0], m[1], m[2], m[3], m[4], m[5]
-    u = randint(st, total[s, a])
+    if pair[s, a, 0] == 1:   # one outcome seen (always so in deterministic worlds): no draw
+        return 0
+    u = randint(st, pair[s, a, 1])
     acc = 0
-    k = 0
-    for j in range(nout[s, a]):
-        acc += cnt[s, a, j]
+    for j in range(pair[s, a, 0]):
+        acc += out[s, a, j, 1]
         if u < acc:
-            k = j
-            break
-    return nxt[s, a, k], rew[s, a, k], trm[s, a, k]
+            return j
+    return 0
 
 
 @njit(cache=True)
-def model_expected_target(m, Q, s, a, gamma):
+def model_expected_target(out, rew, pair, Q, s, a, gamma):
     """Expected one-step target ``Σ p̂(s',r|s,a) [r + gamma (1 - terminated) max_a' Q[s', a']]``.
 
-    Used by prioritized sweeping's expected updates (Section 8.4, Section 8.5); for a
-    deterministic model it equals the sample target.
+    Used by prioritized sweeping's expected updates (Sections 8.4-8.5); for a deterministic
+    model it equals the sample target.
     """
-    nxt, rew, trm, cnt, nout, total = m[0], m[1], m[2], m[3], m[4], m[5]
     tot = 0.0
-    for j in range(nout[s, a]):
-        s2 = nxt[s, a, j]
+    for j in range(pair[s, a, 0]):
         target = rew[s, a, j]
-        if not trm[s, a, j]:
+        if out[s, a, j, 2] == 0:
+            s2 = out[s, a, j, 0]
             best = Q[s2, 0]
             for b in range(1, Q.shape[1]):
                 if Q[s2, b] > best:
                     best = Q[s2, b]
             target += gamma * best
-        tot += cnt[s, a, j] * target
-    return tot / total[s, a]
+        tot += out[s, a, j, 1] * target
+    return tot / pair[s, a, 1]
 
 
 def _run_view(arrays, r):
@@ -215,8 +211,8 @@ class TabularModel:
     runs : int
         R (default 1).
 
-    The arrays are the attribute ``arrays`` (tuple, layout in the module source); the
-    compiled agents use exactly the same update and sampling functions.
+    The arrays are the attribute ``arrays`` (tuple, see :data:`MODEL_FIELDS`); the compiled
+    agents use exactly the same update and sampling functions.
 
     Examples
     --------
@@ -258,18 +254,18 @@ class TabularModel:
         if t is None:
             t = int(self._t[run])
         self._t[run] = t + 1
-        ok = model_update(_run_view(self.arrays, run), s, a, s2, float(r), bool(terminated), t, keep_last)
+        ok = model_update(*_run_view(self.arrays, run), s, a, s2, float(r), bool(terminated), t, keep_last)
         if not ok:
             raise ConfigError("max_outcomes", self.max_outcomes, f"exceeded by (s={s}, a={a})")
 
     def count(self, s: int, a: int, run: int = 0) -> int:
         """n(s, a): how often (s, a) was tried."""
         self._check(s, a, run)
-        return int(self.arrays[5][run, s, a])
+        return int(self.arrays[2][run, s, a, 1])
 
     def observed(self, run: int = 0) -> np.ndarray:
         """bool (S, A): which pairs have been tried."""
-        return self.arrays[5][run] > 0
+        return self.arrays[2][run, :, :, 1] > 0
 
     def distribution(self, s: int, a: int, run: int = 0) -> dict | None:
         """p̂(s', r | s, a) as ``{(s', r): probability}``; ``None`` for an unseen pair.
@@ -288,11 +284,11 @@ class TabularModel:
     def outcomes(self, s: int, a: int, run: int = 0) -> list[tuple] | None:
         """Distinct outcomes ``[(s', r, terminated, count), ...]`` of (s, a); None if unseen."""
         self._check(s, a, run)
-        n = int(self.arrays[4][run, s, a])
+        n = int(self.arrays[2][run, s, a, 0])
         if n == 0:
             return None
-        nxt, rew, trm, cnt = (x[run, s, a] for x in self.arrays[:4])
-        return [(int(nxt[k]), float(rew[k]), bool(trm[k]), int(cnt[k])) for k in range(n)]
+        out, rew = self.arrays[0][run, s, a], self.arrays[1][run, s, a]
+        return [(int(out[k, 0]), float(rew[k]), bool(out[k, 2]), int(out[k, 1])) for k in range(n)]
 
     def expected_reward(self, s: int, a: int, run: int = 0) -> float | None:
         """r̂(s, a) = Σ p̂(s', r | s, a) r; None for an unseen pair."""
@@ -311,16 +307,17 @@ class TabularModel:
             The pair was never observed (the model does not invent transitions).
         """
         self._check(s, a, run)
-        if self.arrays[5][run, s, a] == 0:
+        if self.arrays[2][run, s, a, 1] == 0:
             raise KeyError(f"(s={s}, a={a}) was never observed")
-        s2, r, term = model_sample(_run_view(self.arrays, run), s, a, rng_state)
-        return int(s2), float(r), bool(term)
+        out, rew, pair = self.arrays[0][run], self.arrays[1][run], self.arrays[2][run]
+        k = model_sample_index(out, pair, s, a, rng_state)
+        return int(out[s, a, k, 0]), float(rew[s, a, k]), bool(out[s, a, k, 2])
 
     def predecessors(self, s: int, run: int = 0) -> list[tuple[int, int]]:
         """Pairs (s̄, ā) observed to lead to ``s`` (newest first)."""
-        head, nxt_link, sa = self.arrays[10][run], self.arrays[11][run], self.arrays[12][run]
-        out, e = [], int(head[s])
+        head, link = self.arrays[5][run], self.arrays[6][run]
+        found, e = [], int(head[s])
         while e >= 0:
-            out.append(divmod(int(sa[e]), self.n_actions))
-            e = int(nxt_link[e])
-        return out
+            found.append(divmod(int(link[e, 0]), self.n_actions))
+            e = int(link[e, 1])
+        return found

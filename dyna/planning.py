@@ -27,7 +27,7 @@ import math
 import numpy as np
 from numba import njit
 
-from dyna.model import model_expected_target, model_sample
+from dyna.model import model_expected_target, model_sample_index
 from dyna.rng import randint
 
 
@@ -65,13 +65,13 @@ def q_update(Q, s, a, r, s2, terminated, alpha, gamma):
 
 
 @njit(cache=True)
-def dyna_planning(Q, m, n, alpha, gamma, kappa, plus, t, st):
+def dyna_planning(Q, out, rew, pair, seen_s, seen_a, info, n, alpha, gamma, kappa, plus, t, st):
     """``n`` Dyna-Q (or Dyna-Q+) planning updates in place; returns how many were made.
 
     Parameters
     ----------
     Q : float64 (S, A)
-    m : model tuple of one run (:func:`dyna.model.new_model`)
+    out, rew, pair, seen_s, seen_a, info : arrays of one run's model (:mod:`dyna.model`)
     n : int
         Planning steps n.
     alpha, gamma : float
@@ -84,143 +84,141 @@ def dyna_planning(Q, m, n, alpha, gamma, kappa, plus, t, st):
     st : uint64 (4,)
         The run's generator state.
     """
-    n_states_seen = m[13][0]
-    if n_states_seen == 0:
+    n_seen = info[0]
+    if n_seen == 0:
         return 0
-    obs_s, obs_a, n_obs_a, total, last = m[7], m[8], m[9], m[5], m[6]
     A = Q.shape[1]
     for _ in range(n):
-        s = obs_s[randint(st, n_states_seen)]
+        s = seen_s[randint(st, n_seen)]
         if plus:
             a = randint(st, A)
-            if total[s, a] == 0:
+            if pair[s, a, 1] == 0:       # never tried: back to s with reward 0
                 s2, r, term = s, 0.0, False
                 tau = t
             else:
-                s2, r, term = model_sample(m, s, a, st)
-                tau = t - last[s, a]
+                k = model_sample_index(out, pair, s, a, st)
+                s2, r, term = out[s, a, k, 0], rew[s, a, k], out[s, a, k, 2] != 0
+                tau = t - pair[s, a, 2]
             r = r + kappa * math.sqrt(tau)
         else:
-            a = obs_a[s, randint(st, n_obs_a[s])]
-            s2, r, term = model_sample(m, s, a, st)
+            a = seen_a[s, 1 + randint(st, seen_a[s, 0])]
+            k = model_sample_index(out, pair, s, a, st)
+            s2, r, term = out[s, a, k, 0], rew[s, a, k], out[s, a, k, 2] != 0
         q_update(Q, s, a, r, s2, term, alpha, gamma)
     return n
 
 
 # --------------------------------------------------------------------------- queue
-# An indexed binary max-heap over pair ids sa = s * A + a, for one run:
-# heap_sa int32 (S*A,), heap_p float64 (S*A,), heap_c int64 (S*A,), pos int32 (S*A,) (-1:
-# absent), hinfo int64 (2,) = [size, insertion counter]. Order: larger priority first; equal
-# priorities in insertion order (smaller counter first). Each pair is in the heap at most once.
+# An indexed binary max-heap over pair ids sa = s * A + a, for one run, as 4 arrays:
+#   hkey  int64 (S*A, 2): (pair id, insertion number) of each heap slot
+#   hprio float64 (S*A,): priority of each heap slot
+#   hpos  int64 (S*A,):   heap slot of each pair id (-1: not queued)
+#   hinfo int64 (2,):     size, next insertion number
+# Order: larger priority first; equal priorities in insertion order. A pair is queued at
+# most once.
 
 
 def new_queue(n_pairs: int, runs: int | None = None):
-    """Allocate an empty pair queue (tuple of 5 arrays) for ``n_pairs = S * A``."""
+    """Allocate an empty pair queue: tuple ``(hkey, hprio, hpos, hinfo)`` for ``S * A`` pairs."""
     lead = () if runs is None else (int(runs),)
-    return (np.zeros(lead + (n_pairs,), np.int32), np.zeros(lead + (n_pairs,), np.float64),
-            np.zeros(lead + (n_pairs,), np.int64), np.full(lead + (n_pairs,), -1, np.int32),
-            np.zeros(lead + (2,), np.int64))
+    return (np.zeros(lead + (n_pairs, 2), np.int64), np.zeros(lead + (n_pairs,), np.float64),
+            np.full(lead + (n_pairs,), -1, np.int64), np.zeros(lead + (2,), np.int64))
 
 
 @njit(cache=True)
-def _before(q, i, j):
-    hp, hc = q[1], q[2]
-    return hp[i] > hp[j] or (hp[i] == hp[j] and hc[i] < hc[j])
+def _before(hkey, hprio, i, j):
+    return hprio[i] > hprio[j] or (hprio[i] == hprio[j] and hkey[i, 1] < hkey[j, 1])
 
 
 @njit(cache=True)
-def _swap(q, i, j):
-    hs, hp, hc, pos = q[0], q[1], q[2], q[3]
-    hs[i], hs[j] = hs[j], hs[i]
-    hp[i], hp[j] = hp[j], hp[i]
-    hc[i], hc[j] = hc[j], hc[i]
-    pos[hs[i]] = i
-    pos[hs[j]] = j
+def _swap(hkey, hprio, hpos, i, j):
+    for c in range(2):
+        hkey[i, c], hkey[j, c] = hkey[j, c], hkey[i, c]
+    hprio[i], hprio[j] = hprio[j], hprio[i]
+    hpos[hkey[i, 0]] = i
+    hpos[hkey[j, 0]] = j
 
 
 @njit(cache=True)
-def _sift_up(q, i):
+def _sift_up(hkey, hprio, hpos, i):
     while i > 0:
         parent = (i - 1) // 2
-        if _before(q, i, parent):
-            _swap(q, i, parent)
+        if _before(hkey, hprio, i, parent):
+            _swap(hkey, hprio, hpos, i, parent)
             i = parent
         else:
             break
 
 
 @njit(cache=True)
-def _sift_down(q, i):
-    size = q[4][0]
+def _sift_down(hkey, hprio, hpos, size, i):
     while True:
         left = 2 * i + 1
         best = i
-        if left < size and _before(q, left, best):
+        if left < size and _before(hkey, hprio, left, best):
             best = left
-        if left + 1 < size and _before(q, left + 1, best):
+        if left + 1 < size and _before(hkey, hprio, left + 1, best):
             best = left + 1
         if best == i:
             break
-        _swap(q, i, best)
+        _swap(hkey, hprio, hpos, i, best)
         i = best
 
 
 @njit(cache=True)
-def queue_push(q, sa, p):
+def queue_push(hkey, hprio, hpos, hinfo, sa, p):
     """Insert pair ``sa`` with priority ``p``; if queued already, keep the larger priority.
 
     A pair whose priority rises takes a fresh insertion number (it counts as re-inserted).
     """
-    hs, hp, hc, pos, hinfo = q[0], q[1], q[2], q[3], q[4]
-    i = pos[sa]
+    i = hpos[sa]
     if i >= 0:
-        if p > hp[i]:
-            hp[i] = p
-            hc[i] = hinfo[1]
+        if p > hprio[i]:
+            hprio[i] = p
+            hkey[i, 1] = hinfo[1]
             hinfo[1] += 1
-            _sift_up(q, i)
+            _sift_up(hkey, hprio, hpos, i)
         return
     i = hinfo[0]
-    hs[i] = sa
-    hp[i] = p
-    hc[i] = hinfo[1]
+    hkey[i, 0] = sa
+    hkey[i, 1] = hinfo[1]
+    hprio[i] = p
     hinfo[1] += 1
-    pos[sa] = i
+    hpos[sa] = i
     hinfo[0] = i + 1
-    _sift_up(q, i)
+    _sift_up(hkey, hprio, hpos, i)
 
 
 @njit(cache=True)
-def queue_pop(q):
+def queue_pop(hkey, hprio, hpos, hinfo):
     """Remove and return ``(sa, priority)`` of the first pair; the queue must not be empty."""
-    hs, hp, pos, hinfo = q[0], q[1], q[3], q[4]
-    sa, p = hs[0], hp[0]
+    sa, p = hkey[0, 0], hprio[0]
     last = hinfo[0] - 1
-    _swap(q, 0, last)
+    _swap(hkey, hprio, hpos, 0, last)
     hinfo[0] = last
-    pos[sa] = -1
+    hpos[sa] = -1
     if last > 0:
-        _sift_down(q, 0)
+        _sift_down(hkey, hprio, hpos, last, 0)
     return sa, p
 
 
 @njit(cache=True)
-def queue_clear(q):
+def queue_clear(hkey, hprio, hpos, hinfo):
     """Empty the queue in place."""
-    q[3][:] = -1
-    q[4][:] = 0
+    hpos[:] = -1
+    hinfo[:] = 0
 
 
 @njit(cache=True)
-def ps_push_if(Q, m, q, s, a, gamma, theta):
+def ps_push_if(Q, out, rew, pair, hkey, hprio, hpos, hinfo, s, a, gamma, theta):
     """Push (s, a) with ``P = |expected target - Q[s, a]|`` when ``P > theta``."""
-    P = abs(model_expected_target(m, Q, s, a, gamma) - Q[s, a])
+    P = abs(model_expected_target(out, rew, pair, Q, s, a, gamma) - Q[s, a])
     if P > theta:
-        queue_push(q, s * Q.shape[1] + a, P)
+        queue_push(hkey, hprio, hpos, hinfo, s * Q.shape[1] + a, P)
 
 
 @njit(cache=True)
-def ps_planning(Q, m, q, n, alpha, gamma, theta):
+def ps_planning(Q, out, rew, pair, pred_head, pred_link, hkey, hprio, hpos, hinfo, n, alpha, gamma, theta):
     """Up to ``n`` prioritized-sweeping backups (Section 8.4); returns how many were made.
 
     Each pops the first pair, applies the expected update
@@ -228,20 +226,19 @@ def ps_planning(Q, m, q, n, alpha, gamma, theta):
     predecessor (s̄, ā) of ``s`` whose priority exceeds ``theta``.
     """
     A = Q.shape[1]
-    pred_head, pred_next, pred_sa = m[10], m[11], m[12]
     done = 0
-    while done < n and q[4][0] > 0:
-        sa, _ = queue_pop(q)
+    while done < n and hinfo[0] > 0:
+        sa, _ = queue_pop(hkey, hprio, hpos, hinfo)
         s = sa // A
         a = sa - s * A
-        Q[s, a] += alpha * (model_expected_target(m, Q, s, a, gamma) - Q[s, a])
+        Q[s, a] += alpha * (model_expected_target(out, rew, pair, Q, s, a, gamma) - Q[s, a])
         done += 1
         e = pred_head[s]
         while e >= 0:
-            psa = pred_sa[e]
+            psa = pred_link[e, 0]
             ps = psa // A
-            ps_push_if(Q, m, q, ps, psa - ps * A, gamma, theta)
-            e = pred_next[e]
+            ps_push_if(Q, out, rew, pair, hkey, hprio, hpos, hinfo, ps, psa - ps * A, gamma, theta)
+            e = pred_link[e, 1]
     return done
 
 

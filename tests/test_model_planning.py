@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from dyna.agents import DynaAgent
 from dyna.errors import ConfigError
 from dyna.model import TabularModel
-from dyna.planning import PriorityQueue, new_queue, q_update, queue_pop, queue_push
+from dyna.planning import PriorityQueue, dyna_planning, new_queue, q_update, queue_pop, queue_push
 from dyna.rng import draw_uniform, run_states
 
 
@@ -101,19 +101,21 @@ def test_dyna_q_two_state_updates_by_hand():
 
 
 def test_dyna_q_plus_bonus_by_hand():
-    # single state, single action: planning replays (0,0)->(0, r=0) with bonus kappa*sqrt(tau)
+    # single state, single action, tried at t=1: at t=1 tau = 0, no bonus
     a = DynaAgent("dyna_q_plus", 1, 1, alpha=1.0, gamma=0.0, n_planning=1, kappa=0.5)
-    a.learn(0, 0, 0.0, 0, terminated=False)        # t = 1, last tried at 1 -> tau 0
+    a.learn(0, 0, 0.0, 0, terminated=False)
     assert a.Q[0, 0] == 0.0
-    # a second agent whose pair was last tried long ago: fake by stepping t
-    b = DynaAgent("dyna_q_plus", 2, 1, alpha=1.0, gamma=0.0, n_planning=0, kappa=0.5)
-    b.learn(0, 0, 0.0, 1, terminated=False)       # (0,0) tried at t=1
-    for _ in range(9):
-        b.learn(1, 0, 0.0, 1, terminated=False)   # t = 10
-    b.hparams["n_planning"] = 50
-    b.learn(1, 0, 0.0, 1, terminated=False)       # t = 11; (0,0): tau = 10
-    assert b.Q[0, 0] == pytest.approx(0.5 * np.sqrt(10))
-    assert b.Q[1, 0] == 0.0                       # tau = 0 for the pair just tried
+    # two pairs, last tried at t=1 and t=10; planning at t=11 with gamma 0 and alpha 1
+    # sets each to r + kappa * sqrt(tau): 0.5 * sqrt(10) and 0.5 * sqrt(1)
+    m = TabularModel(2, 1)
+    m.update(0, 0, 1, 0.0, False, t=1)
+    m.update(1, 0, 1, 0.0, False, t=10)
+    Q = np.zeros((2, 1))
+    out, rew, pair, seen_s, seen_a, _, _, info = (x[0] for x in m.arrays)
+    n = dyna_planning(Q, out, rew, pair, seen_s, seen_a, info, 200, 1.0, 0.0, 0.5, True, 11,
+                      run_states(0, [0])[0])
+    assert n == 200
+    assert Q[:, 0] == pytest.approx([0.5 * np.sqrt(10), 0.5])
 
 
 def test_dyna_q_plus_considers_untried_actions():
@@ -167,14 +169,14 @@ def test_kernel_queue_agrees_with_python_queue(pushes):
     kq = new_queue(8)
     pq = PriorityQueue()
     for sa, p in pushes:
-        queue_push(kq, sa, p)
+        queue_push(*kq, sa, p)
         pq.push(sa, 0, p)
-    assert kq[4][0] == len(pq)
+    assert kq[3][0] == len(pq)
     while len(pq):
         (sa_ref, _), p_ref = pq.pop()
-        sa, p = queue_pop(kq)
+        sa, p = queue_pop(*kq)
         assert (sa, p) == (sa_ref, p_ref)
-    assert kq[4][0] == 0
+    assert kq[3][0] == 0
 
 
 def test_rng_streams_depend_only_on_seed_and_run_index():

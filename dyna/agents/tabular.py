@@ -135,23 +135,29 @@ def epsilon_greedy_action(Q, s, epsilon, st):
 
 
 @njit(cache=True)
-def agent_learn(code, Q, m, q, s, a, r, s2, terminated, t, alpha, gamma, n_planning, kappa, theta,
-                keep_last, st):
+def agent_learn(code, Q, out, rew, pair, seen_s, seen_a, pred_head, pred_link, info,
+                hkey, hprio, hpos, hinfo, s, a, r, s2, terminated, t,
+                alpha, gamma, n_planning, kappa, theta, keep_last, st):
     """Learn from one real transition; returns (number of Q updates, model ok flag).
 
-    ``t`` is the total step count after this transition (Dyna-Q+ uses it for ``tau``);
-    ``keep_last`` selects the latest-outcome model instead of counts.
+    ``out ... info`` are the model's arrays (:data:`dyna.model.MODEL_FIELDS`), ``hkey ...
+    hinfo`` the prioritized-sweeping queue's (:func:`dyna.planning.new_queue`); ``t`` is the
+    total step count after this transition (Dyna-Q+ uses it for ``tau``) and ``keep_last``
+    selects the latest-outcome model instead of counts.
     """
     if code == 0:
         q_update(Q, s, a, r, s2, terminated, alpha, gamma)
         return 1, True
-    ok = model_update(m, s, a, s2, r, terminated, t, keep_last)
+    ok = model_update(out, rew, pair, seen_s, seen_a, pred_head, pred_link, info,
+                      s, a, s2, r, terminated, t, keep_last)
     if code == 3:
         if ok:
-            ps_push_if(Q, m, q, s, a, gamma, theta)
-        return ps_planning(Q, m, q, n_planning, alpha, gamma, theta), ok
+            ps_push_if(Q, out, rew, pair, hkey, hprio, hpos, hinfo, s, a, gamma, theta)
+        return ps_planning(Q, out, rew, pair, pred_head, pred_link, hkey, hprio, hpos, hinfo,
+                           n_planning, alpha, gamma, theta), ok
     q_update(Q, s, a, r, s2, terminated, alpha, gamma)
-    return 1 + dyna_planning(Q, m, n_planning, alpha, gamma, kappa, code == 2, t, st), ok
+    return 1 + dyna_planning(Q, out, rew, pair, seen_s, seen_a, info, n_planning, alpha, gamma,
+                             kappa, code == 2, t, st), ok
 
 
 @njit(cache=True)
@@ -195,7 +201,8 @@ def _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, max_steps, st):
 def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, keep_last,
                 nxt, cum, rew, trm, nout, isd_cum, phase_start, max_steps,
                 n_episodes, total_steps, eval_every, eval_episodes, eval_max_steps, optimal_length,
-                train_st, eval_st, m, q,
+                train_st, eval_st, out, rew_m, pair, seen_s, seen_a, pred_head, pred_link, info,
+                hkey, hprio, hpos, hinfo,
                 ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
                 Q_out, overflow):
     R = train_st.shape[0]
@@ -206,8 +213,8 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
         est = eval_st[r]
         Q = Q_out[r]
         Q[:, :] = q_init
-        model_reset(m)
-        queue_clear(q)
+        model_reset(out, rew_m, pair, seen_s, seen_a, pred_head, pred_link, info)
+        queue_clear(hkey, hprio, hpos, hinfo)
         t = 0
         p = 0
         updates = 0
@@ -233,8 +240,13 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
                 t += 1
                 steps += 1
                 ret += rwd
-                u, ok = agent_learn(code, Q, m, q, s, a, rwd, s2, term, t,
-                                    alpha, gamma, n_planning, kappa, theta, keep_last, st)
+                if code == 0:  # Q-learning: no model (kept apart: the call below costs more)
+                    q_update(Q, s, a, rwd, s2, term, alpha, gamma)
+                    u, ok = 1, True
+                else:
+                    u, ok = agent_learn(code, Q, out, rew_m, pair, seen_s, seen_a, pred_head, pred_link,
+                                        info, hkey, hprio, hpos, hinfo, s, a, rwd, s2, term, t,
+                                        alpha, gamma, n_planning, kappa, theta, keep_last, st)
                 updates += u
                 if not ok:
                     overflow[r] = 1
@@ -264,6 +276,14 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
                     break
         _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, eval_max_steps, est)
         final_greedy[r] = n_steps if reached else -1
+
+
+def _kernel_code(agent: str, hp: dict) -> int:
+    """Kernel code; Dyna-Q and Dyna-Q+ with n = 0 are one-step Q-learning (Section 8.2:
+    planning is what the model is for), so they skip the model and run as ``q_learning``."""
+    if agent in ("dyna_q", "dyna_q_plus") and hp["n_planning"] == 0:
+        return AGENTS["q_learning"]
+    return AGENTS[agent]
 
 
 # --------------------------------------------------------------------------- Python API
@@ -379,12 +399,12 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
     m = new_model(S, A, K * table.phase_start.shape[0])
     q = new_queue(S * A)
     t0 = time.perf_counter()
-    _run_kernel(AGENTS[agent], hp["alpha"], hp["gamma"], hp["epsilon"], hp["n_planning"],
+    _run_kernel(_kernel_code(agent, hp), hp["alpha"], hp["gamma"], hp["epsilon"], hp["n_planning"],
                 hp.get("kappa", 0.0), hp.get("theta", 0.0), hp["q_init"], hp.get("model") == "last",
                 table.next_state, table.cum_prob, table.reward, table.terminated, table.n_outcomes,
                 table.isd_cum, table.phase_start, table.max_episode_steps,
                 E, T, eval_every, eval_episodes, int(eval_max_steps), optimal_length,
-                run_states(seed, runs, STREAM_TRAIN), run_states(seed, runs, STREAM_EVAL), m, q,
+                run_states(seed, runs, STREAM_TRAIN), run_states(seed, runs, STREAM_EVAL), *m, *q,
                 ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
                 Q, overflow)
     wall = time.perf_counter() - t0
@@ -442,7 +462,7 @@ class DynaAgent:
                  run_index: int = 0, max_outcomes: int = 8, **hparams):
         self.agent = agent
         self.hparams = validate_hparams(agent, hparams)
-        self.code = AGENTS[agent]
+        self.code = _kernel_code(agent, self.hparams)
         self.Q = np.full((int(n_states), int(n_actions)), self.hparams["q_init"])
         self.model = new_model(n_states, n_actions, max_outcomes)
         self.queue = new_queue(int(n_states) * int(n_actions))
@@ -473,7 +493,7 @@ class DynaAgent:
         """
         s, s2 = self._obs(s, "s"), self._obs(s2, "s2")
         self.t += 1
-        u, ok = agent_learn(self.code, self.Q, self.model, self.queue, s, int(a), float(r), s2,
+        u, ok = agent_learn(self.code, self.Q, *self.model, *self.queue, s, int(a), float(r), s2,
                             bool(terminated), self.t, self.hparams["alpha"], self.hparams["gamma"],
                             self.hparams["n_planning"], self.hparams.get("kappa", 0.0),
                             self.hparams.get("theta", 0.0), self.hparams.get("model") == "last",
