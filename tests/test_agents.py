@@ -126,8 +126,8 @@ def test_prioritized_sweeping_needs_fewer_updates():
         table, meta = envs.make_table("dyna/AsciiMaze-v0", resolution=k)
         limit = math.floor(1.2 * meta["optimal_path_length"])
         hp = {"alpha": 0.5, "epsilon": 0.1, "gamma": 0.95, "n_planning": 5, "theta": 1e-4}
-        dq = run_agent("dyna_q", hp, table, seed=1, run_indices=range(5), episodes=500, optimal_length=limit)
-        ps = run_agent("prioritized_sweeping", hp, table, seed=1, run_indices=range(5), episodes=500,
+        dq = run_agent("dyna_q", hp, table, seed=1, run_indices=range(5), episodes=3000, optimal_length=limit)
+        ps = run_agent("prioritized_sweeping", hp, table, seed=1, run_indices=range(5), episodes=3000,
                        optimal_length=limit)
         assert (dq.updates_to_optimal > 0).all() and (ps.updates_to_optimal > 0).all()
         assert ps.updates_to_optimal.mean() < dq.updates_to_optimal.mean(), k
