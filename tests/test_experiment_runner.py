@@ -134,13 +134,15 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path):
 
 def test_stop_at_optimal_records_updates_and_drops_unplayed_episodes(tmp_path):
     cfg = config(env={"id": "dyna/AsciiMaze-v0"},
-                 schedule={"episodes": 300, "stop_at_optimal": True, "optimal_tolerance": 1.2},
+                 schedule={"episodes": 300, "stop_at_optimal": True, "optimal_tolerance": 1.2,
+                           "eval_every": 10, "eval_episodes": 1},
                  variants=[{"name": "ps", "agent": "prioritized_sweeping", "alpha": 0.5,
                             "n_planning": 5}])
     out = run_experiment(cfg, tmp_path / "o")
     table, meta = envs.make_table("dyna/AsciiMaze-v0")
     direct = run_agent("prioritized_sweeping", cfg.variants[0].hparams, table, seed=5,
-                       run_indices=[0, 1, 2], episodes=300, optimal_length=16)  # floor(14*1.2)
+                       run_indices=[0, 1, 2], episodes=300, optimal_length=16,  # floor(14*1.2)
+                       eval_every=10, eval_episodes=1)
     runs = pl.read_parquet(out / "runs.parquet")
     expected = [int(u) if u >= 0 else None for u in direct.updates_to_optimal]
     assert runs.get_column("updates_to_optimal").to_list() == expected
@@ -149,6 +151,12 @@ def test_stop_at_optimal_records_updates_and_drops_unplayed_episodes(tmp_path):
     assert res.height == int((direct.episode_steps > 0).sum())
     assert res.get_column("steps").min() > 0
     assert (out / "plots" / "updates_to_optimal.png").is_file()
+    # evaluations after a run stopped (NaN from the agent) get no row
+    evals = pl.read_parquet(out / "evals.parquet")
+    assert evals.height == int(np.isfinite(direct.eval_score).sum())
+    assert evals.get_column("score").is_nan().sum() == 0
+    found = int((direct.updates_to_optimal >= 0).sum())
+    assert f"| {found}/3 |" in (out / "report.md").read_text()
 
 
 def test_failing_job_leaves_no_folder(tmp_path, monkeypatch):

@@ -407,7 +407,7 @@ def _parse_variants(data: dict) -> tuple:
             raise ConfigError(f"variants[{i}]", raw, "must be a table")
         name = raw.get("name", None)
         prefix = f"variants.{name}" if isinstance(name, str) and name else f"variants[{i}]"
-        _string(name, f"{prefix}.name" if name is None else f"variants[{i}].name")
+        _string(name, f"variants[{i}].name")
         if name in seen:
             raise ConfigError(f"variants[{i}].name", name, "duplicate variant name")
         seen.add(name)

@@ -12,7 +12,8 @@ order, and writes atomically:
     logged time step (``total_steps`` schedule: ``variant, agent, <sweep keys>, run, step,
     reward, cumulative_reward``).
 ``evals.parquet``
-    When evaluating: ``variant, agent, <sweep keys>, run, episode, score``.
+    When evaluating: ``variant, agent, <sweep keys>, run, episode, score`` (no row for an
+    evaluation a run did not reach because it had stopped at the optimal path).
 ``runs.parquet``
     One row per run: totals and, for ``stop_at_optimal``, ``updates_to_optimal`` (null if
     the run never found an optimal path).
@@ -280,7 +281,7 @@ def build_tables(config: ExperimentConfig, merged: dict) -> dict[str, pl.DataFra
                     **_id_columns(R * K, variant, point, np.repeat(run_idx, K)),
                     "episode": np.tile(ep, R),
                     "score": scores.ravel(),
-                }))
+                }).filter(pl.col("score").is_not_nan()))  # NaN: run had stopped (optimal)
     tables = {"results": pl.concat(results, how="vertical"),
               "runs": pl.concat(runs_rows, how="vertical")}
     if evals:
