@@ -266,3 +266,19 @@ def test_figure_8_2_numbers_with_ten_runs(tmp_path):
     assert ep2["n=0"] > ep2["n=5"] > ep2["n=50"]
     for name in ("n=0", "n=5", "n=50"):
         assert 14.5 <= late[name] <= 20.0
+
+
+def test_process_pool_interrupt_propagates_and_stops_workers():
+    jobs = [Job(variant=0, point=0, run_indices=(r,)) for r in range(6)]
+    pool = ProcessPoolBackend(2)
+
+    def interrupt(job, result):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pool.map(operator.attrgetter("run_indices"), jobs, on_result=interrupt)
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        child.join(timeout=5)
+    assert multiprocessing.active_children() == []

@@ -20,6 +20,7 @@ import inspect
 import multiprocessing
 import os
 import pickle
+import signal
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
@@ -201,6 +202,11 @@ def _carry(exc: BaseException) -> BaseException:
     return _CarriedError(cls.__module__, cls.__qualname__, kwargs, str(exc))
 
 
+def _worker_init() -> None:
+    """Worker processes leave Ctrl-C to the parent, which cancels the sweep."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _portable_call(fn, job):
     """Run ``fn(job)`` in a worker; make sure an exception survives the trip back."""
     try:
@@ -238,7 +244,8 @@ class ProcessPoolBackend(Backend):
             return []
         ctx = multiprocessing.get_context("spawn")
         results: dict[int, object] = {}
-        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(jobs)), mp_context=ctx)
+        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(jobs)), mp_context=ctx,
+                                   initializer=_worker_init)
         try:
             futures = {pool.submit(_portable_call, fn, job): i for i, job in enumerate(jobs)}
             pending = set(futures)
@@ -255,6 +262,10 @@ class ProcessPoolBackend(Backend):
                     if on_result is not None:
                         on_result(jobs[i], results[i])
         except KeyboardInterrupt:
+            # Workers ignore SIGINT (the parent decides); stop them now rather than let
+            # them finish their current jobs for nobody.
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         except BaseException:
