@@ -788,6 +788,21 @@ class ExperienceBuffer:
             keep_mask[order] = _keep_newest(group[order], int(keep), n_groups)
         return self._keep_mask(keep_mask)
 
+    def copy(self) -> ExperienceBuffer:
+        """An independent copy (columns, dictionaries, next id); capacity shrinks to ``len``."""
+        new = ExperienceBuffer.__new__(ExperienceBuffer)
+        new.__dict__.update(self.__dict__)
+        new._store = self._store.copy()
+        new._dicts = {}
+        for name, d in self._dicts.items():
+            nd = _Dictionary()
+            nd.labels, nd.lookup = list(d.labels), dict(d.lookup)
+            new._dicts[name] = nd
+        new._used = set(self._used)
+        new.index = ExactIndex.over(new._store, vectors="features", inv_norm="inv_norm",
+                                    stamp="id")
+        return new
+
     def clear(self) -> None:
         """Delete every row (ids keep increasing; dictionaries are kept)."""
         self._store.clear()

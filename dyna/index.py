@@ -27,6 +27,7 @@ doubling (never ``np.resize``), drop a prefix in O(1), compact in place, or act 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,8 @@ __all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "inverse_norms", "recall_at_
 
 # Rows per block in batched search: a block of scores is (n_queries, _BLOCK_ROWS) float32.
 _BLOCK_ROWS = 4096
+# Rows per block for one query (a block of scores, 128 KiB, stays in L2 for the heap pass).
+_ONE_QUERY_ROWS = 32768
 
 
 # =============================================================================== storage
@@ -229,6 +232,22 @@ class ColumnStore:
             self._head = m % self._cap
         if m == 0:
             self._start = 0
+
+    def copy(self) -> ColumnStore:
+        """An independent copy of the live rows (a ring keeps its capacity and slots)."""
+        new = ColumnStore.__new__(ColumnStore)
+        new.__dict__.update(self.__dict__)
+        if self.ring:
+            new._arrays = {name: arr.copy() for name, arr in self._arrays.items()}
+        else:
+            new._cap = max(self._len, 1)
+            new._start = 0
+            new._arrays = {}
+            for name in self._specs:
+                arr = self._alloc(name, new._cap)
+                arr[:self._len] = self.view(name)
+                new._arrays[name] = arr
+        return new
 
     def clear(self) -> None:
         """Remove every row (capacity is kept)."""
@@ -546,12 +565,12 @@ class ExactIndex:
         if kk == 0:
             out_r = np.zeros((nq, 0), np.int64)
             out_s = np.zeros((nq, 0), np.float32)
-        elif nq == 1 and rows is None:
+        elif nq == 1 and rows is None and m < 2 * _MIN_SHARE:
             raw = X[lo:hi] @ Qn[0]                         # one sgemv
             hs, ht, hi_ = _topk_scaled(raw, inv[lo:hi], stamp[lo:hi], kk)
             r, out_s = _sorted_result(hs, ht, hi_, kk)
             out_r, out_s = (r + lo)[None, :], out_s[None, :]
-        elif nq == 1:
+        elif nq == 1 and rows is not None:
             out_r, out_s = _gather_one(X, inv, stamp, rows, Qn[0], kk)
         else:
             out_r, out_s = _search_blocks(X, inv, stamp, lo, hi, rows, Qn, kk)
@@ -657,43 +676,59 @@ def _gather_one(X, inv, stamp, rows, q, k):
     return rows[pos][None, :], s[None, :]
 
 
+_CONTROLLER = None
+
+
+@contextlib.contextmanager
+def _blas_single_thread():
+    """Hold BLAS to one thread (process-wide, for the duration) while our threads run."""
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController  # noqa: PLC0415
+
+        _CONTROLLER = ThreadpoolController()
+    with _CONTROLLER.limit(limits=1, user_api="blas"):
+        yield
+
+
 def _search_blocks(X, inv, stamp, lo, hi, rows, Qn, k):
-    """A batch of queries: per thread, blocks of rows -> one sgemm -> heap update; then merge.
+    """Per thread: blocks of rows -> one BLAS product -> compiled heap update; then merge.
 
-    BLAS is held to one thread meanwhile so the threads do not fight over the cores.
-    Candidate rows (``rows`` not None) are gathered one block at a time.
+    One query uses ``sgemv`` over blocks of ``_ONE_QUERY_ROWS`` rows (the block of scores
+    stays in cache for the heap pass); a batch uses ``sgemm`` over blocks of ``_BLOCK_ROWS``
+    rows, so memory is ``q x _BLOCK_ROWS`` scores per thread, never ``q x N``. With more than
+    one thread BLAS is held to one thread meanwhile so the threads do not fight over the
+    cores. Candidate rows (``rows`` not None) are gathered one block at a time.
     """
-    from threadpoolctl import threadpool_limits  # noqa: PLC0415
-
     nq = Qn.shape[0]
     m = (hi - lo) if rows is None else rows.shape[0]
+    block = _ONE_QUERY_ROWS if nq == 1 else _BLOCK_ROWS
+    q0 = Qn[0]
 
     def run(a, b):
         HS = np.empty((nq, k), np.float32)
         HT = np.empty((nq, k), np.int64)
         HI = np.empty((nq, k), np.int64)
         sizes = np.zeros(nq, np.int64)
-        S = np.empty((nq, min(_BLOCK_ROWS, b - a)), np.float32)
-        for b0 in range(a, b, _BLOCK_ROWS):
-            b1 = min(b0 + _BLOCK_ROWS, b)
+        S = np.empty((nq, min(block, b - a)), np.float32)
+        for b0 in range(a, b, block):
+            b1 = min(b0 + block, b)
             blk = S[:, :b1 - b0]
-            if rows is None:
-                sl = slice(lo + b0, lo + b1)
-                np.matmul(Qn, X[sl].T, out=blk)
-                _topk_block(blk, inv[sl], stamp[sl], b0, k, HS, HT, HI, sizes)
+            sel = slice(lo + b0, lo + b1) if rows is None else rows[b0:b1]
+            if nq == 1:
+                np.matmul(X[sel], q0, out=blk[0])
             else:
-                r = rows[b0:b1]
-                np.matmul(Qn, X[r].T, out=blk)
-                _topk_block(blk, inv[r], stamp[r], b0, k, HS, HT, HI, sizes)
+                np.matmul(Qn, X[sel].T, out=blk)
+            _topk_block(blk, inv[sel], stamp[sel], b0, k, HS, HT, HI, sizes)
         size = int(sizes[0])  # every query has seen the same rows
         return HS[:, :size], HT[:, :size], HI[:, :size]
 
-    parts = _shares(m, _BLOCK_ROWS)
+    parts = _shares(m, block)
     if len(parts) > 1:
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _blas_single_thread():
             res = _map_threads(run, parts)
     else:
-        res = _map_threads(run, parts)
+        res = [run(*parts[0])]
     HS = np.concatenate([r[0] for r in res], axis=1)
     HT = np.concatenate([r[1] for r in res], axis=1)
     HI = np.concatenate([r[2] for r in res], axis=1)

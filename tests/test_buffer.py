@@ -368,3 +368,18 @@ def test_nbytes_counts_live_rows():
     buf.record_batch(reward=np.zeros(10), metadata=[{"a": 1}] * 10, **BASE)
     per_row = 8 + 8 + 8 + 10 * 4 + 4 * 8 + 4 * 4 + 4
     assert buf.nbytes() == 10 * per_row + 10 * len('{"a":1}')
+
+
+def test_copy_is_independent():
+    buf = _mixed_buffer()
+    buf.prune_older_than(-1.0)
+    dup = buf.copy()
+    assert dup.rows(features=True) == buf.rows(features=True)
+    dup.delete([0])
+    dup.record(reward=9.0, tenant_id="c", task_type="z", action_type="u", outcome="s")
+    assert len(buf) == 6 and buf.code("tenant_id", "c") == -1
+    assert dup.search([1, 0, 0], 1, tenant_id="c")[0].tolist() == [5]
+    ring = ExperienceBuffer(dim=2, capacity=3, ring=True)
+    ring.record_batch(reward=[1.0, 2.0, 3.0, 4.0], **BASE)
+    rc = ring.copy()
+    assert rc.column("reward")[rc.order()].tolist() == [2.0, 3.0, 4.0] and rc.is_full
