@@ -29,6 +29,10 @@ class ConfigError(DynaError, ValueError):
         self.reason = reason
         super().__init__(f"{field}={value!r}: {reason}")
 
+    def __reduce__(self):
+        # rebuilt from its fields, so it crosses process boundaries (process pools, Ray)
+        return (type(self), (self.field, self.value, self.reason))
+
 
 class UnknownEnvError(ConfigError):
     """An environment id that neither dyna nor the installed Gymnasium knows."""
@@ -41,6 +45,9 @@ class MissingFileError(DynaError, FileNotFoundError):
         self.field = field
         self.value = path
         super().__init__(f"{field}={str(path)!r}: no such file")
+
+    def __reduce__(self):
+        return (type(self), (self.field, self.value))
 
 
 def check_range(field: str, value, lo=None, hi=None, *, lo_open=False, hi_open=False,

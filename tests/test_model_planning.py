@@ -187,3 +187,14 @@ def test_rng_streams_depend_only_on_seed_and_run_index():
     u = draw_uniform(a[0].copy(), 50000)
     assert 0.0 <= u.min() and u.max() < 1.0 and u.mean() == pytest.approx(0.5, abs=0.01)
     assert np.array_equal(draw_uniform(run_states(7, [0])[0], 5), u[:5])
+
+
+def test_errors_survive_pickling():
+    import pickle
+
+    from dyna.errors import MissingFileError, UnknownEnvError
+
+    for err in (ConfigError("variants.a.alpha", -0.1, "must be > 0"),
+                UnknownEnvError("env.id", "Pong", "unknown"), MissingFileError("file", "/nope.toml")):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err) and back.field == err.field
