@@ -21,6 +21,7 @@ from dyna.errors import DynaError
 _COMMAND_MODULES = [
     "dyna.experiment.cli",
     "dyna.loops.cli",
+    "dyna.mcp_server",
     "dyna.store.cli",
 ]
 
