@@ -37,13 +37,13 @@ class Comparison:
 
     def __call__(self, label: str, ours: Callable[[], object],
                  peers: dict[str, Callable[[], object]], *, rounds: int = 7,
-                 setup: Callable[[], object] | None = None,
+                 setup_ours: Callable[[], object] | None = None,
                  warmup: int = 1) -> dict[str, float]:
         """Time ``ours`` and each peer alternately; return ``{peer name: median ratio}``.
 
-        The ratio is median(ours) / median(peer): below 1 means dyna is faster. ``setup``
-        runs before every timed call, outside the timing (e.g. to restore the data that a
-        destructive operation consumed). The order of the contestants rotates each round.
+        The ratio is median(ours) / median(peer): below 1 means dyna is faster. ``setup_ours``
+        runs before every timed call of ``ours``, outside the timing (e.g. to restore the data
+        that a destructive operation consumed). The order of the contestants rotates each round.
         pytest-benchmark records the time of one whole round.
         """
         names = ["dyna", *peers]
@@ -51,8 +51,8 @@ class Comparison:
         times: dict[str, list[float]] = {name: [] for name in names}
 
         def timed(fn, acc):
-            if setup is not None:
-                setup()
+            if fn is ours and setup_ours is not None:
+                setup_ours()
             t0 = time.perf_counter()
             fn()
             acc.append(time.perf_counter() - t0)

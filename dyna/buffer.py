@@ -42,7 +42,7 @@ import numba
 import numpy as np
 
 from dyna.errors import ConfigError
-from dyna.index import ColumnStore, ExactIndex, inverse_norms
+from dyna.index import ColumnStore, ExactIndex, copy_with_inverse_norms, inverse_norms
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, hash_features, redact
 
 __all__ = [
@@ -368,12 +368,25 @@ class ExperienceBuffer:
             redacted_rows[name] = red
 
         sf = columns.get("state_features")
+        prewritten = False
         if sf is not None:
             feats = np.asarray(sf, dtype=np.float32)
             if feats.shape != (n, self._dim):
                 raise ConfigError("state_features", feats.shape,
                                   f"must have shape ({n}, {self._dim})")
-            inv = inverse_norms(feats, "state_features")
+            if self.ring or n == 0:
+                inv = inverse_norms(feats, "state_features")
+            else:
+                # Copy the features into the free slots after the live rows and compute
+                # their norms in the same pass; the rows only become visible at claim().
+                self._store._reserve(n)
+                base = self._store._start + len(self._store)
+                bad = copy_with_inverse_norms(feats, self._store.array("features"), base,
+                                      self._store.array("inv_norm"))
+                if bad >= 0:
+                    raise ConfigError(f"state_features[{bad}]", feats[bad][:4].tolist(),
+                                      "must be finite with a norm within the float32 range")
+                prewritten = True
         elif not redacted_rows:
             feats = np.zeros((n, self._dim), dtype=np.float32)
             inv = np.zeros(n, dtype=np.float32)
@@ -385,8 +398,9 @@ class ExperienceBuffer:
             inv = inverse_norms(feats, "state_features")
 
         # ---- all validated: commit dictionaries, then write every column.
-        writes = [("id", id_arr), ("reward", reward), ("timestamp", ts),
-                  ("features", feats), ("inv_norm", inv)]
+        writes = [("id", id_arr), ("reward", reward), ("timestamp", ts)]
+        if not prewritten:
+            writes += [("features", feats), ("inv_norm", inv)]
         for name, codes, new_labels in encoded:
             if new_labels:
                 d = self._dicts[name]
@@ -751,7 +765,7 @@ class ExperienceBuffer:
         ts = self._store.view("timestamp")
         if self._ts_sorted and not self.ring:
             n = int(np.searchsorted(ts, t, side="left"))
-            self._store.drop_prefix(n)
+            self._store.drop_prefix(n, release=self._used)
             return n
         return self._keep_mask(ts >= t)
 

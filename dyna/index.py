@@ -37,7 +37,8 @@ import numpy as np
 
 from dyna.errors import ConfigError
 
-__all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "inverse_norms", "recall_at_k"]
+__all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "copy_with_inverse_norms", "inverse_norms",
+           "recall_at_k"]
 
 # Rows per block in batched search: a block of scores is (n_queries, _BLOCK_ROWS) float32.
 _BLOCK_ROWS = 4096
@@ -193,13 +194,18 @@ class ColumnStore:
         self._start = 0
 
     # ------------------------------------------------------------------ deleting
-    def drop_prefix(self, n: int) -> None:
-        """Forget the first ``n`` rows in O(1) (growable stores only)."""
+    def drop_prefix(self, n: int, release=None) -> None:
+        """Forget the first ``n`` rows in O(1) (growable stores only).
+
+        ``release`` names the object columns whose dropped entries are reset to None so the
+        Python objects are freed (default: every object column; pass only the columns that
+        can hold objects to keep this O(1)).
+        """
         if self.ring:
             raise ConfigError("ring", True, "drop_prefix needs a growable store; use keep()")
         n = min(max(int(n), 0), self._len)
-        for arr in self._arrays.values():
-            if arr.dtype == object:
+        for name, arr in self._arrays.items():
+            if arr.dtype == object and (release is None or name in release):
                 arr[self._start:self._start + n] = None  # release the Python objects
         self._start += n
         self._len -= n
@@ -270,29 +276,64 @@ _TINY_NORM = 1e-30
 _HUGE_SQ = float(np.finfo(np.float32).max) ** 2
 
 
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"}, inline="always")
+def _inv_from_sq(X, i, acc):  # pragma: no cover - compiled
+    """1 / ||X[i]|| from the float32 sum of squares ``acc``; NaN if the row is invalid.
+
+    Redoes the row in float64 only when float32 over- or underflowed; (near-)zero rows give 0.
+    """
+    if acc > np.float32(1e-30) and acc < np.float32(1e37):
+        return np.float32(1.0) / np.sqrt(acc)
+    acc64 = 0.0
+    for j in range(X.shape[1]):
+        w = np.float64(X[i, j])
+        acc64 += w * w
+    if not acc64 < _HUGE_SQ:
+        return np.float32(np.nan)
+    return np.float32(1.0 / np.sqrt(acc64)) if acc64 > _TINY_NORM * _TINY_NORM else np.float32(0.0)
+
+
 @numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 def _inv_norms(X, out):  # pragma: no cover - compiled
-    """out[i] = 1 / ||X[i]|| (float64 accumulation), 0 for (near-)zero rows.
-
-    Returns the first row whose squared norm is NaN, inf or beyond float32, else -1.
-    """
-    tiny_sq = _TINY_NORM * _TINY_NORM
+    """out[i] = 1 / ||X[i]||; returns the first invalid row or -1."""
     for i in range(X.shape[0]):
-        acc = 0.0
+        acc = np.float32(0.0)
         for j in range(X.shape[1]):
-            v = np.float64(X[i, j])
+            v = X[i, j]
             acc += v * v
-        if not acc < _HUGE_SQ:
+        inv = _inv_from_sq(X, i, acc)
+        if inv != inv:
             return i
-        out[i] = 1.0 / np.sqrt(acc) if acc > tiny_sq else 0.0
+        out[i] = inv
+    return -1
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def copy_with_inverse_norms(X, dst, base, inv_dst):  # pragma: no cover - compiled
+    """``dst[base + i] = X[i]`` and ``inv_dst[base + i] = 1 / ||X[i]||`` in one pass over X.
+
+    The same arithmetic as :func:`inverse_norms`. Returns the first invalid row (NaN, inf,
+    norm beyond float32) or -1; rows up to it have been written.
+    """
+    for i in range(X.shape[0]):
+        acc = np.float32(0.0)
+        for j in range(X.shape[1]):
+            v = X[i, j]
+            dst[base + i, j] = v
+            acc += v * v
+        inv = _inv_from_sq(X, i, acc)
+        if inv != inv:
+            return i
+        inv_dst[base + i] = inv
     return -1
 
 
 def inverse_norms(vectors: np.ndarray, field: str = "vectors") -> np.ndarray:
     """Inverse L2 norms of the rows of a float32 matrix; 0 for zero rows.
 
-    Squares are summed in float64, so no row over- or underflows on the way. Rows whose norm
-    is below 1e-30 count as zero vectors (inverse 0, so they score exactly 0).
+    Squares are summed in float32, and again in float64 for a row where float32 over- or
+    underflowed. Rows whose norm is below 1e-30 count as zero vectors (inverse 0, so they
+    score exactly 0).
 
     Parameters
     ----------
