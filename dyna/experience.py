@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from dyna import __version__
-from dyna.buffer import CATEGORICAL_FIELDS, DICT_FIELDS, ExperienceBuffer
+from dyna.buffer import CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, ExperienceBuffer
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
 from dyna.errors import ConfigError, StoreBusyError, StoreError, check_range
 from dyna.escalation import RISK_CLASSES, should_escalate
@@ -139,7 +139,9 @@ _EPISODE_PARAMS = (
     Param("state_features", "array", description="numeric features of length dim"))
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in [
-    Operation("record", "Record one episode (fields as keywords) or many (episodes=[...]).",
+    Operation("record", "Record one episode (fields as keywords) or many (episodes=[...]); "
+              "each episode needs " + ", ".join(f for f in REQUIRED_FIELDS if f != "tenant_id")
+              + ".",
               (_T, Param("episodes", "array", description="list of episode objects"))
               + _EPISODE_PARAMS, mutates=True),
     Operation("query_similar", "Cosine top-k episodes most similar to a query state.",

@@ -390,6 +390,8 @@ def _run(args) -> int:
         check_range("http", args.http, 0, 65535, integer=True)
     if args.dim is not None:
         check_range("dim", args.dim, 1, None, integer=True)
+    if not args.tenant:
+        raise ConfigError("tenant", args.tenant, "a non-empty tenant id is required")
     try:
         import anyio  # noqa: PLC0415
         import mcp  # noqa: F401, PLC0415
