@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from dyna.errors import ConfigError, check_range
 from dyna.model import model_reset, model_update, new_model
@@ -197,7 +197,7 @@ def _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, max_steps, st):
     return ret, max_steps, False
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, keep_last,
                 nxt, cum, rew, trm, nout, isd_cum, phase_start, max_steps,
                 n_episodes, total_steps, eval_every, eval_episodes, eval_max_steps, optimal_length,
@@ -208,13 +208,18 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
     R = train_st.shape[0]
     n_phases = phase_start.shape[0]
     by_steps = total_steps > 0
-    for r in range(R):
+    # Runs are independent (own random streams, own model and queue: leading axis R), so
+    # they are spread over the cores; a run's result does not depend on the thread it ran on.
+    for r in prange(R):
         st = train_st[r]
         est = eval_st[r]
         Q = Q_out[r]
         Q[:, :] = q_init
-        model_reset(out, rew_m, pair, seen_s, seen_a, pred_head, pred_link, info)
-        queue_clear(hkey, hprio, hpos, hinfo)
+        r_out, r_rew, r_pair, r_seen_s, r_seen_a = out[r], rew_m[r], pair[r], seen_s[r], seen_a[r]
+        r_pred_head, r_pred_link, r_info = pred_head[r], pred_link[r], info[r]
+        r_hkey, r_hprio, r_hpos, r_hinfo = hkey[r], hprio[r], hpos[r], hinfo[r]
+        model_reset(r_out, r_rew, r_pair, r_seen_s, r_seen_a, r_pred_head, r_pred_link, r_info)
+        queue_clear(r_hkey, r_hprio, r_hpos, r_hinfo)
         t = 0
         p = 0
         updates = 0
@@ -244,8 +249,9 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
                     q_update(Q, s, a, rwd, s2, term, alpha, gamma)
                     u, ok = 1, True
                 else:
-                    u, ok = agent_learn(code, Q, out, rew_m, pair, seen_s, seen_a, pred_head, pred_link,
-                                        info, hkey, hprio, hpos, hinfo, s, a, rwd, s2, term, t,
+                    u, ok = agent_learn(code, Q, r_out, r_rew, r_pair, r_seen_s, r_seen_a, r_pred_head,
+                                        r_pred_link, r_info, r_hkey, r_hprio, r_hpos, r_hinfo,
+                                        s, a, rwd, s2, term, t,
                                         alpha, gamma, n_planning, kappa, theta, keep_last, st)
                 updates += u
                 if not ok:
@@ -396,8 +402,8 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
     Q = np.empty((R, S, A))
     overflow = np.zeros(R, np.int64)
     # a changing environment can show up to K outcomes per phase for the same (s, a)
-    m = new_model(S, A, K * table.phase_start.shape[0])
-    q = new_queue(S * A)
+    m = new_model(S, A, K * table.phase_start.shape[0], runs=R)
+    q = new_queue(S * A, runs=R)
     t0 = time.perf_counter()
     _run_kernel(_kernel_code(agent, hp), hp["alpha"], hp["gamma"], hp["epsilon"], hp["n_planning"],
                 hp.get("kappa", 0.0), hp.get("theta", 0.0), hp["q_init"], hp.get("model") == "last",
