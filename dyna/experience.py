@@ -84,6 +84,8 @@ class Param:
     required : bool
     default : object
     description : str
+    items : str, optional
+        JSON type of the elements of an ``array`` parameter.
     """
 
     name: str
@@ -91,10 +93,13 @@ class Param:
     required: bool = False
     default: Any = None
     description: str = ""
+    items: str | None = None
 
     def json_schema(self) -> dict:
         out: dict[str, Any] = {"type": self.type if self.required or self.default is not None
                                else [self.type, "null"], "description": self.description}
+        if self.items is not None:
+            out["items"] = {"type": self.items}
         if self.default is not None:
             out["default"] = self.default
         return out
@@ -123,7 +128,8 @@ _T_OPT = Param("tenant_id", "string", description="restrict to this tenant (exac
                "omitted: every tenant")
 _TASK = Param("task_type", "string", description="restrict to this task type (exact)")
 _LEVEL = Param("level", "number", default=0.95, description="credible level in (0, 1)")
-_QUERY = (Param("state_features", "array", description="query vector of length dim"),
+_QUERY = (Param("state_features", "array", description="query vector of length dim",
+                 items="number"),
           Param("state_before", "object", description="hashed into a query when no "
                 "state_features are given"),
           Param("action_taken", "object"), Param("state_after", "object"),
@@ -136,13 +142,15 @@ _EPISODE_PARAMS = (
     Param("outcome_source", "string"), Param("outcome_verified_by", "string"),
     Param("anti_gaming_policy", "string"), Param("state_before", "object"),
     Param("action_taken", "object"), Param("state_after", "object"), Param("metadata", "object"),
-    Param("state_features", "array", description="numeric features of length dim"))
+    Param("state_features", "array", description="numeric features of length dim",
+          items="number"))
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in [
     Operation("record", "Record one episode (fields as keywords) or many (episodes=[...]); "
               "each episode needs " + ", ".join(f for f in REQUIRED_FIELDS if f != "tenant_id")
               + ".",
-              (_T, Param("episodes", "array", description="list of episode objects"))
+              (_T, Param("episodes", "array", description="list of episode objects",
+                          items="object"))
               + _EPISODE_PARAMS, mutates=True),
     Operation("query_similar", "Cosine top-k episodes most similar to a query state.",
               (_T, Param("k", "integer", default=5), _TASK) + _QUERY),
@@ -169,8 +177,10 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in [
                Param("strategy", "string", default="uniform",
                      description="uniform, recency or priority"),
                Param("half_life_seconds", "number", default=86400.0),
-               Param("ids", "array", description="episode ids the priorities refer to"),
-               Param("priorities", "array", description="TD-error priorities, one per id"),
+               Param("ids", "array", description="episode ids the priorities refer to",
+                     items="integer"),
+               Param("priorities", "array", description="TD-error priorities, one per id",
+                     items="number"),
                Param("priority_exponent", "number", default=1.0),
                Param("seed", "integer"))),
     Operation("prune_old", "Delete episodes older than max_age_seconds.",

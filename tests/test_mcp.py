@@ -152,7 +152,8 @@ def test_tool_list_and_schemas_come_from_the_operation_table(server):
     qs = tools["query_similar"].input_schema
     assert set(qs["properties"]) == {"k", "task_type", "state_features", "state_before",
                                      "action_taken", "state_after", "metadata"}
-    assert qs["properties"]["k"] == {"type": "integer", "description": "", "default": 5}
+    assert (qs["properties"]["k"]["type"], qs["properties"]["k"]["default"]) == ("integer", 5)
+    assert qs["properties"]["state_features"]["items"] == {"type": "number"}
     assert qs["required"] == []
     assert tools["should_escalate"].input_schema["required"] == ["task_type"]
     assert set(tools["prune_old"].input_schema["required"]) == {"max_age_seconds", "confirm"}
@@ -275,6 +276,10 @@ def test_second_tenants_records_stay_invisible_and_untouched(server, db):
     ("query_similar", {"k": "five", "state_features": [1, 0, 0, 0]}, "k", "five"),
     ("query_similar", {"state_features": [1, 0, 0]}, "state_features", [3]),
     ("query_similar", {}, "state_features", None),
+    ("query_similar", {"state_features": ["a", 0, 0, 0]}, "state_features[0]", "a"),
+    ("replay_experience", {"strategy": "priority", "ids": ["x"], "priorities": [1.0]},
+     "ids[0]", "x"),
+    ("record", {"episodes": [{"reward": 1.0}, "x"]}, "episodes[1]", "x"),
     ("get_competence", {"level": 1.5}, "level", 1.5),
     ("should_escalate", {}, "task_type", None),
     ("should_escalate", {"task_type": "review", "domain_risk_class": "extreme"},
@@ -453,3 +458,29 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
     assert "db=" in lines[0] and "http=70000" in lines[1] and "db=" in lines[2]
     assert "dim=8" in lines[3] and "tenant=''" in lines[4]
     assert not (tmp_path / "x.db").exists()
+
+
+def test_unexpected_exception_is_an_internal_tool_error_not_a_crash(caplog):
+    from dyna.mcp_server import ExperienceTools
+
+    class Broken:
+        def __init__(self):
+            self.calls = 0
+
+        def dispatch(self, op, **kwargs):
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError("disk on fire")
+            return {"op": op, "persistence_status": "ok", "tenant": kwargs.get("tenant_id")}
+
+    tools = ExperienceTools(Broken(), TENANT)
+    out, is_error = tools.call("get_competence", {})
+    assert is_error and out["error"]["type"] == "internal"
+    assert out["error"]["message"] == "internal error: RuntimeError: disk on fire"
+    assert "get_competence" in caplog.text  # logged with its traceback on stderr
+    out, is_error = tools.call("get_competence", {})
+    assert not is_error and out["tenant"] == TENANT  # forced to the server's tenant
+    out, is_error = tools.call("get_competence", None)
+    assert not is_error
+    out, is_error = tools.call("get_competence", ["level"])
+    assert is_error and out["error"]["field"] == "arguments"
