@@ -9,8 +9,9 @@ the jobs and however the runs were split into blocks (a run's random stream depe
 
 Backends here: :class:`InProcessBackend` (no processes; the default) and
 :class:`ProcessPoolBackend` (a local :class:`concurrent.futures.ProcessPoolExecutor` with the
-``spawn`` start method, safe on every platform and with numba/threads in the parent). A
-cluster backend (Ray, issue 7) implements the same two methods.
+``spawn`` start method, safe on every platform and with numba/threads in the parent). The
+cluster backend :class:`dyna.experiment.ray_backend.RayBackend` (optional extra ``ray``)
+implements the same two methods.
 """
 
 from __future__ import annotations
@@ -275,30 +276,38 @@ class ProcessPoolBackend(Backend):
         return [results[i] for i in range(len(jobs))]
 
 
-#: Backend name -> class.
-BACKENDS: dict[str, type[Backend]] = {
+#: Backend name -> class, or ``"module:Class"`` imported on first use (optional extras).
+BACKENDS: dict[str, type[Backend] | str] = {
     InProcessBackend.name: InProcessBackend,
     ProcessPoolBackend.name: ProcessPoolBackend,
+    "ray": "dyna.experiment.ray_backend:RayBackend",
 }
 
 
-def get_backend(name: str, workers: int | None = None) -> Backend:
+def get_backend(name: str, workers: int | None = None, **options) -> Backend:
     """Backend by name.
 
     Parameters
     ----------
-    name : {"inprocess", "process"}
+    name : {"inprocess", "process", "ray"}
         Backend name (``--backend``).
     workers : int, optional
-        Worker processes (process backend only; ignored in-process).
+        Worker processes (process backend; CPUs of a local Ray instance; ignored
+        in-process).
+    **options
+        Backend-specific keywords, e.g. ``address`` for ``"ray"``.
 
     Raises
     ------
     ConfigError
-        Unknown backend name (field ``"--backend"``) or bad ``workers``.
+        Unknown backend name (field ``"--backend"``) or bad ``workers``;
+        :class:`dyna.experiment.ray_backend.RayNotInstalledError` for ``"ray"`` without Ray.
     """
     cls = BACKENDS.get(name)
     if cls is None:
         raise ConfigError("--backend", name, f"unknown backend; expected one of "
                           f"{', '.join(sorted(BACKENDS))}")
-    return cls(workers) if workers is not None else cls()
+    if isinstance(cls, str):
+        module, _, attr = cls.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+    return cls(workers, **options) if workers is not None else cls(**options)
