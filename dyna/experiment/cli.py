@@ -1,8 +1,9 @@
 """CLI commands of the experiment layer: ``dyna run`` and ``dyna plot``.
 
-``dyna run FILE [--runs N] [--out DIR] [--seed S] [--backend inprocess|process]
-[--workers N] [--block-size N] [--no-progress]``
-    Runs the experiment in the TOML file FILE and prints the output folder.
+``dyna run FILE [--runs N] [--out DIR] [--seed S] [--backend inprocess|process|ray]
+[--address ADDR] [--workers N] [--block-size N] [--no-progress]``
+    Runs the experiment in the TOML file FILE (any kind: ``kind = "tabular"`` by default,
+    see :mod:`dyna.experiment.kinds`) and prints the output folder.
 ``dyna plot DIR``
     Redraws the plots of an output folder from its Parquet tables.
 
@@ -15,16 +16,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dyna.errors import MissingFileError
+from dyna.errors import ConfigError, MissingFileError
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dyna.experiment.backends import get_backend
-    from dyna.experiment.config import load_config
+    from dyna.experiment.kinds import load_experiment
     from dyna.experiment.runner import run_experiment
 
-    config = load_config(args.file, runs=args.runs, seed=args.seed)
-    backend = get_backend(args.backend, args.workers)
+    config = load_experiment(args.file, runs=args.runs, seed=args.seed)
+    options = {}
+    if args.address is not None:
+        if args.backend != "ray":
+            raise ConfigError("--address", args.address, "only with --backend ray")
+        options["address"] = args.address
+    backend = get_backend(args.backend, args.workers, **options)
     out = run_experiment(config, args.out, backend=backend, block_size=args.block_size,
                          progress=False if args.no_progress else None, source=args.file)
     print(out)
@@ -32,13 +38,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from dyna.experiment.plots import draw_plots
-    from dyna.experiment.runner import load_output
+    from dyna.experiment.runner import draw_output_plots, load_output
 
     folder = Path(args.dir)
     if not folder.is_dir():
         raise MissingFileError("DIR", folder)
-    paths = draw_plots(load_output(folder), folder)
+    paths = draw_output_plots(load_output(folder), folder)
     print(f"{len(paths)} plot files written to {folder / 'plots'}")
     return 0
 
@@ -57,9 +62,14 @@ def register(sub) -> None:
     run.add_argument("--out", default=None, metavar="DIR",
                      help="output folder (must not exist); default runs/<name>-<timestamp>")
     run.add_argument("--backend", default="inprocess", metavar="NAME",
-                     help="where jobs run: inprocess (default) or process (local pool)")
+                     help="where jobs run: inprocess (default), process (local pool) or ray "
+                     '(Ray; pip install "dyna[ray]")')
+    run.add_argument("--address", default=None, metavar="ADDR",
+                     help="with --backend ray: join the Ray cluster at ADDR (HOST:PORT or auto) "
+                     "instead of starting a local instance")
     run.add_argument("--workers", type=int, default=None, metavar="N",
-                     help="worker processes for --backend process (default: CPU count)")
+                     help="worker processes for --backend process, CPUs of a local Ray "
+                     "instance (default: CPU count)")
     run.add_argument("--block-size", type=int, default=None, metavar="N",
                      help="runs per job (results do not depend on it)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")

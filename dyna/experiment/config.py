@@ -514,7 +514,10 @@ def parse_config(data: dict, *, runs: int | None = None, seed: int | None = None
     Parameters
     ----------
     data : dict
-        Parsed TOML (or :meth:`ExperimentConfig.to_dict` output).
+        Parsed TOML (or :meth:`ExperimentConfig.to_dict` output). ``kind = "tabular"``
+        (the default) is this module's kind; a file of another kind (``kind =
+        "escalation"``, ...) is handed to :func:`dyna.experiment.kinds.parse_experiment`
+        and its own config object is returned.
     runs, seed : int, optional
         CLI overrides, validated as ``--runs`` (>= 1) and ``--seed`` (>= 0).
 
@@ -528,6 +531,12 @@ def parse_config(data: dict, *, runs: int | None = None, seed: int | None = None
     """
     if not isinstance(data, dict):
         raise ConfigError("config", data, "must be a table")
+    if "kind" in data:  # other kinds are parsed by their own module (dyna.experiment.kinds)
+        from dyna.experiment import kinds
+
+        if kinds.kind_of(data) != kinds.DEFAULT_KIND:
+            return kinds.parse_experiment(data, runs=runs, seed=seed)
+        data = {k: v for k, v in data.items() if k != "kind"}
     _check_keys(data, _TOP_KEYS, "")
     name = _string(data.get("name"), "name", pattern=_NAME_RE)
     description = data.get("description", "")
@@ -558,7 +567,7 @@ def parse_config(data: dict, *, runs: int | None = None, seed: int | None = None
 
 def load_config(path: str | Path, *, runs: int | None = None, seed: int | None = None
                 ) -> ExperimentConfig:
-    """Read and validate an experiment TOML file.
+    """Read and validate an experiment TOML file (of any kind; see :func:`parse_config`).
 
     Parameters
     ----------

@@ -1,10 +1,12 @@
 """Run an experiment: every variant x sweep point x run, into one output folder.
 
-:func:`run_experiment` resolves the environments (one table per sweep point, built before
-anything touches the disk, so an unknown env id or bad kwarg fails cleanly), splits the runs
+:func:`run_experiment` works for every experiment kind (:mod:`dyna.experiment.kinds`). It
+asks the kind to resolve its inputs before anything touches the disk (for ``tabular``: one
+env table per sweep point, so an unknown env id or bad kwarg fails cleanly), splits the runs
 into jobs (:class:`dyna.experiment.backends.Job`: a variant at a sweep point for a block of
-run indices), hands them to a backend with a progress bar, merges the results in canonical
-order, and writes atomically:
+run indices), hands them to a backend with a progress bar, puts the results in canonical
+order, and writes atomically the kind's tables (``<name>.parquet``), ``manifest.json``,
+``plots/`` and ``report.md``. For kind ``tabular`` (:class:`TabularKind`) the tables are:
 
 ``results.parquet``
     Tidy, one row per variant x sweep point x run x episode (``episodes`` schedule:
@@ -41,8 +43,9 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -50,8 +53,11 @@ import polars as pl
 from dyna.errors import ConfigError, DynaError, MissingFileError, check_range
 from dyna.experiment.backends import Backend, InProcessBackend, Job, split_runs
 from dyna.experiment.config import ExperimentConfig, parse_config
+from dyna.experiment.kinds import (DEFAULT_KIND, ExperimentKind, Prepared, config_kind,
+                                   get_kind, parse_experiment)
 
-__all__ = ["ExperimentOutput", "execute_job", "load_output", "plan_jobs", "run_experiment"]
+__all__ = ["ExperimentOutput", "TABULAR", "TabularKind", "draw_output_plots", "execute_job",
+           "load_output", "plan_jobs", "run_experiment"]
 
 RESULT_FIELDS = ("episode_steps", "episode_return", "episode_terminated", "episode_updates",
                  "step_reward", "eval_score", "eval_episode", "updates_to_optimal",
@@ -297,23 +303,41 @@ class ExperimentOutput:
 
     Attributes
     ----------
-    config : ExperimentConfig
+    config : ExperimentConfig or another kind's config object
     manifest : dict
         ``manifest.json``.
-    results, runs : polars.DataFrame
+    results, runs : polars.DataFrame or None
+        The ``results`` and ``runs`` tables (always present for kind ``tabular``).
     evals : polars.DataFrame or None
+    tables : dict of str to polars.DataFrame
+        Every table of the folder by name (``results``, ``runs``, ... -- whatever the kind
+        wrote); filled from ``results`` / ``runs`` / ``evals`` when built with those.
     """
 
-    config: ExperimentConfig
+    config: Any
     manifest: dict
-    results: pl.DataFrame
-    runs: pl.DataFrame
+    results: pl.DataFrame | None = None
+    runs: pl.DataFrame | None = None
     evals: pl.DataFrame | None = None
+    tables: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("results", "runs", "evals"):
+            frame = getattr(self, name)
+            if frame is not None:
+                self.tables.setdefault(name, frame)
+            elif name in self.tables:
+                setattr(self, name, self.tables[name])
+
+    @property
+    def kind(self) -> str:
+        """Experiment kind (``manifest["kind"]``, default ``tabular``)."""
+        return self.manifest.get("kind", DEFAULT_KIND)
 
     @property
     def sweep_keys(self) -> list[str]:
         """Env kwargs swept over (results columns)."""
-        return list(self.config.sweep)
+        return list(getattr(self.config, "sweep", {}) or {})
 
     @property
     def env_metas(self) -> list[dict]:
@@ -322,25 +346,34 @@ class ExperimentOutput:
 
 
 def load_output(folder: str | Path) -> ExperimentOutput:
-    """Read an output folder written by :func:`run_experiment`.
+    """Read an output folder written by :func:`run_experiment` (any kind).
+
+    Every table listed in the manifest is read; the config is rebuilt from the manifest
+    with :func:`dyna.experiment.kinds.parse_experiment`.
 
     Raises
     ------
     MissingFileError
-        ``folder`` has no ``manifest.json`` or ``results.parquet``.
+        ``folder`` has no ``manifest.json``, or a table the manifest lists (or the kind
+        requires; ``results.parquet`` and ``runs.parquet`` for tabular) is missing.
     """
     folder = Path(folder)
-    for name in ("manifest.json", "results.parquet", "runs.parquet"):
+    if not (folder / "manifest.json").is_file():
+        raise MissingFileError("DIR", folder / "manifest.json")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    kind_name = manifest.get("kind", DEFAULT_KIND)
+    kind = get_kind(kind_name)
+    names = [f"{t}.parquet" for t in kind.required_tables()]
+    names += [n for n in manifest.get("tables", {}) if n not in names]
+    for name in names:
         if not (folder / name).is_file():
             raise MissingFileError("DIR", folder / name)
-    manifest = json.loads((folder / "manifest.json").read_text())
-    config = parse_config(manifest["config"])
-    evals_path = folder / "evals.parquet"
-    return ExperimentOutput(
-        config=config, manifest=manifest,
-        results=pl.read_parquet(folder / "results.parquet"),
-        runs=pl.read_parquet(folder / "runs.parquet"),
-        evals=pl.read_parquet(evals_path) if evals_path.is_file() else None)
+    config_data = dict(manifest["config"])
+    if kind_name != DEFAULT_KIND:
+        config_data["kind"] = kind_name
+    config = parse_experiment(config_data)
+    tables = {n[:-len(".parquet")]: pl.read_parquet(folder / n) for n in names}
+    return ExperimentOutput(config=config, manifest=manifest, tables=tables)
 
 
 def _json_default(obj):
@@ -385,12 +418,11 @@ def _file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _auto_block_size(config: ExperimentConfig, backend: Backend) -> int:
-    groups = len(config.variants) * len(config.sweep_points())
-    if backend.workers <= 1 or groups >= backend.workers:
-        return config.runs
-    blocks_per_group = math.ceil(backend.workers / groups)
-    return max(1, math.ceil(config.runs / blocks_per_group))
+def _auto_block_size(n_groups: int, runs: int, backend: Backend) -> int:
+    if backend.workers <= 1 or n_groups >= backend.workers:
+        return runs
+    blocks_per_group = math.ceil(backend.workers / n_groups)
+    return max(1, math.ceil(runs / blocks_per_group))
 
 
 def _warm_up() -> float:
@@ -400,16 +432,95 @@ def _warm_up() -> float:
     return float(agents.warmup())
 
 
-def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None, *,
+def _canonical(jobs: list[Job], results: list, runs: int) -> tuple[list[Job], list]:
+    """Sort jobs and results by ``Job.key``; check each group covers runs 0..runs-1."""
+    order = sorted(range(len(jobs)), key=lambda i: jobs[i].key)
+    covered: dict[tuple, list] = {}
+    for i in order:
+        covered.setdefault((jobs[i].variant, jobs[i].point), []).extend(jobs[i].run_indices)
+    for key, got in covered.items():
+        if got != list(range(runs)):
+            raise RuntimeError(f"jobs of {key} covered runs {got}, expected 0..{runs - 1}")
+    return [jobs[i] for i in order], [results[i] for i in order]
+
+
+# --------------------------------------------------------------------------- tabular kind
+
+class TabularKind(ExperimentKind):
+    """Kind ``tabular``: tabular Dyna agents on Gymnasium tables (this module's tables,
+    :mod:`dyna.experiment.plots`, :mod:`dyna.experiment.report`)."""
+
+    name = "tabular"
+
+    def parse(self, data, *, runs=None, seed=None):
+        return parse_config(data, runs=runs, seed=seed)
+
+    def prepare(self, config: ExperimentConfig) -> Prepared:
+        metas = []
+        for point in config.sweep_points():
+            _, meta = make_env_table(config.env.id, config.env_kwargs(point))
+            metas.append(meta)
+            if config.schedule.stop_at_optimal and not meta.get("optimal_path_length"):
+                raise ConfigError("schedule.stop_at_optimal", True,
+                                  f"env {config.env.id!r} reports no optimal_path_length")
+        envs_manifest = [{"point": point, "kwargs": config.env_kwargs(point), "meta": meta}
+                         for point, meta in zip(config.sweep_points(), metas)]
+        return Prepared(manifest={"envs": envs_manifest}, state=metas)
+
+    def n_groups(self, config: ExperimentConfig) -> int:
+        return len(config.variants) * len(config.sweep_points())
+
+    def plan_jobs(self, config, prepared, *, block_size):
+        return plan_jobs(config, prepared.state, block_size=block_size)
+
+    @property
+    def job_function(self):
+        return execute_job  # looked up at call time (tests monkeypatch it)
+
+    def warm_up(self) -> float:
+        return _warm_up()
+
+    def build_tables(self, config, prepared, jobs, results):
+        return build_tables(config, _merge(list(jobs), list(results), config))
+
+    def draw_plots(self, out, folder):
+        from dyna.experiment import plots
+
+        return plots.draw_plots(out, folder)
+
+    def write_report(self, out, folder):
+        from dyna.experiment import report
+
+        return report.write_report(out, folder)
+
+    def required_tables(self):
+        return ("results", "runs")
+
+
+#: The ``tabular`` kind instance registered in :data:`dyna.experiment.kinds.KINDS`.
+TABULAR = TabularKind()
+
+
+def draw_output_plots(out: ExperimentOutput, folder: str | Path) -> list[Path]:
+    """Draw the plots of an output of any kind (``dyna plot DIR``)."""
+    return get_kind(out.kind).draw_plots(out, Path(folder))
+
+
+# --------------------------------------------------------------------------- running
+
+def run_experiment(config, out_dir: str | Path | None = None, *,
                    backend: Backend | None = None, block_size: int | None = None,
                    progress: bool | None = None, source: str | Path | None = None,
                    root: str | Path = "runs") -> Path:
     """Run every variant x sweep point x run and write one output folder atomically.
 
+    Works for every experiment kind (:mod:`dyna.experiment.kinds`); the kind is read from
+    the config (``to_dict()["kind"]``, default ``tabular``).
+
     Parameters
     ----------
-    config : ExperimentConfig
-        Validated experiment (:func:`dyna.experiment.config.load_config`).
+    config : ExperimentConfig or another kind's config
+        Validated experiment (:func:`dyna.experiment.kinds.load_experiment`).
     out_dir : str or Path, optional
         Output folder; must not exist. Default ``<root>/<name>-<timestamp>``.
     backend : Backend, optional
@@ -433,9 +544,10 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None, 
     Raises
     ------
     ConfigError
-        Unknown env id (:class:`dyna.errors.UnknownEnvError`), bad env kwargs, a missing
-        ``optimal_path_length`` for ``stop_at_optimal``, an existing ``out_dir``
-        (field ``"--out"``), ``block_size`` < 1 (field ``"--block-size"``).
+        Whatever the kind's ``prepare`` finds (unknown env id
+        (:class:`dyna.errors.UnknownEnvError`), bad env kwargs, a missing
+        ``optimal_path_length`` for ``stop_at_optimal``, a bad data file), an existing
+        ``out_dir`` (field ``"--out"``), ``block_size`` < 1 (field ``"--block-size"``).
     Exception
         Whatever a job raised (with a note naming the job). In every error case (and on
         KeyboardInterrupt) no output folder is left behind.
@@ -444,34 +556,28 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None, 
 
     t_start = time.perf_counter()
     backend = backend or InProcessBackend()
-    points = config.sweep_points()
+    kind_name = config_kind(config)
+    kind = get_kind(kind_name)
 
     # 1. Everything that can fail on bad input, before touching the disk.
-    tables, metas = [], []
-    for point in points:
-        table, meta = make_env_table(config.env.id, config.env_kwargs(point))
-        tables.append(table)
-        metas.append(meta)
-        if config.schedule.stop_at_optimal and not meta.get("optimal_path_length"):
-            raise ConfigError("schedule.stop_at_optimal", True,
-                              f"env {config.env.id!r} reports no optimal_path_length")
+    prepared = kind.prepare(config)
     if block_size is None:
-        block_size = _auto_block_size(config, backend)
+        block_size = _auto_block_size(kind.n_groups(config), config.runs, backend)
     block_size = check_range("--block-size", block_size, lo=1, integer=True)
     out = Path(out_dir) if out_dir is not None else default_out_dir(config, root)
     if out.exists():
         raise ConfigError("--out", str(out), "already exists; choose a new folder")
-    jobs = plan_jobs(config, metas, block_size=block_size)
+    jobs = kind.plan_jobs(config, prepared, block_size=block_size)
 
     # 2. Compile, then run the jobs.
-    compile_s = _warm_up()
+    compile_s = kind.warm_up()
     t_run = time.perf_counter()
     total_runs = sum(len(j.run_indices) for j in jobs)
     if progress is None:
         progress = sys.stderr.isatty()
-    with tqdm(total=total_runs, desc=config.name, unit="run", disable=not progress,
-              file=sys.stderr, leave=False) as bar:
-        results = backend.map(execute_job, jobs,
+    with tqdm(total=total_runs, desc=config.name, unit=kind.progress_unit,
+              disable=not progress, file=sys.stderr, leave=False) as bar:
+        results = backend.map(kind.job_function, jobs,
                               on_result=lambda job, _res: bar.update(len(job.run_indices)))
     run_s = time.perf_counter() - t_run
 
@@ -485,8 +591,8 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None, 
         out.parent.mkdir(parents=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        merged = _merge(jobs, results, config)
-        frames = build_tables(config, merged)
+        jobs, results = _canonical(jobs, results, config.runs)
+        frames = kind.build_tables(config, prepared, jobs, results)
         files = {}
         for name, frame in frames.items():
             path = tmp / f"{name}.parquet"
@@ -494,6 +600,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None, 
             files[path.name] = {"rows": frame.height, "sha256": _file_sha256(path)}
         manifest = {
             "name": config.name,
+            "kind": kind_name,
             "config": config.to_dict(),
             "config_hash": config.hash,
             "seed": config.seed,
@@ -502,20 +609,21 @@ def run_experiment(config: ExperimentConfig, out_dir: str | Path | None = None, 
             "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "packages": package_versions(),
             "platform": platform.platform(),
-            "envs": [{"point": point, "kwargs": config.env_kwargs(point), "meta": meta}
-                     for point, meta in zip(points, metas)],
+        }
+        clash = set(prepared.manifest) & (set(manifest) | {"backend", "tables", "timing"})
+        if clash:
+            raise RuntimeError(f"kind {kind_name!r} manifest entries clash: {sorted(clash)}")
+        manifest.update(prepared.manifest)
+        manifest.update({
             "backend": {**backend.describe(), "block_size": block_size, "jobs": len(jobs)},
             "tables": files,
             "timing": {"compile_time_s": round(compile_s, 4), "run_time_s": round(run_s, 4)},
-        }
-        output = ExperimentOutput(config=config, manifest=manifest, results=frames["results"],
-                                  runs=frames["runs"], evals=frames.get("evals"))
-        from dyna.experiment import plots, report
-
-        plots.draw_plots(output, tmp)
+        })
+        output = ExperimentOutput(config=config, manifest=manifest, tables=dict(frames))
+        kind.draw_plots(output, tmp)
         manifest["timing"]["output_time_s"] = round(time.perf_counter() - t_out, 4)
         manifest["timing"]["wall_time_s"] = round(time.perf_counter() - t_start, 4)
-        report.write_report(output, tmp)
+        kind.write_report(output, tmp)
         (tmp / "manifest.json").write_text(
             json.dumps(manifest, indent=2, default=_json_default, allow_nan=False) + "\n")
         os.rename(tmp, out)
