@@ -228,6 +228,10 @@ def _json_ready(obj):
     return obj
 
 
+#: Largest ``bin_count`` of :meth:`ExperienceStore.get_transition_table`.
+MAX_BIN_COUNT = 10_000
+
+
 def _positive_int(name: str, value) -> int:
     return check_range(name, value, 1, None, integer=True)
 
@@ -717,7 +721,8 @@ class ExperienceStore:
             "mean_reward"}`` sorted by action, from, to; ``n_episodes`` used.
         """
         tenant_id = self._tenant(tenant_id)
-        bin_count = _positive_int("bin_count", bin_count)
+        # (A * bins^2 keys must fit int64, and the table is built in memory)
+        bin_count = check_range("bin_count", bin_count, 1, MAX_BIN_COUNT, integer=True)
         with self._lock:
             rows = self._rows(tenant_id, task_type=task_type)
             before = self.buffer.column("state_before")[rows]
@@ -806,6 +811,8 @@ class ExperienceStore:
         batch_size = _positive_int("batch_size", batch_size)
         if strategy not in ("uniform", "recency", "priority"):
             raise ConfigError("strategy", strategy, "must be uniform, recency or priority")
+        if seed is not None:
+            seed = check_range("seed", seed, 0, None, integer=True)
         rng = np.random.default_rng(seed)
         with self._lock:
             buf = self.buffer

@@ -473,3 +473,18 @@ def test_pers04_case_through_store_and_export(tmp_path):
     s.export_data("t1", path=str(tmp_path / "p.parquet"), format="parquet")
     pq = pl.read_parquet(tmp_path / "p.parquet")
     assert json.loads(pq["metadata"][0]) == expected  # file export
+
+
+def test_replay_seed_and_bin_count_are_checked():
+    from dyna.errors import ConfigError
+    from dyna.experience import MAX_BIN_COUNT, ExperienceStore
+
+    store = ExperienceStore(db_path="", dim=8)
+    store.record(tenant_id="t", task_type="x", action_type="a", outcome="success", reward=1.0)
+    with pytest.raises(ConfigError) as err:
+        store.replay_experience("t", seed=-1)
+    assert err.value.field == "seed"
+    with pytest.raises(ConfigError) as err:
+        store.get_transition_table("t", bin_count=MAX_BIN_COUNT + 1)
+    assert err.value.field == "bin_count"
+    assert store.replay_experience("t", seed=3, batch_size=4)["ids"] == store.replay_experience("t", seed=3, batch_size=4)["ids"]
