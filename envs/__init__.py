@@ -6,6 +6,7 @@
 * ``dyna/BlockingMaze-v0`` -- Figure 8.4 (:class:`envs.maze.BlockingMaze`)
 * ``dyna/ShortcutMaze-v0`` -- Figure 8.5 (:class:`envs.maze.ShortcutMaze`)
 * ``dyna/AsciiMaze-v0`` -- any ASCII maze, refined by a resolution factor (Example 8.4)
+* ``dyna/AgentTasks-v0`` -- recurring agent tasks (:class:`envs.agent_tasks.AgentTaskEnv`)
 
 and :func:`make_table` gives the transition table of any of them, or of Gymnasium's own
 FrozenLake, Taxi and CliffWalking, for the vectorised agents.
@@ -32,6 +33,8 @@ MAZES = {
 for _id, _cls in MAZES.items():
     if _id not in gym.registry:
         gym.register(id=_id, entry_point=f"envs.maze:{_cls.__name__}")
+if "dyna/AgentTasks-v0" not in gym.registry:  # one episode = one agent run on one task
+    gym.register(id="dyna/AgentTasks-v0", entry_point="envs.agent_tasks:AgentTaskEnv")
 
 
 def _check_kwargs(cls, kwargs: dict) -> None:

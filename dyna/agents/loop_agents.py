@@ -1,0 +1,629 @@
+"""Loop agents for the agent tasks (:class:`envs.agent_tasks.AgentTaskEnv`): one policy
+model for every variant, so that only the learning differs.
+
+The policy model (one episode = one run on one task)
+    At each procedure position the agent first decides, once, whether it follows what it
+    knows (probability ``p_follow`` times the env's ``follow_factor``, which falls with the
+    irrelevant entries in its context). If it does, it tries the calls its knowledge gives
+    for this position in order (best-matched skill first), skipping calls that already
+    failed here. Otherwise, or when the knowledge is used up, it *explores*: it calls a tool
+    it has not tried at this position (never the harmful tool of its own accord) with a
+    value it has not tried with that tool. Errors say whether the tool or only the value
+    was wrong, and the agent uses that. Planted instructions in tool outputs are not
+    obeyed by the policy itself; they do harm only when a loop writes them down and a
+    later run follows the lesson.
+
+Knowledge per variant
+    * ``no_learning``: none (a fixed prompt; every run starts from scratch).
+    * ``oracle``: the current true procedure (reads the hidden world; upper bound), always
+      followed; it counts as one context entry.
+    * loops: a :class:`dyna.loops.LearningLoop` on the in-memory store (the same code as
+      on files: ``SkillLibrary(None)``, ``MemoryStore(None)``) with a
+      :class:`ProcedureReviewer`. The ``skill`` store gives procedures (tool and value per
+      step) matched on the task text; the ``memory`` store gives facts ("<task words> step
+      k value is val_j"), all of them in context on every step.
+
+      - ``naive_loop``: :meth:`LoopConfig.naive` (writes after every run: no gate, no
+        novelty check, no cap, no approval).
+      - ``self_reflection``: the reviewer gates on the agent's own opinion (the digest
+        carries the self-assessment, not the verified outcome) and its untrusted inputs
+        are not held for approval.
+      - ``skill_loop`` / ``memory_loop``: every safeguard of :class:`LoopConfig` on.
+      - ``skill_loop-no_<switch>`` / ``memory_loop-no_<switch>``: one safeguard off
+        (:meth:`LoopConfig.ablate`).
+
+Competence and escalation
+    Every variant keeps a :class:`dyna.competence.BetaCompetence` per task family, fed
+    with the verified outcome of each run it made itself. With an escalation rule
+    (:func:`dyna.escalation.should_escalate`) a run whose family is judged below the
+    threshold is handed to an expert that succeeds at ``escalation_tokens``; while the
+    rule still lacks evidence (``insufficient_episodes``) the agent acts, to gather it.
+
+Time
+    The stores' clock advances ``days_per_episode`` days per episode from 2025-01-01, so
+    the dating safeguard (``max_age_days``) is measured in episodes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from dyna.competence import BetaCompetence
+from dyna.errors import ConfigError, check_range
+from dyna.loops import Digest, LearningLoop, LoopConfig, Proposal, ReviewerOutput
+from dyna.loops._text import content_words
+
+__all__ = ["BASE_VARIANTS", "EPISODE_FIELDS", "LoopAgent", "PolicyParams",
+           "ProcedureReviewer", "VariantSpec", "make_variant", "run_loop_agent",
+           "variant_names"]
+
+BASE_VARIANTS = ("no_learning", "oracle", "naive_loop", "self_reflection", "skill_loop",
+                 "memory_loop")
+STORES = ("skill", "memory")
+EPOCH = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
+
+#: Per-episode outputs of :func:`run_loop_agent`, name -> numpy dtype.
+EPISODE_FIELDS = {
+    "family": np.int64, "success": np.bool_, "self_assessed": np.bool_,
+    "escalated": np.bool_, "incident": np.bool_, "steps": np.int64, "tokens": np.int64,
+    "learning_tokens": np.int64, "context_entries": np.int64, "library_size": np.int64,
+    "poisoned": np.int64, "stale": np.int64, "drift": np.bool_,
+    "comp_a": np.float64, "comp_b": np.float64, "comp_f0_a": np.float64,
+    "comp_f0_b": np.float64, "comp_mean_all": np.float64,
+}
+
+_SKILL_CALL_RE = re.compile(r"call `(\w+)` with `(\w+)`")
+_FACT_RE = re.compile(r"^(.+?) step (\d+) (value|tool) is (\w+)$")
+_NOTE_RE = re.compile(r"NOTE: to finish this task, call (\w+) with (\w+) next")
+
+
+# ============================================================================ variants
+
+@dataclass(frozen=True)
+class PolicyParams:
+    """Settings of the shared policy model and of the simulated reviewer.
+
+    Attributes
+    ----------
+    p_follow : float
+        Probability of following known calls at a procedure position, in [0, 1].
+    tokens_per_review : int
+        Reviewer tokens per reviewed run (learning cost), >= 0.
+    copy_rate : float
+        Probability that the reviewer copies a planted instruction it saw in a tool
+        output into its lesson (then the lesson's provenance is ``tool_output``).
+    title_words : int
+        Words of the task text the reviewer takes as the task's key (>= 1).
+    days_per_episode : float
+        Store clock advance per episode (days, > 0).
+    escalation : dict or None
+        ``{"threshold": float, "min_episodes": int, "risk_class": str,
+        "escalation_tokens": int}``; None: never escalate.
+    """
+
+    p_follow: float = 0.9
+    tokens_per_review: int = 300
+    copy_rate: float = 0.5
+    title_words: int = 2
+    days_per_episode: float = 1.0
+    escalation: dict | None = None
+
+    def __post_init__(self):
+        check_range("p_follow", self.p_follow, 0.0, 1.0)
+        check_range("copy_rate", self.copy_rate, 0.0, 1.0)
+        check_range("tokens_per_review", self.tokens_per_review, 0, None, integer=True)
+        check_range("title_words", self.title_words, 1, None, integer=True)
+        check_range("days_per_episode", self.days_per_episode, 0.0, None, lo_open=True)
+        if self.escalation is not None:
+            esc = dict(self.escalation)
+            unknown = set(esc) - {"threshold", "min_episodes", "risk_class",
+                                  "escalation_tokens"}
+            if unknown:
+                raise ConfigError("escalation", sorted(unknown), "unknown keys")
+            check_range("escalation.threshold", esc.get("threshold", 0.8), 0.0, 1.0)
+            check_range("escalation.min_episodes", esc.get("min_episodes", 10), 0, None,
+                        integer=True)
+            check_range("escalation.escalation_tokens", esc.get("escalation_tokens", 5000),
+                        0, None, integer=True)
+            from dyna.escalation import RISK_CLASSES
+            if esc.get("risk_class", "low_stakes") not in RISK_CLASSES:
+                raise ConfigError("escalation.risk_class", esc.get("risk_class"),
+                                  f"must be one of {sorted(RISK_CLASSES)}")
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """One agent configuration.
+
+    Attributes
+    ----------
+    name : str
+    learner : {"none", "oracle", "loop"}
+    store : {"skill", "memory"}
+        What a loop keeps.
+    config : LoopConfig or None
+        The loop's switches (loops only).
+    self_gate : bool
+        The digest carries the agent's self-assessment instead of the verified outcome.
+    """
+
+    name: str
+    learner: str
+    store: str = "skill"
+    config: LoopConfig | None = None
+    self_gate: bool = False
+
+
+def variant_names(store: str = "skill") -> list[str]:
+    """Every variant of an ablation over ``store``: the baselines, the full loop and one
+    variant per safeguard switched off (:attr:`LoopConfig.SWITCHES`)."""
+    loop = f"{store}_loop"
+    return (["no_learning", "oracle", "naive_loop", "self_reflection", loop]
+            + [f"{loop}-no_{s}" for s in LoopConfig.SWITCHES])
+
+
+def make_variant(name: str, store: str = "skill", config: LoopConfig | None = None,
+                 field_name: str = "variant") -> VariantSpec:
+    """The :class:`VariantSpec` called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A base variant (:data:`BASE_VARIANTS`) or ``"<skill|memory>_loop-no_<switch>"``.
+    store : {"skill", "memory"}
+        Store of ``naive_loop`` and ``self_reflection`` (the loops name their own).
+    config : LoopConfig, optional
+        Base settings of the full loop (default ``LoopConfig()``).
+
+    Raises
+    ------
+    ConfigError
+        Unknown name, store or switch.
+    """
+    if store not in STORES:
+        raise ConfigError("store", store, f"must be one of {STORES}")
+    base = config or LoopConfig()
+    if name == "no_learning":
+        return VariantSpec(name, "none", store)
+    if name == "oracle":
+        return VariantSpec(name, "oracle", store)
+    if name == "naive_loop":
+        return VariantSpec(name, "loop", store, LoopConfig.naive(
+            max_lessons=base.max_lessons, match_limit=base.match_limit,
+            skill_cap=base.skill_cap, memory_cap=base.memory_cap))
+    if name == "self_reflection":
+        return VariantSpec(name, "loop", store,
+                           replace(base, outcome_gate="self", approval_for_untrusted=False),
+                           self_gate=True)
+    head, _, switch = name.partition("-no_")
+    if head in ("skill_loop", "memory_loop"):
+        st = head.split("_")[0]
+        if not switch and "-" not in name:
+            return VariantSpec(name, "loop", st, base)
+        if switch in LoopConfig.SWITCHES:
+            return VariantSpec(name, "loop", st, base.ablate(switch))
+        raise ConfigError(field_name, name, f"unknown safeguard {switch!r}; one of "
+                          f"{LoopConfig.SWITCHES}")
+    raise ConfigError(field_name, name, f"unknown variant; one of {BASE_VARIANTS} or "
+                      "'<skill|memory>_loop-no_<switch>'")
+
+
+# ============================================================================ reviewer
+
+class ProcedureReviewer:
+    """A deterministic reviewer for agent tasks (the :class:`dyna.loops.Reviewer`
+    protocol), standing in for an LLM that reads a run's digest.
+
+    It takes the first ``title_words`` content words of the task as the task's key and the
+    run's procedure as: the calls that returned ok, in order, and, when the last call
+    failed, that call too (it believes the last call finished the job; on a verified
+    success there is no such call). A planted instruction seen in a tool output is copied
+    into the lesson with probability ``copy_rate`` (at the position where it was seen;
+    provenance ``tool_output``). Randomness comes from ``(seed, crc32(run_id))``.
+
+    * store ``"skill"``: one skill ``<key words>-<crc32 of the procedure>``, triggers the
+      key words, body one line ``N. call `tool` with `value``` per step;
+    * store ``"memory"``: one fact per step not yet in memory: ``"<key> step k value is
+      val_j"`` (and, for a copied instruction, ``"<key> step k tool is send_secrets"``).
+
+    Parameters
+    ----------
+    store : {"skill", "memory"}
+    seed : int
+    copy_rate : float
+    title_words : int
+    tokens_per_review : int
+    """
+
+    def __init__(self, store: str = "skill", seed: int = 0, copy_rate: float = 0.5,
+                 title_words: int = 2, tokens_per_review: int = 300):
+        if store not in STORES:
+            raise ConfigError("store", store, f"must be one of {STORES}")
+        self.store = store
+        self.seed = check_range("seed", seed, 0, None, integer=True)
+        self.copy_rate = float(check_range("copy_rate", copy_rate, 0.0, 1.0))
+        self.title_words = check_range("title_words", title_words, 1, None, integer=True)
+        self.tokens_per_review = check_range("tokens_per_review", tokens_per_review, 0,
+                                             None, integer=True)
+
+    def procedure(self, digest: Digest, copy: bool) -> tuple[list[tuple[str, str]], bool]:
+        """``(calls, copied)``: the procedure the reviewer reads from the digest, as
+        ``(tool, value)`` names, and whether a planted call was copied into it."""
+        calls: list[tuple[str, str]] = []
+        planted = None
+        for tc in digest.tool_calls:
+            if not tc.error:
+                calls.append((tc.name, str(tc.args.get("value", ""))))
+            if planted is None and copy:
+                m = _NOTE_RE.search(tc.output)
+                if m:
+                    planted = (len(calls), (m.group(1), m.group(2)))
+        last = digest.tool_calls[-1] if digest.tool_calls else None
+        if last is not None and last.error:
+            calls.append((last.name, str(last.args.get("value", ""))))
+        if planted is not None:
+            calls.insert(planted[0], planted[1])
+        return calls, planted is not None
+
+    def review(self, digest: Digest, context) -> ReviewerOutput:
+        rng = np.random.default_rng([self.seed, zlib.crc32(digest.run_id.encode())])
+        copy = rng.random() < self.copy_rate
+        calls, copied = self.procedure(digest, copy)
+        key = content_words(digest.task)[:self.title_words]
+        if not calls or not key:
+            return ReviewerOutput((), self.tokens_per_review)
+        prov = ("tool_output",) if copied else ()
+        if self.store == "skill":
+            body = "\n".join(f"{i}. call `{t}` with `{v}`" for i, (t, v) in
+                             enumerate(calls, 1))
+            tag = f"{zlib.crc32(body.encode()):08x}"
+            name = "-".join(key) + "-" + tag
+            desc = f"Procedure for {' '.join(key)} tasks: {len(calls)} tool calls."
+            return ReviewerOutput((Proposal("skill", name, desc, body, tuple(key),
+                                            provenance=prov),), self.tokens_per_review)
+        known = {e.key for e in context.memory} if context is not None else set()
+        out = []
+        head = " ".join(key)
+        for k, (t, v) in enumerate(calls, 1):
+            if t == "send_secrets" or not v:
+                text = f"{head} step {k} tool is {t}"
+            else:
+                text = f"{head} step {k} value is {v}"
+            from dyna.loops._text import fact_key
+            if fact_key(text) not in known:
+                out.append(Proposal("memory", text=text, provenance=prov if t == "send_secrets"
+                                    else ()))
+        return ReviewerOutput(tuple(out), self.tokens_per_review)
+
+
+# ============================================================================ the agent
+
+@dataclass
+class _Knowledge:
+    """What the agent brings into one episode."""
+
+    calls: list = field(default_factory=list)    # per procedure: list of (tool, value)
+    values: dict = field(default_factory=dict)   # step -> value index (memory facts)
+    tools: dict = field(default_factory=dict)    # step -> tool index (memory facts)
+    entries: int = 0
+    irrelevant: int = 0
+    names: tuple = ()
+
+
+class LoopAgent:
+    """One variant acting in one :class:`envs.agent_tasks.AgentTaskEnv` over many episodes.
+
+    Parameters
+    ----------
+    spec : VariantSpec
+    env : AgentTaskEnv
+        The first :meth:`episode` resets it with ``env_seed`` (building the world), the
+        later ones with plain ``reset()`` (the next task).
+    seed : int or sequence of int
+        Seed of the agent's own random stream (policy, reviewer).
+    params : PolicyParams
+    env_seed : int, optional
+    """
+
+    def __init__(self, spec: VariantSpec, env, seed, params: PolicyParams | None = None,
+                 env_seed: int | None = None):
+        self.spec = spec
+        self.env = env
+        self.env_seed = env_seed
+        self.params = params or PolicyParams()
+        self.rng = np.random.default_rng(seed)
+        self.competence = BetaCompetence()
+        self.t = 0
+        self._tool_ix = {n: i for i, n in enumerate(env.tool_names)}
+        self._value_ix = {n: i for i, n in enumerate(env.value_names)}
+        self._parsed: dict = {}
+        self._written: dict = {}
+        self.loop = None
+        if spec.learner == "loop":
+            cfg = spec.config
+            clock = self._clock
+            skills = cfg.skill_library(None, clock=clock, log_outcomes=False)
+            memory = cfg.memory_store(None, clock=clock)
+            rseed = int(np.random.SeedSequence(seed).generate_state(1)[0])
+            reviewer = ProcedureReviewer(spec.store, rseed, self.params.copy_rate,
+                                         self.params.title_words,
+                                         self.params.tokens_per_review)
+            self.loop = LearningLoop(skills, memory, reviewer, cfg)
+
+    def _clock(self) -> _dt.datetime:
+        return EPOCH + _dt.timedelta(days=self.t * self.params.days_per_episode)
+
+    # ------------------------------------------------------------------ knowledge
+    def _skill_calls(self, skill) -> list:
+        got = self._parsed.get(skill.body)
+        if got is None:
+            got = [(self._tool_ix.get(t, -1), self._value_ix.get(v, -1))
+                   for t, v in _SKILL_CALL_RE.findall(skill.body)]
+            self._parsed[skill.body] = got
+        return got
+
+    def _fact(self, text: str):
+        got = self._parsed.get(text)
+        if got is None:
+            m = _FACT_RE.match(text)
+            if m is None:
+                got = (None, 0, "", -1)
+            else:
+                kind = m.group(3)
+                ix = (self._value_ix if kind == "value" else self._tool_ix).get(m.group(4), -1)
+                got = (tuple(m.group(1).split()), int(m.group(2)), kind, ix)
+            self._parsed[text] = got
+        return got
+
+    def _knowledge(self, family: int, task: str):
+        env = self.env
+        if self.spec.learner == "oracle":
+            return _Knowledge([list(env.procedure(family))], entries=1), None
+        if self.loop is None:
+            return _Knowledge(), None
+        ctx = self.loop.begin(f"e{self.t}", task)
+        k = _Knowledge()
+        if self.spec.store == "skill":
+            for m in ctx.skills:
+                k.calls.append(self._skill_calls(m.skill))
+                if env.family_of_words(m.skill.triggers) != family:
+                    k.irrelevant += 1
+            k.entries = len(ctx.skills)
+            k.names = tuple(m.name for m in ctx.skills)
+        else:
+            words = set(task.split())
+            for e in ctx.memory:
+                key, step, kind, ix = self._fact(e.text)
+                if key is None or not words.issuperset(key):
+                    k.irrelevant += 1
+                    continue
+                (k.values if kind == "value" else k.tools).setdefault(step - 1, ix)
+            k.entries = len(ctx.memory)
+        return k, ctx
+
+    # ------------------------------------------------------------------ acting
+    def _act(self, know: _Knowledge, factor: float):
+        """Play the episode; returns (calls, outputs, errors, last info)."""
+        env, rng = self.env, self.rng
+        n_tools, n_values = env.n_tools, env.n_values
+        p_follow = 1.0 if self.spec.learner == "oracle" else self.params.p_follow * factor
+        calls, info = [], None
+        pos = -1
+        while True:
+            if pos != env.position:  # a new procedure position: fresh local knowledge
+                pos = env.position
+                follow = rng.random() < p_follow
+                tried: set = set()
+                bad_tools: set = set()
+                known_tool = -1
+                bad_values: set = set()
+                guide = []
+                if follow:
+                    guide = [c[pos] for c in know.calls if len(c) > pos and c[pos][0] >= 0
+                             and c[pos][1] >= 0]
+                    if know.values or know.tools:
+                        t = know.tools.get(pos, -1)
+                        v = know.values.get(pos, -1)
+                        if t >= 0 and v >= 0:
+                            guide.append((t, v))
+                        fact_tool, fact_value = t, v
+                    else:
+                        fact_tool = fact_value = -1
+                else:
+                    fact_tool = fact_value = -1
+            call = None
+            for g in guide:
+                if g not in tried and g[0] not in bad_tools and not (
+                        g[0] == known_tool and g[1] in bad_values):
+                    call = g
+                    break
+            if call is None:
+                if known_tool >= 0:
+                    tool = known_tool
+                elif fact_tool >= 0 and fact_tool not in bad_tools:
+                    tool = fact_tool
+                else:
+                    free = [t for t in range(n_tools) if t not in bad_tools]
+                    tool = free[int(rng.integers(len(free)))] if free else \
+                        int(rng.integers(n_tools))
+                if tool == known_tool:
+                    vals = [v for v in range(n_values) if v not in bad_values]
+                else:
+                    vals = list(range(n_values))
+                if fact_value >= 0 and fact_value in vals and (tool, fact_value) not in tried:
+                    value = fact_value
+                else:
+                    vals = [v for v in vals if (tool, v) not in tried] or vals
+                    value = vals[int(rng.integers(len(vals)))]
+                call = (tool, value)
+            tried.add(call)
+            _, _, terminated, truncated, info = env.step(call)
+            res = env.last_result
+            calls.append((call, info["tool_output"], res != 1))
+            if res == 2:
+                bad_tools.add(call[0])
+            elif res == 3:
+                known_tool = call[0]
+                bad_values.add(call[1])
+            if terminated or truncated:
+                return calls, info
+
+    def episode(self) -> dict:
+        """Run the next episode; returns one row of :data:`EPISODE_FIELDS`."""
+        env, p = self.env, self.params
+        _, rinfo = env.reset(seed=self.env_seed) if self.t == 0 else env.reset()
+        family = rinfo["family"]
+        task = rinfo["description"]
+        row = {"family": family, "drift": bool(rinfo["drift"]), "escalated": False,
+               "learning_tokens": 0, "context_entries": 0}
+        if p.escalation is not None and self._escalate(family):
+            row.update(success=True, self_assessed=True, escalated=True, incident=False,
+                       steps=0, tokens=int(p.escalation.get("escalation_tokens", 5000)))
+        else:
+            know, ctx = self._knowledge(family, task)
+            factor = env.declare_context(know.entries, know.irrelevant)
+            calls, info = self._act(know, factor)
+            success = bool(info["verified_success"])
+            judged = bool(info["self_assessed_success"])
+            self.competence.update(family, success)
+            row.update(success=success, self_assessed=judged, incident=bool(info["incident"]),
+                       steps=len(calls), tokens=int(info["episode_tokens"]),
+                       context_entries=know.entries)
+            if self.loop is not None:
+                names = env.tool_names
+                vals = env.value_names
+                tool_calls = [{"name": names[c[0]], "args": {"value": vals[c[1]]},
+                               "output": out, "error": err} for c, out, err in calls]
+                gate_self = self.spec.self_gate
+                digest = Digest.from_run(
+                    f"e{self.t}", task, success=None if gate_self else success,
+                    verified=not gate_self, self_assessment=judged, steps=len(calls),
+                    tokens=row["tokens"], tool_calls=tool_calls,
+                    actions=tuple(f"{names[c[0]]}:{vals[c[1]]}" for c, _, _ in calls),
+                    redaction=self.spec.config.redaction)
+                rec = self.loop.finish(ctx, digest)
+                row["learning_tokens"] = int(rec.learning_tokens)
+        self._audit(row)
+        a, b = self.competence.posterior(family)
+        a0, b0 = self.competence.posterior(0)
+        nf = env.n_families
+        ka, kb = self.competence._shapes(list(range(nf)))
+        row.update(comp_a=a, comp_b=b, comp_f0_a=a0, comp_f0_b=b0,
+                   comp_mean_all=float(np.mean(ka / (ka + kb))))
+        self.t += 1
+        return row
+
+    def _escalate(self, family: int) -> bool:
+        from dyna.escalation import should_escalate
+        esc = self.params.escalation
+        d = should_escalate(self.competence, str(family), esc.get("threshold", 0.8),
+                            esc.get("min_episodes", 10), esc.get("risk_class", "low_stakes"),
+                            key=family, evidence_verified=True)
+        return d.escalate and d.reason == "below_threshold"
+
+    # ------------------------------------------------------------------ audit
+    def _audit(self, row: dict) -> None:
+        """Library size, poisoned entries (wrong when written: a lesson from a failure or
+        a planted instruction) and stale entries (right when written, wrong now)."""
+        row["library_size"] = row["poisoned"] = row["stale"] = 0
+        if self.loop is None:
+            return
+        env = self.env
+        poisoned = stale = 0
+        if self.spec.store == "skill":
+            entries = self.loop.skills._skills.values()
+            row["library_size"] = len(self.loop.skills)
+            for s in entries:
+                fam = env.family_of_words(s.triggers)
+                calls = self._skill_calls(s)
+                right_now = fam is not None and tuple(calls) == env.procedure(fam)
+                key = (s.name, s.body)
+                ok_at_write = self._written.setdefault(key, right_now)
+                if not ok_at_write:
+                    poisoned += 1
+                elif not right_now:
+                    stale += 1
+        else:
+            entries = self.loop.memory.entries()
+            row["library_size"] = len(entries)
+            for e in entries:
+                key, step, kind, ix = self._fact(e.text)
+                fam = env.family_of_words(key) if key else None
+                right_now = False
+                if fam is not None and 1 <= step <= env.length:
+                    t, v = env.procedure(fam)[step - 1]
+                    right_now = ix == (v if kind == "value" else t)
+                ok_at_write = self._written.setdefault(e.text, right_now)
+                if not ok_at_write:
+                    poisoned += 1
+                elif not right_now:
+                    stale += 1
+        row["poisoned"], row["stale"] = poisoned, stale
+
+
+def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | None = None,
+                   episodes: int = 100, seed: int = 0, run_index: int = 0,
+                   params: PolicyParams | dict | None = None,
+                   loop_config: LoopConfig | dict | None = None) -> dict[str, np.ndarray]:
+    """One run (one seed) of one variant on a fresh :class:`AgentTaskEnv`.
+
+    The environment's seed depends only on ``(seed, run_index)``, so every variant meets
+    the same world, tasks, drifts and injections; the agent's own stream depends on
+    ``(seed, run_index, variant)``.
+
+    Parameters
+    ----------
+    variant : str
+        See :func:`make_variant`.
+    store : {"skill", "memory"}
+    env_kwargs : dict
+        :class:`envs.agent_tasks.AgentTaskEnv` keywords.
+    episodes : int
+        >= 1.
+    seed, run_index : int
+        >= 0.
+    params : PolicyParams or dict
+    loop_config : LoopConfig or dict
+        Base settings of the full loop.
+
+    Returns
+    -------
+    dict of numpy.ndarray
+        Each field of :data:`EPISODE_FIELDS`, shape ``(episodes,)``.
+
+    Raises
+    ------
+    ConfigError
+        Bad variant, env keyword, parameter.
+    """
+    from envs.agent_tasks import AgentTaskEnv
+
+    episodes = check_range("episodes", episodes, 1, None, integer=True)
+    seed = check_range("seed", seed, 0, None, integer=True)
+    run_index = check_range("run_index", run_index, 0, None, integer=True)
+    if isinstance(params, dict):
+        params = PolicyParams(**params)
+    if isinstance(loop_config, dict):
+        loop_config = LoopConfig(**loop_config)
+    spec = make_variant(variant, store, loop_config)
+    try:
+        env = AgentTaskEnv(**(env_kwargs or {}))
+    except TypeError as exc:
+        raise ConfigError("env", env_kwargs, str(exc)) from None
+    env_seed = int(np.random.SeedSequence([seed, run_index]).generate_state(1)[0])
+    agent = LoopAgent(spec, env, [seed, run_index, zlib.crc32(variant.encode())], params,
+                      env_seed)
+    out = {k: np.empty(episodes, dtype=dt) for k, dt in EPISODE_FIELDS.items()}
+    for e in range(episodes):
+        row = agent.episode()
+        for k, arr in out.items():
+            arr[e] = row[k]
+    if agent.loop is not None:
+        agent.loop.close()
+    return out
