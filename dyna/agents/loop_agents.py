@@ -73,7 +73,7 @@ EPISODE_FIELDS = {
     "family": np.int64, "success": np.bool_, "self_assessed": np.bool_,
     "escalated": np.bool_, "incident": np.bool_, "steps": np.int64, "tokens": np.int64,
     "learning_tokens": np.int64, "context_entries": np.int64, "library_size": np.int64,
-    "poisoned": np.int64, "stale": np.int64, "drift": np.bool_,
+    "poisoned": np.int64, "stale": np.int64, "drift": np.bool_, "drift_family": np.int64,
     "comp_a": np.float64, "comp_b": np.float64, "comp_f0_a": np.float64,
     "comp_f0_b": np.float64, "comp_mean_all": np.float64,
 }
@@ -480,7 +480,9 @@ class LoopAgent:
         _, rinfo = env.reset(seed=self.env_seed) if self.t == 0 else env.reset()
         family = rinfo["family"]
         task = rinfo["description"]
-        row = {"family": family, "drift": bool(rinfo["drift"]), "escalated": False,
+        row = {"family": family, "drift": bool(rinfo["drift"]),
+               "drift_family": rinfo["drift"][0]["family"] if rinfo["drift"] else -1,
+               "escalated": False,
                "learning_tokens": 0, "context_entries": 0}
         if p.escalation is not None and self._escalate(family):
             row.update(success=True, self_assessed=True, escalated=True, incident=False,
