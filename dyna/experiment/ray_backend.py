@@ -45,6 +45,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable, Sequence
 
@@ -62,6 +63,9 @@ _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 # Seconds between checks for finished tasks (also the latency of Ctrl-C while waiting).
 _POLL_S = 0.1
+
+# Seconds to wait for a TCP connection to a cluster's head before giving up.
+_CONNECT_TIMEOUT_S = 5.0
 
 
 class RayNotInstalledError(ConfigError, ImportError):
@@ -122,6 +126,33 @@ def _import_ray(*, loopback: bool):
         if loopback and saved is None:
             os.environ.pop(_LOOPBACK_ENV, None)
     return ray
+
+
+def _probe(address: str, timeout: float = _CONNECT_TIMEOUT_S) -> None:
+    """Fail fast when nothing listens at a ``HOST:PORT`` address.
+
+    Ray itself keeps retrying an unreachable head for minutes. ``"auto"``, ``"local"`` and
+    ``scheme://`` addresses are left to Ray.
+
+    Raises
+    ------
+    ConfigError
+        ``address`` is malformed or refuses a TCP connection within ``timeout`` seconds
+        (field ``"--address"``).
+    """
+    if "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        port_number = int(port)
+    except ValueError:
+        raise ConfigError("--address", address, "port must be an integer") from None
+    try:
+        with socket.create_connection((host.strip("[]"), port_number), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ConfigError("--address", address, f"no Ray head answers there ({exc}); start "
+                          "one with `ray start --head`") from None
 
 
 def _cause(ray, err: BaseException) -> BaseException:
@@ -205,6 +236,7 @@ class RayBackend(Backend):
             if self.address is None:
                 ray.init(address="local", num_cpus=self._workers, **common)
             else:
+                _probe(self.address)
                 try:
                     ray.init(address=self.address, **common)
                 except (ConnectionError, TimeoutError, ValueError) as exc:
