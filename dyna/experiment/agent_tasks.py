@@ -414,7 +414,8 @@ class AgentTasksKind(ExperimentKind):
 
     def write_report(self, out, folder):
         path = Path(folder) / "report.md"
-        path.write_text(build_report(out))
+        drawn = sorted(p.stem for p in (Path(folder) / "plots").glob("*.png"))
+        path.write_text(build_report(out, drawn))
         return path
 
     def required_tables(self):
@@ -770,12 +771,12 @@ def _hypotheses(cfg, runs: pl.DataFrame, opts) -> list[str]:
     return lines + [""]
 
 
-def build_report(out) -> str:
+def build_report(out, plots=None) -> str:
     """``report.md``: setup, a table per scenario (final success rate, tokens per success,
     learning cost share, incidents, poisoned and stale entries, recovery time: mean and IQM
     over runs with 95% bootstrap intervals), the effect of removing each safeguard (the
     ablated loop minus the full loop, 95% interval; ``*`` where it excludes zero), the
-    hypotheses as measured, and the plots."""
+    hypotheses as measured, and the plots (``plots``: the names drawn; default all)."""
     from dyna.experiment.report import _table
 
     cfg = out.config
@@ -824,5 +825,7 @@ def build_report(out) -> str:
     for name in ("competence_chosen_family", "competence_all_families", "success_rate",
                  "tokens_per_success", "library_size", "poisoned_entries", "stale_entries",
                  "recovery"):
+        if plots is not None and name not in plots:
+            continue
         lines.append(f"- ![{name}](plots/{name}.png)")
     return "\n".join(lines) + "\n"
