@@ -1,0 +1,237 @@
+"""Ray backend (issue 7): identical tables to the in-process backend on a local Ray instance
+with 2 workers, bounded retries, failed jobs reported after the others finished, Ctrl-C
+cancelling tasks and shutting down the instance, and the one-line message without Ray.
+
+One local Ray instance is started for the whole module (about 5-8 s) and shut down at the
+end; the Ray tests are skipped only when Ray is not installed.
+"""
+
+import functools
+import hashlib
+import importlib.util
+import json
+import operator
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dyna import cli
+from dyna.errors import ConfigError, check_range
+from dyna.experiment import runner
+from dyna.experiment.backends import InProcessBackend, Job, get_backend, split_runs
+from dyna.experiment.config import parse_config
+from dyna.experiment.runner import run_experiment
+
+HAS_RAY = importlib.util.find_spec("ray") is not None
+NO_RAY = 'Ray is not installed (pip install "dyna[ray]"), so the Ray backend cannot run'
+TABLES = ("results.parquet", "evals.parquet", "runs.parquet")
+
+
+def config(**changes):
+    data = {
+        "name": "tiny",
+        "seed": 5,
+        "runs": 5,
+        "env": {"id": "dyna/DynaMaze-v0"},
+        "schedule": {"episodes": 4, "eval_every": 2, "eval_episodes": 1},
+        "defaults": {"agent": "dyna_q", "alpha": 0.1, "gamma": 0.95, "epsilon": 0.1},
+        "variants": [{"name": "n=0", "n_planning": 0}, {"name": "n=5", "n_planning": 5}],
+    }
+    data.update(changes)
+    return parse_config(data)
+
+
+def table_bytes(folder: Path) -> dict:
+    return {name: (folder / name).read_bytes() for name in TABLES}
+
+
+@pytest.fixture(scope="module")
+def ray_backend():
+    """A local Ray instance with 2 CPUs, owned by this backend, for the whole module."""
+    if not HAS_RAY:
+        pytest.skip(NO_RAY)
+    from dyna.experiment.ray_backend import RayBackend
+
+    backend = RayBackend(2, keep_alive=True)
+    backend.start()
+    yield backend
+    backend.close()
+
+
+def test_tables_bit_identical_to_in_process_and_manifest_records_cluster(ray_backend,
+                                                                        tmp_path):
+    cfg = config(env={"id": "dyna/AsciiMaze-v0"}, sweep={"resolution": [1, 2]},
+                 variants=[{"name": "dq", "n_planning": 3},
+                           {"name": "ps", "agent": "prioritized_sweeping", "n_planning": 3}])
+    ref = run_experiment(cfg, tmp_path / "inprocess", backend=InProcessBackend())
+    out = run_experiment(cfg, tmp_path / "ray", backend=ray_backend, block_size=2)
+    assert table_bytes(out) == table_bytes(ref)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for name in TABLES:   # the recorded digests are those of the in-process tables
+        assert (manifest["tables"][name]["sha256"]
+                == hashlib.sha256((ref / name).read_bytes()).hexdigest())
+    b = manifest["backend"]
+    assert (b["name"], b["workers"], b["address"], b["nodes"]) == ("ray", 2, "local", 1)
+    assert b["resources"]["CPU"] == 2
+    assert b["resources"]["memory"] > 0 and b["resources"]["object_store_memory"] > 0
+    assert b["node_ip"] == "127.0.0.1"          # local instance on the loopback only
+    assert b["gcs_address"].startswith("127.0.0.1:")
+    assert b["block_size"] == 2
+    assert b["jobs"] == 2 * 2 * len(split_runs(5, 2)) == 12
+    assert (b["max_retries"], b["retried"]) == (2, 0)
+
+
+def test_results_in_job_order_and_progress_for_every_job(ray_backend):
+    jobs = [Job(variant=v, point=0, run_indices=r) for v in (1, 0) for r in ((0, 1), (2,))]
+    seen = []
+    out = ray_backend.map(operator.attrgetter("run_indices"), jobs,
+                          on_result=lambda job, res: seen.append((job.key, res)))
+    assert out == [(0, 1), (2,), (0, 1), (2,)]
+    assert sorted(seen) == sorted((j.key, j.run_indices) for j in jobs)
+    assert ray_backend.map(operator.attrgetter("run_indices"), []) == []
+
+
+def test_failed_job_retried_then_reported_others_kept(ray_backend, tmp_path, monkeypatch):
+    from dyna.experiment.ray_backend import JobsFailedError, RayBackend
+
+    cfg = config()
+    jobs = runner.plan_jobs(cfg, [{}], block_size=2)   # 2 variants x blocks (0,1) (2,3) (4,)
+    attempts_log = tmp_path / "attempts.txt"
+    real = runner.execute_job
+
+    def failing(job):
+        if job.variant == 1 and job.run_indices[0] == 2:
+            with open(attempts_log, "a") as fh:
+                fh.write("x\n")
+            raise RuntimeError("boom")
+        return real(job)
+
+    backend = RayBackend(max_retries=1)   # joins the running instance
+    progressed = []
+    with pytest.raises(JobsFailedError) as err:
+        backend.map(failing, jobs, on_result=lambda job, res: progressed.append(job.key))
+    e = err.value
+    assert attempts_log.read_text() == "x\n" * 2                  # 1 + max_retries attempts
+    assert [(job.key, attempts) for job, _, attempts in e.failures] == [((1, 0, 2), 2)]
+    assert isinstance(e.failures[0][1], RuntimeError)
+    msg = str(e)
+    assert msg.startswith("1 of 6 jobs failed: variant 'n=5', runs 2..3, seed 5 "
+                          "(RuntimeError: boom; 2 attempts)")
+    assert msg.endswith("the other 5 jobs finished")
+    assert isinstance(e.__cause__, RuntimeError)
+    # every other job finished and its result is kept, equal to running it here
+    assert sorted(e.results) == [i for i, j in enumerate(jobs) if j.key != (1, 0, 2)]
+    assert sorted(progressed) == sorted(j.key for j in jobs if j.key != (1, 0, 2))
+    for i, result in e.results.items():
+        direct = real(jobs[i])
+        for name, arr in direct.items():
+            np.testing.assert_array_equal(result[name], arr)
+    assert backend.describe()["retried"] == 1
+
+    # through the runner: the error names the job, no output folder is left
+    monkeypatch.setattr(runner, "execute_job", failing)
+    with pytest.raises(JobsFailedError, match="variant 'n=5', runs 2..3"):
+        run_experiment(cfg, tmp_path / "out", backend=backend, block_size=2)
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["attempts.txt"]
+
+
+def test_flaky_job_retried_gives_identical_tables(ray_backend, tmp_path, monkeypatch):
+    marker = tmp_path / "failed-once"
+    real = runner.execute_job
+
+    def flaky(job):
+        if job.variant == 0 and job.run_indices[0] == 0 and not marker.exists():
+            marker.touch()
+            raise OSError("transient")
+        return real(job)
+
+    cfg = config()
+    ref = run_experiment(cfg, tmp_path / "ref")
+    monkeypatch.setattr(runner, "execute_job", flaky)
+    from dyna.experiment.ray_backend import RayBackend
+
+    backend = RayBackend()
+    out = run_experiment(cfg, tmp_path / "ray", backend=backend, block_size=3)
+    assert marker.exists()
+    assert table_bytes(out) == table_bytes(ref)
+    assert json.loads((out / "manifest.json").read_text())["backend"]["retried"] == 1
+
+
+def test_bad_input_in_a_job_stops_at_once_as_config_error(ray_backend):
+    jobs = [Job(variant=v, point=0, run_indices=(0,)) for v in range(3)]
+    with pytest.raises(ConfigError) as err:
+        ray_backend.map(functools.partial(check_range, "probe"), jobs)
+    assert err.value.field == "probe"
+    assert any(n.startswith("in job: variant ") for n in err.value.__notes__)
+    assert ray_backend.describe()["retried"] == 0   # bad input is not retried
+
+
+def test_options_are_validated_and_unreachable_head_fails_fast():
+    if not HAS_RAY:
+        pytest.skip(NO_RAY)
+    from dyna.experiment.ray_backend import RayBackend, _probe
+
+    for kwargs, field in [({"workers": 0}, "--workers"), ({"max_retries": -1}, "max_retries"),
+                          ({"address": " "}, "--address")]:
+        with pytest.raises(ConfigError) as err:
+            RayBackend(**kwargs)
+        assert err.value.field == field
+    assert get_backend("ray", 2).workers == 2
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="no Ray head answers") as err:
+        _probe("127.0.0.1:1")     # nothing listens on port 1
+    assert (err.value.field, err.value.value) == ("--address", "127.0.0.1:1")
+    assert time.perf_counter() - t0 < 5.0
+    with pytest.raises(ConfigError, match="port must be an integer"):
+        _probe("head:port")
+    assert cli.main(["run", "x.toml", "--address", "h:1"]) == 2   # --address needs ray
+
+
+def test_without_ray_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+    from dyna.experiment.ray_backend import RayNotInstalledError
+
+    monkeypatch.setitem(sys.modules, "ray", None)     # `import ray` now raises ImportError
+    with pytest.raises(RayNotInstalledError) as err:
+        get_backend("ray")
+    assert isinstance(err.value, ImportError) and isinstance(err.value, ConfigError)
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out"
+    rc = cli.main(["run", str(repo / "experiments" / "dyna_maze.toml"), "--backend", "ray",
+                   "--out", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert captured.err == ("dyna: error: --backend='ray': Ray is not installed; install it "
+                            'with pip install "dyna[ray]"\n')
+    assert captured.out == ""
+    assert not out.exists()
+
+
+def test_ctrl_c_cancels_tasks_and_shuts_down_own_instance(ray_backend):
+    """Last test of the module: it ends the module's Ray instance."""
+    import ray
+
+    from dyna.experiment.ray_backend import RayBackend
+
+    def slow_unless_first(job):
+        if job.variant != 0:
+            time.sleep(60)
+        return job.variant
+
+    def interrupt(job, result):
+        raise KeyboardInterrupt
+
+    jobs = [Job(variant=v, point=0, run_indices=(0,)) for v in range(4)]
+    joined = RayBackend()                  # not the instance's owner: cancels, keeps Ray up
+    with pytest.raises(KeyboardInterrupt):
+        joined.map(slow_unless_first, jobs, on_result=interrupt)
+    assert ray.is_initialized()
+    t0 = time.perf_counter()   # both CPUs free again: the 60 s task was stopped
+    assert joined.map(operator.attrgetter("variant"), jobs[:2]) == [0, 1]
+    assert time.perf_counter() - t0 < 30.0
+    with pytest.raises(KeyboardInterrupt):
+        ray_backend.map(slow_unless_first, jobs, on_result=interrupt)
+    assert not ray.is_initialized()        # the owner shut its instance down
