@@ -224,6 +224,8 @@ class AgentTaskEnv(gym.Env):
         self.vocabulary = tuple(words[i] for i in pick)
         self.triggers = np.arange(self.n_families * self.n_triggers,
                                   dtype=np.int64).reshape(self.n_families, self.n_triggers)
+        self._word_family = {self.vocabulary[i]: f for f in range(self.n_families)
+                             for i in self.triggers[f]}
         self.tools = world.integers(0, self.n_tools, size=(self.n_families, self.length))
         self.values = world.integers(0, self.n_values, size=(self.n_families, self.length))
         self._rng_arrivals, self._rng_drift = arrivals, drift
@@ -252,7 +254,7 @@ class AgentTaskEnv(gym.Env):
         """The family whose trigger words all occur in ``words`` (None if none)."""
         self._need_world()
         ws = set(words)
-        for f in range(self.n_families):
+        for f in sorted({self._word_family[w] for w in ws if w in self._word_family}):
             if all(self.vocabulary[i] in ws for i in self.triggers[f]):
                 return f
         return None

@@ -1,0 +1,102 @@
+"""Speed of the agent-task ablation (issue 5).
+
+Run with ``pytest benchmarks/bench_agent_tasks.py -s`` (takes minutes: it *is* the full
+experiment).
+
+- ``test_full_skill_ablation``: the full skill-loop ablation of
+  ``experiments/skill_loop_ablation.toml`` -- all 15 variants, five scenarios, 10 seeds,
+  1,000 episodes each (750,000 agent runs) -- on a local process pool with one worker per
+  core, the loops running the same code as on files but on the in-memory store. It prints
+  episodes per second per variant (wall time of that variant's 50 runs on the pool) and
+  the ratio of each variant's time to ``no_learning`` (the environment and policy alone,
+  measured in the same run: the cost the learning loop adds). Target of the issue: the
+  whole ablation in under 10 minutes on this 2-core machine; asserted.
+- ``test_memory_backend_vs_files``: one skill-loop run on the in-memory store against the
+  same run on a library folder and a MEMORY.md file (``durable=False``); same outcomes,
+  and the in-memory store is not slower.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+TARGET_S = 600.0
+
+
+def _one(args):
+    from dyna.agents.loop_agents import run_loop_agent
+
+    variant, store, env_kwargs, episodes, seed, run, policy, loop = args
+    t0 = time.perf_counter()
+    out = run_loop_agent(variant, store=store, env_kwargs=env_kwargs, episodes=episodes,
+                         seed=seed, run_index=run, params=policy, loop_config=loop)
+    return time.perf_counter() - t0, float(out["success"].mean())
+
+
+def test_full_skill_ablation(benchmark):
+    from dyna.experiment.kinds import load_experiment
+
+    cfg = load_experiment("experiments/skill_loop_ablation.toml")
+    assert cfg.runs == 10 and cfg.episodes == 1000 and len(cfg.scenarios) == 5
+    workers = os.cpu_count() or 1
+    per_variant: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+
+    def run_all():
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for v in cfg.variants:
+                jobs = [(v, cfg.store, cfg.env_kwargs(p), cfg.episodes, cfg.seed, r,
+                         dict(cfg.policy), dict(cfg.loop))
+                        for p in range(len(cfg.scenarios)) for r in range(cfg.runs)]
+                t0 = time.perf_counter()
+                res = list(pool.map(_one, jobs))
+                per_variant[v] = time.perf_counter() - t0
+                cpu[v] = sum(t for t, _ in res)
+
+    t0 = time.perf_counter()
+    benchmark.pedantic(run_all, rounds=1, iterations=1)
+    total = time.perf_counter() - t0
+    n = cfg.runs * cfg.episodes * len(cfg.scenarios)
+    base = per_variant["no_learning"]
+    print(f"\nfull skill-loop ablation: {len(cfg.variants)} variants x "
+          f"{len(cfg.scenarios)} scenarios x {cfg.runs} seeds x {cfg.episodes} episodes "
+          f"= {n * len(cfg.variants)} episodes on {workers} workers")
+    for v in cfg.variants:
+        print(f"  {v:40s} {n / per_variant[v]:9.0f} episodes/s (wall {per_variant[v]:6.1f} s, "
+              f"{n / cpu[v]:7.0f} episodes/s per core; x{per_variant[v] / base:5.2f} "
+              f"no_learning)")
+    print(f"  total {total:.1f} s ({n * len(cfg.variants) / total:.0f} episodes/s), "
+          f"target < {TARGET_S:.0f} s")
+    benchmark.extra_info.update({"total_s": total,
+                                 **{f"eps_per_s_{v}": n / t for v, t in per_variant.items()}})
+    assert total < TARGET_S
+
+
+def test_memory_backend_vs_files(tmp_path, compare):
+    from dyna.agents.loop_agents import LoopAgent, PolicyParams, make_variant
+    from envs.agent_tasks import AgentTaskEnv
+
+    kw = dict(n_families=8, n_tools=8, max_steps=16, tokens_per_entry=50)
+    count = [0]
+
+    def run(on_files: bool):
+        env = AgentTaskEnv(**kw)
+        agent = LoopAgent(make_variant("skill_loop"), env, 0, PolicyParams(), env_seed=0)
+        if on_files:
+            count[0] += 1
+            cfg = agent.spec.config
+            lib = cfg.skill_library(tmp_path / f"skills{count[0]}", clock=agent._clock,
+                                    log_outcomes=False, durable=False)
+            mem = cfg.memory_store(tmp_path / f"m{count[0]}" / "MEMORY.md",
+                                   clock=agent._clock, durable=False)
+            agent.loop.skills, agent.loop.memory = lib, mem
+        return np.array([agent.episode()["success"] for _ in range(300)])
+
+    assert np.array_equal(run(False), run(True))
+    ratios = compare("skill loop, 300 episodes: in-memory store vs files",
+                     lambda: run(False), {"files": lambda: run(True)}, rounds=3)
+    assert ratios["files"] < 1.0
