@@ -20,10 +20,39 @@ otherwise it escalates when the statistic is below ``threshold``. Using the lowe
 equal-tailed credible interval for high stakes asks for evidence that competence is high, not
 only an estimate that it is (a one-sided test at level (1 - level) / 2).
 
-The structure is open for more policies (issue 6): a policy is any object with a ``name`` and
+The structure is open for more policies: a policy is any object with a ``name`` and
 ``decide(evidence, threshold=..., min_episodes=..., level=...) -> EscalationDecision``
 (the :class:`EscalationPolicy` protocol); :class:`ThresholdPolicy` is the rule above, and a
 :class:`RiskClass` says which evidence a class counts and which policy it uses.
+
+Vectorised policies (issue 6)
+-----------------------------
+For benchmarks and streams of many task types, every policy of the escalation benchmark is a
+:class:`Policy` with one vectorised method, ``act(a, b, n, u) -> bool array`` (True: act,
+False: escalate), reading the Beta(a, b) posteriors and the counted evidence ``n`` of ``k``
+task types at once:
+
+==========================  ===================================================  ===========
+policy                      acts when                                            source
+==========================  ===================================================  ===========
+:class:`NeverEscalate`      always                                               baseline
+:class:`AlwaysEscalate`     never                                                baseline
+:class:`MeanThreshold`      ``a / (a + b) >= p*``                                 --
+:class:`LowerBoundThreshold` ``B^-1(delta; a, b) >= p*``                          --
+:class:`ThompsonSampling`   ``theta >= p*``, ``theta ~ Beta(a, b)``              Thompson 1933
+:class:`CostSensitive`      ``a / (a + b) >= p* = 1 - (c_e - c_act)/(c_f + v)``  Chow 1970
+:class:`MinEpisodes`        ``n >= m`` and the inner policy acts                 --
+:class:`EpsilonExplore`     with probability epsilon, else the inner policy      --
+==========================  ===================================================  ===========
+
+Discounted posteriors for non-stationary competence (Raj & Kalyani 2017) are a property of
+the estimator, not of the rule: :class:`dyna.competence.BetaCompetence` with
+``discount < 1``, or :func:`run_policies` with a per-lane ``discount``.
+
+:func:`run_policies` replays outcome streams through many policies in lockstep (one lane
+per policy x stream), with censored or full feedback; it is the engine of the escalation
+benchmark (:mod:`dyna.experiment.escalation`) and agrees step for step with
+:class:`envs.escalation.EscalationEnv`.
 """
 
 from __future__ import annotations
@@ -32,14 +61,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Protocol, runtime_checkable
 
+import math
+from abc import ABC, abstractmethod
+
 import numpy as np
+from scipy import special
 
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
 from dyna.errors import ConfigError, check_range
 
 __all__ = [
-    "EscalationDecision", "EscalationPolicy", "Evidence", "RISK_CLASSES", "RiskClass",
-    "ThresholdPolicy", "evidence_from_history", "has_provenance", "should_escalate",
+    "AlwaysEscalate", "CostSensitive", "EpsilonExplore", "EscalationDecision",
+    "EscalationPolicy", "Evidence", "LowerBoundThreshold", "MeanThreshold", "MinEpisodes",
+    "NeverEscalate", "POLICY_RULES", "Policy", "RISK_CLASSES", "RiskClass", "ThompsonSampling",
+    "ThresholdPolicy", "chow_threshold", "evidence_from_history", "has_provenance",
+    "make_policy", "run_policies", "should_escalate",
 ]
 
 SUCCESS_LABEL = "success"
@@ -197,7 +233,7 @@ class ThresholdPolicy:
 
 @dataclass(frozen=True)
 class RiskClass:
-    """A named risk class: which outcomes count, and the policy applied.
+    """A named risk class: which outcomes count, the policy applied, and its (p*, delta).
 
     Attributes
     ----------
@@ -205,17 +241,33 @@ class RiskClass:
     requires_provenance : bool
         Count only outcomes whose ``outcome_verified_by`` and ``anti_gaming_policy`` are set.
     policy : EscalationPolicy
+        The rule :func:`should_escalate` applies.
+    p_star : float
+        Preset competence threshold p* of the class (the benchmark's default threshold).
+    delta : float or None
+        Preset one-sided quantile of the lower-bound rule (act when
+        ``B^-1(delta; a, b) >= p*``); None: the class compares the posterior mean.
     """
 
     name: str
     requires_provenance: bool
     policy: EscalationPolicy
+    p_star: float = 0.8
+    delta: float | None = None
+
+    def preset_policy(self) -> "Policy":
+        """The class's (p*, delta) preset as a vectorised :class:`Policy`."""
+        if self.delta is None:
+            return MeanThreshold(self.p_star)
+        return LowerBoundThreshold(self.p_star, self.delta)
 
 
+#: The three risk classes with their (p*, delta) presets: low_stakes (0.80, mean),
+#: elevated (0.90, mean, provenance only), high_stakes (0.95, delta = 0.05, provenance only).
 RISK_CLASSES: dict[str, RiskClass] = {
-    "low_stakes": RiskClass("low_stakes", False, ThresholdPolicy("mean")),
-    "elevated": RiskClass("elevated", True, ThresholdPolicy("mean")),
-    "high_stakes": RiskClass("high_stakes", True, ThresholdPolicy("lower")),
+    "low_stakes": RiskClass("low_stakes", False, ThresholdPolicy("mean"), 0.80, None),
+    "elevated": RiskClass("elevated", True, ThresholdPolicy("mean"), 0.90, None),
+    "high_stakes": RiskClass("high_stakes", True, ThresholdPolicy("lower"), 0.95, 0.05),
 }
 
 
@@ -372,3 +424,490 @@ def should_escalate(competence_or_history, task_type: str, threshold: float = 0.
     pol = rc.policy if policy is None else policy
     return pol.decide(evidence, threshold=threshold, min_episodes=min_episodes, level=level,
                       risk_class=rc.name)
+
+
+# =========================================================================== vectorised policies
+
+def chow_threshold(c_escalate: float, c_failure: float, c_act: float = 0.0,
+                   value: float = 0.0) -> float:
+    """Competence threshold p* of the cost-sensitive (Chow) reject rule.
+
+    Acting on a task costs ``c_act`` always and ``c_failure`` more when it fails, and earns
+    ``value`` only when it succeeds; escalating costs ``c_escalate`` and always succeeds
+    (earning ``value``). With success probability p, acting is at least as good as
+    escalating iff
+
+        p * value - c_act - (1 - p) * c_failure >= value - c_escalate
+        <=>  p >= p* = 1 - (c_escalate - c_act) / (c_failure + value).
+
+    With ``c_act = value = 0`` this is Chow's rule, p* = 1 - c_escalate / c_failure
+    (C. K. Chow, "On optimum recognition error and reject tradeoff", IEEE Trans. Inf.
+    Theory 16(1), 1970: reject when the best posterior probability is below 1 - t, with t
+    the ratio of rejection to error cost).
+
+    Parameters
+    ----------
+    c_escalate, c_failure, c_act, value : float
+        Costs in any one unit (>= 0, finite); ``c_failure + value > 0``.
+
+    Returns
+    -------
+    float
+        p*; may lie outside [0, 1]: >= 1 means never act, <= 0 always act.
+
+    Raises
+    ------
+    ConfigError
+        A negative or non-finite cost, or ``c_failure + value == 0``.
+    """
+    for name, v in (("c_escalate", c_escalate), ("c_failure", c_failure), ("c_act", c_act),
+                    ("value", value)):
+        check_range(name, v, 0.0, None)
+        if not math.isfinite(v):
+            raise ConfigError(name, v, "must be finite")
+    if c_failure + value <= 0:
+        raise ConfigError("c_failure", c_failure, "c_failure + value must be > 0")
+    return 1.0 - (c_escalate - c_act) / (c_failure + value)
+
+
+def _p_star(value, field_name: str = "p_star") -> float:
+    value = check_range(field_name, value, 0.0, 1.0)
+    return float(value)
+
+
+class Policy(ABC):
+    """A vectorised escalation policy: act or escalate for ``k`` task types at once.
+
+    Subclasses set :attr:`name` and implement :meth:`act`. ``randomised`` policies read
+    the uniforms ``u``; passing the same ``u`` gives the same decisions (this is how
+    :func:`run_policies` keeps a run's result independent of how runs are batched).
+    """
+
+    #: Short label used in tables.
+    name: str = ""
+    #: Whether :meth:`act` reads ``u``.
+    randomised: bool = False
+
+    @abstractmethod
+    def act(self, a, b, n, u=None) -> np.ndarray:
+        """Decide for ``k`` task types.
+
+        Parameters
+        ----------
+        a, b : ndarray of float64, shape (k,)
+            Beta posterior shapes (> 0) of each task's type.
+        n : ndarray of float64, shape (k,)
+            Counted evidence (outcomes, possibly discounted) behind each posterior.
+        u : ndarray of float64, shape (2, k), optional
+            Independent uniforms on [0, 1): row 0 for the policy's own draw (Thompson),
+            row 1 for exploration. Required when :attr:`randomised`.
+
+        Returns
+        -------
+        ndarray of bool, shape (k,)
+            True: act; False: escalate.
+        """
+
+    def _need_u(self, u, k: int) -> np.ndarray:
+        if u is None:
+            raise ConfigError("u", None, f"policy {self.name!r} is randomised: pass uniforms")
+        u = np.asarray(u, dtype=np.float64)
+        if u.shape != (2, k):
+            raise ConfigError("u", u.shape, f"must have shape (2, {k})")
+        return u
+
+
+@dataclass(frozen=True)
+class NeverEscalate(Policy):
+    """Always act (the agent's baseline): ``act = True``."""
+
+    name = "never"
+
+    def act(self, a, b, n, u=None):
+        return np.ones(np.shape(a), dtype=bool)
+
+
+@dataclass(frozen=True)
+class AlwaysEscalate(Policy):
+    """Always hand over (the human's baseline): ``act = False``."""
+
+    name = "always"
+
+    def act(self, a, b, n, u=None):
+        return np.zeros(np.shape(a), dtype=bool)
+
+
+@dataclass(frozen=True)
+class MeanThreshold(Policy):
+    """Act when the posterior mean reaches p*: ``a / (a + b) >= p*``.
+
+    Parameters
+    ----------
+    p_star : float
+        Threshold in [0, 1].
+    """
+
+    p_star: float = 0.8
+    name = "mean"
+
+    def __post_init__(self):
+        object.__setattr__(self, "p_star", _p_star(self.p_star))
+
+    def act(self, a, b, n, u=None):
+        a = np.asarray(a, dtype=np.float64)
+        return a / (a + np.asarray(b, dtype=np.float64)) >= self.p_star
+
+
+@dataclass(frozen=True)
+class LowerBoundThreshold(Policy):
+    """Act when the lower credible bound reaches p*: ``B^-1(delta; a, b) >= p*``.
+
+    ``B^-1`` is the Beta quantile function. Because the Beta CDF ``I_x(a, b)`` is
+    continuous and increasing in x, the rule is evaluated as the equivalent
+    ``I_{p*}(a, b) <= delta`` (:func:`scipy.special.betainc`), one regularised incomplete
+    beta per type instead of an inverse. From a uniform prior and s successes in a row
+    the bound is ``delta ** (1 / (s + 1))``, so at delta = 0.05 the rule first acts after
+    13, 58 and 298 successes for p* = 0.8, 0.95, 0.99.
+
+    Parameters
+    ----------
+    p_star : float
+        Threshold in [0, 1].
+    delta : float
+        One-sided quantile in (0, 1) (0.05: a 95% lower bound).
+    """
+
+    p_star: float = 0.8
+    delta: float = 0.05
+    name = "lower_bound"
+
+    def __post_init__(self):
+        object.__setattr__(self, "p_star", _p_star(self.p_star))
+        object.__setattr__(self, "delta", float(check_range("delta", self.delta, 0.0, 1.0,
+                                                            lo_open=True, hi_open=True)))
+
+    def act(self, a, b, n, u=None):
+        return special.betainc(a, b, self.p_star) <= self.delta
+
+    def bound(self, a, b) -> np.ndarray:
+        """The lower bound ``B^-1(delta; a, b)`` itself, float64 of the shape of ``a``."""
+        return special.betaincinv(a, b, self.delta)
+
+
+@dataclass(frozen=True)
+class ThompsonSampling(Policy):
+    """Act when a posterior draw reaches p*: ``theta >= p*`` with ``theta ~ Beta(a, b)``.
+
+    The draw is ``theta = B^-1(u0; a, b)`` (inverse-CDF sampling), so the rule is
+    evaluated as the equivalent ``u0 >= I_{p*}(a, b)``: the policy acts with probability
+    ``P(theta >= p*)``, the posterior probability that acting is the better arm
+    (W. R. Thompson, Biometrika 25, 1933; Russo, Van Roy, Kazerouni, Osband & Wen, "A
+    tutorial on Thompson sampling", Found. Trends Mach. Learn. 11(1), 2018). Unlike the
+    threshold rules it keeps acting now and then on a type whose posterior sits below p*,
+    which is what lets it learn under censored feedback.
+
+    Parameters
+    ----------
+    p_star : float
+        Threshold in [0, 1].
+    """
+
+    p_star: float = 0.8
+    name = "thompson"
+    randomised = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "p_star", _p_star(self.p_star))
+
+    def act(self, a, b, n, u=None):
+        u = self._need_u(u, np.shape(a)[0])
+        return u[0] >= special.betainc(a, b, self.p_star)
+
+
+@dataclass(frozen=True)
+class CostSensitive(Policy):
+    """Chow's cost-sensitive reject rule on the posterior mean.
+
+    Acts when ``a / (a + b) >= p* = 1 - (c_escalate - c_act) / (c_failure + value)``
+    (:func:`chow_threshold`; Chow 1970). The expected cost of acting is linear in the
+    success probability p, so under a Beta posterior the Bayes decision for the next task
+    plugs in the posterior mean.
+
+    Parameters
+    ----------
+    c_escalate, c_failure : float
+        Cost of an escalation and of a failed attempt.
+    c_act : float
+        Cost of every attempt (e.g. API cost).
+    value : float
+        Value of a solved task.
+    """
+
+    c_escalate: float = 1.0
+    c_failure: float = 5.0
+    c_act: float = 0.0
+    value: float = 0.0
+    name = "chow"
+
+    def __post_init__(self):
+        chow_threshold(self.c_escalate, self.c_failure, self.c_act, self.value)
+
+    @property
+    def p_star(self) -> float:
+        """The rule's threshold (may lie outside [0, 1])."""
+        return chow_threshold(self.c_escalate, self.c_failure, self.c_act, self.value)
+
+    def act(self, a, b, n, u=None):
+        a = np.asarray(a, dtype=np.float64)
+        return a / (a + np.asarray(b, dtype=np.float64)) >= self.p_star
+
+
+@dataclass(frozen=True)
+class MinEpisodes(Policy):
+    """Escalate until ``min_episodes`` outcomes count, then follow ``inner``.
+
+    Rule: act iff ``n >= min_episodes`` and ``inner`` acts.
+    """
+
+    inner: Policy
+    min_episodes: int = 10
+
+    def __post_init__(self):
+        check_range("min_episodes", self.min_episodes, 0, None, integer=True)
+
+    @property
+    def name(self) -> str:
+        return f"{self.inner.name}+min{self.min_episodes}"
+
+    @property
+    def randomised(self) -> bool:
+        return self.inner.randomised
+
+    def act(self, a, b, n, u=None):
+        return (np.asarray(n) >= self.min_episodes) & self.inner.act(a, b, n, u)
+
+
+@dataclass(frozen=True)
+class EpsilonExplore(Policy):
+    """Explicit exploration: act with probability epsilon whatever ``inner`` says.
+
+    Rule: act iff ``u1 < epsilon`` or ``inner`` acts. Under censored feedback this is the
+    simplest way out of the trap of a threshold rule that never acts and so never learns.
+    """
+
+    inner: Policy
+    epsilon: float = 0.05
+    randomised = True
+
+    def __post_init__(self):
+        check_range("epsilon", self.epsilon, 0.0, 1.0)
+
+    @property
+    def name(self) -> str:
+        return f"{self.inner.name}+eps{self.epsilon:g}"
+
+    def act(self, a, b, n, u=None):
+        u = self._need_u(u, np.shape(a)[0])
+        return (u[1] < self.epsilon) | self.inner.act(a, b, n, u)
+
+
+#: Rule names accepted by :func:`make_policy`.
+POLICY_RULES = ("never", "always", "mean", "lower_bound", "thompson", "chow")
+
+
+def make_policy(rule: str, *, p_star: float = 0.8, delta: float = 0.05,
+                min_episodes: int = 0, epsilon: float = 0.0, c_escalate: float = 1.0,
+                c_failure: float = 5.0, c_act: float = 0.0, value: float = 0.0,
+                field_prefix: str = "") -> Policy:
+    """Build a policy by rule name, wrapped in the gates asked for.
+
+    Parameters
+    ----------
+    rule : {"never", "always", "mean", "lower_bound", "thompson", "chow"}
+    p_star, delta : float
+        Threshold and quantile of the threshold rules and Thompson sampling.
+    min_episodes : int
+        > 0 wraps the rule in :class:`MinEpisodes`.
+    epsilon : float
+        > 0 wraps the rule in :class:`EpsilonExplore` (outermost).
+    c_escalate, c_failure, c_act, value : float
+        Costs of :class:`CostSensitive`.
+    field_prefix : str
+        Prefix of field names in errors (``"variants.x."``).
+
+    Raises
+    ------
+    ConfigError
+        Unknown rule or bad parameter, naming the (prefixed) field.
+    """
+    try:
+        if rule == "never":
+            pol: Policy = NeverEscalate()
+        elif rule == "always":
+            pol = AlwaysEscalate()
+        elif rule == "mean":
+            pol = MeanThreshold(p_star)
+        elif rule == "lower_bound":
+            pol = LowerBoundThreshold(p_star, delta)
+        elif rule == "thompson":
+            pol = ThompsonSampling(p_star)
+        elif rule == "chow":
+            pol = CostSensitive(c_escalate, c_failure, c_act, value)
+        else:
+            raise ConfigError("rule", rule, f"unknown policy rule; expected one of "
+                              f"{', '.join(POLICY_RULES)}")
+        if min_episodes:
+            pol = MinEpisodes(pol, min_episodes)
+        if epsilon:
+            pol = EpsilonExplore(pol, epsilon)
+    except ConfigError as exc:
+        if field_prefix:
+            raise ConfigError(field_prefix + exc.field, exc.value, exc.reason) from None
+        raise
+    return pol
+
+
+# =========================================================================== lockstep replay
+
+def run_policies(policies, lane_policy, types, outcomes, *, n_types: int,
+                 c_escalate, c_failure, c_act=0.0, verified=None,
+                 requires_provenance=False, prior=(1.0, 1.0), discount=1.0,
+                 discount_clock: str = "step", feedback: str = "censored", u=None,
+                 checkpoints=None) -> dict:
+    """Replay outcome streams through policies, all lanes in lockstep.
+
+    Each lane is one policy on one stream of ``T`` tasks. At step t the lane's task has
+    type ``types[l, t]``; the policy reads that type's posterior and acts or escalates.
+    Acting costs ``c_act`` plus ``c_failure`` if the agent fails (``outcomes[l, t]`` is
+    False); escalating costs ``c_escalate`` and always succeeds. The outcome is observed
+    when the lane acted, or always with ``feedback="full"`` (shadow mode); an observed
+    outcome counts as evidence unless the lane ``requires_provenance`` and the outcome is
+    not ``verified``.
+
+    Discounting (Raj & Kalyani 2017) with the lane's ``discount`` d < 1 decays evidence as
+    ``a <- a0 + d (a - a0)`` (and ``b``) on one of two clocks: ``discount_clock="step"``
+    (discounted Thompson sampling as published: at every task *every* type decays, so a
+    type that is no longer observed drifts back to the prior and gets explored again) or
+    ``"update"`` (only the type being updated decays, just before its update -- the clock
+    of :meth:`dyna.competence.BetaCompetence.update`).
+
+    Parameters
+    ----------
+    policies : sequence of Policy
+    lane_policy : array_like of int, shape (L,)
+        Index into ``policies`` for each lane.
+    types : array_like of int, shape (L, T)
+        Task type of each step, in ``0 .. n_types - 1``.
+    outcomes : array_like of bool, shape (L, T)
+        Whether the agent would succeed on the task (revealed only as above).
+    n_types : int
+    c_escalate, c_failure : float or array_like, shape (L,)
+    c_act : float or array_like, shape (L,) or (L, T)
+        Cost of an attempt (e.g. per-task API cost).
+    verified : array_like of bool, shape (L, T), optional
+        Outcome has provenance (default all True).
+    requires_provenance : bool or array_like of bool, shape (L,)
+    prior : (float, float) or array_like, shape (L, 2)
+        Beta prior shapes per lane.
+    discount : float or array_like, shape (L,)
+        In (0, 1].
+    discount_clock : {"step", "update"}
+    feedback : {"censored", "full"}
+    u : array_like of float64, shape (L, T, 2), optional
+        Uniforms for randomised policies (required if any is).
+    checkpoints : array_like of int, optional
+        Steps (1-based counts of tasks seen) after which every type's ``a`` and ``b`` are
+        recorded.
+
+    Returns
+    -------
+    dict of ndarray
+        ``act`` (L, T) bool; ``observed`` (L, T) bool; ``cost`` (L, T) float64;
+        ``score`` (L, T) float64, the posterior mean of the task's type at decision time;
+        ``n_counted`` (L, T) float64, its counted evidence; and with ``checkpoints``
+        ``a_ck``, ``b_ck`` of shape (C, L, n_types).
+
+    Raises
+    ------
+    ConfigError
+        Shape mismatch, a type outside the range, bad feedback mode, missing uniforms.
+    """
+    types = np.asarray(types)
+    outcomes = np.asarray(outcomes, dtype=bool)
+    if types.ndim != 2 or outcomes.shape != types.shape:
+        raise ConfigError("outcomes", outcomes.shape, f"must match types {types.shape}, (L, T)")
+    L, T = types.shape
+    if L and T and (types.min() < 0 or types.max() >= n_types):
+        raise ConfigError("types", int(types.max()), f"must lie in 0..{n_types - 1}")
+    if feedback not in ("censored", "full"):
+        raise ConfigError("feedback", feedback, "must be 'censored' or 'full'")
+    if discount_clock not in ("step", "update"):
+        raise ConfigError("discount_clock", discount_clock, "must be 'step' or 'update'")
+    lane_policy = np.asarray(lane_policy, dtype=np.int64).reshape(L)
+    verified = np.ones((L, T), dtype=bool) if verified is None else \
+        np.asarray(verified, dtype=bool)
+    need_prov = np.broadcast_to(np.asarray(requires_provenance, dtype=bool), (L,))
+    prior = np.broadcast_to(np.asarray(prior, dtype=np.float64), (L, 2))
+    a0, b0 = prior[:, 0].copy(), prior[:, 1].copy()
+    disc = np.broadcast_to(np.asarray(discount, dtype=np.float64), (L,))
+    c_e = np.broadcast_to(np.asarray(c_escalate, dtype=np.float64), (L,))
+    c_f = np.broadcast_to(np.asarray(c_failure, dtype=np.float64), (L,))
+    c_a = np.asarray(c_act, dtype=np.float64)
+    c_a = np.broadcast_to(c_a[:, None] if c_a.ndim == 1 else c_a, (L, T))
+    groups = [(pol, np.flatnonzero(lane_policy == i)) for i, pol in enumerate(policies)]
+    groups = [(pol, lanes) for pol, lanes in groups if lanes.size]
+    if any(pol.randomised for pol, _ in groups):
+        if u is None:
+            raise ConfigError("u", None, "randomised policies need uniforms (L, T, 2)")
+        u = np.asarray(u, dtype=np.float64)
+        if u.shape != (L, T, 2):
+            raise ConfigError("u", u.shape, f"must have shape ({L}, {T}, 2)")
+    full = feedback == "full"
+    A = np.repeat(a0[:, None], n_types, axis=1)
+    B = np.repeat(b0[:, None], n_types, axis=1)
+    lanes_all = np.arange(L)
+    act = np.zeros((L, T), dtype=bool)
+    score = np.empty((L, T), dtype=np.float64)
+    n_counted = np.empty((L, T), dtype=np.float64)
+    ck = np.asarray([] if checkpoints is None else checkpoints, dtype=np.int64)
+    a_ck = np.empty((ck.size, L, n_types))
+    b_ck = np.empty((ck.size, L, n_types))
+    ck_pos = {int(c): i for i, c in enumerate(ck)}
+    discounting = bool((disc != 1.0).any())
+    step_clock = discounting and discount_clock == "step"
+    if step_clock:
+        a0c, b0c, dc = a0[:, None], b0[:, None], disc[:, None]
+    for t in range(T):
+        k = types[:, t]
+        a = A[lanes_all, k]
+        b = B[lanes_all, k]
+        n = (a - a0) + (b - b0)
+        score[:, t] = a / (a + b)
+        n_counted[:, t] = n
+        for pol, lanes in groups:
+            ut = u[lanes, t].T if pol.randomised else None
+            act[lanes, t] = pol.act(a[lanes], b[lanes], n[lanes], ut)
+        seen = act[:, t] | full
+        upd = seen & (verified[:, t] | ~need_prov)
+        if step_clock:
+            A = a0c + dc * (A - a0c)
+            B = b0c + dc * (B - b0c)
+        if upd.any():
+            li, ki = lanes_all[upd], k[upd]
+            if discounting and not step_clock:
+                d = disc[upd]
+                A[li, ki] = a0[upd] + d * (A[li, ki] - a0[upd])
+                B[li, ki] = b0[upd] + d * (B[li, ki] - b0[upd])
+            win = outcomes[upd, t]
+            A[li, ki] += win
+            B[li, ki] += ~win
+        if t + 1 in ck_pos:
+            a_ck[ck_pos[t + 1]] = A
+            b_ck[ck_pos[t + 1]] = B
+    observed = act | full
+    cost = np.where(act, c_a + np.where(outcomes, 0.0, c_f[:, None]), c_e[:, None])
+    out = {"act": act, "observed": observed, "cost": cost, "score": score,
+           "n_counted": n_counted}
+    if checkpoints is not None:
+        out["a_ck"], out["b_ck"] = a_ck, b_ck
+    return out

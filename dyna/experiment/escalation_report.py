@@ -1,0 +1,433 @@
+"""Plots and report.md of the escalation benchmark (kind ``escalation``).
+
+Plots (PNG and SVG, headless, as :mod:`dyna.experiment.plots`):
+
+* ``competence_<scenario>[_<system>]_<feedback>`` -- posterior mean of every task type over
+  tasks with its 95% credible band and the true rate (dashed), run 0 of the competence
+  variant under the first risk class (first system of a replayed scenario only);
+* ``regret_<scenario>_<feedback>_<risk class>`` -- cumulative pseudo-regret against the
+  type oracle per policy (mean over runs, and systems for replays, with a bootstrap band),
+  linear and log-scaled task axis;
+* ``risk_coverage_<scenario>_<feedback>`` -- risk against coverage per policy (first risk
+  class), with the agent's failure rate (the expected curve of a random score).
+
+Report sections: setup; a cost table per policy and risk class for every scenario and
+feedback mode; the censoring trap; Thompson sampling's regret growth against log T;
+recovery after change points; per-system tables of replayed logs (cost, regret, AURC next
+to a random score).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+import numpy as np
+import polars as pl
+
+
+from dyna.experiment.plots import _figure, _save
+from dyna.experiment.report import _ci, _fmt, _plots_section, _table
+from dyna.experiment.stats import curve_ci, per_run_ci
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dyna.experiment.runner import ExperimentOutput
+
+__all__ = ["build_report", "draw_plots", "write_report"]
+
+
+def _opts(out) -> dict:
+    a = out.config.analysis
+    return dict(statistic="mean", confidence=a.confidence, n_resamples=a.n_resamples,
+                seed=out.config.seed)
+
+
+def _colors(n: int):
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return cmap.colors
+
+
+def _slug(text: str) -> str:
+    """File-name-safe text without dots (``Path.with_suffix`` would cut at a dot)."""
+    return re.sub(r"[^A-Za-z0-9_\-]+", "-", str(text)).strip("-") or "x"
+
+
+def _first_systems(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows of the first system (in order of appearance) of each scenario."""
+    firsts = frame.group_by("scenario", maintain_order=True).agg(pl.col("system").first())
+    return frame.join(firsts, on=["scenario", "system"], how="semi")
+
+
+def _point_name(scenario: str, system: str, feedback: str) -> str:
+    parts = [scenario] + ([system] if system else []) + [feedback]
+    return "_".join(_slug(p) for p in parts)
+
+
+# =========================================================================== plots
+
+def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Competence over tasks per task type, with credible bands and the true rate."""
+    comp = out.tables.get("competence")
+    if comp is None or comp.height == 0:
+        return []
+    comp = _first_systems(comp.filter(pl.col("risk_class") == out.config.risk_classes[0]))
+    paths = []
+    for (scenario, system, feedback), g in comp.group_by(["scenario", "system", "feedback"],
+                                                         maintain_order=True):
+        names = list(dict.fromkeys(g.get_column("task_type").to_list()))
+        K = len(names)
+        cols = min(4, K)
+        rows = math.ceil(K / cols)
+        with _figure(figsize=(3.2 * cols, 2.4 * rows + 0.6)) as fig:
+            axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+            for i, name in enumerate(names):
+                ax = axes[i // cols][i % cols]
+                d = g.filter(pl.col("task_type") == name).sort("step")
+                x = d.get_column("step").to_numpy()
+                ax.fill_between(x, d.get_column("lower").to_numpy(),
+                                d.get_column("upper").to_numpy(), alpha=0.25, linewidth=0)
+                ax.plot(x, d.get_column("mean").to_numpy(), label="posterior mean")
+                ax.plot(x, d.get_column("rate").to_numpy(), "k--", linewidth=1,
+                        label="true rate")
+                ax.set_title(name, fontsize=8)
+                ax.set_ylim(0, 1)
+                ax.grid(alpha=0.3)
+            for j in range(K, rows * cols):
+                axes[j // cols][j % cols].set_visible(False)
+            axes[0][0].legend(fontsize=7)
+            variant = g.get_column("variant")[0]
+            fig.suptitle(f"competence of {variant!r} ({out.config.risk_classes[0]}, "
+                         f"{feedback} feedback), run 0, {scenario} {system}\n"
+                         "mean with 95% credible band; x: tasks seen", fontsize=9)
+            fig.supxlabel("tasks", fontsize=8)
+            paths += _save(fig, folder / f"competence_{_point_name(scenario, system, feedback)}")
+    return paths
+
+
+def _with_unit(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns((pl.col("system") + "#" + pl.col("run").cast(pl.String))
+                              .alias("unit"))
+
+
+def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Cumulative pseudo-regret per policy, linear and log task axis."""
+    curves = _with_unit(out.tables["curves"])
+    variants = [v.name for v in out.config.variants]
+    colors = _colors(len(variants))
+    paths = []
+    for (scenario, feedback, rc), g in curves.group_by(["scenario", "feedback", "risk_class"],
+                                                       maintain_order=True):
+        summary = curve_ci(g, by=["variant"], x="step", y="cum_pseudo_regret", run="unit",
+                           **_opts(out))
+        with _figure(figsize=(11.0, 4.5)) as fig:
+            axes = fig.subplots(1, 2)
+            for (name,), s in summary.group_by(["variant"], maintain_order=True):
+                c = colors[variants.index(name) % len(colors)]
+                x = s.get_column("step").to_numpy()
+                for ax in axes:
+                    ax.plot(x, s.get_column("estimate").to_numpy(), color=c, label=name)
+                    low, high = s.get_column("low").to_numpy(), s.get_column("high").to_numpy()
+                    if np.isfinite(low).any():
+                        ax.fill_between(x, low, high, color=c, alpha=0.15, linewidth=0)
+            axes[1].set_xscale("log")
+            for ax in axes:
+                ax.set_xlabel("tasks")
+                ax.set_ylabel("cumulative pseudo-regret (cost units)")
+                ax.grid(alpha=0.3)
+            axes[0].legend(fontsize=7)
+            fig.suptitle(f"regret vs the type oracle: {scenario}, {feedback} feedback, {rc}\n"
+                         f"mean over runs{' and systems' if g['system'][0] else ''}, "
+                         f"{out.config.analysis.confidence:.0%} bootstrap band; right: log x",
+                         fontsize=9)
+            paths += _save(fig, folder / f"regret_{_slug(scenario)}_{feedback}_{rc}")
+    return paths
+
+
+def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Risk-coverage curves per policy (first risk class), with the random-score line."""
+    rcov = out.tables["risk_coverage"].filter(
+        pl.col("risk_class") == out.config.risk_classes[0])
+    runs = out.tables["runs"].filter(pl.col("risk_class") == out.config.risk_classes[0])
+    variants = [v.name for v in out.config.variants]
+    colors = _colors(len(variants))
+    paths = []
+    for (scenario, feedback), g in rcov.group_by(["scenario", "feedback"], maintain_order=True):
+        mean = g.group_by("variant", "coverage", maintain_order=True).agg(pl.col("risk").mean())
+        base = runs.filter((pl.col("scenario") == scenario) & (pl.col("feedback") == feedback))
+        fail = float(base.get_column("agent_failure_rate").mean())
+        with _figure() as fig:
+            ax = fig.add_subplot()
+            for (name,), s in mean.group_by(["variant"], maintain_order=True):
+                c = colors[variants.index(name) % len(colors)]
+                ax.plot(s.get_column("coverage").to_numpy(), s.get_column("risk").to_numpy(),
+                        color=c, marker=".", label=name)
+            ax.axhline(fail, color="k", linestyle=":", label="random score (failure rate)")
+            ax.set_xlabel("coverage (fraction of tasks accepted, highest competence first)")
+            ax.set_ylabel("risk (agent failure rate among accepted)")
+            ax.set_title(f"risk-coverage: {scenario}, {feedback} feedback, "
+                         f"{out.config.risk_classes[0]} (score: posterior mean at arrival)",
+                         fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+            paths += _save(fig, folder / f"risk_coverage_{_slug(scenario)}_{feedback}")
+    return paths
+
+
+def draw_plots(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Every plot into ``folder / "plots"``; returns the files written."""
+    dest = Path(folder) / "plots"
+    return plot_competence(out, dest) + plot_regret(out, dest) + plot_risk_coverage(out, dest)
+
+
+# =========================================================================== report
+
+def _per_task(frame: pl.DataFrame, col: str) -> np.ndarray:
+    return (frame.get_column(col) / frame.get_column("steps")).to_numpy()
+
+
+def _setup(out) -> list[str]:
+    cfg, m = out.config, out.manifest
+    lines = [f"# {cfg.name}", ""]
+    if cfg.description:
+        lines += [cfg.description, ""]
+    lines += ["## Setup", "",
+              f"- kind: escalation; config sha256 `{m.get('config_hash', '')[:16]}`; seed "
+              f"{cfg.seed}; {cfg.runs} runs per policy, risk class, stream and feedback mode",
+              f"- risk classes: {', '.join(cfg.risk_classes)}; feedback: "
+              f"{', '.join(cfg.feedback)}"]
+    for rc, c in m.get("risk_class_costs", {}).items():
+        act = " + logged API cost" if cfg.costs.get("act_cost") else ""
+        lines.append(f"- costs under {rc}: escalation {c['c_escalate']:g}, failure "
+                     f"{c['c_failure']:g}, attempt {c['c_act']:g}{act} (Chow p* = "
+                     f"{1 - (c['c_escalate'] - c['c_act']) / c['c_failure']:.3f})")
+    for sc in cfg.scenarios:
+        if sc.source == "synthetic":
+            prm = sc.params
+            extra = ""
+            if prm.get("change_at"):
+                extra = f"; change at {prm['change_at']} to {prm['rates_after']}"
+            elif prm.get("drift_to"):
+                extra = f"; linear drift to {prm['drift_to']}"
+            lines.append(f"- scenario `{sc.name}`: synthetic, {prm['steps']} tasks, true rates "
+                         f"{prm['rates']}{extra}; provenance probability "
+                         f"{prm.get('verified_prob', 1.0):g}")
+        else:
+            d = m.get("data", {}).get(sc.name, {})
+            lines.append(f"- scenario `{sc.name}`: replay of `{Path(d.get('path', '')).name}` "
+                         f"(sha256 `{d.get('sha256', '')[:16]}`, {d.get('rows')} rows, "
+                         f"{d.get('systems')} systems, {d.get('task_types')} task types), "
+                         f"systems: {sc.params['systems'] if isinstance(sc.params['systems'], str) else len(sc.params['systems'])}, "
+                         f"order {sc.params['order']}")
+    b, t = m.get("backend", {}), m.get("timing", {})
+    lines.append(f"- backend {b.get('name')} ({b.get('jobs')} jobs); run time "
+                 f"{t.get('run_time_s', float('nan')):.1f} s")
+    lines += ["", "Costs are in cost units per task; regret is per task against the type "
+              "oracle (knows each type's true rate) and the task oracle (knows each task's "
+              "outcome). Intervals: bootstrap over runs "
+              f"({cfg.analysis.confidence:.0%})."]
+    return lines
+
+
+def _cost_tables(out) -> list[str]:
+    runs = out.tables["runs"]
+    lines = ["", "## Cost per policy and risk class", ""]
+    for (scenario, feedback), g in runs.group_by(["scenario", "feedback"], maintain_order=True):
+        pooled = " (mean over systems and runs)" if g["system"][0] else ""
+        lines += [f"### {scenario}, {feedback} feedback{pooled}", ""]
+        rows = []
+        for (variant, rc), s in g.group_by(["variant", "risk_class"], maintain_order=True):
+            rows.append([variant, rc, _ci(per_run_ci(_per_task(s, "total_cost"), **_opts(out))),
+                         _ci(per_run_ci(_per_task(s, "regret_type"), **_opts(out))),
+                         _fmt(float(_per_task(s, "regret_task").mean())),
+                         f"{s['escalation_rate'].mean():.3f}",
+                         f"{s['failure_rate'].mean():.3f}", f"{s['aurc'].mean():.3f}"])
+        lines += _table(["policy", "risk class", "cost/task", "regret/task (type oracle)",
+                         "regret/task (task oracle)", "escalation rate", "failure rate",
+                         "AURC"], rows)
+        lines.append("")
+    return lines
+
+
+def _censoring(out) -> list[str]:
+    cfg = out.config
+    if not {"censored", "full"} <= set(cfg.feedback):
+        return []
+    runs = out.tables["runs"]
+    rc = cfg.risk_classes[0]
+    scenario = cfg.scenarios[0].name
+    g = runs.filter((pl.col("scenario") == scenario) & (pl.col("risk_class") == rc))
+    lines = ["", "## The censoring trap", "",
+             f"Scenario `{scenario}`, risk class {rc}. Under censored feedback an escalated "
+             "task does not reveal whether the agent would have succeeded. A rule that acts "
+             "only when a statistic of the posterior reaches p* and whose prior statistic "
+             "sits below p* (uniform prior: mean 0.5) escalates the first task of every "
+             "type, learns nothing from it, and so escalates every later task too: it never "
+             "acts and never learns. Shadow mode (full feedback) reveals the outcomes anyway "
+             "and the same rule learns. Randomised exploration escapes: Thompson sampling "
+             "acts with the posterior probability that acting is better, and epsilon-"
+             "exploration acts on a fixed fraction of tasks.", ""]
+    rows, trapped, escaped = [], [], []
+    for (variant,), s in g.group_by(["variant"], maintain_order=True):
+        rule = s["rule"][0]
+        cen = s.filter(pl.col("feedback") == "censored")
+        ful = s.filter(pl.col("feedback") == "full")
+        esc_c, ev_c = cen["escalation_rate"].mean(), cen["evidence"].mean()
+        rows.append([variant, rule, f"{esc_c:.3f}", f"{ful['escalation_rate'].mean():.3f}",
+                     f"{ev_c:.1f}", f"{ful['evidence'].mean():.1f}",
+                     _fmt(float(_per_task(cen, "regret_type").mean())),
+                     _fmt(float(_per_task(ful, "regret_type").mean()))])
+        if rule in ("never", "always"):
+            continue
+        if esc_c >= 0.9995 and ev_c == 0 and ful["escalation_rate"].mean() < 0.9995:
+            trapped.append(variant)
+        elif ev_c > 0:
+            escaped.append(variant)
+    lines += _table(["policy", "rule", "escalation (censored)", "escalation (full)",
+                     "evidence (censored)", "evidence (full)", "regret/task (censored)",
+                     "regret/task (full)"], rows)
+    lines += ["", f"Trapped (never act and count no evidence under censoring, yet act under "
+              f"full feedback): {', '.join(trapped) or 'none'}.",
+              f"Learning under censoring: {', '.join(escaped) or 'none'}."]
+    return lines
+
+
+def _thompson(out) -> list[str]:
+    cfg = out.config
+    curves = out.tables["curves"]
+    lines = []
+    stationary = [s.name for s in cfg.scenarios if s.source == "synthetic"
+                  and not s.params.get("change_at") and not s.params.get("drift_to")]
+    thompson = [v.name for v in cfg.variants if v.rule == "thompson" and v.discount == 1.0]
+    compare = [v.name for v in cfg.variants if v.rule in ("mean", "lower_bound")
+               and v.discount == 1.0][:1]
+    if not stationary or not thompson:
+        return []
+    from dyna.experiment.escalation import fit_log_growth
+
+    lines += ["", "## Thompson sampling: regret against log T", "",
+              "Mean cumulative pseudo-regret R(t) (expected-cost gap to the type oracle, summed "
+              "over the tasks where the action differs) fitted as R = a + b ln t and as "
+              "R = a + c t over the checkpoints t >= 10; `exponent` is the slope of ln R on "
+              "ln t (1 for linear growth, near 0 for logarithmic).", ""]
+    rows = []
+    for sc in stationary:
+        for name in thompson + compare:
+            for rc in cfg.risk_classes:
+                for fb in cfg.feedback:
+                    g = curves.filter((pl.col("scenario") == sc) & (pl.col("variant") == name)
+                                      & (pl.col("risk_class") == rc)
+                                      & (pl.col("feedback") == fb))
+                    m = g.group_by("step").agg(pl.col("cum_pseudo_regret").mean()).sort("step")
+                    m = m.filter(pl.col("step") >= 10)
+                    if m.height < 3:
+                        continue
+                    f = fit_log_growth(m["step"].to_numpy(), m["cum_pseudo_regret"].to_numpy())
+                    rows.append([sc, name, rc, fb, _fmt(m["cum_pseudo_regret"][-1]),
+                                 f"{f['slope_log']:.3g}", f"{f['r2_log']:.3f}",
+                                 f"{f['r2_linear']:.3f}", f"{f['exponent']:.3f}"])
+    lines += _table(["scenario", "policy", "risk class", "feedback", "R(T)", "b (per ln t)",
+                     "R² log fit", "R² linear fit", "exponent"], rows)
+    return lines
+
+
+def _recovery(out) -> list[str]:
+    agree = out.tables.get("agreement")
+    if agree is None:
+        return []
+    cfg = out.config
+    from dyna.experiment.escalation import recovery_steps
+
+    w, tol = cfg.analysis.recovery_window, cfg.analysis.recovery_tolerance
+    lines = ["", "## Recovery after change points", "",
+             f"Agreement g(t): fraction of the {cfg.runs} runs whose action at task t equals "
+             f"the type oracle's. Recovery: tasks after the change until the mean of g over "
+             f"the next {w} tasks is back within {tol:g} of its mean over the {w} tasks "
+             "before the change (\"no\": not before the next change or the end).", ""]
+    discount = {v.name: v.discount for v in cfg.variants}
+    rows = []
+    for (variant, rc, scenario, system, feedback), g in agree.group_by(
+            ["variant", "risk_class", "scenario", "system", "feedback"], maintain_order=True):
+        sc = next((s for s in cfg.scenarios if s.name == scenario), None)
+        change = list(sc.params.get("change_at", [])) if sc and sc.source == "synthetic" \
+            else []
+        if not change:
+            continue
+        gv = g.sort("step")["agreement"].to_numpy()
+        ends = change[1:] + [gv.size]
+        rec = []
+        for c, e in zip(change, ends):
+            r = recovery_steps(gv, c, window=w, tolerance=tol, end=e)
+            rec.append("no" if r is None else str(r))
+        rows.append([scenario, variant, f"{discount.get(variant, 1.0):g}", rc, feedback,
+                     ", ".join(rec),
+                     f"{gv[max(0, change[0] - w):change[0]].mean():.3f}",
+                     f"{gv[-w:].mean():.3f}"])
+    if not rows:
+        return []
+    lines += _table(["scenario", "policy", "discount", "risk class", "feedback",
+                     "recovery (tasks)", "agreement before", "agreement at end"], rows)
+    return lines
+
+
+def _replay(out) -> list[str]:
+    cfg = out.config
+    runs = out.tables["runs"]
+    lines = []
+    for sc in cfg.scenarios:
+        if sc.source != "replay":
+            continue
+        g = runs.filter(pl.col("scenario") == sc.name)
+        systems = list(dict.fromkeys(g["system"].to_list()))
+        variants = [v.name for v in cfg.variants]
+        for rc in cfg.risk_classes:
+            for fb in cfg.feedback:
+                s = g.filter((pl.col("risk_class") == rc) & (pl.col("feedback") == fb))
+                agg = s.group_by("system", "variant", maintain_order=True).agg(
+                    (pl.col("total_cost") / pl.col("steps")).mean().alias("cost"),
+                    (pl.col("regret_type") / pl.col("steps")).mean().alias("regret"))
+                cell = {(r["system"], r["variant"]): r for r in agg.iter_rows(named=True)}
+                lines += ["", f"### `{sc.name}`: cost/task (regret/task vs type oracle) per "
+                          f"system, {rc}, {fb} feedback", ""]
+                rows = [[sy] + [f"{cell[(sy, v)]['cost']:.3g} ({cell[(sy, v)]['regret']:.3g})"
+                                for v in variants] for sy in systems]
+                lines += _table(["system"] + variants, rows)
+        # AURC of per-type competence (full feedback: every policy sees every outcome)
+        fb = "full" if "full" in cfg.feedback else cfg.feedback[0]
+        ref = next((v for v in cfg.variants if v.discount == 1.0), cfg.variants[0])
+        s = g.filter((pl.col("feedback") == fb) & (pl.col("variant") == ref.name)
+                     & (pl.col("risk_class") == cfg.risk_classes[0]))
+        agg = s.group_by("system", maintain_order=True).agg(
+            pl.col("aurc").mean(), pl.col("agent_failure_rate").mean(),
+            pl.col("aurc_optimal").mean(), pl.col("e_aurc").mean())
+        lines += ["", f"### `{sc.name}`: AURC of per-type competence next to a random score",
+                  "", f"Score: posterior mean of the task's type when the task arrives "
+                  f"({fb} feedback, policy `{ref.name}`, prior {ref.prior}); loss: the "
+                  "system fails the task. A random (or constant) score has expected AURC "
+                  "equal to the failure rate; the perfect score has the optimal AURC.", ""]
+        rows = [[r["system"], f"{r['aurc']:.4f}", f"{r['agent_failure_rate']:.4f}",
+                 f"{r['aurc'] - r['agent_failure_rate']:+.4f}", f"{r['aurc_optimal']:.4f}",
+                 f"{r['e_aurc']:.4f}"] for r in agg.iter_rows(named=True)]
+        lines += _table(["system", "AURC", "random score", "AURC - random", "optimal",
+                         "E-AURC"], rows)
+    if lines:
+        lines = ["", "## Replayed outcome logs"] + lines
+    return lines
+
+
+def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> str:
+    """The Markdown text of report.md (sections in the module docstring)."""
+    lines = (_setup(out) + _cost_tables(out) + _censoring(out) + _thompson(out)
+             + _recovery(out) + _replay(out))
+    if folder is not None:
+        lines += _plots_section(Path(folder))
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out: "ExperimentOutput", folder: str | Path) -> Path:
+    """Write ``folder/report.md`` and return its path."""
+    path = Path(folder) / "report.md"
+    path.write_text(build_report(out, folder))
+    return path
