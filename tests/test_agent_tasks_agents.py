@@ -35,9 +35,10 @@ def test_variant_names_and_specs():
     names = variant_names("skill")
     assert names[:5] == ["no_learning", "oracle", "naive_loop", "self_reflection",
                          "skill_loop"]
-    assert len(names) == 5 + len(LoopConfig.SWITCHES) == 15
+    assert len(names) == 5 + len(LoopConfig.SWITCHES) + 2 == 17
+    assert names[-2:] == ["dyna_q", "dyna_q_plus"]
     full = make_variant("skill_loop").config
-    for n in names[5:]:
+    for n in names[5:-2]:
         spec = make_variant(n)
         switch = n.split("-no_")[1]
         diff = [f for f in LoopConfig.SWITCHES if getattr(spec.config, f) != getattr(full, f)]
@@ -176,6 +177,19 @@ def test_escalation_hands_weak_families_to_the_expert():
         # competence counts only the agent's own runs
         assert r["comp_a"] + r["comp_b"] == 2 + own[r["family"]]
     assert sum(r["escalated"] for r in rows) > 20
+
+
+@pytest.mark.parametrize("variant", ["dyna_q", "dyna_q_plus"])
+def test_tabular_dyna_learns_each_family_procedure(variant):
+    a, rows = run(variant, 150)
+    env, Q = a.env, a.tabular.Q
+    assert Q.shape == (2 * 3, 3 * 2)  # (family, position) x (tool, value)
+    for f in range(2):
+        for k, (t, v) in enumerate(env.procedure(f)):
+            assert int(np.argmax(Q[f * 3 + k])) == t * 2 + v
+        assert not Q[f * 3 + 2].any()  # the terminal state is never updated
+    assert all(r["context_entries"] == 0 and r["learning_tokens"] == 0 for r in rows)
+    assert np.mean([r["steps"] for r in rows[-50:]]) < 3
 
 
 def test_reviewer_reads_the_procedure():

@@ -31,6 +31,13 @@ Knowledge per variant
       - ``skill_loop`` / ``memory_loop``: every safeguard of :class:`LoopConfig` on.
       - ``skill_loop-no_<switch>`` / ``memory_loop-no_<switch>``: one safeguard off
         (:meth:`LoopConfig.ablate`).
+    * ``dyna_q`` / ``dyna_q_plus``: the RL baseline, no artifacts. The tabular agents of
+      :class:`dyna.agents.DynaAgent` (the same compiled kernels as the chapter 8
+      experiments) over the state ``(family, position)`` and the actions ``(tool,
+      value)``, learning a transition-table model of tool outcomes and planning from it;
+      Dyna-Q+ adds the exploration bonus ``kappa * sqrt(tau)`` that makes it revisit calls
+      not tried for long (drift-aware). They act epsilon-greedily instead of through the
+      shared policy model (an RL agent's own behaviour policy) and carry no context tokens.
 
 Competence and escalation
     Every variant keeps a :class:`dyna.competence.BetaCompetence` per task family, fed
@@ -64,7 +71,7 @@ __all__ = ["BASE_VARIANTS", "EPISODE_FIELDS", "LoopAgent", "PolicyParams",
            "variant_names"]
 
 BASE_VARIANTS = ("no_learning", "oracle", "naive_loop", "self_reflection", "skill_loop",
-                 "memory_loop")
+                 "memory_loop", "dyna_q", "dyna_q_plus")
 STORES = ("skill", "memory")
 EPOCH = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -77,6 +84,11 @@ EPISODE_FIELDS = {
     "comp_a": np.float64, "comp_b": np.float64, "comp_f0_a": np.float64,
     "comp_f0_b": np.float64, "comp_mean_all": np.float64,
 }
+
+#: Hyper-parameters of the tabular variants unless ``PolicyParams.tabular`` says otherwise:
+#: a deterministic task world, so a large step size and the latest-outcome model.
+TABULAR_DEFAULTS = {"alpha": 0.5, "gamma": 0.95, "epsilon": 0.1, "n_planning": 10,
+                    "kappa": 1e-3, "model": "last"}
 
 _SKILL_CALL_RE = re.compile(r"call `(\w+)` with `(\w+)`")
 _FACT_RE = re.compile(r"^(.+?) step (\d+) (value|tool) is (\w+)$")
@@ -105,6 +117,9 @@ class PolicyParams:
     escalation : dict or None
         ``{"threshold": float, "min_episodes": int, "risk_class": str,
         "escalation_tokens": int}``; None: never escalate.
+    tabular : dict
+        Hyper-parameters of the ``dyna_q`` / ``dyna_q_plus`` variants
+        (:data:`dyna.agents.HPARAMS`), on top of :data:`TABULAR_DEFAULTS`.
     """
 
     p_follow: float = 0.9
@@ -113,6 +128,7 @@ class PolicyParams:
     title_words: int = 2
     days_per_episode: float = 1.0
     escalation: dict | None = None
+    tabular: dict = field(default_factory=dict)
 
     def __post_init__(self):
         check_range("p_follow", self.p_follow, 0.0, 1.0)
@@ -120,6 +136,14 @@ class PolicyParams:
         check_range("tokens_per_review", self.tokens_per_review, 0, None, integer=True)
         check_range("title_words", self.title_words, 1, None, integer=True)
         check_range("days_per_episode", self.days_per_episode, 0.0, None, lo_open=True)
+        from dyna.agents.tabular import validate_hparams
+        for agent in ("dyna_q", "dyna_q_plus"):
+            keys = {k: v for k, v in {**TABULAR_DEFAULTS, **self.tabular}.items()
+                    if agent == "dyna_q_plus" or k != "kappa"}
+            try:
+                validate_hparams(agent, keys)
+            except ConfigError as exc:
+                raise ConfigError(f"tabular.{exc.field}", exc.value, exc.reason) from None
         if self.escalation is not None:
             esc = dict(self.escalation)
             unknown = set(esc) - {"threshold", "min_episodes", "risk_class",
@@ -144,7 +168,7 @@ class VariantSpec:
     Attributes
     ----------
     name : str
-    learner : {"none", "oracle", "loop"}
+    learner : {"none", "oracle", "loop", "tabular"}
     store : {"skill", "memory"}
         What a loop keeps.
     config : LoopConfig or None
@@ -165,7 +189,7 @@ def variant_names(store: str = "skill") -> list[str]:
     variant per safeguard switched off (:attr:`LoopConfig.SWITCHES`)."""
     loop = f"{store}_loop"
     return (["no_learning", "oracle", "naive_loop", "self_reflection", loop]
-            + [f"{loop}-no_{s}" for s in LoopConfig.SWITCHES])
+            + [f"{loop}-no_{s}" for s in LoopConfig.SWITCHES] + ["dyna_q", "dyna_q_plus"])
 
 
 def make_variant(name: str, store: str = "skill", config: LoopConfig | None = None,
@@ -193,6 +217,8 @@ def make_variant(name: str, store: str = "skill", config: LoopConfig | None = No
         return VariantSpec(name, "none", store)
     if name == "oracle":
         return VariantSpec(name, "oracle", store)
+    if name in ("dyna_q", "dyna_q_plus"):
+        return VariantSpec(name, "tabular", store)
     if name == "naive_loop":
         return VariantSpec(name, "loop", store, LoopConfig.naive(
             max_lessons=base.max_lessons, match_limit=base.match_limit,
@@ -345,6 +371,16 @@ class LoopAgent:
         self._parsed: dict = {}
         self._written: dict = {}
         self.loop = None
+        self.tabular = None
+        if spec.learner == "tabular":
+            from dyna.agents.tabular import DynaAgent
+            hp = {**TABULAR_DEFAULTS, **self.params.tabular}
+            if spec.name == "dyna_q":
+                hp.pop("kappa", None)
+            n_states = env.n_families * (env.length + 1)
+            tseed = int(np.random.SeedSequence(seed).generate_state(1)[0])
+            self.tabular = DynaAgent(spec.name, n_states, env.n_tools * env.n_values,
+                                     seed=tseed, **hp)
         if spec.learner == "loop":
             cfg = spec.config
             clock = self._clock
@@ -474,6 +510,25 @@ class LoopAgent:
             if terminated or truncated:
                 return calls, info
 
+    def _act_tabular(self, family: int):
+        """Play the episode with the tabular Dyna agent: state ``family * (length + 1) +
+        position``, action ``tool * n_values + value`` (never the harmful tool); the env's
+        reward (1 on success), model and planning per real step (Sutton & Barto 8.2/8.3)."""
+        env, agent = self.env, self.tabular
+        nv, base = env.n_values, family * (env.length + 1)
+        calls, info = [], None
+        s = base + env.position
+        while True:
+            a = agent.act(s)
+            call = (a // nv, a % nv)
+            _, r, terminated, truncated, info = env.step(call)
+            s2 = base + env.position
+            agent.learn(s, a, r, s2, terminated, truncated)
+            calls.append((call, info["tool_output"], env.last_result != 1))
+            s = s2
+            if terminated or truncated:
+                return calls, info
+
     def episode(self) -> dict:
         """Run the next episode; returns one row of :data:`EPISODE_FIELDS`."""
         env, p = self.env, self.params
@@ -490,7 +545,10 @@ class LoopAgent:
         else:
             know, ctx = self._knowledge(family, task)
             factor = env.declare_context(know.entries, know.irrelevant)
-            calls, info = self._act(know, factor)
+            if self.tabular is not None:
+                calls, info = self._act_tabular(family)
+            else:
+                calls, info = self._act(know, factor)
             success = bool(info["verified_success"])
             judged = bool(info["self_assessed_success"])
             self.competence.update(family, success)
