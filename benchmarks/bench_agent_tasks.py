@@ -4,8 +4,8 @@ Run with ``pytest benchmarks/bench_agent_tasks.py -s`` (takes minutes: it *is* t
 experiment).
 
 - ``test_full_skill_ablation``: the full skill-loop ablation of
-  ``experiments/skill_loop_ablation.toml`` -- all 17 variants, five scenarios, 10 seeds,
-  1,000 episodes each (850,000 agent runs) -- on a local process pool with one worker per
+  ``experiments/skill_loop_ablation.toml`` -- all 18 variants, five scenarios, 10 seeds,
+  1,000 episodes each (900,000 agent runs) -- on a local process pool with one worker per
   core, the loops running the same code as on files but on the in-memory store. It prints
   episodes per second per variant (wall time of that variant's 50 runs on the pool) and
   the ratio of each variant's time to ``no_learning`` (the environment and policy alone,

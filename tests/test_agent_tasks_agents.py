@@ -35,10 +35,10 @@ def test_variant_names_and_specs():
     names = variant_names("skill")
     assert names[:5] == ["no_learning", "oracle", "naive_loop", "self_reflection",
                          "skill_loop"]
-    assert len(names) == 5 + len(LoopConfig.SWITCHES) + 2 == 17
-    assert names[-2:] == ["dyna_q", "dyna_q_plus"]
+    assert len(names) == 5 + len(LoopConfig.SWITCHES) + 3 == 18
+    assert names[-3:] == ["episodic", "dyna_q", "dyna_q_plus"]
     full = make_variant("skill_loop").config
-    for n in names[5:-2]:
+    for n in names[5:-3]:
         spec = make_variant(n)
         switch = n.split("-no_")[1]
         diff = [f for f in LoopConfig.SWITCHES if getattr(spec.config, f) != getattr(full, f)]
@@ -177,6 +177,20 @@ def test_escalation_hands_weak_families_to_the_expert():
         # competence counts only the agent's own runs
         assert r["comp_a"] + r["comp_b"] == 2 + own[r["family"]]
     assert sum(r["escalated"] for r in rows) > 20
+
+
+def test_episodic_follows_what_worked_in_similar_runs():
+    a, rows = run("episodic", 20)
+    first = {}
+    for i, r in enumerate(rows):
+        first.setdefault(r["family"], i)
+        assert r["success"] and r["library_size"] == 0
+        if i > first[r["family"]]:  # the recommendation is the right call at every step
+            assert r["steps"] == 2 and r["context_entries"] == 1
+    assert len(a.experience) == sum(r["steps"] for r in rows)  # one record per call
+    rec = a.experience.get_recommendation("agent", task_type="f0-s1")
+    t, v = a.env.procedure(0)[1]
+    assert rec["action_type"] == f"{a.env.tool_names[t]}:{a.env.value_names[v]}"
 
 
 @pytest.mark.parametrize("variant", ["dyna_q", "dyna_q_plus"])

@@ -101,7 +101,7 @@ def test_config_round_trip_and_overrides():
         cfg.with_overrides(runs=0)
     full = parse_agent_tasks({k: v for k, v in SMALL.items() if k not in ("kind",
                                                                           "variants")})
-    assert len(full.variants) == 17
+    assert len(full.variants) == 18
     assert cfg.env_kwargs(1) == {**SMALL["env"], "drift_at": [10]}
 
 
@@ -109,7 +109,7 @@ def test_shipped_experiments_parse():
     from dyna.experiment.kinds import load_experiment
     for store in ("skill", "memory"):
         cfg = load_experiment(f"experiments/{store}_loop_ablation.toml")
-        assert cfg.runs >= 10 and cfg.store == store and len(cfg.variants) == 17
+        assert cfg.runs >= 10 and cfg.store == store and len(cfg.variants) == 18
         assert [n for n, _ in cfg.scenarios] == ["clean", "noisy_self_assessment", "drift",
                                                  "volume", "injection"]
 

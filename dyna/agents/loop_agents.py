@@ -31,6 +31,14 @@ Knowledge per variant
       - ``skill_loop`` / ``memory_loop``: every safeguard of :class:`LoopConfig` on.
       - ``skill_loop-no_<switch>`` / ``memory_loop-no_<switch>``: one safeguard off
         (:meth:`LoopConfig.ablate`).
+    * ``episodic``: no artifacts. Every tool call of every run is recorded in a
+      :class:`dyna.experience.ExperienceStore` (in memory) under the task type
+      ``f<family>-s<position>``, with the task text as its state; at each position the
+      agent asks :meth:`~dyna.experience.ExperienceStore.get_recommendation` for the call
+      that worked best among the ``episodic_k`` past runs most similar to this task (the
+      cosine neighbours that :meth:`~dyna.experience.ExperienceStore.query_similar` also
+      returns) and follows it like a skill when it has worked at least once. Its context
+      is the one recommendation.
     * ``dyna_q`` / ``dyna_q_plus``: the RL baseline, no artifacts. The tabular agents of
       :class:`dyna.agents.DynaAgent` (the same compiled kernels as the chapter 8
       experiments) over the state ``(family, position)`` and the actions ``(tool,
@@ -71,7 +79,7 @@ __all__ = ["BASE_VARIANTS", "EPISODE_FIELDS", "LoopAgent", "PolicyParams",
            "variant_names"]
 
 BASE_VARIANTS = ("no_learning", "oracle", "naive_loop", "self_reflection", "skill_loop",
-                 "memory_loop", "dyna_q", "dyna_q_plus")
+                 "memory_loop", "episodic", "dyna_q", "dyna_q_plus")
 STORES = ("skill", "memory")
 EPOCH = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -117,6 +125,8 @@ class PolicyParams:
     escalation : dict or None
         ``{"threshold": float, "min_episodes": int, "risk_class": str,
         "escalation_tokens": int}``; None: never escalate.
+    episodic_k : int
+        Neighbours the ``episodic`` variant asks for (>= 1).
     tabular : dict
         Hyper-parameters of the ``dyna_q`` / ``dyna_q_plus`` variants
         (:data:`dyna.agents.HPARAMS`), on top of :data:`TABULAR_DEFAULTS`.
@@ -129,6 +139,7 @@ class PolicyParams:
     days_per_episode: float = 1.0
     escalation: dict | None = None
     tabular: dict = field(default_factory=dict)
+    episodic_k: int = 20
 
     def __post_init__(self):
         check_range("p_follow", self.p_follow, 0.0, 1.0)
@@ -136,6 +147,7 @@ class PolicyParams:
         check_range("tokens_per_review", self.tokens_per_review, 0, None, integer=True)
         check_range("title_words", self.title_words, 1, None, integer=True)
         check_range("days_per_episode", self.days_per_episode, 0.0, None, lo_open=True)
+        check_range("episodic_k", self.episodic_k, 1, None, integer=True)
         from dyna.agents.tabular import validate_hparams
         for agent in ("dyna_q", "dyna_q_plus"):
             keys = {k: v for k, v in {**TABULAR_DEFAULTS, **self.tabular}.items()
@@ -168,7 +180,7 @@ class VariantSpec:
     Attributes
     ----------
     name : str
-    learner : {"none", "oracle", "loop", "tabular"}
+    learner : {"none", "oracle", "loop", "tabular", "episodic"}
     store : {"skill", "memory"}
         What a loop keeps.
     config : LoopConfig or None
@@ -189,7 +201,8 @@ def variant_names(store: str = "skill") -> list[str]:
     variant per safeguard switched off (:attr:`LoopConfig.SWITCHES`)."""
     loop = f"{store}_loop"
     return (["no_learning", "oracle", "naive_loop", "self_reflection", loop]
-            + [f"{loop}-no_{s}" for s in LoopConfig.SWITCHES] + ["dyna_q", "dyna_q_plus"])
+            + [f"{loop}-no_{s}" for s in LoopConfig.SWITCHES]
+            + ["episodic", "dyna_q", "dyna_q_plus"])
 
 
 def make_variant(name: str, store: str = "skill", config: LoopConfig | None = None,
@@ -219,6 +232,8 @@ def make_variant(name: str, store: str = "skill", config: LoopConfig | None = No
         return VariantSpec(name, "oracle", store)
     if name in ("dyna_q", "dyna_q_plus"):
         return VariantSpec(name, "tabular", store)
+    if name == "episodic":
+        return VariantSpec(name, "episodic", store)
     if name == "naive_loop":
         return VariantSpec(name, "loop", store, LoopConfig.naive(
             max_lessons=base.max_lessons, match_limit=base.match_limit,
@@ -372,6 +387,11 @@ class LoopAgent:
         self._written: dict = {}
         self.loop = None
         self.tabular = None
+        self.experience = None
+        if spec.learner == "episodic":
+            from dyna.experience import ExperienceStore
+            self.experience = ExperienceStore("", dim=64)
+            self._seen: dict = {}  # family -> positions with records
         if spec.learner == "tabular":
             from dyna.agents.tabular import DynaAgent
             hp = {**TABULAR_DEFAULTS, **self.params.tabular}
@@ -421,6 +441,8 @@ class LoopAgent:
         env = self.env
         if self.spec.learner == "oracle":
             return _Knowledge([list(env.procedure(family))], entries=1), None
+        if self.experience is not None:
+            return self._recall(family, task), None
         if self.loop is None:
             return _Knowledge(), None
         ctx = self.loop.begin(f"e{self.t}", task)
@@ -442,6 +464,40 @@ class LoopAgent:
                 (k.values if kind == "value" else k.tools).setdefault(step - 1, ix)
             k.entries = len(ctx.memory)
         return k, ctx
+
+    def _recall(self, family: int, task: str) -> _Knowledge:
+        """The episodic variant's knowledge: per position, the call that worked best in
+        the most similar past runs (query_similar + get_recommendation)."""
+        store, k = self.experience, self.params.episodic_k
+        calls = []
+        for p in range(self.env.length):
+            tt = f"f{family}-s{p}"
+            if p >= len(self._seen.get(family, ())):  # nothing recorded at this step yet
+                break
+            rec = store.get_recommendation("agent", task_type=tt, k=k,
+                                           state_before={"task": task})
+            best = rec["best"]
+            if best is None or best["n_success"] < 1:
+                break
+            t, v = best["action_type"].split(":")
+            calls.append((self._tool_ix[t], self._value_ix[v]))
+        return _Knowledge([calls] if calls else [], entries=1 if calls else 0)
+
+    def _remember(self, family: int, task: str, calls) -> None:
+        """Record every call of the finished run (one experience record per call)."""
+        env, pos, recs = self.env, 0, []
+        for i, ((t, v), _, err) in enumerate(calls):
+            recs.append({"task_type": f"f{family}-s{pos}",
+                         "action_type": f"{env.tool_names[t]}:{env.value_names[v]}",
+                         "outcome": "failure" if err else "success",
+                         "reward": 0.0 if err else 1.0, "run_id": f"e{self.t}",
+                         "timestamp": self.t + i / 1000.0, "state_before": {"task": task}})
+            if not err:
+                pos += 1
+        self.experience.record("agent", recs)
+        seen = self._seen.setdefault(family, [])
+        while len(seen) < pos + (0 if pos == env.length else 1):
+            seen.append(True)
 
     # ------------------------------------------------------------------ acting
     def _act(self, know: _Knowledge, factor: float):
@@ -551,6 +607,8 @@ class LoopAgent:
                 calls, info = self._act(know, factor)
             success = bool(info["verified_success"])
             judged = bool(info["self_assessed_success"])
+            if self.experience is not None:
+                self._remember(family, task, calls)
             self.competence.update(family, success)
             row.update(success=success, self_assessed=judged, incident=bool(info["incident"]),
                        steps=len(calls), tokens=int(info["episode_tokens"]),
