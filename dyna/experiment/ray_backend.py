@@ -239,9 +239,12 @@ class RayBackend(Backend):
                 _probe(self.address)
                 try:
                     ray.init(address=self.address, **common)
-                except (ConnectionError, TimeoutError, ValueError) as exc:
+                except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
+                    hint = ("" if os.environ.get("RAY_AUTH_MODE") else
+                            "; if the cluster uses token authentication, set RAY_AUTH_MODE=token "
+                            "and the cluster's token (RAY_AUTH_TOKEN or ~/.ray/auth_token)")
                     raise ConfigError("--address", self.address,
-                                      f"cannot join a Ray cluster there: {exc}") from None
+                                      f"cannot join a Ray cluster there: {exc}{hint}") from None
             self._own = True
         resources = ray.cluster_resources()
         if self._workers is None:
