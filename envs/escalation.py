@@ -23,8 +23,9 @@ from gymnasium import spaces
 
 from dyna.errors import ConfigError, MissingFileError, check_range
 
-__all__ = ["ALL_BY_DATE", "EscalationEnv", "OUTCOME_COLUMNS", "date_order_stream",
-           "load_outcomes", "replay_stream", "synthetic_stream"]
+__all__ = ["ALL_BY_DATE", "EscalationEnv", "OUTCOME_COLUMNS", "ReplayIndex",
+           "date_order_stream", "load_outcomes", "replay_stream", "synthetic_stream",
+           "system_dates"]
 
 #: Columns an outcome log must have.
 OUTCOME_COLUMNS = ("system", "task_id", "task_type", "success")
@@ -208,20 +209,69 @@ def load_outcomes(path, *, field_name: str = "data") -> pl.DataFrame:
     return frame
 
 
-def _type_index(frame: pl.DataFrame, type_names) -> tuple[list, dict]:
-    names = sorted(set(frame.get_column("task_type").to_list())) if type_names is None \
-        else list(type_names)
-    return names, {n: i for i, n in enumerate(names)}
+class ReplayIndex:
+    """Per-system arrays of an outcome log, in ``task_id`` order, built once.
 
+    Streams drawn from it are the same as :func:`replay_stream` / :func:`date_order_stream`
+    (which use it); build one per log to draw many streams cheaply.
 
-def _system_rows(frame: pl.DataFrame, system: str, field_name: str) -> pl.DataFrame:
-    rows = frame.filter(pl.col("system") == system)
-    if rows.height == 0:
-        known = sorted(set(frame.get_column("system").to_list()))
-        shown = ", ".join(known[:5]) + (f", ... ({len(known)} systems)" if len(known) > 5
-                                        else "")
-        raise ConfigError(field_name, system, f"unknown system (not in the data: {shown})")
-    return rows
+    Parameters
+    ----------
+    frame : polars.DataFrame
+        From :func:`load_outcomes`.
+    type_names : sequence of str, optional
+        Type index order (default: sorted type names of the frame).
+    """
+
+    def __init__(self, frame: pl.DataFrame, type_names=None):
+        self.type_names = sorted(set(frame.get_column("task_type").to_list())) \
+            if type_names is None else list(type_names)
+        index = {n: i for i, n in enumerate(self.type_names)}
+        self.systems = sorted(set(frame.get_column("system").to_list()))
+        self._rows = {}
+        for (system,), rows in frame.sort("system", "task_id", maintain_order=True) \
+                .group_by(["system"], maintain_order=True):
+            self._rows[system] = {
+                "types": np.array([index[t] for t in rows.get_column("task_type").to_list()],
+                                  dtype=np.int64),
+                "outcomes": rows.get_column("success").to_numpy().astype(bool),
+                "cost_usd": rows.get_column("cost_usd").to_numpy().astype(np.float64),
+                "task_id": rows.get_column("task_id").to_list()}
+
+    def stream(self, system: str, rng: np.random.Generator | None, *, order: str = "random",
+               field_name: str = "system") -> dict:
+        """One system's stream; see :func:`replay_stream`."""
+        if order not in ("random", "task_id"):
+            raise ConfigError("order", order, "must be 'random' or 'task_id'")
+        rows = self._rows.get(system)
+        if rows is None:
+            shown = ", ".join(self.systems[:5]) + (
+                f", ... ({len(self.systems)} systems)" if len(self.systems) > 5 else "")
+            raise ConfigError(field_name, system, f"unknown system (not in the data: {shown})")
+        n = rows["types"].size
+        perm = rng.permutation(n) if order == "random" else np.arange(n)
+        return {"types": rows["types"][perm], "outcomes": rows["outcomes"][perm],
+                "cost_usd": rows["cost_usd"][perm],
+                "task_id": [rows["task_id"][i] for i in perm],
+                "type_names": list(self.type_names), "system": [system] * n}
+
+    def date_order(self, rng: np.random.Generator | None, *, order: str = "random",
+                   dates: dict | None = None, when: dict | None = None) -> dict:
+        """Every system one after the other by date; see :func:`date_order_stream`."""
+        if when is None:
+            when = system_dates_of(self.systems, dates)
+        systems = sorted(self.systems, key=lambda s: (when[s], s))
+        parts = [self.stream(s, rng, order=order) for s in systems]
+        starts = np.cumsum([0] + [len(p["types"]) for p in parts])
+        return {
+            "types": np.concatenate([p["types"] for p in parts]),
+            "outcomes": np.concatenate([p["outcomes"] for p in parts]),
+            "cost_usd": np.concatenate([p["cost_usd"] for p in parts]),
+            "task_id": sum((p["task_id"] for p in parts), []),
+            "system": sum((p["system"] for p in parts), []),
+            "type_names": list(self.type_names), "systems": systems,
+            "change_at": [int(s) for s in starts[1:-1]],
+        }
 
 
 def replay_stream(frame: pl.DataFrame, system: str, rng: np.random.Generator | None, *,
@@ -235,8 +285,8 @@ def replay_stream(frame: pl.DataFrame, system: str, rng: np.random.Generator | N
     system : str
         The system that plays the agent.
     rng : numpy.random.Generator or None
-        Draws the order (``order="random"``: a uniform permutation of the rows sorted by
-        ``task_id``); unused for ``order="task_id"``.
+        Draws the order (``order="random"``: ``rng.permutation(n)`` applied to the
+        system's rows sorted by ``task_id``); unused for ``order="task_id"``.
     order : {"random", "task_id"}
     type_names : sequence of str, optional
         Type index order (default: sorted type names of the whole frame).
@@ -252,24 +302,11 @@ def replay_stream(frame: pl.DataFrame, system: str, rng: np.random.Generator | N
     ConfigError
         Unknown system (naming it and some known ones), unknown order.
     """
-    if order not in ("random", "task_id"):
-        raise ConfigError("order", order, "must be 'random' or 'task_id'")
-    rows = _system_rows(frame, system, field_name).sort("task_id")
-    if order == "random":
-        rows = rows[rng.permutation(rows.height)]
-    names, index = _type_index(frame, type_names)
-    return {
-        "types": np.array([index[t] for t in rows.get_column("task_type").to_list()],
-                          dtype=np.int64),
-        "outcomes": rows.get_column("success").to_numpy().astype(bool),
-        "cost_usd": rows.get_column("cost_usd").to_numpy().astype(np.float64),
-        "task_id": rows.get_column("task_id").to_list(),
-        "type_names": names,
-        "system": rows.get_column("system").to_list(),
-    }
+    return ReplayIndex(frame, type_names).stream(system, rng, order=order,
+                                                 field_name=field_name)
 
 
-def system_dates(frame: pl.DataFrame, dates: dict | None = None) -> dict:
+def system_dates_of(systems, dates: dict | None = None) -> dict:
     """Date (``YYYY-MM-DD``) of every system: from ``dates``, else the id's leading
     ``YYYYMMDD`` (SWE-bench leaderboard folder ids start with it).
 
@@ -279,7 +316,7 @@ def system_dates(frame: pl.DataFrame, dates: dict | None = None) -> dict:
         A system with no date.
     """
     out = {}
-    for s in sorted(set(frame.get_column("system").to_list())):
+    for s in sorted(systems):
         if dates and s in dates:
             out[s] = str(dates[s])
             continue
@@ -289,6 +326,11 @@ def system_dates(frame: pl.DataFrame, dates: dict | None = None) -> dict:
                               "with a 'date' column, or ids starting with YYYYMMDD)")
         out[s] = f"{m.group(1)}-{m.group(2)}-{m.group(3)}"
     return out
+
+
+def system_dates(frame: pl.DataFrame, dates: dict | None = None) -> dict:
+    """:func:`system_dates_of` for the systems of an outcome log."""
+    return system_dates_of(set(frame.get_column("system").to_list()), dates)
 
 
 def date_order_stream(frame: pl.DataFrame, rng: np.random.Generator | None, *,
@@ -304,21 +346,13 @@ def date_order_stream(frame: pl.DataFrame, rng: np.random.Generator | None, *,
     dict
         As :func:`replay_stream`, plus ``change_at`` (list of int: the step at which each
         system after the first starts) and ``systems`` (the order).
+
+    Raises
+    ------
+    ConfigError
+        A system without a date.
     """
-    when = system_dates(frame, dates)
-    systems = sorted(when, key=lambda s: (when[s], s))
-    names, _ = _type_index(frame, type_names)
-    parts = [replay_stream(frame, s, rng, order=order, type_names=names) for s in systems]
-    starts = np.cumsum([0] + [len(p["types"]) for p in parts])
-    return {
-        "types": np.concatenate([p["types"] for p in parts]),
-        "outcomes": np.concatenate([p["outcomes"] for p in parts]),
-        "cost_usd": np.concatenate([p["cost_usd"] for p in parts]),
-        "task_id": sum((p["task_id"] for p in parts), []),
-        "system": sum((p["system"] for p in parts), []),
-        "type_names": names, "systems": systems,
-        "change_at": [int(s) for s in starts[1:-1]],
-    }
+    return ReplayIndex(frame, type_names).date_order(rng, order=order, dates=dates)
 
 
 # --------------------------------------------------------------------------- the env
@@ -407,8 +441,12 @@ class EscalationEnv(gym.Env):
             if system is None:
                 raise ConfigError("system", None, "replay needs a system (or 'all_by_date')")
             self.system = system
-            self.type_names = sorted(set(self.frame.get_column("task_type").to_list()))
-            self._stream(np.random.default_rng(0))  # unknown system fails here
+            self._index = ReplayIndex(self.frame)
+            self.type_names = self._index.type_names
+            if system != ALL_BY_DATE:
+                self._index.stream(system, None, order="task_id")  # unknown system fails
+            else:
+                system_dates(self.frame)
         self.observation_space = spaces.Discrete(len(self.type_names))
         self.action_space = spaces.Discrete(2)
         self.render_mode = render_mode
@@ -419,11 +457,9 @@ class EscalationEnv(gym.Env):
         if self.source == "synthetic":
             return synthetic_stream(rng=rng, **self._syn)
         if self.system == ALL_BY_DATE:
-            s = date_order_stream(self.frame, rng, order=self.order,
-                                  type_names=self.type_names)
+            s = self._index.date_order(rng, order=self.order)
         else:
-            s = replay_stream(self.frame, self.system, rng, order=self.order,
-                              type_names=self.type_names)
+            s = self._index.stream(self.system, rng, order=self.order)
         s["verified"] = np.ones(len(s["types"]), dtype=bool)
         return s
 

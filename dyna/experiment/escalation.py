@@ -341,6 +341,8 @@ class EscalationAnalysis:
         Thompson-sampling variant, else the first variant).
     confidence : float
     n_resamples : int
+    svg : bool
+        Also write SVG copies of the plots.
     """
 
     checkpoints: int = 40
@@ -350,6 +352,7 @@ class EscalationAnalysis:
     competence_variant: str = ""
     confidence: float = 0.95
     n_resamples: int = 1000
+    svg: bool = True
 
 
 @dataclass(frozen=True)
@@ -627,7 +630,8 @@ def parse_escalation(data: dict, *, runs=None, seed=None) -> EscalationConfig:
         confidence=float(check_range("analysis.confidence", raw_a.get("confidence", 0.95),
                                      0.0, 1.0, lo_open=True, hi_open=True)),
         n_resamples=check_range("analysis.n_resamples", raw_a.get("n_resamples", 1000), 100,
-                                None, integer=True))
+                                None, integer=True),
+        svg=_bool(raw_a.get("svg", True), "analysis.svg"))
     cfg = EscalationConfig(name=name, description=description, seed=cfg_seed, runs=cfg_runs,
                            costs=costs, risk_classes=risk, feedback=feedback,
                            scenarios=scenarios, variants=variants, analysis=analysis)
@@ -701,13 +705,14 @@ def resolve_data_path(path: str, field_name: str) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _cached_log(path: str, sha: str):
-    """Outcome log, per-(system, type) rates and dates, cached per process."""
-    from envs.escalation import load_outcomes
+    """Outcome log, its :class:`envs.escalation.ReplayIndex` and per-(system, type) true
+    rates, cached per process (keyed by path and content hash)."""
+    from envs.escalation import ReplayIndex, load_outcomes
 
     frame = load_outcomes(path)
     rates = frame.group_by("system", "task_type").agg(pl.col("success").mean())
     rate = {(s, t): float(r) for s, t, r in rates.iter_rows()}
-    return frame, rate
+    return frame, ReplayIndex(frame), rate
 
 
 def _load_dates(path: str | None) -> dict | None:
@@ -739,7 +744,7 @@ def checkpoints_for(T: int, n: int) -> np.ndarray:
 
 def _stream(payload: dict, run: int) -> dict:
     """The stream of one run (same for every policy and feedback mode)."""
-    from envs.escalation import date_order_stream, replay_stream, synthetic_stream
+    from envs.escalation import synthetic_stream
 
     rng = np.random.default_rng([payload["seed"], payload["stream_key"], run])
     if payload["source"] == "synthetic":
@@ -749,14 +754,12 @@ def _stream(payload: dict, run: int) -> dict:
         s["rates_tk"] = s["rates"]
         s["c_act"] = None
         return s
-    frame, rate = _cached_log(payload["data"], payload["data_sha"])
-    names = payload["type_names"]
+    _, index, rate = _cached_log(payload["data"], payload["data_sha"])
+    names = index.type_names
     if payload["system"] == "all_by_date":
-        s = date_order_stream(frame, rng, order=payload["order"], dates=payload["dates"],
-                              type_names=names)
+        s = index.date_order(rng, order=payload["order"], dates=payload["dates"])
     else:
-        s = replay_stream(frame, payload["system"], rng, order=payload["order"],
-                          type_names=names)
+        s = index.stream(payload["system"], rng, order=payload["order"])
     systems = s["system"]
     s["p"] = np.array([rate[(sy, names[k])] for sy, k in zip(systems, s["types"])])
     # true rate of every type at every step: the current system's rate (NaN if absent)
@@ -900,7 +903,7 @@ class EscalationKind(ExperimentKind):
             path = resolve_data_path(sc.params["data"], field)
             sha = _file_sha(path)
             try:
-                frame, _ = _cached_log(str(path), sha)
+                frame, _, _ = _cached_log(str(path), sha)
             except ConfigError as exc:
                 raise ConfigError(field, exc.value, exc.reason) from None
             known = sorted(set(frame.get_column("system").to_list()))

@@ -5,11 +5,14 @@ Plots (PNG and SVG, headless, as :mod:`dyna.experiment.plots`):
 * ``competence_<scenario>[_<system>]_<feedback>`` -- posterior mean of every task type over
   tasks with its 95% credible band and the true rate (dashed), run 0 of the competence
   variant under the first risk class (first system of a replayed scenario only);
-* ``regret_<scenario>_<feedback>_<risk class>`` -- cumulative pseudo-regret against the
-  type oracle per policy (mean over runs, and systems for replays, with a bootstrap band),
-  linear and log-scaled task axis;
-* ``risk_coverage_<scenario>_<feedback>`` -- risk against coverage per policy (first risk
-  class), with the agent's failure rate (the expected curve of a random score).
+* ``regret_<scenario>_<feedback>`` -- cumulative pseudo-regret against the type oracle per
+  policy (mean over runs, and systems for replays, with a bootstrap band), a row per risk
+  class, linear and log-scaled task axis;
+* ``risk_coverage_<scenario>`` -- risk against coverage per policy (first risk class), a
+  panel per feedback mode, with the agent's failure rate (the expected curve of a random
+  score).
+
+SVG copies are written next to the PNGs unless ``analysis.svg = false``.
 
 Report sections: setup; a cost table per policy and risk class for every scenario and
 feedback mode; the censoring trap; Thompson sampling's regret growth against log T;
@@ -103,7 +106,8 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
                          f"{feedback} feedback), run 0, {scenario} {system}\n"
                          "mean with 95% credible band; x: tasks seen", fontsize=9)
             fig.supxlabel("tasks", fontsize=8)
-            paths += _save(fig, folder / f"competence_{_point_name(scenario, system, feedback)}")
+            paths += _save(fig, folder / f"competence_{_point_name(scenario, system, feedback)}",
+                           svg=out.config.analysis.svg)
     return paths
 
 
@@ -113,66 +117,77 @@ def _with_unit(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
-    """Cumulative pseudo-regret per policy, linear and log task axis."""
+    """Cumulative pseudo-regret per policy: a row per risk class, linear and log task axis."""
     curves = _with_unit(out.tables["curves"])
     variants = [v.name for v in out.config.variants]
+    classes = list(out.config.risk_classes)
     colors = _colors(len(variants))
     paths = []
-    for (scenario, feedback, rc), g in curves.group_by(["scenario", "feedback", "risk_class"],
-                                                       maintain_order=True):
-        summary = curve_ci(g, by=["variant"], x="step", y="cum_pseudo_regret", run="unit",
-                           **_opts(out))
-        with _figure(figsize=(11.0, 4.5)) as fig:
-            axes = fig.subplots(1, 2)
-            for (name,), s in summary.group_by(["variant"], maintain_order=True):
-                c = colors[variants.index(name) % len(colors)]
-                x = s.get_column("step").to_numpy()
-                for ax in axes:
-                    ax.plot(x, s.get_column("estimate").to_numpy(), color=c, label=name)
+    for (scenario, feedback), g in curves.group_by(["scenario", "feedback"],
+                                                   maintain_order=True):
+        with _figure(figsize=(11.0, 3.6 * len(classes) + 0.6)) as fig:
+            axes = fig.subplots(len(classes), 2, squeeze=False)
+            for r, rc in enumerate(classes):
+                summary = curve_ci(g.filter(pl.col("risk_class") == rc), by=["variant"],
+                                   x="step", y="cum_pseudo_regret", run="unit", **_opts(out))
+                for (name,), s in summary.group_by(["variant"], maintain_order=True):
+                    c = colors[variants.index(name) % len(colors)]
+                    x = s.get_column("step").to_numpy()
                     low, high = s.get_column("low").to_numpy(), s.get_column("high").to_numpy()
-                    if np.isfinite(low).any():
-                        ax.fill_between(x, low, high, color=c, alpha=0.15, linewidth=0)
-            axes[1].set_xscale("log")
-            for ax in axes:
-                ax.set_xlabel("tasks")
-                ax.set_ylabel("cumulative pseudo-regret (cost units)")
-                ax.grid(alpha=0.3)
-            axes[0].legend(fontsize=7)
-            fig.suptitle(f"regret vs the type oracle: {scenario}, {feedback} feedback, {rc}\n"
-                         f"mean over runs{' and systems' if g['system'][0] else ''}, "
+                    for ax in axes[r]:
+                        ax.plot(x, s.get_column("estimate").to_numpy(), color=c, label=name)
+                        if np.isfinite(low).any():
+                            ax.fill_between(x, low, high, color=c, alpha=0.15, linewidth=0)
+                axes[r][1].set_xscale("log")
+                for ax in axes[r]:
+                    ax.set_title(rc, fontsize=9)
+                    ax.set_xlabel("tasks")
+                    ax.set_ylabel("cumulative pseudo-regret")
+                    ax.grid(alpha=0.3)
+            axes[0][0].legend(fontsize=7)
+            fig.suptitle(f"regret vs the type oracle (cost units): {scenario}, {feedback} "
+                         f"feedback\nmean over runs{' and systems' if g['system'][0] else ''}, "
                          f"{out.config.analysis.confidence:.0%} bootstrap band; right: log x",
                          fontsize=9)
-            paths += _save(fig, folder / f"regret_{_slug(scenario)}_{feedback}_{rc}")
+            paths += _save(fig, folder / f"regret_{_slug(scenario)}_{feedback}",
+                           svg=out.config.analysis.svg)
     return paths
 
 
 def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
-    """Risk-coverage curves per policy (first risk class), with the random-score line."""
-    rcov = out.tables["risk_coverage"].filter(
-        pl.col("risk_class") == out.config.risk_classes[0])
-    runs = out.tables["runs"].filter(pl.col("risk_class") == out.config.risk_classes[0])
+    """Risk-coverage curves per policy (first risk class), a panel per feedback mode, with
+    the agent's failure rate (the expected curve of a random score)."""
+    rc0 = out.config.risk_classes[0]
+    rcov = out.tables["risk_coverage"].filter(pl.col("risk_class") == rc0)
+    runs = out.tables["runs"].filter(pl.col("risk_class") == rc0)
     variants = [v.name for v in out.config.variants]
     colors = _colors(len(variants))
     paths = []
-    for (scenario, feedback), g in rcov.group_by(["scenario", "feedback"], maintain_order=True):
-        mean = g.group_by("variant", "coverage", maintain_order=True).agg(pl.col("risk").mean())
-        base = runs.filter((pl.col("scenario") == scenario) & (pl.col("feedback") == feedback))
-        fail = float(base.get_column("agent_failure_rate").mean())
-        with _figure() as fig:
-            ax = fig.add_subplot()
-            for (name,), s in mean.group_by(["variant"], maintain_order=True):
-                c = colors[variants.index(name) % len(colors)]
-                ax.plot(s.get_column("coverage").to_numpy(), s.get_column("risk").to_numpy(),
-                        color=c, marker=".", label=name)
-            ax.axhline(fail, color="k", linestyle=":", label="random score (failure rate)")
-            ax.set_xlabel("coverage (fraction of tasks accepted, highest competence first)")
-            ax.set_ylabel("risk (agent failure rate among accepted)")
-            ax.set_title(f"risk-coverage: {scenario}, {feedback} feedback, "
-                         f"{out.config.risk_classes[0]} (score: posterior mean at arrival)",
-                         fontsize=9)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-            paths += _save(fig, folder / f"risk_coverage_{_slug(scenario)}_{feedback}")
+    for (scenario,), g in rcov.group_by(["scenario"], maintain_order=True):
+        modes = list(dict.fromkeys(g["feedback"].to_list()))
+        with _figure(figsize=(5.5 * len(modes), 4.5)) as fig:
+            axes = fig.subplots(1, len(modes), squeeze=False)[0]
+            for ax, feedback in zip(axes, modes):
+                d = g.filter(pl.col("feedback") == feedback)
+                mean = d.group_by("variant", "coverage", maintain_order=True).agg(
+                    pl.col("risk").mean())
+                base = runs.filter((pl.col("scenario") == scenario)
+                                   & (pl.col("feedback") == feedback))
+                for (name,), s in mean.group_by(["variant"], maintain_order=True):
+                    c = colors[variants.index(name) % len(colors)]
+                    ax.plot(s.get_column("coverage").to_numpy(),
+                            s.get_column("risk").to_numpy(), color=c, marker=".", label=name)
+                ax.axhline(float(base.get_column("agent_failure_rate").mean()), color="k",
+                           linestyle=":", label="random score (failure rate)")
+                ax.set_title(f"{feedback} feedback", fontsize=9)
+                ax.set_xlabel("coverage (tasks accepted, highest competence first)")
+                ax.set_ylabel("risk (agent failure rate among accepted)")
+                ax.grid(alpha=0.3)
+            axes[0].legend(fontsize=7)
+            fig.suptitle(f"risk-coverage: {scenario}, {rc0}; score: posterior mean of the "
+                         "task's type at arrival", fontsize=9)
+            paths += _save(fig, folder / f"risk_coverage_{_slug(scenario)}",
+                           svg=out.config.analysis.svg)
     return paths
 
 
@@ -347,7 +362,7 @@ def _recovery(out) -> list[str]:
              f"the next {w} tasks is back within {tol:g} of its mean over the {w} tasks "
              "before the change (\"no\": not before the next change or the end).", ""]
     discount = {v.name: v.discount for v in cfg.variants}
-    rows = []
+    rows, summary = [], []
     for (variant, rc, scenario, system, feedback), g in agree.group_by(
             ["variant", "risk_class", "scenario", "system", "feedback"], maintain_order=True):
         sc = next((s for s in cfg.scenarios if s.name == scenario), None)
@@ -360,7 +375,10 @@ def _recovery(out) -> list[str]:
         rec = []
         for c, e in zip(change, ends):
             r = recovery_steps(gv, c, window=w, tolerance=tol, end=e)
-            rec.append("no" if r is None else str(r))
+            rec.append("no" if r is None else "0 (no drop)" if r == 0 else str(r))
+            if discount.get(variant, 1.0) < 1.0:
+                summary.append(f"`{variant}` ({rc}, {feedback}): "
+                               f"{'not recovered' if r is None else f'{r} tasks'}")
         rows.append([scenario, variant, f"{discount.get(variant, 1.0):g}", rc, feedback,
                      ", ".join(rec),
                      f"{gv[max(0, change[0] - w):change[0]].mean():.3f}",
@@ -369,6 +387,13 @@ def _recovery(out) -> list[str]:
         return []
     lines += _table(["scenario", "policy", "discount", "risk class", "feedback",
                      "recovery (tasks)", "agreement before", "agreement at end"], rows)
+    if summary:
+        lines += ["", "Discounted variants after the change: " + "; ".join(summary) + ". "
+                  "Undiscounted posteriors keep the evidence of the old regime, so a "
+                  "recovery there, if any, comes only from new failures outweighing old "
+                  "successes (a type that turned bad); under censoring a type that turned good "
+                  "while it was being escalated is never seen again by a threshold rule and "
+                  "only rarely by undiscounted Thompson sampling."]
     return lines
 
 
