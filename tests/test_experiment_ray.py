@@ -120,7 +120,7 @@ def test_failed_job_retried_then_reported_others_kept(ray_backend, tmp_path, mon
     msg = str(e)
     assert msg.startswith("1 of 6 jobs failed: variant 'n=5', runs 2..3, seed 5 "
                           "(RuntimeError: boom; 2 attempts)")
-    assert msg.endswith("the other 5 jobs finished")
+    assert msg.endswith("; 5 other jobs finished")
     assert isinstance(e.__cause__, RuntimeError)
     # every other job finished and its result is kept, equal to running it here
     assert sorted(e.results) == [i for i, j in enumerate(jobs) if j.key != (1, 0, 2)]
@@ -137,6 +137,30 @@ def test_failed_job_retried_then_reported_others_kept(ray_backend, tmp_path, mon
         run_experiment(cfg, tmp_path / "out", backend=backend, block_size=2)
     assert not (tmp_path / "out").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["attempts.txt"]
+
+
+def test_cli_reports_failed_job_in_one_line(ray_backend, tmp_path, monkeypatch, capsys):
+    real = runner.execute_job
+
+    def failing(job):
+        if job.variant == 1:
+            raise ValueError("diverged")
+        return real(job)
+
+    monkeypatch.setattr(runner, "execute_job", failing)
+    toml = tmp_path / "tiny.toml"
+    toml.write_text('name = "tiny"\nseed = 3\nruns = 2\n[env]\nid = "dyna/DynaMaze-v0"\n'
+                    '[schedule]\nepisodes = 2\n[defaults]\nagent = "dyna_q"\nalpha = 0.1\n'
+                    'gamma = 0.95\nepsilon = 0.1\n[[variants]]\nname = "a"\nn_planning = 0\n'
+                    '[[variants]]\nname = "b"\nn_planning = 2\n')
+    out = tmp_path / "out"
+    rc = cli.main(["run", str(toml), "--backend", "ray", "--out", str(out), "--no-progress",
+                   "--block-size", "2"])
+    captured = capsys.readouterr()
+    assert rc == 2
+    assert captured.err == ("dyna: error: 1 of 2 jobs failed: variant 'b', runs 0..1, seed 3 "
+                            "(ValueError: diverged; 3 attempts); 1 other job finished\n")
+    assert not out.exists()
 
 
 def test_flaky_job_retried_gives_identical_tables(ray_backend, tmp_path, monkeypatch):

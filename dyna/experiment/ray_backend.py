@@ -102,8 +102,9 @@ class JobsFailedError(DynaError, RuntimeError):
             seed = job.payload.get("seed")
             where = f"{job.describe()}" + (f", seed {seed}" if seed is not None else "")
             parts.append(f"{where} ({type(exc).__name__}: {exc}; {attempts} attempts)")
+        done = len(results)
         super().__init__(f"{len(failures)} of {len(jobs)} jobs failed: {'; '.join(parts)}; "
-                         f"the other {len(results)} jobs finished")
+                         f"{done} other job{'' if done == 1 else 's'} finished")
 
 
 def _import_ray(*, loopback: bool):
