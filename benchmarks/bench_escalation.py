@@ -1,0 +1,175 @@
+"""Speed of the escalation policies (issue 6).
+
+Run with ``pytest benchmarks/bench_escalation.py -s``. Each benchmark measures ours and a
+peer in the same run on the same data (interleaved, :class:`conftest.Comparison`); the
+ratio and the absolute time are printed and asserted:
+
+- one decision of a policy for 1,000 task types at once: the lower-bound rule as the
+  regularised incomplete beta at p* (``I_p*(a, b) <= delta``), Thompson sampling as
+  ``u >= I_p*(a, b)``; peers: a per-type Python loop of ``scipy.stats.beta.ppf`` (what a
+  scalar implementation does), and the vectorised quantile ``beta.ppf(delta, a, b)``.
+  Target: < 1 ms.
+- replaying all 12,000 real outcomes of ``data/swebench_verified_bash_only.csv`` (24
+  systems x 500 tasks) through every policy of ``experiments/escalation_swebench.toml``
+  under censored feedback, all lanes in lockstep (:func:`dyna.escalation.run_policies`);
+  peer: the same replay as a per-task Python loop over a :class:`BetaCompetence` per lane
+  with scalar decisions. Target: < 5 s.
+"""
+
+from pathlib import Path
+
+import numpy as np
+from scipy import special, stats
+
+from dyna.competence import BetaCompetence
+from dyna.escalation import (LowerBoundThreshold, MeanThreshold, ThompsonSampling,
+                             run_policies)
+from dyna.experiment.escalation import build_policy, class_costs
+from dyna.experiment.kinds import load_experiment
+from envs.escalation import ReplayIndex, load_outcomes
+
+REPO = Path(__file__).resolve().parents[1]
+K = 1_000
+
+
+def _posteriors(seed=0):
+    rng = np.random.default_rng(seed)
+    a = 1.0 + rng.integers(0, 300, K).astype(float)
+    b = 1.0 + rng.integers(0, 60, K).astype(float)
+    return a, b, (a + b - 2.0), rng.random((2, K))
+
+
+def test_decision_for_1000_task_types(compare):
+    a, b, n, u = _posteriors()
+    lower = LowerBoundThreshold(0.95, 0.05)
+    ts = ThompsonSampling(0.95)
+
+    def per_type_loop():
+        return [stats.beta.ppf(0.05, a[i], b[i]) >= 0.95 for i in range(K)]
+
+    def quantile_vectorised():
+        return stats.beta.ppf(0.05, a, b) >= 0.95
+
+    expected = np.asarray(per_type_loop())
+    np.testing.assert_array_equal(lower.act(a, b, n), expected)
+    ratios = compare("lower-bound decision, 1000 task types", lambda: lower.act(a, b, n),
+                     {"per-type beta.ppf loop": per_type_loop,
+                      "vectorised beta.ppf": quantile_vectorised}, rounds=15)
+    median = compare.benchmark.extra_info["dyna_median_s"]
+    print(f"    absolute: {median * 1e3:.3f} ms per decision of 1000 types (target < 1 ms)")
+    assert median < 1e-3
+    assert ratios["per-type beta.ppf loop"] < 0.02
+    assert ratios["vectorised beta.ppf"] < 1.0
+    # Thompson sampling on the same posteriors: draws by inverse CDF, one betainc per type
+    theta = special.betaincinv(a, b, u[0])
+    np.testing.assert_array_equal(ts.act(a, b, n, u)[np.abs(theta - 0.95) > 1e-9],
+                                  (theta >= 0.95)[np.abs(theta - 0.95) > 1e-9])
+
+
+def _replay_inputs():
+    cfg = load_experiment(REPO / "experiments" / "escalation_swebench.toml")
+    frame = load_outcomes(REPO / "data" / "swebench_verified_bash_only.csv")
+    index = ReplayIndex(frame)
+    systems = index.systems
+    streams = [index.stream(s, np.random.default_rng([0, i])) for i, s in enumerate(systems)]
+    policies = [build_policy(cfg, v, "low_stakes") for v in cfg.variants]
+    priors = [v.prior for v in cfg.variants]
+    assert all(p == "uniform" for p in priors)
+    discounts = [v.discount for v in cfg.variants]
+    P, S = len(policies), len(systems)
+    lane_policy = np.repeat(np.arange(P), S)
+    types = np.tile(np.stack([s["types"] for s in streams]), (P, 1))
+    outcomes = np.tile(np.stack([s["outcomes"] for s in streams]), (P, 1))
+    c_act = np.tile(np.stack([s["cost_usd"] for s in streams]), (P, 1))
+    u = np.random.default_rng(1).random((P * S, types.shape[1], 2))
+    c_e, c_f, _ = class_costs(cfg.costs, "low_stakes")
+    return dict(policies=policies, lane_policy=lane_policy, types=types, outcomes=outcomes,
+                c_act=c_act, u=u, discount=np.repeat(discounts, S), c_e=c_e, c_f=c_f,
+                n_types=len(index.type_names))
+
+
+def _python_replay(x):
+    """Peer: one BetaCompetence per lane, a scalar decision per task."""
+    total = np.zeros(len(x["lane_policy"]))
+    for lane, pi in enumerate(x["lane_policy"]):
+        pol = x["policies"][pi]
+        comp = BetaCompetence()
+        d = x["discount"][lane]
+        for t in range(x["types"].shape[1]):
+            k = int(x["types"][lane, t])
+            a, b = comp.posterior(k)
+            n = (a - 1.0) + (b - 1.0)
+            act = bool(pol.act(np.array([a]), np.array([b]), np.array([n]),
+                               x["u"][lane, t][:, None])[0])
+            if d != 1.0:  # step clock: every type decays at every task
+                for key in comp.keys():
+                    ka, kb = comp.posterior(key)
+                    comp.set_posterior(key, 1.0 + d * (ka - 1.0), 1.0 + d * (kb - 1.0))
+            win = bool(x["outcomes"][lane, t])
+            if act:
+                comp.update(k, win)
+                total[lane] += x["c_act"][lane, t] + (0.0 if win else x["c_f"])
+            else:
+                total[lane] += x["c_e"]
+    return total
+
+
+def test_replay_12000_outcomes_through_all_policies(compare):
+    x = _replay_inputs()
+
+    def ours():
+        return run_policies(x["policies"], x["lane_policy"], x["types"], x["outcomes"],
+                            n_types=x["n_types"], c_escalate=x["c_e"], c_failure=x["c_f"],
+                            c_act=x["c_act"], discount=x["discount"], u=x["u"],
+                            feedback="censored")["cost"].sum(axis=1)
+
+    P = len(x["policies"])
+    # lanes are policy-major: the first 24 lanes are one policy on all 12,000 outcomes
+    assert x["types"].shape == (P * 24, 500) and x["outcomes"][:24].size == 12_000
+    np.testing.assert_allclose(ours(), _python_replay(x), rtol=1e-9)
+    ratios = compare(f"replay of 12,000 outcomes x {len(x['policies'])} policies "
+                     f"({x['types'].shape[0]} lanes x {x['types'].shape[1]} steps)", ours,
+                     {"per-task Python loop": lambda: _python_replay(x)}, rounds=3)
+    median = compare.benchmark.extra_info["dyna_median_s"]
+    print(f"    absolute: {median:.3f} s for all policies (target < 5 s)")
+    assert median < 5.0
+    assert ratios["per-task Python loop"] < 0.2
+
+
+def test_mean_rule_for_1000_types_is_a_division(compare):
+    a, b, n, _ = _posteriors(1)
+    mean = MeanThreshold(0.8)
+    ratios = compare("mean-threshold decision, 1000 task types", lambda: mean.act(a, b, n),
+                     {"per-type loop": lambda: [a[i] / (a[i] + b[i]) >= 0.8 for i in range(K)]},
+                     rounds=15)
+    assert compare.benchmark.extra_info["dyna_median_s"] < 1e-3
+    assert ratios["per-type loop"] < 0.2
+
+
+def test_replay_date_ordered_stream_through_all_policies(compare):
+    """The non-stationary stream: 12,000 steps in a row, one lane per policy."""
+    x = _replay_inputs()
+    frame = load_outcomes(REPO / "data" / "swebench_verified_bash_only.csv")
+    s = ReplayIndex(frame).date_order(np.random.default_rng(0))
+    P = len(x["policies"])
+    T = len(s["types"])
+    y = dict(x, lane_policy=np.arange(P), types=np.tile(s["types"], (P, 1)),
+             outcomes=np.tile(s["outcomes"], (P, 1)), c_act=np.tile(s["cost_usd"], (P, 1)),
+             u=np.random.default_rng(2).random((P, T, 2)),
+             discount=np.asarray([x["discount"][i * 24] for i in range(P)]))
+
+    def ours():
+        return run_policies(y["policies"], y["lane_policy"], y["types"], y["outcomes"],
+                            n_types=y["n_types"], c_escalate=y["c_e"], c_failure=y["c_f"],
+                            c_act=y["c_act"], discount=y["discount"], u=y["u"],
+                            feedback="censored")["cost"].sum(axis=1)
+
+    assert T == 12_000
+    np.testing.assert_allclose(ours(), _python_replay(y), rtol=1e-9)
+    ratios = compare(f"date-ordered stream of 12,000 outcomes x {P} policies", ours,
+                     {"per-task Python loop": lambda: _python_replay(y)}, rounds=3)
+    median = compare.benchmark.extra_info["dyna_median_s"]
+    print(f"    absolute: {median:.3f} s for all policies (target < 5 s)")
+    assert median < 5.0
+    # few lanes and many steps: numpy per-call overhead dominates, the gain is small
+    assert ratios["per-task Python loop"] < 1.1
