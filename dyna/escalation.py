@@ -32,18 +32,18 @@ For benchmarks and streams of many task types, every policy of the escalation be
 False: escalate), reading the Beta(a, b) posteriors and the counted evidence ``n`` of ``k``
 task types at once:
 
-==========================  ===================================================  ===========
-policy                      acts when                                            source
-==========================  ===================================================  ===========
-:class:`NeverEscalate`      always                                               baseline
-:class:`AlwaysEscalate`     never                                                baseline
-:class:`MeanThreshold`      ``a / (a + b) >= p*``                                 --
-:class:`LowerBoundThreshold` ``B^-1(delta; a, b) >= p*``                          --
-:class:`ThompsonSampling`   ``theta >= p*``, ``theta ~ Beta(a, b)``              Thompson 1933
-:class:`CostSensitive`      ``a / (a + b) >= p* = 1 - (c_e - c_act)/(c_f + v)``  Chow 1970
-:class:`MinEpisodes`        ``n >= m`` and the inner policy acts                 --
-:class:`EpsilonExplore`     with probability epsilon, else the inner policy      --
-==========================  ===================================================  ===========
+============================  ===================================================  =============
+policy                        acts when                                            source
+============================  ===================================================  =============
+:class:`NeverEscalate`        always                                               baseline
+:class:`AlwaysEscalate`       never                                                baseline
+:class:`MeanThreshold`        ``a / (a + b) >= p*``                                Berger 1985
+:class:`LowerBoundThreshold`  ``B^-1(delta; a, b) >= p*``                          Geifman 2017
+:class:`ThompsonSampling`     ``theta >= p*``, ``theta ~ Beta(a, b)``              Thompson 1933
+:class:`CostSensitive`        ``a / (a + b) >= p* = 1 - (c_e - c_act)/(c_f + v)``  Chow 1970
+:class:`MinEpisodes`          ``n >= m`` and the inner policy acts                 issue 3 gate
+:class:`EpsilonExplore`       with probability epsilon, else the inner policy      S&B 2.2
+============================  ===================================================  =============
 
 Discounted posteriors for non-stationary competence (Raj & Kalyani 2017) are a property of
 the estimator, not of the rule: :class:`dyna.competence.BetaCompetence` with
@@ -519,7 +519,7 @@ class Policy(ABC):
 
 @dataclass(frozen=True)
 class NeverEscalate(Policy):
-    """Always act (the agent's baseline): ``act = True``."""
+    """Always act (the agent's baseline, full autonomy): ``act = True``."""
 
     name = "never"
 
@@ -529,7 +529,7 @@ class NeverEscalate(Policy):
 
 @dataclass(frozen=True)
 class AlwaysEscalate(Policy):
-    """Always hand over (the human's baseline): ``act = False``."""
+    """Always hand over (the human-only baseline): ``act = False``."""
 
     name = "always"
 
@@ -540,6 +540,11 @@ class AlwaysEscalate(Policy):
 @dataclass(frozen=True)
 class MeanThreshold(Policy):
     """Act when the posterior mean reaches p*: ``a / (a + b) >= p*``.
+
+    The plug-in Bayes decision: when the loss of acting is linear in the success
+    probability, its posterior expectation depends on the posterior only through the mean
+    (J. O. Berger, *Statistical Decision Theory and Bayesian Analysis*, 2nd ed., 1985,
+    section 4.4). With p* = 1 - c_escalate / c_failure it is :class:`CostSensitive`.
 
     Parameters
     ----------
@@ -568,6 +573,11 @@ class LowerBoundThreshold(Policy):
     beta per type instead of an inverse. From a uniform prior and s successes in a row
     the bound is ``delta ** (1 / (s + 1))``, so at delta = 0.05 the rule first acts after
     13, 58 and 298 successes for p* = 0.8, 0.95, 0.99.
+
+    It is the Bayesian counterpart of accepting only where a high-probability bound on the
+    risk holds, as in selective classification with guaranteed risk (Y. Geifman & R.
+    El-Yaniv, "Selective classification for deep neural networks", NeurIPS 2017, which uses
+    a binomial tail bound): act only when P(p < p* | data) <= delta.
 
     Parameters
     ----------
@@ -666,7 +676,9 @@ class CostSensitive(Policy):
 class MinEpisodes(Policy):
     """Escalate until ``min_episodes`` outcomes count, then follow ``inner``.
 
-    Rule: act iff ``n >= min_episodes`` and ``inner`` acts.
+    Rule: act iff ``n >= min_episodes`` and ``inner`` acts -- the warm-up gate of
+    :func:`should_escalate` (issue 3), here around any policy. Under censored feedback it
+    can only add escalations: it never creates the evidence it waits for.
     """
 
     inner: Policy
@@ -691,8 +703,10 @@ class MinEpisodes(Policy):
 class EpsilonExplore(Policy):
     """Explicit exploration: act with probability epsilon whatever ``inner`` says.
 
-    Rule: act iff ``u1 < epsilon`` or ``inner`` acts. Under censored feedback this is the
-    simplest way out of the trap of a threshold rule that never acts and so never learns.
+    Rule: act iff ``u1 < epsilon`` or ``inner`` acts: epsilon-greedy exploration
+    (Sutton & Barto, *Reinforcement Learning: An Introduction*, 2nd ed., 2018, section 2.2)
+    with acting as the exploratory arm. Under censored feedback this is the simplest way out
+    of the trap of a threshold rule that never acts and so never learns.
     """
 
     inner: Policy

@@ -1,13 +1,17 @@
 """Experiments: TOML configs -> variants x sweep points x runs -> tidy Parquet, plots, report.
 
-* :mod:`dyna.experiment.config` -- load and validate an experiment file
-  (:func:`load_config`).
+* :mod:`dyna.experiment.kinds` -- the registry of experiment kinds (``kind = "tabular"``,
+  the default; ``"escalation"``; ``"agent_tasks"``) and the contract a kind implements.
+* :mod:`dyna.experiment.config` -- load and validate an experiment file of any kind
+  (:func:`load_config`; tabular configs are parsed here).
 * :mod:`dyna.experiment.backends` -- where jobs run (in-process, local process pool).
 * :mod:`dyna.experiment.runner` -- :func:`run_experiment` writes one output folder
   atomically; :func:`load_output` reads it back.
 * :mod:`dyna.experiment.stats` -- mean / IQM with bootstrap confidence intervals.
 * :mod:`dyna.experiment.plots`, :mod:`dyna.experiment.report` -- standard plots and
   report.md.
+* :mod:`dyna.experiment.escalation`, :mod:`dyna.experiment.escalation_report` -- kind
+  ``escalation``: policies on task streams, selective-prediction and bandit metrics.
 * :mod:`dyna.experiment.cli` -- ``dyna run`` and ``dyna plot``.
 """
 
@@ -19,6 +23,8 @@ _LAZY = {
     "Backend": "backends", "InProcessBackend": "backends", "Job": "backends",
     "ProcessPoolBackend": "backends", "get_backend": "backends",
     "ExperimentConfig": "config", "load_config": "config", "parse_config": "config",
+    "ExperimentKind": "kinds", "get_kind": "kinds", "load_experiment": "kinds",
+    "parse_experiment": "kinds", "register_kind": "kinds",
     "ExperimentOutput": "runner", "load_output": "runner", "run_experiment": "runner",
     "bootstrap_ci": "stats", "curve_ci": "stats", "diff_ci": "stats", "iqm": "stats",
 }
