@@ -533,7 +533,7 @@ def _parse_scenario(raw, i) -> Scenario:
     return Scenario(name=name, source=source, params=params)
 
 
-def _parse_variant(raw: dict, defaults: dict, i: int, costs: dict) -> PolicyVariant:
+def _parse_variant(raw: dict, defaults: dict, i: int) -> PolicyVariant:
     if not isinstance(raw, dict):
         raise ConfigError(f"variants[{i}]", raw, "must be a table")
     name = _string(raw.get("name"), f"variants[{i}].name", pattern=_NAME_RE)
@@ -607,7 +607,7 @@ def parse_escalation(data: dict, *, runs=None, seed=None) -> EscalationConfig:
     raw_v = data.get("variants")
     if not isinstance(raw_v, list) or not raw_v:
         raise ConfigError("variants", raw_v, "must be a non-empty array of tables")
-    variants = tuple(_parse_variant(r, defaults, i, costs) for i, r in enumerate(raw_v))
+    variants = tuple(_parse_variant(r, defaults, i) for i, r in enumerate(raw_v))
     if len({v.name for v in variants}) != len(variants):
         raise ConfigError("variants", [v.name for v in variants], "duplicate variant name")
     raw_a = _table(data, "analysis", "analysis")
@@ -1015,7 +1015,12 @@ def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jo
         ``runs``: variant, rule, risk_class, scenario, system, feedback, run, steps,
         total_cost, oracle_type_cost, oracle_task_cost, regret_type, regret_task,
         pseudo_regret, escalation_rate, failure_rate, agent_failure_rate, evidence,
-        agreement, aurc, aurc_optimal, e_aurc, final_abs_error.
+        agreement, aurc, aurc_optimal, e_aurc, final_abs_error. Costs are totals over the
+        run's ``steps`` tasks; rates are per task (``failure_rate``: failed attempts,
+        ``agent_failure_rate``: tasks the agent would fail); ``evidence`` is the counted
+        evidence at the end, summed over types (decayed for discounted variants);
+        ``agreement`` the fraction of tasks where the action equals the type oracle's;
+        ``final_abs_error`` the mean over types of |posterior mean - true rate| at the end.
         ``curves``: ids + step, cum_cost, cum_regret_type, cum_regret_task,
         cum_pseudo_regret, cum_escalations, abs_error.
         ``risk_coverage``: ids + coverage, risk.

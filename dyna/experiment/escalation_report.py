@@ -241,7 +241,8 @@ def _setup(out) -> list[str]:
                  f"{t.get('run_time_s', float('nan')):.1f} s")
     lines += ["", "Costs are in cost units per task; regret is per task against the type "
               "oracle (knows each type's true rate) and the task oracle (knows each task's "
-              "outcome). Intervals: bootstrap over runs "
+              "outcome). Competence error: mean over task types of |posterior mean - true "
+              "rate| after the last task. Intervals: bootstrap over runs "
               f"({cfg.analysis.confidence:.0%})."]
     return lines
 
@@ -258,10 +259,11 @@ def _cost_tables(out) -> list[str]:
                          _ci(per_run_ci(_per_task(s, "regret_type"), **_opts(out))),
                          _fmt(float(_per_task(s, "regret_task").mean())),
                          f"{s['escalation_rate'].mean():.3f}",
-                         f"{s['failure_rate'].mean():.3f}", f"{s['aurc'].mean():.3f}"])
+                         f"{s['failure_rate'].mean():.3f}", f"{s['aurc'].mean():.3f}",
+                         f"{s['final_abs_error'].mean():.3f}"])
         lines += _table(["policy", "risk class", "cost/task", "regret/task (type oracle)",
                          "regret/task (task oracle)", "escalation rate", "failure rate",
-                         "AURC"], rows)
+                         "AURC", "competence error"], rows)
         lines.append("")
     return lines
 
