@@ -877,6 +877,7 @@ def run_policies(policies, lane_policy, types, outcomes, *, n_types: int,
         if u.shape != (L, T, 2):
             raise ConfigError("u", u.shape, f"must have shape ({L}, {T}, 2)")
     full = feedback == "full"
+    whole = groups[0][0] if len(groups) == 1 and groups[0][1].size == L else None
     A = np.repeat(a0[:, None], n_types, axis=1)
     B = np.repeat(b0[:, None], n_types, axis=1)
     lanes_all = np.arange(L)
@@ -898,9 +899,12 @@ def run_policies(policies, lane_policy, types, outcomes, *, n_types: int,
         n = (a - a0) + (b - b0)
         score[:, t] = a / (a + b)
         n_counted[:, t] = n
-        for pol, lanes in groups:
-            ut = u[lanes, t].T if pol.randomised else None
-            act[lanes, t] = pol.act(a[lanes], b[lanes], n[lanes], ut)
+        if whole is not None:  # one policy on every lane: no gathers
+            act[:, t] = whole.act(a, b, n, u[:, t].T if whole.randomised else None)
+        else:
+            for pol, lanes in groups:
+                ut = u[lanes, t].T if pol.randomised else None
+                act[lanes, t] = pol.act(a[lanes], b[lanes], n[lanes], ut)
         seen = act[:, t] | full
         upd = seen & (verified[:, t] | ~need_prov)
         if step_clock:

@@ -377,10 +377,11 @@ def _recovery(out) -> list[str]:
         rec = []
         for c, e in zip(change, ends):
             r = recovery_steps(gv, c, window=w, tolerance=tol, end=e)
-            rec.append("no" if r is None else "0 (no drop)" if r == 0 else str(r))
+            text = "no" if r is None else "0 (no drop)" if r == 0 else str(r)
+            rec.append(text)
             if discount.get(variant, 1.0) < 1.0:
                 summary.append(f"`{variant}` ({rc}, {feedback}): "
-                               f"{'not recovered' if r is None else f'{r} tasks'}")
+                               f"{'not recovered' if r is None else text + ' tasks'}")
         rows.append([scenario, variant, f"{discount.get(variant, 1.0):g}", rc, feedback,
                      ", ".join(rec),
                      f"{gv[max(0, change[0] - w):change[0]].mean():.3f}",
