@@ -146,7 +146,8 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     ax.grid(alpha=0.3)
             axes[0][0].legend(fontsize=7)
             fig.suptitle(f"regret vs the type oracle (cost units): {scenario}, {feedback} "
-                         f"feedback\nmean over runs{' and systems' if g['system'][0] else ''}, "
+                         f"feedback\nmean over runs"
+                         f"{' and systems' if g['system'].n_unique() > 1 else ''}, "
                          f"{out.config.analysis.confidence:.0%} bootstrap band; right: log x",
                          fontsize=9)
             paths += _save(fig, folder / f"regret_{_slug(scenario)}_{feedback}",
@@ -251,7 +252,7 @@ def _cost_tables(out) -> list[str]:
     runs = out.tables["runs"]
     lines = ["", "## Cost per policy and risk class", ""]
     for (scenario, feedback), g in runs.group_by(["scenario", "feedback"], maintain_order=True):
-        pooled = " (mean over systems and runs)" if g["system"][0] else ""
+        pooled = " (mean over systems and runs)" if g["system"].n_unique() > 1 else ""
         lines += [f"### {scenario}, {feedback} feedback{pooled}", ""]
         rows = []
         for (variant, rc), s in g.group_by(["variant", "risk_class"], maintain_order=True):
