@@ -172,4 +172,4 @@ def test_replay_date_ordered_stream_through_all_policies(compare):
     print(f"    absolute: {median:.3f} s for all policies (target < 5 s)")
     assert median < 5.0
     # few lanes and many steps: numpy per-call overhead dominates, the gain is small
-    assert ratios["per-task Python loop"] < 1.1
+    assert ratios["per-task Python loop"] < 1.0

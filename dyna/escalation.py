@@ -869,7 +869,10 @@ def run_policies(policies, lane_policy, types, outcomes, *, n_types: int,
     c_a = np.asarray(c_act, dtype=np.float64)
     c_a = np.broadcast_to(c_a[:, None] if c_a.ndim == 1 else c_a, (L, T))
     groups = [(pol, np.flatnonzero(lane_policy == i)) for i, pol in enumerate(policies)]
-    groups = [(pol, lanes) for pol, lanes in groups if lanes.size]
+    # contiguous lane blocks are sliced (views) instead of gathered
+    groups = [(pol, slice(int(lanes[0]), int(lanes[-1]) + 1)
+               if lanes[-1] - lanes[0] + 1 == lanes.size else lanes)
+              for pol, lanes in groups if lanes.size]
     if any(pol.randomised for pol, _ in groups):
         if u is None:
             raise ConfigError("u", None, "randomised policies need uniforms (L, T, 2)")
@@ -877,7 +880,8 @@ def run_policies(policies, lane_policy, types, outcomes, *, n_types: int,
         if u.shape != (L, T, 2):
             raise ConfigError("u", u.shape, f"must have shape ({L}, {T}, 2)")
     full = feedback == "full"
-    whole = groups[0][0] if len(groups) == 1 and groups[0][1].size == L else None
+    whole = groups[0][0] if len(groups) == 1 and \
+        np.arange(L)[groups[0][1]].size == L else None
     A = np.repeat(a0[:, None], n_types, axis=1)
     B = np.repeat(b0[:, None], n_types, axis=1)
     lanes_all = np.arange(L)
@@ -903,7 +907,7 @@ def run_policies(policies, lane_policy, types, outcomes, *, n_types: int,
             act[:, t] = whole.act(a, b, n, u[:, t].T if whole.randomised else None)
         else:
             for pol, lanes in groups:
-                ut = u[lanes, t].T if pol.randomised else None
+                ut = u[lanes, t, :].T if pol.randomised else None
                 act[lanes, t] = pol.act(a[lanes], b[lanes], n[lanes], ut)
         seen = act[:, t] | full
         upd = seen & (verified[:, t] | ~need_prov)
