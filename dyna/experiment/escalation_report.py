@@ -434,8 +434,11 @@ def _replay(out) -> list[str]:
         lines += ["", f"### `{sc.name}`: AURC of per-type competence next to a random score",
                   "", f"Score: posterior mean of the task's type when the task arrives "
                   f"({fb} feedback, policy `{ref.name}`, prior {ref.prior}); loss: the "
-                  "system fails the task. A random (or constant) score has expected AURC "
-                  "equal to the failure rate; the perfect score has the optimal AURC.", ""]
+                  "system fails the task. Tasks with equal scores (every task of a type "
+                  "until its posterior moves) are averaged over all orders within the tie, "
+                  "so a random (or constant) score has expected AURC equal to the failure "
+                  "rate; the perfect score has the optimal AURC; E-AURC = AURC - optimal.",
+                  ""]
         rows = [[r["system"], f"{r['aurc']:.4f}", f"{r['agent_failure_rate']:.4f}",
                  f"{r['aurc'] - r['agent_failure_rate']:+.4f}", f"{r['aurc_optimal']:.4f}",
                  f"{r['e_aurc']:.4f}"] for r in agg.iter_rows(named=True)]
