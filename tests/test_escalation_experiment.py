@@ -169,3 +169,26 @@ def test_shipped_experiment_files_parse():
     swe = load_experiment(REPO / "experiments" / "escalation_swebench.toml")
     assert {v.name for v in swe.variants} <= {v.name for v in pol.variants}
     assert {s.params["systems"] for s in swe.scenarios} == {"all", "all_by_date"}
+
+
+def test_competence_table_is_the_exact_posterior_of_run_0(output):
+    from scipy import stats
+
+    from dyna.experiment.escalation import _crc
+
+    cfg = parse_experiment(raw())
+    comp = pl.read_parquet(output / "competence.parquet").filter(
+        (pl.col("scenario") == "flat") & (pl.col("feedback") == "full")
+        & (pl.col("risk_class") == "low_stakes") & (pl.col("step") == 150)).sort("task_type")
+    s = _stream({"seed": 7, "stream_key": _crc("flat", ""), "source": "synthetic",
+                 "params": cfg.scenarios[0].params}, 0)
+    # full feedback, low stakes (every outcome counts), no discount: Beta(1 + s_k, 1 + f_k)
+    wins = np.bincount(s["types"][s["outcomes"]], minlength=3)
+    losses = np.bincount(s["types"][~s["outcomes"]], minlength=3)
+    np.testing.assert_array_equal(comp["a"].to_numpy(), 1 + wins)
+    np.testing.assert_array_equal(comp["b"].to_numpy(), 1 + losses)
+    np.testing.assert_allclose(comp["lower"].to_numpy(),
+                               stats.beta.ppf(0.025, 1 + wins, 1 + losses), atol=1e-9)
+    np.testing.assert_allclose(comp["upper"].to_numpy(),
+                               stats.beta.ppf(0.975, 1 + wins, 1 + losses), atol=1e-9)
+    np.testing.assert_array_equal(comp["rate"].to_numpy(), [0.3, 0.9, 0.99])
