@@ -336,9 +336,9 @@ class EscalationAnalysis:
     recovery_window : int
         Window (steps) of the recovery measure.
     recovery_tolerance : float
-    competence_variant : str
-        Variant whose posteriors of run 0 are stored and plotted (default: the first
-        Thompson-sampling variant, else the first variant).
+    competence_variant : tuple of str
+        Variants whose posteriors of run 0 are stored and plotted (a name or a list in the
+        TOML; default: the first Thompson-sampling variant, else the first variant).
     confidence : float
     n_resamples : int
     svg : bool
@@ -349,7 +349,7 @@ class EscalationAnalysis:
     coverage_points: int = 20
     recovery_window: int = 50
     recovery_tolerance: float = 0.05
-    competence_variant: str = ""
+    competence_variant: tuple = ()
     confidence: float = 0.95
     n_resamples: int = 1000
     svg: bool = True
@@ -389,7 +389,8 @@ class EscalationConfig:
             "scenarios": [{"name": s.name, "source": s.source, **_plain(s.params)}
                           for s in self.scenarios],
             "variants": variants,
-            "analysis": dataclasses.asdict(self.analysis),
+            "analysis": {k: list(v) if isinstance(v, tuple) else v
+                         for k, v in dataclasses.asdict(self.analysis).items()},
         }
 
     @property
@@ -612,11 +613,17 @@ def parse_escalation(data: dict, *, runs=None, seed=None) -> EscalationConfig:
         raise ConfigError("variants", [v.name for v in variants], "duplicate variant name")
     raw_a = _table(data, "analysis", "analysis")
     _check_keys(raw_a, _ANALYSIS, "analysis.")
-    comp = raw_a.get("competence_variant", "")
-    if comp and comp not in {v.name for v in variants}:
-        raise ConfigError("analysis.competence_variant", comp, "is not a variant name")
+    comp = raw_a.get("competence_variant", [])
+    comp = [comp] if isinstance(comp, str) else comp
+    if not isinstance(comp, list) or not all(isinstance(c, str) for c in comp):
+        raise ConfigError("analysis.competence_variant", comp,
+                          "must be a variant name or an array of them")
+    for c in comp:
+        if c not in {v.name for v in variants}:
+            raise ConfigError("analysis.competence_variant", c, "is not a variant name")
     if not comp:
-        comp = next((v.name for v in variants if v.rule == "thompson"), variants[0].name)
+        comp = [next((v.name for v in variants if v.rule == "thompson"), variants[0].name)]
+    comp = tuple(dict.fromkeys(comp))
     analysis = EscalationAnalysis(
         checkpoints=check_range("analysis.checkpoints", raw_a.get("checkpoints", 40), 2,
                                 1000, integer=True),
@@ -977,7 +984,7 @@ class EscalationKind(ExperimentKind):
                     "dates": info.get("dates"), "type_names": info["type_names"],
                     "n_types": info["n_types"], "checkpoints": config.analysis.checkpoints,
                     "coverage_points": config.analysis.coverage_points,
-                    "store_competence": variant.name == config.analysis.competence_variant,
+                    "store_competence": variant.name in config.analysis.competence_variant,
                 }
                 for block in split_runs(config.runs, block_size):
                     jobs.append(Job(variant=g, point=pi, run_indices=block, payload=payload))

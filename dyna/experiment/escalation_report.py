@@ -2,9 +2,10 @@
 
 Plots (PNG and SVG, headless, as :mod:`dyna.experiment.plots`):
 
-* ``competence_<scenario>[_<system>]_<feedback>`` -- posterior mean of every task type over
-  tasks with its 95% credible band and the true rate (dashed), run 0 of the competence
-  variant under the first risk class (first system of a replayed scenario only);
+* ``competence_<scenario>[_<system>]_<feedback>[_<variant>]`` -- posterior mean of every
+  task type over tasks with its 95% credible band and the true rate (dashed), run 0 of each
+  competence variant under the first risk class (first system of a replayed scenario
+  only; the variant is named in the file when there are several);
 * ``regret_<scenario>_<feedback>`` -- cumulative pseudo-regret against the type oracle per
   policy (mean over runs, and systems for replays, with a bootstrap band), a row per risk
   class, linear and log-scaled task axis;
@@ -78,8 +79,9 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
         return []
     comp = _first_systems(comp.filter(pl.col("risk_class") == out.config.risk_classes[0]))
     paths = []
-    for (scenario, system, feedback), g in comp.group_by(["scenario", "system", "feedback"],
-                                                         maintain_order=True):
+    several = comp["variant"].n_unique() > 1
+    for (variant, scenario, system, feedback), g in comp.group_by(
+            ["variant", "scenario", "system", "feedback"], maintain_order=True):
         names = list(dict.fromkeys(g.get_column("task_type").to_list()))
         K = len(names)
         cols = min(4, K)
@@ -101,13 +103,14 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
             for j in range(K, rows * cols):
                 axes[j // cols][j % cols].set_visible(False)
             axes[0][0].legend(fontsize=7)
-            variant = g.get_column("variant")[0]
             fig.suptitle(f"competence of {variant!r} ({out.config.risk_classes[0]}, "
                          f"{feedback} feedback), run 0, {scenario} {system}\n"
                          "mean with 95% credible band; x: tasks seen", fontsize=9)
             fig.supxlabel("tasks", fontsize=8)
-            paths += _save(fig, folder / f"competence_{_point_name(scenario, system, feedback)}",
-                           svg=out.config.analysis.svg)
+            stem = _point_name(scenario, system, feedback)
+            if several:
+                stem += f"_{_slug(variant)}"
+            paths += _save(fig, folder / f"competence_{stem}", svg=out.config.analysis.svg)
     return paths
 
 
