@@ -385,6 +385,7 @@ class LoopAgent:
         self._value_ix = {n: i for i, n in enumerate(env.value_names)}
         self._parsed: dict = {}
         self._written: dict = {}
+        self._meta: dict = {}
         self.loop = None
         self.tabular = None
         self.experience = None
@@ -654,14 +655,25 @@ class LoopAgent:
             return
         env = self.env
         poisoned = stale = 0
+        procs: dict = {}
+
+        def truth(fam):
+            got = procs.get(fam)
+            if got is None:
+                got = procs[fam] = env.procedure(fam)
+            return got
+
         if self.spec.store == "skill":
             entries = self.loop.skills._skills.values()
             row["library_size"] = len(self.loop.skills)
             for s in entries:
-                fam = env.family_of_words(s.triggers)
-                calls = self._skill_calls(s)
-                right_now = fam is not None and tuple(calls) == env.procedure(fam)
                 key = (s.name, s.body)
+                meta = self._meta.get(key)
+                if meta is None:  # family and calls of a skill never change with its text
+                    meta = self._meta[key] = (env.family_of_words(s.triggers),
+                                              tuple(self._skill_calls(s)))
+                fam, calls = meta
+                right_now = fam is not None and calls == truth(fam)
                 ok_at_write = self._written.setdefault(key, right_now)
                 if not ok_at_write:
                     poisoned += 1
@@ -671,11 +683,15 @@ class LoopAgent:
             entries = self.loop.memory.entries()
             row["library_size"] = len(entries)
             for e in entries:
-                key, step, kind, ix = self._fact(e.text)
-                fam = env.family_of_words(key) if key else None
+                meta = self._meta.get(e.text)
+                if meta is None:
+                    key, step, kind, ix = self._fact(e.text)
+                    meta = self._meta[e.text] = (env.family_of_words(key) if key else None,
+                                                 step, kind, ix)
+                fam, step, kind, ix = meta
                 right_now = False
                 if fam is not None and 1 <= step <= env.length:
-                    t, v = env.procedure(fam)[step - 1]
+                    t, v = truth(fam)[step - 1]
                     right_now = ix == (v if kind == "value" else t)
                 ok_at_write = self._written.setdefault(e.text, right_now)
                 if not ok_at_write:
