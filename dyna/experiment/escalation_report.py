@@ -385,7 +385,7 @@ def _recovery(out) -> list[str]:
             rec.append(text)
             if discount.get(variant, 1.0) < 1.0:
                 summary.append(f"`{variant}` ({rc}, {feedback}): "
-                               f"{'not recovered' if r is None else text + ' tasks'}")
+                               f"{'not recovered' if r is None else 'no drop' if r == 0 else f'{r} tasks'}")
         rows.append([scenario, variant, f"{discount.get(variant, 1.0):g}", rc, feedback,
                      ", ".join(rec),
                      f"{gv[max(0, change[0] - w):change[0]].mean():.3f}",
