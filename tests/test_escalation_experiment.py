@@ -62,7 +62,8 @@ def test_output_folder_and_tables(output):
     # 3 variants x 2 classes x (flat, jump, swe) x 2 feedback x 3 runs
     assert runs.height == 3 * 2 * 3 * 2 * 3
     assert runs.select("variant", "risk_class", "scenario", "feedback", "run").rows()[:4] == [
-        ("mean", "low_stakes", "flat", "censored", 0), ("mean", "low_stakes", "flat", "censored", 1),
+        ("mean", "low_stakes", "flat", "censored", 0),
+        ("mean", "low_stakes", "flat", "censored", 1),
         ("mean", "low_stakes", "flat", "censored", 2), ("mean", "low_stakes", "flat", "full", 0)]
     assert (runs["steps"].to_numpy() == np.where(runs["scenario"] == "swe", 500, 150)).all()
     np.testing.assert_allclose(runs["regret_type"], runs["total_cost"] - runs["oracle_type_cost"])

@@ -171,7 +171,8 @@ def test_provenance_lanes_count_only_verified_outcomes():
     out = run_policies([NeverEscalate()], [0, 0], types, outcomes, n_types=1, c_escalate=1.0,
                        c_failure=5.0, verified=verified, requires_provenance=[False, True],
                        checkpoints=[4])
-    assert out["a_ck"][0, :, 0].tolist() == [4.0, 2.0] and out["b_ck"][0, :, 0].tolist() == [2.0, 2.0]
+    assert out["a_ck"][0, :, 0].tolist() == [4.0, 2.0]
+    assert out["b_ck"][0, :, 0].tolist() == [2.0, 2.0]
 
 
 def test_lanes_are_independent_of_batching():

@@ -820,7 +820,8 @@ def run_job(job: Job) -> dict:
                        c_escalate=c_e, c_failure=c_f, c_act=c_a, verified=verified,
                        requires_provenance=p["requires_provenance"],
                        prior=prior_shapes(p["prior"]), discount=p["discount"],
-                       discount_clock=p["discount_clock"], feedback=p["feedback"], u=u, checkpoints=ck)
+                       discount_clock=p["discount_clock"], feedback=p["feedback"], u=u,
+                       checkpoints=ck)
     act, cost = res["act"], res["cost"]
     c_a_arr = np.broadcast_to(np.asarray(c_a, dtype=np.float64)
                               if np.ndim(c_a) == 2 else np.float64(c_a), (R, T))

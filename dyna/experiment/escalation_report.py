@@ -207,6 +207,10 @@ def _per_task(frame: pl.DataFrame, col: str) -> np.ndarray:
     return (frame.get_column(col) / frame.get_column("steps")).to_numpy()
 
 
+def _systems_label(systems) -> str:
+    return systems if isinstance(systems, str) else f"{len(systems)} listed"
+
+
 def _setup(out) -> list[str]:
     cfg, m = out.config, out.manifest
     lines = [f"# {cfg.name}", ""]
@@ -238,7 +242,7 @@ def _setup(out) -> list[str]:
             lines.append(f"- scenario `{sc.name}`: replay of `{Path(d.get('path', '')).name}` "
                          f"(sha256 `{d.get('sha256', '')[:16]}`, {d.get('rows')} rows, "
                          f"{d.get('systems')} systems, {d.get('task_types')} task types), "
-                         f"systems: {sc.params['systems'] if isinstance(sc.params['systems'], str) else len(sc.params['systems'])}, "
+                         f"systems: {_systems_label(sc.params['systems'])}, "
                          f"order {sc.params['order']}")
     b, t = m.get("backend", {}), m.get("timing", {})
     lines.append(f"- backend {b.get('name')} ({b.get('jobs')} jobs); run time "
@@ -385,7 +389,8 @@ def _recovery(out) -> list[str]:
             rec.append(text)
             if discount.get(variant, 1.0) < 1.0:
                 summary.append(f"`{variant}` ({rc}, {feedback}): "
-                               f"{'not recovered' if r is None else 'no drop' if r == 0 else f'{r} tasks'}")
+                               + ("not recovered" if r is None else
+                                  "no drop" if r == 0 else f"{r} tasks"))
         rows.append([scenario, variant, f"{discount.get(variant, 1.0):g}", rc, feedback,
                      ", ".join(rec),
                      f"{gv[max(0, change[0] - w):change[0]].mean():.3f}",
