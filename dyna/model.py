@@ -30,7 +30,7 @@ from dyna.rng import randint
 #   seen_a    int64   (S, A + 1)    [s, 0] = number of actions tried in s, [s, 1:] those actions
 #   pred_head int64   (S,)          first predecessor link of s' (-1: none)
 #   pred_link int64   (L, 2)        link: (s * A + a, next link or -1)
-#   info      int64   (3,)          n observed states, n links used, overflow flag
+#   info      int64   (4,)          n observed states, n links used, overflow flag, free-link head
 # The compiled functions take these arrays one by one (``*m``) rather than the tuple: numba
 # passes a tuple of arrays by value, which costs far more per call than the arrays do.
 MODEL_FIELDS = ("out", "rew", "pair", "seen_s", "seen_a", "pred_head", "pred_link", "info")
@@ -71,7 +71,7 @@ def new_model(n_states: int, n_actions: int, max_outcomes: int, runs: int | None
         np.zeros(lead + (S, A + 1), np.int64),
         np.full(lead + (S,), -1, np.int64),
         np.zeros(lead + (L, 2), np.int64),
-        np.zeros(lead + (3,), np.int64),
+        np.array([0, 0, 0, -1], np.int64) * np.ones(lead + (4,), np.int64),
     )
 
 
@@ -87,25 +87,51 @@ def model_reset(out, rew, pair, seen_s, seen_a, pred_head, pred_link, info):
     pred_head[:] = -1
     pred_link[:] = 0
     info[:] = 0
+    info[3] = -1
 
 
 @njit(cache=True)
 def _link_predecessor(pred_head, pred_link, info, sa, s2):
-    """Add the link (s, a) -> s2 (``sa = s * A + a``) unless it is there already."""
+    """Add the link (s, a) -> s2 (``sa = s * A + a``) unless it is there already.
+
+    A free link (left by :func:`_unlink_predecessor`) is reused first.
+    """
     e = pred_head[s2]
     while e >= 0:
         if pred_link[e, 0] == sa:
             return True
         e = pred_link[e, 1]
-    e = info[1]
-    if e >= pred_link.shape[0]:
-        info[2] = 1
-        return False
+    if info[3] >= 0:
+        e = info[3]
+        info[3] = pred_link[e, 1]
+    else:
+        e = info[1]
+        if e >= pred_link.shape[0]:
+            info[2] = 1
+            return False
+        info[1] = e + 1
     pred_link[e, 0] = sa
     pred_link[e, 1] = pred_head[s2]
     pred_head[s2] = e
-    info[1] = e + 1
     return True
+
+
+@njit(cache=True)
+def _unlink_predecessor(pred_head, pred_link, info, sa, s2):
+    """Remove the link (s, a) -> s2 if present and put it on the free list."""
+    prev = -1
+    e = pred_head[s2]
+    while e >= 0:
+        if pred_link[e, 0] == sa:
+            if prev < 0:
+                pred_head[s2] = pred_link[e, 1]
+            else:
+                pred_link[prev, 1] = pred_link[e, 1]
+            pred_link[e, 1] = info[3]
+            info[3] = e
+            return
+        prev = e
+        e = pred_link[e, 1]
 
 
 @njit(cache=True)
@@ -115,7 +141,8 @@ def model_update(out, rew, pair, seen_s, seen_a, pred_head, pred_link, info,
 
     By default every distinct outcome of (s, a) is counted. With ``keep_last`` the pair
     keeps only its latest outcome -- the book's deterministic model ``Model(S, A) <- R, S'``
-    (Section 8.2), which follows a changing environment (Section 8.3) at once.
+    (Section 8.2), which follows a changing environment (Section 8.3) at once; its count is
+    then the pair's number of tries, and the predecessor link of the forgotten outcome goes.
     Invariant: ``sum_k out[s, a, k, 1] == pair[s, a, 1]``.
 
     Returns False (and sets the overflow flag ``info[2]``) when (s, a) already has K
@@ -128,7 +155,10 @@ def model_update(out, rew, pair, seen_s, seen_a, pred_head, pred_link, info,
             k = j
             break
     if keep_last and n > 0 and k != 0:
-        n = 0          # forget the old outcome; the single slot 0 takes the new one
+        # forget the old outcome (and its predecessor link); slot 0 takes the new one
+        if out[s, a, 0, 0] != s2:
+            _unlink_predecessor(pred_head, pred_link, info, s * out.shape[1] + a, out[s, a, 0, 0])
+        n = 0
         k = -1
     if k < 0:
         if n == out.shape[2]:

@@ -19,10 +19,11 @@ import inspect
 
 import gymnasium as gym
 
-from dyna.errors import ConfigError, UnknownEnvError
+from dyna.errors import ConfigError, UnknownEnvError, check_range
 from envs import maze
 from envs.tabular import BatchedStepper, TabularTable, table_from_P
-from envs.toytext import make_env, make_toytext_table, resolve_id
+from envs.toytext import make_env as make_toytext_env
+from envs.toytext import make_toytext_table, resolve_id
 
 MAZES = {
     "dyna/DynaMaze-v0": maze.DynaMaze,
@@ -46,6 +47,28 @@ def _check_kwargs(cls, kwargs: dict) -> None:
         if key not in params or key == "self":
             allowed = sorted(k for k in params if k not in ("self", "render_mode"))
             raise ConfigError(f"env.kwargs.{key}", kwargs[key], f"unknown keyword (allowed: {allowed})")
+
+
+def make_env(env_id: str, **kwargs):
+    """Build a Gymnasium env by dyna id or toy-text name; returns ``(env, meta)``.
+
+    ``dyna/...`` ids go to :func:`gymnasium.make` (keywords as for the class, plus
+    ``max_episode_steps`` and ``render_mode``); toy-text names are resolved as in
+    :func:`envs.toytext.make_env`.
+
+    Raises
+    ------
+    UnknownEnvError, ConfigError
+    """
+    if isinstance(env_id, str) and env_id in MAZES:
+        table, meta = make_table(env_id, **{k: v for k, v in kwargs.items() if k != "render_mode"})
+        gym_kwargs = dict(kwargs)
+        if not gym_kwargs.get("max_episode_steps"):
+            gym_kwargs.pop("max_episode_steps", None)
+        return gym.make(env_id, **gym_kwargs), meta
+    if not isinstance(env_id, str):
+        raise UnknownEnvError("env.id", env_id, "must be a string")
+    return make_toytext_env(env_id, **kwargs)
 
 
 def make_table(env_id: str, **kwargs) -> tuple[TabularTable, dict]:
@@ -73,11 +96,12 @@ def make_table(env_id: str, **kwargs) -> tuple[TabularTable, dict]:
     UnknownEnvError, ConfigError
     """
     kwargs = dict(kwargs)
+    if not isinstance(env_id, str):
+        raise UnknownEnvError("env.id", env_id, "must be a string")
     if env_id in MAZES:
         cls = MAZES[env_id]
-        max_steps = kwargs.pop("max_episode_steps", 0)
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
-            raise ConfigError("env.kwargs.max_episode_steps", max_steps, "must be an integer >= 0")
+        max_steps = check_range("env.kwargs.max_episode_steps", kwargs.pop("max_episode_steps", 0),
+                                0, 2**62, integer=True)
         _check_kwargs(cls, kwargs)
         env = cls(**kwargs)
         meta = {"requested_id": env_id, "resolved_id": env_id, "gymnasium_version": gym.__version__,

@@ -101,7 +101,9 @@ def parse_layout(text: str):
     ConfigError
         Ragged rows, unknown characters, no or several starts, no goal.
     """
-    rows = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    if not isinstance(text, str):
+        raise ConfigError("layout", text, "must be a string of rows (# wall, . free, S start, G goal)")
+    rows = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not rows:
         raise ConfigError("layout", text, "is empty")
     width = len(rows[0])
@@ -212,8 +214,16 @@ class GridMaze(gym.Env):
                  resolution: int = 1, render_mode: str | None = None):
         if isinstance(layouts, str):
             layouts = [layouts]
+        if not isinstance(layouts, (list, tuple)) or not layouts:
+            raise ConfigError("layout", layouts, "must be a string of rows (# wall, . free, S start, G goal)")
         layouts = list(layouts)
-        change_at = [int(c) for c in change_at]
+        from dyna.errors import check_range
+
+        import numbers
+
+        if change_at is None or isinstance(change_at, (numbers.Number, str)):
+            change_at = [change_at]
+        change_at = [check_range("change_at", c, 1, 2**62, integer=True) for c in change_at]
         if len(change_at) != len(layouts) - 1:
             raise ConfigError("change_at", change_at, f"needs {len(layouts) - 1} value(s), one per layout change")
         if any(c <= 0 for c in change_at) or any(b <= a for a, b in zip(change_at, change_at[1:])):
@@ -233,6 +243,9 @@ class GridMaze(gym.Env):
         isd = np.zeros(n)
         isd[start[0] * self.cols + start[1]] = 1.0
         self.optimal_path_lengths = [shortest_path_length(w, start, goals) for w in self.walls_by_phase]
+        if -1 in self.optimal_path_lengths:
+            phase = self.optimal_path_lengths.index(-1)
+            raise ConfigError("layout", layouts[phase], "no goal can be reached from the start")
         self.table: TabularTable = table_from_P(
             [maze_P(w, goals) for w in self.walls_by_phase], isd,
             phase_start=[0] + change_at,
@@ -324,7 +337,7 @@ class BlockingMaze(GridMaze):
     """
 
     def __init__(self, change_at: int = 1000, render_mode: str | None = None):
-        super().__init__([BLOCKING_MAZE_BEFORE, BLOCKING_MAZE_AFTER], change_at=(change_at,),
+        super().__init__([BLOCKING_MAZE_BEFORE, BLOCKING_MAZE_AFTER], change_at=change_at,
                          render_mode=render_mode)
 
 
@@ -337,7 +350,7 @@ class ShortcutMaze(GridMaze):
     """
 
     def __init__(self, change_at: int = 3000, render_mode: str | None = None):
-        super().__init__([SHORTCUT_MAZE_BEFORE, SHORTCUT_MAZE_AFTER], change_at=(change_at,),
+        super().__init__([SHORTCUT_MAZE_BEFORE, SHORTCUT_MAZE_AFTER], change_at=change_at,
                          render_mode=render_mode)
 
 

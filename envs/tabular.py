@@ -107,15 +107,33 @@ def table_from_P(P_phases, isd, *, phase_start=(0,), max_episode_steps: int = 0,
     ConfigError
         Probabilities that do not sum to 1 (tolerance 1e-9), mismatched phases, bad starts.
     """
+    import math
+
     if isinstance(P_phases, dict):
         P_phases = [P_phases]
+    if not isinstance(P_phases, (list, tuple)) or not P_phases or not all(isinstance(P, dict) for P in P_phases):
+        raise ConfigError("P", type(P_phases).__name__, "must be a toy-text table P[s][a] (a dict) or a list of them")
     n_phases = len(P_phases)
-    phase_start = np.asarray(phase_start, dtype=np.int64)
+    try:
+        phase_start = np.asarray(phase_start, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError("phase_start", phase_start, "must be integers") from None
     if phase_start.shape != (n_phases,) or phase_start[0] != 0 or np.any(np.diff(phase_start) <= 0):
         raise ConfigError("phase_start", phase_start.tolist(),
                           "must start at 0, increase strictly and give one start per phase")
     S = len(P_phases[0])
-    A = len(P_phases[0][0])
+    if S == 0 or set(P_phases[0]) != set(range(S)):
+        raise ConfigError("P", sorted(P_phases[0])[:5], f"states must be exactly 0..{S - 1}")
+    row0 = P_phases[0][0]
+    A = len(row0) if isinstance(row0, dict) else 0
+    if A == 0:
+        raise ConfigError("P", "[0]", "must map actions 0..A-1 to outcome lists")
+    for p, P in enumerate(P_phases):
+        if set(P) != set(range(S)):
+            raise ConfigError("P", f"phase {p}", f"has states {len(P)}, expected exactly 0..{S - 1}")
+        for st, row in P.items():
+            if not isinstance(row, dict) or set(row) != set(range(A)):
+                raise ConfigError("P", f"phase {p} [{st}]", f"must have exactly the actions 0..{A - 1}")
     K = max(len(outs) for P in P_phases for row in P.values() for outs in row.values())
     nxt = np.zeros((n_phases, S, A, K), np.int32)
     cum = np.ones((n_phases, S, A, K), np.float64)
@@ -123,32 +141,50 @@ def table_from_P(P_phases, isd, *, phase_start=(0,), max_episode_steps: int = 0,
     term = np.zeros((n_phases, S, A, K), np.bool_)
     nout = np.zeros((n_phases, S, A), np.int32)
     for p, P in enumerate(P_phases):
-        if len(P) != S:
-            raise ConfigError("P", f"phase {p}", f"has {len(P)} states, expected {S}")
         for s in range(S):
             for a in range(A):
                 outs = P[s][a]
+                where = f"[{s}][{a}]" if n_phases == 1 else f"phase {p} [{s}][{a}]"
                 if not outs:
-                    raise ConfigError("P", f"[{s}][{a}]", "has no outcome")
+                    raise ConfigError("P", where, "has no outcome")
                 total = 0.0
-                for k, (prob, s2, r, done) in enumerate(outs):
-                    total += float(prob)
+                for k, outcome in enumerate(outs):
+                    if not isinstance(outcome, (tuple, list)) or len(outcome) != 4:
+                        raise ConfigError("P", f"{where}[{k}]", "must be (prob, next_state, reward, terminated)")
+                    prob, s2, r, done = outcome
+                    try:
+                        prob, r = float(prob), float(r)
+                    except (TypeError, ValueError):
+                        raise ConfigError("P", f"{where}[{k}]", "probability and reward must be numbers") from None
+                    if not (0.0 <= prob <= 1.0):  # also refuses NaN
+                        raise ConfigError("P", f"{where}[{k}]", f"probability {prob} is not in [0, 1]")
+                    if not math.isfinite(r):
+                        raise ConfigError("P", f"{where}[{k}]", f"reward {r} is not finite")
+                    if isinstance(s2, (bool, np.bool_)) or not isinstance(s2, (int, np.integer)) or not 0 <= s2 < S:
+                        raise ConfigError("P", f"{where}[{k}]", f"next state {s2!r} is not in [0, {S})")
+                    if not isinstance(done, (bool, np.bool_)):
+                        raise ConfigError("P", f"{where}[{k}]", f"terminated {done!r} is not a bool")
+                    total += prob
                     nxt[p, s, a, k] = int(s2)
                     cum[p, s, a, k] = total
-                    rew[p, s, a, k] = float(r)
+                    rew[p, s, a, k] = r
                     term[p, s, a, k] = bool(done)
                 if abs(total - 1.0) > 1e-9:
-                    raise ConfigError("P", f"[{s}][{a}]", f"probabilities sum to {total}, not 1")
+                    raise ConfigError("P", where, f"probabilities sum to {total}, not 1")
                 cum[p, s, a, len(outs) - 1:] = 1.0
                 nout[p, s, a] = len(outs)
-    isd = np.asarray(isd, dtype=np.float64)
-    if isd.shape != (S,) or abs(isd.sum() - 1.0) > 1e-9 or np.any(isd < 0):
+    try:
+        isd = np.asarray(isd, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError("isd", isd, "must be numbers") from None
+    if isd.shape != (S,) or not np.all(np.isfinite(isd)) or abs(isd.sum() - 1.0) > 1e-9 or np.any(isd < 0):
         raise ConfigError("isd", isd.tolist() if isd.size < 20 else "...",
                           f"must be a distribution over {S} states")
     isd_cum = np.cumsum(isd)
     isd_cum[-1] = 1.0
-    if max_episode_steps < 0:
-        raise ConfigError("max_episode_steps", max_episode_steps, "must be >= 0")
+    from dyna.errors import check_range
+
+    max_episode_steps = check_range("max_episode_steps", max_episode_steps, 0, 2**62, integer=True)
     return TabularTable(nxt, cum, rew, term, nout, isd_cum, phase_start,
                         int(max_episode_steps), dict(meta or {}))
 
@@ -174,8 +210,9 @@ class BatchedStepper:
     """
 
     def __init__(self, table: TabularTable, n_copies: int):
-        if n_copies < 1:
-            raise ConfigError("n_copies", n_copies, "must be >= 1")
+        from dyna.errors import check_range
+
+        n_copies = check_range("n_copies", n_copies, 1, 10**9, integer=True)
         self.table = table
         self.n_copies = int(n_copies)
         self.state = np.zeros(self.n_copies, np.int64)
@@ -185,13 +222,20 @@ class BatchedStepper:
     def reset(self, rng: np.random.Generator, mask: np.ndarray | None = None) -> np.ndarray:
         """Draw start states for all copies (or those where ``mask`` is True).
 
-        Returns the int64 (R,) state array (a view kept by the stepper).
+        Returns a copy of the int64 (R,) state array.
         """
-        idx = np.arange(self.n_copies) if mask is None else np.flatnonzero(mask)
+        if mask is None:
+            idx = np.arange(self.n_copies)
+        else:
+            mask = np.asarray(mask)
+            if mask.dtype != np.bool_ or mask.shape != (self.n_copies,):
+                raise ConfigError("mask", mask.tolist()[:8], f"must be {self.n_copies} bools")
+            idx = np.flatnonzero(mask)
         u = rng.random(idx.size)
+        self.state = self.state.copy()
         self.state[idx] = np.searchsorted(self.table.isd_cum, u, side="right")
         self.elapsed[idx] = 0
-        return self.state
+        return self.state.copy()
 
     def step(self, actions: np.ndarray, rng: np.random.Generator):
         """Advance every copy by one step.
@@ -224,4 +268,4 @@ class BatchedStepper:
         self.elapsed += 1
         trunc = ~term & (tb.max_episode_steps > 0) & (self.elapsed >= tb.max_episode_steps)
         self.state = s2
-        return s2, r, term, trunc
+        return s2.copy(), r, term, trunc

@@ -81,14 +81,25 @@ def make_env(name: str, **kwargs) -> tuple[gym.Env, dict]:
     ConfigError
         A keyword the environment does not accept (named as ``env.kwargs.<key>``).
     """
+    from dyna.errors import check_range
+
     kwargs = dict(kwargs)
+    if not isinstance(name, str):
+        raise UnknownEnvError("env.id", name, "must be a string")
     map_name = kwargs.get("map_name")
     resolved = resolve_id(name, map_name)
     base = resolved.split("-v")[0]
     if base.startswith("FrozenLake"):
         kwargs.setdefault("is_slippery", True)
+        if not isinstance(kwargs["is_slippery"], bool):
+            raise ConfigError("env.kwargs.is_slippery", kwargs["is_slippery"], "must be true or false")
+        if map_name is not None and map_name not in ("4x4", "8x8"):
+            raise ConfigError("env.kwargs.map_name", map_name, 'must be "4x4" or "8x8"')
         if base == "FrozenLake8x8":
             kwargs.pop("map_name", None)
+    if "max_episode_steps" in kwargs:
+        kwargs["max_episode_steps"] = check_range("env.kwargs.max_episode_steps",
+                                                  kwargs["max_episode_steps"], 1, 2**62, integer=True)
     imposed = False
     if base == "CliffWalking" and "max_episode_steps" not in kwargs:
         kwargs["max_episode_steps"] = CLIFFWALKING_MAX_STEPS
@@ -97,7 +108,9 @@ def make_env(name: str, **kwargs) -> tuple[gym.Env, dict]:
         env = gym.make(resolved, **kwargs)
     except TypeError as exc:
         bad = re.search(r"argument '(\w+)'", str(exc))
-        key = bad.group(1) if bad else "?"
+        if bad is None:
+            raise ConfigError("env.kwargs", kwargs, f"not accepted by {resolved}: {exc}") from None
+        key = bad.group(1)
         raise ConfigError(f"env.kwargs.{key}", kwargs.get(key), f"not accepted by {resolved}") from None
     spec = env.spec
     meta = {

@@ -197,3 +197,67 @@ def test_run_agent_schedule_errors():
         run_agent("dyna_q", {}, table, seed=0, run_indices=[0], episodes=0)
     with pytest.raises(ConfigError, match="run_indices"):
         run_agent("dyna_q", {}, table, seed=0, run_indices=[], episodes=1)
+
+
+def test_episodes_that_never_end_stop_with_an_error():
+    table, _ = envs.make_table("dyna/DynaMaze-v0")
+    # q_init -1 and epsilon 0: the agent bumps into the wall at the start for ever
+    with pytest.raises(ConfigError, match="max_total_steps"):
+        run_agent("q_learning", {"epsilon": 0.0, "q_init": -1.0}, table, seed=0, run_indices=[0],
+                  episodes=1, max_total_steps=100_000)
+
+
+def test_dyna_agent_refuses_out_of_range_and_malformed_input():
+    agent = DynaAgent("dyna_q", 4, 2)
+    for kwargs, field in [({"a": 5}, "a"), ({"a": -1}, "a"), ({"a": 10**8}, "a"), ({"s": True}, "s"),
+                          ({"s": 1.7}, "s"), ({"r": float("nan")}, "r"), ({"r": "1"}, "r"),
+                          ({"terminated": "False"}, "terminated")]:
+        args = {"s": 0, "a": 1, "r": 1.0, "s2": 1, "terminated": False, **kwargs}
+        with pytest.raises(ConfigError) as err:
+            agent.learn(**args)
+        assert err.value.field == field
+    assert np.all(agent.Q == 0.0)
+    for kwargs, field in [({"n_states": -3}, "n_states"), ({"seed": -1}, "seed"), ({"n_states": 2.7}, "n_states")]:
+        with pytest.raises(ConfigError) as err:
+            DynaAgent("dyna_q", **{"n_states": 4, "n_actions": 2, **kwargs})
+        assert err.value.field == field
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"run_indices": [0.7, 1.2]}, "run_indices"), ({"run_indices": [True]}, "run_indices"),
+    ({"eval_max_steps": 0, "eval_every": 1, "eval_episodes": 1}, "eval_max_steps"),
+    ({"optimal_length": 2**70}, "optimal_length"), ({"episodes": 10**12}, "episodes"),
+])
+def test_run_agent_bad_arguments_name_the_field(kwargs, field):
+    table, _ = envs.make_table("dyna/DynaMaze-v0")
+    args = {"seed": 0, "run_indices": [0], "episodes": 1, **kwargs}
+    with pytest.raises(ConfigError) as err:
+        run_agent("dyna_q", {}, table, **args)
+    assert err.value.field == field
+    with pytest.raises(ConfigError, match="TabularTable"):
+        run_agent("dyna_q", {}, None, seed=0, run_indices=[0], episodes=1)
+
+
+def test_unused_hyper_parameters_are_still_checked():
+    with pytest.raises(ConfigError) as err:
+        validate_hparams("dyna_q", {"kappa": -5}, "v")
+    assert err.value.field == "v.kappa"
+    with pytest.raises(ConfigError):
+        validate_hparams("q_learning", {"model": "graph"}, "v")
+    with pytest.raises(ConfigError):
+        validate_hparams("dyna_q_plus", {"kappa": float("inf")}, "v")
+    with pytest.raises(ConfigError):
+        validate_hparams("dyna_q", {"n_planning": 2**63}, "v")
+
+
+def test_steps_mode_results_line_up_across_batches_and_phase_boundary():
+    table, _ = envs.make_table("dyna/BlockingMaze-v0", change_at=1000)
+    hp = {"alpha": 1.0, "n_planning": 5, "model": "last"}
+    kw = dict(seed=2, total_steps=1000, eval_every=1, eval_episodes=1)
+    whole = run_agent("dyna_q", hp, table, run_indices=range(4), **kw)
+    parts = [run_agent("dyna_q", hp, table, run_indices=idx, **kw) for idx in ([0], [1, 2, 3])]
+    assert whole.eval_score.shape == (4, 1000)
+    assert np.array_equal(whole.eval_score, np.concatenate([p.eval_score for p in parts]), equal_nan=True)
+    # after exactly 1000 steps the new layout is in force: the old 10-step path is blocked,
+    # so the final greedy episode cannot reach the goal in 10 steps
+    assert not np.any(whole.final_greedy_steps == 10)

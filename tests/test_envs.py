@@ -237,3 +237,60 @@ def test_env04_no_silent_version_swap():
         envs.make_table("Pong")
     with pytest.raises(ConfigError, match="env.kwargs.colour"):
         envs.make_table("dyna/AsciiMaze-v0", colour=3)
+
+
+# --------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("P, isd, match", [
+    ({0: {0: [(float("nan"), 0, 0.0, False)]}}, [1.0], "probability"),
+    ({0: {0: [(1.5, 0, 0.0, False), (-0.5, 0, 0.0, False)]}}, [1.0], "probability"),
+    ({0: {0: [(1.0, 1, 0.0, False)]}}, [1.0], "next state"),
+    ({0: {0: [(1.0, -1, 0.0, False)]}}, [1.0], "next state"),
+    ({0: {0: [(1.0, 0, float("nan"), False)]}}, [1.0], "reward"),
+    ({0: {0: [(1.0, 0, 0.0)]}}, [1.0], "prob, next_state"),
+    ({0: {0: [(1.0, 0, 0.0, False)]}}, [float("nan")], "distribution"),
+    ({}, [1.0], "states"),
+    ({0: {0: [(1.0, 1, 0.0, False)]}, 1: {1: [(1.0, 0, 0.0, False)]}}, [1.0, 0.0], "actions"),
+])
+def test_table_from_P_refuses_malformed_tables(P, isd, match):
+    with pytest.raises(ConfigError, match=match):
+        table_from_P(P, isd)
+
+
+def test_unreachable_goal_and_bad_maze_arguments():
+    with pytest.raises(ConfigError, match="no goal can be reached"):
+        envs.make_table("dyna/AsciiMaze-v0", layout="S#G")
+    with pytest.raises(ConfigError, match="change_at"):
+        envs.make_table("dyna/BlockingMaze-v0", change_at="x")
+    with pytest.raises(ConfigError, match="change_at"):
+        envs.make_table("dyna/BlockingMaze-v0", change_at=float("nan"))
+    with pytest.raises(ConfigError, match="layout"):
+        envs.make_table("dyna/AsciiMaze-v0", layout=None)
+    with pytest.raises(UnknownEnvError):
+        envs.make_table(None)
+    assert envs.make_table("dyna/DynaMaze-v0", max_episode_steps=np.int64(5))[0].max_episode_steps == 5
+    with pytest.raises(ConfigError, match="map_name"):
+        envs.make_table("FrozenLake", map_name="5x5")
+    with pytest.raises(ConfigError, match="is_slippery"):
+        envs.make_table("FrozenLake", is_slippery="no")
+    with pytest.raises(ConfigError, match="max_episode_steps"):
+        envs.make_table("Taxi", max_episode_steps=0)
+
+
+def test_make_env_serves_dyna_ids_too():
+    env, meta = envs.make_env("dyna/DynaMaze-v0", max_episode_steps=7)
+    assert meta["optimal_path_length"] == 14 and env.spec.max_episode_steps == 7
+
+
+def test_batched_stepper_returns_fresh_arrays_and_checks_masks():
+    table, _ = envs.make_table("dyna/DynaMaze-v0")
+    stepper = BatchedStepper(table, 2)
+    rng = np.random.default_rng(0)
+    stepper.reset(rng)
+    s2, *_ = stepper.step(np.array([0, 2]), rng)
+    before = s2.copy()
+    stepper.reset(rng, mask=np.array([True, False]))
+    assert np.array_equal(s2, before)
+    with pytest.raises(ConfigError, match="mask"):
+        stepper.reset(rng, mask=np.array([True]))
+    with pytest.raises(ConfigError, match="n_copies"):
+        BatchedStepper(table, 2.7)

@@ -45,7 +45,33 @@ def test_model_keep_last_follows_a_changed_world():
     m.update(0, 0, 2, 0.0, False, keep_last=True)
     assert m.distribution(0, 0) == {(2, 0.0): 1.0}
     assert m.count(0, 0) == 3
-    assert sorted(m.predecessors(1)) == [(0, 0)] and m.predecessors(2) == [(0, 0)]
+    # the forgotten outcome's predecessor link goes with it
+    assert m.predecessors(1) == [] and m.predecessors(2) == [(0, 0)]
+
+
+def test_keep_last_links_are_reused_not_leaked():
+    m = TabularModel(3, 1, max_outcomes=1)
+    for s2 in [0, 1, 2, 0, 1] * 20:
+        m.update(0, 0, s2, 0.0, False, keep_last=True)
+    m.update(1, 0, 2, 0.0, False, keep_last=True)
+    m.update(2, 0, 0, 0.0, False, keep_last=True)
+    assert (m.predecessors(0), m.predecessors(1), m.predecessors(2)) == ([(2, 0)], [(0, 0)], [(1, 0)])
+
+
+def test_kernel_queue_interleaved_pushes_and_pops_match_reference():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        kq = new_queue(6)
+        pq = PriorityQueue()
+        for _ in range(30):
+            if rng.random() < 0.6 or len(pq) == 0:
+                sa, p = int(rng.integers(6)), float(rng.choice([0.1, 0.2, 0.5]))
+                queue_push(*kq, sa, p)
+                pq.push(sa, 0, p)
+            else:
+                (ref, _), pref = pq.pop()
+                assert tuple(queue_pop(*kq)) == (ref, pref)
+            assert kq[3][0] == len(pq)
 
 
 def test_model_overflow_is_an_error():

@@ -45,6 +45,14 @@ HPARAMS = {
     "q_init": 0.0,       # initial action values
     "model": "counts",   # world model: "counts" (distribution) or "last" (latest outcome)
 }
+#: Greedy rollouts that must all succeed for the optimal-path check of Example 8.4.
+OPTIMAL_CHECKS = 5
+#: Upper bound of ``n_planning`` (planning steps per real step).
+MAX_PLANNING_STEPS = 1_000_000
+#: Default budget of time steps per run (episodes mode): a run that has not finished its
+#: episodes by then stops with an error instead of looping forever.
+MAX_TOTAL_STEPS = 50_000_000
+
 _USES = {
     "q_learning": ("alpha", "gamma", "epsilon", "q_init"),
     "dyna_q": ("alpha", "gamma", "epsilon", "n_planning", "q_init", "model"),
@@ -56,27 +64,30 @@ _USES = {
 def validate_hparams(agent: str, hparams: dict, field: str = "hparams") -> dict:
     """Check an agent name and its hyper-parameters; return the effective values.
 
-    Every name of :data:`HPARAMS` is accepted for every agent (so variants can share
-    defaults); the returned dict holds only the ones ``agent`` uses, defaults filled in.
+    Every name of :data:`HPARAMS` is accepted (and checked) for every agent, so variants can
+    share defaults; the returned dict holds only the ones ``agent`` uses, defaults filled in.
 
     Raises
     ------
     ConfigError
         Unknown agent (field ``{field}.agent``) or hyper-parameter name, ``alpha`` outside
-        (0, 1], ``gamma`` or ``epsilon`` outside [0, 1], ``n_planning`` not an integer >= 0
-        (>= 1 for prioritized sweeping; 0 for q_learning), negative ``kappa`` or ``theta``,
-        non-finite ``q_init``, ``model`` not "counts" or "last".
+        (0, 1], ``gamma`` or ``epsilon`` outside [0, 1], ``n_planning`` not an integer in
+        [0, MAX_PLANNING_STEPS] (>= 1 for prioritized sweeping; 0 for q_learning), ``kappa`` or
+        ``theta`` outside [0, 1e6], ``q_init`` outside [-1e6, 1e6], ``model`` not "counts"
+        or "last".
     """
-    if agent not in AGENTS:
+    if not isinstance(agent, str) or agent not in AGENTS:
         raise ConfigError(f"{field}.agent", agent, f"unknown agent (known: {sorted(AGENTS)})")
+    if not isinstance(hparams, dict):
+        raise ConfigError(field, hparams, "must be a dict of hyper-parameters")
     for key in hparams:
         if key not in HPARAMS:
             import difflib
             close = difflib.get_close_matches(key, HPARAMS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f" (known: {sorted(HPARAMS)})"
             raise ConfigError(f"{field}.{key}", hparams[key], f"unknown hyper-parameter{hint}")
-    out = {}
-    for key in _USES[agent]:
+    checked = {}
+    for key in set(_USES[agent]) | set(hparams):
         value = hparams.get(key, HPARAMS[key])
         f = f"{field}.{key}"
         if key == "alpha":
@@ -84,15 +95,18 @@ def validate_hparams(agent: str, hparams: dict, field: str = "hparams") -> dict:
         elif key in ("gamma", "epsilon"):
             value = float(check_range(f, value, 0.0, 1.0))
         elif key == "n_planning":
-            value = check_range(f, value, 1 if agent == "prioritized_sweeping" else 0, integer=True)
+            value = check_range(f, value, 0, MAX_PLANNING_STEPS, integer=True)
         elif key in ("kappa", "theta"):
-            value = float(check_range(f, value, 0.0))
+            value = float(check_range(f, value, 0.0, 1e6))
         elif key == "q_init":
-            value = float(check_range(f, value, -1e300, 1e300))
+            value = float(check_range(f, value, -1e6, 1e6))
         elif key == "model":
             if value not in ("counts", "last"):
                 raise ConfigError(f, value, 'must be "counts" (outcome distribution) or "last" (latest outcome)')
-        out[key] = value
+        checked[key] = value
+    if agent == "prioritized_sweeping" and checked["n_planning"] < 1:
+        raise ConfigError(f"{field}.n_planning", checked["n_planning"], "must be >= 1 for prioritized_sweeping")
+    out = {key: checked[key] for key in _USES[agent]}
     if agent == "q_learning":
         if hparams.get("n_planning", 0) not in (0, None):
             raise ConfigError(f"{field}.n_planning", hparams["n_planning"], "q_learning does no planning (use dyna_q)")
@@ -201,10 +215,10 @@ def _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, max_steps, st):
 def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, keep_last,
                 nxt, cum, rew, trm, nout, isd_cum, phase_start, max_steps,
                 n_episodes, total_steps, eval_every, eval_episodes, eval_max_steps, optimal_length,
-                train_st, eval_st, out, rew_m, pair, seen_s, seen_a, pred_head, pred_link, info,
+                max_total_steps, train_st, eval_st, out, rew_m, pair, seen_s, seen_a, pred_head, pred_link, info,
                 hkey, hprio, hpos, hinfo,
                 ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
-                Q_out, overflow):
+                Q_out, overflow, budget_hit):
     R = train_st.shape[0]
     n_phases = phase_start.shape[0]
     by_steps = total_steps > 0
@@ -260,7 +274,14 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
                     break
                 if by_steps and t >= total_steps:
                     break
+                if t >= max_total_steps:
+                    budget_hit[r] = 1
+                    break
                 s = s2
+            if budget_hit[r]:
+                break
+            while p + 1 < n_phases and t >= phase_start[p + 1]:
+                p += 1  # evaluate in the layout in force for the next step
             if not by_steps:
                 ep_steps[r, ep] = steps
                 ep_ret[r, ep] = ret
@@ -275,9 +296,16 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
                 eval_score[r, n_eval] = tot / eval_episodes
                 n_eval += 1
             if optimal_length > 0 and upd_to_opt[r] < 0:
-                _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p,
-                                                     optimal_length, est)
-                if reached and n_steps <= optimal_length:
+                # the greedy path must reach a goal within optimal_length steps in every one
+                # of OPTIMAL_CHECKS rollouts (ties random), so a lucky tie-break cannot pass
+                found = True
+                for _ in range(OPTIMAL_CHECKS):
+                    _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p,
+                                                         optimal_length, est)
+                    if not (reached and n_steps <= optimal_length):
+                        found = False
+                        break
+                if found:
                     upd_to_opt[r] = updates
                     break
         _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, eval_max_steps, est)
@@ -317,7 +345,7 @@ class RunResult:
 def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
               episodes: int | None = None, total_steps: int | None = None,
               eval_every: int = 0, eval_episodes: int = 0, eval_max_steps: int | None = None,
-              optimal_length: int = 0) -> RunResult:
+              optimal_length: int = 0, max_total_steps: int = MAX_TOTAL_STEPS) -> RunResult:
     """Run R independent runs of a tabular agent on a transition table, in one kernel call.
 
     Parameters
@@ -341,11 +369,16 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
     eval_max_steps : int, optional
         Step cap of evaluation episodes (default: the table's limit, else 100 * S).
     optimal_length : int
-        If > 0: after every episode a greedy rollout from the start checks whether the
-        policy reaches a goal within ``optimal_length`` steps; the run then records its
-        cumulative updates in ``updates_to_optimal`` and stops (Example 8.4). Pass the
-        shortest path length times a tolerance (e.g. 1.2): with ε-greedy exploration a
-        model can settle on a near-shortest path long before it has seen the shortest one.
+        If > 0: after every episode greedy rollouts from the start (:data:`OPTIMAL_CHECKS` of
+        them, ties random, all must succeed) check whether the policy reaches a goal within
+        ``optimal_length`` steps; the run then records its cumulative updates in
+        ``updates_to_optimal`` and stops (Example 8.4). Pass the shortest path length times a
+        tolerance (e.g. 1.2): with ε-greedy exploration a model can settle on a
+        near-shortest path long before it has seen the shortest one.
+    max_total_steps : int
+        Budget of time steps per run in episodes mode (default :data:`MAX_TOTAL_STEPS`): an
+        environment without a step limit where the policy never reaches a goal would
+        otherwise loop forever inside the compiled kernel, where Ctrl-C cannot reach it.
 
     Returns
     -------
@@ -356,7 +389,9 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
     * ``episode_return`` float64 (R, E), ``episode_terminated`` bool (R, E)
     * ``episode_updates`` int64 (R, E): cumulative Q updates (real + planning)
     * ``step_reward`` float64 (R, T): reward of each step (steps mode; else (R, 0))
-    * ``eval_score`` float64 (R, V) (NaN where not reached), ``eval_episode`` int64 (V,)
+    * ``eval_score`` float64 (R, V) (NaN where not reached), ``eval_episode`` int64 (V,);
+      V = E // eval_every, or T // eval_every in steps mode (an upper bound that depends
+      only on the schedule, so results of separately run batches line up)
     * ``updates_to_optimal`` int64 (R,): -1 if never (or not asked)
     * ``final_greedy_steps`` int64 (R,): steps of one greedy episode (ties random) after
       training, in the layout then in force; -1 if it does not reach a goal within
@@ -367,30 +402,45 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
     ------
     ConfigError
         Bad agent or hyper-parameters, neither or both of ``episodes``/``total_steps``,
-        negative counts, or a stochastic environment with more distinct outcomes per (s, a)
-        than the table lists.
+        negative counts, a stochastic environment with more distinct outcomes per (s, a)
+        than the table lists, or a run that exhausted ``max_total_steps`` (field
+        ``max_total_steps``; give the env a ``max_episode_steps``).
     """
+    from envs.tabular import TabularTable
+
     hp = validate_hparams(agent, hparams)
-    runs = np.asarray(run_indices, dtype=np.int64).reshape(-1)
-    if runs.size == 0 or np.any(runs < 0):
-        raise ConfigError("run_indices", runs.tolist(), "must be a non-empty list of indices >= 0")
-    check_range("seed", seed, 0, integer=True)
+    if not isinstance(table, TabularTable):
+        raise ConfigError("table", type(table).__name__, "must be an envs.tabular.TabularTable (envs.make_table)")
+    try:
+        raw = list(np.asarray(run_indices, dtype=object).reshape(-1))
+    except TypeError:
+        raw = [run_indices]
+    runs = np.array([check_range("run_indices", v, 0, 2**62, integer=True) for v in raw], dtype=np.int64)
+    if runs.size == 0:
+        raise ConfigError("run_indices", [], "must be a non-empty list of indices >= 0")
+    check_range("seed", seed, 0, 2**63 - 1, integer=True)
     if (episodes is None) == (total_steps is None):
         raise ConfigError("schedule", {"episodes": episodes, "total_steps": total_steps},
                           "give exactly one of episodes and total_steps")
-    E = 0 if episodes is None else check_range("episodes", episodes, 1, integer=True)
-    T = 0 if total_steps is None else check_range("total_steps", total_steps, 1, integer=True)
+    E = 0 if episodes is None else check_range("episodes", episodes, 1, 10**8, integer=True)
+    T = 0 if total_steps is None else check_range("total_steps", total_steps, 1, 10**9, integer=True)
+    if runs.size * (E + T) > 5 * 10**8:
+        raise ConfigError("episodes" if E else "total_steps", E or T,
+                          f"x {runs.size} runs needs more than 5e8 result cells; use fewer runs per call")
     eval_every = check_range("eval_every", eval_every, 0, integer=True)
     eval_episodes = check_range("eval_episodes", eval_episodes, 0, integer=True)
     if eval_every > 0 and eval_episodes < 1:
         raise ConfigError("eval_episodes", eval_episodes, "must be >= 1 when eval_every > 0")
-    optimal_length = check_range("optimal_length", optimal_length, 0, integer=True)
+    optimal_length = check_range("optimal_length", optimal_length, 0, 2**62, integer=True)
+    max_total_steps = check_range("max_total_steps", max_total_steps, 1, 2**62, integer=True)
     S, A, K = table.n_states, table.n_actions, table.max_outcomes
     if eval_max_steps is None:
         eval_max_steps = table.max_episode_steps or 100 * S
+    eval_max_steps = check_range("eval_max_steps", eval_max_steps, 1, 2**62, integer=True)
     R = runs.size
-    # evaluations: exact count in episodes mode; an upper bound in steps mode (trimmed below)
-    V = (E // eval_every if E else T) if eval_every else 0
+    # evaluations: exact count in episodes mode; an upper bound in steps mode (every episode
+    # takes at least one step), fixed by the schedule alone
+    V = (E // eval_every if E else T // eval_every) if eval_every else 0
     ep_steps = np.full((R, E), -1, np.int64)
     ep_ret = np.zeros((R, E))
     ep_term = np.zeros((R, E), np.bool_)
@@ -401,6 +451,7 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
     final_greedy = np.full(R, -1, np.int64)
     Q = np.empty((R, S, A))
     overflow = np.zeros(R, np.int64)
+    budget_hit = np.zeros(R, np.int64)
     # a changing environment can show up to K outcomes per phase for the same (s, a)
     m = new_model(S, A, K * table.phase_start.shape[0], runs=R)
     q = new_queue(S * A, runs=R)
@@ -409,18 +460,19 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
                 hp.get("kappa", 0.0), hp.get("theta", 0.0), hp["q_init"], hp.get("model") == "last",
                 table.next_state, table.cum_prob, table.reward, table.terminated, table.n_outcomes,
                 table.isd_cum, table.phase_start, table.max_episode_steps,
-                E, T, eval_every, eval_episodes, int(eval_max_steps), optimal_length,
-                run_states(seed, runs, STREAM_TRAIN), run_states(seed, runs, STREAM_EVAL), *m, *q,
+                E, T, eval_every, eval_episodes, eval_max_steps, optimal_length,
+                max_total_steps if E else 2**62, run_states(seed, runs, STREAM_TRAIN), run_states(seed, runs, STREAM_EVAL), *m, *q,
                 ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
-                Q, overflow)
+                Q, overflow, budget_hit)
     wall = time.perf_counter() - t0
+    if budget_hit.any():
+        bad = runs[budget_hit > 0].tolist()
+        raise ConfigError("max_total_steps", max_total_steps,
+                          f"run(s) {bad[:5]} took that many steps without finishing their episodes "
+                          f"(the policy never reaches a goal?); give the env a max_episode_steps")
     if overflow.any():
         raise ConfigError("env", table.meta.get("resolved_id", "table"),
                           f"has more distinct outcomes per (s, a) than its table lists (K={K})")
-    if V and T:
-        keep = int(np.max(np.sum(~np.isnan(eval_score), axis=1)))
-        eval_score = eval_score[:, :keep]
-        V = keep
     eval_episode = (np.arange(1, V + 1, dtype=np.int64) * eval_every) if V else np.zeros(0, np.int64)
     return RunResult(agent, hp, runs, ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score,
                      eval_episode, upd_to_opt, final_greedy, Q, wall)
@@ -442,8 +494,9 @@ def warmup() -> float:
 class DynaAgent:
     """One run of a tabular agent, stepped from Python against any Gymnasium env.
 
-    The same compiled functions as :func:`run_agent` do the work, so a run driven step by
-    step from Python learns exactly what the kernel would from the same transitions.
+    The same compiled update functions as :func:`run_agent` do the work. (A Python-driven
+    run does not draw the same random numbers as the kernel, which also draws the
+    environment's randomness -- start states, slips -- from the run's stream.)
 
     Parameters
     ----------
@@ -469,9 +522,14 @@ class DynaAgent:
         self.agent = agent
         self.hparams = validate_hparams(agent, hparams)
         self.code = _kernel_code(agent, self.hparams)
-        self.Q = np.full((int(n_states), int(n_actions)), self.hparams["q_init"])
+        n_states = check_range("n_states", n_states, 1, 10**8, integer=True)
+        n_actions = check_range("n_actions", n_actions, 1, 10**6, integer=True)
+        max_outcomes = check_range("max_outcomes", max_outcomes, 1, 10**4, integer=True)
+        seed = check_range("seed", seed, 0, 2**63 - 1, integer=True)
+        run_index = check_range("run_index", run_index, 0, 2**62, integer=True)
+        self.Q = np.full((n_states, n_actions), self.hparams["q_init"])
         self.model = new_model(n_states, n_actions, max_outcomes)
-        self.queue = new_queue(int(n_states) * int(n_actions))
+        self.queue = new_queue(n_states * n_actions)
         self.rng_state = run_states(seed, [run_index])[0]
         self.t = 0
         self.updates = 0
@@ -479,10 +537,17 @@ class DynaAgent:
     def _obs(self, s, name):
         if isinstance(s, tuple):
             raise ConfigError(name, s, "is a tuple: pass the observation, not reset()'s (obs, info)")
-        s = int(s)
-        if not (0 <= s < self.Q.shape[0]):
-            raise ConfigError(name, s, f"must be in [0, {self.Q.shape[0]})")
-        return s
+        return self._index(s, name, self.Q.shape[0])
+
+    @staticmethod
+    def _index(v, name, n):
+        import numbers
+
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+            raise ConfigError(name, v, "must be an integer")
+        if not (0 <= v < n):
+            raise ConfigError(name, v, f"must be in [0, {n})")
+        return int(v)
 
     def act(self, s, greedy: bool = False) -> int:
         """ε-greedy action in state ``s`` (greedy with random ties if ``greedy``)."""
@@ -497,7 +562,16 @@ class DynaAgent:
         ``truncated`` never stops the bootstrap; only ``terminated`` does (when both are
         true, the step is terminal).
         """
+        import math
+
         s, s2 = self._obs(s, "s"), self._obs(s2, "s2")
+        a = self._index(a, "a", self.Q.shape[1])
+        if isinstance(r, (bool, np.bool_)) or not isinstance(r, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(r):
+            raise ConfigError("r", r, "must be a finite number")
+        for flag, v in (("terminated", terminated), ("truncated", truncated)):
+            if not isinstance(v, (bool, np.bool_)):
+                raise ConfigError(flag, v, "must be a bool")
         self.t += 1
         u, ok = agent_learn(self.code, self.Q, *self.model, *self.queue, s, int(a), float(r), s2,
                             bool(terminated), self.t, self.hparams["alpha"], self.hparams["gamma"],
