@@ -21,17 +21,25 @@ from dyna.errors import ConfigError, MissingFileError
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from dyna.experiment.backends import get_backend
+    from dyna.experiment.config import load_run_options
     from dyna.experiment.kinds import load_experiment
     from dyna.experiment.runner import run_experiment
 
     config = load_experiment(args.file, runs=args.runs, seed=args.seed)
+    # the file's [run] table, overridden by the command line
+    run_opts = load_run_options(args.file)
+    backend_name = args.backend or run_opts.get("backend", "inprocess")
+    address = args.address if args.address is not None else (
+        run_opts.get("address") if backend_name == run_opts.get("backend") else None)
+    workers = args.workers if args.workers is not None else run_opts.get("workers")
+    block_size = args.block_size if args.block_size is not None else run_opts.get("block_size")
     options = {}
-    if args.address is not None:
-        if args.backend != "ray":
-            raise ConfigError("--address", args.address, "only with --backend ray")
-        options["address"] = args.address
-    backend = get_backend(args.backend, args.workers, **options)
-    out = run_experiment(config, args.out, backend=backend, block_size=args.block_size,
+    if address is not None:
+        if backend_name != "ray":
+            raise ConfigError("--address", address, "only with --backend ray")
+        options["address"] = address
+    backend = get_backend(backend_name, workers, **options)
+    out = run_experiment(config, args.out, backend=backend, block_size=block_size,
                          progress=False if args.no_progress else None, source=args.file)
     print(out)
     return 0
@@ -61,9 +69,9 @@ def register(sub) -> None:
                      help="base seed, overriding the file")
     run.add_argument("--out", default=None, metavar="DIR",
                      help="output folder (must not exist); default runs/<name>-<timestamp>")
-    run.add_argument("--backend", default="inprocess", metavar="NAME",
+    run.add_argument("--backend", default=None, metavar="NAME",
                      help="where jobs run: inprocess (default), process (local pool) or ray "
-                     '(Ray; pip install "dyna[ray]")')
+                     '(Ray; pip install "dyna[ray]"); also settable in the file\'s [run] table')
     run.add_argument("--address", default=None, metavar="ADDR",
                      help="with --backend ray: join the Ray cluster at ADDR (HOST:PORT or auto) "
                      "instead of starting a local instance")

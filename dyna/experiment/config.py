@@ -592,4 +592,40 @@ def load_config(path: str | Path, *, runs: int | None = None, seed: int | None =
             data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config", str(path), f"not valid TOML: {exc}") from None
+    data.pop("run", None)  # where to run is not part of the experiment (see load_run_options)
     return parse_config(data, runs=runs, seed=seed)
+
+
+#: Keys of the optional ``[run]`` table: where and how to run, never part of the config hash.
+RUN_KEYS = ("backend", "address", "workers", "block_size")
+
+
+def load_run_options(path: str | Path) -> dict:
+    """The optional ``[run]`` table of an experiment file: ``backend``, ``address``,
+    ``workers``, ``block_size``. Command-line flags override it; it does not enter the config
+    or its hash, since the results do not depend on where they were computed.
+
+    Raises
+    ------
+    MissingFileError, ConfigError
+        No such file; not valid TOML; an unknown key (``run.<key>``) or a bad value.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFileError("config", path)
+    try:
+        with path.open("rb") as fh:
+            raw = tomllib.load(fh).get("run", {})
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("config", str(path), f"not valid TOML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError("run", raw, "must be a table")
+    _check_keys(raw, RUN_KEYS, "run.")
+    out = {}
+    for key in ("backend", "address"):
+        if key in raw:
+            out[key] = _string(raw[key], f"run.{key}")
+    for key in ("workers", "block_size"):
+        if key in raw:
+            out[key] = check_range(f"run.{key}", raw[key], lo=1, integer=True)
+    return out
