@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from dyna import cli
@@ -131,12 +132,20 @@ def test_failed_job_retried_then_reported_others_kept(ray_backend, tmp_path, mon
             np.testing.assert_array_equal(result[name], arr)
     assert backend.describe()["retried"] == 1
 
-    # through the runner: the error names the job, no output folder is left
+    # through the runner: the error names the job; the variants whose runs all finished are
+    # written (a complete folder, marked complete = false), the failed variant is left out
     monkeypatch.setattr(runner, "execute_job", failing)
-    with pytest.raises(JobsFailedError, match="variant 'n=5', runs 2..3"):
+    with pytest.raises(JobsFailedError, match="variant 'n=5', runs 2..3") as err2:
         run_experiment(cfg, tmp_path / "out", backend=backend, block_size=2)
-    assert not (tmp_path / "out").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["attempts.txt"]
+    out = tmp_path / "out"
+    assert f"written to {out}" in str(err2.value)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] is False
+    assert [(f["variant"], f["runs"]) for f in manifest["failed_jobs"]] == [(1, [2, 3])]
+    kept = pl.read_parquet(out / "results.parquet")
+    assert kept["variant"].unique().to_list() == [cfg.variants[0].name]
+    assert sorted(kept["run"].unique().to_list()) == list(range(cfg.runs))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["attempts.txt", "out"]
 
 
 def test_cli_reports_failed_job_in_one_line(ray_backend, tmp_path, monkeypatch, capsys):
@@ -159,8 +168,10 @@ def test_cli_reports_failed_job_in_one_line(ray_backend, tmp_path, monkeypatch, 
     captured = capsys.readouterr()
     assert rc == 2
     assert captured.err == ("dyna: error: 1 of 2 jobs failed: variant 'b', runs 0..1, seed 3 "
-                            "(ValueError: diverged; 3 attempts); 1 other job finished\n")
-    assert not out.exists()
+                            "(ValueError: diverged; 3 attempts); 1 other job finished; the "
+                            f"complete variants were written to {out} (manifest.json: "
+                            "complete = false, failed_jobs)\n")
+    assert json.loads((out / "manifest.json").read_text())["complete"] is False
 
 
 def test_flaky_job_retried_gives_identical_tables(ray_backend, tmp_path, monkeypatch):

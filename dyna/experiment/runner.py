@@ -227,6 +227,8 @@ def build_tables(config: ExperimentConfig, merged: dict) -> dict[str, pl.DataFra
     results, runs_rows, evals = [], [], []
     for v, variant in enumerate(config.variants):
         for p, point in enumerate(points):
+            if (v, p) not in merged:   # a failed group left out of a partial output
+                continue
             a = merged[(v, p)]
             R = config.runs
             run_idx = np.arange(R, dtype=np.int64)
@@ -575,10 +577,23 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
     total_runs = sum(len(j.run_indices) for j in jobs)
     if progress is None:
         progress = sys.stderr.isatty()
+    failed = None
     with tqdm(total=total_runs, desc=config.name, unit=kind.progress_unit,
               disable=not progress, file=sys.stderr, leave=False) as bar:
-        results = backend.map(kind.job_function, jobs,
-                              on_result=lambda job, _res: bar.update(len(job.run_indices)))
+        try:
+            results = backend.map(kind.job_function, jobs,
+                                  on_result=lambda job, _res: bar.update(len(job.run_indices)))
+        except DynaError as exc:
+            # a backend that finishes the other jobs before reporting failures (Ray) hands
+            # their results over: keep every (variant, point) whose runs all finished
+            if not hasattr(exc, "failures") or not getattr(exc, "results", None):
+                raise
+            failed = exc
+            jobs, results = _complete_groups([exc.jobs[i] for i in sorted(exc.results)],
+                                             [exc.results[i] for i in sorted(exc.results)],
+                                             config.runs)
+            if not jobs:
+                raise
     run_s = time.perf_counter() - t_run
 
     # 3. Write into a hidden sibling, rename into place at the end.
@@ -624,6 +639,11 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         manifest["timing"]["output_time_s"] = round(time.perf_counter() - t_out, 4)
         manifest["timing"]["wall_time_s"] = round(time.perf_counter() - t_start, 4)
         kind.write_report(output, tmp)
+        if failed is not None:
+            manifest["complete"] = False
+            manifest["failed_jobs"] = [{"job": job.describe(), "variant": job.variant, "point": job.point,
+                                        "runs": list(job.run_indices), "error": f"{type(e).__name__}: {e}",
+                                        "attempts": attempts} for job, e, attempts in failed.failures]
         (tmp / "manifest.json").write_text(
             json.dumps(manifest, indent=2, default=_json_default, allow_nan=False) + "\n")
         os.rename(tmp, out)
@@ -631,8 +651,26 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         shutil.rmtree(tmp, ignore_errors=True)
         if created_parent is not None:
             _remove_empty_dirs(out.parent, created_parent)
+        if failed is not None:
+            raise failed from None
         raise
+    if failed is not None:
+        failed.args = (f"{failed}; the complete variants were written to {out} "
+                       "(manifest.json: complete = false, failed_jobs)",)
+        failed.output = out
+        raise failed
     return out
+
+
+def _complete_groups(jobs: list[Job], results: list, runs: int) -> tuple[list[Job], list]:
+    """The jobs (and results) of every (variant, point) whose runs 0..runs-1 all finished."""
+    groups: dict[tuple, list] = {}
+    for job, res in zip(jobs, results):
+        groups.setdefault((job.variant, job.point), []).append((job, res))
+    kept = [pair for items in groups.values()
+            if sorted(i for job, _ in items for i in job.run_indices) == list(range(runs))
+            for pair in items]
+    return [job for job, _ in kept], [res for _, res in kept]
 
 
 def _remove_empty_dirs(leaf: Path, top: Path) -> None:
