@@ -105,11 +105,66 @@ def _label(value) -> str:
 class _Dictionary:
     """Label <-> int32 code for one categorical column; code 0 is ""."""
 
-    __slots__ = ("labels", "lookup")
+    __slots__ = ("labels", "lookup", "mappings")
 
     def __init__(self):
         self.labels: list[str] = [""]
         self.lookup: dict[str, int] = {"": 0}
+        # Categorical label tuples (plain str) whose labels are all known -> (their types,
+        # their code table int32).
+        self.mappings: dict[tuple, tuple[tuple, np.ndarray]] = {}
+
+
+_MAX_CACHED_MAPPINGS = 256
+_REQUIRED_SET = frozenset(REQUIRED_FIELDS)
+_NO_IDS = np.zeros(0, dtype=np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _stage_scalars(reward, ts, ids, first_id, id_dst, rew_dst, ts_dst, base,
+                   prev_ts):  # pragma: no cover - compiled
+    """Write reward, timestamp and id of a batch to rows ``base..base+n`` of the destinations.
+
+    ``ids`` empty means ``first_id, first_id + 1, ...``. Returns ``(column, row, sorted)``:
+    column 0 (reward) or 1 (timestamp) and the first non-finite row, or ``(-1, -1, s)`` when
+    all are finite, with ``s`` whether the timestamps are non-decreasing after ``prev_ts``.
+    """
+    ts_sorted = True
+    last = prev_ts
+    generate = ids.shape[0] == 0
+    for i in range(reward.shape[0]):
+        r = reward[i]
+        t = ts[i]
+        if not np.isfinite(r):
+            return 0, i, False
+        if not np.isfinite(t):
+            return 1, i, False
+        if t < last:
+            ts_sorted = False
+        last = t
+        rew_dst[base + i] = r
+        ts_dst[base + i] = t
+        id_dst[base + i] = first_id + i if generate else ids[i]
+    return -1, -1, ts_sorted
+
+
+@numba.njit(cache=True, nogil=True)
+def _stage_codes(src, mapping, dst, base, required):  # pragma: no cover - compiled
+    """``dst[base + i] = mapping[src[i]]``; returns ``(row, reason)`` of the first bad row.
+
+    reason 0: ``src[i]`` outside ``[0, len(mapping))``; reason 1: a required column would get
+    code 0 (missing). ``(-1, -1)`` when every row is valid.
+    """
+    m = mapping.shape[0]
+    for i in range(src.shape[0]):
+        c = src[i]
+        if c < 0 or c >= m:
+            return i, 0
+        v = mapping[c]
+        if required and v == 0:
+            return i, 1
+        dst[base + i] = v
+    return -1, -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -332,25 +387,26 @@ class ExperienceBuffer:
             is validated before anything is written, so on error nothing changes.
         """
         self._check_fields(columns)
-        reward = _finite_column("reward", columns["reward"], None)
+        reward = _float_column("reward", columns["reward"], None)
         n = reward.shape[0]
         ts = columns.get("timestamp")
         ts = (np.full(n, float(self._clock())) if ts is None
-              else _finite_column("timestamp", ts, n))
+              else _float_column("timestamp", ts, n))
         if ids is None:
-            id_arr = np.arange(self._next_id, self._next_id + n, dtype=np.int64)
+            id_src = _NO_IDS
         else:
-            id_arr = np.asarray(ids)
-            if id_arr.shape != (n,) or (n and id_arr.dtype.kind not in "iu"):
-                raise ConfigError("ids", id_arr.shape, f"must be {n} integers")
-            id_arr = id_arr.astype(np.int64)
-            if n and (id_arr[0] < self._next_id or np.any(id_arr[1:] <= id_arr[:-1])):
-                raise ConfigError("ids", int(id_arr[0]),
+            id_src = np.asarray(ids)
+            if id_src.shape != (n,) or (n and id_src.dtype.kind not in "iu"):
+                raise ConfigError("ids", id_src.shape, f"must be {n} integers")
+            id_src = id_src.astype(np.int64)
+            if n and (id_src[0] < self._next_id or np.any(id_src[1:] <= id_src[:-1])):
+                raise ConfigError("ids", int(id_src[0]),
                                   f"must be strictly increasing and >= next_id={self._next_id}")
 
-        # Categorical columns: encode tentatively; new labels are committed after validation.
+        # Categorical columns: resolve labels to codes; new labels are committed only after
+        # the whole batch is valid.
         encoded = [(name, *self._encode(name, columns.get(name), n))
-                   for name in CATEGORICAL_FIELDS]
+                   for name in CATEGORICAL_FIELDS if name in columns or name in self._used]
 
         dict_json: list[tuple[str, np.ndarray]] = []
         redacted_rows: dict[str, list] = {}
@@ -367,67 +423,106 @@ class ExperienceBuffer:
             dict_json.append((name, texts))
             redacted_rows[name] = red
 
+        # Numeric columns are validated while they are written to a staging area that is
+        # not visible yet: the free slots after the live rows (growable buffer) or fresh
+        # arrays copied in after validation (ring buffer, whose free slots are live rows).
+        store = self._store
+        direct = not store.ring and n > 0
+        if direct:
+            store._reserve(n)
+            base = store._start + len(store)
+            stage = store._arrays
+        else:
+            base = 0
+            stage = {name: np.empty((n,) + store._arrays[name].shape[1:],
+                                    store._arrays[name].dtype)
+                     for name in ("id", "reward", "timestamp", "features", "inv_norm")}
+        prev_ts = float(stage["timestamp"][base - 1]) if direct and len(store) else -np.inf
+        bad_col, bad_row, ts_sorted = _stage_scalars(
+            reward, ts, id_src, self._next_id, stage["id"], stage["reward"],
+            stage["timestamp"], base, prev_ts)
+        if bad_col >= 0:
+            field, values = ("reward", reward) if bad_col == 0 else ("timestamp", ts)
+            raise ConfigError(f"{field}[{bad_row}]", float(values[bad_row]), "must be finite")
+
         sf = columns.get("state_features")
-        prewritten = False
+        feats = None
         if sf is not None:
             feats = np.asarray(sf, dtype=np.float32)
             if feats.shape != (n, self._dim):
                 raise ConfigError("state_features", feats.shape,
                                   f"must have shape ({n}, {self._dim})")
-            if self.ring or n == 0:
-                inv = inverse_norms(feats, "state_features")
-            else:
-                # Copy the features into the free slots after the live rows and compute
-                # their norms in the same pass; the rows only become visible at claim().
-                self._store._reserve(n)
-                base = self._store._start + len(self._store)
-                bad = copy_with_inverse_norms(feats, self._store.array("features"), base,
-                                      self._store.array("inv_norm"))
-                if bad >= 0:
-                    raise ConfigError(f"state_features[{bad}]", feats[bad][:4].tolist(),
-                                      "must be finite with a norm within the float32 range")
-                prewritten = True
-        elif not redacted_rows:
-            feats = np.zeros((n, self._dim), dtype=np.float32)
-            inv = np.zeros(n, dtype=np.float32)
-        else:
+        elif redacted_rows:
             feats = np.empty((n, self._dim), dtype=np.float32)
             for i in range(n):
                 feats[i] = hash_features({name: rows[i] for name, rows in redacted_rows.items()},
                                          self._dim)
-            inv = inverse_norms(feats, "state_features")
+        if feats is None:
+            stage["features"][base:base + n] = 0
+            stage["inv_norm"][base:base + n] = 0
+        else:
+            bad = copy_with_inverse_norms(feats, stage["features"], base, stage["inv_norm"])
+            if bad >= 0:
+                raise ConfigError(f"state_features[{bad}]", feats[bad][:4].tolist(),
+                                  "must be finite with a norm within the float32 range")
 
-        # ---- all validated: commit dictionaries, then write every column.
-        writes = [("id", id_arr), ("reward", reward), ("timestamp", ts)]
-        if not prewritten:
-            writes += [("features", feats), ("inv_norm", inv)]
+        # Codes given per row: one compiled pass remaps them to dictionary codes, checking
+        # the range and that required fields are never "missing".
+        scalar_codes: list[tuple[str, int]] = []
+        staged: list[str] = []
         for name, codes, new_labels in encoded:
+            if type(codes) is int:
+                # A column that has only ever held code 0 is all zeros (arrays are allocated
+                # zeroed and failed batches are undone), so writing 0 again can be skipped.
+                if codes or name in self._used:
+                    scalar_codes.append((name, codes))
+                continue
+            src, mapping = codes
+            if not direct:
+                stage[name] = np.empty(n, np.int32)
+            staged.append(name)
+            row, reason = _stage_codes(src, mapping, stage[name], base,
+                                       name in _REQUIRED_SET)
+            if row >= 0:
+                if direct:  # undo: unused columns must stay all zero
+                    for done in staged:
+                        if done not in self._used:
+                            stage[done][base:base + n] = 0
+                if reason == 0:
+                    raise ConfigError(f"{name}[{row}]", int(src[row]),
+                                      f"Categorical code out of range [0, {mapping.size})")
+                raise ConfigError(f"{name}[{row}]", "", "is required and must be non-empty")
+
+        # ---- all validated: commit dictionaries, then publish the rows.
+        for name, _, new_labels in encoded:
             if new_labels:
                 d = self._dicts[name]
                 for label in new_labels:
                     d.lookup[label] = len(d.labels)
                     d.labels.append(label)
-            # A column that has only ever held code 0 is all zeros (arrays are allocated
-            # zeroed), so writing 0 again can be skipped.
-            if type(codes) is int and codes == 0 and name not in self._used:
-                continue
-            self._used.add(name)
-            writes.append((name, codes))
+        self._used.update(staged)
+        self._used.update(name for name, _ in scalar_codes)
+        writes: list[tuple[str, Any]] = list(scalar_codes)
         given = {name for name, _ in dict_json}
         writes.extend(dict_json)
         writes.extend((name, None) for name in DICT_FIELDS
                       if name in self._used and name not in given)
         self._used.update(given)
-        self._note_timestamps(ts)
-        arrays = self._store._arrays
-        for dst, src in self._store.claim(n):
+        if n and (store.ring or not ts_sorted):
+            self._ts_sorted = False
+        if not direct:
+            writes.extend((name, stage[name]) for name in
+                          ["id", "reward", "timestamp", "features", "inv_norm", *staged])
+        arrays = store._arrays
+        for dst, src in store.claim(n):
             whole = src.start == 0 and src.stop == n
             for name, values in writes:
                 arrays[name][dst] = (values if whole or values is None or type(values) is int
                                      else values[src])
         if n:
-            self._next_id = int(id_arr[-1]) + 1
-        return id_arr
+            self._next_id = self._next_id + n if ids is None else int(id_src[-1]) + 1
+        return (np.arange(self._next_id - n, self._next_id, dtype=np.int64) if ids is None
+                else id_src)
 
     def _check_fields(self, given: Mapping[str, Any]) -> None:
         for name in given:
@@ -451,9 +546,11 @@ class ExperienceBuffer:
             self._ts_sorted = False
 
     def _encode(self, name: str, values, n: int) -> tuple[Any, list[str]]:
-        """Codes (an int for all rows, or int32 (n,)) and the labels that would be new.
+        """Codes and the labels that would be new; nothing is committed.
 
-        Nothing is committed: the caller adds the new labels once the batch is valid.
+        Returns ``(code, new)`` with an int code for every row, or ``((src, mapping), new)``
+        where row ``i`` gets code ``mapping[src[i]]`` (applied and range-checked by
+        :func:`_stage_codes`). The caller adds the new labels once the batch is valid.
         """
         if values is None:
             return 0, []
@@ -466,12 +563,15 @@ class ExperienceBuffer:
             return (code, []) if code is not None else (len(d.labels), [label])
         if isinstance(values, Categorical):
             codes = np.asarray(values.codes)
-            labels = [_label(v) for v in values.labels]
             if codes.shape != (n,) or (n and codes.dtype.kind not in "iu"):
                 raise ConfigError(name, codes.shape, f"Categorical codes must be {n} integers")
-            if n and (codes.min() < 0 or codes.max() >= len(labels)):
-                raise ConfigError(name, int(codes.max()), "Categorical code out of range")
-            uniq_labels, inverse = labels, codes
+            raw = tuple(values.labels)
+            cached = d.mappings.get(raw)
+            # Every label known and every label a plain str (so equal tuples are equal
+            # labels): the remap table is cached.
+            if cached is not None and tuple(map(type, raw)) == cached[0]:
+                return (codes, cached[1]), []
+            uniq_labels, inverse = tuple([_label(v) for v in raw]), codes
         else:
             arr = np.asarray(values)
             if arr.ndim == 0:
@@ -505,13 +605,13 @@ class ExperienceBuffer:
                     code = len(d.labels) + len(new)
                     new.append(label)
             mapping[j] = code
-        codes = mapping[inverse] if len(uniq_labels) else np.zeros(n, np.int32)
-        if name in REQUIRED_FIELDS and n and (mapping == 0).any():
-            empty = codes == 0
-            if empty.any():
-                i = int(np.flatnonzero(empty)[0])
-                raise ConfigError(f"{name}[{i}]", "", "is required and must be non-empty")
-        return codes, new
+        if isinstance(values, Categorical) and not new:
+            types = tuple(map(type, raw))
+            if all(t is str for t in types):
+                if len(d.mappings) >= _MAX_CACHED_MAPPINGS:
+                    d.mappings.clear()
+                d.mappings[raw] = (types, mapping)   # dictionaries only grow: stays valid
+        return (inverse, mapping), new
 
     # ================================================================= reading
     def column(self, name: str) -> np.ndarray:
@@ -888,16 +988,14 @@ class ExperienceBuffer:
         return buf
 
 
-def _finite_column(field: str, values, n: int | None) -> np.ndarray:
-    """float64 (n,) column, finite; a scalar is broadcast when n is given."""
+def _float_column(field: str, values, n: int | None) -> np.ndarray:
+    """float64 (n,) column (finiteness is checked by the caller); a scalar is broadcast
+    when n is given."""
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim == 0 and n is not None:
         arr = np.full(n, float(arr))
     if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
         raise ConfigError(field, arr.shape, "must be a 1-D array" + ("" if n is None else f" of length {n}"))
-    if not np.isfinite(arr).all():
-        i = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise ConfigError(f"{field}[{i}]", float(arr[i]), "must be finite")
     return arr
 
 
