@@ -7,9 +7,10 @@ experiment).
   ``experiments/skill_loop_ablation.toml`` -- all 18 variants, five scenarios, 10 seeds,
   1,000 episodes each (900,000 agent runs) -- on a local process pool with one worker per
   core, the loops running the same code as on files but on the in-memory store. It prints
-  episodes per second per variant (wall time of that variant's 50 runs on the pool) and
-  the ratio of each variant's time to ``no_learning`` (the environment and policy alone,
-  measured in the same run: the cost the learning loop adds). Target of the issue: the
+  episodes per second per variant (per worker: that variant's 50 runs over the worker
+  time they took) and the ratio of each variant's time to ``no_learning`` (the
+  environment and policy alone, measured in the same run: the cost the learning loop
+  adds), and the wall time of the whole ablation. Target of the issue: the
   whole ablation in under 10 minutes on this 2-core machine. It was *not* met when this
   benchmark was written (1,015 s for the ablation through ``dyna run --backend process``
   on a machine shared with other jobs), so the measured time is printed against the
@@ -46,38 +47,37 @@ def test_full_skill_ablation(benchmark):
     cfg = load_experiment("experiments/skill_loop_ablation.toml")
     assert cfg.runs == 10 and cfg.episodes == 1000 and len(cfg.scenarios) == 5
     workers = os.cpu_count() or 1
-    per_variant: dict[str, float] = {}
     cpu: dict[str, float] = {}
 
     def run_all():
+        # every (variant, scenario, seed) run is one task on the pool, all submitted at
+        # once, longest first (the volume scenario), so no worker idles at a variant's end
+        jobs = [(v, cfg.store, cfg.env_kwargs(p), cfg.episodes, cfg.seed, r,
+                 dict(cfg.policy), dict(cfg.loop))
+                for v in cfg.variants for p in range(len(cfg.scenarios))
+                for r in range(cfg.runs)]
+        jobs.sort(key=lambda j: -j[2].get("n_families", 0))
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for v in cfg.variants:
-                jobs = [(v, cfg.store, cfg.env_kwargs(p), cfg.episodes, cfg.seed, r,
-                         dict(cfg.policy), dict(cfg.loop))
-                        for p in range(len(cfg.scenarios)) for r in range(cfg.runs)]
-                t0 = time.perf_counter()
-                res = list(pool.map(_one, jobs))
-                per_variant[v] = time.perf_counter() - t0
-                cpu[v] = sum(t for t, _ in res)
+            for job, (t, _) in zip(jobs, pool.map(_one, jobs)):
+                cpu[job[0]] = cpu.get(job[0], 0.0) + t
 
     t0 = time.perf_counter()
     benchmark.pedantic(run_all, rounds=1, iterations=1)
     total = time.perf_counter() - t0
     n = cfg.runs * cfg.episodes * len(cfg.scenarios)
-    base = per_variant["no_learning"]
+    base = cpu["no_learning"]
     print(f"\nfull skill-loop ablation: {len(cfg.variants)} variants x "
           f"{len(cfg.scenarios)} scenarios x {cfg.runs} seeds x {cfg.episodes} episodes "
           f"= {n * len(cfg.variants)} episodes on {workers} workers")
     for v in cfg.variants:
-        print(f"  {v:40s} {n / per_variant[v]:9.0f} episodes/s (wall {per_variant[v]:6.1f} s, "
-              f"{n / cpu[v]:7.0f} episodes/s per core; x{per_variant[v] / base:5.2f} "
-              f"no_learning)")
+        print(f"  {v:40s} {n / cpu[v]:7.0f} episodes/s per worker ({cpu[v]:6.1f} worker-s; "
+              f"x{cpu[v] / base:5.2f} no_learning)")
     met = total < TARGET_S
-    print(f"  total {total:.1f} s ({n * len(cfg.variants) / total:.0f} episodes/s), "
+    print(f"  total {total:.1f} s wall ({n * len(cfg.variants) / total:.0f} episodes/s), "
           f"target < {TARGET_S:.0f} s: {'met' if met else 'NOT met'} "
           f"(x{total / TARGET_S:.2f} the target)")
     benchmark.extra_info.update({"total_s": total,
-                                 **{f"eps_per_s_{v}": n / t for v, t in per_variant.items()}})
+                                 **{f"eps_per_worker_s_{v}": n / t for v, t in cpu.items()}})
     if os.environ.get("DYNA_ASSERT_ABLATION_TARGET") == "1":
         assert met
 
