@@ -20,7 +20,7 @@ import pytest
 
 from dyna.index import AnnIndex, ExactIndex, recall_at_k
 
-faiss = pytest.importorskip("faiss", reason="faiss is the peer (pip install 'dyna[ann]')")
+faiss = pytest.importorskip("faiss", reason="faiss is the peer (pip install -e '.[ann]')")
 
 N, D, K = 1_000_000, 64, 10
 

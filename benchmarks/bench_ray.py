@@ -1,6 +1,6 @@
 """Overhead of the Ray backend on a sweep of 200 small jobs, against the local process pool.
 
-Run with ``pytest benchmarks/bench_ray.py -s`` (needs ``pip install "dyna[ray]"``).
+Run with ``pytest benchmarks/bench_ray.py -s`` (needs ``pip install -e ".[ray]"``).
 
 The sweep: Figure 8.2's Dyna maze, Q-learning (n = 0), 200 runs of 2 episodes, one run per
 job, so each job does a few milliseconds of work and the backends' per-job costs dominate.
@@ -35,7 +35,7 @@ from dyna.experiment.config import parse_config
 # Not importorskip: importing Ray here first would keep the local instance off the loopback
 # address (the backend imports Ray itself, see dyna.experiment.ray_backend).
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                                reason='Ray is not installed (pip install "dyna[ray]")')
+                                reason='Ray is not installed (pip install -e ".[ray]")')
 
 N_JOBS = 200
 MAX_RATIO_VS_POOL = 1.5

@@ -180,6 +180,88 @@ def _keep_newest(group, keep, n_groups):  # pragma: no cover - compiled
     return mask
 
 
+class _Group:
+    """Row positions of one label (ascending), and once searched while scattered, a
+    contiguous copy of those rows' features, inverse norms and ids with its own index."""
+
+    __slots__ = ("rows", "copy", "index")
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = ColumnStore({"row": (np.int64, ())}, max(rows.size, 16))
+        self.copy: ColumnStore | None = None
+        self.index: ExactIndex | None = None
+        self.append(rows, None)
+
+    def append(self, rows: np.ndarray, store: ColumnStore | None) -> None:
+        if rows.size == 0:
+            return
+        for dst, _ in self.rows.claim(rows.size):
+            self.rows.array("row")[dst] = rows
+        if self.copy is not None:
+            for dst, _ in self.copy.claim(rows.size):
+                for name in ("features", "inv_norm", "id"):
+                    self.copy.array(name)[dst] = store.view(name)[rows]
+
+    def contiguous(self) -> slice | None:
+        rows = self.rows.view("row")
+        if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size:
+            return slice(int(rows[0]), int(rows[-1]) + 1)
+        return None
+
+    def searchable(self, store: ColumnStore, dim: int) -> ExactIndex:
+        """The index over the group's own contiguous copy (built on first use)."""
+        if self.index is None:
+            rows = self.rows.view("row")
+            self.copy = ColumnStore({"features": (np.float32, (dim,)),
+                                     "inv_norm": (np.float32, ()), "id": (np.int64, ())},
+                                    max(rows.size, 16))
+            for dst, _ in self.copy.claim(rows.size):
+                for name in ("features", "inv_norm", "id"):
+                    self.copy.array(name)[dst] = store.view(name)[rows]
+            self.index = ExactIndex.over(self.copy, vectors="features", inv_norm="inv_norm",
+                                         stamp="id")
+        return self.index
+
+    def nbytes(self) -> int:
+        return self.rows.nbytes() + (self.copy.nbytes() if self.copy is not None else 0)
+
+
+class _Groups:
+    """Per-label row lists of one categorical column, kept up to date as rows are appended.
+
+    Built on the first filtered search by that column (one stable argsort of its codes);
+    dropped whenever rows are deleted or moved (they are rebuilt on the next search).
+    """
+
+    def __init__(self, codes: np.ndarray):
+        self.groups: dict[int, _Group] = {}
+        self.append(codes, 0, None)
+
+    def append(self, codes: np.ndarray, first_row: int, store: ColumnStore | None) -> None:
+        """Add rows ``first_row .. first_row + len(codes) - 1`` with these codes."""
+        if codes.size == 0:
+            return
+        if codes[0] == codes[-1] and (codes == codes[0]).all():
+            parts = [(int(codes[0]), np.arange(first_row, first_row + codes.size))]
+        else:
+            order = np.argsort(codes, kind="stable")
+            sorted_codes = codes[order]
+            cuts = np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1
+            starts = np.concatenate(([0], cuts))
+            ends = np.concatenate((cuts, [codes.size]))
+            parts = [(int(sorted_codes[a]), order[a:b] + first_row)
+                     for a, b in zip(starts.tolist(), ends.tolist())]
+        for code, rows in parts:
+            g = self.groups.get(code)
+            if g is None:
+                self.groups[code] = _Group(rows.astype(np.int64, copy=False))
+            else:
+                g.append(rows, store)
+
+    def nbytes(self) -> int:
+        return sum(g.nbytes() for g in self.groups.values())
+
+
 class ExperienceBuffer:
     """Columnar store of episodes with batched writes, zero-copy reads and an exact index.
 
@@ -230,6 +312,9 @@ class ExperienceBuffer:
         self._ts_sorted = True  # timestamps non-decreasing in row order (growable mode)
         # Optional columns that ever received a value; the others are still all zero/None.
         self._used: set[str] = set()
+        # Per-label row lists (and scattered groups' feature copies) of the categorical
+        # columns that filtered searches used; see _Groups.
+        self._groups: dict[str, _Groups] = {}
         self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
                                      stamp="id")
 
@@ -264,10 +349,12 @@ class ExperienceBuffer:
 
     def nbytes(self) -> int:
         """Raw bytes of the live rows of every column (object columns count 8-byte pointers
-        plus the length of their JSON strings)."""
+        plus the length of their JSON strings), plus the row lists and feature copies kept
+        for filtered search (see :meth:`search`)."""
         total = self._store.nbytes()
         for name in DICT_FIELDS:
             total += sum(len(s) for s in self._store.view(name) if s is not None)
+        total += sum(g.nbytes() for g in self._groups.values())
         return total
 
     # ================================================================= writing
@@ -350,6 +437,7 @@ class ExperienceBuffer:
         arr("features")[i] = feat
         arr("inv_norm")[i] = inv[0]
         self._next_id = ident + 1
+        self._grouped_append(1)
         return ident
 
     def record_batch(self, *, ids=None, **columns) -> np.ndarray:
@@ -519,10 +607,22 @@ class ExperienceBuffer:
             for name, values in writes:
                 arrays[name][dst] = (values if whole or values is None or type(values) is int
                                      else values[src])
+        self._grouped_append(n)
         if n:
             self._next_id = self._next_id + n if ids is None else int(id_src[-1]) + 1
         return (np.arange(self._next_id - n, self._next_id, dtype=np.int64) if ids is None
                 else id_src)
+
+    def _grouped_append(self, n: int) -> None:
+        """Extend the per-label row lists with the last ``n`` rows (a ring drops them)."""
+        if not self._groups or n == 0:
+            return
+        if self.ring:
+            self._groups.clear()
+            return
+        first = len(self._store) - n
+        for name, groups in self._groups.items():
+            groups.append(self._store.view(name)[first:], first, self._store)
 
     def _check_fields(self, given: Mapping[str, Any]) -> None:
         for name in given:
@@ -813,13 +913,39 @@ class ExperienceBuffer:
     def search(self, query, k: int, **filters):
         """Cosine top-k over the rows matching ``filters`` (see :meth:`select`).
 
-        Returns ``(rows, scores)`` as :meth:`dyna.index.ExactIndex.search`; only the
-        selected rows are read.
+        Returns ``(rows, scores)`` as :meth:`dyna.index.ExactIndex.search`. A filter on one
+        categorical column pays only for the selected rows: the first such search builds
+        per-label row lists for that column (one stable sort of its codes), kept up to
+        date as rows are recorded and rebuilt after deletions. A label whose rows are
+        contiguous is searched as a zero-copy slice; a label whose rows are scattered
+        among others' gets a contiguous copy of its features (float32 ``(m, d)``, counted
+        by :meth:`nbytes`), built on its first search and extended as rows arrive, so its
+        search reads ``m`` rows in order rather than gathering them. Several filters at
+        once (or a ring buffer) use one mask pass over the columns.
         """
-        if not any(v is not None for v in filters.values()):
+        active = {name: label for name, label in filters.items() if label is not None}
+        if not active:
             return self.index.search(query, k)
+        if len(active) == 1 and not self.ring:
+            (name, label), = active.items()
+            if name not in self._dicts:
+                raise ConfigError(name, label, "not a categorical field to select on")
+            code = self._dicts[name].lookup.get(_label(label))
+            group = None
+            if code is not None:
+                groups = self._groups.get(name)
+                if groups is None:
+                    groups = self._groups[name] = _Groups(self._store.view(name))
+                group = groups.groups.get(code)
+            if group is None:
+                return self.index.search(query, k, candidates=slice(0, 0))
+            sl = group.contiguous()
+            if sl is not None:
+                return self.index.search(query, k, candidates=sl)
+            pos, scores = group.searchable(self._store, self._dim).search(query, k)
+            return group.rows.view("row")[pos], scores
         sl = self.select_slice(**filters)
-        cand = self.select(**filters) if sl is None else np.arange(sl.start, sl.stop)
+        cand = self.select(**filters) if sl is None else sl
         return self.index.search(query, k, candidates=cand)
 
     # ================================================================= deleting
@@ -848,6 +974,7 @@ class ExperienceBuffer:
         deleted = n - survivors.size
         if deleted:
             self._store.keep(survivors)
+            self._groups.clear()
         return deleted
 
     def prune_older_than(self, t: float) -> int:
@@ -866,6 +993,8 @@ class ExperienceBuffer:
         if self._ts_sorted and not self.ring:
             n = int(np.searchsorted(ts, t, side="left"))
             self._store.drop_prefix(n, release=self._used)
+            if n:
+                self._groups.clear()
             return n
         return self._keep_mask(ts >= t)
 
@@ -913,6 +1042,7 @@ class ExperienceBuffer:
             nd.labels, nd.lookup = list(d.labels), dict(d.lookup)
             new._dicts[name] = nd
         new._used = set(self._used)
+        new._groups = {}
         new.index = ExactIndex.over(new._store, vectors="features", inv_norm="inv_norm",
                                     stamp="id")
         return new
@@ -920,6 +1050,7 @@ class ExperienceBuffer:
     def clear(self) -> None:
         """Delete every row (ids keep increasing; dictionaries are kept)."""
         self._store.clear()
+        self._groups.clear()
         self._ts_sorted = True
 
     # ================================================================= polars

@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    # every sub-command's --help opens with its one-line summary
+    for action in sub._choices_actions:
+        child = sub.choices.get(action.dest)
+        if child is not None and not child.description and action.help:
+            child.description = action.help[:1].upper() + action.help[1:] + "."
     return parser
 
 
@@ -60,6 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dyna: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `dyna ... | head`): stop quietly, as Unix tools do
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -572,10 +572,11 @@ class ExactIndex:
             float, shape ``(d,)`` for one query or ``(q, d)`` for a batch.
         k : int
             Number of neighbours, >= 1. More than the number of candidates returns them all.
-        candidates : array_like, optional
+        candidates : array_like or slice, optional
             Restrict the search to these rows: an int array of row positions (a contiguous
-            ascending range is searched as a zero-copy slice; duplicates are dropped) or a
-            boolean mask of shape ``(len,)``. Only the candidate rows are read.
+            ascending range is searched as a zero-copy slice; duplicates are dropped), a
+            ``slice`` of row positions, or a boolean mask of shape ``(len,)``. Only the
+            candidate rows are read.
 
         Returns
         -------
@@ -663,6 +664,11 @@ def _unit_queries(query, dim: int) -> tuple[np.ndarray, bool]:
 
 def _candidate_rows(candidates, n: int):
     """Normalise candidates to ``(lo, hi, None)`` for a contiguous range or ``(0, 0, rows)``."""
+    if isinstance(candidates, slice):
+        lo, hi, step = candidates.indices(n)
+        if step == 1:
+            return (lo, hi, None) if hi > lo else (0, 0, None)
+        candidates = np.arange(lo, hi, step, dtype=np.int64)
     c = np.asarray(candidates)
     if c.dtype == bool:
         if c.shape != (n,):

@@ -298,7 +298,7 @@ def build_server(tools: ExperienceTools):
     Raises
     ------
     ImportError
-        The MCP SDK is not installed (``pip install 'dyna[mcp]'``).
+        The MCP SDK is not installed (``pip install -e '.[mcp]'``).
     """
     import anyio  # noqa: PLC0415
     import mcp.types as types  # noqa: PLC0415
@@ -382,6 +382,9 @@ def _open_store(db: str, dim: int | None, read_only: bool):
         dim = have
     elif read_only:
         raise MissingFileError("db", path)  # a read-only server never creates a store
+    elif not path.parent.is_dir():
+        # a mistyped path must not silently give an agent a new, empty store
+        raise MissingFileError("db", path.parent)
     return ExperienceStore(path, dim=64 if dim is None else dim)
 
 
@@ -396,8 +399,8 @@ def _run(args) -> int:
         import anyio  # noqa: PLC0415
         import mcp  # noqa: F401, PLC0415
     except ImportError:
-        raise ConfigError("mcp", None, "the MCP SDK is not installed; pip install "
-                          "'dyna[mcp]'") from None
+        raise ConfigError("dyna mcp", "mcp", "the MCP SDK is not installed; from the repository: "
+                          "pip install -e '.[mcp]'") from None
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     store = _open_store(args.db, args.dim, args.read_only)
     try:

@@ -383,3 +383,69 @@ def test_copy_is_independent():
     ring.record_batch(reward=[1.0, 2.0, 3.0, 4.0], **BASE)
     rc = ring.copy()
     assert rc.column("reward")[rc.order()].tolist() == [2.0, 3.0, 4.0] and rc.is_full
+
+
+def _reference_search(buf, q, k, **filters):
+    """Brute force: cosine of every selected row, sorted by (score desc, id desc)."""
+    rows = buf.select(**filters)
+    X = buf.column("features")[rows].astype(np.float64)
+    norms = np.linalg.norm(X, axis=1)
+    s = np.where(norms > 0, X @ q / np.where(norms > 0, norms, 1) / np.linalg.norm(q), 0.0)
+    order = np.lexsort((-buf.column("id")[rows], -s))[:k]
+    return rows[order], s[order]
+
+
+def test_filtered_search_by_one_label_follows_appends_and_deletes():
+    rng = np.random.default_rng(7)
+    buf = ExperienceBuffer(dim=8, capacity=4)
+    tenants, tasks = ["t0", "t1", "t2"], ["nav", "pick"]
+
+    def add(n):
+        feats = rng.standard_normal((n, 8)).astype(np.float32)
+        feats[rng.random(n) < 0.1] = 0.0                       # zero rows score 0
+        feats[1::5] = feats[0]                                  # exact ties
+        buf.record_batch(reward=np.zeros(n), tenant_id=Categorical(
+            rng.integers(0, 3, n), tenants), task_type=Categorical(rng.integers(0, 2, n), tasks),
+            action_type="a", outcome="success", state_features=feats)
+
+    def check():
+        q = rng.standard_normal(8)
+        for name, label in [("tenant_id", "t0"), ("tenant_id", "t2"), ("task_type", "pick")]:
+            _, want_s = _reference_search(buf, q, 7, **{name: label})
+            rows, scores = buf.search(q, 7, **{name: label})
+            assert set(buf.column(name)[rows].tolist()) == {buf.code(name, label)}
+            np.testing.assert_allclose(scores, want_s, atol=2e-6)
+            # Same neighbours as the index over the same candidates (scores to float32
+            # rounding: BLAS and the gather kernel sum in different orders).
+            ref_rows, ref_s = buf.index.search(q, 7, candidates=buf.select(**{name: label}))
+            assert rows.tolist() == ref_rows.tolist()
+            np.testing.assert_allclose(scores, ref_s, rtol=0, atol=1e-6)
+
+    add(50)
+    check()                        # builds the row lists and the scattered groups' copies
+    add(1)
+    add(37)                        # appended to the lists and the copies
+    check()
+    group = buf._groups["tenant_id"].groups[buf.code("tenant_id", "t0")]
+    assert group.copy is not None and len(group.copy) == buf.select(tenant_id="t0").size
+    buf.record(reward=1.0, tenant_id="t2", task_type="nav", action_type="a", outcome="s",
+               state_features=np.ones(8))
+    check()
+    buf.delete(buf.select(tenant_id="t1")[::2])   # rows move: lists are rebuilt
+    check()
+    buf.prune_older_than(float(buf.column("timestamp")[10]))
+    check()
+    assert buf.search(np.ones(8), 3, tenant_id="nobody")[0].tolist() == []
+
+
+def test_filtered_search_on_contiguous_label_reads_a_slice_and_copies_nothing():
+    buf = ExperienceBuffer(dim=4, capacity=8)
+    for tenant in ("a", "b"):
+        buf.record_batch(reward=np.zeros(100), tenant_id=tenant, task_type="x", action_type="u",
+                         outcome="s", state_features=np.random.default_rng(0).random((100, 4)))
+    raw = buf.nbytes()
+    rows, _ = buf.search(np.ones(4), 5, tenant_id="b")
+    assert rows.min() >= 100
+    group = buf._groups["tenant_id"].groups[buf.code("tenant_id", "b")]
+    assert group.copy is None and group.contiguous() == slice(100, 200)
+    assert buf.nbytes() == raw + 2 * 100 * 8     # only the two row lists (int64)

@@ -27,7 +27,7 @@ from dyna.experiment.config import parse_config
 from dyna.experiment.runner import run_experiment
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
-NO_RAY = 'Ray is not installed (pip install "dyna[ray]"), so the Ray backend cannot run'
+NO_RAY = 'Ray is not installed (pip install -e ".[ray]"), so the Ray backend cannot run'
 TABLES = ("results.parquet", "evals.parquet", "runs.parquet")
 
 
@@ -240,7 +240,7 @@ def test_without_ray_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
     captured = capsys.readouterr()
     assert rc == 2
     assert captured.err == ("dyna: error: --backend='ray': Ray is not installed; install it "
-                            'with pip install "dyna[ray]"\n')
+                            'with pip install -e ".[ray]"\n')
     assert captured.out == ""
     assert not out.exists()
 

@@ -102,7 +102,8 @@ def test_prioritized_sweeping_ratio_hand_computed():
     assert "| 2 | 216 | 8000.0 (one run: no interval) | 1/2 | 2000.0 [1000.0, 3000.0] | 2/2 " \
            "| 4 |" in text
     assert "needs fewer updates at every size: yes" in text
-    assert "per size: 10, 4 (book: about 5 to 10)" in text
+    assert ("per size: 10, 4 (book: about 5 to 10, the gap widening with size) -> partly "
+            "consistent with the book's range; the gap does not widen with size here.") in text
 
 
 def _runs_frame(folder):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dyna.errors import ConfigError, MissingFileError
+from dyna.errors import ConfigError, MissingFileError, check_range
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -32,6 +32,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     address = args.address if args.address is not None else (
         run_opts.get("address") if backend_name == run_opts.get("backend") else None)
     workers = args.workers if args.workers is not None else run_opts.get("workers")
+    if workers is not None:
+        check_range("--workers", workers, lo=1, integer=True)
     block_size = args.block_size if args.block_size is not None else run_opts.get("block_size")
     options = {}
     if address is not None:
@@ -71,7 +73,7 @@ def register(sub) -> None:
                      help="output folder (must not exist); default runs/<name>-<timestamp>")
     run.add_argument("--backend", default=None, metavar="NAME",
                      help="where jobs run: inprocess (default), process (local pool) or ray "
-                     '(Ray; pip install "dyna[ray]"); also settable in the file\'s [run] table')
+                     '(Ray; pip install -e ".[ray]"); also settable in the file\'s [run] table')
     run.add_argument("--address", default=None, metavar="ADDR",
                      help="with --backend ray: join the Ray cluster at ADDR (HOST:PORT or auto) "
                      "instead of starting a local instance")

@@ -585,6 +585,8 @@ def load_config(path: str | Path, *, runs: int | None = None, seed: int | None =
         (see :func:`parse_config`).
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError("config", str(path), "is a directory; give an experiment .toml file")
     if not path.is_file():
         raise MissingFileError("config", path)
     try:

@@ -36,7 +36,7 @@ Failures
   instance this backend started. The runner writes its output folder only after ``map``
   returns, so nothing is left on disk.
 
-Ray is an optional extra (``pip install "dyna[ray]"``); without it, constructing the backend
+Ray is an optional extra (``pip install -e ".[ray]"``); without it, constructing the backend
 raises :class:`RayNotInstalledError`.
 """
 
@@ -55,7 +55,7 @@ from dyna.experiment.backends import Backend, Job, _annotate, _CarriedError, _po
 __all__ = ["INSTALL_HINT", "JobsFailedError", "RayBackend", "RayNotInstalledError"]
 
 #: How to install the optional dependency.
-INSTALL_HINT = 'pip install "dyna[ray]"'
+INSTALL_HINT = 'pip install -e ".[ray]"'
 
 # Ray reads this at import: "0" makes a local node use the loopback address (Ray's own
 # switch for machines that are not meant to form clusters).
@@ -71,7 +71,7 @@ _CONNECT_TIMEOUT_S = 5.0
 class RayNotInstalledError(ConfigError, ImportError):
     """``--backend ray`` was asked for but Ray is not importable.
 
-    The message says how to install it (``pip install "dyna[ray]"``).
+    The message says how to install it (``pip install -e ".[ray]"``).
     """
 
     def __init__(self, field: str = "--backend", value: object = "ray",

@@ -646,6 +646,9 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
                                         "attempts": attempts} for job, e, attempts in failed.failures]
         (tmp / "manifest.json").write_text(
             json.dumps(manifest, indent=2, default=_json_default, allow_nan=False) + "\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the results are for everyone
         os.rename(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
