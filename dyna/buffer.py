@@ -118,16 +118,19 @@ class _Dictionary:
 _MAX_CACHED_MAPPINGS = 256
 _REQUIRED_SET = frozenset(REQUIRED_FIELDS)
 _NO_IDS = np.zeros(0, dtype=np.int64)
+_NO_FEATURES = np.zeros((0, 1), dtype=np.float32)
 
 
 @numba.njit(cache=True, nogil=True)
-def _stage_scalars(reward, ts, ids, first_id, id_dst, rew_dst, ts_dst, base,
-                   prev_ts):  # pragma: no cover - compiled
-    """Write reward, timestamp and id of a batch to rows ``base..base+n`` of the destinations.
+def _stage_rows(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_dst, inv_dst,
+                base, prev_ts):  # pragma: no cover - compiled
+    """Write reward, timestamp, id and (unless ``feats`` has no rows) features with their
+    inverse norms for a batch to rows ``base..base+n`` of the destinations, validating them.
 
     ``ids`` empty means ``first_id, first_id + 1, ...``. Returns ``(column, row, sorted)``:
-    column 0 (reward) or 1 (timestamp) and the first non-finite row, or ``(-1, -1, s)`` when
-    all are finite, with ``s`` whether the timestamps are non-decreasing after ``prev_ts``.
+    column 0 (reward), 1 (timestamp) or 2 (features) and the first invalid row, or
+    ``(-1, -1, s)`` when all are valid, with ``s`` whether the timestamps are non-decreasing
+    after ``prev_ts``.
     """
     ts_sorted = True
     last = prev_ts
@@ -145,6 +148,10 @@ def _stage_scalars(reward, ts, ids, first_id, id_dst, rew_dst, ts_dst, base,
         rew_dst[base + i] = r
         ts_dst[base + i] = t
         id_dst[base + i] = first_id + i if generate else ids[i]
+    if feats.shape[0]:
+        bad = copy_with_inverse_norms(feats, feat_dst, base, inv_dst)
+        if bad >= 0:
+            return 2, bad, False
     return -1, -1, ts_sorted
 
 
@@ -525,16 +532,8 @@ class ExperienceBuffer:
             stage = {name: np.empty((n,) + store._arrays[name].shape[1:],
                                     store._arrays[name].dtype)
                      for name in ("id", "reward", "timestamp", "features", "inv_norm")}
-        prev_ts = float(stage["timestamp"][base - 1]) if direct and len(store) else -np.inf
-        bad_col, bad_row, ts_sorted = _stage_scalars(
-            reward, ts, id_src, self._next_id, stage["id"], stage["reward"],
-            stage["timestamp"], base, prev_ts)
-        if bad_col >= 0:
-            field, values = ("reward", reward) if bad_col == 0 else ("timestamp", ts)
-            raise ConfigError(f"{field}[{bad_row}]", float(values[bad_row]), "must be finite")
-
         sf = columns.get("state_features")
-        feats = None
+        feats = _NO_FEATURES
         if sf is not None:
             feats = np.asarray(sf, dtype=np.float32)
             if feats.shape != (n, self._dim):
@@ -545,14 +544,19 @@ class ExperienceBuffer:
             for i in range(n):
                 feats[i] = hash_features({name: rows[i] for name, rows in redacted_rows.items()},
                                          self._dim)
-        if feats is None:
+        else:
             stage["features"][base:base + n] = 0
             stage["inv_norm"][base:base + n] = 0
-        else:
-            bad = copy_with_inverse_norms(feats, stage["features"], base, stage["inv_norm"])
-            if bad >= 0:
-                raise ConfigError(f"state_features[{bad}]", feats[bad][:4].tolist(),
-                                  "must be finite with a norm within the float32 range")
+        prev_ts = float(stage["timestamp"][base - 1]) if direct and len(store) else -np.inf
+        bad_col, bad_row, ts_sorted = _stage_rows(
+            reward, ts, id_src, self._next_id, feats, stage["id"], stage["reward"],
+            stage["timestamp"], stage["features"], stage["inv_norm"], base, prev_ts)
+        if bad_col == 2:
+            raise ConfigError(f"state_features[{bad_row}]", feats[bad_row][:4].tolist(),
+                              "must be finite with a norm within the float32 range")
+        if bad_col >= 0:
+            field, values = ("reward", reward) if bad_col == 0 else ("timestamp", ts)
+            raise ConfigError(f"{field}[{bad_row}]", float(values[bad_row]), "must be finite")
 
         # Codes given per row: one compiled pass remaps them to dictionary codes, checking
         # the range and that required fields are never "missing".
