@@ -205,9 +205,15 @@ class _Group:
         for dst, _ in self.rows.claim(rows.size):
             self.rows.array("row")[dst] = rows
         if self.copy is not None:
-            for dst, _ in self.copy.claim(rows.size):
-                for name in ("features", "inv_norm", "id"):
-                    self.copy.array(name)[dst] = store.view(name)[rows]
+            self._gather(store, rows)
+
+    def _gather(self, store: ColumnStore, rows: np.ndarray) -> None:
+        """Append these buffer rows' features, inverse norms and ids to the copy."""
+        for dst, _ in self.copy.claim(rows.size):
+            for name in ("features", "inv_norm", "id"):
+                # mode="clip" (rows are valid) lets numpy write straight into out, unbuffered
+                np.take(store.view(name), rows, axis=0, out=self.copy.array(name)[dst],
+                        mode="clip")
 
     def contiguous(self) -> slice | None:
         rows = self.rows.view("row")
@@ -222,9 +228,7 @@ class _Group:
             self.copy = ColumnStore({"features": (np.float32, (dim,)),
                                      "inv_norm": (np.float32, ()), "id": (np.int64, ())},
                                     max(rows.size, 16))
-            for dst, _ in self.copy.claim(rows.size):
-                for name in ("features", "inv_norm", "id"):
-                    self.copy.array(name)[dst] = store.view(name)[rows]
+            self._gather(store, rows)
             self.index = ExactIndex.over(self.copy, vectors="features", inv_norm="inv_norm",
                                          stamp="id")
         return self.index
