@@ -504,8 +504,19 @@ class ExperienceBuffer:
 
         # Categorical columns: resolve labels to codes; new labels are committed only after
         # the whole batch is valid.
-        encoded = [(name, *self._encode(name, columns.get(name), n))
-                   for name in CATEGORICAL_FIELDS if name in columns or name in self._used]
+        encoded: list[tuple[str, Any, list[str]]] = []
+        for name in CATEGORICAL_FIELDS:
+            values = columns.get(name)
+            if values is None:
+                if name in self._used:
+                    encoded.append((name, 0, []))
+                continue
+            if type(values) is str:  # the common case of a known label, inline
+                code = self._dicts[name].lookup.get(values)
+                if code is not None and (code or name not in _REQUIRED_SET):
+                    encoded.append((name, code, []))
+                    continue
+            encoded.append((name, *self._encode(name, values, n)))
 
         dict_json: list[tuple[str, np.ndarray]] = []
         redacted_rows: dict[str, list] = {}
@@ -596,14 +607,17 @@ class ExperienceBuffer:
                 for label in new_labels:
                     d.lookup[label] = len(d.labels)
                     d.labels.append(label)
-        self._used.update(staged)
-        self._used.update(name for name, _ in scalar_codes)
-        writes: list[tuple[str, Any]] = list(scalar_codes)
-        given = {name for name, _ in dict_json}
-        writes.extend(dict_json)
-        writes.extend((name, None) for name in DICT_FIELDS
-                      if name in self._used and name not in given)
-        self._used.update(given)
+        used = self._used
+        used.update(staged)
+        writes: list[tuple[str, Any]] = scalar_codes
+        for name, _ in scalar_codes:
+            used.add(name)
+        if dict_json or not used.isdisjoint(DICT_FIELDS):
+            given = {name for name, _ in dict_json}
+            writes.extend(dict_json)
+            writes.extend((name, None) for name in DICT_FIELDS
+                          if name in used and name not in given)
+            used.update(given)
         if n and (store.ring or not ts_sorted):
             self._ts_sorted = False
         if not direct:
@@ -633,9 +647,9 @@ class ExperienceBuffer:
             groups.append(self._store.view(name)[first:], first, self._store)
 
     def _check_fields(self, given: Mapping[str, Any]) -> None:
-        for name in given:
-            if name not in _INPUT_FIELDS:
-                raise ConfigError(name, given[name], "unknown episode field")
+        if not _INPUT_FIELDS.issuperset(given):
+            name = next(name for name in given if name not in _INPUT_FIELDS)
+            raise ConfigError(name, given[name], "unknown episode field")
         for name in REQUIRED_FIELDS:
             if given.get(name) is None:
                 raise ConfigError(name, None, "is required")
