@@ -449,3 +449,19 @@ def test_filtered_search_on_contiguous_label_reads_a_slice_and_copies_nothing():
     group = buf._groups["tenant_id"].groups[buf.code("tenant_id", "b")]
     assert group.copy is None and group.contiguous() == slice(100, 200)
     assert buf.nbytes() == raw + 2 * 100 * 8     # only the two row lists (int64)
+
+
+def test_failed_batch_leaves_never_used_columns_missing():
+    # run_id is staged (valid codes) before outcome_source fails: the staged codes of a
+    # column that never held a value must be undone, or the next batch would expose them.
+    buf = ExperienceBuffer(dim=2, capacity=16)
+    buf.record_batch(reward=[0.0], **BASE)
+    with pytest.raises(ConfigError) as err:
+        buf.record_batch(reward=[1.0, 2.0], run_id=Categorical(np.array([0, 1]), ["r1", "r2"]),
+                         outcome_source=Categorical(np.array([0, 5]), ["judge"]), **BASE)
+    assert err.value.field == "outcome_source[1]" and err.value.value == 5
+    assert len(buf) == 1 and buf.code("run_id", "r1") == -1
+    buf.record_batch(reward=[3.0, 4.0], **BASE)
+    assert [r["run_id"] for r in buf.rows()] == [None, None, None]
+    assert buf.column("reward").tolist() == [0.0, 3.0, 4.0]
+    assert buf.column("id").tolist() == [0, 1, 2]
