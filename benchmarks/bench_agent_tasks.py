@@ -10,11 +10,10 @@ experiment).
   episodes per second per variant (per worker: that variant's 50 runs over the worker
   time they took) and the ratio of each variant's time to ``no_learning`` (the
   environment and policy alone, measured in the same run: the cost the learning loop
-  adds), and the wall time of the whole ablation. Target of the issue: the
-  whole ablation in under 10 minutes on this 2-core machine. It was *not* met when this
-  benchmark was written (1,015 s for the ablation through ``dyna run --backend process``
-  on a machine shared with other jobs), so the measured time is printed against the
-  target, not asserted; set ``DYNA_ASSERT_ABLATION_TARGET=1`` to assert it.
+  adds), and the wall time of the whole ablation. Target of the issue: the whole ablation
+  in under 10 minutes on this 2-core machine; asserted. Measured when written: 446 s
+  (x0.74 the target) with the runs submitted at once, longest first; 612 s when each
+  variant's runs waited for the previous variant's to end.
 - ``test_memory_backend_vs_files``: one skill-loop run on the in-memory store against the
   same run on a library folder and a MEMORY.md file (``durable=False``); same outcomes,
   and the in-memory store is not slower.
@@ -78,8 +77,7 @@ def test_full_skill_ablation(benchmark):
           f"(x{total / TARGET_S:.2f} the target)")
     benchmark.extra_info.update({"total_s": total,
                                  **{f"eps_per_worker_s_{v}": n / t for v, t in cpu.items()}})
-    if os.environ.get("DYNA_ASSERT_ABLATION_TARGET") == "1":
-        assert met
+    assert met
 
 
 def test_memory_backend_vs_files(tmp_path, compare):
