@@ -187,6 +187,54 @@ def _keep_newest(group, keep, n_groups):  # pragma: no cover - compiled
     return mask
 
 
+@numba.njit(cache=True, nogil=True)
+def _split_by_code(codes, first_row):  # pragma: no cover - compiled
+    """Stable counting sort of rows by code.
+
+    Returns ``(rows, present, bounds)``: ``rows`` (int64) are ``first_row + i`` grouped by
+    code in ascending code order, each group ascending; ``present`` the codes that occur;
+    group ``j`` is ``rows[bounds[j]:bounds[j + 1]]``.
+    """
+    n = codes.shape[0]
+    hi = 0
+    for i in range(n):
+        hi = max(hi, codes[i])
+    counts = np.zeros(hi + 2, np.int64)
+    for i in range(n):
+        counts[codes[i] + 1] += 1
+    m = 0
+    for c in range(hi + 1):
+        m += counts[c + 1] > 0
+    present = np.empty(m, np.int64)
+    bounds = np.empty(m + 1, np.int64)
+    j = 0
+    for c in range(hi + 1):
+        if counts[c + 1] > 0:
+            present[j] = c
+            bounds[j] = counts[c]
+            j += 1
+        counts[c + 1] += counts[c]
+    bounds[m] = n
+    rows = np.empty(n, np.int64)
+    for i in range(n):
+        c = codes[i]
+        rows[counts[c]] = first_row + i
+        counts[c] += 1
+    return rows, present, bounds
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather_rows(features, inv, ids, rows, f_dst, inv_dst, id_dst, base):  # pragma: no cover
+    """Copy the given rows' features, inverse norms and ids to ``base, base + 1, ...``."""
+    d = features.shape[1]
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        for j in range(d):
+            f_dst[base + i, j] = features[r, j]
+        inv_dst[base + i] = inv[r]
+        id_dst[base + i] = ids[r]
+
+
 class _Group:
     """Row positions of one label (ascending), and once searched while scattered, a
     contiguous copy of those rows' features, inverse norms and ids with its own index."""
@@ -210,10 +258,9 @@ class _Group:
     def _gather(self, store: ColumnStore, rows: np.ndarray) -> None:
         """Append these buffer rows' features, inverse norms and ids to the copy."""
         for dst, _ in self.copy.claim(rows.size):
-            for name in ("features", "inv_norm", "id"):
-                # mode="clip" (rows are valid) lets numpy write straight into out, unbuffered
-                np.take(store.view(name), rows, axis=0, out=self.copy.array(name)[dst],
-                        mode="clip")
+            _gather_rows(store.view("features"), store.view("inv_norm"), store.view("id"),
+                         rows, self.copy.array("features"), self.copy.array("inv_norm"),
+                         self.copy.array("id"), dst.start)
 
     def contiguous(self) -> slice | None:
         rows = self.rows.view("row")
@@ -240,7 +287,7 @@ class _Group:
 class _Groups:
     """Per-label row lists of one categorical column, kept up to date as rows are appended.
 
-    Built on the first filtered search by that column (one stable argsort of its codes);
+    Built on the first filtered search by that column (one counting sort of its codes);
     dropped whenever rows are deleted or moved (they are rebuilt on the next search).
     """
 
@@ -252,22 +299,14 @@ class _Groups:
         """Add rows ``first_row .. first_row + len(codes) - 1`` with these codes."""
         if codes.size == 0:
             return
-        if codes[0] == codes[-1] and (codes == codes[0]).all():
-            parts = [(int(codes[0]), np.arange(first_row, first_row + codes.size))]
-        else:
-            order = np.argsort(codes, kind="stable")
-            sorted_codes = codes[order]
-            cuts = np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1
-            starts = np.concatenate(([0], cuts))
-            ends = np.concatenate((cuts, [codes.size]))
-            parts = [(int(sorted_codes[a]), order[a:b] + first_row)
-                     for a, b in zip(starts.tolist(), ends.tolist())]
-        for code, rows in parts:
+        rows, present, bounds = _split_by_code(codes, first_row)
+        for j, code in enumerate(present.tolist()):
+            rows_j = rows[bounds[j]:bounds[j + 1]]
             g = self.groups.get(code)
             if g is None:
-                self.groups[code] = _Group(rows.astype(np.int64, copy=False))
+                self.groups[code] = _Group(rows_j)
             else:
-                g.append(rows, store)
+                g.append(rows_j, store)
 
     def nbytes(self) -> int:
         return sum(g.nbytes() for g in self.groups.values())
