@@ -64,7 +64,6 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -72,7 +71,7 @@ import numpy as np
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
 from dyna.loops import Digest, LearningLoop, LoopConfig, Proposal, ReviewerOutput
-from dyna.loops._text import content_words
+from dyna.loops._text import content_words, fact_key
 
 __all__ = ["BASE_VARIANTS", "EPISODE_FIELDS", "LoopAgent", "PolicyParams",
            "ProcedureReviewer", "VariantSpec", "make_variant", "run_loop_agent",
@@ -336,7 +335,6 @@ class ProcedureReviewer:
                 text = f"{head} step {k} tool is {t}"
             else:
                 text = f"{head} step {k} value is {v}"
-            from dyna.loops._text import fact_key
             if fact_key(text) not in known:
                 out.append(Proposal("memory", text=text, provenance=prov if t == "send_secrets"
                                     else ()))
