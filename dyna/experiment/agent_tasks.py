@@ -176,6 +176,7 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
     from dyna.loops import LoopConfig
     from envs.agent_tasks import AgentTaskEnv
 
+    data = {k: v for k, v in data.items() if k != "run"}  # where to run: not the experiment
     _check_keys(data, _TOP, "")
     name = data.get("name")
     if not isinstance(name, str) or not _NAME_RE.match(name):
