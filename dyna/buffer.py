@@ -27,6 +27,16 @@ every read API covers rows ``0 <= r < len`` only. In ring mode (``ring=True``) t
 fixed and the oldest rows are overwritten (case BUF-02); row positions are then slots and
 :meth:`ExperienceBuffer.order` gives the write order.
 
+A batch (:meth:`ExperienceBuffer.record_batch`) is validated while it is staged: compiled
+passes write reward, timestamp, ids and features (with their inverse norms) and remap
+categorical codes into the free rows after the live ones, checking as they go; the rows
+become visible only once everything is valid, so a bad batch changes nothing.
+
+A search filtered to one label (:meth:`ExperienceBuffer.search` with one of tenant_id,
+task_type, ...) reads only that label's rows: per-label row lists, and for a label whose
+rows are interleaved with others', a contiguous copy of its features kept up to date as rows
+arrive (its memory is counted by :meth:`ExperienceBuffer.nbytes`).
+
 A buffer is not thread-safe; guard it with a lock if several threads record.
 """
 
