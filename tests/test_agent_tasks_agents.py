@@ -242,3 +242,43 @@ def test_run_loop_agent_is_deterministic_and_shares_tasks():
     assert r4["family"].tobytes() != r1["family"].tobytes()
     with pytest.raises(ConfigError):
         run_loop_agent("skill_loop", env_kwargs={"bogus": 1}, episodes=2)
+
+
+@pytest.mark.parametrize("variant, retired", [("skill_loop", True),
+                                              ("skill_loop-no_retire_on_contradiction", False)])
+def test_stale_skill_retired_although_runs_recover(variant, retired):
+    # budget 8: after the drift at episode 1 (family 1, step 0 value 1 -> 0) the agent
+    # follows the stale skill, gets an error, explores and still succeeds. The call that
+    # followed the skill and failed contradicts it, so it is reported as a failure, not as
+    # the run's success. max_lessons=0 keeps the reviewer from writing a replacement, so
+    # the stale skill is the one followed in every run of family 1.
+    env = AgentTaskEnv(**{**W, "drift_at": [1]})
+    a = LoopAgent(make_variant(variant, "skill", LoopConfig(max_lessons=0)), env, 0, SURE,
+                  env_seed=0)
+    env.reset(seed=0)
+    calls = [{"name": env.tool_names[t], "args": {"value": env.value_names[v]},
+              "output": "ok"} for t, v in env.procedure(1)]
+    d = Digest.from_run("seed", " ".join(env.trigger_words(1)) + " zz", success=True,
+                        verified=True, tool_calls=calls)
+    (p,) = ProcedureReviewer("skill").review(d, None).proposals
+    name = a.loop.skills.add(p.to_skill("seed")).skill.name
+    a.env_seed = 0
+    rows = [a.episode() for _ in range(30)]
+    assert env.drift_log == [{"episode": 1, "family": 1, "step": 0, "what": "value",
+                              "old": 1, "new": 0}]
+    assert all(r["success"] for r in rows)
+    fam1 = [i for i, r in enumerate(rows) if r["family"] == 1]
+    assert fam1[:4] == [0, 2, 4, 5]
+    skill = a.loop.skills.get(name)
+    if retired:
+        # Beta(1,1) + success at 0 -> Beta(2,1); contradicted at 2, 4, 5 -> Beta(2,4):
+        # mean 1/3 < 0.4 with 3 failures, so retired at episode 5, 4 episodes after the drift
+        assert (skill.status, skill.successes, skill.failures) == ("retired", 1, 3)
+        assert skill.retired_reason.startswith("contradicted: competence mean 0.333")
+        assert [r["stale"] for r in rows[:6]] == [0, 1, 1, 1, 1, 0]
+        assert all(r["stale"] == 0 and r["library_size"] == 0 for r in rows[5:])
+    else:
+        # every post-drift run of family 1 contradicts it, none retires it
+        post = [i for i in fam1 if i >= 1]
+        assert (skill.status, skill.successes, skill.failures) == ("active", 1, len(post))
+        assert len(post) == 9 and all(r["stale"] == 1 for r in rows[1:])

@@ -382,3 +382,77 @@ def test_impact_report_needs_two_per_cohort():
     r = impact_report([rec(True, 1, 1, 0)] * 3)
     assert (r.n_before, r.n_after, r.first_active) == (3, 0, None)
     assert r.metrics["median_tokens"]["after"] is None
+
+
+def followed_calls(fix_error=True):
+    return [{"name": "deploy", "args": {"env": "prod"}, "error": fix_error,
+             "output": "denied" if fix_error else "ok", "skills": "deploy-fix"},
+            {"name": "deploy", "args": {"env": "staging"}, "output": "ok",
+             "skills": ["deploy-check"]}]
+
+
+def test_contradicted_skill_fails_in_a_successful_run_and_is_retired(tmp_path):
+    loop = make_loop(tmp_path, ListReviewer([]))
+    loop.skills.add(Skill("deploy-fix", "Fix deploys", triggers="deploy"), "r0")
+    loop.skills.add(Skill("deploy-check", "Check deploys", triggers="deploy"), "r0")
+    d = digest("r", tool_calls=followed_calls())
+    assert d.tool_calls[0].skills == ("deploy-fix",) and d.contradicted() == {"deploy-fix"}
+    assert d.skill_outcomes(["deploy-fix", "deploy-check"]) == {"deploy-fix": False,
+                                                                "deploy-check": True}
+    # two runs in which deploy-fix's step worked: Beta(1,1) -> Beta(3,1)
+    for i in range(2):
+        loop.finish(loop.begin(f"ok{i}", "deploy the web service"),
+                    digest(f"ok{i}", tool_calls=followed_calls(fix_error=False)))
+    # successful runs in which deploy-fix's step failed: Beta(3,2) 0.6, Beta(3,3) 0.5,
+    # Beta(3,4) 0.43, Beta(3,5) 0.375 < 0.4 -> retired at the fourth
+    for i in range(4):
+        ctx = loop.begin(f"c{i}", "deploy the web service")
+        assert {m.name for m in ctx.skills} == {"deploy-fix", "deploy-check"}
+        rec = loop.finish(ctx, digest(f"c{i}", tool_calls=followed_calls()))
+        assert rec.success is True
+        assert rec.retired == (("deploy-fix",) if i == 3 else ())
+        if i < 3:
+            assert loop.skills.posterior("deploy-fix") == (3.0, 2.0 + i)
+    fix = loop.skills.get("deploy-fix")
+    assert (fix.status, fix.successes, fix.failures) == ("retired", 2, 4)
+    assert fix.retired_reason == "contradicted: competence mean 0.375 < 0.4 after a failure"
+    # the uncontradicted skill got the run's outcome every time
+    check = loop.skills.get("deploy-check")
+    assert (check.active, check.successes, check.failures) == (True, 6, 0)
+    assert loop.skills.posterior("deploy-check") == (7.0, 1.0)
+    assert [m.name for m in loop.begin("n", "deploy the web service").skills] == \
+        ["deploy-check"]
+
+
+def test_contradiction_without_retire_switch_and_overrides(tmp_path):
+    loop = make_loop(tmp_path, ListReviewer([]),
+                     LoopConfig().ablate("retire_on_contradiction"))
+    loop.skills.add(Skill("deploy-fix", "Fix deploys", triggers="deploy"), "r0")
+    loop.skills.add(Skill("deploy-check", "Check deploys", triggers="deploy"), "r0")
+    for i in range(6):
+        rec = loop.finish(loop.begin(f"c{i}", "deploy the web service"),
+                          digest(f"c{i}", tool_calls=followed_calls()))
+        assert rec.retired == ()
+    fix = loop.skills.get("deploy-fix")
+    assert (fix.status, fix.successes, fix.failures) == ("active", 0, 6)
+    # no attribution: every injected skill gets the run's outcome (the old behaviour)
+    loop.finish(loop.begin("plain", "deploy the web service"), digest("plain"))
+    assert loop.skills.posterior("deploy-fix") == (2.0, 7.0)
+    # explicit outcomes override the derived ones; failed run, no self-assessment
+    loop.finish(loop.begin("o", "deploy the web service"),
+                digest("o", success=False, tool_calls=followed_calls()),
+                skill_outcomes={"deploy-fix": True})
+    assert loop.skills.posterior("deploy-fix") == (3.0, 7.0)
+    assert loop.skills.posterior("deploy-check") == (8.0, 2.0)
+    with pytest.raises(ConfigError, match="skill_outcomes"):
+        loop.finish(loop.begin("x", "deploy the web service"), digest("x"),
+                    skill_outcomes={"other": False})
+    with pytest.raises(ConfigError, match="skill_outcomes.deploy-fix"):
+        loop.finish(loop.begin("y", "deploy the web service"), digest("y"),
+                    skill_outcomes={"deploy-fix": "no"})
+    with pytest.raises(ConfigError, match=r"tool_calls\[0\].skills"):
+        digest("z", tool_calls=[{"name": "deploy", "skills": 3}])
+    # unknown outcome (neither verified nor self-assessed): only contradictions count
+    d = digest("u", success=None, verified=False, tool_calls=followed_calls())
+    assert d.skill_outcomes(["deploy-fix", "deploy-check"]) == {"deploy-fix": False,
+                                                                "deploy-check": None}

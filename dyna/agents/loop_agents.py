@@ -21,7 +21,10 @@ Knowledge per variant
       on files: ``SkillLibrary(None)``, ``MemoryStore(None)``) with a
       :class:`ProcedureReviewer`. The ``skill`` store gives procedures (tool and value per
       step) matched on the task text; the ``memory`` store gives facts ("<task words> step
-      k value is val_j"), all of them in context on every step.
+      k value is val_j"), all of them in context on every step. Each tool call in the
+      digest names the injected skills it followed, so a skill whose step returned an
+      error is reported to the library as a failure (contradicted) even when the agent
+      recovered and the run succeeded (:meth:`dyna.loops.LearningLoop.finish`).
 
       - ``naive_loop``: :meth:`LoopConfig.naive` (writes after every run: no gate, no
         novelty check, no cap, no approval).
@@ -500,11 +503,14 @@ class LoopAgent:
 
     # ------------------------------------------------------------------ acting
     def _act(self, know: _Knowledge, factor: float):
-        """Play the episode; returns (calls, outputs, errors, last info)."""
+        """Play the episode; returns ``(calls, info, followed)``: the calls as
+        ``((tool, value), output, error)``, the last step's info, and per call the names of
+        the injected skills whose procedure gave it (empty when the call did not come from
+        following a skill)."""
         env, rng = self.env, self.rng
         n_tools, n_values = env.n_tools, env.n_values
         p_follow = 1.0 if self.spec.learner == "oracle" else self.params.p_follow * factor
-        calls, info = [], None
+        calls, info, followed = [], None, []
         pos = -1
         while True:
             if pos != env.position:  # a new procedure position: fresh local knowledge
@@ -515,9 +521,13 @@ class LoopAgent:
                 known_tool = -1
                 bad_values: set = set()
                 guide = []
+                source: dict = {}  # call -> names of the skills that give it here
                 if follow:
-                    guide = [c[pos] for c in know.calls if len(c) > pos and c[pos][0] >= 0
-                             and c[pos][1] >= 0]
+                    for i, c in enumerate(know.calls):
+                        if len(c) > pos and c[pos][0] >= 0 and c[pos][1] >= 0:
+                            guide.append(c[pos])
+                            if i < len(know.names):
+                                source.setdefault(c[pos], []).append(know.names[i])
                     if know.values or know.tools:
                         t = know.tools.get(pos, -1)
                         v = know.values.get(pos, -1)
@@ -534,6 +544,7 @@ class LoopAgent:
                         g[0] == known_tool and g[1] in bad_values):
                     call = g
                     break
+            followed.append(tuple(source.get(call, ())) if call is not None else ())
             if call is None:
                 if known_tool >= 0:
                     tool = known_tool
@@ -563,7 +574,7 @@ class LoopAgent:
                 known_tool = call[0]
                 bad_values.add(call[1])
             if terminated or truncated:
-                return calls, info
+                return calls, info, followed
 
     def _act_tabular(self, family: int):
         """Play the episode with the tabular Dyna agent: state ``family * (length + 1) +
@@ -602,8 +613,9 @@ class LoopAgent:
             factor = env.declare_context(know.entries, know.irrelevant)
             if self.tabular is not None:
                 calls, info = self._act_tabular(family)
+                followed = [()] * len(calls)
             else:
-                calls, info = self._act(know, factor)
+                calls, info, followed = self._act(know, factor)
             success = bool(info["verified_success"])
             judged = bool(info["self_assessed_success"])
             if self.experience is not None:
@@ -615,8 +627,11 @@ class LoopAgent:
             if self.loop is not None:
                 names = env.tool_names
                 vals = env.value_names
+                # a call that followed an injected skill names it, so a skill whose step
+                # now errors is reported contradicted even when the run recovers
                 tool_calls = [{"name": names[c[0]], "args": {"value": vals[c[1]]},
-                               "output": out, "error": err} for c, out, err in calls]
+                               "output": out, "error": err, "skills": f}
+                              for (c, out, err), f in zip(calls, followed)]
                 gate_self = self.spec.self_gate
                 digest = Digest.from_run(
                     f"e{self.t}", task, success=None if gate_self else success,

@@ -91,12 +91,17 @@ class ToolCall:
         The call failed.
     output : str
         Output, redacted, then cut to 200 characters.
+    skills : tuple of str
+        Names of the injected skills whose procedure this call followed (empty: the call
+        came from the agent itself). A call that followed a skill and returned an error
+        *contradicts* that skill (see :meth:`Digest.contradicted`).
     """
 
     name: str
     args: Mapping = field(default_factory=dict)
     error: bool = False
     output: str = ""
+    skills: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,9 @@ class Digest:
         tokens : int or Mapping
             Token usage; a mapping (e.g. ``{"input": 900, "output": 120}``) is summed.
         tool_calls : iterable of Mapping or ToolCall
-            Mappings with ``name``, ``args``, ``output`` and ``error`` (or ``is_error``).
+            Mappings with ``name``, ``args``, ``output`` and ``error`` (or ``is_error``),
+            and optionally ``skills``: the name (str) or names of the injected skills the
+            call followed.
         redaction : bool
             Redact (default). Values under ``sensitive_keys`` (whole key names, see
             :func:`dyna.redact.redact`) and secret-looking substrings anywhere become
@@ -186,16 +193,42 @@ class Digest:
         for i, tc in enumerate(tool_calls):
             if isinstance(tc, ToolCall):
                 tc = {"name": tc.name, "args": dict(tc.args), "output": tc.output,
-                      "error": tc.error}
+                      "error": tc.error, "skills": tc.skills}
             if not isinstance(tc, Mapping) or "name" not in tc:
                 raise ConfigError(f"tool_calls[{i}]", tc, "must be a mapping with a 'name'")
+            followed = tc.get("skills") or ()
+            if isinstance(followed, str):
+                followed = (followed,)
+            if not isinstance(followed, (list, tuple)) or not all(
+                    isinstance(n, str) and n for n in followed):
+                raise ConfigError(f"tool_calls[{i}].skills", followed,
+                                  "must be a skill name or a list of skill names")
             out = str(tc.get("output", "") or "")
             calls.append(ToolCall(str(tc["name"]), clean(dict(tc.get("args") or {})),
                                   bool(tc.get("error", tc.get("is_error", False))),
-                                  clean(out)[:output_chars]))
+                                  clean(out)[:output_chars], tuple(dict.fromkeys(followed))))
         return cls(run_id, clean(task), None if success is None else bool(success),
                    bool(verified), None if self_assessment is None else bool(self_assessment),
                    steps, tokens, tuple(calls), tuple(sources), tuple(actions))
+
+    def contradicted(self) -> frozenset[str]:
+        """Skills this run contradicted: those named by a tool call that followed them
+        and returned an error (the skill's step no longer works, e.g. after a drift),
+        whatever the run's outcome."""
+        return frozenset(n for tc in self.tool_calls if tc.error for n in tc.skills)
+
+    def skill_outcomes(self, names) -> dict[str, bool | None]:
+        """The outcome to report for each injected skill in ``names``.
+
+        A contradicted skill (:meth:`contradicted`) gets a failure (False), even in a run
+        that succeeded after the agent recovered from the error; any other skill gets the
+        run's outcome: ``success``, or the self-assessment when ``success`` is None (None
+        when both are unknown: nothing is reported). Without skill attributions on the
+        tool calls every skill gets the run's outcome.
+        """
+        outcome = self.success if self.success is not None else self.self_assessment
+        bad = self.contradicted()
+        return {n: (False if n in bad else outcome) for n in dict.fromkeys(names)}
 
 
 # ============================================================================ policy
@@ -850,7 +883,8 @@ class EpisodeContext:
 @dataclass
 class EpisodeRecord:
     """One episode in the learning ledger (``learning_tokens`` is filled in when its
-    review ends, also for background reviews)."""
+    review ends, also for background reviews; ``retired`` names the skills that the
+    episode's outcome reports retired on contradiction)."""
 
     run_id: str
     success: bool | None
@@ -859,6 +893,7 @@ class EpisodeRecord:
     active_lessons: int
     learning_tokens: int = 0
     review: ReviewResult | None = None
+    retired: tuple[str, ...] = ()
 
 
 class LearningLoop:
@@ -900,20 +935,54 @@ class LearningLoop:
         return EpisodeContext(run_id, task, tuple(snap.match(task, self.config.match_limit)),
                               self.memory.snapshot(), snap)
 
-    def finish(self, context: EpisodeContext, digest: Digest) -> EpisodeRecord:
-        """Close an episode: report its outcome to the injected skills, consolidate on
+    def finish(self, context: EpisodeContext, digest: Digest,
+               skill_outcomes: Mapping[str, bool] | None = None) -> EpisodeRecord:
+        """Close an episode: report outcomes to the injected skills, consolidate on
         cadence, and review it per the policy.
+
+        Each injected skill gets its own outcome (:meth:`SkillLibrary.record_outcome`, in
+        injection order): the one given in ``skill_outcomes``, else the one the digest
+        derives (:meth:`Digest.skill_outcomes`): a failure when a tool call that followed
+        the skill returned an error (the skill is *contradicted*, even if the agent then
+        recovered and the run succeeded), else the run's outcome (verified, or the
+        self-assessment when unverified; nothing when unknown). Digests without skill
+        attributions on their tool calls, and no ``skill_outcomes``, give every skill the
+        run's outcome. A failure can retire the skill (retire on contradiction, when the
+        library has ``retire_below``); the record's ``retired`` names those skills.
 
         The returned record holds the run's own outcome, tokens and steps as the digest
         gave them; nothing the review does (or fails to do) changes them. With a
         background policy the review runs on a worker thread (see :meth:`wait`).
+
+        Parameters
+        ----------
+        context : EpisodeContext
+            From :meth:`begin`.
+        digest : Digest
+        skill_outcomes : Mapping of str to bool, optional
+            Outcomes that override the derived ones, for injected skills only.
+
+        Raises
+        ------
+        ConfigError
+            ``skill_outcomes`` names a skill that was not injected, or a value that is
+            not a bool.
         """
-        outcome = digest.success if digest.success is not None else digest.self_assessment
-        if outcome is not None and context.skills:
-            self.skills.record_outcome([m.name for m in context.skills], outcome,
-                                       digest.run_id)
+        names = [m.name for m in context.skills]
+        outcomes = digest.skill_outcomes(names)
+        for name, ok in (skill_outcomes or {}).items():
+            if name not in outcomes:
+                raise ConfigError("skill_outcomes", name, "is not a skill injected in "
+                                  "this episode")
+            if not isinstance(ok, (bool, np.bool_)):
+                raise ConfigError(f"skill_outcomes.{name}", ok, "must be true or false")
+            outcomes[name] = bool(ok)
+        retired: list[str] = []
+        for name, ok in outcomes.items():
+            if ok is not None:
+                retired += self.skills.record_outcome([name], ok, digest.run_id)
         rec = EpisodeRecord(digest.run_id, digest.success, digest.tokens, digest.steps,
-                            context.active_lessons)
+                            context.active_lessons, retired=tuple(retired))
         self.records.append(rec)
         self._episodes += 1
         every = self.config.consolidation_every
