@@ -29,18 +29,28 @@ def test_agt01_greedy_ties_are_uniform():
 
 
 def test_agt01_greedy_agent_leaves_a_wall_cell():
+    # (0, 0): action 0 (up) bumps into the border. First-index argmax on an all-zero Q
+    # would pick it for ever (and Q-learning would never change the tie); random ties leave.
     env = envs.maze.DynaMaze()
-    agent = DynaAgent("q_learning", 54, 4, epsilon=0.0, seed=0)
-    s, _ = env.reset(seed=0)
-    start = s
-    for _ in range(200):
-        a = agent.act(s)
-        s2, r, term, trunc, _ = env.step(a)
-        agent.learn(s, a, r, s2, term, trunc)
-        s = s2
-        if s != start:
-            break
-    assert s != start
+    env.reset(seed=0)
+    first_index = np.zeros((54, 4)).argmax(axis=1)[0]
+    assert first_index == 0 and env.P[0][0] == [(1.0, 0, 0.0, False)]
+    left_after = []
+    for seed in range(20):
+        agent = DynaAgent("q_learning", 54, 4, epsilon=0.0, seed=seed)
+        env.reset(seed=0)
+        env.unwrapped.s = s = 0
+        for step in range(1, 200):
+            a = agent.act(s)
+            s2, r, term, trunc, _ = env.step(a)
+            agent.learn(s, a, r, s2, term, trunc)
+            s = s2
+            if s != 0:
+                left_after.append(step)
+                break
+    assert len(left_after) == 20
+    # two of the four actions leave (down, right): each try leaves with probability 1/2
+    assert np.mean(left_after) < 4
 
 
 # --------------------------------------------------------------------------- ENV-01

@@ -51,7 +51,7 @@ OPTIMAL_CHECKS = 5
 MAX_PLANNING_STEPS = 1_000_000
 #: Default budget of time steps per run (episodes mode): a run that has not finished its
 #: episodes by then stops with an error instead of looping forever.
-MAX_TOTAL_STEPS = 50_000_000
+MAX_TOTAL_STEPS = 10_000_000
 
 _USES = {
     "q_learning": ("alpha", "gamma", "epsilon", "q_init"),
