@@ -4,8 +4,9 @@
 float32 vector, its inverse L2 norm (0 for a zero vector) and a recency stamp, and scores a
 query ``q`` as ``(x . q_hat) * inv_norm(x)``:
 
-* one query is one BLAS ``sgemv`` over the stored matrix followed by a single compiled pass
-  that scales by the inverse norms and keeps a size-k heap (no full sort, no extra copy);
+* one query is one BLAS ``sgemv`` over the stored matrix (into one float32 score per row)
+  followed by a single compiled pass that scales by the inverse norms and keeps a size-k
+  heap, testing chunks of scores against the heap's threshold vectorised (no sort);
 * a batch of queries is a loop over blocks of rows, each one ``sgemm`` of the block against
   all queries and a compiled per-query heap update run in parallel, so the memory used is one
   block of scores, never the full ``q x N`` matrix;
@@ -41,9 +42,7 @@ __all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "copy_with_inverse_norms", "
            "recall_at_k"]
 
 # Rows per block in batched search: a block of scores is (n_queries, _BLOCK_ROWS) float32.
-_BLOCK_ROWS = 4096
-# Rows per block for one query (a block of scores, 128 KiB, stays in L2 for the heap pass).
-_ONE_QUERY_ROWS = 32768
+_BLOCK_ROWS = 2048
 
 
 # =============================================================================== storage
@@ -408,17 +407,49 @@ def _heap_add(hs, ht, hi, size, k, s, t, i):  # pragma: no cover - compiled
     return size
 
 
-@numba.njit(cache=True, nogil=True)
+# Scores are tested against the heap's threshold in chunks of this many: one vectorised
+# pass per chunk, and the scalar heap update only for a chunk holding a candidate.
+_SCAN_CHUNK = 256
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _scan_scaled(raw, inv, stamp, base, k, hs, ht, hi, size):  # pragma: no cover - compiled
+    """Offer ``raw[j] * inv[j]`` (stamp ``stamp[j]``, row ``base + j``) to a size-k heap.
+
+    Until the heap is full every score goes in; then each chunk of ``_SCAN_CHUNK`` scores is
+    first counted against the heap's worst score (vectorised), and only a chunk with a score
+    at least that good is offered entry by entry. Scores are finite (inputs are validated), so
+    ``fastmath`` changes no result. Returns the new heap size.
+    """
+    n = raw.shape[0]
+    j = 0
+    while size < k and j < n:
+        size = _heap_add(hs, ht, hi, size, k, raw[j] * inv[j], stamp[j], base + j)
+        j += 1
+    while j < n:
+        r = raw[j:j + _SCAN_CHUNK]   # slices keep the index provably in range: vectorised
+        iv = inv[j:j + _SCAN_CHUNK]
+        thr = hs[0]
+        hits = 0
+        for t in range(r.shape[0]):
+            hits += r[t] * iv[t] >= thr
+        if hits:
+            for t in range(r.shape[0]):
+                s = r[t] * iv[t]
+                st = stamp[j + t]
+                if s > hs[0] or (s == hs[0] and st > ht[0]):
+                    size = _heap_add(hs, ht, hi, size, k, s, st, base + j + t)
+        j += r.shape[0]
+    return size
+
+
+@numba.njit(cache=True, nogil=True, fastmath=True)
 def _topk_scaled(raw, inv, stamp, k):  # pragma: no cover - compiled
     """Top-k of raw[i] * inv[i] over one score vector; returns heap arrays and size."""
     hs = np.empty(k, np.float32)
     ht = np.empty(k, np.int64)
     hi = np.empty(k, np.int64)
-    size = 0
-    for i in range(raw.shape[0]):
-        s = raw[i] * inv[i]
-        if size < k or s > hs[0] or (s == hs[0] and stamp[i] > ht[0]):
-            size = _heap_add(hs, ht, hi, size, k, s, stamp[i], i)
+    size = _scan_scaled(raw, inv, stamp, 0, k, hs, ht, hi, 0)
     return hs[:size], ht[:size], hi[:size]
 
 
@@ -446,22 +477,12 @@ def _topk_gather(X, inv, stamp, rows, q, k):  # pragma: no cover - compiled
     return hs[:size], ht[:size], hi[:size]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, fastmath=True)
 def _topk_block(S, inv, stamp, base, k, HS, HT, HI, sizes):  # pragma: no cover - compiled
     """Update per-query heaps with one block of raw scores S (q, nb) for rows base..base+nb."""
-    nq, nb = S.shape
-    for qi in range(nq):
-        hs = HS[qi]
-        ht = HT[qi]
-        hix = HI[qi]
-        size = sizes[qi]
-        row = S[qi]
-        for j in range(nb):
-            s = row[j] * inv[j]
-            st = stamp[j]
-            if size < k or s > hs[0] or (s == hs[0] and st > ht[0]):
-                size = _heap_add(hs, ht, hix, size, k, s, st, base + j)
-        sizes[qi] = size
+    for qi in range(S.shape[0]):
+        sizes[qi] = _scan_scaled(S[qi], inv, stamp, base, k, HS[qi], HT[qi], HI[qi],
+                                 sizes[qi])
 
 
 def _sorted_result(hs, ht, hi, k):
@@ -607,8 +628,10 @@ class ExactIndex:
         if kk == 0:
             out_r = np.zeros((nq, 0), np.int64)
             out_s = np.zeros((nq, 0), np.float32)
-        elif nq == 1 and rows is None and m < 2 * _MIN_SHARE:
-            raw = X[lo:hi] @ Qn[0]                         # one sgemv
+        elif nq == 1 and rows is None:
+            # One sgemv (BLAS's own threads) into an (m,) float32 scratch, then one compiled
+            # pass. Our own threads would fight BLAS's spin-waiting workers for the cores.
+            raw = X[lo:hi] @ Qn[0]
             hs, ht, hi_ = _topk_scaled(raw, inv[lo:hi], stamp[lo:hi], kk)
             r, out_s = _sorted_result(hs, ht, hi_, kk)
             out_r, out_s = (r + lo)[None, :], out_s[None, :]
@@ -739,18 +762,16 @@ def _blas_single_thread():
 
 
 def _search_blocks(X, inv, stamp, lo, hi, rows, Qn, k):
-    """Per thread: blocks of rows -> one BLAS product -> compiled heap update; then merge.
+    """Per thread: blocks of rows -> one ``sgemm`` -> compiled heap update; then merge.
 
-    One query uses ``sgemv`` over blocks of ``_ONE_QUERY_ROWS`` rows (the block of scores
-    stays in cache for the heap pass); a batch uses ``sgemm`` over blocks of ``_BLOCK_ROWS``
-    rows, so memory is ``q x _BLOCK_ROWS`` scores per thread, never ``q x N``. With more than
-    one thread BLAS is held to one thread meanwhile so the threads do not fight over the
-    cores. Candidate rows (``rows`` not None) are gathered one block at a time.
+    A batch of queries uses ``sgemm`` over blocks of ``_BLOCK_ROWS`` rows, so memory is
+    ``q x _BLOCK_ROWS`` scores per thread, never ``q x N``. With more than one thread BLAS is
+    held to one thread meanwhile so the threads do not fight over the cores. Candidate rows
+    (``rows`` not None) are gathered one block at a time.
     """
     nq = Qn.shape[0]
     m = (hi - lo) if rows is None else rows.shape[0]
-    block = _ONE_QUERY_ROWS if nq == 1 else _BLOCK_ROWS
-    q0 = Qn[0]
+    block = _BLOCK_ROWS
 
     def run(a, b):
         HS = np.empty((nq, k), np.float32)
@@ -762,10 +783,7 @@ def _search_blocks(X, inv, stamp, lo, hi, rows, Qn, k):
             b1 = min(b0 + block, b)
             blk = S[:, :b1 - b0]
             sel = slice(lo + b0, lo + b1) if rows is None else rows[b0:b1]
-            if nq == 1:
-                np.matmul(X[sel], q0, out=blk[0])
-            else:
-                np.matmul(Qn, X[sel].T, out=blk)
+            np.matmul(Qn, X[sel].T, out=blk)
             _topk_block(blk, inv[sel], stamp[sel], b0, k, HS, HT, HI, sizes)
         size = int(sizes[0])  # every query has seen the same rows
         return HS[:, :size], HT[:, :size], HI[:, :size]

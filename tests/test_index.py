@@ -136,7 +136,6 @@ def test_threaded_and_blocked_paths_agree_with_reference(monkeypatch):
     # Enough rows that both the thread split and several sgemm blocks are exercised.
     monkeypatch.setattr(index_mod, "_MIN_SHARE", 2048)
     monkeypatch.setattr(index_mod, "_BLOCK_ROWS", 1024)
-    monkeypatch.setattr(index_mod, "_ONE_QUERY_ROWS", 1024)
     rng = np.random.default_rng(7)
     X = rng.standard_normal((9000, 6)).astype(np.float32)
     X[::7] = X[3]            # many exact ties
