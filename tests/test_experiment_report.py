@@ -85,6 +85,7 @@ def test_prioritized_sweeping_ratio_hand_computed():
         "resolution": [1, 1, 2, 2] * 2,
         "run": [0, 1] * 4,
         "updates_to_optimal": [1000, 3000, 8000, None, 200, 200, 1000, 3000],
+        "total_steps": [100, 300, 800, 5000, 400, 200, 1000, 2000],
     }, schema_overrides={"updates_to_optimal": pl.Int64})
     results = pl.DataFrame({"variant": ["dq"], "agent": ["dyna_q"], "resolution": [1],
                             "run": [0], "episode": [1], "steps": [5], "return": [1.0],
@@ -102,8 +103,16 @@ def test_prioritized_sweeping_ratio_hand_computed():
     assert "| 2 | 216 | 8000.0 (one run: no interval) | 1/2 | 2000.0 [1000.0, 3000.0] | 2/2 " \
            "| 4 |" in text
     assert "needs fewer updates at every size: yes" in text
-    assert ("per size: 10, 4 (book: about 5 to 10, the gap widening with size) -> partly "
-            "consistent with the book's range; the gap does not widen with size here.") in text
+    assert ("per size: 10, 4 (book: 'often by a factor of 5 to 10', with a 'decisive "
+            "advantage' kept as the maze grows) -> partly consistent with the book's range; the "
+            "ratio does not grow with size here.") in text
+    # real steps of the runs that found the path: size 1: dq (100+300)/2 = 200, ps 300;
+    # updates/step 2000/200 = 10 and 200/300 = 0.667; real-step ratio 200/300 = 0.667.
+    # size 2: dq 800 (the run at 5000 never found it), ps 1500; 10 and 1.33; 0.533.
+    # the update ratio is the product: 0.667 * (10 / 0.667) = 10, 0.533 * (10 / 1.333) = 4
+    assert "| 1 | 200 | 300 | 10 | 0.667 | 0.667 |" in text
+    assert "| 2 | 800 | 1500 | 10 | 1.33 | 0.533 |" in text
+    assert "1 + n = 6 updates on every real step" in text
 
 
 def _runs_frame(folder):

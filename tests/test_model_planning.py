@@ -224,3 +224,20 @@ def test_errors_survive_pickling():
                 UnknownEnvError("env.id", "Pong", "unknown"), MissingFileError("file", "/nope.toml")):
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and str(back) == str(err) and back.field == err.field
+
+
+@pytest.mark.parametrize("alpha, theta, backups", [(0.5, 1e-4, 13), (0.5, 1e-12, 30), (1.0, 1e-4, 30)])
+def test_prioritized_sweeping_sweep_depth_by_hand(alpha, theta, backups):
+    """Example 8.4's mechanism on a 30-pair chain: the reward backup gives Q = alpha, and the
+    d-th predecessor is queued with priority (gamma * alpha)^d, so one sweep reaches
+    d <= ln(theta) / ln(gamma * alpha) predecessors: 12 for alpha 0.5, gamma 0.95, theta 1e-4
+    (0.475^12 = 1.3e-4 > theta > 0.475^13 = 6.3e-5), the whole chain for alpha = 1."""
+    n = 30
+    ps = DynaAgent("prioritized_sweeping", n + 1, 1, alpha=alpha, gamma=0.95, n_planning=1000,
+                   theta=theta)
+    for s in range(n - 1):
+        assert ps.learn(s, 0, 0.0, s + 1, terminated=False) == 0   # zeros: nothing queued
+    assert ps.learn(n - 1, 0, 1.0, n, terminated=True) == backups
+    d = np.arange(n)[::-1]                                         # predecessors before the goal pair
+    expected = np.where(d < backups, alpha * (0.95 * alpha) ** d, 0.0)
+    assert ps.Q[:n, 0] == pytest.approx(expected, rel=1e-12, abs=0)
