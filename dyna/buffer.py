@@ -52,7 +52,8 @@ import numba
 import numpy as np
 
 from dyna.errors import ConfigError
-from dyna.index import ColumnStore, ExactIndex, copy_with_inverse_norms, inverse_norms
+from dyna.index import (ColumnStore, ExactIndex, _inv_norms, copy_checked,
+                        copy_with_inverse_norms, inverse_norms)
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, hash_features, redact
 
 __all__ = [
@@ -127,39 +128,62 @@ class _Dictionary:
 
 _MAX_CACHED_MAPPINGS = 256
 _REQUIRED_SET = frozenset(REQUIRED_FIELDS)
+_DICT_SET = frozenset(DICT_FIELDS)
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _NO_FEATURES = np.zeros((0, 1), dtype=np.float32)
+_NO_CODES = (np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int32),
+             np.zeros(0, dtype=np.int32), False)   # an absent code column for _stage_batch
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
 def _stage_rows(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_dst, inv_dst,
-                base, prev_ts):  # pragma: no cover - compiled
-    """Write reward, timestamp, id and (unless ``feats`` has no rows) features with their
-    inverse norms for a batch to rows ``base..base+n`` of the destinations, validating them.
+                base, prev_ts, norms):  # pragma: no cover - compiled
+    """Write reward, timestamp, id and (unless ``feats`` has no rows) features for a batch to
+    rows ``base..base+n`` of the destinations, validating them; with ``norms`` also the
+    features' inverse norms (else they are left for the owner to compute later).
 
     ``ids`` empty means ``first_id, first_id + 1, ...``. Returns ``(column, row, sorted)``:
     column 0 (reward), 1 (timestamp) or 2 (features) and the first invalid row, or
     ``(-1, -1, s)`` when all are valid, with ``s`` whether the timestamps are non-decreasing
-    after ``prev_ts``.
+    after ``prev_ts``. Validation is one vectorised pass (``x * 0`` is 0 exactly when x is
+    finite; only ``reassoc`` is allowed, so NaN and inf propagate); the first bad row is
+    searched for only when there is one.
     """
-    ts_sorted = True
-    last = prev_ts
-    generate = ids.shape[0] == 0
-    for i in range(reward.shape[0]):
-        r = reward[i]
-        t = ts[i]
-        if not np.isfinite(r):
-            return 0, i, False
-        if not np.isfinite(t):
-            return 1, i, False
-        if t < last:
-            ts_sorted = False
-        last = t
-        rew_dst[base + i] = r
-        ts_dst[base + i] = t
-        id_dst[base + i] = first_id + i if generate else ids[i]
+    n = reward.shape[0]
+    if n == 0:
+        return -1, -1, True
+    bad_r = 0.0
+    bad_t = 0.0
+    for i in range(n):
+        bad_r += reward[i] * 0.0
+        bad_t += ts[i] * 0.0
+    if bad_r != 0.0 or bad_t != 0.0:
+        for i in range(n):
+            if not np.isfinite(reward[i]):
+                return 0, i, False
+            if not np.isfinite(ts[i]):
+                return 1, i, False
+    descents = 0
+    for i in range(1, n):
+        descents += ts[i] < ts[i - 1]
+    ts_sorted = descents == 0 and ts[0] >= prev_ts
+    out_r = rew_dst[base:base + n]
+    out_t = ts_dst[base:base + n]
+    out_id = id_dst[base:base + n]
+    for i in range(n):
+        out_r[i] = reward[i]
+        out_t[i] = ts[i]
+    if ids.shape[0] == 0:
+        for i in range(n):
+            out_id[i] = first_id + i
+    else:
+        for i in range(n):
+            out_id[i] = ids[i]
     if feats.shape[0]:
-        bad = copy_with_inverse_norms(feats, feat_dst, base, inv_dst)
+        if norms:
+            bad = copy_with_inverse_norms(feats, feat_dst, base, inv_dst)
+        else:
+            bad = copy_checked(feats, feat_dst, base)
         if bad >= 0:
             return 2, bad, False
     return -1, -1, ts_sorted
@@ -170,18 +194,71 @@ def _stage_codes(src, mapping, dst, base, required):  # pragma: no cover - compi
     """``dst[base + i] = mapping[src[i]]``; returns ``(row, reason)`` of the first bad row.
 
     reason 0: ``src[i]`` outside ``[0, len(mapping))``; reason 1: a required column would get
-    code 0 (missing). ``(-1, -1)`` when every row is valid.
+    code 0 (missing). ``(-1, -1)`` when every row is valid. The range is checked by one
+    min/max pass; a mapping that is a run of consecutive codes (labels registered in order,
+    the common case) is applied as an offset, anything else as a table lookup.
     """
+    n = src.shape[0]
     m = mapping.shape[0]
-    for i in range(src.shape[0]):
+    if n == 0:
+        return -1, -1
+    lo = src[0]
+    hi = src[0]
+    for i in range(n):
         c = src[i]
-        if c < 0 or c >= m:
-            return i, 0
-        v = mapping[c]
-        if required and v == 0:
-            return i, 1
-        dst[base + i] = v
+        lo = c if c < lo else lo
+        hi = c if c > hi else hi
+    if lo < 0 or hi >= m:
+        for i in range(n):
+            if src[i] < 0 or src[i] >= m:
+                return i, 0
+    out = dst[base:base + n]
+    off = mapping[0]
+    run = True
+    for j in range(m):
+        if mapping[j] != off + j:
+            run = False
+            break
+    if run and (off > 0 or not required):
+        for i in range(n):
+            out[i] = src[i] + off
+        return -1, -1
+    zeros = 0
+    for i in range(n):
+        v = mapping[src[i]]
+        out[i] = v
+        zeros += v == 0
+    if required and zeros:
+        for i in range(n):
+            if out[i] == 0:
+                return i, 1
     return -1, -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _stage_batch(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_dst, inv_dst,
+                 base, prev_ts, norms, src1, map1, dst1, req1, src2, map2,
+                 dst2, req2):  # pragma: no cover - compiled
+    """:func:`_stage_rows`, then :func:`_stage_codes` for up to two per-row code columns
+    (an empty ``src`` is no column), in one call.
+
+    Returns ``(what, row, sorted)``: ``what`` -1 (all valid), 0/1/2 (reward, timestamp or
+    features invalid at ``row``), 3/4 (first code column: out of range / required but
+    missing at ``row``) or 5/6 (the same for the second).
+    """
+    what, row, ts_sorted = _stage_rows(reward, ts, ids, first_id, feats, id_dst, rew_dst,
+                                       ts_dst, feat_dst, inv_dst, base, prev_ts, norms)
+    if what >= 0:
+        return what, row, False
+    if src1.shape[0]:
+        row, reason = _stage_codes(src1, map1, dst1, base, req1)
+        if row >= 0:
+            return 3 + reason, row, False
+    if src2.shape[0]:
+        row, reason = _stage_codes(src2, map2, dst2, base, req2)
+        if row >= 0:
+            return 5 + reason, row, False
+    return -1, -1, ts_sorted
 
 
 @numba.njit(cache=True, nogil=True)
@@ -375,8 +452,24 @@ class ExperienceBuffer:
         # Per-label row lists (and scattered groups' feature copies) of the categorical
         # columns that filtered searches used; see _Groups.
         self._groups: dict[str, _Groups] = {}
+        # Rows 0.._normed-1 have their inverse norm stored. Batches written in place (the
+        # growable buffer) leave theirs to _sync_norms, run before anything reads them.
+        self._normed = 0
         self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
-                                     stamp="id")
+                                     stamp="id", prepare=self._sync_norms)
+
+    def _sync_norms(self) -> None:
+        """Store the inverse norms of rows ``_normed..len-1`` (validated when recorded).
+
+        A ring buffer stages every batch and stores its norms at once: nothing to do.
+        """
+        if self._store.ring:
+            return
+        n = len(self._store)
+        if self._normed < n:
+            lo = self._normed
+            _inv_norms(self._store.view("features")[lo:], self._store.view("inv_norm")[lo:])
+        self._normed = n
 
     # ================================================================= properties
     def __len__(self) -> int:
@@ -480,6 +573,8 @@ class ExperienceBuffer:
         # All validated: write.
         ident = self._next_id
         self._note_timestamps(np.array([ts]))
+        if self._normed == len(self._store):
+            self._normed += 1    # this row's norm is written below
         (dst, _), = self._store.claim(1)
         i = dst.start
         arr = self._store.array
@@ -540,47 +635,65 @@ class ExperienceBuffer:
         ts = columns.get("timestamp")
         ts = (np.full(n, float(self._clock())) if ts is None
               else _float_column("timestamp", ts, n))
-        if ids is None:
-            id_src = _NO_IDS
-        else:
-            id_src = np.asarray(ids)
-            if id_src.shape != (n,) or (n and id_src.dtype.kind not in "iu"):
-                raise ConfigError("ids", id_src.shape, f"must be {n} integers")
-            id_src = id_src.astype(np.int64)
-            if n and (id_src[0] < self._next_id or np.any(id_src[1:] <= id_src[:-1])):
-                raise ConfigError("ids", int(id_src[0]),
-                                  f"must be strictly increasing and >= next_id={self._next_id}")
+        id_src = _NO_IDS if ids is None else self._check_ids(ids, n)
 
-        # Categorical columns: resolve labels to codes; new labels are committed only after
-        # the whole batch is valid.
-        encoded: list[tuple[str, Any, list[str]]] = []
-        for name in CATEGORICAL_FIELDS:
-            values = columns.get(name)
+        # Categorical columns: a code for every row (scalar) or codes to remap per row. New
+        # labels are committed only once the whole batch is valid.
+        used = self._used
+        dicts = self._dicts
+        scalar_codes: list[tuple[str, Any]] = []   # (name, code): also the later writes
+        per_row: list[tuple[str, np.ndarray, np.ndarray]] = []
+        new_labels: list[tuple[str, list[str]]] = []
+        if used:   # columns that hold values but get none now: code 0 ("missing")
+            scalar_codes.extend((name, 0) for name in CATEGORICAL_FIELDS
+                                if name in used and columns.get(name) is None)
+        for name in [name for name in CATEGORICAL_FIELDS if name in columns]:
+            values = columns[name]
             if values is None:
-                if name in self._used:
-                    encoded.append((name, 0, []))
                 continue
-            if type(values) is str:  # the common case of a known label, inline
-                code = self._dicts[name].lookup.get(values)
+            kind = type(values)
+            if kind is str:  # the common case of a known label, inline
+                code = dicts[name].lookup.get(values)
                 if code is not None and (code or name not in _REQUIRED_SET):
-                    encoded.append((name, code, []))
+                    # A column that has only ever held code 0 is all zeros (arrays are
+                    # allocated zeroed and failed batches are undone): no write needed.
+                    if code or name in used:
+                        scalar_codes.append((name, code))
                     continue
-            encoded.append((name, *self._encode(name, values, n)))
+            elif kind is Categorical:  # known labels: the cached code table, inline
+                raw = values.labels
+                raw = raw if type(raw) is tuple else tuple(raw)
+                cached = dicts[name].mappings.get(raw)
+                codes = values.codes
+                if (cached is not None and type(codes) is np.ndarray and codes.shape == (n,)
+                        and codes.dtype.kind in "iu" and tuple(map(type, raw)) == cached[0]):
+                    per_row.append((name, codes, cached[1]))
+                    continue
+            code, new = self._encode(name, values, n)
+            if new:
+                new_labels.append((name, new))
+            if type(code) is int:
+                if code or name in used:
+                    scalar_codes.append((name, code))
+            else:
+                per_row.append((name, *code))
 
         dict_json: list[tuple[str, np.ndarray]] = []
         redacted_rows: dict[str, list] = {}
-        for name in DICT_FIELDS:
-            vals = columns.get(name)
-            if vals is None:
-                continue
-            if isinstance(vals, (str, bytes, Mapping)) or len(vals) != n:
-                raise ConfigError(name, type(vals).__name__, f"must be a sequence of {n} values")
-            red = [self._redacted(name, v) for v in vals]
-            texts = np.empty(n, dtype=object)
-            for i, v in enumerate(red):
-                texts[i] = _to_json(f"{name}[{i}]", v)
-            dict_json.append((name, texts))
-            redacted_rows[name] = red
+        if not _DICT_SET.isdisjoint(columns):
+            for name in DICT_FIELDS:
+                vals = columns.get(name)
+                if vals is None:
+                    continue
+                if isinstance(vals, (str, bytes, Mapping)) or len(vals) != n:
+                    raise ConfigError(name, type(vals).__name__,
+                                      f"must be a sequence of {n} values")
+                red = [self._redacted(name, v) for v in vals]
+                texts = np.empty(n, dtype=object)
+                for i, v in enumerate(red):
+                    texts[i] = _to_json(f"{name}[{i}]", v)
+                dict_json.append((name, texts))
+                redacted_rows[name] = red
 
         # Numeric columns are validated while they are written to a staging area that is
         # not visible yet: the free slots after the live rows (growable buffer) or fresh
@@ -588,8 +701,7 @@ class ExperienceBuffer:
         store = self._store
         direct = not store.ring and n > 0
         if direct:
-            store._reserve(n)
-            base = store._start + len(store)
+            base = store.free_start(n)
             stage = store._arrays
         else:
             base = 0
@@ -599,7 +711,7 @@ class ExperienceBuffer:
         sf = columns.get("state_features")
         feats = _NO_FEATURES
         if sf is not None:
-            feats = np.asarray(sf, dtype=np.float32)
+            feats = np.ascontiguousarray(sf, dtype=np.float32)
             if feats.shape != (n, self._dim):
                 raise ConfigError("state_features", feats.shape,
                                   f"must have shape ({n}, {self._dim})")
@@ -611,55 +723,57 @@ class ExperienceBuffer:
         else:
             stage["features"][base:base + n] = 0
             stage["inv_norm"][base:base + n] = 0
-        prev_ts = float(stage["timestamp"][base - 1]) if direct and len(store) else -np.inf
-        bad_col, bad_row, ts_sorted = _stage_rows(
-            reward, ts, id_src, self._next_id, feats, stage["id"], stage["reward"],
-            stage["timestamp"], stage["features"], stage["inv_norm"], base, prev_ts)
-        if bad_col == 2:
-            raise ConfigError(f"state_features[{bad_row}]", feats[bad_row][:4].tolist(),
-                              "must be finite with a norm within the float32 range")
-        if bad_col >= 0:
-            field, values = ("reward", reward) if bad_col == 0 else ("timestamp", ts)
-            raise ConfigError(f"{field}[{bad_row}]", float(values[bad_row]), "must be finite")
-
-        # Codes given per row: one compiled pass remaps them to dictionary codes, checking
-        # the range and that required fields are never "missing".
-        scalar_codes: list[tuple[str, int]] = []
-        staged: list[str] = []
-        for name, codes, new_labels in encoded:
-            if type(codes) is int:
-                # A column that has only ever held code 0 is all zeros (arrays are allocated
-                # zeroed and failed batches are undone), so writing 0 again can be skipped.
-                if codes or name in self._used:
-                    scalar_codes.append((name, codes))
-                continue
-            src, mapping = codes
+        prev_ts = float(stage["timestamp"][base - 1]) if direct and store._len else -np.inf
+        # Codes given per row are remapped to dictionary codes, checking the range and that
+        # required fields are never "missing": the first two in the same compiled call as
+        # the numeric columns, any others one call each.
+        slots = []
+        for name, src, mapping in per_row:
             if not direct:
                 stage[name] = np.empty(n, np.int32)
-            staged.append(name)
-            row, reason = _stage_codes(src, mapping, stage[name], base,
-                                       name in _REQUIRED_SET)
-            if row >= 0:
-                if direct:  # undo: unused columns must stay all zero
-                    for done in staged:
-                        if done not in self._used:
-                            stage[done][base:base + n] = 0
-                if reason == 0:
-                    raise ConfigError(f"{name}[{row}]", int(src[row]),
-                                      f"Categorical code out of range [0, {mapping.size})")
-                raise ConfigError(f"{name}[{row}]", "", "is required and must be non-empty")
+            if src.dtype != np.int32 and src.dtype != np.int64:
+                src = src.astype(np.int64)
+            slots.append((src, mapping, stage[name], name in _REQUIRED_SET))
+        c1 = slots[0] if slots else _NO_CODES
+        c2 = slots[1] if len(slots) > 1 else _NO_CODES
+        what, bad_row, ts_sorted = _stage_batch(
+            reward, ts, id_src, self._next_id, feats, stage["id"], stage["reward"],
+            stage["timestamp"], stage["features"], stage["inv_norm"], base, prev_ts,
+            not direct, *c1, *c2)
+        bad_code = (what - 3) // 2 if what >= 3 else -1
+        for j in range(2, len(slots)):
+            if what >= 0:
+                break
+            bad_row, reason = _stage_codes(*slots[j][:3], base, slots[j][3])
+            if bad_row >= 0:
+                what, bad_code = 3 + reason, j
+        if what >= 3 and direct:  # undo: columns never used must stay all zero
+            for name, _, _ in per_row:
+                if name not in used:
+                    stage[name][base:base + n] = 0
+        if what == 2:
+            raise ConfigError(f"state_features[{bad_row}]", feats[bad_row][:4].tolist(),
+                              "must be finite with a norm within the float32 range")
+        if what >= 0 and what < 2:
+            field, values = ("reward", reward) if what == 0 else ("timestamp", ts)
+            raise ConfigError(f"{field}[{bad_row}]", float(values[bad_row]), "must be finite")
+        if what >= 3:
+            name, src, mapping = per_row[bad_code]
+            if (what - 3) % 2 == 0:
+                raise ConfigError(f"{name}[{bad_row}]", int(src[bad_row]),
+                                  f"Categorical code out of range [0, {mapping.size})")
+            raise ConfigError(f"{name}[{bad_row}]", "", "is required and must be non-empty")
 
         # ---- all validated: commit dictionaries, then publish the rows.
-        for name, _, new_labels in encoded:
-            if new_labels:
-                d = self._dicts[name]
-                for label in new_labels:
-                    d.lookup[label] = len(d.labels)
-                    d.labels.append(label)
-        used = self._used
-        used.update(staged)
-        writes: list[tuple[str, Any]] = scalar_codes
+        for name, labels in new_labels:
+            d = dicts[name]
+            for label in labels:
+                d.lookup[label] = len(d.labels)
+                d.labels.append(label)
+        writes = scalar_codes
         for name, _ in scalar_codes:
+            used.add(name)
+        for name, _, _ in per_row:
             used.add(name)
         if dict_json or not used.isdisjoint(DICT_FIELDS):
             given = {name for name, _ in dict_json}
@@ -671,18 +785,36 @@ class ExperienceBuffer:
             self._ts_sorted = False
         if not direct:
             writes.extend((name, stage[name]) for name in
-                          ["id", "reward", "timestamp", "features", "inv_norm", *staged])
+                          ["id", "reward", "timestamp", "features", "inv_norm",
+                           *[name for name, _, _ in per_row]])
         arrays = store._arrays
-        for dst, src in store.claim(n):
+        if direct:
+            rows = slice(base, base + n)
+            for name, values in writes:
+                arrays[name][rows] = values
+            store.publish(n)
+        for dst, src in store.claim(0 if direct else n):
             whole = src.start == 0 and src.stop == n
             for name, values in writes:
                 arrays[name][dst] = (values if whole or values is None or type(values) is int
                                      else values[src])
-        self._grouped_append(n)
+        if self._groups:
+            self._grouped_append(n)
         if n:
             self._next_id = self._next_id + n if ids is None else int(id_src[-1]) + 1
         return (np.arange(self._next_id - n, self._next_id, dtype=np.int64) if ids is None
                 else id_src)
+
+    def _check_ids(self, ids, n: int) -> np.ndarray:
+        """Explicit ids as int64 ``(n,)``: integers, strictly increasing, >= ``next_id``."""
+        id_src = np.asarray(ids)
+        if id_src.shape != (n,) or (n and id_src.dtype.kind not in "iu"):
+            raise ConfigError("ids", id_src.shape, f"must be {n} integers")
+        id_src = id_src.astype(np.int64)
+        if n and (id_src[0] < self._next_id or np.any(id_src[1:] <= id_src[:-1])):
+            raise ConfigError("ids", int(id_src[0]),
+                              f"must be strictly increasing and >= next_id={self._next_id}")
+        return id_src
 
     def _grouped_append(self, n: int) -> None:
         """Extend the per-label row lists with the last ``n`` rows (a ring drops them)."""
@@ -691,6 +823,7 @@ class ExperienceBuffer:
         if self.ring:
             self._groups.clear()
             return
+        self._sync_norms()   # scattered groups copy the new rows' norms
         first = len(self._store) - n
         for name, groups in self._groups.items():
             groups.append(self._store.view(name)[first:], first, self._store)
@@ -802,6 +935,8 @@ class ExperienceBuffer:
         """
         if name not in self._store.names:
             raise ConfigError("column", name, f"unknown column; one of {', '.join(FIELDS)}")
+        if name == "inv_norm":
+            self._sync_norms()
         return self._store.view(name)
 
     def categories(self, name: str) -> tuple[str, ...]:
@@ -995,6 +1130,7 @@ class ExperienceBuffer:
         once (or a ring buffer) use one mask pass over the columns.
         """
         active = {name: label for name, label in filters.items() if label is not None}
+        self._sync_norms()   # before a group copies any norms
         if not active:
             return self.index.search(query, k)
         if len(active) == 1 and not self.ring:
@@ -1044,7 +1180,9 @@ class ExperienceBuffer:
             survivors = order[keep[order]]
         deleted = n - survivors.size
         if deleted:
+            self._sync_norms()   # rows move: the pending ones must carry their norms
             self._store.keep(survivors)
+            self._normed = survivors.size
             self._groups.clear()
         return deleted
 
@@ -1064,6 +1202,7 @@ class ExperienceBuffer:
         if self._ts_sorted and not self.ring:
             n = int(np.searchsorted(ts, t, side="left"))
             self._store.drop_prefix(n, release=self._used)
+            self._normed = max(self._normed - n, 0)
             if n:
                 self._groups.clear()
             return n
@@ -1115,13 +1254,14 @@ class ExperienceBuffer:
         new._used = set(self._used)
         new._groups = {}
         new.index = ExactIndex.over(new._store, vectors="features", inv_norm="inv_norm",
-                                    stamp="id")
+                                    stamp="id", prepare=new._sync_norms)
         return new
 
     def clear(self) -> None:
         """Delete every row (ids keep increasing; dictionaries are kept)."""
         self._store.clear()
         self._groups.clear()
+        self._normed = 0
         self._ts_sorted = True
 
     # ================================================================= polars

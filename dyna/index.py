@@ -30,16 +30,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from dyna.errors import ConfigError
 
-__all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "copy_with_inverse_norms", "inverse_norms",
-           "recall_at_k"]
+__all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "copy_checked", "copy_with_inverse_norms",
+           "inverse_norms", "recall_at_k"]
 
 # Rows per block in batched search: a block of scores is (n_queries, _BLOCK_ROWS) float32.
 _BLOCK_ROWS = 2048
@@ -166,6 +168,19 @@ class ColumnStore:
     def array(self, name: str) -> np.ndarray:
         """The whole physical array of column ``name`` (capacity rows; only for writers)."""
         return self._arrays[name]
+
+    def free_start(self, n: int) -> int:
+        """Reserve room for ``n`` rows after the live ones (growable stores only) and return
+        the physical position of the first; write them through :meth:`array`, then make
+        them live with :meth:`publish`. Until then they are invisible."""
+        if self.ring:
+            raise ConfigError("ring", True, "free rows of a ring are live rows; use claim()")
+        self._reserve(n)
+        return self._start + self._len
+
+    def publish(self, n: int) -> None:
+        """Make the ``n`` rows written after the live ones (see :meth:`free_start`) live."""
+        self._len += n
 
     def _reserve(self, n: int) -> None:
         need = self._len + n
@@ -324,6 +339,58 @@ def copy_with_inverse_norms(X, dst, base, inv_dst):  # pragma: no cover - compil
         if inv != inv:
             return i
         inv_dst[base + i] = inv
+    return -1
+
+
+@intrinsic
+def _memcpy_rows(typingctx, dst, src):  # pragma: no cover - compiled
+    """Copy ``src`` (C-contiguous) onto the first ``len(src)`` rows of ``dst`` (C-contiguous,
+    same dtype and row shape) with the C library's ``memcpy``, which moves large blocks
+    faster than an element loop."""
+    if dst.layout != "C" or src.layout != "C" or dst.dtype != src.dtype:
+        raise numba.core.errors.TypingError("_memcpy_rows needs C-contiguous arrays of one dtype")
+    sig = types.void(dst, src)
+
+    def codegen(context, builder, signature, args):
+        d = context.make_array(signature.args[0])(context, builder, args[0])
+        s = context.make_array(signature.args[1])(context, builder, args[1])
+        nbytes = builder.mul(s.nitems, context.get_constant(types.intp, src.dtype.bitwidth // 8))
+        cgutils.raw_memcpy(builder, d.data, s.data, nbytes, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def copy_checked(X, dst, base):  # pragma: no cover - compiled
+    """``dst[base + i] = X[i]``, checking that every row would get a valid inverse norm.
+
+    X and dst are C-contiguous float32 with the same row length. The rows are copied with
+    ``memcpy``; the check is then one running float32 sum of squares over the copied block
+    (still in cache), vectorised (NaN and inf propagate: ``reassoc`` and ``contract`` are
+    the only fast-math flags): if it is finite and below 1e37, every element is finite and
+    every row's norm is far inside the float32 range. Otherwise the rows are checked one by
+    one as :func:`inverse_norms` does, so a large but valid batch is accepted. Returns the
+    first invalid row or -1; the rows are copied either way (the caller discards them on
+    error). No norm is stored: the owner computes them later (see
+    :meth:`dyna.buffer.ExperienceBuffer.search`).
+    """
+    n = X.shape[0]
+    out = dst[base:base + n]
+    _memcpy_rows(out, X)
+    flat = out.reshape(out.size)
+    acc = np.float32(0.0)
+    for j in range(flat.shape[0]):
+        acc += flat[j] * flat[j]
+    if acc < np.float32(1e37):   # False for NaN and inf
+        return -1
+    for i in range(n):
+        acc = np.float32(0.0)
+        for j in range(X.shape[1]):
+            acc += X[i, j] * X[i, j]
+        inv = _inv_from_sq(X, i, acc)
+        if inv != inv:
+            return i
     return -1
 
 
@@ -526,19 +593,24 @@ class ExactIndex:
         self._vec, self._inv, self._stamp = "vectors", "inv_norm", "stamp"
         self._dim = dim
         self._next_stamp = 0
+        self._prepare = None
 
     @classmethod
-    def over(cls, store: ColumnStore, *, vectors: str, inv_norm: str, stamp: str) -> ExactIndex:
+    def over(cls, store: ColumnStore, *, vectors: str, inv_norm: str, stamp: str,
+             prepare: Callable[[], None] | None = None) -> ExactIndex:
         """An index reading columns of an existing :class:`ColumnStore` (no copy).
 
         The owner of ``store`` writes the vectors and keeps ``inv_norm`` equal to
-        :func:`inverse_norms` of them; ``stamp`` (int64) orders ties (larger = newer).
+        :func:`inverse_norms` of them, at the latest when ``prepare`` (called with no
+        arguments at the start of every search) returns; ``stamp`` (int64) orders ties
+        (larger = newer).
         """
         self = cls.__new__(cls)
         self._store = store
         self._vec, self._inv, self._stamp = vectors, inv_norm, stamp
         self._dim = store.view(vectors).shape[1]
         self._next_stamp = None
+        self._prepare = prepare
         return self
 
     # ------------------------------------------------------------------ properties
@@ -615,6 +687,8 @@ class ExactIndex:
         """
         k = _check_k(k)
         Qn, single = _unit_queries(query, self._dim)
+        if self._prepare is not None:
+            self._prepare()
         n = len(self._store)
         X = self._store.view(self._vec)
         inv = self._store.view(self._inv)

@@ -465,3 +465,101 @@ def test_failed_batch_leaves_never_used_columns_missing():
     assert [r["run_id"] for r in buf.rows()] == [None, None, None]
     assert buf.column("reward").tolist() == [0.0, 3.0, 4.0]
     assert buf.column("id").tolist() == [0, 1, 2]
+
+
+def _brute_cosine_topk(F, ids, q, k):
+    """Reference: float64 cosine, zero rows score 0, ties newest (largest id) first."""
+    F = F.astype(np.float64)
+    norms = np.linalg.norm(F, axis=1)
+    s = np.where(norms > 0, F @ q / np.where(norms > 0, norms, 1) / np.linalg.norm(q), 0.0)
+    order = np.lexsort((-ids, -np.round(s, 5)))
+    return order[:k]
+
+
+def test_batched_rows_get_their_norms_before_any_read_whatever_happens_in_between():
+    # Batches written in place leave their inverse norms to the next read; rows deleted,
+    # compacted, pruned or copied in between must still carry the right norms.
+    rng = np.random.default_rng(3)
+    buf = ExperienceBuffer(dim=5, capacity=4)
+    feats = rng.standard_normal((60, 5)).astype(np.float32)
+    feats[7] = 0.0                     # a zero row: inverse norm 0
+    feats[8] = feats[9] * 3.0          # a tie in cosine with row 9
+    tasks = np.array(["a", "b", "c"])[rng.integers(0, 3, 60)]
+    buf.record_batch(reward=np.zeros(20), timestamp=np.arange(20.0), state_features=feats[:20],
+                     **dict(BASE, task_type=tasks[:20]))
+    buf.record(reward=0.0, timestamp=20.0, state_features=feats[20], **dict(BASE, task_type="a"))
+    buf.record_batch(reward=np.zeros(39), timestamp=np.arange(21.0, 60.0),
+                     state_features=feats[21:], **dict(BASE, task_type=tasks[21:]))
+
+    def inv(F):
+        n = np.linalg.norm(F.astype(np.float64), axis=1)
+        return np.where(n > 0, 1 / np.where(n > 0, n, 1), 0.0)
+
+    np.testing.assert_allclose(buf.column("inv_norm"), inv(feats), rtol=1e-6)
+    assert buf.column("inv_norm")[7] == 0.0
+    # Rows move with norms pending: delete 10 rows, record 6, prune the 3 oldest, compact.
+    buf2 = buf.copy()
+    buf.delete(np.arange(0, 20, 2))
+    buf.record_batch(reward=np.zeros(6), timestamp=np.arange(60.0, 66.0),
+                     state_features=feats[:6] * 2, **BASE)
+    assert buf.prune_older_than(6.0) == 3          # ids 1, 3, 5 remain before t = 6
+    buf.compact(12)
+    kept_ids = buf.column("id")
+    all_feats = np.concatenate([feats, feats[:6] * 2])
+    np.testing.assert_allclose(buf.column("inv_norm"), inv(all_feats[kept_ids]), rtol=1e-6)
+    q = rng.standard_normal(5)
+    rows, scores = buf.search(q, 8)
+    want = _brute_cosine_topk(all_feats[kept_ids], kept_ids, q, 8)
+    assert rows.tolist() == want.tolist()
+    # The copy made while norms were pending searches with its own (correct) norms.
+    rows2, _ = buf2.index.search(q, 5)
+    assert rows2.tolist() == _brute_cosine_topk(feats, np.arange(60), q, 5).tolist()
+    # A filtered search over a scattered label copies norms into its group: right values.
+    rows3, _ = buf2.search(q, 4, task_type="b")
+    b_rows = np.flatnonzero(buf2.labels("task_type") == "b")
+    assert rows3.tolist() == b_rows[_brute_cosine_topk(feats[b_rows], b_rows, q, 4)].tolist()
+    buf2.record_batch(reward=np.zeros(3), state_features=-feats[:3], **dict(BASE, task_type="b"))
+    rows4, s4 = buf2.search(-feats[0].astype(np.float64), 1, task_type="b")
+    assert rows4.tolist() == [60] and s4[0] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_batch_feature_validation_names_the_row_and_accepts_large_valid_norms():
+    buf = ExperienceBuffer(dim=2, capacity=8)
+    big = np.full((5, 2), 1e19, np.float32)   # each row's norm ~1.4e19: valid; batch sum of
+    buf.record_batch(reward=np.zeros(5), state_features=big, **BASE)   # squares overflows
+    np.testing.assert_allclose(buf.column("inv_norm"), 1 / (1e19 * np.sqrt(2)), rtol=1e-6)
+    huge = np.zeros((4, 2), np.float32)
+    huge[2] = 3e38                              # norm 4.2e38 > float32 max
+    with pytest.raises(ConfigError) as err:
+        buf.record_batch(reward=np.zeros(4), state_features=huge, **BASE)
+    assert err.value.field == "state_features[2]"
+    inf_row = np.zeros((4, 2), np.float32)
+    inf_row[3, 1] = np.inf
+    with pytest.raises(ConfigError) as err:
+        buf.record_batch(reward=np.zeros(4), state_features=inf_row, **BASE)
+    assert err.value.field == "state_features[3]" and len(buf) == 5
+
+
+@pytest.mark.parametrize("labels, codes, want", [
+    (["x", "y", "z"], [2, 0, 1, 2], ["z", "x", "y", "z"]),       # a run: offset path
+    (["z", "x"], [0, 1, 1], ["z", "x", "x"]),                     # not a run: table path
+    (["w", None], [0, 0, 0], ["w", "w", "w"]),                    # "" label unused: fine
+])
+def test_categorical_codes_map_to_labels_by_offset_or_table(labels, codes, want):
+    buf = ExperienceBuffer(dim=2, capacity=4)
+    buf.record_batch(reward=[0.0, 0.0, 0.0], **dict(BASE, task_type=["x", "y", "z"]))
+    buf.record_batch(reward=np.zeros(len(codes)),
+                     **dict(BASE, task_type=Categorical(np.array(codes), labels)))
+    assert buf.labels("task_type")[3:].tolist() == want
+
+
+def test_required_categorical_code_for_missing_label_is_refused_on_both_paths():
+    buf = ExperienceBuffer(dim=2)
+    buf.record(reward=0.0, **BASE)
+    for labels in (["", "t1"], [None, "t1", "t2"], ["t1", None]):
+        codes = np.array([1, 0, 1]) if labels[0] in ("", None) else np.array([0, 1, 0])
+        with pytest.raises(ConfigError) as err:
+            buf.record_batch(reward=np.zeros(3),
+                             **dict(BASE, tenant_id=Categorical(codes, labels)))
+        assert err.value.field == "tenant_id[1]"
+    assert len(buf) == 1
