@@ -27,10 +27,13 @@ every read API covers rows ``0 <= r < len`` only. In ring mode (``ring=True``) t
 fixed and the oldest rows are overwritten (case BUF-02); row positions are then slots and
 :meth:`ExperienceBuffer.order` gives the write order.
 
-A batch (:meth:`ExperienceBuffer.record_batch`) is validated while it is staged: compiled
-passes write reward, timestamp, ids and features (with their inverse norms) and remap
-categorical codes into the free rows after the live ones, checking as they go; the rows
-become visible only once everything is valid, so a bad batch changes nothing.
+A batch (:meth:`ExperienceBuffer.record_batch`) is validated while it is staged: one
+compiled call writes reward, timestamp, ids and features and remaps categorical codes into
+the free rows after the live ones, checking as it goes; the rows become visible only once
+everything is valid, so a bad batch changes nothing. The inverse feature norms the index
+scores with are computed for the rows recorded since the last search when the next search
+(or a read of ``inv_norm``) comes, in one compiled pass (a ring buffer computes them as it
+records).
 
 A search filtered to one label (:meth:`ExperienceBuffer.search` with one of tenant_id,
 task_type, ...) reads only that label's rows: per-label row lists, and for a label whose
@@ -419,8 +422,9 @@ class ExperienceBuffer:
     Attributes
     ----------
     index : ExactIndex
-        Exact cosine index over ``features``, updated as rows arrive or leave; its row
-        positions are this buffer's row positions and ties go to the larger episode id.
+        Exact cosine index over ``features``, up to date at every search (the inverse norms
+        of rows recorded since the last one are computed first); its row positions are this
+        buffer's row positions and ties go to the larger episode id.
 
     Raises
     ------
