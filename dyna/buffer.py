@@ -1184,9 +1184,10 @@ class ExperienceBuffer:
             survivors = order[keep[order]]
         deleted = n - survivors.size
         if deleted:
-            self._sync_norms()   # rows move: the pending ones must carry their norms
+            if not self.ring:
+                # Survivors are in row order, so those whose norm is stored stay a prefix.
+                self._normed = int(np.searchsorted(survivors, self._normed))
             self._store.keep(survivors)
-            self._normed = survivors.size
             self._groups.clear()
         return deleted
 
