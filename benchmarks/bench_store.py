@@ -1,4 +1,4 @@
-"""Benchmark: SQLite insert through the store against a bare ``executemany`` (issue 3).
+"""Benchmarks: SQLite insert and store opening against bare sqlite3 peers (issue 3).
 
 Target: inserting a batch of records with :meth:`dyna.store.sqlite.SQLiteStore.append`
 (numpy columns in, ids assigned, one transaction) takes at most 1.25x the time of the bare
@@ -6,6 +6,13 @@ peer: one ``executemany`` of the same rows, already built as Python tuples, in o
 transaction on a connection with the same pragmas (WAL, synchronous=NORMAL), into the same
 table. Both are measured in the same run; the ratio of the medians is printed and asserted.
 Size: ``DYNA_BENCH_STORE_N`` records (default 1,000,000) of d = 64.
+
+Target: opening an :class:`dyna.experience.ExperienceStore` on a file of those records (every
+row loaded into the in-memory buffer: labels dictionary-encoded, features decoded, the stored
+redacted JSON kept, quick_check run) takes at most 1.5x the time of the bare peer: one
+``SELECT`` of the same columns in id order, ``fetchall``, and the columns made numpy arrays
+(object arrays for text, float64, the feature BLOBs joined and decoded by ``np.frombuffer``).
+The file is built once per module; both are timed alternately by the ``compare`` fixture.
 """
 
 import os
@@ -16,6 +23,7 @@ import time
 import numpy as np
 import pytest
 
+from dyna.experience import RECORD_SCHEMA, ExperienceStore
 from dyna.store.sqlite import SQLiteStore
 
 N = int(os.environ.get("DYNA_BENCH_STORE_N", 1_000_000))
@@ -90,3 +98,52 @@ def test_sqlite_insert_within_1_25x_of_bare_executemany(benchmark, tmp_path):
           f"{peer_median:.3f} s, ratio {ratio:.3f} (target <= 1.25); "
           f"{N / ours_median:,.0f} records/s")
     assert ratio <= 1.25
+
+
+@pytest.fixture(scope="module")
+def store_file(tmp_path_factory):
+    """A store of N records (d = 64) with two redacted JSON dict columns, built once."""
+    path = tmp_path_factory.mktemp("open") / "open.db"
+    st = SQLiteStore(path, RECORD_SCHEMA, DIM)
+    step = 100_000
+    for start in range(0, N, step):
+        cols = make_columns(min(step, N - start))
+        ids = range(start, start + len(cols["reward"]))
+        cols["timestamp"] = cols["timestamp"] + start
+        cols["state_before"] = [f'{{"pos":{i},"x":[1,2.5]}}' for i in ids]
+        cols["metadata"] = [f'{{"note":"n{i}","api_key":"[REDACTED]"}}' for i in ids]
+        st.append(cols)
+    st.checkpoint()
+    st.close()
+    return path
+
+
+def test_open_store_within_1_5x_of_bare_select(compare, store_file):
+    names = ["id"] + [n for n, _ in RECORD_SCHEMA]
+    kinds = ["int"] + [k for _, k in RECORD_SCHEMA]
+    sql = f"SELECT {', '.join(names)} FROM episodes ORDER BY id"
+
+    def peer():
+        conn = sqlite3.connect(store_file)
+        cols = list(zip(*conn.execute(sql).fetchall()))
+        conn.close()
+        out = {}
+        for name, kind, vals in zip(names, kinds, cols):
+            if kind == "vector":
+                out[name] = np.frombuffer(b"".join(vals), np.float32).reshape(-1, DIM)
+            elif kind in ("int", "float"):
+                out[name] = np.array(vals, dtype=np.int64 if kind == "int" else np.float64)
+            else:
+                out[name] = np.empty(len(vals), dtype=object)
+                out[name][:] = vals
+        assert out["features"].shape == (N, DIM)
+
+    def ours():
+        s = ExperienceStore(store_file, dim=DIM)
+        assert len(s) == N and s.persistence_status == "ok"
+        s.close()
+
+    ratios = compare(f"open a store of {N} records (d={DIM})", ours, {"bare_select": peer},
+                     rounds=3)
+    print(f"open ratio {ratios['bare_select']:.3f} (target <= 1.5)")
+    assert ratios["bare_select"] <= 1.5

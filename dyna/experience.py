@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -48,11 +49,12 @@ from typing import Any
 import numpy as np
 
 from dyna import __version__
-from dyna.buffer import CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, ExperienceBuffer
+from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Categorical,
+                         ExperienceBuffer)
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
 from dyna.errors import ConfigError, StoreBusyError, StoreError, check_range
 from dyna.escalation import RISK_CLASSES, should_escalate
-from dyna.redact import DEFAULT_SENSITIVE_KEYS, hash_features, redact
+from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, hash_features, normalise_key, redact
 from dyna.store import jsonl as _jsonl
 from dyna.store import parquet as _parquet
 from dyna.store.sqlite import SQLiteStore
@@ -69,6 +71,77 @@ RECORD_SCHEMA: tuple[tuple[str, str], ...] = (
 SUCCESS = "success"
 _EPISODE_FIELDS = CATEGORICAL_FIELDS + ("reward", "timestamp") + DICT_FIELDS + ("state_features",)
 _SELECTORS = ("task_type", "run_id", "task_id", "request_id")
+
+
+# ============================================================================ loading
+#: Characters outside ASCII whose lower case is ASCII (so a key spelled with one can match
+#: an ASCII sensitive key name): only U+212A KELVIN SIGN, whose lower case is "k".
+_ASCII_LOWERING = frozenset("\u212a")
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+# Same length as '"[REDACTED]"' (so offsets still map to rows); \x01 never occurs in JSON text.
+_REDACTED_JSON = json.dumps(REDACTED)
+_REDACTED_MARK = '"' + "\x01" * (len(_REDACTED_JSON) - 2) + '"'
+
+
+def _rows_to_redact(texts: np.ndarray, keys) -> np.ndarray:
+    """Rows of stored JSON texts that redaction with ``keys`` could still change.
+
+    Stored texts were redacted by their writer (values by the fixed secret patterns, keys by
+    the writer's key names), so only a key that ``keys`` name and whose value is not already
+    ``"[REDACTED]"`` needs work. All texts are searched at once: joined into one string,
+    ``"[REDACTED]"`` values masked, lower-cased with ``-`` read as ``_`` (as
+    :func:`dyna.redact.normalise_key` compares keys), then each sensitive name is looked up
+    as the JSON object key ``"name":``. The test is conservative (it may pick a row that
+    redaction leaves alone, never misses one): rows holding ``\\u`` escapes or raw non-ASCII
+    characters are picked whenever a key name is not ASCII or a character lower-casing to
+    ASCII (:data:`_ASCII_LOWERING`) occurs.
+
+    Parameters
+    ----------
+    texts : ndarray of object, shape (n,)
+        JSON texts (str) or None.
+    keys : iterable of str
+        Sensitive key names (any spelling; normalised here).
+
+    Returns
+    -------
+    ndarray of int64
+        Row positions into ``texts``, increasing.
+    """
+    key_set = {normalise_key(k) for k in keys}
+    present = np.flatnonzero(np.not_equal(texts, None))
+    if not key_set or present.size == 0:
+        return np.empty(0, dtype=np.int64)
+    vals = texts[present].tolist()
+    lens = np.fromiter(map(len, vals), dtype=np.int64, count=len(vals)) + 1
+    starts = np.cumsum(lens) - lens
+    joined = "\n".join(vals)
+    picked: list[np.ndarray] = []
+    if not joined.isascii():  # lower() could change lengths: handle these rows one by one
+        wide = np.fromiter((not v.isascii() for v in vals), dtype=bool, count=len(vals))
+        picked.append(np.flatnonzero(wide))
+        joined = "\n".join("" if w else v for v, w in zip(vals, wide.tolist()))
+        lens = np.where(wide, 0, lens - 1) + 1
+        starts = np.cumsum(lens) - lens
+
+    def rows_at(offsets) -> np.ndarray:
+        return np.searchsorted(starts, np.fromiter(offsets, dtype=np.int64), side="right") - 1
+
+    simple = [k for k in key_set if k.isascii()]
+    if "\\u" in joined:
+        escapes = [(m.start(), chr(int(m.group(1), 16))) for m in _UNICODE_ESCAPE.finditer(joined)]
+        if len(simple) < len(key_set) or any(c in _ASCII_LOWERING for _, c in escapes):
+            picked.append(rows_at(pos for pos, _ in escapes))
+    text = joined.replace(_REDACTED_JSON, _REDACTED_MARK).lower().replace("-", "_")
+    for key in simple:
+        name = json.dumps(key) + ":"
+        found = text.count(name)
+        if found and found != text.count(name + _REDACTED_MARK):
+            pat = re.compile(re.escape(name) + "(?!" + re.escape(_REDACTED_MARK) + ")")
+            picked.append(rows_at(m.start() for m in pat.finditer(text)))
+    if not picked:
+        return np.empty(0, dtype=np.int64)
+    return present[np.unique(np.concatenate(picked))]
 
 
 # ============================================================================ operation specs
@@ -296,13 +369,60 @@ class ExperienceStore:
         return "ok" if self._db is None else self._db.status
 
     def _load(self) -> None:
-        """Fill the buffer from the SQLite file (all rows, id order)."""
+        """Fill the buffer from the SQLite file (all rows, id order), in bulk.
+
+        The store returns whole columns (labels dictionary-encoded, features decoded from one
+        joined buffer) and the buffer takes them in one :meth:`ExperienceBuffer.record_batch`
+        as :class:`~dyna.buffer.Categorical` codes, with the features given (never re-hashed).
+        The stored dict texts are already redacted JSON; they go into the buffer as they are,
+        except rows holding a key that this store's ``redact_keys`` treat as sensitive and
+        whose value is not yet ``"[REDACTED]"`` (see :func:`_rows_to_redact`): those are
+        parsed, redacted and serialised again, as every row used to be.
+        """
         self._comp = None
         if self._db is None:
             return
-        cols = self._db.read()
+        cols = self._db.read(categories=CATEGORICAL_FIELDS)
         if len(cols["id"]):
-            self._record_columns(self.buffer, cols, ids=cols["id"])
+            self._record_loaded(self.buffer, cols)
+
+    def _record_loaded(self, buf: ExperienceBuffer, cols: Mapping[str, Any]) -> None:
+        """Record columns read from the store (labels as (codes, labels) pairs) into ``buf``."""
+        kw: dict[str, Any] = {}
+        for name in CATEGORICAL_FIELDS:
+            codes, labels = cols[name]
+            if name in REQUIRED_FIELDS or any(label for label in labels):
+                kw[name] = Categorical(codes, ["" if v is None else v for v in labels])
+        kw["reward"] = cols["reward"]
+        kw["timestamp"] = cols["timestamp"]
+        kw["state_features"] = cols["features"]
+        texts = {}
+        for name in DICT_FIELDS:
+            vals = cols[name]
+            if np.not_equal(vals, None).any():
+                texts[name] = self._redact_texts(vals)
+        if texts:
+            # A batch of zero rows that names the dict columns makes the buffer treat them
+            # as in use (so later batches write None there, and pruning releases them);
+            # the texts, already redacted JSON, are then written into the new rows' view.
+            empty = np.empty(0, dtype=object)
+            buf.record_batch(reward=np.empty(0), **{n: empty for n in REQUIRED_FIELDS
+                                                    if n != "reward"},
+                             **{n: [] for n in texts})
+        first = len(buf)
+        buf.record_batch(ids=cols["id"], **kw)
+        for name, vals in texts.items():
+            buf.column(name)[first:] = vals
+
+    def _redact_texts(self, texts: np.ndarray) -> np.ndarray:
+        """Stored JSON texts with the rows :func:`_rows_to_redact` finds redacted again."""
+        rows = _rows_to_redact(texts, self.redact_keys)
+        if rows.size:
+            texts = texts.copy()
+            for i in rows.tolist():
+                texts[i] = json.dumps(redact(json.loads(texts[i]), self.redact_keys),
+                                      separators=(",", ":"), allow_nan=False)
+        return texts
 
     @staticmethod
     def _batch_kwargs(cols: Mapping[str, Any]) -> dict[str, Any]:

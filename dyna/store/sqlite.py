@@ -38,7 +38,9 @@ Space (case PERS-05)
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import gc
 import os
 import sqlite3
 import threading
@@ -63,6 +65,9 @@ FILTER_COLUMNS = ("id", "tenant_id", "task_type", "action_type", "outcome", "run
 #: ``MIGRATIONS[v](conn, schema, dim)`` upgrades a store from version v to v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection, Sequence[tuple[str, str]], int], None]] = {}
 
+#: Rows fetched per step of :meth:`SQLiteStore.read` (small enough to stay in cache).
+READ_CHUNK = 4096
+
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
 _BUSY = {"SQLITE_BUSY", "SQLITE_LOCKED"}
 
@@ -76,6 +81,29 @@ def _errname(exc: sqlite3.Error) -> str:
         if "not a database" in msg or "malformed" in msg:
             return "SQLITE_CORRUPT"
     return name.split("_")[0] + "_" + name.split("_")[1] if name.count("_") >= 2 else name
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector (restored on exit, even on error)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _encode_labels(vals: list) -> tuple[np.ndarray, list]:
+    """Dictionary-encode a list of labels: int32 codes and distinct labels (first seen)."""
+    if not vals or (vals[0] is None and vals.count(None) == len(vals)):  # all NULL
+        return np.zeros(len(vals), dtype=np.int32), [None]
+    lookup = dict.fromkeys(vals)
+    for code, label in enumerate(lookup):
+        lookup[label] = code
+    codes = np.fromiter(map(lookup.__getitem__, vals), dtype=np.int32, count=len(vals))
+    return codes, list(lookup)
 
 
 class _Corrupt(Exception):
@@ -510,15 +538,40 @@ class SQLiteStore:
 
     # ----------------------------------------------------------------- reading
     def read(self, where: Mapping[str, object] | None = None, *,
-             columns: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+             columns: Sequence[str] | None = None,
+             categories: Sequence[str] = ()) -> dict[str, object]:
         """Rows matching ``where`` (exact), in id order, as numpy columns.
+
+        One ``SELECT`` is stepped in chunks of :data:`READ_CHUNK` rows; each chunk is
+        transposed once and every column is converted in bulk (vector BLOBs joined and
+        decoded by one ``np.frombuffer``), with the cyclic garbage collector paused (the
+        rows are millions of short-lived tuples that cannot form cycles).
+
+        Parameters
+        ----------
+        where : mapping, optional
+            Exact filters (see :meth:`delete`).
+        columns : sequence of str, optional
+            Columns to read (default all); ``id`` always comes first.
+        categories : sequence of str
+            ``str`` columns to return dictionary-encoded instead of as object arrays.
 
         Returns
         -------
-        dict of str to ndarray
+        dict of str to ndarray or (ndarray, list)
             ``id`` int64 (n,); int columns int64 (NULL -> 0 is refused: NULL ints come back
             as an object array); float columns float64 (NULL -> NaN); str/json columns
-            object arrays (None for NULL); vector columns float32 (n, dim), NULL -> zeros.
+            object arrays (None for NULL); vector columns float32 (n, dim), NULL or a BLOB
+            of the wrong length -> zeros. A column named in ``categories`` is a pair
+            ``(codes, labels)``: int32 codes (n,) into the list of its distinct values in
+            order of first appearance (None for NULL), so ``labels[codes[i]]`` is row i.
+
+        Raises
+        ------
+        ConfigError
+            An unknown column, or a ``categories`` entry that is not a ``str`` column.
+        StoreError
+            A read error other than corruption.
 
         Corruption met while reading moves the file aside and starts fresh
         (``degraded_fresh_start``); the answer is then empty.
@@ -528,40 +581,68 @@ class SQLiteStore:
         for c in names[1:]:
             if c not in self._kinds:
                 raise ConfigError("columns", c, "unknown column")
+        for c in categories:
+            if self._kinds.get(c) != "str":
+                raise ConfigError("categories", c, "must name a str column")
         clause, args = self._where(where)
         sql = f"SELECT {', '.join(names)} FROM {TABLE}{clause} ORDER BY id"
+        kinds = ["int" if name == "id" else self._kinds[name] for name in names]
+        acc: list[list] = [[] for _ in names]
+        # vector columns are joined chunk by chunk (no million BLOB objects alive at once)
+        blobs = [(acc[j], j) for j, kind in enumerate(kinds) if kind == "vector"]
         try:
-            with self._lock:
-                rows = self._conn.execute(sql, args).fetchall()
+            with self._lock, _gc_paused():
+                cur = self._conn.execute(sql, args)
+                while chunk := cur.fetchmany(READ_CHUNK):
+                    cols = list(zip(*chunk))
+                    for col, j in blobs:
+                        col.append(self._join_vectors(cols[j]))
+                        cols[j] = ()
+                    for col, vals in zip(acc, cols):
+                        col.extend(vals)
         except sqlite3.DatabaseError as exc:
             if _errname(exc) not in _CORRUPT:
                 raise StoreError(f"{self.path}: read failed: {exc}") from exc
             self._recover()
-            rows = []
-        return self._to_columns(names, rows)
-
-    def _to_columns(self, names: list[str], rows: list[tuple]) -> dict[str, np.ndarray]:
-        n = len(rows)
-        cols = list(zip(*rows)) if n else [()] * len(names)
-        out: dict[str, np.ndarray] = {}
-        for name, vals in zip(names, cols):
-            kind = "int" if name == "id" else self._kinds[name]
-            if kind == "vector":
-                w = self.dim * 4
-                zero = bytes(w)
-                raw = b"".join(v if v is not None and len(v) == w else zero for v in vals)
-                out[name] = np.frombuffer(raw, dtype=np.float32).reshape(n, self.dim).copy()
-            elif kind == "float":
-                out[name] = np.array([np.nan if v is None else v for v in vals],
-                                     dtype=np.float64).reshape(n)
-            elif kind == "int":
-                arr = np.array(vals, dtype=object).reshape(n)
-                out[name] = arr if any(v is None for v in vals) else arr.astype(np.int64)
-            else:
-                arr = np.empty(n, dtype=object)
-                arr[:] = list(vals)
-                out[name] = arr
+            acc = [[] for _ in names]
+        cats = set(categories)
+        out: dict[str, object] = {}
+        for name, kind, vals in zip(names, kinds, acc):
+            out[name] = _encode_labels(vals) if name in cats else self._column(kind, vals)
         return out
+
+    def _join_vectors(self, vals) -> bytes:
+        """One chunk of vector BLOBs as one bytes object; NULL or a wrong length -> zeros."""
+        w = self.dim * 4
+        if None not in vals:
+            raw = b"".join(vals)
+            if len(raw) == len(vals) * w and set(map(len, vals)) == {w}:
+                return raw
+        zero = bytes(w)
+        return b"".join(v if isinstance(v, bytes) and len(v) == w else zero for v in vals)
+
+    def _column(self, kind: str, vals: list) -> np.ndarray:
+        """One column of fetched values as a numpy array (see :meth:`read`).
+
+        A vector column arrives as a list of joined chunks (:meth:`_join_vectors`).
+        """
+        n = len(vals)
+        if kind == "vector":
+            raw = bytearray().join(vals)  # writable, so frombuffer needs no copy
+            return np.frombuffer(raw, dtype=np.float32).reshape(-1, self.dim)
+        if kind == "float":
+            if None in vals:
+                vals = [np.nan if v is None else v for v in vals]
+            return np.array(vals, dtype=np.float64).reshape(n)
+        if kind == "int":
+            if None in vals:
+                arr = np.empty(n, dtype=object)
+                arr[:] = vals
+                return arr
+            return np.array(vals, dtype=np.int64).reshape(n)
+        arr = np.empty(n, dtype=object)
+        arr[:] = vals
+        return arr
 
     def count(self, where: Mapping[str, object] | None = None) -> int:
         """Number of rows matching ``where`` exactly."""
