@@ -752,6 +752,10 @@ def _unit_queries(query, dim: int) -> tuple[np.ndarray, bool]:
         raise ConfigError("query", Q.shape, f"must have shape ({dim},) or (q, {dim})")
     if not np.all(np.isfinite(Q)):
         raise ConfigError("query", "non-finite", "must not contain NaN or inf")
+    # Scale each row by its largest |value| first, so the sum of squares neither overflows
+    # (a 1e200 query would become all zeros) nor underflows (1e-200 would look like zero).
+    top = np.abs(Q).max(axis=1)
+    Q = Q / np.where(top > 0, top, 1.0)[:, None]
     qn = np.sqrt(np.einsum("ij,ij->i", Q, Q))
     if np.any(qn == 0):
         raise ConfigError("query", f"zero vector at {int(np.flatnonzero(qn == 0)[0])}",

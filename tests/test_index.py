@@ -252,3 +252,20 @@ def test_ann_index_without_faiss_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "faiss", None)  # makes `import faiss` fail
     with pytest.raises(ConfigError, match=r'pip install "dyna\[ann\]"'):
         AnnIndex(8)
+
+
+def test_query_norm_neither_overflows_nor_underflows_in_float64():
+    # |q|^2 of a 1e200 query overflows float64 (it used to become an all-zero query: every
+    # score 0, rows in stamp order); of a 1e-200 query it underflows (it used to be refused
+    # as a zero query). Both are finite, nonzero directions.
+    ix = ExactIndex(3)
+    ix.add([[1, 0, 0], [0, 1, 0], [-1, 0, 0], [1, 1, 0]])
+    for scale in (1e200, 1e-200, 1e-310):
+        rows, scores = ix.search(np.array([scale, 0.0, 0.0]), 4)
+        assert rows.tolist() == [0, 3, 1, 2]
+        np.testing.assert_allclose(scores, [1.0, 1 / math.sqrt(2), 0.0, -1.0], atol=1e-7)
+    rows, scores = ix.search(np.array([[1e160, 1e160, 0.0], [0.0, -1e-170, 0.0]]), 2)
+    assert rows.tolist() == [[3, 1], [2, 0]]
+    np.testing.assert_allclose(scores, [[1.0, 1 / math.sqrt(2)], [0.0, 0.0]], atol=1e-7)
+    with pytest.raises(ConfigError):
+        ix.search(np.zeros(3), 1)
