@@ -263,8 +263,9 @@ class ProcessPoolBackend(Backend):
                     if on_result is not None:
                         on_result(jobs[i], results[i])
         except KeyboardInterrupt:
-            # Workers ignore SIGINT (the parent decides); stop them now rather than let
-            # them finish their current jobs for nobody.
+            # Ctrl-C, or SIGTERM turned into dyna.cli.Terminated by the CLI. Workers ignore
+            # SIGINT (the parent decides) and never see a SIGTERM sent to the parent alone;
+            # stop them now rather than let them finish their jobs for nobody or outlive us.
             for proc in list((getattr(pool, "_processes", None) or {}).values()):
                 proc.terminate()
             pool.shutdown(wait=False, cancel_futures=True)

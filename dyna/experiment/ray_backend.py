@@ -34,7 +34,8 @@ Failures
 * Ctrl-C (``KeyboardInterrupt``, also when raised by the ``on_result`` callback) cancels every
   pending task (``ray.cancel(force=True)``, which stops running workers) and shuts down a Ray
   instance this backend started. The runner writes its output folder only after ``map``
-  returns, so nothing is left on disk.
+  returns, so nothing is left on disk. SIGTERM to ``dyna run`` does the same (exit status
+  143): the CLI's SIGTERM handler, which ``ray.init`` would replace, is kept.
 
 Ray is an optional extra (``pip install -e ".[ray]"``); without it, constructing the backend
 raises :class:`RayNotInstalledError`.
@@ -42,11 +43,14 @@ raises :class:`RayNotInstalledError`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from dyna.errors import ConfigError, DynaError
@@ -156,6 +160,27 @@ def _probe(address: str, timeout: float = _CONNECT_TIMEOUT_S) -> None:
                           "one with `ray start --head`") from None
 
 
+@contextlib.contextmanager
+def _keep_sigterm_handler():
+    """Keep a Python SIGTERM handler the caller installed across ``ray.init``.
+
+    ``ray.init`` replaces the SIGTERM handler with Ray's own, which kills the local Ray
+    processes and exits with status 1 after a multi-line C++ stack report. When the caller
+    already handles SIGTERM (the ``dyna`` CLI turns it into
+    :class:`dyna.cli.Terminated`, a KeyboardInterrupt), that handler is put back, so
+    :meth:`RayBackend.map` cancels its tasks and shuts the instance down exactly as for
+    Ctrl-C. With no Python handler installed (default disposition), Ray's is kept: it is
+    better than dying with the Ray processes left running.
+    """
+    in_main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if in_main else None
+    try:
+        yield
+    finally:
+        if callable(before):
+            signal.signal(signal.SIGTERM, before)
+
+
 def _cause(ray, err: BaseException) -> BaseException:
     """The job's own exception inside a Ray task error."""
     cause = getattr(err, "cause", None) if isinstance(err, ray.exceptions.RayTaskError) else None
@@ -234,18 +259,21 @@ class RayBackend(Backend):
         if not ray.is_initialized():
             common = dict(include_dashboard=False, log_to_driver=False,
                           logging_level=logging.WARNING)
-            if self.address is None:
-                ray.init(address="local", num_cpus=self._workers, **common)
-            else:
-                _probe(self.address)
-                try:
-                    ray.init(address=self.address, **common)
-                except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
-                    hint = ("" if os.environ.get("RAY_AUTH_MODE") else
-                            "; if the cluster uses token authentication, set RAY_AUTH_MODE=token "
-                            "and the cluster's token (RAY_AUTH_TOKEN or ~/.ray/auth_token)")
-                    raise ConfigError("--address", self.address,
-                                      f"cannot join a Ray cluster there: {exc}{hint}") from None
+            with _keep_sigterm_handler():
+                if self.address is None:
+                    ray.init(address="local", num_cpus=self._workers, **common)
+                else:
+                    _probe(self.address)
+                    try:
+                        ray.init(address=self.address, **common)
+                    except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
+                        hint = ("" if os.environ.get("RAY_AUTH_MODE") else
+                                "; if the cluster uses token authentication, set "
+                                "RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN "
+                                "or ~/.ray/auth_token)")
+                        raise ConfigError("--address", self.address,
+                                          f"cannot join a Ray cluster there: {exc}{hint}"
+                                          ) from None
             self._own = True
         resources = ray.cluster_resources()
         if self._workers is None:
