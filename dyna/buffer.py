@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -460,7 +461,17 @@ class ExperienceBuffer:
         # growable buffer) leave theirs to _sync_norms, run before anything reads them.
         self._normed = 0
         self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
-                                     stamp="id", prepare=self._sync_norms)
+                                     stamp="id", prepare=_norms_hook(self))
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["index"]          # rebuilt on unpickling, bound to the new buffer
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
+                                     stamp="id", prepare=_norms_hook(self))
 
     def _sync_norms(self) -> None:
         """Store the inverse norms of rows ``_normed..len-1`` (validated when recorded).
@@ -559,7 +570,7 @@ class ExperienceBuffer:
         dicts = {name: self._redacted(name, episode.get(name)) for name in DICT_FIELDS}
         json_text = {name: _to_json(name, value) for name, value in dicts.items()}
         if episode.get("state_features") is not None:
-            feat = np.asarray(episode["state_features"], dtype=np.float32)
+            feat = _float_array("state_features", episode["state_features"], np.float32)
             if feat.shape != (self._dim,):
                 raise ConfigError("state_features", feat.shape, f"must have shape ({self._dim},)")
         else:
@@ -715,7 +726,7 @@ class ExperienceBuffer:
         sf = columns.get("state_features")
         feats = _NO_FEATURES
         if sf is not None:
-            feats = np.ascontiguousarray(sf, dtype=np.float32)
+            feats = np.ascontiguousarray(_float_array("state_features", sf, np.float32))
             if feats.shape != (n, self._dim):
                 raise ConfigError("state_features", feats.shape,
                                   f"must have shape ({n}, {self._dim})")
@@ -779,7 +790,7 @@ class ExperienceBuffer:
             used.add(name)
         for name, _, _ in per_row:
             used.add(name)
-        if dict_json or not used.isdisjoint(DICT_FIELDS):
+        if dict_json or not _DICT_SET.isdisjoint(used):
             given = {name for name, _ in dict_json}
             writes.extend(dict_json)
             writes.extend((name, None) for name in DICT_FIELDS
@@ -1259,7 +1270,7 @@ class ExperienceBuffer:
         new._used = set(self._used)
         new._groups = {}
         new.index = ExactIndex.over(new._store, vectors="features", inv_norm="inv_norm",
-                                    stamp="id", prepare=new._sync_norms)
+                                    stamp="id", prepare=_norms_hook(new))
         return new
 
     def clear(self) -> None:
@@ -1338,12 +1349,36 @@ class ExperienceBuffer:
 def _float_column(field: str, values, n: int | None) -> np.ndarray:
     """float64 (n,) column (finiteness is checked by the caller); a scalar is broadcast
     when n is given."""
-    arr = np.asarray(values, dtype=np.float64)
+    if type(values) is np.ndarray and values.dtype == np.float64 and values.ndim == 1 and (
+            n is None or values.shape[0] == n):
+        return values    # the common case, without conversion calls
+    arr = _float_array(field, values, np.float64)
     if arr.ndim == 0 and n is not None:
         arr = np.full(n, float(arr))
     if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
         raise ConfigError(field, arr.shape, "must be a 1-D array" + ("" if n is None else f" of length {n}"))
     return arr
+
+
+def _float_array(field: str, values, dtype) -> np.ndarray:
+    """``np.asarray(values, dtype)``; anything that is not numbers raises ConfigError."""
+    try:
+        return np.asarray(values, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(field, type(values).__name__, f"must be numbers ({exc})") from None
+
+
+def _norms_hook(buf: ExperienceBuffer) -> Callable[[], None]:
+    """``buf._sync_norms`` for its index, through a weak reference: a bound method would make
+    a buffer -> index -> buffer cycle, kept alive (with its arrays) until a full collection."""
+    ref = weakref.ref(buf)
+
+    def sync() -> None:
+        b = ref()
+        if b is not None:
+            b._sync_norms()
+
+    return sync
 
 
 def _finite_scalar(field: str, value) -> float:

@@ -563,3 +563,48 @@ def test_required_categorical_code_for_missing_label_is_refused_on_both_paths():
                              **dict(BASE, tenant_id=Categorical(codes, labels)))
         assert err.value.field == "tenant_id[1]"
     assert len(buf) == 1
+
+
+def test_a_dropped_buffer_is_freed_without_waiting_for_the_cycle_collector():
+    import gc
+    import weakref
+
+    buf = ExperienceBuffer(dim=4)
+    buf.record_batch(reward=np.zeros(3), state_features=np.ones((3, 4)), **BASE)
+    assert buf.search(np.ones(4), 1)[0].tolist() == [2]
+    ref = weakref.ref(buf)
+    gc.disable()
+    try:
+        del buf
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda b: b.record_batch(reward=["a", "b"], **BASE), "reward"),
+    (lambda b: b.record_batch(reward=[0.0], timestamp=["x"], **BASE), "timestamp"),
+    (lambda b: b.record_batch(reward=[0.0], state_features=[["a", 0, 0, 0]], **BASE),
+     "state_features"),
+    (lambda b: b.record(reward=0.0, state_features=["a", 0, 0, 0], **BASE), "state_features"),
+    (lambda b: b.record(reward=0.0, state_features={"a": 1}, **BASE), "state_features"),
+])
+def test_non_numeric_numbers_raise_config_error_naming_the_field(call, field):
+    buf = ExperienceBuffer(dim=4)
+    with pytest.raises(ConfigError) as err:
+        call(buf)
+    assert err.value.field == field and len(buf) == 0
+
+
+def test_pickle_and_deepcopy_give_an_independent_buffer_whose_index_is_its_own():
+    import copy
+    import pickle
+
+    buf = ExperienceBuffer(dim=3)
+    buf.record_batch(reward=np.zeros(2), state_features=[[1, 0, 0], [0, 1, 0]], **BASE)
+    for clone in (pickle.loads(pickle.dumps(buf)), copy.deepcopy(buf)):
+        clone.record_batch(reward=[1.0], state_features=[[0, 0, 1]], **BASE)
+        rows, scores = clone.search([0, 0, 1], 1)
+        assert rows.tolist() == [2] and scores[0] == pytest.approx(1.0)
+        assert clone.column("inv_norm").tolist() == [1.0, 1.0, 1.0]
+    assert len(buf) == 2 and buf.search([0, 0, 1], 1)[0].tolist() == [1]   # a tie: newest
