@@ -108,8 +108,10 @@ def _label(value) -> str:
     """The string label of a categorical value (None -> "" = missing)."""
     if value is None:
         return ""
-    if isinstance(value, str):
+    if type(value) is str:
         return value
+    if isinstance(value, str):
+        return str(value)    # numpy.str_ and other subclasses: plain str
     if isinstance(value, (bytes, np.bytes_)):
         return value.decode("utf-8")
     if isinstance(value, np.generic):
@@ -914,16 +916,15 @@ class ExperienceBuffer:
                 uniq, inverse = np.unique(arr, return_inverse=True)
                 uniq_labels = [_label(v) for v in uniq]
         mapping = np.empty(len(uniq_labels), dtype=np.int32)
-        new: list[str] = []
+        new_codes: dict[str, int] = {}     # label -> code, in order of first appearance
         for j, label in enumerate(uniq_labels):
             code = d.lookup.get(label)
             if code is None:
-                if label in new:
-                    code = len(d.labels) + new.index(label)
-                else:
-                    code = len(d.labels) + len(new)
-                    new.append(label)
+                code = new_codes.get(label)
+                if code is None:
+                    code = new_codes[label] = len(d.labels) + len(new_codes)
             mapping[j] = code
+        new = list(new_codes)
         if isinstance(values, Categorical) and not new:
             types = tuple(map(type, raw))
             if all(t is str for t in types):

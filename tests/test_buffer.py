@@ -608,3 +608,13 @@ def test_pickle_and_deepcopy_give_an_independent_buffer_whose_index_is_its_own()
         assert rows.tolist() == [2] and scores[0] == pytest.approx(1.0)
         assert clone.column("inv_norm").tolist() == [1.0, 1.0, 1.0]
     assert len(buf) == 2 and buf.search([0, 0, 1], 1)[0].tolist() == [1]   # a tie: newest
+
+
+def test_many_new_labels_in_one_batch_are_coded_once_each_as_plain_str():
+    buf = ExperienceBuffer(dim=2)
+    ids = [f"req-{i}" for i in range(5000)][::-1]
+    buf.record_batch(reward=np.zeros(5001), request_id=ids + ["req-7"], **BASE)
+    cats = buf.categories("request_id")
+    assert len(cats) == 5001 and all(type(c) is str for c in cats)
+    assert buf.labels("request_id").tolist() == ids + ["req-7"]
+    assert buf.code("request_id", "req-7") == cats.index("req-7")
