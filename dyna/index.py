@@ -552,6 +552,32 @@ def _topk_block(S, inv, stamp, base, k, HS, HT, HI, sizes):  # pragma: no cover 
                                  sizes[qi])
 
 
+@numba.njit(cache=True, nogil=True)
+def _rescore_many(X, inv, stamp, cand, Q, k, out_r, out_s):  # pragma: no cover - compiled
+    """For each query i: the top-k of the rows ``cand[i]`` (entries < 0 skipped; at least k
+    others) by the compiled dot product of :func:`_topk_gather`, sorted (score desc, stamp
+    desc) into ``out_r[i]`` and ``out_s[i]`` (rows, float32 scores)."""
+    for i in range(Q.shape[0]):
+        sel = cand[i][cand[i] >= 0]
+        hs, ht, hi = _topk_gather(X, inv, stamp, sel, Q[i], k)
+        n = hs.shape[0]
+        # insertion sort of at most k entries: best first
+        for a in range(1, n):
+            s, t, p = hs[a], ht[a], hi[a]
+            b = a - 1
+            while b >= 0 and _less(hs[b], ht[b], s, t):
+                hs[b + 1] = hs[b]
+                ht[b + 1] = ht[b]
+                hi[b + 1] = hi[b]
+                b -= 1
+            hs[b + 1] = s
+            ht[b + 1] = t
+            hi[b + 1] = p
+        for a in range(n):
+            out_r[i, a] = sel[hi[a]]
+            out_s[i, a] = hs[a]
+
+
 def _sorted_result(hs, ht, hi, k):
     """Sort heap entries by score desc, stamp desc; keep k. Returns (positions, scores)."""
     order = np.lexsort((-ht, -hs.astype(np.float64)))[:k]
@@ -703,12 +729,7 @@ class ExactIndex:
             out_r = np.zeros((nq, 0), np.int64)
             out_s = np.zeros((nq, 0), np.float32)
         elif nq == 1 and rows is None:
-            # One sgemv (BLAS's own threads) into an (m,) float32 scratch, then one compiled
-            # pass. Our own threads would fight BLAS's spin-waiting workers for the cores.
-            raw = X[lo:hi] @ Qn[0]
-            hs, ht, hi_ = _topk_scaled(raw, inv[lo:hi], stamp[lo:hi], kk)
-            r, out_s = _sorted_result(hs, ht, hi_, kk)
-            out_r, out_s = (r + lo)[None, :], out_s[None, :]
+            out_r, out_s = _search_one(X, inv, stamp, lo, hi, Qn[0], kk)
         elif nq == 1 and rows is not None:
             out_r, out_s = _gather_one(X, inv, stamp, rows, Qn[0], kk)
         else:
@@ -813,6 +834,54 @@ def _shares(m: int, align: int = 1) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
 
 
+# BLAS may round the same dot product differently at different row positions (its tail
+# kernels sum in another order), so equal vectors need not get equal BLAS scores. The BLAS
+# scores only pick candidates; every result is rescored by the compiled dot product of
+# _topk_gather, whose rounding depends on the vector alone. For unit vectors each score is
+# within (d + 2) u of the exact cosine (u = 2^-24), so the two differ by at most 2 (d + 2) u
+# and every row of the rescored top-k has a BLAS score within 4 (d + 2) u of the k-th best
+# BLAS score: those rows are the candidates.
+_SLACK = 8   # heap entries kept beyond k, so that the candidates are usually all at hand
+
+
+def _tie_margin(d: int) -> float:
+    return 4.0 * (d + 2) * 2.0 ** -24
+
+
+def _near_candidates(hs: np.ndarray, pos: np.ndarray, k: int, margin: float,
+                     complete: bool) -> tuple[np.ndarray | None, float]:
+    """Positions whose BLAS score is within ``margin`` of the k-th best, and that score.
+
+    ``complete``: the heap saw every row or had room to spare. Otherwise, when even its worst
+    entry is within the margin, rows outside it may be too: returns ``(None, kth)``.
+    """
+    kth = float(np.partition(hs, hs.size - k)[hs.size - k]) if hs.size >= k else -np.inf
+    if not complete and hs.size and float(hs.min()) >= kth - margin:
+        return None, kth
+    return pos[hs >= kth - margin], kth
+
+
+def _search_one(X, inv, stamp, lo, hi, q, k):
+    """One query over rows ``lo..hi-1``: one sgemv, then the exact rescoring of candidates.
+
+    The sgemv uses BLAS's own threads (ours would fight its spin-waiting workers for the
+    cores) and writes one float32 score per row; one compiled pass keeps the best
+    ``k + _SLACK`` BLAS scores.
+    """
+    m = hi - lo
+    raw = X[lo:hi] @ q
+    cap = min(k + _SLACK, m)
+    hs, _, hi_ = _topk_scaled(raw, inv[lo:hi], stamp[lo:hi], cap)
+    margin = _tie_margin(X.shape[1])
+    cand, kth = _near_candidates(hs, hi_, k, margin, complete=cap == m)
+    if cand is None:   # more near-ties than the heap holds: take them from all the scores
+        cand = np.flatnonzero(raw * inv[lo:hi] >= np.float32(kth - margin))
+    rows = np.sort(cand) + lo
+    hs, ht, pos = _topk_gather(X, inv, stamp, rows, q, k)
+    p, s = _sorted_result(hs, ht, pos, k)
+    return rows[p][None, :], s[None, :]
+
+
 def _gather_one(X, inv, stamp, rows, q, k):
     """One query over scattered candidate rows, split across threads."""
     parts = _shares(rows.shape[0])
@@ -850,11 +919,12 @@ def _search_blocks(X, inv, stamp, lo, hi, rows, Qn, k):
     nq = Qn.shape[0]
     m = (hi - lo) if rows is None else rows.shape[0]
     block = _BLOCK_ROWS
+    cap = k + _SLACK
 
     def run(a, b):
-        HS = np.empty((nq, k), np.float32)
-        HT = np.empty((nq, k), np.int64)
-        HI = np.empty((nq, k), np.int64)
+        HS = np.empty((nq, cap), np.float32)
+        HT = np.empty((nq, cap), np.int64)
+        HI = np.empty((nq, cap), np.int64)
         sizes = np.zeros(nq, np.int64)
         S = np.empty((nq, min(block, b - a)), np.float32)
         for b0 in range(a, b, block):
@@ -862,7 +932,7 @@ def _search_blocks(X, inv, stamp, lo, hi, rows, Qn, k):
             blk = S[:, :b1 - b0]
             sel = slice(lo + b0, lo + b1) if rows is None else rows[b0:b1]
             np.matmul(Qn, X[sel].T, out=blk)
-            _topk_block(blk, inv[sel], stamp[sel], b0, k, HS, HT, HI, sizes)
+            _topk_block(blk, inv[sel], stamp[sel], b0, cap, HS, HT, HI, sizes)
         size = int(sizes[0])  # every query has seen the same rows
         return HS[:, :size], HT[:, :size], HI[:, :size]
 
@@ -872,13 +942,30 @@ def _search_blocks(X, inv, stamp, lo, hi, rows, Qn, k):
             res = _map_threads(run, parts)
     else:
         res = [run(*parts[0])]
+    # Candidates per query: the entries of every thread's heap within the tie margin of
+    # the k-th best BLAS score; a thread whose full heap lies entirely within the margin may
+    # have dropped some, and that query is searched on its own.
+    margin = _tie_margin(X.shape[1])
     HS = np.concatenate([r[0] for r in res], axis=1)
-    HT = np.concatenate([r[1] for r in res], axis=1)
     HI = np.concatenate([r[2] for r in res], axis=1)
-    order = np.lexsort((-HT, -HS.astype(np.float64)), axis=-1)[:, :k]
-    pos = np.take_along_axis(HI, order, axis=1)
-    scores = np.take_along_axis(HS, order, axis=1)
-    return (pos + lo if rows is None else rows[pos]), scores
+    kth = -np.partition(-HS, k - 1, axis=1)[:, k - 1]
+    low = kth - np.float32(margin)
+    redo = np.zeros(nq, bool)
+    for r, (a, b) in zip(res, parts):
+        if b - a > cap:      # this thread's heap had to drop rows
+            redo |= r[0].min(axis=1) >= low
+    keep = HS >= low[:, None]
+    cand = np.where(keep, HI + lo if rows is None else rows[HI], -1)   # -1: not a candidate
+    out_r = np.empty((nq, k), np.int64)
+    out_s = np.empty((nq, k), np.float32)
+    _rescore_many(X, inv, stamp, cand, Qn, k, out_r, out_s)
+    for qi in np.flatnonzero(redo).tolist():
+        if rows is None:
+            r_, s_ = _search_one(X, inv, stamp, lo, hi, Qn[qi], k)
+        else:
+            r_, s_ = _gather_one(X, inv, stamp, rows, Qn[qi], k)
+        out_r[qi], out_s[qi] = r_[0], s_[0]
+    return out_r, out_s
 
 
 # =============================================================================== ANN backend

@@ -269,3 +269,58 @@ def test_query_norm_neither_overflows_nor_underflows_in_float64():
     np.testing.assert_allclose(scores, [[1.0, 1 / math.sqrt(2)], [0.0, 0.0]], atol=1e-7)
     with pytest.raises(ConfigError):
         ix.search(np.zeros(3), 1)
+
+
+# ------------------------------------------------- equal vectors tie wherever they stand
+
+def test_equal_vectors_score_equal_and_come_newest_first_in_every_blas_path():
+    # BLAS rounds the same dot product differently at different row positions; results are
+    # rescored by one compiled dot product, so copies of a vector tie exactly.
+    rng = np.random.default_rng(6)
+    v = rng.normal(size=16).astype(np.float32)
+    ix = ExactIndex(16)
+    ix.add(np.tile(v, (3, 1)))
+    rows, scores = ix.search(rng.normal(size=16), 3)
+    assert rows.tolist() == [2, 1, 0] and len(set(scores.tolist())) == 1
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=16).astype(np.float32)
+    ix = ExactIndex(16)
+    ix.add(np.tile(v, (9, 1)))
+    rows, scores = ix.search(rng.normal(size=(4, 16)), 3)
+    assert rows.tolist() == [[8, 7, 6]] * 4
+    assert all(len(set(s)) == 1 for s in scores.tolist())
+
+
+@pytest.mark.parametrize("copies", [5, 40])   # fewer, and more, than the heap's slack
+def test_duplicates_of_the_best_row_beyond_the_heap_are_all_found(monkeypatch, copies):
+    monkeypatch.setattr(index_mod, "_MIN_SHARE", 1024)
+    monkeypatch.setattr(index_mod, "_BLOCK_ROWS", 512)
+    rng = np.random.default_rng(11)
+    d, n, k = 24, 6000, 12
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    Q = rng.standard_normal((3, d))
+    best = (Q[0] / np.linalg.norm(Q[0]) + 0.05 * rng.standard_normal(d)).astype(np.float32)
+    where = np.sort(rng.choice(n, copies, replace=False))
+    X[where] = best
+    ix = ExactIndex(d, capacity=16)
+    for a in range(0, n, 1700):
+        ix.add(X[a:a + 1700])
+    want = where[::-1][:k]                          # the copies, newest first
+    rows, scores = ix.search(Q, k)
+    if copies >= k:
+        assert rows[0].tolist() == want.tolist() and len(set(scores[0].tolist())) == 1
+        assert ix.search(Q[0], k)[0].tolist() == want.tolist()
+    else:
+        assert rows[0, :copies].tolist() == want.tolist()
+    stamps = np.arange(n)
+    for i in range(3):
+        ref, _ = brute_force(X, stamps, Q[i], k)
+        assert rows[i].tolist() == ref.tolist()
+        assert ix.search(Q[i], k)[0].tolist() == ref.tolist()
+    cand = np.flatnonzero(rng.random(n) < 0.7)
+    cand = np.union1d(cand, where)
+    rows_c, _ = ix.search(Q, k, candidates=cand)
+    for i in range(3):
+        ref, _ = brute_force(X, stamps, Q[i], k, cand)
+        assert rows_c[i].tolist() == ref.tolist()
+        assert ix.search(Q[i], k, candidates=cand)[0].tolist() == ref.tolist()
