@@ -135,6 +135,8 @@ class _Dictionary:
 _MAX_CACHED_MAPPINGS = 256
 _REQUIRED_SET = frozenset(REQUIRED_FIELDS)
 _DICT_SET = frozenset(DICT_FIELDS)
+_OPTIONAL_FIELDS = tuple(name for name in CATEGORICAL_FIELDS + DICT_FIELDS
+                         if name not in _REQUIRED_SET)
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _NO_FEATURES = np.zeros((0, 1), dtype=np.float32)
 _NO_CODES = (np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int32),
@@ -151,34 +153,35 @@ def _stage_rows(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_
     ``ids`` empty means ``first_id, first_id + 1, ...``. Returns ``(column, row, sorted)``:
     column 0 (reward), 1 (timestamp) or 2 (features) and the first invalid row, or
     ``(-1, -1, s)`` when all are valid, with ``s`` whether the timestamps are non-decreasing
-    after ``prev_ts``. Validation is one vectorised pass (``x * 0`` is 0 exactly when x is
-    finite; only ``reassoc`` is allowed, so NaN and inf propagate); the first bad row is
-    searched for only when there is one.
+    after ``prev_ts``. Reward and timestamp are copied and validated in one vectorised pass
+    (``x * 0`` is 0 exactly when x is finite; only ``reassoc`` is allowed, so NaN and inf
+    propagate); the first bad row is searched for only when there is one.
     """
     n = reward.shape[0]
     if n == 0:
         return -1, -1, True
-    bad_r = 0.0
-    bad_t = 0.0
-    for i in range(n):
-        bad_r += reward[i] * 0.0
-        bad_t += ts[i] * 0.0
-    if bad_r != 0.0 or bad_t != 0.0:
+    out_r = rew_dst[base:base + n]
+    out_t = ts_dst[base:base + n]
+    out_id = id_dst[base:base + n]
+    bad = 0.0
+    for i in range(n):   # copy and validate in one vectorised pass
+        r = reward[i]
+        t = ts[i]
+        out_r[i] = r
+        out_t[i] = t
+        bad += r * 0.0 + t * 0.0
+    later = ts[1:]
+    earlier = ts[:-1]
+    descents = 0
+    for i in range(n - 1):
+        descents += later[i] < earlier[i]
+    if bad != 0.0:   # NaN: some value is not finite
         for i in range(n):
             if not np.isfinite(reward[i]):
                 return 0, i, False
             if not np.isfinite(ts[i]):
                 return 1, i, False
-    descents = 0
-    for i in range(1, n):
-        descents += ts[i] < ts[i - 1]
     ts_sorted = descents == 0 and ts[0] >= prev_ts
-    out_r = rew_dst[base:base + n]
-    out_t = ts_dst[base:base + n]
-    out_id = id_dst[base:base + n]
-    for i in range(n):
-        out_r[i] = reward[i]
-        out_t[i] = ts[i]
     if ids.shape[0] == 0:
         for i in range(n):
             out_id[i] = first_id + i
@@ -187,11 +190,11 @@ def _stage_rows(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_
             out_id[i] = ids[i]
     if feats.shape[0]:
         if norms:
-            bad = copy_with_inverse_norms(feats, feat_dst, base, inv_dst)
+            bad_row = copy_with_inverse_norms(feats, feat_dst, base, inv_dst)
         else:
-            bad = copy_checked(feats, feat_dst, base)
-        if bad >= 0:
-            return 2, bad, False
+            bad_row = copy_checked(feats, feat_dst, base)
+        if bad_row >= 0:
+            return 2, bad_row, False
     return -1, -1, ts_sorted
 
 
@@ -208,16 +211,6 @@ def _stage_codes(src, mapping, dst, base, required):  # pragma: no cover - compi
     m = mapping.shape[0]
     if n == 0:
         return -1, -1
-    lo = src[0]
-    hi = src[0]
-    for i in range(n):
-        c = src[i]
-        lo = c if c < lo else lo
-        hi = c if c > hi else hi
-    if lo < 0 or hi >= m:
-        for i in range(n):
-            if src[i] < 0 or src[i] >= m:
-                return i, 0
     out = dst[base:base + n]
     off = mapping[0]
     run = True
@@ -225,10 +218,25 @@ def _stage_codes(src, mapping, dst, base, required):  # pragma: no cover - compi
         if mapping[j] != off + j:
             run = False
             break
-    if run and (off > 0 or not required):
+    lo = src[0]
+    hi = src[0]
+    if run and (off > 0 or not required):   # one pass: shift, and find the code range
         for i in range(n):
-            out[i] = src[i] + off
-        return -1, -1
+            c = src[i]
+            out[i] = c + off
+            lo = c if c < lo else lo
+            hi = c if c > hi else hi
+        if lo >= 0 and hi < m:
+            return -1, -1
+    else:
+        for i in range(n):
+            c = src[i]
+            lo = c if c < lo else lo
+            hi = c if c > hi else hi
+    if lo < 0 or hi >= m:
+        for i in range(n):
+            if src[i] < 0 or src[i] >= m:
+                return i, 0
     zeros = 0
     for i in range(n):
         v = mapping[src[i]]
@@ -475,6 +483,10 @@ class ExperienceBuffer:
         self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
                                      stamp="id", prepare=_norms_hook(self))
 
+    def _blank_columns(self) -> list[str]:
+        """Optional columns that never held a value: all 0 / None, nothing to move."""
+        return [name for name in _OPTIONAL_FIELDS if name not in self._used]
+
     def _sync_norms(self) -> None:
         """Store the inverse norms of rows ``_normed..len-1`` (validated when recorded).
 
@@ -646,7 +658,11 @@ class ExperienceBuffer:
             As :meth:`record`, naming the field and the first offending row. The whole batch
             is validated before anything is written, so on error nothing changes.
         """
-        self._check_fields(columns)
+        get = columns.get
+        if (not _INPUT_FIELDS.issuperset(columns) or get("reward") is None
+                or get("tenant_id") is None or get("task_type") is None
+                or get("action_type") is None or get("outcome") is None):
+            self._check_fields(columns)   # raises, naming the field
         reward = _float_column("reward", columns["reward"], None)
         n = reward.shape[0]
         ts = columns.get("timestamp")
@@ -728,7 +744,10 @@ class ExperienceBuffer:
         sf = columns.get("state_features")
         feats = _NO_FEATURES
         if sf is not None:
-            feats = np.ascontiguousarray(_float_array("state_features", sf, np.float32))
+            if not (type(sf) is np.ndarray and sf.dtype == np.float32
+                    and sf.flags.c_contiguous):
+                sf = np.ascontiguousarray(_float_array("state_features", sf, np.float32))
+            feats = sf
             if feats.shape != (n, self._dim):
                 raise ConfigError("state_features", feats.shape,
                                   f"must have shape ({n}, {self._dim})")
@@ -1199,7 +1218,7 @@ class ExperienceBuffer:
             if not self.ring:
                 # Survivors are in row order, so those whose norm is stored stay a prefix.
                 self._normed = int(np.searchsorted(survivors, self._normed))
-            self._store.keep(survivors)
+            self._store.keep(survivors, blank=self._blank_columns())
             self._groups.clear()
         return deleted
 
@@ -1276,7 +1295,7 @@ class ExperienceBuffer:
 
     def clear(self) -> None:
         """Delete every row (ids keep increasing; dictionaries are kept)."""
-        self._store.clear()
+        self._store.clear(blank=self._blank_columns())
         self._groups.clear()
         self._normed = 0
         self._ts_sorted = True

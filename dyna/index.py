@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -226,18 +226,23 @@ class ColumnStore:
         if self._len == 0:
             self._start = 0
 
-    def keep(self, idx: np.ndarray) -> None:
+    def keep(self, idx: np.ndarray, *, blank: Iterable[str] = ()) -> None:
         """Keep only logical rows ``idx`` (int64, distinct), in that order, compacting in place.
 
         Strictly increasing ``idx`` is compacted in place by a compiled forward copy (no
         temporary); any other order goes through one temporary gather. A ring store is
         linearised: afterwards its rows are slots ``0..m-1`` and the next write goes to ``m``.
+        Columns named in ``blank`` hold only their initial value (0, or None) in every live
+        row, as the caller vouches: they are left as they are, which keeps that true.
         """
         idx = np.ascontiguousarray(idx, dtype=np.int64)
         m = idx.shape[0]
         increasing = m < 2 or bool(np.all(idx[1:] > idx[:-1]))
         base = self._start
-        for arr in self._arrays.values():
+        blank = frozenset(blank)
+        for name, arr in self._arrays.items():
+            if name in blank:
+                continue
             live = arr[base:base + self._len]
             if arr.dtype == object or not increasing:
                 live[:m] = live[idx]
@@ -269,9 +274,9 @@ class ColumnStore:
                 new._arrays[name] = arr
         return new
 
-    def clear(self) -> None:
-        """Remove every row (capacity is kept)."""
-        self.keep(np.zeros(0, dtype=np.int64))
+    def clear(self, *, blank: Iterable[str] = ()) -> None:
+        """Remove every row (capacity is kept); ``blank`` as in :meth:`keep`."""
+        self.keep(np.zeros(0, dtype=np.int64), blank=blank)
         self._head = 0
 
     def nbytes(self) -> int:
@@ -342,6 +347,10 @@ def copy_with_inverse_norms(X, dst, base, inv_dst):  # pragma: no cover - compil
     return -1
 
 
+# copy_checked copies and checks this many bytes at a time (they stay in the L1 cache).
+_CHECK_BYTES = 16384
+
+
 @intrinsic
 def _memcpy_rows(typingctx, dst, src):  # pragma: no cover - compiled
     """Copy ``src`` (C-contiguous) onto the first ``len(src)`` rows of ``dst`` (C-contiguous,
@@ -366,8 +375,8 @@ def copy_checked(X, dst, base):  # pragma: no cover - compiled
     """``dst[base + i] = X[i]``, checking that every row would get a valid inverse norm.
 
     X and dst are C-contiguous float32 with the same row length. The rows are copied with
-    ``memcpy``; the check is then one running float32 sum of squares over the copied block
-    (still in cache), vectorised (NaN and inf propagate: ``reassoc`` and ``contract`` are
+    ``memcpy`` in chunks of ``_CHECK_BYTES``, each checked while it is in the L1 cache: one
+    running float32 sum of squares over the batch, vectorised (NaN and inf propagate: ``reassoc`` and ``contract`` are
     the only fast-math flags): if it is finite and below 1e37, every element is finite and
     every row's norm is far inside the float32 range. Otherwise the rows are checked one by
     one as :func:`inverse_norms` does, so a large but valid batch is accepted. Returns the
@@ -377,11 +386,14 @@ def copy_checked(X, dst, base):  # pragma: no cover - compiled
     """
     n = X.shape[0]
     out = dst[base:base + n]
-    _memcpy_rows(out, X)
-    flat = out.reshape(out.size)
     acc = np.float32(0.0)
-    for j in range(flat.shape[0]):
-        acc += flat[j] * flat[j]
+    step = max(1, _CHECK_BYTES // max(1, X.shape[1] * 4))
+    for a in range(0, n, step):   # chunks that stay in L1 between the copy and the check
+        chunk = out[a:a + step]
+        _memcpy_rows(chunk, X[a:a + step])
+        flat = chunk.reshape(chunk.size)
+        for j in range(flat.shape[0]):
+            acc += flat[j] * flat[j]
     if acc < np.float32(1e37):   # False for NaN and inf
         return -1
     for i in range(n):

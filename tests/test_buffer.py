@@ -618,3 +618,19 @@ def test_many_new_labels_in_one_batch_are_coded_once_each_as_plain_str():
     assert len(cats) == 5001 and all(type(c) is str for c in cats)
     assert buf.labels("request_id").tolist() == ids + ["req-7"]
     assert buf.code("request_id", "req-7") == cats.index("req-7")
+
+
+def test_deletes_leave_never_used_columns_alone_and_they_fill_correctly_later():
+    buf = ExperienceBuffer(dim=2, capacity=4)
+    buf.record_batch(reward=np.arange(6.0), timestamp=np.arange(6.0), **BASE)
+    buf.delete([1, 3])
+    buf.compact(3)
+    assert buf.prune_older_than(3.0) == 1
+    buf.record_batch(reward=[9.0], timestamp=[9.0], run_id=["r9"], metadata=[{"m": 1}], **BASE)
+    rows = buf.rows()
+    assert [r["reward"] for r in rows] == [4.0, 5.0, 9.0]
+    assert [r["run_id"] for r in rows] == [None, None, "r9"]
+    assert [r["metadata"] for r in rows] == [None, None, {"m": 1}]
+    buf.clear()
+    buf.record_batch(reward=[1.0], **BASE)
+    assert buf.rows()[0]["run_id"] is None and buf.rows()[0]["metadata"] is None
