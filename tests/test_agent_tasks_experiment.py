@@ -148,6 +148,8 @@ def test_end_to_end_run(tmp_path):
                  "IQM", "Effect of removing each safeguard"):
         assert text in report
     assert "- `approval_for_untrusted` |" not in report  # rows are tables, not bullets
+    config_hash = json.loads((out / "manifest.json").read_text())["config_hash"]
+    assert f"config sha256 `{config_hash[:12]}` (in full in manifest.json)" in report
     assert "| `approval_for_untrusted` |" in report
     plots = sorted(p.name for p in (out / "plots").iterdir())
     for name in ("competence_chosen_family.png", "competence_all_families.png",

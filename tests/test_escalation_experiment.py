@@ -126,6 +126,19 @@ def test_report_and_load_output(output):
     assert "Trapped (never act and count no evidence under censoring, yet act under full " \
            "feedback): mean." in text
     assert "AURC of per-type competence next to a random score" in text
+    manifest = json.loads((output / "manifest.json").read_text())
+    # the same short config hash as the other kinds' reports, the full one in manifest.json
+    assert f"config sha256 `{manifest['config_hash'][:12]}` (in full in manifest.json)" in text
+    assert manifest["config_hash"][:13] not in text
+    assert "runs per policy, risk class, scenario and feedback mode" in text
+    # a policy's rule is named once: alone when the name is the rule, else in parentheses
+    assert ("| policy (rule) | escalation rate (censored) | escalation rate (full) | outcomes "
+            "counted (censored) | outcomes counted (full) |") in text
+    assert "\n| mean | " in text and "\n| ts (thompson) | " in text
+    assert "| mean | mean |" not in text
+    assert "| R(T), cost units |" in text
+    assert "after task 75 the rates become [0.99, 0.3]" in text
+    assert f"(sha256 `{manifest['data']['swe']['sha256'][:12]}`, " in text
     loaded = load_output(output)
     assert isinstance(loaded.config, EscalationConfig)
     assert loaded.config == parse_experiment(raw())

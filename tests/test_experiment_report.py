@@ -48,16 +48,55 @@ def test_figure_8_2_section_hand_computed():
                                 "first_episode": 2}},
                   _episodes_frame(steps), pl.DataFrame(), [meta])
     text = build_report(out)
-    assert "| n=0 | 0 | 400.0 [300.0, 500.0] | 16 [16, 16] |" in text
-    assert "| n=50 | 50 | 40 [30, 50] | 16 [16, 16] |" in text
-    assert "- n = 0 (n=0): episode 2 takes 400.0 steps (book: several hundred) -> " \
+    # the variant names state n already: no "n" column, no "n = 0 (n=0)"
+    assert "| variant | mean steps in episode 2 | mean steps per episode, episodes 40-50 |" \
+        in text
+    assert "| n=0 | 400.0 [300.0, 500.0] | 16 [16, 16] |" in text
+    assert "| n=50 | 40 [30, 50] | 16 [16, 16] |" in text
+    assert "Cells: mean over runs [95% bootstrap confidence interval]." in text
+    assert "- n=0: episode 2 takes 400.0 steps (book: several hundred; consistent from 200) " \
+           "-> consistent" in text
+    assert "- n=50: episode 2 takes 40 steps (book: under ~60; consistent below 60) -> " \
            "consistent" in text
-    assert "- n = 50 (n=50): episode 2 takes 40 steps (book: under ~60) -> consistent" in text
-    assert "episodes 40-50 average 16 steps" in text
+    assert "- n=0: episodes 40-50 average 16 steps (book: 14 optimal steps plus exploration, " \
+           "about 15-18; consistent from 14 to 20) -> consistent" in text
+    assert "(n=" not in text and "n = 0 (" not in text
     # final performance: last 10 episodes per run average 16 steps, return 1
+    assert "Mean over runs with its 95% bootstrap confidence interval" in text
     assert "| n=0 | 16 [16, 16] | 1 [1, 1] |" in text
-    assert f"config hash: `{out.config.hash}`" in text
+    assert f"- config sha256: `{out.config.hash[:12]}` (in full in manifest.json)" in text
+    assert out.config.hash not in text
+    assert "| states | actions | max episode steps | optimal path (steps) |" in text
     assert "| - | dyna/DynaMaze-v0 | dyna/DynaMaze-v0 | 54 | 4 | none | 14 |" in text
+
+
+def test_figure_8_2_names_n_when_the_variant_name_does_not():
+    steps = {"direct": [[1000, 300] + [16] * 48], "planner": [[1000, 30] + [16] * 48]}
+    out = _output({"runs": 1, "variants": [{"name": "direct", "n_planning": 0},
+                                           {"name": "planner", "n_planning": 50}],
+                   "analysis": {"metrics": ["steps_per_episode"], "checks": ["figure_8_2"]}},
+                  _episodes_frame(steps), pl.DataFrame(), [{}])
+    out.manifest.update(backend={"name": "process", "workers": 2, "jobs": 2, "block_size": 1},
+                        timing={"compile_time_s": 0.5, "run_time_s": 1.25,
+                                "output_time_s": 0.25, "wall_time_s": 2.0})
+    text = build_report(out)
+    assert "| variant | planning steps n | mean steps in episode 2 |" in text
+    assert "| direct | 0 | 300.0 (one run: no interval) |" in text
+    assert "- direct (n = 0): episode 2 takes 300.0 steps" in text
+    assert "- planner (n = 50): episode 2 takes 30 steps" in text
+    assert "- backend: process (2 workers, 2 jobs of at most 1 run)" in text
+    assert "- time: compile 0.50 s, run 1.25 s, output 0.25 s, total 2.00 s" in text
+
+
+def test_label_and_short_hash():
+    from dyna.experiment.report import label, short_hash
+
+    assert label("n=0", "n = 0") == "n=0"
+    assert label("n = 5", "n = 5") == "n = 5"
+    assert label("mean_min10", "mean") == "mean_min10 (mean)"
+    assert label("thompson", "thompson") == "thompson"
+    assert short_hash("0123456789abcdef" * 4) == "0123456789ab"
+    assert short_hash(None) == "?"
 
 
 def test_figure_8_2_flags_an_inconsistent_curve():
@@ -66,10 +105,12 @@ def test_figure_8_2_flags_an_inconsistent_curve():
     out = _output({"analysis": {"metrics": ["steps_per_episode"], "checks": ["figure_8_2"]}},
                   _episodes_frame(steps), pl.DataFrame(), [{}])
     text = build_report(out)
-    assert "episode 2 takes 60 steps (book: several hundred) -> NOT consistent" in text
-    assert "episode 2 takes 300.0 steps (book: under ~60) -> NOT consistent" in text
-    assert "episodes 40-50 average 40 steps (book: optimal 14 plus exploration, about " \
-           "15-18) -> NOT consistent" in text
+    assert "episode 2 takes 60 steps (book: several hundred; consistent from 200) -> NOT " \
+           "consistent" in text
+    assert "episode 2 takes 300.0 steps (book: under ~60; consistent below 60) -> NOT " \
+           "consistent" in text
+    assert "episodes 40-50 average 40 steps (book: 14 optimal steps plus exploration, about " \
+           "15-18; consistent from 14 to 20) -> NOT consistent" in text
 
 
 @pytest.mark.parametrize("window, length, expected", [(1000, 16, 63), (16, 16, 1),
@@ -130,6 +171,12 @@ def test_blocking_maze_dyna_q_plus_ends_ahead(tmp_path):
     assert "### Blocking maze (Figure 8.4)" in text
     assert "The maze changes after 1000 time steps; optimal path 10 -> 16 steps." in text
     assert "-> Dyna-Q+ ends with more" in text
+    # the variants are named Dyna-Q and Dyna-Q+: not "Dyna-Q+ (Dyna-Q+) minus Dyna-Q (Dyna-Q)"
+    assert "\nDyna-Q+ minus Dyna-Q, final cumulative reward: " in text
+    # a step-budget schedule: the final column names its step, no per-episode averaging
+    assert "| variant | cumulative reward at step 3000 |" in text
+    assert "Mean over runs with its 95% bootstrap confidence interval [low, high].\n" in text
+    assert "episodes are averaged first" not in text
 
 
 def test_shortcut_maze_only_dyna_q_plus_finds_the_shortcut(tmp_path):

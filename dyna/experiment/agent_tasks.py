@@ -778,7 +778,7 @@ def build_report(out, plots=None) -> str:
     over runs with 95% bootstrap intervals), the effect of removing each safeguard (the
     ablated loop minus the full loop, 95% interval; ``*`` where it excludes zero), the
     hypotheses as measured, and the plots (``plots``: the names drawn; default all)."""
-    from dyna.experiment.report import _table
+    from dyna.experiment.report import _table, short_hash
 
     cfg = out.config
     runs = out.tables["runs"]
@@ -787,7 +787,10 @@ def build_report(out, plots=None) -> str:
     ci_opts = dict(opts)
     lines = [f"# {cfg.name}", "", cfg.description or "", "",
              "## Setup", "",
-             f"- kind `agent_tasks`, store `{cfg.store}`, {cfg.runs} runs (seeds) per variant "
+             f"- kind `agent_tasks`; config sha256 "
+             f"`{short_hash(out.manifest.get('config_hash', cfg.hash))}` (in full in "
+             "manifest.json)",
+             f"- store `{cfg.store}`, {cfg.runs} runs (seeds) per variant "
              f"and scenario, {cfg.episodes} episodes per run, seed {cfg.seed}",
              f"- base environment: `{cfg.env}`; policy: `{cfg.policy}`; loop: `{cfg.loop}`",
              f"- variants: {', '.join(cfg.variants)}",

@@ -34,7 +34,7 @@ import polars as pl
 
 
 from dyna.experiment.plots import _figure, _save
-from dyna.experiment.report import _ci, _fmt, _plots_section, _table
+from dyna.experiment.report import _ci, _fmt, _plots_section, _table, label, short_hash
 from dyna.experiment.stats import curve_ci, per_run_ci
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -217,8 +217,9 @@ def _setup(out) -> list[str]:
     if cfg.description:
         lines += [cfg.description, ""]
     lines += ["## Setup", "",
-              f"- kind: escalation; config sha256 `{m.get('config_hash', '')[:16]}`; seed "
-              f"{cfg.seed}; {cfg.runs} runs per policy, risk class, stream and feedback mode",
+              f"- kind: escalation; config sha256 `{short_hash(m.get('config_hash'))}` (in "
+              f"full in manifest.json); seed {cfg.seed}; {cfg.runs} runs per policy, risk "
+              "class, scenario and feedback mode",
               f"- risk classes: {', '.join(cfg.risk_classes)}; feedback: "
               f"{', '.join(cfg.feedback)}"]
     for rc, c in m.get("risk_class_costs", {}).items():
@@ -231,7 +232,8 @@ def _setup(out) -> list[str]:
             prm = sc.params
             extra = ""
             if prm.get("change_at"):
-                extra = f"; change at {prm['change_at']} to {prm['rates_after']}"
+                extra = "".join(f"; after task {at} the rates become {after}"
+                                for at, after in zip(prm["change_at"], prm["rates_after"]))
             elif prm.get("drift_to"):
                 extra = f"; linear drift to {prm['drift_to']}"
             lines.append(f"- scenario `{sc.name}`: synthetic, {prm['steps']} tasks, true rates "
@@ -240,7 +242,7 @@ def _setup(out) -> list[str]:
         else:
             d = m.get("data", {}).get(sc.name, {})
             lines.append(f"- scenario `{sc.name}`: replay of `{Path(d.get('path', '')).name}` "
-                         f"(sha256 `{d.get('sha256', '')[:16]}`, {d.get('rows')} rows, "
+                         f"(sha256 `{short_hash(d.get('sha256'))}`, {d.get('rows')} rows, "
                          f"{d.get('systems')} systems, {d.get('task_types')} task types), "
                          f"systems: {_systems_label(sc.params['systems'])}, "
                          f"order {sc.params['order']}")
@@ -300,7 +302,8 @@ def _censoring(out) -> list[str]:
         cen = s.filter(pl.col("feedback") == "censored")
         ful = s.filter(pl.col("feedback") == "full")
         esc_c, ev_c = cen["escalation_rate"].mean(), cen["evidence"].mean()
-        rows.append([variant, rule, f"{esc_c:.3f}", f"{ful['escalation_rate'].mean():.3f}",
+        rows.append([label(variant, rule), f"{esc_c:.3f}",
+                     f"{ful['escalation_rate'].mean():.3f}",
                      f"{ev_c:.1f}", f"{ful['evidence'].mean():.1f}",
                      _fmt(float(_per_task(cen, "regret_type").mean())),
                      _fmt(float(_per_task(ful, "regret_type").mean()))])
@@ -310,9 +313,12 @@ def _censoring(out) -> list[str]:
             trapped.append(variant)
         elif ev_c > 0:
             escaped.append(variant)
-    lines += _table(["policy", "rule", "escalation (censored)", "escalation (full)",
-                     "evidence (censored)", "evidence (full)", "regret/task (censored)",
-                     "regret/task (full)"], rows)
+    lines += _table(["policy (rule)", "escalation rate (censored)", "escalation rate (full)",
+                     "outcomes counted (censored)", "outcomes counted (full)",
+                     "regret/task (censored)", "regret/task (full)"], rows)
+    lines += ["", "Outcomes counted: the evidence in the posteriors after the last task, "
+              "summed over task types, in tasks (decayed for discounted policies); mean over "
+              "runs."]
     lines += ["", f"Trapped (never act and count no evidence under censoring, yet act under "
               f"full feedback): {', '.join(trapped) or 'none'}.",
               f"Learning under censoring: {', '.join(escaped) or 'none'}."]
@@ -353,7 +359,8 @@ def _thompson(out) -> list[str]:
                     rows.append([sc, name, rc, fb, _fmt(m["cum_pseudo_regret"][-1]),
                                  f"{f['slope_log']:.3g}", f"{f['r2_log']:.3f}",
                                  f"{f['r2_linear']:.3f}", f"{f['exponent']:.3f}"])
-    lines += _table(["scenario", "policy", "risk class", "feedback", "R(T)", "b (per ln t)",
+    lines += _table(["scenario", "policy", "risk class", "feedback", "R(T), cost units",
+                     "b (per ln t)",
                      "R² log fit", "R² linear fit", "exponent"], rows)
     return lines
 
@@ -370,7 +377,8 @@ def _recovery(out) -> list[str]:
              f"Agreement g(t): fraction of the {cfg.runs} runs whose action at task t equals "
              f"the type oracle's. Recovery: tasks after the change until the mean of g over "
              f"the next {w} tasks is back within {tol:g} of its mean over the {w} tasks "
-             "before the change (\"no\": not before the next change or the end).", ""]
+             "before the change (\"not recovered\": not before the next change or the "
+             "end).", ""]
     discount = {v.name: v.discount for v in cfg.variants}
     rows, summary = [], []
     for (variant, rc, scenario, system, feedback), g in agree.group_by(
@@ -385,7 +393,7 @@ def _recovery(out) -> list[str]:
         rec = []
         for c, e in zip(change, ends):
             r = recovery_steps(gv, c, window=w, tolerance=tol, end=e)
-            text = "no" if r is None else "0 (no drop)" if r == 0 else str(r)
+            text = "not recovered" if r is None else "0 (no drop)" if r == 0 else str(r)
             rec.append(text)
             if discount.get(variant, 1.0) < 1.0:
                 summary.append(f"`{variant}` ({rc}, {feedback}): "

@@ -35,7 +35,27 @@ from dyna.experiment.stats import Interval, diff_ci, per_run_ci
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.runner import ExperimentOutput
 
-__all__ = ["build_report", "shortcut_bound", "write_report"]
+__all__ = ["SHORT_HASH", "build_report", "label", "short_hash", "shortcut_bound",
+           "write_report"]
+
+#: Hex digits of a sha256 shown in reports (the full digests are in manifest.json).
+SHORT_HASH = 12
+
+
+def short_hash(hexdigest: str | None) -> str:
+    """The first :data:`SHORT_HASH` hex digits of a sha256 (``"?"`` when missing)."""
+    return (hexdigest or "?")[:SHORT_HASH]
+
+
+def label(name: str, detail: str) -> str:
+    """``name``, followed by ``(detail)`` unless the name already says it.
+
+    ``label("n=0", "n = 0") == "n=0"`` (spaces are ignored), ``label("direct", "n = 0") ==
+    "direct (n = 0)"``, ``label("mean_min10", "mean") == "mean_min10 (mean)"``.
+    """
+    if "".join(str(name).split()) == "".join(str(detail).split()):
+        return str(name)
+    return f"{name} ({detail})"
 
 
 def _fmt(x) -> str:
@@ -111,6 +131,10 @@ def shortcut_bound(window: int, old_length: int) -> int:
 
 # --------------------------------------------------------------------------- sections
 
+# manifest timing keys -> words in the report (seconds)
+_TIMING_NAMES = {"compile_time_s": "compile", "run_time_s": "run", "output_time_s": "output",
+                 "wall_time_s": "total"}
+
 def _setup_section(out: "ExperimentOutput") -> list[str]:
     c, m = out.config, out.manifest
     s = c.schedule
@@ -124,17 +148,20 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
     if c.description:
         lines += [c.description, ""]
     lines += [
-        f"- config hash: `{m.get('config_hash', c.hash)}`",
+        f"- config sha256: `{short_hash(m.get('config_hash', c.hash))}` (in full in "
+        "manifest.json)",
         f"- seed: {c.seed}; runs per variant: {c.runs}; schedule: {sched}",
     ]
     backend = m.get("backend", {})
     if backend:
-        lines.append(f"- backend: {backend.get('name')} (workers {backend.get('workers')}, "
-                     f"{backend.get('jobs')} jobs of <= {backend.get('block_size')} runs)")
+        workers, block = backend.get("workers"), backend.get("block_size")
+        lines.append(f"- backend: {backend.get('name')} ({workers} "
+                     f"worker{'' if workers == 1 else 's'}, {backend.get('jobs')} jobs of at "
+                     f"most {block} run{'' if block == 1 else 's'})")
     timing = m.get("timing", {})
     if timing:
         lines.append("- time: " + ", ".join(
-            f"{k.removesuffix('_time_s').replace('_', ' ')} {v:.2f} s"
+            f"{_TIMING_NAMES.get(k, k.removesuffix('_time_s').replace('_', ' '))} {v:.2f} s"
             for k, v in timing.items()))
     lines += ["", "## Environment", ""]
     rows = []
@@ -148,7 +175,7 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
                      meta.get("resolved_id"), meta.get("n_states"), meta.get("n_actions"),
                      limit, meta.get("optimal_path_length", "-")])
     lines += _table(["sweep point" if keys else "point", "requested id", "resolved id",
-                     "states", "actions", "max episode steps", "optimal path"], rows)
+                     "states", "actions", "max episode steps", "optimal path (steps)"], rows)
     lines += ["", "## Variants", ""]
     rows = [[v.name, v.agent, ", ".join(f"{k}={val}" for k, val in v.hparams.items())]
             for v in c.variants]
@@ -167,7 +194,7 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
     if c.schedule.episodes is not None:
         header += [f"steps/episode, last {K} episodes", f"return/episode, last {K} episodes"]
     else:
-        header += ["final cumulative reward"]
+        header += [f"cumulative reward at step {c.schedule.total_steps}"]
     if c.schedule.eval_every:
         header += ["final evaluation score"]
     if c.schedule.stop_at_optimal:
@@ -190,10 +217,11 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
             row.append(f"{found.size}/{runs.height}")
             row.append(_ci(per_run_ci(found, **opts)))
         rows.append(row)
+    per_run = (f"; per run, the last {K} episodes are averaged first"
+               if c.schedule.episodes is not None else "")
     return ["", "## Final performance", "",
-            f"{stat} over runs with its {a.confidence:.0%} bootstrap confidence interval "
-            f"[low, high]; per run, the last {K} episodes are averaged first.", "",
-            *_table(header, rows)]
+            f"{stat[0].upper() + stat[1:]} over runs with its {a.confidence:.0%} bootstrap "
+            f"confidence interval [low, high]{per_run}.", "", *_table(header, rows)]
 
 
 def _n_of(variant) -> int | None:
@@ -206,32 +234,43 @@ def _check_figure_8_2(out: "ExperimentOutput") -> list[str]:
     E = out.config.schedule.episodes
     lo_ep = min(40, E)
     rows, verdicts = [], []
+    named = []          # does every variant's name already state its n?
     for variant, _p, point in _groups(out):
         res = _select(out.results, variant.name, point)
         ep2 = res.filter(pl.col("episode") == 2).sort("run").get_column("steps").to_numpy()
         late = _per_run(res.filter(pl.col("episode") >= lo_ep), "steps")
         ci2, cil = per_run_ci(ep2, **opts), per_run_ci(late, **opts)
         n = _n_of(variant)
+        name = label(variant.name, f"n = {n}") if n is not None else variant.name
+        named.append(name == variant.name)
         rows.append([variant.name, *point.values(), n if n is not None else "-", _ci(ci2),
                      _ci(cil)])
         e2 = float(ci2.estimate)
         if n == 0 and math.isfinite(e2):
-            verdicts.append(f"- n = 0 ({variant.name}): episode 2 takes {_fmt(e2)} steps "
-                            f"(book: several hundred) -> "
+            verdicts.append(f"- {name}: episode 2 takes {_fmt(e2)} steps (book: several "
+                            f"hundred; consistent from 200) -> "
                             f"{'consistent' if e2 >= 200 else 'NOT consistent'}")
         if n is not None and n >= 50 and math.isfinite(e2):
-            verdicts.append(f"- n = {n} ({variant.name}): episode 2 takes {_fmt(e2)} steps "
-                            f"(book: under ~60) -> "
+            verdicts.append(f"- {name}: episode 2 takes {_fmt(e2)} steps (book: under ~60; "
+                            f"consistent below 60) -> "
                             f"{'consistent' if e2 < 60 else 'NOT consistent'}")
         el = float(cil.estimate)
         if math.isfinite(el) and E >= 40:
-            verdicts.append(f"- {variant.name}: episodes {lo_ep}-{E} average {_fmt(el)} steps "
-                            f"(book: optimal 14 plus exploration, about 15-18) -> "
+            verdicts.append(f"- {name}: episodes {lo_ep}-{E} average {_fmt(el)} steps "
+                            f"(book: 14 optimal steps plus exploration, about 15-18; "
+                            f"consistent from 14 to 20) -> "
                             f"{'consistent' if 14 <= el <= 20 else 'NOT consistent'}")
     keys = list(out.config.sweep)
+    stat = "IQM" if out.config.analysis.statistic == "iqm" else "mean"
+    header = ["variant", *keys, "planning steps n", f"{stat} steps in episode 2",
+              f"{stat} steps per episode, episodes {lo_ep}-{E}"]
+    if all(named):      # the names say n already: no column repeating them
+        drop = 1 + len(keys)
+        header.pop(drop)
+        rows = [row[:drop] + row[drop + 1:] for row in rows]
     return ["", "### Figure 8.2 (Sutton & Barto Section 8.2)", "",
-            *_table(["variant", *keys, "n", "steps in episode 2",
-                     f"mean steps, episodes {lo_ep}-{E}"], rows), "", *verdicts]
+            f"Cells: {stat} over runs [{out.config.analysis.confidence:.0%} bootstrap "
+            "confidence interval].", "", *_table(header, rows), "", *verdicts]
 
 
 def _pair(out: "ExperimentOutput", first: str, second: str):
@@ -292,7 +331,8 @@ def _check_changing_maze(out: "ExperimentOutput", kind: str) -> list[str]:
         d = diff_ci(finals[plus.name], finals[base.name], **opts)
         verdict = "more" if float(d.low) > 0 else ("more (interval includes 0)"
                                                    if float(d.estimate) > 0 else "NOT more")
-        lines += ["", f"Dyna-Q+ ({plus.name}) minus Dyna-Q ({base.name}), final cumulative "
+        lines += ["", f"{label(plus.name, 'Dyna-Q+')} minus {label(base.name, 'Dyna-Q')}, "
+                  "final cumulative "
                   f"reward: {_ci(d)} -> Dyna-Q+ ends with {verdict} reward "
                   f"(book: Dyna-Q+ ahead)."]
     if bound is not None:
