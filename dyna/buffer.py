@@ -141,6 +141,7 @@ _NO_IDS = np.zeros(0, dtype=np.int64)
 _NO_FEATURES = np.zeros((0, 1), dtype=np.float32)
 _NO_CODES = (np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int32),
              np.zeros(0, dtype=np.int32), False)   # an absent code column for _stage_batch
+_NO_FILL = (np.zeros(0, dtype=np.int32), 0)         # an absent column to fill
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
@@ -251,10 +252,12 @@ def _stage_codes(src, mapping, dst, base, required):  # pragma: no cover - compi
 
 @numba.njit(cache=True, nogil=True)
 def _stage_batch(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_dst, inv_dst,
-                 base, prev_ts, norms, src1, map1, dst1, req1, src2, map2,
-                 dst2, req2):  # pragma: no cover - compiled
+                 base, prev_ts, norms, src1, map1, dst1, req1, src2, map2, dst2, req2,
+                 fill1, code1, fill2, code2):  # pragma: no cover - compiled
     """:func:`_stage_rows`, then :func:`_stage_codes` for up to two per-row code columns
-    (an empty ``src`` is no column), in one call.
+    (an empty ``src`` is no column), then, once all is valid, rows ``base..base+n`` of up
+    to two code columns set to one code each (``fill1[...] = code1``; an empty ``fill`` is
+    no column), in one call.
 
     Returns ``(what, row, sorted)``: ``what`` -1 (all valid), 0/1/2 (reward, timestamp or
     features invalid at ``row``), 3/4 (first code column: out of range / required but
@@ -272,6 +275,11 @@ def _stage_batch(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat
         row, reason = _stage_codes(src2, map2, dst2, base, req2)
         if row >= 0:
             return 5 + reason, row, False
+    n = reward.shape[0]
+    if fill1.shape[0]:
+        fill1[base:base + n] = code1
+    if fill2.shape[0]:
+        fill2[base:base + n] = code2
     return -1, -1, ts_sorted
 
 
@@ -772,10 +780,14 @@ class ExperienceBuffer:
             slots.append((src, mapping, stage[name], name in _REQUIRED_SET))
         c1 = slots[0] if slots else _NO_CODES
         c2 = slots[1] if len(slots) > 1 else _NO_CODES
+        # In place, the first two one-code columns are filled by the same call once valid.
+        fills = scalar_codes[:2] if direct else []
+        f1 = (stage[fills[0][0]], fills[0][1]) if fills else _NO_FILL
+        f2 = (stage[fills[1][0]], fills[1][1]) if len(fills) > 1 else _NO_FILL
         what, bad_row, ts_sorted = _stage_batch(
             reward, ts, id_src, self._next_id, feats, stage["id"], stage["reward"],
             stage["timestamp"], stage["features"], stage["inv_norm"], base, prev_ts,
-            not direct, *c1, *c2)
+            not direct, *c1, *c2, *f1, *f2)
         bad_code = (what - 3) // 2 if what >= 3 else -1
         for j in range(2, len(slots)):
             if what >= 0:
@@ -806,9 +818,9 @@ class ExperienceBuffer:
             for label in labels:
                 d.lookup[label] = len(d.labels)
                 d.labels.append(label)
-        writes = scalar_codes
         for name, _ in scalar_codes:
             used.add(name)
+        writes = scalar_codes[len(fills):]
         for name, _, _ in per_row:
             used.add(name)
         if dict_json or not _DICT_SET.isdisjoint(used):
