@@ -146,7 +146,7 @@ _NO_FILL = (np.zeros(0, dtype=np.int32), 0)         # an absent column to fill
 
 @numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
 def _stage_rows(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_dst, inv_dst,
-                base, prev_ts, norms):  # pragma: no cover - compiled
+                base, check_prev, norms):  # pragma: no cover - compiled
     """Write reward, timestamp, id and (unless ``feats`` has no rows) features for a batch to
     rows ``base..base+n`` of the destinations, validating them; with ``norms`` also the
     features' inverse norms (else they are left for the owner to compute later).
@@ -154,7 +154,7 @@ def _stage_rows(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_
     ``ids`` empty means ``first_id, first_id + 1, ...``. Returns ``(column, row, sorted)``:
     column 0 (reward), 1 (timestamp) or 2 (features) and the first invalid row, or
     ``(-1, -1, s)`` when all are valid, with ``s`` whether the timestamps are non-decreasing
-    after ``prev_ts``. Reward and timestamp are copied and validated in one vectorised pass
+    (and with ``check_prev``, not below ``ts_dst[base - 1]``, the last live row's). Reward and timestamp are copied and validated in one vectorised pass
     (``x * 0`` is 0 exactly when x is finite; only ``reassoc`` is allowed, so NaN and inf
     propagate); the first bad row is searched for only when there is one.
     """
@@ -182,7 +182,7 @@ def _stage_rows(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_
                 return 0, i, False
             if not np.isfinite(ts[i]):
                 return 1, i, False
-    ts_sorted = descents == 0 and ts[0] >= prev_ts
+    ts_sorted = descents == 0 and not (check_prev and ts[0] < ts_dst[base - 1])
     if ids.shape[0] == 0:
         for i in range(n):
             out_id[i] = first_id + i
@@ -252,7 +252,7 @@ def _stage_codes(src, mapping, dst, base, required):  # pragma: no cover - compi
 
 @numba.njit(cache=True, nogil=True)
 def _stage_batch(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat_dst, inv_dst,
-                 base, prev_ts, norms, src1, map1, dst1, req1, src2, map2, dst2, req2,
+                 base, check_prev, norms, src1, map1, dst1, req1, src2, map2, dst2, req2,
                  fill1, code1, fill2, code2):  # pragma: no cover - compiled
     """:func:`_stage_rows`, then :func:`_stage_codes` for up to two per-row code columns
     (an empty ``src`` is no column), then, once all is valid, rows ``base..base+n`` of up
@@ -264,7 +264,7 @@ def _stage_batch(reward, ts, ids, first_id, feats, id_dst, rew_dst, ts_dst, feat
     missing at ``row``) or 5/6 (the same for the second).
     """
     what, row, ts_sorted = _stage_rows(reward, ts, ids, first_id, feats, id_dst, rew_dst,
-                                       ts_dst, feat_dst, inv_dst, base, prev_ts, norms)
+                                       ts_dst, feat_dst, inv_dst, base, check_prev, norms)
     if what >= 0:
         return what, row, False
     if src1.shape[0]:
@@ -673,7 +673,7 @@ class ExperienceBuffer:
             self._check_fields(columns)   # raises, naming the field
         reward = _float_column("reward", columns["reward"], None)
         n = reward.shape[0]
-        ts = columns.get("timestamp")
+        ts = get("timestamp")
         ts = (np.full(n, float(self._clock())) if ts is None
               else _float_column("timestamp", ts, n))
         id_src = _NO_IDS if ids is None else self._check_ids(ids, n)
@@ -706,8 +706,10 @@ class ExperienceBuffer:
                 raw = raw if type(raw) is tuple else tuple(raw)
                 cached = dicts[name].mappings.get(raw)
                 codes = values.codes
+                # Cached tables are for all-str labels only, and only a str equals a str
+                # (an object whose __eq__ claims otherwise is not a label).
                 if (cached is not None and type(codes) is np.ndarray and codes.shape == (n,)
-                        and codes.dtype.kind in "iu" and tuple(map(type, raw)) == cached[0]):
+                        and codes.dtype.kind in "iu"):
                     per_row.append((name, codes, cached[1]))
                     continue
             code, new = self._encode(name, values, n)
@@ -744,12 +746,14 @@ class ExperienceBuffer:
         if direct:
             base = store.free_start(n)
             stage = store._arrays
+            check_prev = store._len > 0
         else:
             base = 0
             stage = {name: np.empty((n,) + store._arrays[name].shape[1:],
                                     store._arrays[name].dtype)
                      for name in ("id", "reward", "timestamp", "features", "inv_norm")}
-        sf = columns.get("state_features")
+            check_prev = False
+        sf = get("state_features")
         feats = _NO_FEATURES
         if sf is not None:
             if not (type(sf) is np.ndarray and sf.dtype == np.float32
@@ -767,7 +771,6 @@ class ExperienceBuffer:
         else:
             stage["features"][base:base + n] = 0
             stage["inv_norm"][base:base + n] = 0
-        prev_ts = float(stage["timestamp"][base - 1]) if direct and store._len else -np.inf
         # Codes given per row are remapped to dictionary codes, checking the range and that
         # required fields are never "missing": the first two in the same compiled call as
         # the numeric columns, any others one call each.
@@ -780,37 +783,26 @@ class ExperienceBuffer:
             slots.append((src, mapping, stage[name], name in _REQUIRED_SET))
         c1 = slots[0] if slots else _NO_CODES
         c2 = slots[1] if len(slots) > 1 else _NO_CODES
-        # In place, the first two one-code columns are filled by the same call once valid.
-        fills = scalar_codes[:2] if direct else []
+        # In place, the first two one-code columns are filled by the same call once valid
+        # (when it validates everything: at most two per-row code columns).
+        fills = scalar_codes[:2] if direct and len(slots) <= 2 else []
         f1 = (stage[fills[0][0]], fills[0][1]) if fills else _NO_FILL
         f2 = (stage[fills[1][0]], fills[1][1]) if len(fills) > 1 else _NO_FILL
         what, bad_row, ts_sorted = _stage_batch(
             reward, ts, id_src, self._next_id, feats, stage["id"], stage["reward"],
-            stage["timestamp"], stage["features"], stage["inv_norm"], base, prev_ts,
+            stage["timestamp"], stage["features"], stage["inv_norm"], base, check_prev,
             not direct, *c1, *c2, *f1, *f2)
         bad_code = (what - 3) // 2 if what >= 3 else -1
-        for j in range(2, len(slots)):
-            if what >= 0:
-                break
-            bad_row, reason = _stage_codes(*slots[j][:3], base, slots[j][3])
-            if bad_row >= 0:
-                what, bad_code = 3 + reason, j
-        if what >= 3 and direct:  # undo: columns never used must stay all zero
-            for name, _, _ in per_row:
-                if name not in used:
-                    stage[name][base:base + n] = 0
-        if what == 2:
-            raise ConfigError(f"state_features[{bad_row}]", feats[bad_row][:4].tolist(),
-                              "must be finite with a norm within the float32 range")
-        if what >= 0 and what < 2:
-            field, values = ("reward", reward) if what == 0 else ("timestamp", ts)
-            raise ConfigError(f"{field}[{bad_row}]", float(values[bad_row]), "must be finite")
-        if what >= 3:
-            name, src, mapping = per_row[bad_code]
-            if (what - 3) % 2 == 0:
-                raise ConfigError(f"{name}[{bad_row}]", int(src[bad_row]),
-                                  f"Categorical code out of range [0, {mapping.size})")
-            raise ConfigError(f"{name}[{bad_row}]", "", "is required and must be non-empty")
+        if len(slots) > 2:
+            for j in range(2, len(slots)):
+                if what >= 0:
+                    break
+                bad_row, reason = _stage_codes(*slots[j][:3], base, slots[j][3])
+                if bad_row >= 0:
+                    what, bad_code = 3 + reason, j
+        if what >= 0:
+            self._raise_staging_error(what, bad_row, bad_code, per_row, direct, stage, base,
+                                      n, feats, reward, ts)
 
         # ---- all validated: commit dictionaries, then publish the rows.
         for name, labels in new_labels:
@@ -820,7 +812,7 @@ class ExperienceBuffer:
                 d.labels.append(label)
         for name, _ in scalar_codes:
             used.add(name)
-        writes = scalar_codes[len(fills):]
+        writes = scalar_codes[len(fills):] if fills else scalar_codes
         for name, _, _ in per_row:
             used.add(name)
         if dict_json or not _DICT_SET.isdisjoint(used):
@@ -837,21 +829,43 @@ class ExperienceBuffer:
                            *[name for name, _, _ in per_row]])
         arrays = store._arrays
         if direct:
-            rows = slice(base, base + n)
-            for name, values in writes:
-                arrays[name][rows] = values
+            if writes:
+                rows = slice(base, base + n)
+                for name, values in writes:
+                    arrays[name][rows] = values
             store.publish(n)
-        for dst, src in store.claim(0 if direct else n):
-            whole = src.start == 0 and src.stop == n
-            for name, values in writes:
-                arrays[name][dst] = (values if whole or values is None or type(values) is int
-                                     else values[src])
+        else:
+            for dst, src in store.claim(n):
+                whole = src.start == 0 and src.stop == n
+                for name, values in writes:
+                    arrays[name][dst] = (values if whole or values is None
+                                         or type(values) is int else values[src])
         if self._groups:
             self._grouped_append(n)
         if n:
             self._next_id = self._next_id + n if ids is None else int(id_src[-1]) + 1
         return (np.arange(self._next_id - n, self._next_id, dtype=np.int64) if ids is None
                 else id_src)
+
+    def _raise_staging_error(self, what, bad_row, bad_code, per_row, direct, stage, base, n,
+                             feats, reward, ts) -> None:
+        """Undo the staged codes of never-used columns, then raise the staging error
+        ``what`` (see :func:`_stage_batch`) for ``bad_row``."""
+        if what >= 3 and direct:  # columns never used must stay all zero
+            for name, _, _ in per_row:
+                if name not in self._used:
+                    stage[name][base:base + n] = 0
+        if what == 2:
+            raise ConfigError(f"state_features[{bad_row}]", feats[bad_row][:4].tolist(),
+                              "must be finite with a norm within the float32 range")
+        if what < 2:
+            field, values = ("reward", reward) if what == 0 else ("timestamp", ts)
+            raise ConfigError(f"{field}[{bad_row}]", float(values[bad_row]), "must be finite")
+        name, src, mapping = per_row[bad_code]
+        if (what - 3) % 2 == 0:
+            raise ConfigError(f"{name}[{bad_row}]", int(src[bad_row]),
+                              f"Categorical code out of range [0, {mapping.size})")
+        raise ConfigError(f"{name}[{bad_row}]", "", "is required and must be non-empty")
 
     def _check_ids(self, ids, n: int) -> np.ndarray:
         """Explicit ids as int64 ``(n,)``: integers, strictly increasing, >= ``next_id``."""

@@ -347,8 +347,8 @@ def copy_with_inverse_norms(X, dst, base, inv_dst):  # pragma: no cover - compil
     return -1
 
 
-# copy_checked copies and checks this many bytes at a time (they stay in the L1 cache).
-_CHECK_BYTES = 16384
+# copy_checked copies and checks this many bytes at a time (they stay in the L2 cache).
+_CHECK_BYTES = 65536
 
 
 @intrinsic
@@ -375,7 +375,7 @@ def copy_checked(X, dst, base):  # pragma: no cover - compiled
     """``dst[base + i] = X[i]``, checking that every row would get a valid inverse norm.
 
     X and dst are C-contiguous float32 with the same row length. The rows are copied with
-    ``memcpy`` in chunks of ``_CHECK_BYTES``, each checked while it is in the L1 cache: one
+    ``memcpy`` in chunks of ``_CHECK_BYTES``, each checked while it is in the L2 cache: one
     running float32 sum of squares over the batch, vectorised (NaN and inf propagate: ``reassoc`` and ``contract`` are
     the only fast-math flags): if it is finite and below 1e37, every element is finite and
     every row's norm is far inside the float32 range. Otherwise the rows are checked one by

@@ -634,3 +634,23 @@ def test_deletes_leave_never_used_columns_alone_and_they_fill_correctly_later():
     buf.clear()
     buf.record_batch(reward=[1.0], **BASE)
     assert buf.rows()[0]["run_id"] is None and buf.rows()[0]["metadata"] is None
+
+
+def test_three_per_row_code_columns_with_a_bad_third_write_nothing_anywhere():
+    # The third per-row column (in field order) is checked after the compiled call: the
+    # one-code columns it would fill, here the never-used run_id, must not be written first.
+    buf = ExperienceBuffer(dim=2, capacity=8)
+    buf.record_batch(reward=[0.0], **BASE)
+    cols = dict(BASE, tenant_id=Categorical(np.array([0, 0]), ["t1"]),
+                task_type=Categorical(np.array([0, 1]), ["nav", "fetch"]),
+                action_type=Categorical(np.array([0, 7]), ["up"]),
+                run_id="brand-new-run")
+    with pytest.raises(ConfigError) as err:
+        buf.record_batch(reward=[1.0, 2.0], **cols)
+    assert err.value.field == "action_type[1]"
+    buf.record_batch(reward=[3.0, 4.0], **BASE)
+    assert [r["run_id"] for r in buf.rows()] == [None, None, None]
+    cols["action_type"] = Categorical(np.array([0, 0]), ["up"])
+    buf.record_batch(reward=[5.0, 6.0], **cols)
+    assert [r["run_id"] for r in buf.rows()][-2:] == ["brand-new-run"] * 2
+    assert [r["task_type"] for r in buf.rows()][-2:] == ["nav", "fetch"]
