@@ -63,6 +63,7 @@ from dyna.redact import DEFAULT_SENSITIVE_KEYS, hash_features, redact
 __all__ = [
     "CATEGORICAL_FIELDS",
     "Categorical",
+    "JsonText",
     "DICT_FIELDS",
     "ExperienceBuffer",
     "FIELDS",
@@ -102,6 +103,22 @@ class Categorical(NamedTuple):
 
     codes: np.ndarray
     labels: Sequence[str | None]
+
+
+class JsonText(NamedTuple):
+    """Stored JSON text for a dict field of :meth:`ExperienceBuffer.record_batch`.
+
+    For text this library wrote and redacted before (e.g. read back from an experience
+    store): it is stored as it is, neither parsed, redacted again nor re-serialised. It is
+    parsed only if the features have to be hashed from it (no ``state_features`` given).
+
+    Attributes
+    ----------
+    texts : sequence of str or None
+        One JSON text per row (None = absent), length n.
+    """
+
+    texts: Sequence[str | None]
 
 
 def _label(value) -> str:
@@ -647,8 +664,9 @@ class ExperienceBuffer:
             Seconds (UTC epoch); default ``clock()`` for every row.
         run_id, task_id, request_id, outcome_source, outcome_verified_by, anti_gaming_policy : optional
             As the required categoricals; missing values are "" or None.
-        state_before, action_taken, state_after, metadata : sequence of length n, optional
-            JSON-like values (None = absent), redacted and stored as JSON.
+        state_before, action_taken, state_after, metadata : sequence of length n or JsonText, optional
+            JSON-like values (None = absent), redacted and stored as JSON; or
+            :class:`JsonText`, stored JSON text kept as it is.
         state_features : array_like, optional
             float, shape ``(n, d)``, finite. Default: the feature hash of each row's dicts.
         ids : array_like of int, optional
@@ -727,6 +745,13 @@ class ExperienceBuffer:
             for name in DICT_FIELDS:
                 vals = columns.get(name)
                 if vals is None:
+                    continue
+                if type(vals) is JsonText:
+                    texts = _json_texts(name, vals.texts, n)
+                    dict_json.append((name, texts))
+                    if get("state_features") is None:   # the features hash the dicts
+                        redacted_rows[name] = [None if t is None else json.loads(t)
+                                               for t in texts]
                     continue
                 if isinstance(vals, (str, bytes, Mapping)) or len(vals) != n:
                     raise ConfigError(name, type(vals).__name__,
@@ -1403,6 +1428,18 @@ def _float_column(field: str, values, n: int | None) -> np.ndarray:
         arr = np.full(n, float(arr))
     if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
         raise ConfigError(field, arr.shape, "must be a 1-D array" + ("" if n is None else f" of length {n}"))
+    return arr
+
+
+def _json_texts(field: str, texts, n: int) -> np.ndarray:
+    """JsonText contents as an object array ``(n,)`` of str or None (validated)."""
+    if isinstance(texts, (str, bytes, Mapping)) or len(texts) != n:
+        raise ConfigError(field, type(texts).__name__, f"JsonText must hold {n} texts")
+    arr = np.empty(n, dtype=object)
+    arr[:] = texts
+    for i, t in enumerate(arr):
+        if t is not None and type(t) is not str:
+            raise ConfigError(f"{field}[{i}]", type(t).__name__, "JsonText holds str or None")
     return arr
 
 

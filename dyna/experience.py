@@ -50,7 +50,7 @@ import numpy as np
 
 from dyna import __version__
 from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Categorical,
-                         ExperienceBuffer)
+                         ExperienceBuffer, JsonText)
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
 from dyna.errors import ConfigError, StoreBusyError, StoreError, check_range
 from dyna.escalation import RISK_CLASSES, should_escalate
@@ -396,23 +396,11 @@ class ExperienceStore:
         kw["reward"] = cols["reward"]
         kw["timestamp"] = cols["timestamp"]
         kw["state_features"] = cols["features"]
-        texts = {}
         for name in DICT_FIELDS:
             vals = cols[name]
-            if np.not_equal(vals, None).any():
-                texts[name] = self._redact_texts(vals)
-        if texts:
-            # A batch of zero rows that names the dict columns makes the buffer treat them
-            # as in use (so later batches write None there, and pruning releases them);
-            # the texts, already redacted JSON, are then written into the new rows' view.
-            empty = np.empty(0, dtype=object)
-            buf.record_batch(reward=np.empty(0), **{n: empty for n in REQUIRED_FIELDS
-                                                    if n != "reward"},
-                             **{n: [] for n in texts})
-        first = len(buf)
+            if np.not_equal(vals, None).any():   # stored redacted JSON: kept as it is
+                kw[name] = JsonText(self._redact_texts(vals))
         buf.record_batch(ids=cols["id"], **kw)
-        for name, vals in texts.items():
-            buf.column(name)[first:] = vals
 
     def _redact_texts(self, texts: np.ndarray) -> np.ndarray:
         """Stored JSON texts with the rows :func:`_rows_to_redact` finds redacted again."""

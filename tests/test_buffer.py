@@ -654,3 +654,29 @@ def test_three_per_row_code_columns_with_a_bad_third_write_nothing_anywhere():
     buf.record_batch(reward=[5.0, 6.0], **cols)
     assert [r["run_id"] for r in buf.rows()][-2:] == ["brand-new-run"] * 2
     assert [r["task_type"] for r in buf.rows()][-2:] == ["nav", "fetch"]
+
+
+def test_json_text_is_stored_as_given_and_hashed_only_without_features():
+    from dyna.buffer import JsonText
+
+    texts = ['{"a":1,"token":"[REDACTED]"}', None, '{"b":[1,2]}']
+    buf = ExperienceBuffer(dim=8)
+    buf.record_batch(reward=np.zeros(3), metadata=JsonText(texts),
+                     state_features=np.ones((3, 8)), **BASE)
+    assert buf.column("metadata").tolist() == texts          # not re-serialised
+    assert [r["metadata"] for r in buf.rows()] == [{"a": 1, "token": "[REDACTED]"}, None,
+                                                   {"b": [1, 2]}]
+    hashed = ExperienceBuffer(dim=8)
+    hashed.record_batch(reward=np.zeros(3), metadata=JsonText(texts), **BASE)
+    plain = ExperienceBuffer(dim=8)
+    plain.record_batch(reward=np.zeros(3), metadata=[json.loads(t) if t else None
+                                                     for t in texts], **BASE)
+    np.testing.assert_array_equal(hashed.column("features"), plain.column("features"))
+    buf.record_batch(reward=[1.0], **BASE)                    # later rows: metadata absent
+    assert buf.rows()[-1]["metadata"] is None
+    for bad, field in ((JsonText(texts[:2]), "metadata"), (JsonText([1, None, None]),
+                                                            "metadata[0]")):
+        with pytest.raises(ConfigError) as err:
+            buf.record_batch(reward=np.zeros(3), metadata=bad, **BASE)
+        assert err.value.field == field
+    assert len(buf) == 4
