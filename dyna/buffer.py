@@ -110,7 +110,8 @@ class JsonText(NamedTuple):
 
     For text this library wrote and redacted before (e.g. read back from an experience
     store): it is stored as it is, neither parsed, redacted again nor re-serialised. It is
-    parsed only if the features have to be hashed from it (no ``state_features`` given).
+    parsed only if the features have to be hashed from it (no ``state_features`` given);
+    then text that is not JSON raises ConfigError naming the field and row.
 
     Attributes
     ----------
@@ -230,7 +231,7 @@ def _stage_codes(src, mapping, dst, base, required):  # pragma: no cover - compi
     if n == 0:
         return -1, -1
     out = dst[base:base + n]
-    off = mapping[0]
+    off = mapping[0] if m else 0   # no labels: every code is out of range (found below)
     run = True
     for j in range(m):
         if mapping[j] != off + j:
@@ -750,8 +751,7 @@ class ExperienceBuffer:
                     texts = _json_texts(name, vals.texts, n)
                     dict_json.append((name, texts))
                     if get("state_features") is None:   # the features hash the dicts
-                        redacted_rows[name] = [None if t is None else json.loads(t)
-                                               for t in texts]
+                        redacted_rows[name] = _parse_json_texts(name, texts)
                     continue
                 if isinstance(vals, (str, bytes, Mapping)) or len(vals) != n:
                     raise ConfigError(name, type(vals).__name__,
@@ -1436,11 +1436,26 @@ def _json_texts(field: str, texts, n: int) -> np.ndarray:
     if isinstance(texts, (str, bytes, Mapping)) or len(texts) != n:
         raise ConfigError(field, type(texts).__name__, f"JsonText must hold {n} texts")
     arr = np.empty(n, dtype=object)
-    arr[:] = texts
+    try:
+        arr[:] = texts
+    except ValueError:   # e.g. a 2-D array of texts
+        raise ConfigError(field, np.shape(texts), f"JsonText must hold {n} texts") from None
     for i, t in enumerate(arr):
         if t is not None and type(t) is not str:
             raise ConfigError(f"{field}[{i}]", type(t).__name__, "JsonText holds str or None")
     return arr
+
+
+def _parse_json_texts(field: str, texts: np.ndarray) -> list:
+    """The values of JsonText texts (None stays None); text that is not JSON raises
+    ConfigError naming ``field[row]``."""
+    out = []
+    for i, t in enumerate(texts):
+        try:
+            out.append(None if t is None else json.loads(t))
+        except ValueError as exc:
+            raise ConfigError(f"{field}[{i}]", t[:40], f"JsonText is not JSON ({exc})") from None
+    return out
 
 
 def _float_array(field: str, values, dtype) -> np.ndarray:

@@ -680,3 +680,37 @@ def test_json_text_is_stored_as_given_and_hashed_only_without_features():
             buf.record_batch(reward=np.zeros(3), metadata=bad, **BASE)
         assert err.value.field == field
     assert len(buf) == 4
+
+
+def test_json_text_that_is_not_json_raises_config_error_when_hashed():
+    from dyna.buffer import JsonText
+
+    buf = ExperienceBuffer(dim=8)
+    buf.record_batch(reward=[1.0], **BASE)
+    with pytest.raises(ConfigError) as err:     # parsed to hash the features: checked
+        buf.record_batch(reward=np.zeros(3), metadata=JsonText(['{"a":1}', '{bad', None]),
+                         **BASE)
+    assert err.value.field == "metadata[1]"
+    with pytest.raises(ConfigError) as err:     # a 2-D array of texts is not n texts
+        buf.record_batch(reward=np.zeros(2), metadata=JsonText(np.array([["1"], ["2"]])),
+                         **BASE)
+    assert err.value.field == "metadata"
+    assert len(buf) == 1 and buf.next_id == 1 and buf.column("metadata").tolist() == [None]
+    buf.record_batch(reward=[2.0], **BASE)
+    assert buf.rows()[-1]["metadata"] is None and buf.rows()[-1]["id"] == 1
+
+
+def test_categorical_without_labels_is_out_of_range_without_reading_the_empty_table():
+    from dyna.buffer import _stage_codes
+
+    # The pure-Python kernel indexes like numpy: reading mapping[0] of no labels raises.
+    dst = np.full(4, 7, dtype=np.int32)
+    assert _stage_codes.py_func(np.array([0, 0]), np.zeros(0, np.int32), dst, 1,
+                                False) == (0, 0)
+    assert _stage_codes.py_func(np.array([3]), np.zeros(0, np.int32), dst, 0, True) == (0, 0)
+    buf = ExperienceBuffer(dim=4, capacity=1)
+    with pytest.raises(ConfigError) as err:
+        buf.record_batch(reward=[1.0, 2.0], run_id=Categorical(np.array([0, 0]), []), **BASE)
+    assert err.value.field == "run_id[0]"
+    assert len(buf) == 0 and buf.categories("run_id") == ("",)
+    assert not buf._store.array("run_id").any()
