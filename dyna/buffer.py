@@ -725,10 +725,11 @@ class ExperienceBuffer:
                 raw = raw if type(raw) is tuple else tuple(raw)
                 cached = dicts[name].mappings.get(raw)
                 codes = values.codes
-                # Cached tables are for all-str labels only, and only a str equals a str
-                # (an object whose __eq__ claims otherwise is not a label).
+                # Cached tables are for labels that are all plain str: a str subclass equals
+                # its text but may have another label (a (str, Enum) member's is
+                # "Cls.NAME"), so the types are compared too (~0.2 us for 8 labels).
                 if (cached is not None and type(codes) is np.ndarray and codes.shape == (n,)
-                        and codes.dtype.kind in "iu"):
+                        and codes.dtype.kind in "iu" and tuple(map(type, raw)) == cached[0]):
                     per_row.append((name, codes, cached[1]))
                     continue
             code, new = self._encode(name, values, n)

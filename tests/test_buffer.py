@@ -714,3 +714,23 @@ def test_categorical_without_labels_is_out_of_range_without_reading_the_empty_ta
     assert err.value.field == "run_id[0]"
     assert len(buf) == 0 and buf.categories("run_id") == ("",)
     assert not buf._store.array("run_id").any()
+
+
+def test_cached_code_table_is_not_used_for_equal_str_subclass_labels():
+    import enum
+
+    class Outcome(str, enum.Enum):
+        OK = "ok"
+        BAD = "bad"
+
+    def labels_after(warm):
+        buf = ExperienceBuffer(dim=4)
+        for _ in range(warm):   # the second batch of known labels caches their code table
+            buf.record_batch(reward=[0.0], **dict(BASE, outcome=Categorical(
+                np.array([0]), ("ok", "bad"))))
+        buf.record_batch(reward=[1.0, 2.0], **dict(BASE, outcome=Categorical(
+            np.array([1, 0]), (Outcome.OK, Outcome.BAD))))
+        return buf.labels("outcome")[-2:].tolist()
+
+    # Outcome.OK == "ok", but its label is str(Outcome.OK), whether or not "ok" is cached.
+    assert labels_after(0) == labels_after(2) == ["Outcome.BAD", "Outcome.OK"]
