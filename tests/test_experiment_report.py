@@ -49,17 +49,17 @@ def test_figure_8_2_section_hand_computed():
                   _episodes_frame(steps), pl.DataFrame(), [meta])
     text = build_report(out)
     # the variant names state n already: no "n" column, no "n = 0 (n=0)"
-    assert "| variant | mean steps in episode 2 | mean steps per episode, episodes 40-50 |" \
+    assert "| variant | mean steps in episode 2 | mean steps per episode, episodes 41-50 |" \
         in text
     assert "| n=0 | 400.0 [300.0, 500.0] | 16 [16, 16] |" in text
     assert "| n=50 | 40 [30, 50] | 16 [16, 16] |" in text
     assert "Cells: mean over runs [95% bootstrap confidence interval]." in text
-    assert "- n=0: episode 2 takes 400.0 steps (book: several hundred; consistent from 200) " \
+    assert "- n=0: episode 2 takes 400.0 steps (book: several hundred; consistent at 200 or more) " \
            "-> consistent" in text
     assert "- n=50: episode 2 takes 40 steps (book: under ~60; consistent below 60) -> " \
            "consistent" in text
-    assert "- n=0: episodes 40-50 average 16 steps (book: 14 optimal steps plus exploration, " \
-           "about 15-18; consistent from 14 to 20) -> consistent" in text
+    assert "- n=0: episodes 41-50 average 16 steps (book: 14 optimal steps plus exploration, " \
+           "about 15-18; consistent within 14-20) -> consistent" in text
     assert "(n=" not in text and "n = 0 (" not in text
     # final performance: last 10 episodes per run average 16 steps, return 1
     assert "Mean over runs with its 95% bootstrap confidence interval" in text
@@ -105,12 +105,12 @@ def test_figure_8_2_flags_an_inconsistent_curve():
     out = _output({"analysis": {"metrics": ["steps_per_episode"], "checks": ["figure_8_2"]}},
                   _episodes_frame(steps), pl.DataFrame(), [{}])
     text = build_report(out)
-    assert "episode 2 takes 60 steps (book: several hundred; consistent from 200) -> NOT " \
+    assert "episode 2 takes 60 steps (book: several hundred; consistent at 200 or more) -> NOT " \
            "consistent" in text
     assert "episode 2 takes 300.0 steps (book: under ~60; consistent below 60) -> NOT " \
            "consistent" in text
-    assert "episodes 40-50 average 40 steps (book: 14 optimal steps plus exploration, about " \
-           "15-18; consistent from 14 to 20) -> NOT consistent" in text
+    assert "episodes 41-50 average 40 steps (book: 14 optimal steps plus exploration, about " \
+           "15-18; consistent within 14-20) -> NOT consistent" in text
 
 
 @pytest.mark.parametrize("window, length, expected", [(1000, 16, 63), (16, 16, 1),

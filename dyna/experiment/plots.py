@@ -91,7 +91,7 @@ def _group_label(row: dict, keys: list[str], n_variants: int) -> str:
 
 
 def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=False,
-                vlines=()):
+                vlines=(), hline=None):
     keys = out.sweep_keys
     summary = curve_ci(frame, by=["variant", *keys], x=x, y=y, **_stat_opts(out))
     variants = [v.name for v in out.config.variants]
@@ -114,6 +114,8 @@ def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=F
         for j, xv in enumerate(vlines):
             ax.axvline(xv, color="0.4", linestyle=":", linewidth=1,
                        label="environment changes" if j == 0 else None)
+        if hline is not None:
+            ax.axhline(hline[0], color="0.3", linestyle="--", linewidth=0.8, label=hline[1])
         if logy:
             ax.set_yscale("log")
         ax.set_xlabel(xlabel)
@@ -140,10 +142,16 @@ def plot_steps_per_episode(out: "ExperimentOutput", folder: Path) -> list[Path]:
     """
     first = out.config.analysis.first_episode
     frame = out.results.filter(pl.col("episode") >= first)
+    # One environment with a known shortest path (the mazes): draw it, as the book marks 14.
+    lengths = {m.get("optimal_path_length") for m in out.env_metas}
+    hline = None
+    if len(lengths) == 1 and None not in lengths:
+        L = int(lengths.pop())
+        hline = (L, f"shortest path ({L} steps)")
     return _curve_plot(out, frame, x="episode", y="steps", xlabel="episode",
                        ylabel="steps per episode",
                        title=f"{out.config.name}: steps per episode (episodes {first}+)",
-                       stem="steps_per_episode", folder=folder)
+                       stem="steps_per_episode", folder=folder, hline=hline)
 
 
 def _thin_steps(frame: pl.DataFrame) -> pl.DataFrame:
