@@ -104,7 +104,7 @@ def test_plot_labels_titles_and_legends(tmp_path):
     out = _tiny(tmp_path)
     svg = (out / "plots" / "steps_per_episode.svg").read_text()
     for text in ("steps per episode", "episode", "n=0", "n=5", "episodes 2+",
-                 "mean of 4 runs, 95% bootstrap CI"):
+                 "mean of 4 runs, 95% bootstrap CI", "shortest path (14 steps)"):
         assert text in svg, text
     ev = (out / "plots" / "eval_score.svg").read_text()
     for text in ("training episodes", "greedy policy: mean return over 1 episodes", "n=5"):
