@@ -84,12 +84,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)
-    # every sub-command's --help opens with its one-line summary
-    for action in sub._choices_actions:
-        child = sub.choices.get(action.dest)
-        if child is not None and not child.description and action.help:
-            child.description = action.help[:1].upper() + action.help[1:] + "."
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Open every (nested) sub-command's --help with its one-line summary."""
+    for group in parser._actions:
+        if not isinstance(group, argparse._SubParsersAction):
+            continue
+        for action in group._choices_actions:
+            child = group.choices.get(action.dest)
+            if child is None:
+                continue
+            if not child.description and action.help:
+                child.description = action.help[:1].upper() + action.help[1:] + "."
+            _describe(child)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,7 +69,9 @@ def check_range(field: str, value, lo=None, hi=None, *, lo_open=False, hi_open=F
     import numbers
 
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ConfigError(field, value, "must be a number")
+        kind = "an integer" if integer else "a number"
+        raise ConfigError(field, value, f"must be {kind}"
+                          + (", not a boolean" if isinstance(value, bool) else ""))
     if integer:
         if isinstance(value, float) and not value.is_integer():
             raise ConfigError(field, value, "must be an integer")

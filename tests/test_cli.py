@@ -134,3 +134,24 @@ def test_console_script_exit_status_and_single_line(tmp_path):
     assert proc.stdout == ""
     assert proc.stderr == "dyna: error: defaults.alpha=-0.5: must be > 0.0\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_nested_sub_commands_open_their_help_with_a_summary(capsys):
+    from dyna.cli import main
+
+    for argv in (["store", "stats", "--help"], ["escalation", "replay", "--help"],
+                 ["skills", "list", "--help"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 0
+        lines = capsys.readouterr().out.splitlines()
+        summary = lines[lines.index("") + 1]           # the first line after usage
+        assert summary[:1].isupper() and summary.endswith("."), (argv, summary)
+
+
+def test_a_boolean_where_an_integer_belongs_says_so():
+    from dyna.errors import ConfigError, check_range
+
+    with pytest.raises(ConfigError) as err:
+        check_range("runs", True, 1, integer=True)
+    assert err.value.field == "runs" and "must be an integer, not a boolean" in str(err.value)
