@@ -39,15 +39,17 @@ class UnknownEnvError(ConfigError):
 
 
 class MissingFileError(DynaError, FileNotFoundError):
-    """A file named by the user does not exist."""
+    """A file (or folder) named by the user does not exist; ``reason`` replaces the default
+    text "no such file"."""
 
-    def __init__(self, field: str, path: object):
+    def __init__(self, field: str, path: object, reason: str | None = None):
         self.field = field
         self.value = path
-        super().__init__(f"{field}={str(path)!r}: no such file")
+        self.reason = reason
+        super().__init__(f"{field}={str(path)!r}: {reason or 'no such file'}")
 
     def __reduce__(self):
-        return (type(self), (self.field, self.value))
+        return (type(self), (self.field, self.value, self.reason))
 
 
 def check_range(field: str, value, lo=None, hi=None, *, lo_open=False, hi_open=False,

@@ -46,7 +46,9 @@ def _check_kwargs(cls, kwargs: dict) -> None:
     for key in kwargs:
         if key not in params or key == "self":
             allowed = sorted(k for k in params if k not in ("self", "render_mode"))
-            raise ConfigError(f"env.kwargs.{key}", kwargs[key], f"unknown keyword (allowed: {allowed})")
+            raise ConfigError(f"env.kwargs.{key}", kwargs[key],
+                              f"unknown keyword (allowed: {', '.join(allowed)})" if allowed
+                              else f"unknown keyword: {cls.__name__} takes no keywords")
 
 
 def make_env(env_id: str, **kwargs):

@@ -294,3 +294,12 @@ def test_batched_stepper_returns_fresh_arrays_and_checks_masks():
         stepper.reset(rng, mask=np.array([True]))
     with pytest.raises(ConfigError, match="n_copies"):
         BatchedStepper(table, 2.7)
+
+
+def test_unknown_env_keyword_lists_the_allowed_ones_or_says_there_are_none():
+    from dyna.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="DynaMaze takes no keywords"):
+        envs.make_env("dyna/DynaMaze-v0", change_at=5)
+    with pytest.raises(ConfigError, match=r"unknown keyword \(allowed: change_at"):
+        envs.make_env("dyna/BlockingMaze-v0", chang_at=5)

@@ -140,3 +140,13 @@ def test_dyna_plot_on_missing_folder_is_one_line_exit_2(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["plot", str(tmp_path / "empty")]) == 2
     assert "manifest.json" in capsys.readouterr().err
+
+
+def test_dyna_plot_names_what_is_wrong_with_the_folder(tmp_path, capsys):
+    from dyna.cli import main
+
+    assert main(["plot", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"dyna: error: DIR={str(tmp_path)!r}: not a dyna output "
+                                       "folder (no manifest.json)\n")
+    assert main(["plot", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err.endswith(": no such folder\n")

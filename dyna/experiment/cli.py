@@ -52,7 +52,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
     folder = Path(args.dir)
     if not folder.is_dir():
-        raise MissingFileError("DIR", folder)
+        raise MissingFileError("DIR", folder, "no such folder")
     paths = draw_output_plots(load_output(folder), folder)
     print(f"{len(paths)} plot files written to {folder / 'plots'}")
     return 0

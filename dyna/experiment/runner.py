@@ -360,8 +360,10 @@ def load_output(folder: str | Path) -> ExperimentOutput:
         requires; ``results.parquet`` and ``runs.parquet`` for tabular) is missing.
     """
     folder = Path(folder)
+    if not folder.is_dir():
+        raise MissingFileError("DIR", folder, "no such folder")
     if not (folder / "manifest.json").is_file():
-        raise MissingFileError("DIR", folder / "manifest.json")
+        raise MissingFileError("DIR", folder, "not a dyna output folder (no manifest.json)")
     manifest = json.loads((folder / "manifest.json").read_text())
     kind_name = manifest.get("kind", DEFAULT_KIND)
     kind = get_kind(kind_name)
