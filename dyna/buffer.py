@@ -948,7 +948,7 @@ class ExperienceBuffer:
             return 0, []
         d = self._dicts[name]
         if isinstance(values, str):
-            label = "" if values is None else values
+            label = _label(values)      # a str subclass (e.g. an Enum member): its str()
             if not label and name in REQUIRED_FIELDS:
                 raise ConfigError(name, values, "is required and must be non-empty")
             code = d.lookup.get(label)
@@ -965,6 +965,10 @@ class ExperienceBuffer:
                 return (codes, cached[1]), []
             uniq_labels, inverse = tuple([_label(v) for v in raw]), codes
         else:
+            if isinstance(values, (list, tuple)) and any(
+                    not isinstance(v, (int, float)) and type(v) is not str for v in values):
+                # numpy would size a str-subclass member by its value but fill in its str()
+                values = [_label(v) for v in values]
             arr = np.asarray(values)
             if arr.ndim == 0:
                 return self._encode(name, _label(arr.item()), n)

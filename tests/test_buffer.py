@@ -734,3 +734,20 @@ def test_cached_code_table_is_not_used_for_equal_str_subclass_labels():
 
     # Outcome.OK == "ok", but its label is str(Outcome.OK), whether or not "ok" is cached.
     assert labels_after(0) == labels_after(2) == ["Outcome.BAD", "Outcome.OK"]
+
+
+def test_str_enum_labels_are_their_str_whichever_way_they_come():
+    import enum
+
+    class Outcome(str, enum.Enum):
+        OK = "ok"
+        BAD = "bad"
+
+    buf = ExperienceBuffer(dim=2)
+    buf.record_batch(reward=[0.0], **dict(BASE, outcome=Outcome.OK))
+    buf.record_batch(reward=[0.0, 0.0], **dict(BASE, outcome=[Outcome.BAD, Outcome.OK]))
+    buf.record_batch(reward=[0.0], **dict(BASE, outcome=Categorical(np.array([0]),
+                                                                    [Outcome.OK])))
+    assert buf.labels("outcome").tolist() == [str(Outcome.OK), str(Outcome.BAD),
+                                              str(Outcome.OK), str(Outcome.OK)]
+    assert all(type(c) is str for c in buf.categories("outcome"))
