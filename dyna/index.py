@@ -376,19 +376,19 @@ def copy_checked(X, dst, base):  # pragma: no cover - compiled
 
     X and dst are C-contiguous float32 with the same row length. The rows are copied with
     ``memcpy`` in chunks of ``_CHECK_BYTES``, each checked while it is in the L2 cache: one
-    running float32 sum of squares over the batch, vectorised (NaN and inf propagate: ``reassoc`` and ``contract`` are
-    the only fast-math flags): if it is finite and below 1e37, every element is finite and
-    every row's norm is far inside the float32 range. Otherwise the rows are checked one by
-    one as :func:`inverse_norms` does, so a large but valid batch is accepted. Returns the
-    first invalid row or -1; the rows are copied either way (the caller discards them on
-    error). No norm is stored: the owner computes them later (see
-    :meth:`dyna.buffer.ExperienceBuffer.search`).
+    running float32 sum of squares over the batch, vectorised (NaN and inf propagate:
+    ``reassoc`` and ``contract`` are the only fast-math flags). If it is finite and below
+    1e37, every element is finite and every row's norm is far inside the float32 range.
+    Otherwise the rows are checked one by one by :func:`_inv_norms`, so a large but valid
+    batch is accepted. Returns the first invalid row or -1; the rows are copied either way
+    (the caller discards them on error). No norm is stored: the owner computes them later
+    (see :meth:`dyna.buffer.ExperienceBuffer.search`).
     """
     n = X.shape[0]
     out = dst[base:base + n]
     acc = np.float32(0.0)
     step = max(1, _CHECK_BYTES // max(1, X.shape[1] * 4))
-    for a in range(0, n, step):   # chunks that stay in L1 between the copy and the check
+    for a in range(0, n, step):   # chunks stay in cache between the copy and the check
         chunk = out[a:a + step]
         _memcpy_rows(chunk, X[a:a + step])
         flat = chunk.reshape(chunk.size)
@@ -396,14 +396,7 @@ def copy_checked(X, dst, base):  # pragma: no cover - compiled
             acc += flat[j] * flat[j]
     if acc < np.float32(1e37):   # False for NaN and inf
         return -1
-    for i in range(n):
-        acc = np.float32(0.0)
-        for j in range(X.shape[1]):
-            acc += X[i, j] * X[i, j]
-        inv = _inv_from_sq(X, i, acc)
-        if inv != inv:
-            return i
-    return -1
+    return _inv_norms(X, np.empty(n, np.float32))
 
 
 def inverse_norms(vectors: np.ndarray, field: str = "vectors") -> np.ndarray:
