@@ -8,6 +8,8 @@ concrete parts of a lesson (commands, files, values, names) and a word-set simil
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -122,6 +124,49 @@ def is_concrete(text: str) -> bool:
     ``make test-fast``."""
     return bool(concrete_parts(text) or _CODE_RE.search(text) or _QUOTED_RE.search(text)
                 or _COMMAND_RE.search(text))
+
+
+#: Distinct texts whose :func:`text_features` are kept (least recently used dropped first).
+#: A library or memory store is re-checked against every proposal, so its entries stay in
+#: the cache; at ~1 KiB a text this is a few MiB per process.
+FEATURE_CACHE_SIZE = 8192
+
+
+class TextFeatures(NamedTuple):
+    """What the novelty and de-duplication checks read from one text.
+
+    Attributes
+    ----------
+    key : str
+        :func:`fact_key` of the text.
+    parts : tuple of str
+        :func:`concrete_parts` of the text.
+    words : frozenset of str
+        The set of :func:`content_words` of the text.
+    """
+
+    key: str
+    parts: tuple[str, ...]
+    words: frozenset
+
+
+@lru_cache(maxsize=FEATURE_CACHE_SIZE)
+def text_features(text: str) -> TextFeatures:
+    """:func:`fact_key`, :func:`concrete_parts` and content-word set of ``text``, memoised.
+
+    The cache is keyed by the text itself (strings are immutable), so it cannot go stale:
+    an entry whose text changes is looked up under its new text. The values are immutable
+    and equal to calling the three functions, so results do not depend on the cache.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    TextFeatures
+    """
+    return TextFeatures(fact_key(text), concrete_parts(text), frozenset(content_words(text)))
 
 
 def jaccard(a: frozenset | set, b: frozenset | set) -> float:

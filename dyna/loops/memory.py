@@ -29,14 +29,15 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from dyna.errors import ConfigError, check_range
 from dyna.loops._io import append_jsonl, atomic_write, read_jsonl
-from dyna.loops._text import (concrete_parts, content_words, fact_key, is_concrete, jaccard,
-                              similarity_matrix)
+from dyna.loops._text import (FEATURE_CACHE_SIZE, fact_key, is_concrete, jaccard,
+                              similarity_matrix, text_features)
 
 __all__ = ["ConsolidationReport", "MemoryEntry", "MemorySnapshot", "MemoryStore",
            "PendingFact", "StoreResult", "subject_of"]
@@ -74,6 +75,10 @@ def subject_of(text: str) -> tuple[str, str] | None:
     if not subj or not val or len(subj.split()) > 6:
         return None
     return subj, val
+
+
+#: :func:`subject_of` memoised by the text itself (a changed text is a new key: never stale).
+_subject_memo = lru_cache(maxsize=FEATURE_CACHE_SIZE)(subject_of)
 
 
 @dataclass(frozen=True)
@@ -125,13 +130,13 @@ class MemoryEntry:
 
     @property
     def key(self) -> str:
-        """Identity of the fact (see :func:`dyna.loops._text.fact_key`)."""
-        return fact_key(self.text)
+        """Identity of the fact (see :func:`dyna.loops._text.fact_key`; memoised by text)."""
+        return text_features(self.text).key
 
     @property
     def subject(self) -> tuple[str, str] | None:
-        """``(subject, value)`` or None (see :func:`subject_of`)."""
-        return subject_of(self.text)
+        """``(subject, value)`` or None (see :func:`subject_of`; memoised by text)."""
+        return _subject_memo(self.text)
 
     def to_line(self) -> str:
         """The MEMORY.md line of this fact."""
@@ -509,9 +514,13 @@ class MemoryStore:
         (content-word Jaccard >= ``threshold``, default the store's ``similarity``, with
         the same concrete parts)."""
         t = self.similarity if threshold is None else threshold
-        key, words, sig = fact_key(text), frozenset(content_words(text)), concrete_parts(text)
-        return [e for e in self._entries if e.key == key or (
-            concrete_parts(e.text) == sig and jaccard(words, frozenset(content_words(e.text))) >= t)]
+        key, sig, words = text_features(text)
+        out = []
+        for e in self._entries:
+            f = text_features(e.text)
+            if f.key == key or (f.parts == sig and jaccard(words, f.words) >= t):
+                out.append(e)
+        return out
 
     # ------------------------------------------------------------------ consolidation
     def consolidate(self, run_id: str = "") -> ConsolidationReport:
@@ -561,8 +570,9 @@ class MemoryStore:
             merged = []
             n = len(entries)
             if n > 1:
-                sims = similarity_matrix([frozenset(content_words(e.text)) for e in entries])
-                sigs = [concrete_parts(e.text) for e in entries]
+                feats = [text_features(e.text) for e in entries]
+                sims = similarity_matrix([f.words for f in feats])
+                sigs = [f.parts for f in feats]
                 parent = list(range(n))
 
                 def find(i):

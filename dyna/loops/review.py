@@ -28,12 +28,14 @@ import zlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from dyna.errors import ConfigError, check_range
-from dyna.loops._text import concrete_parts, content_words, fact_key, is_concrete, jaccard
+from dyna.loops._text import (FEATURE_CACHE_SIZE, TextFeatures, concrete_parts, content_words,
+                              is_concrete, jaccard, text_features)
 from dyna.loops.memory import MemoryEntry, MemorySnapshot, MemoryStore, subject_of
 from dyna.loops.skills import (ACTION_RE, AddResult, Match, PendingItem, Skill, SkillLibrary,
                                SkillSnapshot, check_skill_name, is_untrusted)
@@ -620,9 +622,14 @@ class Validation:
     reasons: tuple[str, ...] = ()
 
 
-def _skill_words(skill: Skill) -> frozenset:
-    return frozenset(content_words(" ".join([skill.description, skill.body,
-                                             " ".join(skill.actions)])))
+@lru_cache(maxsize=FEATURE_CACHE_SIZE)
+def _skill_features(description: str, body: str, actions: tuple[str, ...]
+                    ) -> tuple[TextFeatures, TextFeatures, frozenset]:
+    """Features of a skill's description, of description + body, and its content words
+    (description, body and actions), memoised by the texts themselves: a skill whose text
+    changes is looked up under its new text, so the cache cannot go stale."""
+    return (text_features(description), text_features(" ".join([description, body])),
+            frozenset(content_words(" ".join([description, body, " ".join(actions)]))))
 
 
 def _closest(proposal: Proposal, skills, memory, same_parts: bool = False) -> tuple[float, str]:
@@ -631,29 +638,31 @@ def _closest(proposal: Proposal, skills, memory, same_parts: bool = False) -> tu
     Similarity is 1 for the same fact (:func:`fact_key`), else the Jaccard similarity of
     content words; with ``same_parts`` only lessons with the same concrete parts (numbers,
     names, files) count, since those are different facts however alike their words.
+    Each stored text's key, parts and words come from :func:`text_features` (memoised).
     """
-    text = proposal.lesson_text()
-    words = frozenset(content_words(text))
-    key = fact_key(text)
-    parts = concrete_parts(text) if same_parts else None
+    mine = text_features(proposal.lesson_text())
+    words, key = mine.words, mine.key
+    parts = mine.parts if same_parts else None
     best, what = 0.0, ""
 
-    def consider(other_text, other_words, label):
-        nonlocal best, what
-        if fact_key(other_text) == key:
-            sim = 1.0
-        elif parts is not None and concrete_parts(other_text) != parts:
-            return
-        else:
-            sim = jaccard(words, other_words)
-        if sim > best:
-            best, what = sim, label
+    def sim_to(other: TextFeatures, other_words) -> float:
+        if other.key == key:
+            return 1.0
+        if parts is not None and other.parts != parts:
+            return -1.0                       # a different fact: never the closest
+        return jaccard(words, other_words)
 
     for s in (skills.values() if isinstance(skills, Mapping) else skills):
-        consider(s.description, _skill_words(s), f"skill {s.name}")
-        consider(" ".join([s.description, s.body]), _skill_words(s), f"skill {s.name}")
+        desc, desc_body, s_words = _skill_features(s.description, s.body, s.actions)
+        for f in (desc, desc_body):
+            sim = sim_to(f, s_words)
+            if sim > best:
+                best, what = sim, f"skill {s.name}"
     for e in memory:
-        consider(e.text, frozenset(content_words(e.text)), f"memory {e.text!r}")
+        f = text_features(e.text)
+        sim = sim_to(f, f.words)
+        if sim > best:
+            best, what = sim, f"memory {e.text!r}"
     return best, what
 
 
