@@ -13,7 +13,8 @@ experiment).
   adds), and the wall time of the whole ablation. Target of the issue: the whole ablation
   in under 10 minutes on this 2-core machine; asserted. Measured when written: 446 s
   (x0.74 the target) with the runs submitted at once, longest first; 612 s when each
-  variant's runs waited for the previous variant's to end.
+  variant's runs waited for the previous variant's to end. Since the novelty check reads
+  cached text features: 145 s wall for ``dyna run experiments/skill_loop_ablation.toml``.
 - ``test_memory_backend_vs_files``: one skill-loop run on the in-memory store against the
   same run on a library folder and a MEMORY.md file (``durable=False``); same outcomes,
   and the in-memory store is not slower.
