@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
@@ -208,6 +209,29 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _stop_workers(pool: ProcessPoolExecutor, timeout: float = 5.0) -> None:
+    """Terminate a pool's workers and wait until they are gone (at most ``timeout`` s,
+    then SIGKILL), including any worker the pool spawns meanwhile to replace a dead one."""
+    deadline = time.monotonic() + timeout
+    seen: dict[int, multiprocessing.process.BaseProcess] = {}
+    pool.shutdown(wait=False, cancel_futures=True)
+    while True:
+        seen.update((getattr(pool, "_processes", None) or {}).copy())
+        alive = [p for p in seen.values() if p.is_alive()]
+        if not alive:
+            return
+        late = time.monotonic() > deadline
+        for p in alive:
+            if late:
+                p.kill()
+            else:
+                p.terminate()
+        for p in alive:
+            p.join(timeout=0.2)
+        if late:
+            return
+
+
 def _portable_call(fn, job):
     """Run ``fn(job)`` in a worker; make sure an exception survives the trip back."""
     try:
@@ -266,9 +290,7 @@ class ProcessPoolBackend(Backend):
             # Ctrl-C, or SIGTERM turned into dyna.cli.Terminated by the CLI. Workers ignore
             # SIGINT (the parent decides) and never see a SIGTERM sent to the parent alone;
             # stop them now rather than let them finish their jobs for nobody or outlive us.
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                proc.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+            _stop_workers(pool)
             raise
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
