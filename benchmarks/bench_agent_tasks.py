@@ -42,7 +42,7 @@ def _one(args):
 
 
 def test_full_skill_ablation(benchmark):
-    from dyna.experiment.kinds import load_experiment
+    from dyna.experiment.registry import load_experiment
 
     cfg = load_experiment("experiments/skill_loop_ablation.toml")
     assert cfg.runs == 10 and cfg.episodes == 1000 and len(cfg.scenarios) == 5

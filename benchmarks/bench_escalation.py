@@ -24,8 +24,8 @@ from scipy import special, stats
 from dyna.competence import BetaCompetence
 from dyna.escalation import (LowerBoundThreshold, MeanThreshold, ThompsonSampling,
                              run_policies)
-from dyna.experiment.escalation import build_policy, class_costs
-from dyna.experiment.kinds import load_experiment
+from dyna.experiment.kinds.escalation.config import build_policy, class_costs
+from dyna.experiment.registry import load_experiment
 from envs.escalation import ReplayIndex, load_outcomes
 
 REPO = Path(__file__).resolve().parents[1]

@@ -28,9 +28,10 @@ import time
 import numpy as np
 import pytest
 
-from dyna.experiment import runner
+from dyna.experiment.kinds.tabular import KIND as TABULAR
+from dyna.experiment.kinds.tabular import job as tabular_job
+from dyna.experiment.registry import parse_config
 from dyna.experiment.backends import InProcessBackend, ProcessPoolBackend
-from dyna.experiment.config import parse_config
 
 # Not importorskip: importing Ray here first would keep the local instance off the loopback
 # address (the backend imports Ray itself, see dyna.experiment.ray_backend).
@@ -50,8 +51,8 @@ def sweep_jobs():
         "defaults": {"agent": "q_learning", "alpha": 0.1, "gamma": 0.95, "epsilon": 0.1},
         "variants": [{"name": "n=0"}],
     })
-    table, meta = runner.make_env_table(cfg.env.id, cfg.env_kwargs({}))
-    return runner.plan_jobs(cfg, [meta], block_size=1)
+    table, meta = tabular_job.make_env_table(cfg.env.id, cfg.env_kwargs({}))
+    return tabular_job.plan_jobs(cfg, [meta], block_size=1)
 
 
 def test_ray_overhead_vs_process_pool_200_jobs(compare):
@@ -59,8 +60,8 @@ def test_ray_overhead_vs_process_pool_200_jobs(compare):
 
     jobs = sweep_jobs()
     assert len(jobs) == N_JOBS
-    fn = runner.execute_job
-    runner._warm_up()
+    fn = tabular_job.execute_job
+    TABULAR.warm_up()
     t0 = time.perf_counter()
     backend = RayBackend(WORKERS, keep_alive=True)
     backend.start()

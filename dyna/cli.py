@@ -27,7 +27,7 @@ from dyna.errors import DynaError
 # Each module provides ``register(subparsers)``.
 _COMMAND_MODULES = [
     "dyna.experiment.cli",
-    "dyna.experiment.escalation_cli",
+    "dyna.experiment.kinds.escalation.cli",
     "dyna.loops.cli",
     "dyna.mcp_server",
     "dyna.store.cli",

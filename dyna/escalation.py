@@ -51,7 +51,7 @@ the estimator, not of the rule: :class:`dyna.competence.BetaCompetence` with
 
 :func:`run_policies` replays outcome streams through many policies in lockstep (one lane
 per policy x stream), with censored or full feedback; it is the engine of the escalation
-benchmark (:mod:`dyna.experiment.escalation`) and agrees step for step with
+benchmark (:mod:`dyna.experiment.kinds.escalation`) and agrees step for step with
 :class:`envs.escalation.EscalationEnv`.
 """
 

@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 
 from dyna.errors import ConfigError
-from dyna.experiment.agent_tasks import _recovery, parse_agent_tasks, run_summaries
-from dyna.experiment.kinds import parse_experiment
+from dyna.experiment.kinds.agent_tasks.config import parse_agent_tasks
+from dyna.experiment.kinds.agent_tasks.metrics import _recovery, run_summaries
+from dyna.experiment.registry import parse_experiment
 
 SMALL = {
     "kind": "agent_tasks", "name": "tiny", "seed": 1, "runs": 2, "episodes": 30,
@@ -106,7 +107,7 @@ def test_config_round_trip_and_overrides():
 
 
 def test_shipped_experiments_parse():
-    from dyna.experiment.kinds import load_experiment
+    from dyna.experiment.registry import load_experiment
     for store in ("skill", "memory"):
         cfg = load_experiment(f"experiments/{store}_loop_ablation.toml")
         assert cfg.runs >= 10 and cfg.store == store and len(cfg.variants) == 18

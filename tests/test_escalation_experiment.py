@@ -11,9 +11,9 @@ from dyna.competence import prior_shapes
 from dyna.errors import ConfigError
 from dyna.escalation import MeanThreshold, run_policies
 from dyna.experiment.backends import ProcessPoolBackend
-from dyna.experiment.escalation import (EscalationConfig, _stream, build_policy,
-                                        class_costs)
-from dyna.experiment.kinds import load_experiment, parse_experiment
+from dyna.experiment.kinds.escalation.config import EscalationConfig, build_policy, class_costs
+from dyna.experiment.kinds.escalation.job import _stream
+from dyna.experiment.registry import load_experiment, parse_experiment
 from dyna.experiment.runner import load_output, run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def test_runs_row_equals_a_direct_replay(output):
     variant = cfg.variants[0]
     c_e, c_f, c_a = class_costs(cfg.costs, "high_stakes")
     assert (c_e, c_f, c_a) == (1.0, pytest.approx(20.0), 0.0)
-    from dyna.experiment.escalation import _crc
+    from dyna.experiment.kinds.escalation.job import _crc
 
     payload = {"seed": 7, "stream_key": _crc("flat", ""), "source": "synthetic",
                "params": cfg.scenarios[0].params}
@@ -188,7 +188,7 @@ def test_shipped_experiment_files_parse():
 def test_competence_table_is_the_exact_posterior_of_run_0(output):
     from scipy import stats
 
-    from dyna.experiment.escalation import _crc
+    from dyna.experiment.kinds.escalation.job import _crc
 
     cfg = parse_experiment(raw())
     comp = pl.read_parquet(output / "competence.parquet").filter(

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from dyna.errors import ConfigError
-from dyna.experiment.escalation import (aurc, checkpoints_for, e_aurc, fit_log_growth,
-                                        optimal_aurc, oracle_actions, recovery_steps,
-                                        risk_coverage)
+from dyna.experiment.kinds.escalation.job import checkpoints_for
+from dyna.experiment.kinds.escalation.metrics import (aurc, e_aurc, fit_log_growth, optimal_aurc,
+                                                      oracle_actions, recovery_steps,
+                                                      risk_coverage)
 
 # hand-made table: 5 tasks, agent fails tasks 2 and 4 (loss 1)
 LOSS = np.array([0, 1, 0, 1, 0], dtype=float)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from dyna.errors import ConfigError, MissingFileError
-from dyna.experiment.config import config_hash, load_config, parse_config
+from dyna.experiment.config import config_hash
+from dyna.experiment.registry import load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[1]
 

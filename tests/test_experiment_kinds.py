@@ -8,10 +8,11 @@ import polars as pl
 import pytest
 
 from dyna.errors import ConfigError
-from dyna.experiment import kinds, runner
+from dyna.experiment import registry, runner
 from dyna.experiment.backends import Job, split_runs
-from dyna.experiment.config import config_hash, parse_config
-from dyna.experiment.kinds import ExperimentKind, Prepared, parse_experiment, register_kind
+from dyna.experiment.config import config_hash
+from dyna.experiment.protocol import ExperimentKind, Prepared
+from dyna.experiment.registry import parse_config, parse_experiment, register_kind
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,8 @@ class ToyKind(ExperimentKind):
 def toy():
     register_kind("toy", ToyKind())
     yield
-    kinds.KINDS.pop("toy", None)
-    kinds._loaded.pop("toy", None)
+    registry.KINDS.pop("toy", None)
+    registry._loaded.pop("toy", None)
 
 
 def test_unknown_kind_names_field_and_suggests():

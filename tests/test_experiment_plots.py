@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dyna.cli import main
-from dyna.experiment.config import parse_config
+from dyna.experiment.registry import parse_config
 from dyna.experiment.runner import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,9 +21,9 @@ import pytest
 
 from dyna import cli
 from dyna.errors import ConfigError, check_range
-from dyna.experiment import runner
-from dyna.experiment.backends import InProcessBackend, Job, get_backend, split_runs
-from dyna.experiment.config import parse_config
+from dyna.experiment.kinds.tabular import job as tabular_job
+from dyna.experiment.backends import InProcessBackend, Job, split_runs
+from dyna.experiment.registry import get_backend, parse_config
 from dyna.experiment.runner import run_experiment
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -99,9 +99,9 @@ def test_failed_job_retried_then_reported_others_kept(ray_backend, tmp_path, mon
     from dyna.experiment.ray_backend import JobsFailedError, RayBackend
 
     cfg = config()
-    jobs = runner.plan_jobs(cfg, [{}], block_size=2)   # 2 variants x blocks (0,1) (2,3) (4,)
+    jobs = tabular_job.plan_jobs(cfg, [{}], block_size=2)   # 2 variants x blocks (0,1) (2,3) (4,)
     attempts_log = tmp_path / "attempts.txt"
-    real = runner.execute_job
+    real = tabular_job.execute_job
 
     def failing(job):
         if job.variant == 1 and job.run_indices[0] == 2:
@@ -134,7 +134,7 @@ def test_failed_job_retried_then_reported_others_kept(ray_backend, tmp_path, mon
 
     # through the runner: the error names the job; the variants whose runs all finished are
     # written (a complete folder, marked complete = false), the failed variant is left out
-    monkeypatch.setattr(runner, "execute_job", failing)
+    monkeypatch.setattr(tabular_job, "execute_job", failing)
     with pytest.raises(JobsFailedError, match="variant 'n=5', runs 2..3") as err2:
         run_experiment(cfg, tmp_path / "out", backend=backend, block_size=2)
     out = tmp_path / "out"
@@ -149,14 +149,14 @@ def test_failed_job_retried_then_reported_others_kept(ray_backend, tmp_path, mon
 
 
 def test_cli_reports_failed_job_in_one_line(ray_backend, tmp_path, monkeypatch, capsys):
-    real = runner.execute_job
+    real = tabular_job.execute_job
 
     def failing(job):
         if job.variant == 1:
             raise ValueError("diverged")
         return real(job)
 
-    monkeypatch.setattr(runner, "execute_job", failing)
+    monkeypatch.setattr(tabular_job, "execute_job", failing)
     toml = tmp_path / "tiny.toml"
     toml.write_text('name = "tiny"\nseed = 3\nruns = 2\n[env]\nid = "dyna/DynaMaze-v0"\n'
                     '[schedule]\nepisodes = 2\n[defaults]\nagent = "dyna_q"\nalpha = 0.1\n'
@@ -176,7 +176,7 @@ def test_cli_reports_failed_job_in_one_line(ray_backend, tmp_path, monkeypatch, 
 
 def test_flaky_job_retried_gives_identical_tables(ray_backend, tmp_path, monkeypatch):
     marker = tmp_path / "failed-once"
-    real = runner.execute_job
+    real = tabular_job.execute_job
 
     def flaky(job):
         if job.variant == 0 and job.run_indices[0] == 0 and not marker.exists():
@@ -186,7 +186,7 @@ def test_flaky_job_retried_gives_identical_tables(ray_backend, tmp_path, monkeyp
 
     cfg = config()
     ref = run_experiment(cfg, tmp_path / "ref")
-    monkeypatch.setattr(runner, "execute_job", flaky)
+    monkeypatch.setattr(tabular_job, "execute_job", flaky)
     from dyna.experiment.ray_backend import RayBackend
 
     backend = RayBackend()

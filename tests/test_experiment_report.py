@@ -7,8 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from dyna.experiment.config import load_config, parse_config
-from dyna.experiment.report import build_report, shortcut_bound
+from dyna.experiment.kinds.tabular.report import build_report, shortcut_bound
+from dyna.experiment.registry import load_config, parse_config
 from dyna.experiment.runner import ExperimentOutput, run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +89,7 @@ def test_figure_8_2_names_n_when_the_variant_name_does_not():
 
 
 def test_label_and_short_hash():
-    from dyna.experiment.report import label, short_hash
+    from dyna.experiment.reporting import label, short_hash
 
     assert label("n=0", "n = 0") == "n=0"
     assert label("n = 5", "n = 5") == "n = 5"

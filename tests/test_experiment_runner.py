@@ -15,9 +15,9 @@ import envs
 from dyna.agents import run_agent
 from dyna.errors import ConfigError, UnknownEnvError, check_range
 from dyna.experiment import runner
-from dyna.experiment.backends import (InProcessBackend, Job, ProcessPoolBackend, get_backend,
-                                      split_runs)
-from dyna.experiment.config import load_config, parse_config
+from dyna.experiment.kinds.tabular import job as tabular_job
+from dyna.experiment.backends import InProcessBackend, Job, ProcessPoolBackend, split_runs
+from dyna.experiment.registry import get_backend, load_config, parse_config
 from dyna.experiment.runner import load_output, run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -161,7 +161,7 @@ def test_stop_at_optimal_records_updates_and_drops_unplayed_episodes(tmp_path):
 
 def test_failing_job_leaves_no_folder(tmp_path, monkeypatch):
     calls = []
-    real = runner.execute_job
+    real = tabular_job.execute_job
 
     def flaky(job):
         calls.append(job.key)
@@ -169,7 +169,7 @@ def test_failing_job_leaves_no_folder(tmp_path, monkeypatch):
             raise RuntimeError("boom")
         return real(job)
 
-    monkeypatch.setattr(runner, "execute_job", flaky)
+    monkeypatch.setattr(tabular_job, "execute_job", flaky)
     parent = tmp_path / "deep" / "er"
     with pytest.raises(RuntimeError, match="boom") as err:
         run_experiment(config(), parent / "out")
@@ -180,7 +180,7 @@ def test_failing_job_leaves_no_folder(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, OSError])
 def test_interrupted_writing_leaves_no_folder(tmp_path, monkeypatch, exc):
-    from dyna.experiment import report
+    from dyna.experiment.kinds.tabular import report
 
     def broken(*args, **kwargs):
         raise exc("stop")

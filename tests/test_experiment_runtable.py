@@ -5,7 +5,8 @@ import json
 import pytest
 
 from dyna.cli import main
-from dyna.experiment.config import load_config, load_run_options
+from dyna.experiment.config import load_run_options
+from dyna.experiment.registry import load_config
 
 BASE = """
 name = "rt"

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 from dyna.errors import ConfigError
 
-__all__ = ["BACKENDS", "Backend", "InProcessBackend", "Job", "JobFailedError",
-           "ProcessPoolBackend", "get_backend", "split_runs"]
+__all__ = ["Backend", "InProcessBackend", "Job", "JobFailedError", "ProcessPoolBackend",
+           "split_runs"]
 
 
 @dataclass(frozen=True)
@@ -297,40 +297,3 @@ class ProcessPoolBackend(Backend):
             raise
         pool.shutdown(wait=True)
         return [results[i] for i in range(len(jobs))]
-
-
-#: Backend name -> class, or ``"module:Class"`` imported on first use (optional extras).
-BACKENDS: dict[str, type[Backend] | str] = {
-    InProcessBackend.name: InProcessBackend,
-    ProcessPoolBackend.name: ProcessPoolBackend,
-    "ray": "dyna.experiment.ray_backend:RayBackend",
-}
-
-
-def get_backend(name: str, workers: int | None = None, **options) -> Backend:
-    """Backend by name.
-
-    Parameters
-    ----------
-    name : {"inprocess", "process", "ray"}
-        Backend name (``--backend``).
-    workers : int, optional
-        Worker processes (process backend; CPUs of a local Ray instance; ignored
-        in-process).
-    **options
-        Backend-specific keywords, e.g. ``address`` for ``"ray"``.
-
-    Raises
-    ------
-    ConfigError
-        Unknown backend name (field ``"--backend"``) or bad ``workers``;
-        :class:`dyna.experiment.ray_backend.RayNotInstalledError` for ``"ray"`` without Ray.
-    """
-    cls = BACKENDS.get(name)
-    if cls is None:
-        raise ConfigError("--backend", name, f"unknown backend; expected one of "
-                          f"{', '.join(sorted(BACKENDS))}")
-    if isinstance(cls, str):
-        module, _, attr = cls.partition(":")
-        cls = getattr(importlib.import_module(module), attr)
-    return cls(workers, **options) if workers is not None else cls(**options)

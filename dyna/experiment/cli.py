@@ -20,9 +20,8 @@ from dyna.errors import ConfigError, MissingFileError, check_range
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from dyna.experiment.backends import get_backend
     from dyna.experiment.config import load_run_options
-    from dyna.experiment.kinds import load_experiment
+    from dyna.experiment.registry import get_backend, load_experiment
     from dyna.experiment.runner import run_experiment
 
     config = load_experiment(args.file, runs=args.runs, seed=args.seed)

@@ -50,7 +50,7 @@ def _option(field: str) -> str:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from dyna.experiment.escalation import KIND
+    from dyna.experiment.kinds.escalation import KIND
 
     rules = [r.strip() for r in args.rules.split(",") if r.strip()]
     raw = {

@@ -1,13 +1,8 @@
-"""Standard plots of an experiment (PNG and SVG), drawn headless.
+"""Kind ``tabular``: its standard plots (PNG and SVG), drawn headless.
 
-Figures are :class:`matplotlib.figure.Figure` objects rendered through the Agg canvas
-(:class:`matplotlib.backends.backend_agg.FigureCanvasAgg`) and never registered with pyplot:
-they need no display whatever ``MPLBACKEND`` says, never count towards pyplot's
-"More than 20 figures have been opened" warning, and are released (``fig.clear()``) in a
-``finally`` block as soon as they are saved, so long sweeps do not leak memory (case RUN-01;
-matplotlib PR #1919).
+Figures come from :func:`dyna.experiment.plotting.figure` (no pyplot, released at once).
 
-Plots (each a function of an :class:`dyna.experiment.runner.ExperimentOutput`):
+Plots (each a function of an :class:`dyna.experiment.protocol.ExperimentOutput`):
 
 * ``steps_per_episode`` -- Sutton & Barto Figure 8.2: mean steps per episode from
   ``analysis.first_episode`` on, with a bootstrap confidence band, one line per variant.
@@ -21,51 +16,30 @@ Plots (each a function of an :class:`dyna.experiment.runner.ExperimentOutput`):
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
 import numpy as np
 import polars as pl
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
+from dyna.experiment.plotting import figure, save
 from dyna.experiment.stats import curve_ci, per_run_ci
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dyna.experiment.runner import ExperimentOutput
+    from dyna.experiment.protocol import ExperimentOutput
 
 __all__ = ["PLOTS", "draw_plots", "plot_cumulative_reward", "plot_eval_score",
            "plot_per_run", "plot_steps_per_episode", "plot_updates_to_optimal"]
 
+
+__all__ = ["PLOTS", "draw_plots", "plot_cumulative_reward", "plot_eval_score",
+           "plot_per_run", "plot_steps_per_episode", "plot_updates_to_optimal"]
+
+
 #: At most this many x positions per curve get a bootstrap interval (long step curves are
 #: thinned evenly, the last step always kept).
 MAX_CURVE_POINTS = 300
-
-_RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
-
-
-@contextmanager
-def _figure(figsize=(7.0, 4.5)):
-    """A pyplot-free Agg figure, cleared when the block exits (even on error)."""
-    with matplotlib.rc_context(_RC):
-        fig = Figure(figsize=figsize, layout="constrained")
-        FigureCanvasAgg(fig)
-        try:
-            yield fig
-        finally:
-            fig.clear()
-
-
-def _save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".png")]
-    fig.savefig(paths[0], dpi=120, metadata={"Software": None})
-    if svg:
-        paths.append(stem.with_suffix(".svg"))
-        fig.savefig(paths[1], metadata={"Date": None})
-    return paths
 
 
 def _slug(text: str) -> str:
@@ -97,7 +71,7 @@ def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=F
     variants = [v.name for v in out.config.variants]
     colors = matplotlib.colormaps["tab10"].colors
     styles = ["-", "--", ":", "-."]
-    with _figure() as fig:
+    with figure() as fig:
         ax = fig.add_subplot()
         groups = summary.group_by(["variant", *keys], maintain_order=True)
         for j, (key, g) in enumerate(groups):
@@ -123,7 +97,7 @@ def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=F
         ax.set_title(f"{title}\n({_stat_label(out)})", fontsize=10)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-        return _save(fig, folder / stem)
+        return save(fig, folder / stem)
 
 
 def plot_steps_per_episode(out: "ExperimentOutput", folder: Path) -> list[Path]:
@@ -213,7 +187,7 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
     points = out.config.sweep_points()
     colors = matplotlib.colormaps["tab10"].colors
     opts = _stat_opts(out)
-    with _figure() as fig:
+    with figure() as fig:
         ax = fig.add_subplot()
         for vi, variant in enumerate(out.config.variants):
             est, lo, hi, px = [], [], [], []
@@ -244,7 +218,7 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
         ax.grid(alpha=0.3, which="both")
-        return _save(fig, folder / "updates_to_optimal")
+        return save(fig, folder / "updates_to_optimal")
 
 
 _PER_RUN = {  # metric -> (table attribute, x, y, x label, y label)
@@ -273,7 +247,7 @@ def plot_per_run(out: "ExperimentOutput", folder: Path) -> list[Path]:
         row = dict(zip(keys, key))
         parts = [_slug(row["variant"])] + [f"{k}={_slug(row[k])}" for k in out.sweep_keys]
         stem = folder / "runs" / f"{'-'.join(parts)}-run{row['run']}"
-        with _figure(figsize=(6.0, 4.0)) as fig:
+        with figure(figsize=(6.0, 4.0)) as fig:
             ax = fig.add_subplot()
             g = g.sort(x)
             ax.plot(g.get_column(x).to_numpy(), g.get_column(y).to_numpy())
@@ -283,7 +257,7 @@ def plot_per_run(out: "ExperimentOutput", folder: Path) -> list[Path]:
             ax.set_title(f"{out.config.name}: {row['variant']}{extra}, run {row['run']}",
                          fontsize=10)
             ax.grid(alpha=0.3)
-            paths += _save(fig, stem, svg=False)
+            paths += save(fig, stem, svg=False)
     return paths
 
 

@@ -1,4 +1,4 @@
-"""report.md: a readable summary of an experiment's output folder.
+"""Kind ``tabular``: report.md, a readable summary of an output folder.
 
 Sections: the setup (config hash, seed, runs, environments as resolved, backend, timings),
 each variant's hyper-parameters, each variant's final performance with a bootstrap
@@ -30,55 +30,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from dyna.experiment.stats import Interval, diff_ci, per_run_ci
+from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
+from dyna.experiment.stats import diff_ci, per_run_ci
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dyna.experiment.runner import ExperimentOutput
+    from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["SHORT_HASH", "build_report", "label", "short_hash", "shortcut_bound",
-           "write_report"]
-
-#: Hex digits of a sha256 shown in reports (the full digests are in manifest.json).
-SHORT_HASH = 12
+__all__ = ["build_report", "shortcut_bound", "write_report"]
 
 
-def short_hash(hexdigest: str | None) -> str:
-    """The first :data:`SHORT_HASH` hex digits of a sha256 (``"?"`` when missing)."""
-    return (hexdigest or "?")[:SHORT_HASH]
-
-
-def label(name: str, detail: str) -> str:
-    """``name``, followed by ``(detail)`` unless the name already says it.
-
-    ``label("n=0", "n = 0") == "n=0"`` (spaces are ignored), ``label("direct", "n = 0") ==
-    "direct (n = 0)"``, ``label("mean_min10", "mean") == "mean_min10 (mean)"``.
-    """
-    if "".join(str(name).split()) == "".join(str(detail).split()):
-        return str(name)
-    return f"{name} ({detail})"
-
-
-def _fmt(x) -> str:
-    x = float(x)
-    if not math.isfinite(x):
-        return "n/a"
-    if abs(x) >= 100:
-        return f"{x:.1f}"
-    return f"{x:.3g}"
-
-
-def _ci(iv: Interval) -> str:
-    if not math.isfinite(float(iv.estimate)):
-        return "n/a"
-    if not (math.isfinite(float(iv.low)) and math.isfinite(float(iv.high))):
-        return f"{_fmt(iv.estimate)} (one run: no interval)"
-    return f"{_fmt(iv.estimate)} [{_fmt(iv.low)}, {_fmt(iv.high)}]"
-
-
-def _table(header: list[str], rows: list[list]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return lines
+__all__ = ["build_report", "shortcut_bound", "write_report"]
 
 
 def _opts(out: "ExperimentOutput") -> dict:
@@ -135,6 +96,7 @@ def shortcut_bound(window: int, old_length: int) -> int:
 _TIMING_NAMES = {"compile_time_s": "compile", "run_time_s": "run", "output_time_s": "output",
                  "wall_time_s": "total"}
 
+
 def _setup_section(out: "ExperimentOutput") -> list[str]:
     c, m = out.config, out.manifest
     s = c.schedule
@@ -174,12 +136,12 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
         rows.append([_point_label(e.get("point", {})) or "-", meta.get("requested_id"),
                      meta.get("resolved_id"), meta.get("n_states"), meta.get("n_actions"),
                      limit, meta.get("optimal_path_length", "-")])
-    lines += _table(["sweep point" if keys else "point", "requested id", "resolved id",
+    lines += md_table(["sweep point" if keys else "point", "requested id", "resolved id",
                      "states", "actions", "max episode steps", "optimal path (steps)"], rows)
     lines += ["", "## Variants", ""]
     rows = [[v.name, v.agent, ", ".join(f"{k}={val}" for k, val in v.hparams.items())]
             for v in c.variants]
-    lines += _table(["variant", "agent", "hyper-parameters"], rows)
+    lines += md_table(["variant", "agent", "hyper-parameters"], rows)
     return lines
 
 
@@ -204,24 +166,24 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
         res = _select(out.results, variant.name, point)
         row = [variant.name, *[point[k] for k in keys]]
         if c.schedule.episodes is not None:
-            row.append(_ci(per_run_ci(_per_run(res, "steps", last=K), **opts)))
-            row.append(_ci(per_run_ci(_per_run(res, "return", last=K), **opts)))
+            row.append(ci(per_run_ci(_per_run(res, "steps", last=K), **opts)))
+            row.append(ci(per_run_ci(_per_run(res, "return", last=K), **opts)))
         else:
-            row.append(_ci(per_run_ci(_per_run(res, "cumulative_reward", last=1), **opts)))
+            row.append(ci(per_run_ci(_per_run(res, "cumulative_reward", last=1), **opts)))
         if c.schedule.eval_every and out.evals is not None:
             ev = _select(out.evals, variant.name, point)
-            row.append(_ci(per_run_ci(_per_run(ev, "score", last=1), **opts)))
+            row.append(ci(per_run_ci(_per_run(ev, "score", last=1), **opts)))
         if c.schedule.stop_at_optimal:
             runs = _select(out.runs, variant.name, point)
             found = runs.get_column("updates_to_optimal").drop_nulls().to_numpy()
             row.append(f"{found.size}/{runs.height}")
-            row.append(_ci(per_run_ci(found, **opts)))
+            row.append(ci(per_run_ci(found, **opts)))
         rows.append(row)
     per_run = (f"; per run, the last {K} episodes are averaged first"
                if c.schedule.episodes is not None else "")
     return ["", "## Final performance", "",
             f"{stat[0].upper() + stat[1:]} over runs with its {a.confidence:.0%} bootstrap "
-            f"confidence interval [low, high]{per_run}.", "", *_table(header, rows)]
+            f"confidence interval [low, high]{per_run}.", "", *md_table(header, rows)]
 
 
 def _n_of(variant) -> int | None:
@@ -245,20 +207,20 @@ def _check_figure_8_2(out: "ExperimentOutput") -> list[str]:
         n = _n_of(variant)
         name = label(variant.name, f"n = {n}") if n is not None else variant.name
         named.append(name == variant.name)
-        rows.append([variant.name, *point.values(), n if n is not None else "-", _ci(ci2),
-                     _ci(cil)])
+        rows.append([variant.name, *point.values(), n if n is not None else "-", ci(ci2),
+                     ci(cil)])
         e2 = float(ci2.estimate)
         if n == 0 and math.isfinite(e2):
-            verdicts.append(f"- {name}: episode 2 takes {_fmt(e2)} steps (book: several "
+            verdicts.append(f"- {name}: episode 2 takes {fmt(e2)} steps (book: several "
                             f"hundred; consistent at 200 or more) -> "
                             f"{'consistent' if e2 >= 200 else 'NOT consistent'}")
         if n is not None and n >= 50 and math.isfinite(e2):
-            verdicts.append(f"- {name}: episode 2 takes {_fmt(e2)} steps (book: under ~60; "
+            verdicts.append(f"- {name}: episode 2 takes {fmt(e2)} steps (book: under ~60; "
                             f"consistent below 60) -> "
                             f"{'consistent' if e2 < 60 else 'NOT consistent'}")
         el = float(cil.estimate)
         if math.isfinite(el) and E >= 40:
-            verdicts.append(f"- {name}: episodes {lo_ep}-{E} average {_fmt(el)} steps "
+            verdicts.append(f"- {name}: episodes {lo_ep}-{E} average {fmt(el)} steps "
                             f"(book: 14 optimal steps plus exploration, about 15-18; "
                             f"consistent within 14-20) -> "
                             f"{'consistent' if 14 <= el <= 20 else 'NOT consistent'}")
@@ -272,7 +234,7 @@ def _check_figure_8_2(out: "ExperimentOutput") -> list[str]:
         rows = [row[:drop] + row[drop + 1:] for row in rows]
     return ["", "### Figure 8.2 (Sutton & Barto Section 8.2)", "",
             f"Cells: {stat} over runs [{out.config.analysis.confidence:.0%} bootstrap "
-            "confidence interval].", "", *_table(header, rows), "", *verdicts]
+            "confidence interval].", "", *md_table(header, rows), "", *verdicts]
 
 
 def _pair(out: "ExperimentOutput", first: str, second: str):
@@ -305,17 +267,17 @@ def _check_changing_maze(out: "ExperimentOutput", kind: str) -> list[str]:
         res = _select(out.results, variant.name, point)
         final = _per_run(res, "cumulative_reward", last=1)
         finals[variant.name] = final
-        row = [variant.name, variant.agent, _ci(per_run_ci(final, **opts))]
+        row = [variant.name, variant.agent, ci(per_run_ci(final, **opts))]
         if changes:
             before = _per_run(res.filter(pl.col("step") <= changes[0]), "cumulative_reward",
                               last=1)
-            row.append(_ci(per_run_ci(final - before, **opts)))
+            row.append(ci(per_run_ci(final - before, **opts)))
         if bound is not None:
             at = _per_run(res.filter(pl.col("step") == window_start), "cumulative_reward") \
                 if window_start else np.zeros_like(final)
             visits = final - at
             found = visits > bound
-            row += [_ci(per_run_ci(visits, **opts)),
+            row += [ci(per_run_ci(visits, **opts)),
                     f"{int(found.sum())}/{found.size} ({found.mean():.0%})"]
             greedy = _select(out.runs, variant.name, point).get_column("final_greedy_steps")
             short = greedy.drop_nulls().to_numpy()
@@ -327,7 +289,7 @@ def _check_changing_maze(out: "ExperimentOutput", kind: str) -> list[str]:
     if bound is not None:
         header += [f"reward in the last {window} steps", "runs that found the shortcut",
                    f"greedy path after training shorter than {lengths[0]} steps"]
-    lines += _table(header, rows)
+    lines += md_table(header, rows)
     plus, base = _pair(out, "dyna_q_plus", "dyna_q")
     if plus is not None and base is not None:
         d = diff_ci(finals[plus.name], finals[base.name], **opts)
@@ -335,7 +297,7 @@ def _check_changing_maze(out: "ExperimentOutput", kind: str) -> list[str]:
                                                    if float(d.estimate) > 0 else "NOT more")
         lines += ["", f"{label(plus.name, 'Dyna-Q+')} minus {label(base.name, 'Dyna-Q')}, "
                   "final cumulative "
-                  f"reward: {_ci(d)} -> Dyna-Q+ ends with {verdict} reward "
+                  f"reward: {ci(d)} -> Dyna-Q+ ends with {verdict} reward "
                   f"(book: Dyna-Q+ ahead)."]
     if bound is not None:
         lines += ["", f"A run found the shortcut when it reached the goal more than {bound} "
@@ -362,7 +324,7 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
             found = runs.get_column("updates_to_optimal").drop_nulls().to_numpy()
             iv = per_run_ci(found, **opts)
             means.append(float(iv.estimate))
-            cells += [_ci(iv), f"{found.size}/{runs.height}"]
+            cells += [ci(iv), f"{found.size}/{runs.height}"]
             if has_steps:  # a run that found the path stopped there: its steps are the steps to it
                 done = runs.filter(pl.col("updates_to_optimal").is_not_null())
                 steps.append(float(done.get_column("total_steps").mean()) if done.height
@@ -371,12 +333,12 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
             else float("nan")
         ratios.append(ratio)
         rows.append([*[point[k] for k in keys], meta.get("n_states", "-"), *cells,
-                     _fmt(ratio)])
+                     fmt(ratio)])
         if has_steps:
             split.append([*[point[k] for k in keys], *(f"{s:.0f}" if math.isfinite(s) else "-" for s in steps),
-                          *(_fmt(m / s) if s > 0 else "-" for m, s in zip(means, steps)),
-                          _fmt(steps[0] / steps[1]) if steps[1] > 0 else "-"])
-    lines += _table([*keys, "states", f"{dq.name} updates", "found", f"{ps.name} updates",
+                          *(fmt(m / s) if s > 0 else "-" for m, s in zip(means, steps)),
+                          fmt(steps[0] / steps[1]) if steps[1] > 0 else "-"])
+    lines += md_table([*keys, "states", f"{dq.name} updates", "found", f"{ps.name} updates",
                      "found", "ratio"], rows)
     finite = [r for r in ratios if math.isfinite(r)]
     fewer = all(r > 1 for r in ratios) and len(finite) == len(ratios)
@@ -386,7 +348,7 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
                "partly consistent" if any(in_range) else "inconsistent")
     lines += ["", f"Prioritized sweeping needs fewer updates at every size: "
               f"{'yes' if fewer else 'NO'}; ratio Dyna-Q / prioritized sweeping per size: "
-              f"{', '.join(_fmt(r) for r in ratios)} (book: 'often by a factor of 5 to 10', "
+              f"{', '.join(fmt(r) for r in ratios)} (book: 'often by a factor of 5 to 10', "
               f"with a 'decisive advantage' kept as the maze grows) -> {verdict} with the "
               f"book's range; the ratio {'grows' if growing else 'does not grow'} with size "
               f"here.",
@@ -409,22 +371,9 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
                           "book's algorithm does not queue the pair again, so real revisits "
                           "keep re-starting sweeps whose size grows with the maze.")
         lines.append("")
-        lines += _table([*keys, f"{dq.name} real steps", f"{ps.name} real steps",
+        lines += md_table([*keys, f"{dq.name} real steps", f"{ps.name} real steps",
                          f"{dq.name} updates/step", f"{ps.name} updates/step",
                          "real-step ratio"], split)
-    return lines
-
-
-def _plots_section(folder: Path) -> list[str]:
-    plots = sorted((folder / "plots").glob("*.png"))
-    if not plots:
-        return []
-    lines = ["", "## Plots", ""]
-    for p in plots:
-        lines.append(f"![{p.stem.replace('_', ' ')}](plots/{p.name})")
-    per_run = sorted((folder / "plots" / "runs").glob("*.png"))
-    if per_run:
-        lines += ["", f"{len(per_run)} per-run plots in `plots/runs/`."]
     return lines
 
 
@@ -453,7 +402,7 @@ def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> s
         elif check == "prioritized_sweeping":
             lines += _check_prioritized_sweeping(out)
     if folder is not None:
-        lines += _plots_section(Path(folder))
+        lines += plots_section(Path(folder))
     return "\n".join(lines) + "\n"
 
 

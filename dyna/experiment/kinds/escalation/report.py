@@ -1,19 +1,4 @@
-"""Plots and report.md of the escalation benchmark (kind ``escalation``).
-
-Plots (PNG and SVG, headless, as :mod:`dyna.experiment.plots`):
-
-* ``competence_<scenario>[_<system>]_<feedback>[_<variant>]`` -- posterior mean of every
-  task type over tasks with its 95% credible band and the true rate (dashed), run 0 of each
-  competence variant under the first risk class (first system of a replayed scenario
-  only; the variant is named in the file when there are several);
-* ``regret_<scenario>_<feedback>`` -- cumulative pseudo-regret against the type oracle per
-  policy (mean over runs, and systems for replays, with a bootstrap band), a row per risk
-  class, linear and log-scaled task axis;
-* ``risk_coverage_<scenario>`` -- risk against coverage per policy (first risk class), a
-  panel per feedback mode, with the agent's failure rate (the expected curve of a random
-  score).
-
-SVG copies are written next to the PNGs unless ``analysis.svg = false``.
+"""Kind ``escalation``: report.md.
 
 Report sections: setup; a cost table per policy and risk class for every scenario and
 feedback mode; the censoring trap; Thompson sampling's regret growth against log T;
@@ -23,182 +8,21 @@ to a random score).
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 import polars as pl
 
-
-from dyna.experiment.plots import _figure, _save
-from dyna.experiment.report import _ci, _fmt, _plots_section, _table, label, short_hash
-from dyna.experiment.stats import curve_ci, per_run_ci
+from dyna.experiment.kinds.escalation.metrics import fit_log_growth, recovery_steps
+from dyna.experiment.kinds.escalation.plots import _opts
+from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
+from dyna.experiment.stats import per_run_ci
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dyna.experiment.runner import ExperimentOutput
+    from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["build_report", "draw_plots", "write_report"]
-
-
-def _opts(out) -> dict:
-    a = out.config.analysis
-    return dict(statistic="mean", confidence=a.confidence, n_resamples=a.n_resamples,
-                seed=out.config.seed)
-
-
-def _colors(n: int):
-    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
-    return cmap.colors
-
-
-def _slug(text: str) -> str:
-    """File-name-safe text without dots (``Path.with_suffix`` would cut at a dot)."""
-    return re.sub(r"[^A-Za-z0-9_\-]+", "-", str(text)).strip("-") or "x"
-
-
-def _first_systems(frame: pl.DataFrame) -> pl.DataFrame:
-    """Rows of the first system (in order of appearance) of each scenario."""
-    firsts = frame.group_by("scenario", maintain_order=True).agg(pl.col("system").first())
-    return frame.join(firsts, on=["scenario", "system"], how="semi")
-
-
-def _point_name(scenario: str, system: str, feedback: str) -> str:
-    parts = [scenario] + ([system] if system else []) + [feedback]
-    return "_".join(_slug(p) for p in parts)
-
-
-# =========================================================================== plots
-
-def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
-    """Competence over tasks per task type, with credible bands and the true rate."""
-    comp = out.tables.get("competence")
-    if comp is None or comp.height == 0:
-        return []
-    comp = _first_systems(comp.filter(pl.col("risk_class") == out.config.risk_classes[0]))
-    paths = []
-    several = comp["variant"].n_unique() > 1
-    for (variant, scenario, system, feedback), g in comp.group_by(
-            ["variant", "scenario", "system", "feedback"], maintain_order=True):
-        names = list(dict.fromkeys(g.get_column("task_type").to_list()))
-        K = len(names)
-        cols = min(4, K)
-        rows = math.ceil(K / cols)
-        with _figure(figsize=(3.2 * cols, 2.4 * rows + 0.6)) as fig:
-            axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
-            for i, name in enumerate(names):
-                ax = axes[i // cols][i % cols]
-                d = g.filter(pl.col("task_type") == name).sort("step")
-                x = d.get_column("step").to_numpy()
-                ax.fill_between(x, d.get_column("lower").to_numpy(),
-                                d.get_column("upper").to_numpy(), alpha=0.25, linewidth=0)
-                ax.plot(x, d.get_column("mean").to_numpy(), label="posterior mean")
-                ax.plot(x, d.get_column("rate").to_numpy(), "k--", linewidth=1,
-                        label="true rate")
-                ax.set_title(name, fontsize=8)
-                ax.set_ylim(0, 1)
-                ax.grid(alpha=0.3)
-            for j in range(K, rows * cols):
-                axes[j // cols][j % cols].set_visible(False)
-            axes[0][0].legend(fontsize=7)
-            fig.suptitle(f"competence of {variant!r} ({out.config.risk_classes[0]}, "
-                         f"{feedback} feedback), run 0, {scenario} {system}\n"
-                         "mean with 95% credible band; x: tasks seen", fontsize=9)
-            fig.supxlabel("tasks", fontsize=8)
-            stem = _point_name(scenario, system, feedback)
-            if several:
-                stem += f"_{_slug(variant)}"
-            paths += _save(fig, folder / f"competence_{stem}", svg=out.config.analysis.svg)
-    return paths
-
-
-def _with_unit(frame: pl.DataFrame) -> pl.DataFrame:
-    return frame.with_columns((pl.col("system") + "#" + pl.col("run").cast(pl.String))
-                              .alias("unit"))
-
-
-def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
-    """Cumulative pseudo-regret per policy: a row per risk class, linear and log task axis."""
-    curves = _with_unit(out.tables["curves"])
-    variants = [v.name for v in out.config.variants]
-    classes = list(out.config.risk_classes)
-    colors = _colors(len(variants))
-    paths = []
-    for (scenario, feedback), g in curves.group_by(["scenario", "feedback"],
-                                                   maintain_order=True):
-        with _figure(figsize=(11.0, 3.6 * len(classes) + 0.6)) as fig:
-            axes = fig.subplots(len(classes), 2, squeeze=False)
-            for r, rc in enumerate(classes):
-                summary = curve_ci(g.filter(pl.col("risk_class") == rc), by=["variant"],
-                                   x="step", y="cum_pseudo_regret", run="unit", **_opts(out))
-                for (name,), s in summary.group_by(["variant"], maintain_order=True):
-                    c = colors[variants.index(name) % len(colors)]
-                    x = s.get_column("step").to_numpy()
-                    low, high = s.get_column("low").to_numpy(), s.get_column("high").to_numpy()
-                    for ax in axes[r]:
-                        ax.plot(x, s.get_column("estimate").to_numpy(), color=c, label=name)
-                        if np.isfinite(low).any():
-                            ax.fill_between(x, low, high, color=c, alpha=0.15, linewidth=0)
-                axes[r][1].set_xscale("log")
-                for ax in axes[r]:
-                    ax.set_title(rc, fontsize=9)
-                    ax.set_xlabel("tasks")
-                    ax.set_ylabel("cumulative pseudo-regret")
-                    ax.grid(alpha=0.3)
-            axes[0][0].legend(fontsize=7)
-            fig.suptitle(f"regret vs the type oracle (cost units): {scenario}, {feedback} "
-                         f"feedback\nmean over runs"
-                         f"{' and systems' if g['system'].n_unique() > 1 else ''}, "
-                         f"{out.config.analysis.confidence:.0%} bootstrap band; right: log x",
-                         fontsize=9)
-            paths += _save(fig, folder / f"regret_{_slug(scenario)}_{feedback}",
-                           svg=out.config.analysis.svg)
-    return paths
-
-
-def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
-    """Risk-coverage curves per policy (first risk class), a panel per feedback mode, with
-    the agent's failure rate (the expected curve of a random score)."""
-    rc0 = out.config.risk_classes[0]
-    rcov = out.tables["risk_coverage"].filter(pl.col("risk_class") == rc0)
-    runs = out.tables["runs"].filter(pl.col("risk_class") == rc0)
-    variants = [v.name for v in out.config.variants]
-    colors = _colors(len(variants))
-    paths = []
-    for (scenario,), g in rcov.group_by(["scenario"], maintain_order=True):
-        modes = list(dict.fromkeys(g["feedback"].to_list()))
-        with _figure(figsize=(5.5 * len(modes), 4.5)) as fig:
-            axes = fig.subplots(1, len(modes), squeeze=False)[0]
-            for ax, feedback in zip(axes, modes):
-                d = g.filter(pl.col("feedback") == feedback)
-                mean = d.group_by("variant", "coverage", maintain_order=True).agg(
-                    pl.col("risk").mean())
-                base = runs.filter((pl.col("scenario") == scenario)
-                                   & (pl.col("feedback") == feedback))
-                for (name,), s in mean.group_by(["variant"], maintain_order=True):
-                    c = colors[variants.index(name) % len(colors)]
-                    ax.plot(s.get_column("coverage").to_numpy(),
-                            s.get_column("risk").to_numpy(), color=c, marker=".", label=name)
-                ax.axhline(float(base.get_column("agent_failure_rate").mean()), color="k",
-                           linestyle=":", label="random score (failure rate)")
-                ax.set_title(f"{feedback} feedback", fontsize=9)
-                ax.set_xlabel("coverage (tasks accepted, highest competence first)")
-                ax.set_ylabel("risk (agent failure rate among accepted)")
-                ax.grid(alpha=0.3)
-            axes[0].legend(fontsize=7)
-            fig.suptitle(f"risk-coverage: {scenario}, {rc0}; score: posterior mean of the "
-                         "task's type at arrival", fontsize=9)
-            paths += _save(fig, folder / f"risk_coverage_{_slug(scenario)}",
-                           svg=out.config.analysis.svg)
-    return paths
-
-
-def draw_plots(out: "ExperimentOutput", folder: Path) -> list[Path]:
-    """Every plot into ``folder / "plots"``; returns the files written."""
-    dest = Path(folder) / "plots"
-    return plot_competence(out, dest) + plot_regret(out, dest) + plot_risk_coverage(out, dest)
+__all__ = ["build_report", "write_report"]
 
 
 # =========================================================================== report
@@ -265,13 +89,13 @@ def _cost_tables(out) -> list[str]:
         lines += [f"### {scenario}, {feedback} feedback{pooled}", ""]
         rows = []
         for (variant, rc), s in g.group_by(["variant", "risk_class"], maintain_order=True):
-            rows.append([variant, rc, _ci(per_run_ci(_per_task(s, "total_cost"), **_opts(out))),
-                         _ci(per_run_ci(_per_task(s, "regret_type"), **_opts(out))),
-                         _fmt(float(_per_task(s, "regret_task").mean())),
+            rows.append([variant, rc, ci(per_run_ci(_per_task(s, "total_cost"), **_opts(out))),
+                         ci(per_run_ci(_per_task(s, "regret_type"), **_opts(out))),
+                         fmt(float(_per_task(s, "regret_task").mean())),
                          f"{s['escalation_rate'].mean():.3f}",
                          f"{s['failure_rate'].mean():.3f}", f"{s['aurc'].mean():.3f}",
                          f"{s['final_abs_error'].mean():.3f}"])
-        lines += _table(["policy", "risk class", "cost/task", "regret/task (type oracle)",
+        lines += md_table(["policy", "risk class", "cost/task", "regret/task (type oracle)",
                          "regret/task (task oracle)", "escalation rate", "failure rate",
                          "AURC", "competence error"], rows)
         lines.append("")
@@ -305,15 +129,15 @@ def _censoring(out) -> list[str]:
         rows.append([label(variant, rule), f"{esc_c:.3f}",
                      f"{ful['escalation_rate'].mean():.3f}",
                      f"{ev_c:.1f}", f"{ful['evidence'].mean():.1f}",
-                     _fmt(float(_per_task(cen, "regret_type").mean())),
-                     _fmt(float(_per_task(ful, "regret_type").mean()))])
+                     fmt(float(_per_task(cen, "regret_type").mean())),
+                     fmt(float(_per_task(ful, "regret_type").mean()))])
         if rule in ("never", "always"):
             continue
         if esc_c >= 0.9995 and ev_c == 0 and ful["escalation_rate"].mean() < 0.9995:
             trapped.append(variant)
         elif ev_c > 0:
             escaped.append(variant)
-    lines += _table(["policy (rule)", "escalation rate (censored)", "escalation rate (full)",
+    lines += md_table(["policy (rule)", "escalation rate (censored)", "escalation rate (full)",
                      "outcomes counted (censored)", "outcomes counted (full)",
                      "regret/task (censored)", "regret/task (full)"], rows)
     lines += ["", "Outcomes counted: the evidence in the posteriors after the last task, "
@@ -336,7 +160,6 @@ def _thompson(out) -> list[str]:
                and v.discount == 1.0][:1]
     if not stationary or not thompson:
         return []
-    from dyna.experiment.escalation import fit_log_growth
 
     lines += ["", "## Thompson sampling: regret against log T", "",
               "Mean cumulative pseudo-regret R(t) (expected-cost gap to the type oracle, summed "
@@ -356,10 +179,10 @@ def _thompson(out) -> list[str]:
                     if m.height < 3:
                         continue
                     f = fit_log_growth(m["step"].to_numpy(), m["cum_pseudo_regret"].to_numpy())
-                    rows.append([sc, name, rc, fb, _fmt(m["cum_pseudo_regret"][-1]),
+                    rows.append([sc, name, rc, fb, fmt(m["cum_pseudo_regret"][-1]),
                                  f"{f['slope_log']:.3g}", f"{f['r2_log']:.3f}",
                                  f"{f['r2_linear']:.3f}", f"{f['exponent']:.3f}"])
-    lines += _table(["scenario", "policy", "risk class", "feedback", "R(T), cost units",
+    lines += md_table(["scenario", "policy", "risk class", "feedback", "R(T), cost units",
                      "b (per ln t)",
                      "R² log fit", "R² linear fit", "exponent"], rows)
     return lines
@@ -370,7 +193,6 @@ def _recovery(out) -> list[str]:
     if agree is None:
         return []
     cfg = out.config
-    from dyna.experiment.escalation import recovery_steps
 
     w, tol = cfg.analysis.recovery_window, cfg.analysis.recovery_tolerance
     lines = ["", "## Recovery after change points", "",
@@ -405,7 +227,7 @@ def _recovery(out) -> list[str]:
                      f"{gv[-w:].mean():.3f}"])
     if not rows:
         return []
-    lines += _table(["scenario", "policy", "discount", "risk class", "feedback",
+    lines += md_table(["scenario", "policy", "discount", "risk class", "feedback",
                      "recovery (tasks)", "agreement before", "agreement at end"], rows)
     if summary:
         lines += ["", "Discounted variants after the change: " + "; ".join(summary) + ". "
@@ -438,7 +260,7 @@ def _replay(out) -> list[str]:
                           f"system, {rc}, {fb} feedback", ""]
                 rows = [[sy] + [f"{cell[(sy, v)]['cost']:.3g} ({cell[(sy, v)]['regret']:.3g})"
                                 for v in variants] for sy in systems]
-                lines += _table(["system"] + variants, rows)
+                lines += md_table(["system"] + variants, rows)
         # AURC of per-type competence (full feedback: every policy sees every outcome)
         fb = "full" if "full" in cfg.feedback else cfg.feedback[0]
         ref = next((v for v in cfg.variants if v.discount == 1.0), cfg.variants[0])
@@ -458,7 +280,7 @@ def _replay(out) -> list[str]:
         rows = [[r["system"], f"{r['aurc']:.4f}", f"{r['agent_failure_rate']:.4f}",
                  f"{r['aurc'] - r['agent_failure_rate']:+.4f}", f"{r['aurc_optimal']:.4f}",
                  f"{r['e_aurc']:.4f}"] for r in agg.iter_rows(named=True)]
-        lines += _table(["system", "AURC", "random score", "AURC - random", "optimal",
+        lines += md_table(["system", "AURC", "random score", "AURC - random", "optimal",
                          "E-AURC"], rows)
     if lines:
         lines = ["", "## Replayed outcome logs"] + lines
@@ -470,7 +292,7 @@ def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> s
     lines = (_setup(out) + _cost_tables(out) + _censoring(out) + _thompson(out)
              + _recovery(out) + _replay(out))
     if folder is not None:
-        lines += _plots_section(Path(folder))
+        lines += plots_section(Path(folder))
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""Experiment kinds: one runner, several families of experiments.
+"""The contract of an experiment kind, and the output folder every kind is read back as.
 
 An experiment file names its *kind* with a top-level key ``kind = "..."``; without it the
 kind is ``"tabular"`` (the tabular Dyna experiments of Sutton & Barto ch. 8, unchanged).
@@ -7,20 +7,6 @@ tables, plots and report. The runner (:func:`dyna.experiment.runner.run_experime
 the parts every kind shares: validation before anything touches the disk, the backend
 (in-process, process pool, Ray), the progress bar, the canonical merge order, the atomic
 output folder, the manifest and ``dyna plot DIR``.
-
-Registered kinds (:data:`KINDS`, name -> ``"module:attribute"``, imported on first use):
-
-==============  ==========================================  ==========
-kind            what it runs                                 issue
-==============  ==========================================  ==========
-tabular         tabular Dyna agents on Gymnasium tables      1
-escalation      escalation policies on task streams          6
-agent_tasks     skill / memory loops on agent tasks          5
-==============  ==========================================  ==========
-
-Adding a kind: write a module with a module-level instance of a subclass of
-:class:`ExperimentKind` and add one line to :data:`KINDS` (or call :func:`register_kind`
-at import time of a plugin).
 
 The contract
 ------------
@@ -34,7 +20,7 @@ A kind's **config** object (any class; frozen dataclasses recommended) has
     depend on how runs were split into jobs or which backend ran them.
 ``to_dict() -> dict``
     JSON-ready canonical form. For every kind but ``tabular`` it contains
-    ``"kind": <name>``; :func:`parse_experiment` accepts it back (``load_output`` rebuilds
+    ``"kind": <name>``; :func:`dyna.experiment.registry.parse_experiment` accepts it back (``load_output`` rebuilds
     the config from ``manifest.json`` this way).
 ``hash : str``
     sha256 hex of the canonical JSON of ``to_dict()`` (use
@@ -63,7 +49,7 @@ The **kind** implements (see the method docstrings):
 * :meth:`ExperimentKind.build_tables` -- tidy polars tables from the results, given in
   canonical order; each table is written as ``<name>.parquet``;
 * :meth:`ExperimentKind.draw_plots` and :meth:`ExperimentKind.write_report` -- from an
-  :class:`~dyna.experiment.runner.ExperimentOutput` (``config``, ``manifest``, ``tables``),
+  :class:`ExperimentOutput` (``config``, ``manifest``, ``tables``),
   which is all ``dyna plot DIR`` has when it redraws the plots later.
 
 Errors on bad input are :class:`dyna.errors.ConfigError` (or another
@@ -72,8 +58,6 @@ Errors on bad input are :class:`dyna.errors.ConfigError` (or another
 
 from __future__ import annotations
 
-import difflib
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -86,22 +70,13 @@ if TYPE_CHECKING:  # pragma: no cover
     import polars as pl
 
     from dyna.experiment.backends import Job
-    from dyna.experiment.runner import ExperimentOutput
 
-__all__ = ["DEFAULT_KIND", "ExperimentKind", "KINDS", "Prepared", "get_kind", "kind_of",
-           "load_experiment", "parse_experiment", "register_kind"]
+__all__ = ["DEFAULT_KIND", "ExperimentKind", "ExperimentOutput", "Prepared", "config_kind",
+           "kind_of"]
+
 
 #: The kind of a file without a ``kind`` key.
 DEFAULT_KIND = "tabular"
-
-#: Kind name -> ``"module:attribute"`` of its :class:`ExperimentKind` instance.
-KINDS: dict[str, str] = {
-    "tabular": "dyna.experiment.runner:TABULAR",
-    "escalation": "dyna.experiment.escalation:KIND",
-    "agent_tasks": "dyna.experiment.agent_tasks:KIND",
-}
-
-_loaded: dict[str, "ExperimentKind"] = {}
 
 
 @dataclass
@@ -191,51 +166,54 @@ class ExperimentKind(ABC):
         return ()
 
 
-def register_kind(name: str, target: "str | ExperimentKind") -> None:
-    """Register a kind: ``target`` is an :class:`ExperimentKind` or ``"module:attribute"``.
+# --------------------------------------------------------------------------- output
 
-    Raises
-    ------
-    ConfigError
-        A name that is not a non-empty identifier-like string (field ``kind``).
+@dataclass
+class ExperimentOutput:
+    """The contents of an output folder, as read back by :func:`load_output`.
+
+    Attributes
+    ----------
+    config : ExperimentConfig or another kind's config object
+    manifest : dict
+        ``manifest.json``.
+    results, runs : polars.DataFrame or None
+        The ``results`` and ``runs`` tables (always present for kind ``tabular``).
+    evals : polars.DataFrame or None
+    tables : dict of str to polars.DataFrame
+        Every table of the folder by name (``results``, ``runs``, ... -- whatever the kind
+        wrote); filled from ``results`` / ``runs`` / ``evals`` when built with those.
     """
-    if not isinstance(name, str) or not name.replace("_", "").isalnum():
-        raise ConfigError("kind", name, "kind names use letters, digits and '_'")
-    if isinstance(target, ExperimentKind):
-        _loaded[name] = target
-        KINDS[name] = f"{type(target).__module__}:<instance>"
-    else:
-        KINDS[name] = target
-        _loaded.pop(name, None)
 
+    config: Any
+    manifest: dict
+    results: pl.DataFrame | None = None
+    runs: pl.DataFrame | None = None
+    evals: pl.DataFrame | None = None
+    tables: dict = field(default_factory=dict)
 
-def get_kind(name) -> ExperimentKind:
-    """The registered kind ``name`` (imported on first use).
+    def __post_init__(self):
+        for name in ("results", "runs", "evals"):
+            frame = getattr(self, name)
+            if frame is not None:
+                self.tables.setdefault(name, frame)
+            elif name in self.tables:
+                setattr(self, name, self.tables[name])
 
-    Raises
-    ------
-    ConfigError
-        Unknown kind (field ``kind``, with a close-match suggestion), or a registered kind
-        whose module is not installed.
-    """
-    if name in _loaded:
-        return _loaded[name]
-    if not isinstance(name, str) or name not in KINDS:
-        close = difflib.get_close_matches(str(name), list(KINDS), n=1)
-        hint = f"did you mean {close[0]!r}?" if close else \
-            f"expected one of {', '.join(sorted(KINDS))}"
-        raise ConfigError("kind", name, f"unknown experiment kind; {hint}")
-    module, _, attr = KINDS[name].partition(":")
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            raise ConfigError("kind", name, f"kind is registered but {module} is not "
-                              "available in this installation") from None
-        raise
-    kind = getattr(mod, attr)
-    _loaded[name] = kind
-    return kind
+    @property
+    def kind(self) -> str:
+        """Experiment kind (``manifest["kind"]``, default ``tabular``)."""
+        return self.manifest.get("kind", DEFAULT_KIND)
+
+    @property
+    def sweep_keys(self) -> list[str]:
+        """Env kwargs swept over (results columns)."""
+        return list(getattr(self.config, "sweep", {}) or {})
+
+    @property
+    def env_metas(self) -> list[dict]:
+        """Environment metadata per sweep point (manifest ``envs[i].meta``)."""
+        return [e["meta"] for e in self.manifest.get("envs", [])]
 
 
 def kind_of(data: dict) -> str:
@@ -252,45 +230,6 @@ def kind_of(data: dict) -> str:
     return kind
 
 
-def parse_experiment(data: dict, *, runs: int | None = None, seed: int | None = None):
-    """Validate a raw experiment dict of any kind into its config object.
-
-    Parameters
-    ----------
-    data : dict
-        Parsed TOML or a config's ``to_dict()``; ``kind`` selects the kind.
-    runs, seed : int, optional
-        CLI overrides.
-
-    Raises
-    ------
-    ConfigError
-        Unknown kind, or whatever the kind's :meth:`~ExperimentKind.parse` raises.
-    """
-    if not isinstance(data, dict):
-        raise ConfigError("config", data, "must be a table")
-    kind = get_kind(kind_of(data))
-    rest = {k: v for k, v in data.items() if k != "kind"}
-    return kind.parse(rest, runs=runs, seed=seed)
-
-
 def config_kind(config) -> str:
     """Kind name of a config object (``to_dict()["kind"]``, default ``tabular``)."""
     return getattr(config, "kind", None) or config.to_dict().get("kind", DEFAULT_KIND)
-
-
-def load_experiment(path: str | Path, *, runs: int | None = None, seed: int | None = None):
-    """Read an experiment TOML file of any kind and validate it.
-
-    Same as :func:`dyna.experiment.config.load_config`, which dispatches on ``kind``.
-
-    Raises
-    ------
-    MissingFileError
-        No such file (field ``config``).
-    ConfigError
-        Not valid TOML (field ``config``), or invalid fields.
-    """
-    from dyna.experiment.config import load_config
-
-    return load_config(path, runs=runs, seed=seed)

@@ -1,0 +1,101 @@
+"""Kind ``agent_tasks``: the :class:`~dyna.experiment.protocol.ExperimentKind` object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from dyna.experiment.backends import Job, split_runs
+from dyna.experiment.kinds.agent_tasks.config import AgentTasksConfig, parse_agent_tasks
+from dyna.experiment.kinds.agent_tasks.job import execute_agent_job
+from dyna.experiment.kinds.agent_tasks.metrics import run_summaries
+from dyna.experiment.protocol import ExperimentKind, Prepared
+
+__all__ = ["KIND", "AgentTasksKind"]
+
+
+# ============================================================================ the kind
+
+class AgentTasksKind(ExperimentKind):
+    """Kind ``agent_tasks`` (module docstring)."""
+
+    name = "agent_tasks"
+    progress_unit = "run"
+
+    def parse(self, data, *, runs=None, seed=None):
+        return parse_agent_tasks(data, runs=runs, seed=seed)
+
+    def prepare(self, config: AgentTasksConfig) -> Prepared:
+        from envs.agent_tasks import AgentTaskEnv
+        scen = []
+        for i, (name, _) in enumerate(config.scenarios):
+            kw = config.env_kwargs(i)
+            env = AgentTaskEnv(**kw)
+            scen.append({"scenario": name, "env_kwargs": kw, "n_families": env.n_families,
+                         "arrival_p": env.arrival_p.tolist()})
+        return Prepared(manifest={"scenarios": scen})
+
+    def n_groups(self, config) -> int:
+        return len(config.variants) * len(config.scenarios)
+
+    def plan_jobs(self, config, prepared, *, block_size):
+        jobs = []
+        for v, variant in enumerate(config.variants):
+            for p, (sname, _) in enumerate(config.scenarios):
+                payload = {"variant_name": variant, "point_kwargs": {"scenario": sname},
+                           "store": config.store, "env_kwargs": config.env_kwargs(p),
+                           "episodes": config.episodes, "seed": config.seed,
+                           "policy": dict(config.policy), "loop": dict(config.loop)}
+                for block in split_runs(config.runs, block_size):
+                    jobs.append(Job(variant=v, point=p, run_indices=block, payload=payload))
+        return jobs
+
+    @property
+    def job_function(self):
+        return execute_agent_job
+
+    def build_tables(self, config, prepared, jobs, results):
+        from dyna.agents.loop_agents import EPISODE_FIELDS
+
+        groups: dict[tuple, list] = {}
+        for job, res in zip(jobs, results):
+            groups.setdefault((job.variant, job.point), []).append(res)
+        ep_frames, run_frames = [], []
+        E = config.episodes
+        for (v, p), parts in sorted(groups.items()):
+            arrays = {k: np.concatenate([x[k] for x in parts]) for k in EPISODE_FIELDS}
+            R = arrays["success"].shape[0]
+            ids = {"variant": pl.Series([config.variants[v]] * (R * E), dtype=pl.String),
+                   "scenario": pl.Series([config.scenarios[p][0]] * (R * E),
+                                         dtype=pl.String),
+                   "run": np.repeat(np.arange(R, dtype=np.int64), E),
+                   "episode": np.tile(np.arange(1, E + 1, dtype=np.int64), R)}
+            ep_frames.append(pl.DataFrame({**ids, **{k: a.ravel() for k, a in
+                                                     arrays.items()}}))
+            summ = run_summaries(arrays, config.analysis)
+            run_frames.append(pl.DataFrame({
+                "variant": pl.Series([config.variants[v]] * R, dtype=pl.String),
+                "scenario": pl.Series([config.scenarios[p][0]] * R, dtype=pl.String),
+                "run": np.arange(R, dtype=np.int64), **summ}))
+        return {"episodes": pl.concat(ep_frames), "runs": pl.concat(run_frames)}
+
+    def draw_plots(self, out, folder):
+        from dyna.experiment.kinds.agent_tasks.plots import draw_plots
+
+        return draw_plots(out, Path(folder))
+
+    def write_report(self, out, folder):
+        from dyna.experiment.kinds.agent_tasks.report import build_report
+
+        path = Path(folder) / "report.md"
+        drawn = sorted(p.stem for p in (Path(folder) / "plots").glob("*.png"))
+        path.write_text(build_report(out, drawn))
+        return path
+
+    def required_tables(self):
+        return ("episodes", "runs")
+
+
+KIND = AgentTasksKind()

@@ -1,0 +1,100 @@
+"""Kind ``agent_tasks``: per-run summary metrics and recovery after drift (numpy only)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["RUN_METRICS", "run_summaries"]
+
+
+#: Per-run metrics of the ``runs`` table shown in the report: column -> label.
+RUN_METRICS = {
+    "final_success": "final success rate",
+    "tokens_per_success": "tokens per success",
+    "learning_share": "learning cost share",
+    "incidents": "incidents",
+    "poisoned_final": "poisoned entries",
+    "stale_final": "stale entries",
+    "recovery": "recovery (episodes)",
+}
+
+
+def _recovery(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
+              window: int, points: float) -> tuple[float, int, int]:
+    """Mean episodes until the drifted family's success rate is back within ``points`` of
+    its level before the drift; also (drifts measured, drifts recovered).
+
+    For a drift at episode d on family f: ``pre`` is the success rate of f's last
+    ``window`` episodes before d; the recovery time is the number of episodes from d to the
+    first episode of f from which the next ``window`` episodes of f reach ``pre - points``.
+    A drift with fewer than ``window`` episodes of f before it or after it is not measured;
+    one never recovered before the next drift (or the end) counts as not recovered.
+    """
+    drifts = np.flatnonzero(drift_family >= 0)
+    times, measured = [], 0
+    for j, d in enumerate(drifts):
+        f = drift_family[d]
+        end = drifts[j + 1] if j + 1 < len(drifts) else len(success)
+        idx = np.flatnonzero(family == f)
+        before = idx[idx < d][-window:]
+        after = idx[(idx >= d) & (idx < end)]
+        if len(before) < window or len(after) < window:
+            continue
+        measured += 1
+        pre = success[before].mean()
+        s = success[after].astype(np.float64)
+        roll = np.convolve(s, np.ones(window) / window, mode="valid")
+        ok = np.flatnonzero(roll >= pre - points - 1e-12)
+        if ok.size:
+            times.append(float(after[ok[0]] - d))
+    rec = float(np.mean(times)) if times else math.nan
+    return rec, measured, len(times)
+
+
+def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
+    """Per-run summary metrics from a group's episode arrays (shape ``(runs, episodes)``).
+
+    Returns
+    -------
+    dict of numpy.ndarray, shape (runs,)
+        ``final_success`` (success rate over the last ``final_window`` episodes),
+        ``success_rate`` (all episodes), ``tokens_per_success`` (run + learning +
+        escalation tokens over all episodes / successes; NaN without a success),
+        ``learning_share`` (learning tokens / all tokens), ``final_tokens_per_run`` (mean
+        run tokens over the last ``final_window``), ``tokens_growth`` (mean run tokens of
+        the last quarter minus the second quarter), ``incidents``, ``escalations``,
+        ``poisoned_final``, ``poisoned_max``, ``stale_final``, ``library_final``,
+        ``recovery`` (NaN when not measured or never recovered), ``drifts_measured``,
+        ``drifts_recovered``.
+    """
+    succ = arrays["success"].astype(np.float64)
+    R, E = succ.shape
+    w = min(int(analysis["final_window"]), E)
+    tok = arrays["tokens"].astype(np.float64)
+    learn = arrays["learning_tokens"].astype(np.float64)
+    total = tok.sum(1) + learn.sum(1)
+    n_succ = succ.sum(1)
+    q = max(1, E // 4)
+    out = {
+        "final_success": succ[:, -w:].mean(1),
+        "success_rate": succ.mean(1),
+        "tokens_per_success": np.where(n_succ > 0, total / np.maximum(n_succ, 1), np.nan),
+        "learning_share": np.where(total > 0, learn.sum(1) / np.maximum(total, 1), 0.0),
+        "final_tokens_per_run": tok[:, -w:].mean(1),
+        "tokens_growth": tok[:, -q:].mean(1) - tok[:, q:2 * q].mean(1),
+        "incidents": arrays["incident"].sum(1).astype(np.int64),
+        "escalations": arrays["escalated"].sum(1).astype(np.int64),
+        "poisoned_final": arrays["poisoned"][:, -1].astype(np.int64),
+        "poisoned_max": arrays["poisoned"].max(1).astype(np.int64),
+        "stale_final": arrays["stale"][:, -1].astype(np.int64),
+        "library_final": arrays["library_size"][:, -1].astype(np.int64),
+    }
+    rec = [_recovery(arrays["success"][r], arrays["family"][r], arrays["drift_family"][r],
+                     int(analysis["recovery_window"]), float(analysis["recovery_points"]))
+           for r in range(R)]
+    out["recovery"] = np.array([x[0] for x in rec], dtype=np.float64)
+    out["drifts_measured"] = np.array([x[1] for x in rec], dtype=np.int64)
+    out["drifts_recovered"] = np.array([x[2] for x in rec], dtype=np.int64)
+    return out

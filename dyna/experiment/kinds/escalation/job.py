@@ -1,0 +1,209 @@
+"""Kind ``escalation``: data files, task streams, policies and the job (a group for a block
+of runs)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import zlib
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+import dyna
+from dyna.errors import ConfigError, MissingFileError
+from dyna.experiment.backends import Job
+from dyna.experiment.kinds.escalation.metrics import optimal_aurc, oracle_actions, risk_coverage
+
+__all__ = ["checkpoints_for", "resolve_data_path", "run_job"]
+
+
+
+
+
+
+# =========================================================================== data
+
+#: The repository root when dyna runs from a checkout (``data/...`` fallback).
+_REPO = Path(dyna.__file__).resolve().parents[1]
+
+
+def resolve_data_path(path: str, field_name: str) -> Path:
+    """A data path as given, else relative to the repository root (``data/...``).
+
+    Raises
+    ------
+    MissingFileError
+        Neither exists.
+    """
+    p = Path(path)
+    if p.is_file():
+        return p.resolve()
+    if not p.is_absolute() and (_REPO / p).is_file():
+        return (_REPO / p).resolve()
+    raise MissingFileError(field_name, path)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_log(path: str, sha: str):
+    """Outcome log, its :class:`envs.escalation.ReplayIndex` and per-(system, type) true
+    rates, cached per process (keyed by path and content hash)."""
+    from envs.escalation import ReplayIndex, load_outcomes
+
+    frame = load_outcomes(path)
+    rates = frame.group_by("system", "task_type").agg(pl.col("success").mean())
+    rate = {(s, t): float(r) for s, t, r in rates.iter_rows()}
+    return frame, ReplayIndex(frame), rate
+
+
+def _load_dates(path: str | None) -> dict | None:
+    if not path:
+        return None
+    frame = pl.read_csv(path, infer_schema_length=0)
+    if "system" not in frame.columns or "date" not in frame.columns:
+        raise ConfigError("systems_file", path, "needs columns 'system' and 'date'")
+    return dict(zip(frame.get_column("system").to_list(), frame.get_column("date").to_list()))
+
+
+def _file_sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _crc(*parts) -> int:
+    return zlib.crc32("\x1f".join(str(p) for p in parts).encode())
+
+
+# =========================================================================== the job
+
+def checkpoints_for(T: int, n: int) -> np.ndarray:
+    """Checkpoint steps in 1..T: ``n`` log-spaced and ``n`` evenly spaced ones (unique,
+    increasing, T included), so curves read well on log and on linear axes."""
+    ck = np.unique(np.r_[np.round(np.geomspace(1, T, n)), np.round(np.linspace(1, T, n))]
+                   .astype(np.int64))
+    return ck[(ck >= 1) & (ck <= T)]
+
+
+def _stream(payload: dict, run: int) -> dict:
+    """The stream of one run (same for every policy and feedback mode)."""
+    from envs.escalation import synthetic_stream
+
+    rng = np.random.default_rng([payload["seed"], payload["stream_key"], run])
+    if payload["source"] == "synthetic":
+        prm = payload["params"]
+        s = synthetic_stream(rng=rng, n_steps=prm["steps"],
+                             **{k: v for k, v in prm.items() if k != "steps"})
+        s["rates_tk"] = s["rates"]
+        s["c_act"] = None
+        return s
+    _, index, rate = _cached_log(payload["data"], payload["data_sha"])
+    names = index.type_names
+    if payload["system"] == "all_by_date":
+        s = index.date_order(rng, order=payload["order"], dates=payload["dates"])
+    else:
+        s = index.stream(payload["system"], rng, order=payload["order"])
+    systems = s["system"]
+    s["p"] = np.array([rate[(sy, names[k])] for sy, k in zip(systems, s["types"])])
+    # true rate of every type at every step: the current system's rate (NaN if absent)
+    sys_rates = {}
+    rt = np.empty((len(systems), len(names)))
+    for t, sy in enumerate(systems):
+        if sy not in sys_rates:
+            sys_rates[sy] = np.array([rate.get((sy, n), np.nan) for n in names])
+        rt[t] = sys_rates[sy]
+    s["rates_tk"] = rt
+    s["verified"] = np.ones(len(systems), dtype=bool)
+    s["change_at"] = s.get("change_at", [])
+    c = payload["costs"]
+    s["c_act"] = s["cost_usd"] * c["act_cost_scale"] if c["act_cost"] == "cost_usd" else None
+    return s
+
+
+def run_job(job: Job) -> dict:
+    """Run one (variant, risk class) group at one (stream, feedback) point for a block of
+    runs; top-level so process pools and Ray can pickle it.
+
+    Returns
+    -------
+    dict
+        Arrays with a leading run axis ``R = len(job.run_indices)`` (see
+        :meth:`EscalationKind.build_tables` for the columns), ``agreement_sum`` of shape
+        (T,) int64 summed over the block's runs, and ``competence`` (run 0 only).
+    """
+    from dyna.competence import prior_shapes
+    from dyna.escalation import run_policies
+
+    p = job.payload
+    policy = p["policy"]
+    R = len(job.run_indices)
+    streams = [_stream(p, r) for r in job.run_indices]
+    T = len(streams[0]["types"])
+    K = p["n_types"]
+    types = np.stack([s["types"] for s in streams])
+    outcomes = np.stack([s["outcomes"] for s in streams])
+    verified = np.stack([s["verified"] for s in streams])
+    p_true = np.stack([s["p"] for s in streams])
+    c_e, c_f, c_a = p["c_escalate"], p["c_failure"], p["c_act"]
+    if streams[0]["c_act"] is not None:
+        c_a = np.stack([s["c_act"] for s in streams])
+    u = None
+    if policy.randomised:
+        u = np.stack([np.random.default_rng([p["seed"], p["stream_key"], r, 1]).random((T, 2))
+                      for r in job.run_indices])
+    ck = checkpoints_for(T, p["checkpoints"])
+    res = run_policies([policy], np.zeros(R, dtype=np.int64), types, outcomes, n_types=K,
+                       c_escalate=c_e, c_failure=c_f, c_act=c_a, verified=verified,
+                       requires_provenance=p["requires_provenance"],
+                       prior=prior_shapes(p["prior"]), discount=p["discount"],
+                       discount_clock=p["discount_clock"], feedback=p["feedback"], u=u,
+                       checkpoints=ck)
+    act, cost = res["act"], res["cost"]
+    c_a_arr = np.broadcast_to(np.asarray(c_a, dtype=np.float64)
+                              if np.ndim(c_a) == 2 else np.float64(c_a), (R, T))
+    o_act = oracle_actions(p_true, c_e, c_f, c_a_arr)
+    o_cost = np.where(o_act, c_a_arr + np.where(outcomes, 0.0, c_f), c_e)
+    task_cost = np.where(outcomes, np.minimum(c_e, c_a_arr), np.minimum(c_e, c_a_arr + c_f))
+    gap = np.abs(c_a_arr + (1.0 - p_true) * c_f - c_e)
+    pseudo = np.where(act != o_act, gap, 0.0)
+    fail = act & ~outcomes
+    idx = ck - 1
+    cum = lambda x: np.cumsum(x, axis=1)[:, idx]  # noqa: E731
+    losses = (~outcomes).astype(np.float64)
+    grid = np.linspace(1.0 / p["coverage_points"], 1.0, p["coverage_points"])
+    rc_rows, aurc_v, aurc_opt = [], [], []
+    for i in range(R):
+        cov, risk = risk_coverage(res["score"][i], losses[i])
+        rc_rows.append(risk[np.ceil(grid * T).astype(np.int64) - 1])
+        aurc_v.append(float(risk.mean()))
+        aurc_opt.append(optimal_aurc(losses[i]))
+    a_ck, b_ck = res["a_ck"], res["b_ck"]  # (C, R, K)
+    mean_ck = a_ck / (a_ck + b_ck)
+    rates_ck = np.stack([s["rates_tk"][idx] for s in streams], axis=1)  # (C, R, K)
+    err = np.abs(mean_ck - rates_ck)
+    abs_err = np.nanmean(err, axis=2).T  # (R, C)
+    out = {
+        "steps": np.full(R, T, dtype=np.int64),
+        "total_cost": cost.sum(axis=1),
+        "oracle_type_cost": o_cost.sum(axis=1),
+        "oracle_task_cost": task_cost.sum(axis=1),
+        "pseudo_regret": pseudo.sum(axis=1),
+        "escalations": (~act).sum(axis=1).astype(np.int64),
+        "failures": fail.sum(axis=1).astype(np.int64),
+        "agent_failures": (~outcomes).sum(axis=1).astype(np.int64),
+        "evidence": (a_ck[-1] + b_ck[-1]).sum(axis=1) - K * sum(prior_shapes(p["prior"])),
+        "agreement": (act == o_act).mean(axis=1),
+        "aurc": np.asarray(aurc_v), "aurc_optimal": np.asarray(aurc_opt),
+        "final_abs_error": abs_err[:, -1],
+        "checkpoints": ck,
+        "cum_cost": cum(cost), "cum_regret_type": cum(cost - o_cost),
+        "cum_regret_task": cum(cost - task_cost), "cum_pseudo_regret": cum(pseudo),
+        "cum_escalations": cum((~act).astype(np.float64)), "abs_error": abs_err,
+        "coverage": grid, "risk": np.asarray(rc_rows),
+        "agreement_sum": (act == o_act).sum(axis=0).astype(np.int64),
+        "change_at": np.asarray(streams[0].get("change_at", []) or
+                                p["params"].get("change_at", []), dtype=np.int64),
+    }
+    if 0 in job.run_indices and p["store_competence"]:
+        i = job.run_indices.index(0)
+        out["competence"] = {"a": a_ck[:, i], "b": b_ck[:, i], "rate": rates_ck[:, i]}
+    return out

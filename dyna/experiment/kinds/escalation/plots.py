@@ -1,0 +1,193 @@
+"""Kind ``escalation``: its plots (PNG and SVG, headless, through
+:mod:`dyna.experiment.plotting`).
+
+* ``competence_<scenario>[_<system>]_<feedback>[_<variant>]`` -- posterior mean of every
+  task type over tasks with its 95% credible band and the true rate (dashed), run 0 of each
+  competence variant under the first risk class (first system of a replayed scenario
+  only; the variant is named in the file when there are several);
+* ``regret_<scenario>_<feedback>`` -- cumulative pseudo-regret against the type oracle per
+  policy (mean over runs, and systems for replays, with a bootstrap band), a row per risk
+  class, linear and log-scaled task axis;
+* ``risk_coverage_<scenario>`` -- risk against coverage per policy (first risk class), a
+  panel per feedback mode, with the agent's failure rate (the expected curve of a random
+  score).
+
+SVG copies are written next to the PNGs unless ``analysis.svg = false``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+import numpy as np
+import polars as pl
+
+from dyna.experiment.plotting import figure, save
+from dyna.experiment.stats import curve_ci
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dyna.experiment.protocol import ExperimentOutput
+
+__all__ = ["draw_plots"]
+
+
+def _opts(out) -> dict:
+    a = out.config.analysis
+    return dict(statistic="mean", confidence=a.confidence, n_resamples=a.n_resamples,
+                seed=out.config.seed)
+
+
+def _colors(n: int):
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return cmap.colors
+
+
+def _slug(text: str) -> str:
+    """File-name-safe text without dots (``Path.with_suffix`` would cut at a dot)."""
+    return re.sub(r"[^A-Za-z0-9_\-]+", "-", str(text)).strip("-") or "x"
+
+
+def _first_systems(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows of the first system (in order of appearance) of each scenario."""
+    firsts = frame.group_by("scenario", maintain_order=True).agg(pl.col("system").first())
+    return frame.join(firsts, on=["scenario", "system"], how="semi")
+
+
+def _point_name(scenario: str, system: str, feedback: str) -> str:
+    parts = [scenario] + ([system] if system else []) + [feedback]
+    return "_".join(_slug(p) for p in parts)
+
+
+# =========================================================================== plots
+
+def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Competence over tasks per task type, with credible bands and the true rate."""
+    comp = out.tables.get("competence")
+    if comp is None or comp.height == 0:
+        return []
+    comp = _first_systems(comp.filter(pl.col("risk_class") == out.config.risk_classes[0]))
+    paths = []
+    several = comp["variant"].n_unique() > 1
+    for (variant, scenario, system, feedback), g in comp.group_by(
+            ["variant", "scenario", "system", "feedback"], maintain_order=True):
+        names = list(dict.fromkeys(g.get_column("task_type").to_list()))
+        K = len(names)
+        cols = min(4, K)
+        rows = math.ceil(K / cols)
+        with figure(figsize=(3.2 * cols, 2.4 * rows + 0.6)) as fig:
+            axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+            for i, name in enumerate(names):
+                ax = axes[i // cols][i % cols]
+                d = g.filter(pl.col("task_type") == name).sort("step")
+                x = d.get_column("step").to_numpy()
+                ax.fill_between(x, d.get_column("lower").to_numpy(),
+                                d.get_column("upper").to_numpy(), alpha=0.25, linewidth=0)
+                ax.plot(x, d.get_column("mean").to_numpy(), label="posterior mean")
+                ax.plot(x, d.get_column("rate").to_numpy(), "k--", linewidth=1,
+                        label="true rate")
+                ax.set_title(name, fontsize=8)
+                ax.set_ylim(0, 1)
+                ax.grid(alpha=0.3)
+            for j in range(K, rows * cols):
+                axes[j // cols][j % cols].set_visible(False)
+            axes[0][0].legend(fontsize=7)
+            fig.suptitle(f"competence of {variant!r} ({out.config.risk_classes[0]}, "
+                         f"{feedback} feedback), run 0, {scenario} {system}\n"
+                         "mean with 95% credible band; x: tasks seen", fontsize=9)
+            fig.supxlabel("tasks", fontsize=8)
+            stem = _point_name(scenario, system, feedback)
+            if several:
+                stem += f"_{_slug(variant)}"
+            paths += save(fig, folder / f"competence_{stem}", svg=out.config.analysis.svg)
+    return paths
+
+
+def _with_unit(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns((pl.col("system") + "#" + pl.col("run").cast(pl.String))
+                              .alias("unit"))
+
+
+def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Cumulative pseudo-regret per policy: a row per risk class, linear and log task axis."""
+    curves = _with_unit(out.tables["curves"])
+    variants = [v.name for v in out.config.variants]
+    classes = list(out.config.risk_classes)
+    colors = _colors(len(variants))
+    paths = []
+    for (scenario, feedback), g in curves.group_by(["scenario", "feedback"],
+                                                   maintain_order=True):
+        with figure(figsize=(11.0, 3.6 * len(classes) + 0.6)) as fig:
+            axes = fig.subplots(len(classes), 2, squeeze=False)
+            for r, rc in enumerate(classes):
+                summary = curve_ci(g.filter(pl.col("risk_class") == rc), by=["variant"],
+                                   x="step", y="cum_pseudo_regret", run="unit", **_opts(out))
+                for (name,), s in summary.group_by(["variant"], maintain_order=True):
+                    c = colors[variants.index(name) % len(colors)]
+                    x = s.get_column("step").to_numpy()
+                    low, high = s.get_column("low").to_numpy(), s.get_column("high").to_numpy()
+                    for ax in axes[r]:
+                        ax.plot(x, s.get_column("estimate").to_numpy(), color=c, label=name)
+                        if np.isfinite(low).any():
+                            ax.fill_between(x, low, high, color=c, alpha=0.15, linewidth=0)
+                axes[r][1].set_xscale("log")
+                for ax in axes[r]:
+                    ax.set_title(rc, fontsize=9)
+                    ax.set_xlabel("tasks")
+                    ax.set_ylabel("cumulative pseudo-regret")
+                    ax.grid(alpha=0.3)
+            axes[0][0].legend(fontsize=7)
+            fig.suptitle(f"regret vs the type oracle (cost units): {scenario}, {feedback} "
+                         f"feedback\nmean over runs"
+                         f"{' and systems' if g['system'].n_unique() > 1 else ''}, "
+                         f"{out.config.analysis.confidence:.0%} bootstrap band; right: log x",
+                         fontsize=9)
+            paths += save(fig, folder / f"regret_{_slug(scenario)}_{feedback}",
+                           svg=out.config.analysis.svg)
+    return paths
+
+
+def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Risk-coverage curves per policy (first risk class), a panel per feedback mode, with
+    the agent's failure rate (the expected curve of a random score)."""
+    rc0 = out.config.risk_classes[0]
+    rcov = out.tables["risk_coverage"].filter(pl.col("risk_class") == rc0)
+    runs = out.tables["runs"].filter(pl.col("risk_class") == rc0)
+    variants = [v.name for v in out.config.variants]
+    colors = _colors(len(variants))
+    paths = []
+    for (scenario,), g in rcov.group_by(["scenario"], maintain_order=True):
+        modes = list(dict.fromkeys(g["feedback"].to_list()))
+        with figure(figsize=(5.5 * len(modes), 4.5)) as fig:
+            axes = fig.subplots(1, len(modes), squeeze=False)[0]
+            for ax, feedback in zip(axes, modes):
+                d = g.filter(pl.col("feedback") == feedback)
+                mean = d.group_by("variant", "coverage", maintain_order=True).agg(
+                    pl.col("risk").mean())
+                base = runs.filter((pl.col("scenario") == scenario)
+                                   & (pl.col("feedback") == feedback))
+                for (name,), s in mean.group_by(["variant"], maintain_order=True):
+                    c = colors[variants.index(name) % len(colors)]
+                    ax.plot(s.get_column("coverage").to_numpy(),
+                            s.get_column("risk").to_numpy(), color=c, marker=".", label=name)
+                ax.axhline(float(base.get_column("agent_failure_rate").mean()), color="k",
+                           linestyle=":", label="random score (failure rate)")
+                ax.set_title(f"{feedback} feedback", fontsize=9)
+                ax.set_xlabel("coverage (tasks accepted, highest competence first)")
+                ax.set_ylabel("risk (agent failure rate among accepted)")
+                ax.grid(alpha=0.3)
+            axes[0].legend(fontsize=7)
+            fig.suptitle(f"risk-coverage: {scenario}, {rc0}; score: posterior mean of the "
+                         "task's type at arrival", fontsize=9)
+            paths += save(fig, folder / f"risk_coverage_{_slug(scenario)}",
+                           svg=out.config.analysis.svg)
+    return paths
+
+
+def draw_plots(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Every plot into ``folder / "plots"``; returns the files written."""
+    dest = Path(folder) / "plots"
+    return plot_competence(out, dest) + plot_regret(out, dest) + plot_risk_coverage(out, dest)

@@ -1,0 +1,114 @@
+"""Kind ``escalation``: the tidy tables from the job results (see the package docstring)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from dyna.experiment.kinds.escalation.config import EscalationConfig
+
+__all__ = ["build_tables"]
+
+
+def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jobs,
+                 results) -> dict[str, pl.DataFrame]:
+    """Tidy tables from the job results (canonical order).
+
+    Returns
+    -------
+    dict of polars.DataFrame
+        ``runs``: variant, rule, risk_class, scenario, system, feedback, run, steps,
+        total_cost, oracle_type_cost, oracle_task_cost, regret_type, regret_task,
+        pseudo_regret, escalation_rate, failure_rate, agent_failure_rate, evidence,
+        agreement, aurc, aurc_optimal, e_aurc, final_abs_error. Costs are totals over the
+        run's ``steps`` tasks; rates are per task (``failure_rate``: failed attempts,
+        ``agent_failure_rate``: tasks the agent would fail); ``evidence`` is the counted
+        evidence at the end, summed over types (decayed for discounted variants);
+        ``agreement`` the fraction of tasks where the action equals the type oracle's;
+        ``final_abs_error`` the mean over types of |posterior mean - true rate| at the end.
+        ``curves``: ids + step, cum_cost, cum_regret_type, cum_regret_task,
+        cum_pseudo_regret, cum_escalations, abs_error.
+        ``risk_coverage``: ids + coverage, risk.
+        ``agreement``: variant, risk_class, scenario, system, feedback, step, agreement
+        (fraction of runs), only for streams with change points.
+        ``competence``: variant, risk_class, scenario, system, feedback, step, task_type,
+        a, b, mean, lower, upper (95% equal-tailed), rate (run 0 of the competence variant).
+    """
+    from dyna.competence import beta_interval
+
+    groups = config.groups()
+    runs_f, curves_f, rc_f, agree_f, comp_f = [], [], [], [], []
+    slots: dict[tuple, list] = {}
+    for job, res in zip(jobs, results):
+        slots.setdefault((job.variant, job.point), []).append((job, res))
+    for (g, pi), parts in slots.items():
+        variant, rc = groups[g]
+        pt = points[pi]
+        ids = {"variant": variant.name, "rule": variant.rule, "risk_class": rc,
+               "scenario": pt["scenario"], "system": pt["system"],
+               "feedback": pt["feedback"]}
+
+        def cat(name):
+            return np.concatenate([r[name] for _, r in parts], axis=0)
+
+        run_idx = np.concatenate([np.asarray(j.run_indices, dtype=np.int64)
+                                  for j, _ in parts])
+        R = run_idx.size
+        steps = cat("steps").astype(np.float64)
+        idcols = {k: pl.Series(k, [v] * R, dtype=pl.String) for k, v in ids.items()}
+        runs_f.append(pl.DataFrame({
+            **idcols, "run": run_idx, "steps": cat("steps"),
+            "total_cost": cat("total_cost"), "oracle_type_cost": cat("oracle_type_cost"),
+            "oracle_task_cost": cat("oracle_task_cost"),
+            "regret_type": cat("total_cost") - cat("oracle_type_cost"),
+            "regret_task": cat("total_cost") - cat("oracle_task_cost"),
+            "pseudo_regret": cat("pseudo_regret"),
+            "escalation_rate": cat("escalations") / steps,
+            "failure_rate": cat("failures") / steps,
+            "agent_failure_rate": cat("agent_failures") / steps,
+            "evidence": cat("evidence"), "agreement": cat("agreement"),
+            "aurc": cat("aurc"), "aurc_optimal": cat("aurc_optimal"),
+            "e_aurc": cat("aurc") - cat("aurc_optimal"),
+            "final_abs_error": cat("final_abs_error"),
+        }))
+        ck = parts[0][1]["checkpoints"]
+        C = ck.size
+        cid = {k: pl.Series(k, [v] * (R * C), dtype=pl.String) for k, v in ids.items()}
+        curves_f.append(pl.DataFrame({
+            **cid, "run": np.repeat(run_idx, C), "step": np.tile(ck, R),
+            **{name: cat(name).ravel() for name in
+               ("cum_cost", "cum_regret_type", "cum_regret_task", "cum_pseudo_regret",
+                "cum_escalations", "abs_error")}}))
+        grid = parts[0][1]["coverage"]
+        Gn = grid.size
+        gid = {k: pl.Series(k, [v] * (R * Gn), dtype=pl.String) for k, v in ids.items()}
+        rc_f.append(pl.DataFrame({**gid, "run": np.repeat(run_idx, Gn),
+                                  "coverage": np.tile(grid, R), "risk": cat("risk").ravel()}))
+        change = parts[0][1]["change_at"]
+        if change.size:
+            total = np.sum([r["agreement_sum"] for _, r in parts], axis=0)
+            T = total.size
+            aid = {k: pl.Series(k, [v] * T, dtype=pl.String) for k, v in ids.items()
+                   if k != "rule"}
+            agree_f.append(pl.DataFrame({**aid, "step": np.arange(1, T + 1, dtype=np.int64),
+                                         "agreement": total / config.runs}))
+        comp = next((r["competence"] for _, r in parts if "competence" in r), None)
+        if comp is not None:
+            names = sc_info[pt["scenario"]]["type_names"]
+            K = len(names)
+            a, b = comp["a"].ravel(), comp["b"].ravel()
+            lo, hi = beta_interval(a, b, 0.95)
+            n = C * K
+            kid = {k: pl.Series(k, [v] * n, dtype=pl.String) for k, v in ids.items()
+                   if k != "rule"}
+            comp_f.append(pl.DataFrame({
+                **kid, "step": np.repeat(ck, K), "task_type": np.tile(names, C),
+                "a": a, "b": b, "mean": a / (a + b), "lower": lo, "upper": hi,
+                "rate": comp["rate"].ravel()}))
+    tables = {"runs": pl.concat(runs_f), "curves": pl.concat(curves_f),
+              "risk_coverage": pl.concat(rc_f)}
+    if agree_f:
+        tables["agreement"] = pl.concat(agree_f)
+    if comp_f:
+        tables["competence"] = pl.concat(comp_f)
+    return tables

@@ -1,0 +1,75 @@
+"""Kind ``tabular``: the :class:`~dyna.experiment.protocol.ExperimentKind` object."""
+
+from __future__ import annotations
+
+from dyna.errors import ConfigError
+from dyna.experiment.kinds.tabular.config import ExperimentConfig, parse_tabular
+from dyna.experiment.kinds.tabular import job
+from dyna.experiment.kinds.tabular.job import make_env_table, merge_results, plan_jobs
+from dyna.experiment.kinds.tabular.tables import build_tables
+from dyna.experiment.protocol import ExperimentKind, Prepared
+
+__all__ = ["KIND", "TabularKind"]
+
+
+# --------------------------------------------------------------------------- tabular kind
+
+class TabularKind(ExperimentKind):
+    """Kind ``tabular``: tabular Dyna agents on Gymnasium tables (the package docstring)."""
+
+    name = "tabular"
+
+    def parse(self, data, *, runs=None, seed=None):
+        return parse_tabular(data, runs=runs, seed=seed)
+
+    def prepare(self, config: ExperimentConfig) -> Prepared:
+        metas = []
+        for point in config.sweep_points():
+            _, meta = make_env_table(config.env.id, config.env_kwargs(point))
+            metas.append(meta)
+            if config.schedule.stop_at_optimal and not meta.get("optimal_path_length"):
+                raise ConfigError("schedule.stop_at_optimal", True,
+                                  f"env {config.env.id!r} reports no optimal_path_length")
+        envs_manifest = [{"point": point, "kwargs": config.env_kwargs(point), "meta": meta}
+                         for point, meta in zip(config.sweep_points(), metas)]
+        return Prepared(manifest={"envs": envs_manifest}, state=metas)
+
+    def n_groups(self, config: ExperimentConfig) -> int:
+        return len(config.variants) * len(config.sweep_points())
+
+    def plan_jobs(self, config, prepared, *, block_size):
+        return plan_jobs(config, prepared.state, block_size=block_size)
+
+    @property
+    def job_function(self):
+        return job.execute_job  # looked up at call time (tests monkeypatch it)
+
+    def warm_up(self) -> float:
+        return _warm_up()
+
+    def build_tables(self, config, prepared, jobs, results):
+        return build_tables(config, merge_results(list(jobs), list(results), config))
+
+    def draw_plots(self, out, folder):
+        from dyna.experiment.kinds.tabular import plots
+
+        return plots.draw_plots(out, folder)
+
+    def write_report(self, out, folder):
+        from dyna.experiment.kinds.tabular import report
+
+        return report.write_report(out, folder)
+
+    def required_tables(self):
+        return ("results", "runs")
+
+
+def _warm_up() -> float:
+    """Compile (or load from numba's on-disk cache) the agents' kernels; seconds taken."""
+    from dyna import agents
+
+    return float(agents.warmup())
+
+
+#: The ``tabular`` kind instance registered in :data:`dyna.experiment.registry.KINDS`.
+KIND = TabularKind()

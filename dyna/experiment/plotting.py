@@ -1,0 +1,47 @@
+"""Shared plotting helpers of every experiment kind: headless figures, saved as PNG and SVG.
+
+Figures are :class:`matplotlib.figure.Figure` objects rendered through the Agg canvas
+(:class:`matplotlib.backends.backend_agg.FigureCanvasAgg`) and never registered with pyplot:
+they need no display whatever ``MPLBACKEND`` says, never count towards pyplot's
+"More than 20 figures have been opened" warning, and are released (``fig.clear()``) in a
+``finally`` block as soon as they are saved, so long sweeps do not leak memory (case RUN-01;
+matplotlib PR #1919). SVG output is reproducible (fixed hash salt, no date).
+
+Part of the experiment machinery: imports no experiment kind.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+__all__ = ["figure", "save"]
+
+
+_RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
+
+
+@contextmanager
+def figure(figsize=(7.0, 4.5)):
+    """A pyplot-free Agg figure, cleared when the block exits (even on error)."""
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=figsize, layout="constrained")
+        FigureCanvasAgg(fig)
+        try:
+            yield fig
+        finally:
+            fig.clear()
+
+
+def save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png")]
+    fig.savefig(paths[0], dpi=120, metadata={"Software": None})
+    if svg:
+        paths.append(stem.with_suffix(".svg"))
+        fig.savefig(paths[1], metadata={"Date": None})
+    return paths
