@@ -76,7 +76,7 @@ from dyna.errors import ConfigError, check_range
 from dyna.loops import Digest, LearningLoop, LoopConfig, Proposal, ReviewerOutput
 from dyna.loops._text import content_words, fact_key
 
-__all__ = ["BASE_VARIANTS", "EPISODE_FIELDS", "LoopAgent", "PolicyParams",
+__all__ = ["BASE_VARIANTS", "EPISODE_FIELDS", "LoopAgent", "PolicyParams", "agent_streams",
            "ProcedureReviewer", "VariantSpec", "make_variant", "run_loop_agent",
            "variant_names"]
 
@@ -93,7 +93,41 @@ EPISODE_FIELDS = {
     "poisoned": np.int64, "stale": np.int64, "drift": np.bool_, "drift_family": np.int64,
     "comp_a": np.float64, "comp_b": np.float64, "comp_f0_a": np.float64,
     "comp_f0_b": np.float64, "comp_mean_all": np.float64,
+    **{f"acted_{s}": np.int32 for s in LoopConfig.SWITCHES},
 }
+
+#: ``spawn_key`` tags of the agent's random streams, children of the run's
+#: ``SeedSequence(entropy=[seed, run_index])`` (:func:`agent_streams`).
+STREAM_POLICY, STREAM_REVIEWER, STREAM_TABULAR = 1, 2, 3
+
+
+def agent_streams(seed: int, run_index: int) -> dict:
+    """The seeds of one run's agent-side random streams (common random numbers).
+
+    Every stream derives from ``(seed, run_index)`` only, never from the variant, so two
+    variants that make the same decisions draw the same numbers: ``policy(t)`` is the
+    generator of episode ``t`` (a fresh substream per episode, so variants that diverged
+    once are back in step at the next episode), ``reviewer`` seeds the
+    :class:`ProcedureReviewer` (which draws per run id) and ``tabular`` the Dyna agents.
+    The env's own streams come from ``SeedSequence([seed, run_index])`` in
+    :func:`run_loop_agent`.
+
+    Returns
+    -------
+    dict
+        ``{"policy": callable t -> numpy.random.Generator, "reviewer": int, "tabular":
+        int}``.
+    """
+    base = [int(seed), int(run_index)]
+
+    def policy(t: int) -> np.random.Generator:
+        return np.random.default_rng(np.random.SeedSequence(base, spawn_key=(STREAM_POLICY, t)))
+
+    def child(tag: int) -> int:
+        return int(np.random.SeedSequence(base, spawn_key=(tag,)).generate_state(1)[0])
+
+    return {"policy": policy, "reviewer": child(STREAM_REVIEWER),
+            "tabular": child(STREAM_TABULAR)}
 
 #: Hyper-parameters of the tabular variants unless ``PolicyParams.tabular`` says otherwise:
 #: a deterministic task world, so a large step size and the latest-outcome model.
@@ -367,8 +401,9 @@ class LoopAgent:
     env : AgentTaskEnv
         The first :meth:`episode` resets it with ``env_seed`` (building the world), the
         later ones with plain ``reset()`` (the next task).
-    seed : int or sequence of int
-        Seed of the agent's own random stream (policy, reviewer).
+    seed : int or (int, int)
+        ``(seed, run_index)`` of the run (an int is ``(seed, 0)``): the agent's streams are
+        :func:`agent_streams` of it, the same for every variant.
     params : PolicyParams
     env_seed : int, optional
     """
@@ -379,7 +414,11 @@ class LoopAgent:
         self.env = env
         self.env_seed = env_seed
         self.params = params or PolicyParams()
-        self.rng = np.random.default_rng(seed)
+        run = (int(seed), 0) if np.ndim(seed) == 0 else tuple(int(x) for x in seed)
+        if len(run) != 2:
+            raise ConfigError("seed", seed, "must be an int or (seed, run_index)")
+        self.streams = agent_streams(*run)
+        self.rng = self.streams["policy"](0)
         self.competence = BetaCompetence()
         self.t = 0
         self._tool_ix = {n: i for i, n in enumerate(env.tool_names)}
@@ -400,16 +439,15 @@ class LoopAgent:
             if spec.name == "dyna_q":
                 hp.pop("kappa", None)
             n_states = env.n_families * (env.length + 1)
-            tseed = int(np.random.SeedSequence(seed).generate_state(1)[0])
             self.tabular = DynaAgent(spec.name, n_states, env.n_tools * env.n_values,
-                                     seed=tseed, **hp)
+                                     seed=self.streams["tabular"], **hp)
         if spec.learner == "loop":
             cfg = spec.config
             clock = self._clock
             skills = cfg.skill_library(None, clock=clock, log_outcomes=False)
             memory = cfg.memory_store(None, clock=clock)
-            rseed = int(np.random.SeedSequence(seed).generate_state(1)[0])
-            reviewer = ProcedureReviewer(spec.store, rseed, self.params.copy_rate,
+            reviewer = ProcedureReviewer(spec.store, self.streams["reviewer"],
+                                         self.params.copy_rate,
                                          self.params.title_words,
                                          self.params.tokens_per_review)
             self.loop = LearningLoop(skills, memory, reviewer, cfg)
@@ -598,6 +636,8 @@ class LoopAgent:
     def episode(self) -> dict:
         """Run the next episode; returns one row of :data:`EPISODE_FIELDS`."""
         env, p = self.env, self.params
+        self.rng = self.streams["policy"](self.t)
+        acted_before = self.loop.safeguard_counts() if self.loop is not None else None
         _, rinfo = env.reset(seed=self.env_seed) if self.t == 0 else env.reset()
         family = rinfo["family"]
         task = rinfo["description"]
@@ -642,6 +682,11 @@ class LoopAgent:
                 rec = self.loop.finish(ctx, digest)
                 row["learning_tokens"] = int(rec.learning_tokens)
         self._audit(row)
+        for s in LoopConfig.SWITCHES:
+            row[f"acted_{s}"] = 0
+        if acted_before is not None:
+            for s, n in self.loop.safeguard_counts().items():
+                row[f"acted_{s}"] = n - acted_before[s]
         a, b = self.competence.posterior(family)
         a0, b0 = self.competence.posterior(0)
         nf = env.n_families
@@ -720,9 +765,11 @@ def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | Non
                    loop_config: LoopConfig | dict | None = None) -> dict[str, np.ndarray]:
     """One run (one seed) of one variant on a fresh :class:`AgentTaskEnv`.
 
-    The environment's seed depends only on ``(seed, run_index)``, so every variant meets
-    the same world, tasks, drifts and injections; the agent's own stream depends on
-    ``(seed, run_index, variant)``.
+    Every random stream depends only on ``(seed, run_index)`` (common random numbers): every
+    variant meets the same world, tasks, drifts and injections, and the agent's own
+    streams (:func:`agent_streams`: one policy substream per episode, the reviewer's, the
+    tabular agents') are the same for every variant, so two variants that make the same
+    decisions give bit-identical episodes.
 
     Parameters
     ----------
@@ -764,8 +811,7 @@ def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | Non
     except TypeError as exc:
         raise ConfigError("env", env_kwargs, str(exc)) from None
     env_seed = int(np.random.SeedSequence([seed, run_index]).generate_state(1)[0])
-    agent = LoopAgent(spec, env, [seed, run_index, zlib.crc32(variant.encode())], params,
-                      env_seed)
+    agent = LoopAgent(spec, env, (seed, run_index), params, env_seed)
     out = {k: np.empty(episodes, dtype=dt) for k, dt in EPISODE_FIELDS.items()}
     for e in range(episodes):
         row = agent.episode()

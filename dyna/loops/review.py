@@ -133,6 +133,9 @@ class Digest:
         The action names the run took, in order (material for workflows).
     review_depth : int
         0 for a run; > 0 for anything produced by a review (never reviewed again).
+    redactions : int
+        How many of the digest's texts (the task, each tool call's arguments and output)
+        redaction changed (0 when built with ``redaction=False``).
     """
 
     run_id: str
@@ -146,6 +149,7 @@ class Digest:
     sources: tuple[str, ...] = ()
     actions: tuple[str, ...] = ()
     review_depth: int = 0
+    redactions: int = 0
 
     @classmethod
     def from_run(cls, run_id: str, task: str, *, success=None, verified: bool = False,
@@ -188,8 +192,15 @@ class Digest:
                          for k, v in tokens.items())
         tokens = check_range("tokens", tokens, 0, None, integer=True)
 
+        changed = [0]
+
         def clean(obj):
-            return _mark(redact(obj, sensitive_keys)) if redaction else obj
+            if not redaction:
+                return obj
+            out = _mark(redact(obj, sensitive_keys))
+            if out != obj:
+                changed[0] += 1
+            return out
 
         calls = []
         for i, tc in enumerate(tool_calls):
@@ -209,9 +220,11 @@ class Digest:
             calls.append(ToolCall(str(tc["name"]), clean(dict(tc.get("args") or {})),
                                   bool(tc.get("error", tc.get("is_error", False))),
                                   clean(out)[:output_chars], tuple(dict.fromkeys(followed))))
-        return cls(run_id, clean(task), None if success is None else bool(success),
+        task = clean(task)
+        return cls(run_id, task, None if success is None else bool(success),
                    bool(verified), None if self_assessment is None else bool(self_assessment),
-                   steps, tokens, tuple(calls), tuple(sources), tuple(actions))
+                   steps, tokens, tuple(calls), tuple(sources), tuple(actions),
+                   redactions=changed[0])
 
     def contradicted(self) -> frozenset[str]:
         """Skills this run contradicted: those named by a tool call that followed them
@@ -931,18 +944,52 @@ class LearningLoop:
         self.reviewer = reviewer
         self.config = config or LoopConfig()
         self.policy = self.config.policy()
+        self._ungated = replace(self.policy, outcome_gate="none")
         self.records: list[EpisodeRecord] = []
+        #: Per safeguard (a name of :attr:`LoopConfig.SWITCHES`), how often it changed a
+        #: decision: a verdict other than the one the pipeline would have reached, in the
+        #: same state, with that switch off (see :meth:`safeguard_counts`).
+        self.acted: dict[str, int] = dict.fromkeys(LoopConfig.SWITCHES, 0)
         self._episodes = 0
         self._local = threading.local()
         self._executor: ThreadPoolExecutor | None = None
         self._futures: list[Future] = []
 
     # ------------------------------------------------------------------ episode
+    def safeguard_counts(self) -> dict[str, int]:
+        """How often each safeguard changed a decision so far, by switch name.
+
+        A count is taken where the switch's verdict differs from the one the pipeline
+        would reach in the same state with the switch off: ``outcome_gate`` reviews the
+        gate blocked; ``redaction`` texts redaction changed in reviewed digests;
+        ``secret_scan`` proposals refused for a secret-looking value; ``novelty_check``
+        proposals refused as not novel, and grades whose verdict the novelty term decided;
+        ``grading`` proposals rejected by their grade; ``cap_eviction`` entries evicted at
+        a cap; ``dating`` matches whose result dating changed; ``retire_on_contradiction``
+        skills retired; ``approval_for_untrusted`` proposals staged instead of written;
+        ``consolidation_every`` facts merged, superseded, dropped or evicted by a
+        consolidation. A count of 0 over a whole run means the switch never acted: the
+        same run with it off makes the same decisions (and, with common random numbers,
+        gives the same episodes).
+
+        Returns
+        -------
+        dict of str to int
+            A copy; keys are :attr:`LoopConfig.SWITCHES`.
+        """
+        return dict(self.acted)
+
     def begin(self, run_id: str, task: str) -> EpisodeContext:
         """Snapshot the stores and match skills for ``task``."""
         snap = self.skills.snapshot()
-        return EpisodeContext(run_id, task, tuple(snap.match(task, self.config.match_limit)),
-                              self.memory.snapshot(), snap)
+        limit = self.config.match_limit
+        matches = snap.match(task, limit)
+        today = snap.today() if snap.max_age_days is not None else None
+        if today is not None and any(snap.is_suspect(s, today) for s in snap.skills.values()):
+            undated = snap.match(task, limit, dating=False)
+            if [m.name for m in undated] != [m.name for m in matches]:
+                self.acted["dating"] += 1
+        return EpisodeContext(run_id, task, tuple(matches), self.memory.snapshot(), snap)
 
     def finish(self, context: EpisodeContext, digest: Digest,
                skill_outcomes: Mapping[str, bool] | None = None) -> EpisodeRecord:
@@ -990,21 +1037,27 @@ class LearningLoop:
         for name, ok in outcomes.items():
             if ok is not None:
                 retired += self.skills.record_outcome([name], ok, digest.run_id)
+        self.acted["retire_on_contradiction"] += len(retired)
         rec = EpisodeRecord(digest.run_id, digest.success, digest.tokens, digest.steps,
                             context.active_lessons, retired=tuple(retired))
         self.records.append(rec)
         self._episodes += 1
         every = self.config.consolidation_every
         if every and self._episodes % every == 0:
-            self.memory.consolidate(run_id=digest.run_id)
+            report = self.memory.consolidate(run_id=digest.run_id)
+            self.acted["consolidation_every"] += report.n_removed
+            self.acted["cap_eviction"] += len(report.evicted)
         if getattr(self._local, "reviewing", False):
             rec.review = ReviewResult(digest.run_id, "skipped",
                                       "a review cannot trigger another review")
             return rec
         go, why = self.policy.should_review(digest)
         if not go:
+            if self._ungated.should_review(digest)[0]:
+                self.acted["outcome_gate"] += 1
             rec.review = ReviewResult(digest.run_id, "skipped", why)
             return rec
+        self.acted["redaction"] += digest.redactions
         if self.policy.mode == "background":
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1,
@@ -1067,11 +1120,20 @@ class LearningLoop:
             p = replace(p, provenance=tuple(dict.fromkeys(p.provenance + untrusted_inputs)))
             v = validate(p, self.skills, self.memory, cfg)
             if not v.ok:
+                if any(r.startswith("secret-looking") for r in v.reasons):
+                    self.acted["secret_scan"] += 1
+                if any(r.startswith("not novel") for r in v.reasons):
+                    self.acted["novelty_check"] += 1
                 decisions.append(Decision(p, "invalid", "; ".join(v.reasons)))
                 continue
             g = grade(p, self.skills, self.memory, cfg)
             graded += 1
+            if cfg.novelty_check and cfg.grading and g.novelty < 1.0:
+                score_off = g.score + 0.25 * (1.0 - g.novelty)  # novelty 1 when it is off
+                if (score_off >= cfg.grade_threshold) != g.accepted:
+                    self.acted["novelty_check"] += 1
             if not g.accepted:
+                self.acted["grading"] += 1
                 decisions.append(Decision(p, "rejected", g.reason, g))
                 continue
             decisions.append(self._commit(p, digest.run_id, g))
@@ -1083,15 +1145,19 @@ class LearningLoop:
         if p.kind == "memory":
             if approval and is_untrusted(p.provenance):
                 item = self.memory.stage(p.text, run_id=run_id, provenance=p.provenance)
+                self.acted["approval_for_untrusted"] += 1
                 return Decision(p, "staged", item.id, g)
             trust = "untrusted" if is_untrusted(p.provenance) else "trusted"
             res = self.memory.add(p.text, run_id=run_id, trust=trust)
+            self.acted["cap_eviction"] += len(res.evicted)
             return Decision(p, "committed", res.status, g)
         res = self.skills.propose(p.to_skill(run_id), run_id, p.provenance,
                                   require_approval=approval)
         if isinstance(res, PendingItem):
+            self.acted["approval_for_untrusted"] += 1
             return Decision(p, "staged", res.id, g)
         assert isinstance(res, AddResult)
+        self.acted["cap_eviction"] += res.evicted is not None
         detail = f"evicted {res.evicted.name}" if res.evicted is not None else "written"
         return Decision(p, "committed", detail, g)
 

@@ -536,7 +536,7 @@ class _Matcher:
         today = today or self.today()
         return (today - _dt.date.fromisoformat(stamp)).days > self.max_age_days
 
-    def match(self, text: str, limit: int = 3) -> list[Match]:
+    def match(self, text: str, limit: int = 3, *, dating: bool = True) -> list[Match]:
         """Skills whose triggers occur in ``text`` as whole words or phrases, best first.
 
         Parameters
@@ -545,6 +545,10 @@ class _Matcher:
             The situation, e.g. the task statement.
         limit : int
             At most this many results, >= 0; 0 gives []. Never unlimited.
+        dating : bool
+            Apply the library's dating (suspect skills score ``suspect_factor`` times
+            less); False ranks as if dating were off (used to tell whether dating changed
+            a match).
 
         Returns
         -------
@@ -567,13 +571,14 @@ class _Matcher:
         hits = self._index.hits(text)
         if not hits:
             return []
-        today = self.today() if self.max_age_days is not None else None
+        dated = dating and self.max_age_days is not None
+        today = self.today() if dated else None
         ranked = []
         skills = self._skills
         for name, h in hits.items():
             skill = skills[name]
             score = sum(h.values())
-            suspect = self.is_suspect(skill, today)
+            suspect = dated and self.is_suspect(skill, today)
             if suspect:
                 score *= self.suspect_factor
             ranked.append((-score, name, suspect, h))

@@ -67,7 +67,9 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
         the last quarter minus the second quarter), ``incidents``, ``escalations``,
         ``poisoned_final``, ``poisoned_max``, ``stale_final``, ``library_final``,
         ``recovery`` (NaN when not measured or never recovered), ``drifts_measured``,
-        ``drifts_recovered``.
+        ``drifts_recovered``, and ``acted_<switch>`` for every per-episode count of
+        decisions a safeguard changed (:meth:`dyna.loops.LearningLoop.safeguard_counts`),
+        summed over the run.
     """
     succ = arrays["success"].astype(np.float64)
     R, E = succ.shape
@@ -97,4 +99,7 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
     out["recovery"] = np.array([x[0] for x in rec], dtype=np.float64)
     out["drifts_measured"] = np.array([x[1] for x in rec], dtype=np.int64)
     out["drifts_recovered"] = np.array([x[2] for x in rec], dtype=np.int64)
+    for k in sorted(arrays):
+        if k.startswith("acted_"):   # how often each safeguard changed a decision
+            out[k] = arrays[k].sum(1).astype(np.int64)
     return out
