@@ -116,17 +116,21 @@ def test_shipped_experiments_parse():
 
 
 def test_end_to_end_run(tmp_path):
-    from dyna.experiment.backends import InProcessBackend
+    from dyna.experiment.backends import InProcessBackend, ProcessPoolBackend
     from dyna.experiment.runner import load_output, run_experiment
 
     cfg = parse_experiment(dict(SMALL))
     out = run_experiment(cfg, tmp_path / "a", backend=InProcessBackend(), progress=False)
     again = run_experiment(cfg, tmp_path / "b", backend=InProcessBackend(), block_size=1,
                            progress=False)
+    pooled = run_experiment(cfg, tmp_path / "c", backend=ProcessPoolBackend(2), block_size=1,
+                            progress=False)
     m1 = json.loads((out / "manifest.json").read_text())
     m2 = json.loads((again / "manifest.json").read_text())
+    m3 = json.loads((pooled / "manifest.json").read_text())
     assert m1["kind"] == "agent_tasks"
-    assert m1["tables"] == m2["tables"]  # same rows, same sha256: block size is irrelevant
+    # same rows, same sha256: block size and backend are irrelevant
+    assert m1["tables"] == m2["tables"] == m3["tables"]
     res = load_output(out)
     ep, runs = res.tables["episodes"], res.tables["runs"]
     assert ep.height == 3 * 2 * 2 * 30 and runs.height == 3 * 2 * 2
@@ -145,16 +149,16 @@ def test_end_to_end_run(tmp_path):
     assert fam["family"][0].to_list() == fam["family"][1].to_list() == fam["family"][2].to_list()
     assert ep.filter(pl.col("drift"))["episode"].unique().to_list() == [11]
     report = (out / "report.md").read_text()
-    for text in ("## Scenario `clean`", "## Scenario `drift`", "## Hypotheses, as measured",
-                 "IQM", "Effect of removing each safeguard"):
+    for text in ("## Scenario `clean`", "## Scenario `drift`", "## Primary hypotheses",
+                 "IQM", "Effect of removing each safeguard", "## What each safeguard did",
+                 "## Across scenarios (rliable)"):
         assert text in report
     assert "- `approval_for_untrusted` |" not in report  # rows are tables, not bullets
     config_hash = json.loads((out / "manifest.json").read_text())["config_hash"]
     assert f"config sha256 `{config_hash[:12]}` (in full in manifest.json)" in report
     assert "| `approval_for_untrusted` |" in report
     plots = sorted(p.name for p in (out / "plots").iterdir())
-    for name in ("competence_chosen_family.png", "competence_all_families.png",
-                 "success_rate.png", "tokens_per_success.png", "library_size.png",
-                 "poisoned_entries.png", "stale_entries.png", "recovery.png"):
+    for name in ("scenario_clean.png", "scenario_drift.png", "performance_profiles.png",
+                 "recovery.png"):
         assert name in plots
         assert f"(plots/{name})" in report

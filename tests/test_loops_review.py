@@ -364,7 +364,12 @@ def test_impact_report_values_and_intervals():
     assert (r.n_before, r.n_after, r.first_active) == (2, 3, 2)
     m = r.metrics
     assert (m["success_rate"]["before"], m["success_rate"]["after"]) == (0.0, 1.0)
-    assert m["success_rate"]["diff_ci"] == (1.0, 1.0)  # constant cohorts
+    # constant cohorts keep a width (Wilson, Newcombe): 0/2 before, 3/3 after
+    z2 = 1.959963984540054 ** 2
+    assert m["success_rate"]["before_ci"] == pytest.approx((0.0, z2 / (2 + z2)), abs=1e-12)
+    assert m["success_rate"]["after_ci"] == pytest.approx((3 / (3 + z2), 1.0), abs=1e-12)
+    low = 1 - ((1 - 3 / (3 + z2)) ** 2 + (z2 / (2 + z2)) ** 2) ** 0.5
+    assert m["success_rate"]["diff_ci"] == pytest.approx((low, 1.0), abs=1e-12)
     assert (m["median_tokens"]["before"], m["median_tokens"]["after"]) == (110.0, 80.0)
     assert m["median_tokens"]["diff"] == -30.0
     lo, hi = m["median_tokens"]["diff_ci"]
@@ -456,3 +461,18 @@ def test_contradiction_without_retire_switch_and_overrides(tmp_path):
     d = digest("u", success=None, verified=False, tool_calls=followed_calls())
     assert d.skill_outcomes(["deploy-fix", "deploy-check"]) == {"deploy-fix": False,
                                                                 "deploy-check": None}
+
+
+def test_impact_report_proportions_never_collapse_at_0_of_n_and_n_of_n():
+    """0 of 10 before, 3 of 3 after (the issue's inputs): Wilson intervals (0, 0.2775)
+    and (0.4385, 1), as scipy's binomtest computes them, not (0, 0) and (1, 1)."""
+    from scipy.stats import binomtest
+
+    records = [rec(False, 10, 2, 0) for _ in range(10)] + [rec(True, 10, 2, 1) for _ in range(3)]
+    m = impact_report(records).metrics["success_rate"]
+    for got, (k, n) in ((m["before_ci"], (0, 10)), (m["after_ci"], (3, 3))):
+        ref = binomtest(k, n).proportion_ci(method="wilson")
+        assert got == pytest.approx((ref.low, ref.high), abs=1e-12)
+    assert m["before_ci"] == pytest.approx((0.0, 0.27753279986288926), abs=1e-12)
+    assert m["after_ci"][1] - m["after_ci"][0] > 0.5
+    assert 0.0 < m["diff_ci"][0] < 1.0 == m["diff_ci"][1]

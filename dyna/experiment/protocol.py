@@ -89,7 +89,7 @@ class Prepared:
         JSON-ready entries merged into ``manifest.json`` at top level (e.g. ``"envs"`` for
         tabular experiments, ``"data"`` with file hashes for replayed logs). Must not use
         the runner's own keys (``name``, ``kind``, ``config``, ``config_hash``, ``seed``,
-        ``runs``, ``source``, ``created_utc``, ``packages``, ``platform``, ``backend``,
+        ``runs``, ``source``, ``created_utc``, ``packages``, ``platform``, ``git``, ``backend``,
         ``tables``, ``timing``).
     state : object
         Anything else the kind wants to pass from ``prepare`` to ``plan_jobs`` and

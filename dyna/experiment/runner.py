@@ -8,7 +8,7 @@ unknown env id or bad kwarg fails cleanly), splits the runs into jobs
 indices), hands them to a backend with a progress bar, puts the results in canonical order
 (variant, point, first run index), and writes atomically the kind's tables
 (``<name>.parquet``), ``manifest.json`` (validated config and its hash, seed, package
-versions, what the kind resolved, backend, tables with their sha256, timings: compile, run,
+versions, the git commit, what the kind resolved, backend, tables with their sha256, timings: compile, run,
 output, wall; seconds), ``plots/`` and ``report.md``. :func:`load_output` reads a folder
 back; :func:`draw_output_plots` redraws its plots (``dyna plot DIR``).
 
@@ -42,7 +42,7 @@ from dyna.experiment.protocol import DEFAULT_KIND, ExperimentOutput, config_kind
 from dyna.experiment.registry import get_kind, parse_experiment
 
 __all__ = ["ExperimentOutput", "draw_output_plots", "load_output", "package_versions",
-           "run_experiment"]
+           "project_revision", "run_experiment"]
 
 
 _PACKAGES = ("dyna", "numpy", "scipy", "numba", "gymnasium", "polars", "matplotlib", "tqdm")
@@ -90,6 +90,41 @@ def package_versions() -> dict:
         except importlib.metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def project_revision() -> dict:
+    """The git commit of the checkout dyna runs from, for the manifest.
+
+    Returns
+    -------
+    dict
+        ``{"commit": <40 hex>, "dirty": bool}`` (``dirty``: tracked files differ from the
+        commit) when dyna's package folder lies in the top of a git work tree, else
+        ``{"commit": None, "reason": "not a git checkout"}`` (an installed package, no git
+        binary). Reads only: no lock is taken, no index is refreshed.
+    """
+    import subprocess
+
+    import dyna
+
+    root = Path(dyna.__file__).resolve().parents[1]
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                              text=True, env=env, timeout=10)
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root:
+            return {"commit": None, "reason": "not a git checkout"}
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return {"commit": None, "reason": "not a git checkout (no commit yet)"}
+        dirty = git("diff-index", "--quiet", "HEAD", "--").returncode != 0
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "reason": "not a git checkout (git not available)"}
+    return {"commit": head.stdout.strip(), "dirty": dirty}
 
 
 def default_out_dir(config, root: str | Path = "runs") -> Path:
@@ -247,6 +282,7 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
             "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "packages": package_versions(),
             "platform": platform.platform(),
+            "git": project_revision(),
         }
         clash = set(prepared.manifest) & (set(manifest) | {"backend", "tables", "timing"})
         if clash:

@@ -1214,12 +1214,15 @@ def impact_report(records: Sequence[EpisodeRecord], *, level: float = 0.95,
                   n_resamples: int = 2000, seed: int = 0) -> ImpactReport:
     """Compare episodes before the first active lesson with episodes from it on.
 
-    Metrics: success rate, median run tokens, median steps, median learning tokens. Each
-    gets percentile bootstrap intervals (:func:`scipy.stats.bootstrap`, Efron & Tibshirani
-    1993, ch. 13) for each cohort and for the difference after - before (independent
-    resampling of the two cohorts), once each cohort has at least two episodes. The
-    percentile method is used because BCa is undefined on constant samples (a cohort that
-    always succeeds).
+    Metrics: success rate, median run tokens, median steps, median learning tokens, each
+    with intervals for each cohort and for the difference after - before once each cohort
+    has at least two episodes. The success rate, a proportion, gets Wilson score intervals
+    (:func:`dyna.competence.wilson_interval`) and Newcombe's hybrid score interval for the
+    difference (:func:`dyna.competence.newcombe_diff`): unlike a bootstrap of 0/1 outcomes
+    they keep a width when a cohort always (or never) succeeds (0 of 10 before: (0,
+    0.278); 3 of 3 after: (0.439, 1)). The medians get percentile bootstrap intervals
+    (:func:`scipy.stats.bootstrap`, Efron & Tibshirani 1993, ch. 13; independent resampling
+    of the two cohorts for the difference).
 
     Parameters
     ----------
@@ -1257,6 +1260,21 @@ def impact_report(records: Sequence[EpisodeRecord], *, level: float = 0.95,
     for k in a:
         stat = _mean if k == "success_rate" else _median
         x, y = a[k], b[k]
+        if k == "success_rate":
+            from dyna.competence import newcombe_diff, wilson_interval
+
+            vb = float(x.mean()) if len(x) else None
+            va = float(y.mean()) if len(y) else None
+            m = {"before": vb, "after": va,
+                 "diff": None if vb is None or va is None else va - vb,
+                 "before_ci": None, "after_ci": None, "diff_ci": None}
+            if enough:
+                kb, ka = int(x.sum()), int(y.sum())
+                m["before_ci"] = tuple(float(v) for v in wilson_interval(kb, len(x), level))
+                m["after_ci"] = tuple(float(v) for v in wilson_interval(ka, len(y), level))
+                m["diff_ci"] = newcombe_diff(kb, len(x), ka, len(y), level)
+            metrics[k] = m
+            continue
         vb = float(stat(x)) if len(x) else None
         va = float(stat(y)) if len(y) else None
         m = {"before": vb, "after": va,

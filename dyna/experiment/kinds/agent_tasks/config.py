@@ -8,20 +8,132 @@ from dataclasses import dataclass, field
 
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.config import config_hash
+from dyna.experiment.kinds.agent_tasks.metrics import HYPOTHESIS_METRICS
 
-__all__ = ["AgentTasksConfig", "parse_agent_tasks"]
+__all__ = ["AgentTasksConfig", "DIRECTIONS", "Hypothesis", "parse_agent_tasks"]
+
+#: Directions a hypothesis may predict for ``mean(variant - versus)``.
+DIRECTIONS = ("greater", "less")
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 _TOP = ("name", "description", "seed", "runs", "episodes", "store", "variants", "env",
-        "policy", "loop", "scenarios", "analysis")
+        "policy", "loop", "scenarios", "analysis", "hypotheses")
 
 
 _ANALYSIS = {"final_window": 100, "window": 50, "recovery_window": 10,
              "recovery_points": 0.05, "chosen_family": 0, "confidence": 0.95,
-             "n_resamples": 2000}
+             "n_resamples": 2000, "alpha": 0.05, "fdr": 0.05}
+
+_HYPOTHESIS = ("name", "scenario", "metric", "variant", "versus", "direction")
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """A primary hypothesis, declared in the experiment file before it runs.
+
+    It predicts, in one scenario, that ``mean over runs of (variant - versus)`` of each
+    metric has the given sign, for every pair of ``variants`` x ``versus``; the runs are
+    paired by run index (common random numbers). With several components it holds only
+    when each does (an intersection-union test: its p-value is the largest component
+    p-value, Berger 1982).
+
+    Attributes
+    ----------
+    name : str
+    scenario : str
+    metrics : tuple of str
+        Columns of the runs table (:data:`~dyna.experiment.kinds.agent_tasks.metrics.HYPOTHESIS_METRICS`).
+    directions : tuple of str
+        ``"greater"`` or ``"less"``, one per metric.
+    variants, versus : tuple of str
+        The first and the second variants of each comparison.
+    """
+
+    name: str
+    scenario: str
+    metrics: tuple
+    directions: tuple
+    variants: tuple
+    versus: tuple
+
+    def components(self) -> list[tuple[str, str, str, str]]:
+        """``(variant, versus, metric, direction)`` of every comparison, in file order."""
+        return [(v, w, m, d) for m, d in zip(self.metrics, self.directions)
+                for v in self.variants for w in self.versus if v != w]
+
+    def to_dict(self) -> dict:
+        """The TOML form (lists for lists, strings for single values)."""
+        one = (lambda t: t[0] if len(t) == 1 else list(t))
+        return {"name": self.name, "scenario": self.scenario, "metric": one(self.metrics),
+                "direction": one(self.directions), "variant": one(self.variants),
+                "versus": one(self.versus)}
+
+
+def _names(value, allowed, fname: str, what: str) -> tuple:
+    """A name or a non-empty list of names, each in ``allowed``."""
+    import difflib
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise ConfigError(fname, value, f"must be a {what} or a non-empty list of them")
+    for j, item in enumerate(items):
+        where = fname if isinstance(value, str) else f"{fname}[{j}]"
+        if item not in allowed:
+            close = difflib.get_close_matches(str(item), list(allowed), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else \
+                f"; expected one of {', '.join(allowed)}"
+            raise ConfigError(where, item, f"unknown {what}{hint}")
+    if len(set(items)) != len(items):
+        raise ConfigError(fname, value, "names must be distinct")
+    return tuple(items)
+
+
+def _parse_hypotheses(raw, variants: tuple, scenarios: tuple) -> tuple:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError("hypotheses", raw, "must be an array of tables ([[hypotheses]])")
+    out, seen = [], set()
+    for i, h in enumerate(raw):
+        where = f"hypotheses[{i}]"
+        if not isinstance(h, dict):
+            raise ConfigError(where, h, "must be a table")
+        _check_keys(h, _HYPOTHESIS, f"{where}.")
+        for key in ("scenario", "metric", "variant", "versus", "direction"):
+            if key not in h:
+                raise ConfigError(f"{where}.{key}", None, "missing")
+        scenario = _names(h["scenario"], scenarios, f"{where}.scenario", "scenario")
+        if len(scenario) != 1:
+            raise ConfigError(f"{where}.scenario", h["scenario"], "must be one scenario")
+        metrics = _names(h["metric"], HYPOTHESIS_METRICS, f"{where}.metric", "metric")
+        directions = _names(h["direction"], DIRECTIONS, f"{where}.direction", "direction") \
+            if isinstance(h["direction"], str) else None
+        if directions is None:
+            d = h["direction"]
+            if not isinstance(d, list) or len(d) != len(metrics):
+                raise ConfigError(f"{where}.direction", d,
+                                  f"must be one direction or one per metric ({len(metrics)})")
+            for j, x in enumerate(d):
+                if x not in DIRECTIONS:
+                    raise ConfigError(f"{where}.direction[{j}]", x,
+                                      "must be 'greater' or 'less'")
+            directions = tuple(d)
+        elif len(metrics) > 1:
+            directions = directions * len(metrics)
+        first = _names(h["variant"], variants, f"{where}.variant", "variant")
+        second = _names(h["versus"], variants, f"{where}.versus", "variant")
+        if set(first) & set(second) and len(first) == len(second) == 1:
+            raise ConfigError(f"{where}.versus", h["versus"], "compares a variant with itself")
+        name = h.get("name", f"{scenario[0]}: {' '.join(metrics)}")
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"{where}.name", name, "must be a non-empty string")
+        if name in seen:
+            raise ConfigError(f"{where}.name", name, "duplicate hypothesis name")
+        seen.add(name)
+        out.append(Hypothesis(name, scenario[0], metrics, directions, first, second))
+    return tuple(out)
 
 
 # ============================================================================ config
@@ -50,6 +162,9 @@ class AgentTasksConfig:
     scenarios : tuple of (str, dict)
         Scenario name and its env keywords (on top of ``env``).
     policy, loop, analysis : dict
+    hypotheses : tuple of Hypothesis
+        The primary hypotheses declared in the file (``[[hypotheses]]``); the report tests
+        exactly these, with Holm's correction over them.
     """
 
     name: str
@@ -64,6 +179,7 @@ class AgentTasksConfig:
     loop: dict = field(default_factory=dict)
     analysis: dict = field(default_factory=dict)
     description: str = ""
+    hypotheses: tuple = ()
 
     kind = "agent_tasks"
 
@@ -74,7 +190,9 @@ class AgentTasksConfig:
                 "store": self.store, "variants": list(self.variants),
                 "env": dict(self.env), "policy": dict(self.policy), "loop": dict(self.loop),
                 "scenarios": [{"name": n, "env": dict(kw)} for n, kw in self.scenarios],
-                "analysis": dict(self.analysis)}
+                "analysis": dict(self.analysis),
+                **({"hypotheses": [h.to_dict() for h in self.hypotheses]}
+                   if self.hypotheses else {})}
 
     @property
     def hash(self) -> str:
@@ -161,8 +279,8 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
         check_range(f"analysis.{k}", analysis[k], 1, None, integer=True)
     check_range("analysis.chosen_family", analysis["chosen_family"], 0, None, integer=True)
     check_range("analysis.recovery_points", analysis["recovery_points"], 0.0, 1.0)
-    check_range("analysis.confidence", analysis["confidence"], 0.0, 1.0, lo_open=True,
-                hi_open=True)
+    for k in ("confidence", "alpha", "fdr"):
+        check_range(f"analysis.{k}", analysis[k], 0.0, 1.0, lo_open=True, hi_open=True)
     _build(PolicyParams, tables["policy"], "policy")
     _build(LoopConfig, tables["loop"], "loop")
     raw = data.get("scenarios", [{"name": "clean"}])
@@ -189,5 +307,7 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
     cfg = AgentTasksConfig(name=name, seed=seed_v, runs=runs_v, episodes=episodes,
                            store=store, variants=tuple(variants), scenarios=tuple(scenarios),
                            env=tables["env"], policy=tables["policy"], loop=tables["loop"],
-                           analysis=analysis, description=description)
+                           analysis=analysis, description=description,
+                           hypotheses=_parse_hypotheses(data.get("hypotheses"), tuple(variants),
+                                                        tuple(n for n, _ in scenarios)))
     return cfg.with_overrides(runs=runs, seed=seed)

@@ -35,7 +35,9 @@ class AgentTasksKind(ExperimentKind):
             env = AgentTaskEnv(**kw)
             scen.append({"scenario": name, "env_kwargs": kw, "n_families": env.n_families,
                          "arrival_p": env.arrival_p.tolist()})
-        return Prepared(manifest={"scenarios": scen})
+        from dyna.experiment.kinds.agent_tasks.report import statistics_manifest
+
+        return Prepared(manifest={"scenarios": scen, "statistics": statistics_manifest(config)})
 
     def n_groups(self, config) -> int:
         return len(config.variants) * len(config.scenarios)

@@ -6,7 +6,13 @@ import math
 
 import numpy as np
 
-__all__ = ["RUN_METRICS", "run_summaries"]
+__all__ = ["HYPOTHESIS_METRICS", "RUN_METRICS", "run_summaries"]
+
+#: Columns of the ``runs`` table a declared hypothesis may test (:func:`run_summaries`).
+HYPOTHESIS_METRICS = ("final_success", "success_rate", "tokens_per_success", "learning_share",
+                      "final_tokens_per_run", "tokens_growth", "incidents", "escalations",
+                      "poisoned_final", "poisoned_max", "stale_final", "library_final",
+                      "recovery")
 
 
 #: Per-run metrics of the ``runs`` table shown in the report: column -> label.

@@ -1,4 +1,13 @@
-"""Kind ``agent_tasks``: the standard plots (see :func:`draw_plots`)."""
+"""Kind ``agent_tasks``: the standard plots (see :func:`draw_plots`).
+
+One figure per scenario as small multiples: a row per metric with one y-scale per row, a
+column per group of at most six variants (the baselines, the tabular learners, the
+safeguard ablations in groups of five; the full loop, in black, in every column as the
+reference), the legend of each column under its bottom panel, outside the data. y-limits
+of unbounded metrics come from the 1st-99th percentiles of what is drawn, so one
+exploding early value cannot flatten the rest. Bands are 95% bootstrap confidence intervals
+across runs (:func:`dyna.experiment.stats.curve_ci`) of the per-episode quantity.
+"""
 
 from __future__ import annotations
 
@@ -8,207 +17,252 @@ import matplotlib
 import numpy as np
 import polars as pl
 
+from dyna.experiment.kinds.agent_tasks.analysis import PROFILE_TAUS, aggregates, ablated_switch
 from dyna.experiment.plotting import figure, save
 from dyna.experiment.stats import curve_ci, per_run_ci
 
-__all__ = ["draw_plots"]
+__all__ = ["MAX_LINES", "PLOT_RESAMPLES", "draw_plots", "variant_panels"]
+
+#: At most this many lines in one panel.
+MAX_LINES = 6
+#: Bootstrap resamples of the plotted bands (named in the figure).
+PLOT_RESAMPLES = 500
+
+#: Rows of a scenario figure: (name, y label, scale): "unit" is [0, 1], "log" a log axis
+#: (token costs span orders of magnitude), "linear" limits from the data.
+ROWS = (("success", "success rate", "unit"),
+        ("tokens_per_success", "tokens per success (log)", "log"),
+        ("competence", "competence (posterior mean)", "unit"),
+        ("poisoned", "poisoned entries", "linear"))
 
 
-# ============================================================================ plots
+def variant_panels(variants, store: str) -> list[tuple[str, list[str]]]:
+    """Columns of a scenario figure: ``(title, variants)``, each at most
+    :data:`MAX_LINES` lines including the full loop (drawn in every column)."""
+    loop = f"{store}_loop"
+    has_loop = loop in variants
+    room = MAX_LINES - (1 if has_loop else 0)
+    base = [v for v in variants if v != loop and ablated_switch(v, store) is None]
+    abl = [v for v in variants if ablated_switch(v, store) is not None]
+    tabular = [v for v in base if v in ("dyna_q", "dyna_q_plus")]
+    base = [v for v in base if v not in tabular]
+    panels = []
+    for title, group in (("baselines", base), ("tabular Dyna baselines", tabular),
+                         ("one safeguard off", abl)):
+        chunks = [group[i:i + room] for i in range(0, len(group), room)]
+        for j, chunk in enumerate(chunks):
+            name = title if len(chunks) == 1 else f"{title} ({j + 1}/{len(chunks)})"
+            panels.append((name, ([loop] if has_loop else []) + chunk))
+    if not panels and has_loop:
+        panels.append(("full loop", [loop]))
+    return panels
 
-def _curves(ep: pl.DataFrame, value: str, window: int, stride: int) -> pl.DataFrame:
-    """Per (scenario, variant, run): rolling mean of ``value`` over ``window`` episodes,
-    kept every ``stride`` episodes (columns scenario, variant, run, episode, y)."""
-    return (ep.sort("scenario", "variant", "run", "episode")
-            .with_columns(pl.col(value).cast(pl.Float64).rolling_mean(window, min_samples=1)
-                          .over("scenario", "variant", "run").alias("y"))
-            .filter((pl.col("episode") % stride == 0) | (pl.col("episode") == 1))
-            .select("scenario", "variant", "run", "episode", "y"))
+
+def _colors(panels, store: str) -> dict:
+    """Distinct colours within each panel (tab10, in panel order); the full loop black."""
+    cmap = matplotlib.colormaps["tab10"]
+    loop = f"{store}_loop"
+    out = {loop: (0.0, 0.0, 0.0, 1.0)}
+    for _, group in panels:
+        for i, v in enumerate(x for x in group if x != loop):
+            out.setdefault(v, cmap(i % 10))
+    return out
 
 
-def _panel_plot(out, frame: pl.DataFrame, *, ylabel: str, title: str, stem: Path,
-                band: bool = True) -> list[Path]:
-    """One panel per scenario, one line per variant; mean over runs with a 95% bootstrap
-    band (:func:`dyna.experiment.stats.curve_ci`) or, with ``band=False``, the mean only."""
+def _short(variant: str, store: str) -> str:
+    """A legend label: ``skill_loop-no_dating`` reads ``no_dating`` (its panel says it)."""
+    return variant.replace(f"{store}_loop-", "", 1)
 
+
+def _same_as_loop(ep: pl.DataFrame, scenario: str, loop: str) -> set[str]:
+    """Variants whose episodes equal the full loop's in every run of ``scenario`` (an
+    inert ablation, or one that changed nothing): their lines lie under the loop's."""
+    sub = ep.filter(pl.col("scenario") == scenario)
+    cols = [c for c in sub.columns if c not in ("variant", "scenario")
+            and not c.startswith("acted_")]
+    ref = sub.filter(pl.col("variant") == loop).select(cols)
+    if ref.is_empty():
+        return set()
+    return {v for v in sub["variant"].unique().to_list() if v != loop
+            and sub.filter(pl.col("variant") == v).select(cols).equals(ref)}
+
+
+def _series(ep: pl.DataFrame, window: int, stride: int) -> dict[str, pl.DataFrame]:
+    """Per-run, per-episode curves of each row metric (columns scenario, variant, run,
+    episode, y), kept every ``stride`` episodes."""
+    keyed = ep.sort("scenario", "variant", "run", "episode")
+    over = ("scenario", "variant", "run")
+
+    def thin(f):
+        return f.filter((pl.col("episode") % stride == 0) | (pl.col("episode") == 1)) \
+            .select("scenario", "variant", "run", "episode", "y")
+
+    succ = keyed.with_columns(pl.col("success").cast(pl.Float64)
+                              .rolling_mean(window, min_samples=1).over(over).alias("y"))
+    tps = (keyed.with_columns((pl.col("tokens") + pl.col("learning_tokens")).cast(pl.Float64)
+                              .rolling_sum(window, min_samples=1).over(over).alias("tok"),
+                              pl.col("success").cast(pl.Float64)
+                              .rolling_sum(window, min_samples=1).over(over).alias("ns"))
+           .with_columns((pl.col("tok") / pl.max_horizontal(pl.col("ns"), pl.lit(1.0)))
+                         .alias("y")))
+    comp = keyed.with_columns(pl.col("comp_mean_all").cast(pl.Float64).alias("y"))
+    pois = keyed.with_columns(pl.col("poisoned").cast(pl.Float64).alias("y"))
+    return {"success": thin(succ), "tokens_per_success": thin(tps), "competence": thin(comp),
+            "poisoned": thin(pois)}
+
+
+def _limits(values: list[np.ndarray], scale: str) -> tuple[float, float]:
+    """y-limits of a row from the plotted mean curves: [0, 1] for rates; otherwise the
+    0.5th-99.5th percentiles of every point drawn (in log10 for a log axis), so a few
+    extreme points are clipped instead of flattening every line."""
+    if scale == "unit":
+        return (-0.02, 1.02)
+    v = np.concatenate([x[np.isfinite(x)] for x in values]) if values else np.zeros(0)
+    if scale == "log":
+        v = np.log10(v[v > 0])
+    if v.size == 0:
+        return (1.0, 10.0) if scale == "log" else (0.0, 1.0)
+    lo, hi = (float(q) for q in np.percentile(v, [0.5, 99.5]))
+    if scale == "log":
+        pad = 0.05 * max(hi - lo, 0.1)
+        return (10 ** (lo - pad), 10 ** (hi + pad))
+    lo = min(0.0, lo)
+    hi = hi if hi > lo else lo + 1.0
+    return (lo, hi + 0.05 * (hi - lo))
+
+
+def _scenario_figure(out, scenario: str, series: dict, folder: Path) -> list[Path]:
     cfg = out.config
-    scen = [n for n, _ in cfg.scenarios]
-    with figure(figsize=(4.2 * len(scen), 4.2)) as fig:
-        axes = fig.subplots(1, len(scen), squeeze=False)[0]
-        colors = _colors(len(cfg.variants))
-        for ax, s in zip(axes, scen):
-            sub = frame.filter(pl.col("scenario") == s)
-            if band:
-                ci = curve_ci(sub.drop("scenario"), by=["variant"], x="episode", y="y",
-                              n_resamples=200, seed=cfg.seed)
-            for i, v in enumerate(cfg.variants):
-                if band:
-                    g = ci.filter(pl.col("variant") == v)
-                    x, est = g["episode"].to_numpy(), g["estimate"].to_numpy()
-                    ax.fill_between(x, g["low"].to_numpy(), g["high"].to_numpy(),
-                                    color=colors[i], alpha=0.12, linewidth=0)
-                else:
-                    g = (sub.filter(pl.col("variant") == v).group_by("episode")
-                         .agg(pl.col("y").mean()).sort("episode"))
-                    x, est = g["episode"].to_numpy(), g["y"].to_numpy()
-                ax.plot(x, est, color=colors[i], lw=1.2, label=v)
-            ax.set_title(s)
-            ax.set_xlabel("episode")
-            ax.set_ylabel(ylabel)
-        axes[-1].legend(fontsize=6, loc="best")
-        fig.suptitle(title)
-        return save(fig, stem, svg=False)
+    panels = variant_panels(cfg.variants, cfg.store)
+    colors = _colors(panels, cfg.store)
+    same = _same_as_loop(out.tables["episodes"], scenario, f"{cfg.store}_loop")
+    n_rows, n_cols = len(ROWS), len(panels)
+    W = int(cfg.analysis["window"])
+    curves = {}
+    for key, _, _ in ROWS:
+        sub = series[key].filter(pl.col("scenario") == scenario).drop("scenario")
+        curves[key] = curve_ci(sub, by=["variant"], x="episode", y="y",
+                               n_resamples=PLOT_RESAMPLES, seed=cfg.seed)
+    with figure(figsize=(3.3 * n_cols, 2.3 * n_rows + 1.8)) as fig:
+        axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True)
+        for r, (key, ylabel, scale) in enumerate(ROWS):
+            drawn = []
+            for c, (title, group) in enumerate(panels):
+                ax = axes[r, c]
+                for v in group:
+                    g = curves[key].filter(pl.col("variant") == v)
+                    if g.is_empty():
+                        continue
+                    x = g["episode"].to_numpy()
+                    est, lo, hi = (g[k].to_numpy() for k in ("estimate", "low", "high"))
+                    ax.fill_between(x, lo, hi, color=colors[v], alpha=0.15, linewidth=0)
+                    name = _short(v, cfg.store) + (" (= loop)" if v in same else "")
+                    ax.plot(x, est, color=colors[v], lw=1.1, label=name)
+                    drawn.append(est)
+                if r == 0:
+                    ax.set_title(title, fontsize=9)
+                if c == 0:
+                    ax.set_ylabel(ylabel, fontsize=8)
+                if r == n_rows - 1:
+                    ax.set_xlabel("episode", fontsize=8)
+                ax.tick_params(labelsize=7)
+                ax.grid(alpha=0.3)
+            ylim = _limits(drawn, scale)
+            for c in range(n_cols):
+                if scale == "log":
+                    axes[r, c].set_yscale("log")
+                axes[r, c].set_ylim(*ylim)
+        for c in range(n_cols):
+            axes[-1, c].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.28),
+                               ncol=1, frameon=False)
+        fig.suptitle(f"{cfg.name}, scenario {scenario}: mean over {cfg.runs} runs with 95% "
+                     f"bootstrap CI across runs ({PLOT_RESAMPLES} resamples); success and "
+                     f"tokens rolling over {W} episodes", fontsize=9)
+        return save(fig, folder / f"scenario_{scenario}")
 
 
-def _colors(n: int):
-    cmap = matplotlib.colormaps["tab20"]
-    return [cmap(i % 20) for i in range(n)]
-
-
-def _competence_plot(out, ep: pl.DataFrame, folder: Path, stride: int) -> list[Path]:
-    """Posterior mean with the 90% credible band, averaged over runs: for the chosen family
-    (its Beta(a, b) after each episode) and averaged over families (each family's posterior
-    rebuilt from the runs' own outcomes: a = 1 + successes, b = 1 + failures)."""
-    from scipy.stats import beta
-
-
+def _profiles_figure(out, folder: Path) -> list[Path]:
     cfg = out.config
-    fam = int(cfg.analysis["chosen_family"])
-    scen = [n for n, _ in cfg.scenarios]
-    paths = []
-    E = cfg.episodes
-    keep = np.unique(np.r_[np.arange(stride - 1, E, stride), E - 1])
-    for which in ("chosen_family", "all_families"):
-        with figure(figsize=(4.2 * len(scen), 4.2)) as fig:
-            axes = fig.subplots(1, len(scen), squeeze=False)[0]
-            colors = _colors(len(cfg.variants))
-            for ax, s in zip(axes, scen):
-                n_fam = _n_families(out, s)
-                for i, v in enumerate(cfg.variants):
-                    g = ep.filter((pl.col("scenario") == s) & (pl.col("variant") == v))
-                    R = g["run"].n_unique()
-                    if which == "chosen_family":
-                        a = g["comp_f0_a"].to_numpy().reshape(R, E) if fam == 0 else None
-                        b = g["comp_f0_b"].to_numpy().reshape(R, E) if fam == 0 else None
-                        if a is None:
-                            a, b = _rebuild(g, R, E, fam)
-                        a, b = a[:, keep], b[:, keep]
-                        mean = (a / (a + b)).mean(0)
-                        lo = beta.ppf(0.05, a, b).mean(0)
-                        hi = beta.ppf(0.95, a, b).mean(0)
-                    else:
-                        ms, ls, hs = [], [], []
-                        for f in range(n_fam):
-                            a, b = _rebuild(g, R, E, f)
-                            a, b = a[:, keep], b[:, keep]
-                            ms.append(a / (a + b))
-                            ls.append(beta.ppf(0.05, a, b))
-                            hs.append(beta.ppf(0.95, a, b))
-                        mean = np.mean(ms, axis=0).mean(0)
-                        lo = np.mean(ls, axis=0).mean(0)
-                        hi = np.mean(hs, axis=0).mean(0)
-                    x = keep + 1
-                    ax.fill_between(x, lo, hi, color=colors[i], alpha=0.10, linewidth=0)
-                    ax.plot(x, mean, color=colors[i], lw=1.2, label=v)
-                ax.set_ylim(0, 1)
-                ax.set_title(s)
-                ax.set_xlabel("episode")
-                ax.set_ylabel("competence (posterior mean, 90% band)")
-            axes[-1].legend(fontsize=6, loc="lower right")
-            title = (f"competence of family {fam}" if which == "chosen_family"
-                     else "competence averaged over families")
-            fig.suptitle(title)
-            paths += save(fig, folder / "plots" / f"competence_{which}", svg=False)
-    return paths
+    agg = aggregates(cfg, out.tables["runs"])
+    if not agg["profiles"]:
+        return []
+    panels = variant_panels([v for v in cfg.variants if v in agg["profiles"]], cfg.store)
+    colors = _colors(panels, cfg.store)
+    with figure(figsize=(3.3 * len(panels), 4.4)) as fig:
+        axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
+        for ax, (title, group) in zip(axes, panels):
+            for v in group:
+                iv = agg["profiles"][v]
+                ax.fill_between(PROFILE_TAUS, iv.low, iv.high, color=colors[v], alpha=0.15,
+                                linewidth=0, step="post")
+                ax.step(PROFILE_TAUS, iv.estimate, where="post", color=colors[v], lw=1.1,
+                        label=_short(v, cfg.store))
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("final success rate tau", fontsize=8)
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.22), ncol=1,
+                      frameon=False)
+        axes[0].set_ylabel("fraction of runs > tau", fontsize=8)
+        fig.suptitle(f"{cfg.name}: performance profiles over {len(cfg.scenarios)} scenarios "
+                     f"x {cfg.runs} runs (stratified bootstrap 95% CI, "
+                     f"{agg['n_resamples']} resamples)", fontsize=9)
+        return save(fig, folder / "performance_profiles")
 
 
-def _n_families(out, scenario: str) -> int:
-    """Number of families of a scenario (manifest, else the config)."""
-    for s in out.manifest.get("scenarios", []):
-        if s["scenario"] == scenario:
-            return int(s["n_families"])
-    from envs.agent_tasks import AgentTaskEnv
-    i = [n for n, _ in out.config.scenarios].index(scenario)
-    return AgentTaskEnv(**out.config.env_kwargs(i)).n_families
-
-
-def _rebuild(g: pl.DataFrame, R: int, E: int, f: int):
-    """Beta(1 + successes, 1 + failures) of family ``f`` after each episode, from the
-    runs' own (not escalated) outcomes; arrays (R, E)."""
-    fam = g["family"].to_numpy().reshape(R, E)
-    own = (fam == f) & ~g["escalated"].to_numpy().reshape(R, E)
-    s = g["success"].to_numpy().reshape(R, E)
-    a = 1.0 + np.cumsum(own & s, axis=1)
-    b = 1.0 + np.cumsum(own & ~s, axis=1)
-    return a, b
+def _recovery_figure(out, folder: Path) -> list[Path]:
+    cfg = out.config
+    runs = out.tables["runs"]
+    drift = [s for s in runs["scenario"].unique(maintain_order=True)
+             if runs.filter(pl.col("scenario") == s)["drifts_measured"].sum() > 0]
+    if not drift:
+        return []
+    colors = _colors(variant_panels(cfg.variants, cfg.store), cfg.store)
+    with figure(figsize=(7.0, 0.28 * len(cfg.variants) * len(drift) + 1.5)) as fig:
+        axes = fig.subplots(len(drift), 1, squeeze=False)[:, 0]
+        for ax, s in zip(axes, drift):
+            ys = np.arange(len(cfg.variants))[::-1]
+            for y, v in zip(ys, cfg.variants):
+                x = runs.filter((pl.col("scenario") == s) & (pl.col("variant") == v))
+                vals = x["recovery"].to_numpy()
+                vals = vals[np.isfinite(vals)]
+                if vals.size == 0:
+                    ax.text(0, y, "  not measured or never recovered", va="center", fontsize=6)
+                    continue
+                iv = per_run_ci(vals, seed=cfg.seed, n_resamples=PLOT_RESAMPLES)
+                e = float(iv.estimate)
+                lo, hi = float(iv.low), float(iv.high)
+                ax.barh(y, e, color=colors[v], height=0.7)
+                if np.isfinite(lo):
+                    ax.errorbar(e, y, xerr=[[e - lo], [hi - e]], fmt="none", ecolor="k", lw=1)
+            ax.set_yticks(ys, cfg.variants, fontsize=7)
+            ax.set_xlabel("episodes to recover (mean, 95% bootstrap CI)", fontsize=8)
+            ax.set_title(f"{s}: recovery after a drift (within "
+                         f"{cfg.analysis['recovery_points'] * 100:g} points)", fontsize=9)
+        return save(fig, folder / "recovery")
 
 
 def draw_plots(out, folder: Path) -> list[Path]:
-    """The standard plots of an agent-tasks experiment into ``folder/plots``:
+    """The standard plots of an agent-tasks experiment into ``folder/plots`` (PNG and SVG):
 
-    * ``competence_chosen_family``, ``competence_all_families``: posterior mean with the
-      90% credible band, per scenario and variant;
-    * ``success_rate``: rolling success rate (``analysis.window`` episodes), mean over runs
-      with a 95% bootstrap band;
-    * ``tokens_per_success``: rolling run + learning tokens per successful run;
-    * ``library_size``, ``poisoned_entries``, ``stale_entries``: over episodes (means);
-    * ``recovery``: recovery time after drifts per variant (mean with 95% bootstrap
-      interval), for scenarios with drifts.
+    * ``scenario_<name>``: per scenario, small multiples (module docstring) of the success
+      rate and tokens per success (rolling ``analysis.window`` episodes), the competence
+      (each run's per-family Beta posterior mean, averaged over families) and the poisoned
+      entries, over episodes;
+    * ``performance_profiles``: the fraction of runs whose final success rate exceeds each
+      tau, over all scenarios (rliable), with stratified bootstrap bands;
+    * ``recovery``: episodes to recover after a drift per variant, for scenarios with
+      drifts.
     """
-
     cfg = out.config
     ep = out.tables["episodes"]
-    W = int(cfg.analysis["window"])
     stride = max(1, cfg.episodes // 100)
-    plots = folder / "plots"
-    paths = _competence_plot(out, ep, folder, stride)
-    paths += _panel_plot(out, _curves(ep, "success", W, stride), ylabel="success rate",
-                         title=f"success rate (rolling {W} episodes)",
-                         stem=plots / "success_rate")
-    tps = (ep.sort("scenario", "variant", "run", "episode")
-           .with_columns((pl.col("tokens") + pl.col("learning_tokens")).cast(pl.Float64)
-                         .rolling_sum(W, min_samples=1).over("scenario", "variant", "run")
-                         .alias("tok"),
-                         pl.col("success").cast(pl.Float64).rolling_sum(W, min_samples=1)
-                         .over("scenario", "variant", "run").alias("ns"))
-           .with_columns((pl.col("tok") / pl.max_horizontal(pl.col("ns"), pl.lit(1.0)))
-                         .alias("y"))
-           .filter((pl.col("episode") % stride == 0) | (pl.col("episode") == 1))
-           .select("scenario", "variant", "run", "episode", "y"))
-    paths += _panel_plot(out, tps, ylabel="tokens per success",
-                         title=f"tokens per successful run (rolling {W} episodes)",
-                         stem=plots / "tokens_per_success")
-    for col, label in (("library_size", "library size (active entries)"),
-                       ("poisoned", "poisoned entries"), ("stale", "stale entries")):
-        frame = (ep.filter((pl.col("episode") % stride == 0) | (pl.col("episode") == 1))
-                 .select("scenario", "variant", "run", "episode",
-                         pl.col(col).cast(pl.Float64).alias("y")))
-        name = {"poisoned": "poisoned_entries", "stale": "stale_entries"}.get(col, col)
-        paths += _panel_plot(out, frame, ylabel=label, title=label, stem=plots / name,
-                             band=False)
-    runs = out.tables["runs"]
-    drift_scen = [s for s in runs["scenario"].unique(maintain_order=True)
-                  if runs.filter(pl.col("scenario") == s)["drifts_measured"].sum() > 0]
-    if drift_scen:
-        with figure(figsize=(max(6.0, 0.5 * len(cfg.variants)) , 4.0 * len(drift_scen))) as fig:
-            axes = fig.subplots(len(drift_scen), 1, squeeze=False)[:, 0]
-            for ax, s in zip(axes, drift_scen):
-                est, lo, hi = [], [], []
-                for v in cfg.variants:
-                    x = runs.filter((pl.col("scenario") == s) & (pl.col("variant") == v))
-                    vals = x["recovery"].to_numpy()
-                    iv = per_run_ci(vals[np.isfinite(vals)], seed=cfg.seed, n_resamples=500)
-                    est.append(float(iv.estimate))
-                    lo.append(float(iv.low))
-                    hi.append(float(iv.high))
-                xs = np.arange(len(cfg.variants))
-                e = np.array(est)
-                err = np.array([e - np.array(lo), np.array(hi) - e])
-                ax.bar(xs, np.nan_to_num(e), color=_colors(len(xs)))
-                ax.errorbar(xs, e, yerr=np.nan_to_num(err), fmt="none", ecolor="k", lw=1)
-                ax.set_xticks(xs, cfg.variants, rotation=60, ha="right", fontsize=7)
-                ax.set_ylabel("episodes to recover")
-                ax.set_title(f"{s}: recovery after a drift (within "
-                             f"{cfg.analysis['recovery_points'] * 100:g} points)")
-            paths += save(fig, plots / "recovery", svg=False)
+    dest = Path(folder) / "plots"
+    series = _series(ep, int(cfg.analysis["window"]), stride)
+    paths = []
+    for s, _ in cfg.scenarios:
+        paths += _scenario_figure(out, s, series, dest)
+    paths += _profiles_figure(out, dest)
+    paths += _recovery_figure(out, dest)
     return paths

@@ -1,173 +1,113 @@
-"""Kind ``agent_tasks``: report.md (see :func:`build_report`)."""
+"""Kind ``agent_tasks``: report.md (see :func:`build_report`).
+
+It opens with what a reader needs to trust the numbers: the number of runs (a warning
+below 10; below 5 no significance claims at all), the interval and test methods, the config
+hash and the git commit. Then the declared hypotheses (Holm-corrected), what each safeguard
+did (its counts; a switch that never acted is *inert in this scenario* and its cells are
+not tested), a table per scenario, the exploratory effects of removing each safeguard
+(Benjamini-Hochberg over all of them), the aggregates across scenarios (rliable) and the
+plots. The statistics come from :mod:`.analysis`.
+"""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
-import polars as pl
 
+from dyna.experiment.kinds.agent_tasks.analysis import (EXPLORATORY_METRICS, MIN_RUNS_CLAIMS,
+                                                       MIN_RUNS_NO_WARNING,
+                                                       ablated_switch, aggregates, bh_marks,
+                                                       evaluate_hypotheses, exploratory_cells,
+                                                       inert_switches, safeguard_activity,
+                                                       values)
 from dyna.experiment.kinds.agent_tasks.metrics import RUN_METRICS
-from dyna.experiment.reporting import ci, md_table, short_hash
-from dyna.experiment.stats import diff_ci, per_run_ci
+from dyna.experiment.reporting import ci, fmt, md_table, short_hash
+from dyna.experiment.stats import AGGREGATE_METHOD, INTERVAL_METHOD, per_run_ci
 
-__all__ = ["build_report"]
+__all__ = ["COUNTED", "build_report", "statistics_manifest"]
+
+#: What each switch's count counts, for the activity table.
+COUNTED = {
+    "outcome_gate": "reviews blocked (no verified success)",
+    "redaction": "digest texts redacted",
+    "secret_scan": "proposals refused for a secret",
+    "novelty_check": "proposals refused as not novel, or graded out by novelty",
+    "grading": "proposals rejected by the grade",
+    "cap_eviction": "entries evicted at the cap",
+    "dating": "matches changed by dating",
+    "retire_on_contradiction": "skills retired on contradiction",
+    "approval_for_untrusted": "proposals staged for approval (no approver here: all stay pending)",
+    "consolidation_every": "facts merged, superseded or dropped by consolidation",
+}
 
 
-# ============================================================================ report
+def statistics_manifest(cfg) -> dict:
+    """The statistical methods, for ``manifest.json`` (and the report's setup)."""
+    a = cfg.analysis
+    return {"intervals": INTERVAL_METHOD, "aggregate_intervals": AGGREGATE_METHOD,
+            "n_resamples": int(a["n_resamples"]), "confidence": float(a["confidence"]),
+            "pairing": "by run index (common random numbers)",
+            "test": "sign-flip randomisation test of the paired differences (exact up to 16 "
+                    "runs)",
+            "primary": f"Holm over the {len(cfg.hypotheses)} declared hypotheses at alpha "
+                       f"{a['alpha']}; intersection-union within a hypothesis",
+            "exploratory": f"Benjamini-Hochberg over all testable cells at FDR {a['fdr']}"}
 
-def _interval_text(values, opts) -> str:
-    v = np.asarray(values, dtype=np.float64)
+
+def _interval_text(v: np.ndarray, opts) -> str:
     v = v[np.isfinite(v)]
     if v.size == 0:
         return "n/a"
     m = ci(per_run_ci(v, statistic="mean", **opts))
     q = ci(per_run_ci(v, statistic="iqm", **opts))
-    miss = "" if v.size == len(values) else f" (n={v.size})"
-    return f"{m}; IQM {q}{miss}"
+    return f"{m}; IQM {q}"
 
 
-def _vals(runs: pl.DataFrame, scenario: str, variant: str, col: str) -> np.ndarray:
-    return runs.filter((pl.col("scenario") == scenario) & (pl.col("variant") == variant))[
-        col].to_numpy().astype(np.float64)
+def _comparison_text(c) -> str:
+    if c.status == "inert":
+        return "inert in this scenario"
+    if c.status == "no difference":
+        return f"no difference in any run ({c.n})"
+    if c.status == "too few pairs":
+        return f"n/a ({c.n} pairs)"
+    return ci(c.interval)
 
 
-def _diff(runs, scenario, a, b, col, opts):
-    """diff_ci of stat(a) - stat(b) over runs (NaNs dropped); None if impossible."""
-    x, y = _vals(runs, scenario, a, col), _vals(runs, scenario, b, col)
-    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
-    if x.size < 2 or y.size < 2:
-        return None
-    return diff_ci(x, y, confidence=opts["confidence"], n_resamples=opts["n_resamples"],
-                   seed=opts["seed"])
-
-
-def _diff_text(iv) -> str:
-    if iv is None:
+def _p(x: float) -> str:
+    if not math.isfinite(x):
         return "n/a"
-    lo, hi = float(iv.low), float(iv.high)
-    excl = (lo > 0 or hi < 0) if math.isfinite(lo) and math.isfinite(hi) else False
-    return ci(iv) + (" *" if excl else "")
+    return f"{x:.2g}" if x >= 0.001 else f"{x:.1e}"
 
 
-def _excludes_zero(iv, sign: int) -> bool:
-    """The interval lies strictly on the ``sign`` side of zero."""
-    if iv is None or not (math.isfinite(float(iv.low)) and math.isfinite(float(iv.high))):
-        return False
-    return float(iv.low) > 0 if sign > 0 else float(iv.high) < 0
+def _warnings(cfg) -> list[str]:
+    if cfg.runs < MIN_RUNS_CLAIMS:
+        return [f"> **No significance claims.** {cfg.runs} run(s) per variant: a sign-flip "
+                f"test over n runs cannot give p below 2^-n ({2.0 ** -cfg.runs:.3g}), so no "
+                "hypothesis is tested and no cell is starred. Intervals are shown as "
+                "descriptions only.", ""]
+    if cfg.runs < MIN_RUNS_NO_WARNING:
+        return [f"> **Warning: {cfg.runs} runs per variant** (fewer than "
+                f"{MIN_RUNS_NO_WARNING}). Tests have little power and intervals are wide; "
+                "read a hypothesis that does not hold beside its smallest detectable "
+                "difference.", ""]
+    return []
 
 
-def _scenario_like(names, *words):
-    for n in names:
-        if any(w in n for w in words):
-            return n
-    return None
-
-
-def _hypotheses(cfg, runs: pl.DataFrame, opts) -> list[str]:
-    """Each hypothesis of the issue, measured: holds / does not hold, with the numbers."""
-    store = cfg.store
-    loop = f"{store}_loop"
-    scen = [n for n, _ in cfg.scenarios]
-    have = set(cfg.variants)
-    lines = ["## Hypotheses, as measured", "",
-             "An interval is a 95% bootstrap interval of the difference of means over runs "
-             "(first minus second); a hypothesis *holds* only when its interval excludes zero "
-             "in the predicted direction. Nothing in the environment was tuned after seeing "
-             "these numbers.", ""]
-
-    def say(title, ok, detail):
-        verdict = "**holds**" if ok else "**does not hold**"
-        lines.append(f"- {title}: {verdict}. {detail}")
-
-    clean = _scenario_like(scen, "clean")
-    if clean and "no_learning" in have:
-        learners = [v for v in cfg.variants if v not in ("no_learning", "oracle")]
-        bad = []
-        parts = []
-        for v in learners:
-            iv = _diff(runs, clean, v, "no_learning", "tokens_per_success", opts)
-            parts.append(f"{v} {_diff_text(iv)}")
-            if not _excludes_zero(iv, -1):
-                bad.append(v)
-        say(f"clean: every learning variant beats no_learning on tokens per success",
-            not bad, ("failing: " + ", ".join(bad) + ". " if bad else "")
-            + "Differences (variant - no_learning): " + "; ".join(parts) + ".")
-        if "oracle" in have:
-            bad = []
-            for v in cfg.variants:
-                if v == "oracle":
-                    continue
-                t_o = np.nanmean(_vals(runs, clean, "oracle", "tokens_per_success"))
-                t_v = np.nanmean(_vals(runs, clean, v, "tokens_per_success"))
-                s_o = np.nanmean(_vals(runs, clean, "oracle", "final_success"))
-                s_v = np.nanmean(_vals(runs, clean, v, "final_success"))
-                if t_o > t_v or s_o < s_v:
-                    bad.append(v)
-            say("clean: oracle bounds every variant (fewest tokens per success, highest "
-                "final success rate, mean over runs)", not bad,
-                ("exceeded by: " + ", ".join(bad) + "." if bad else ""))
-    noisy = _scenario_like(scen, "noisy", "self_assess")
-    if noisy and loop in have:
-        for v in ("naive_loop", "self_reflection"):
-            if v not in have:
-                continue
-            iv = _diff(runs, noisy, v, loop, "final_success", opts)
-            pm = np.nanmean(_vals(runs, noisy, v, "poisoned_max"))
-            pl_ = np.nanmean(_vals(runs, noisy, loop, "poisoned_max"))
-            say(f"{noisy}: {v} succeeds less than {loop}", _excludes_zero(iv, -1),
-                f"final success {v} - {loop}: {_diff_text(iv)}; wrong entries kept (max "
-                f"over a run, mean over runs): {v} {pm:.3g}, {loop} {pl_:.3g}.")
-    drift = _scenario_like(scen, "drift")
-    abl = f"{loop}-no_retire_on_contradiction"
-    if drift and loop in have and abl in have:
-        iv = _diff(runs, drift, abl, loop, "recovery", opts)
-        say(f"{drift}: without retire-on-contradiction recovery is slower",
-            _excludes_zero(iv, +1), f"recovery episodes {abl} - {loop}: {_diff_text(iv)}.")
-    volume = _scenario_like(scen, "volume")
-    if volume and loop in have:
-        for sw in ("novelty_check", "cap_eviction"):
-            v = f"{loop}-no_{sw}"
-            if v not in have:
-                continue
-            iv = _diff(runs, volume, v, loop, "final_tokens_per_run", opts)
-            g = _vals(runs, volume, v, "tokens_growth")
-            giv = per_run_ci(g, seed=opts["seed"], n_resamples=opts["n_resamples"])
-            say(f"{volume}: without {sw} the tokens per run keep growing",
-                _excludes_zero(iv, +1) and float(giv.low) > 0,
-                f"final tokens per run {v} - {loop}: {_diff_text(iv)}; growth of {v} "
-                f"(last quarter - second quarter): {_diff_text(giv)}.")
-    inj = _scenario_like(scen, "inject")
-    abl = f"{loop}-no_approval_for_untrusted"
-    if inj and loop in have and abl in have:
-        iv = _diff(runs, inj, abl, loop, "incidents", opts)
-        none_full = float(np.nansum(_vals(runs, inj, loop, "incidents")))
-        say(f"{inj}: without approval incidents happen, with it none do",
-            _excludes_zero(iv, +1) and none_full == 0,
-            f"incidents {abl} - {loop}: {_diff_text(iv)}; incidents of {loop} over all runs: "
-            f"{none_full:g}.")
-    return lines + [""]
-
-
-def build_report(out, plots=None) -> str:
-    """``report.md``: setup, a table per scenario (final success rate, tokens per success,
-    learning cost share, incidents, poisoned and stale entries, recovery time: mean and IQM
-    over runs with 95% bootstrap intervals), the effect of removing each safeguard (the
-    ablated loop minus the full loop, 95% interval; ``*`` where it excludes zero), the
-    hypotheses as measured, and the plots (``plots``: the names drawn; default all)."""
-
-    cfg = out.config
-    runs = out.tables["runs"]
-    opts = {"confidence": float(cfg.analysis["confidence"]),
-            "n_resamples": int(cfg.analysis["n_resamples"]), "seed": cfg.seed}
-    ci_opts = dict(opts)
-    lines = [f"# {cfg.name}", "", cfg.description or "", "",
-             "## Setup", "",
+def _setup(cfg, out) -> list[str]:
+    m = out.manifest
+    git = m.get("git") or {}
+    commit = git.get("commit")
+    where = f"git commit `{commit[:12]}`" + (" with uncommitted changes" if git.get("dirty")
+                                              else "") if commit else \
+        f"not a git checkout ({git.get('reason', 'no commit recorded')})"
+    lines = ["## Setup", "",
              f"- kind `agent_tasks`; config sha256 "
-             f"`{short_hash(out.manifest.get('config_hash', cfg.hash))}` (in full in "
-             "manifest.json)",
-             f"- store `{cfg.store}`, {cfg.runs} runs (seeds) per variant "
-             f"and scenario, {cfg.episodes} episodes per run, seed {cfg.seed}",
+             f"`{short_hash(m.get('config_hash', cfg.hash))}` (in full in manifest.json); "
+             f"{where}",
+             f"- store `{cfg.store}`, {cfg.runs} runs (seeds) per variant and scenario, "
+             f"{cfg.episodes} episodes per run, seed {cfg.seed}; run r of every variant "
+             "meets the same tasks and draws the same random numbers (common random numbers)",
              f"- base environment: `{cfg.env}`; policy: `{cfg.policy}`; loop: `{cfg.loop}`",
              f"- variants: {', '.join(cfg.variants)}",
              "- scenarios: " + "; ".join(f"`{n}` {kw}" for n, kw in cfg.scenarios),
@@ -176,35 +116,192 @@ def build_report(out, plots=None) -> str:
              "whole run; recovery = episodes after a drift until the drifted family's "
              f"success rate over {cfg.analysis['recovery_window']} of its episodes is back "
              f"within {cfg.analysis['recovery_points'] * 100:g} points of its pre-drift rate",
+             f"- intervals: {INTERVAL_METHOD}, {cfg.analysis['n_resamples']} resamples, "
+             f"{float(cfg.analysis['confidence']):.0%}; differences are paired by run; "
+             "p-values from the sign-flip test of the paired differences (exact up to 16 runs)",
              ""]
-    timing = out.manifest.get("timing", {})
+    timing = m.get("timing", {})
     if timing.get("run_time_s"):
         n_ep = cfg.runs * cfg.episodes * len(cfg.variants) * len(cfg.scenarios)
         lines += [f"- {n_ep} episodes in {timing['run_time_s']:.1f} s of run time "
                   f"({n_ep / timing['run_time_s']:.0f} episodes/s)", ""]
+    return lines
+
+
+def _hypotheses_section(cfg, results) -> list[str]:
+    a = cfg.analysis
+    m = len(results)
+    lines = ["## Primary hypotheses", ""]
+    if not results:
+        return lines + ["None declared (`[[hypotheses]]` in the experiment file); every "
+                        "comparison below is exploratory.", ""]
+    lines += [f"Declared in the experiment file before it ran. Each predicts the sign of "
+              "the mean paired difference (first minus second) in one scenario; one with "
+              "several comparisons holds only if every one does (its p is the largest). "
+              f"Holm's correction over the {m} at alpha = {a['alpha']}. The smallest "
+              f"detectable difference is the mean difference a one-sided paired test at "
+              f"level {a['alpha']}/{m} would find with 80% power, so *does not hold* "
+              "next to a large one means the runs could not have told.", ""]
+    rows = []
+    claims = cfg.runs >= MIN_RUNS_CLAIMS
+    for r in results:
+        w = r.weakest
+        rows.append([r.hypothesis.name, f"**{r.verdict}**", _p(r.p) if claims else "-",
+                     _p(r.p_holm) if claims else "-",
+                     f"{w.variant} - {w.versus}, {w.metric}" if w else "",
+                     _comparison_text(w) if w else "",
+                     fmt(w.d_z) if w and w.tested else "",
+                     fmt(w.mdd) if w and w.tested else ""])
+    lines += md_table(["hypothesis", "verdict", "p (IUT)", "p (Holm)", "weakest comparison",
+                       "mean difference [95% CI]", "d_z", "smallest detectable"], rows)
+    lines += [""]
+    for r in results:
+        if len(r.comparisons) <= 1:
+            continue
+        lines += [f"<details><summary>{r.hypothesis.name}: all {len(r.comparisons)} "
+                  "comparisons</summary>", ""]
+        lines += md_table(["first - second", "metric", "predicted", "mean difference",
+                           "p (one-sided)"],
+                          [[f"{c.variant} - {c.versus}", c.metric, c.direction,
+                            _comparison_text(c), _p(c.p) if c.tested and claims else ""]
+                           for c in r.comparisons])
+        lines += ["", "</details>", ""]
+    return lines
+
+
+def _activity_section(cfg, runs) -> list[str]:
+    act = safeguard_activity(cfg, runs)
+    if not act:
+        return []
+    scen = [s for s, _ in cfg.scenarios]
+    lines = ["## What each safeguard did", "",
+             f"How often each safeguard of `{cfg.store}_loop` changed a decision (a verdict "
+             "other than the one the loop would reach in the same state with that switch "
+             "off), total over runs (min-max per run). A switch that never acted in a "
+             "scenario is *inert* there: with common random numbers its ablation is the "
+             "same runs as the full loop, so its cells are not tested.", ""]
+    rows = []
+    for sw, per in act.items():
+        cells = []
+        for s in scen:
+            tot, lo, hi = per.get(s, (0, 0, 0))
+            cells.append("inert in this scenario" if tot == 0 else f"{tot} ({lo}-{hi})")
+        rows.append([f"`{sw}`", COUNTED.get(sw, "")] + cells)
+    lines += md_table(["safeguard", "counts"] + [f"`{s}`" for s in scen], rows)
+    return lines + [""]
+
+
+def _scenario_tables(cfg, runs, opts) -> list[str]:
+    lines = []
     for s, _ in cfg.scenarios:
-        lines += [f"## Scenario `{s}`", ""]
-        header = ["variant"] + list(RUN_METRICS.values())
-        rows = []
-        for v in cfg.variants:
-            rows.append([f"`{v}`"] + [_interval_text(_vals(runs, s, v, c), ci_opts)
-                                      for c in RUN_METRICS])
-        lines += md_table(header, rows) + [""]
-        loop = f"{cfg.store}_loop"
-        ablations = [v for v in cfg.variants if v.startswith(loop + "-no_")]
-        if loop in cfg.variants and ablations:
-            lines += [f"Effect of removing each safeguard (`{loop}-no_X` minus `{loop}`; "
-                      "95% interval, `*` excludes zero):", ""]
-            cols = ["final_success", "tokens_per_success", "incidents", "poisoned_final",
-                    "stale_final", "recovery"]
-            rows = [[f"`{v.split('-no_')[1]}`"] + [_diff_text(_diff(runs, s, v, loop, c, opts))
-                                                   for c in cols] for v in ablations]
-            lines += md_table(["safeguard off"] + [RUN_METRICS[c] for c in cols], rows) + [""]
-    lines += _hypotheses(cfg, runs, opts)
-    lines += ["## Plots", ""]
-    for name in ("competence_chosen_family", "competence_all_families", "success_rate",
-                 "tokens_per_success", "library_size", "poisoned_entries", "stale_entries",
-                 "recovery"):
+        lines += [f"## Scenario `{s}`", "",
+                  "Mean over runs [95% CI]; IQM [95% CI].", ""]
+        rows = [[f"`{v}`"] + [_interval_text(values(runs, s, v, c), opts) for c in RUN_METRICS]
+                for v in cfg.variants]
+        lines += md_table(["variant"] + list(RUN_METRICS.values()), rows) + [""]
+    return lines
+
+
+def _exploratory_section(cfg, runs, cells) -> list[str]:
+    loop = f"{cfg.store}_loop"
+    if not cells:
+        return []
+    q = bh_marks(cells, float(cfg.analysis["fdr"]), cfg.runs)
+    n_tested = sum(c.tested for c in cells)
+    n_star = sum(1 for i, v in q.items() if v <= float(cfg.analysis["fdr"]))
+    lines = ["## Effect of removing each safeguard (exploratory)", "",
+             f"`{loop}-no_X` minus `{loop}`, paired by run: mean difference [95% CI]. Every "
+             f"cell is exploratory: of {len(cells)} cells, {n_tested} could be tested "
+             f"(the others are inert or equal in every run); `*` marks the {n_star} whose "
+             f"two-sided sign-flip p survives Benjamini-Hochberg control at FDR "
+             f"{cfg.analysis['fdr']} over those {n_tested}"
+             + ("" if cfg.runs >= MIN_RUNS_CLAIMS else " (none: too few runs)") + ".", ""]
+    by_s: dict = {}
+    for i, c in enumerate(cells):
+        by_s.setdefault(c.scenario, {}).setdefault(c.variant, {})[c.metric] = (i, c)
+    for s, per in by_s.items():
+        lines += [f"`{s}`:", ""]
+        rows, inert = [], []
+        for v, mets in per.items():
+            if all(c.status == "inert" for _, c in mets.values()):
+                inert.append(f"`{ablated_switch(v, cfg.store)}`")
+                continue
+            row = [f"`{ablated_switch(v, cfg.store)}`"]
+            for met in EXPLORATORY_METRICS:
+                if met not in mets:
+                    row.append("(primary)")
+                    continue
+                i, c = mets[met]
+                text = _comparison_text(c)
+                if i in q and q[i] <= float(cfg.analysis["fdr"]):
+                    text += " *"
+                row.append(text)
+            rows.append(row)
+        if rows:
+            lines += md_table(["safeguard off"] + [RUN_METRICS.get(m, m) for m in
+                                                   EXPLORATORY_METRICS], rows) + [""]
+        if inert:
+            lines += [f"Inert in this scenario (never acted; not tested): {', '.join(inert)}.",
+                      ""]
+    return lines
+
+
+def _aggregate_section(cfg, runs) -> list[str]:
+    agg = aggregates(cfg, runs)
+    if not agg["iqm"]:
+        return []
+    lines = ["## Across scenarios (rliable)", "",
+             f"Final success rate pooled over the {len(cfg.scenarios)} scenarios x "
+             f"{cfg.runs} runs, as Agarwal et al. (NeurIPS 2021) report aggregates: the "
+             "interquartile mean, and the probability of improvement P(full loop > loop "
+             f"without the safeguard) per scenario averaged (0.5: no tendency). Intervals: "
+             f"{AGGREGATE_METHOD}, {agg['n_resamples']} resamples. P(X > Y) compares runs "
+             "unpaired, as rliable defines it.", ""]
+    lines += md_table(["variant", "IQM of final success [95% CI]"],
+                      [[f"`{v}`", ci(iv)] for v, iv in agg["iqm"].items()]) + [""]
+    if agg["poi"]:
+        inert = inert_switches(runs, cfg.store)
+        every = set.intersection(*inert.values()) if inert else set()
+        lines += md_table(["safeguard", f"P({cfg.store}_loop > without it) [95% CI]"],
+                          [[f"`{sw}`", "inert in every scenario" if sw in every else ci(iv)]
+                           for sw, iv in agg["poi"].items()]) + [""]
+    lines += ["Performance profiles (fraction of runs above each final success rate, "
+              "over all scenarios): `plots/performance_profiles.png`.", ""]
+    return lines
+
+
+def build_report(out, plots=None) -> str:
+    """``report.md`` of an agent-tasks experiment (sections in the module docstring).
+
+    Parameters
+    ----------
+    out : ExperimentOutput
+    plots : list of str, optional
+        Stems of the plots drawn (default: link every standard plot).
+    """
+    cfg = out.config
+    runs = out.tables["runs"]
+    opts = {"confidence": float(cfg.analysis["confidence"]),
+            "n_resamples": int(cfg.analysis["n_resamples"]), "seed": cfg.seed}
+    results = evaluate_hypotheses(cfg, runs)
+    primary = {(c.scenario, c.variant, c.versus, c.metric)
+               for r in results for c in r.comparisons}
+    lines = [f"# {cfg.name}", "", cfg.description or "", ""]
+    lines += _warnings(cfg)
+    lines += _setup(cfg, out)
+    lines += _hypotheses_section(cfg, results)
+    lines += _activity_section(cfg, runs)
+    lines += _scenario_tables(cfg, runs, opts)
+    lines += _exploratory_section(cfg, runs, exploratory_cells(cfg, runs, primary))
+    lines += _aggregate_section(cfg, runs)
+    lines += ["## Plots", "",
+              "Bands are 95% bootstrap confidence intervals across runs of the plotted "
+              "per-episode quantity (for competence: of each run's Beta posterior mean; "
+              "the posterior is Beta(1 + successes, 1 + failures) of the run's own, "
+              "verified, outcomes), not credible intervals.", ""]
+    stems = [f"scenario_{s}" for s, _ in cfg.scenarios] + ["performance_profiles",
+                                                           "recovery"]
+    for name in stems:
         if plots is not None and name not in plots:
             continue
         lines.append(f"- ![{name}](plots/{name}.png)")

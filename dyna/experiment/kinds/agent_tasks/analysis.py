@@ -1,0 +1,321 @@
+"""Kind ``agent_tasks``: the statistics of an ablation, from its ``runs`` table.
+
+Every comparison is *paired by run index*: run ``r`` of every variant meets the same tasks
+and draws the same random numbers (common random numbers), so the unit is the per-run
+difference ``d_r = x_r - y_r``; runs where either value is NaN (e.g. no recovery measured)
+are left out of that comparison and the number of pairs is reported.
+
+* :func:`compare` -- one paired comparison: mean difference with a bootstrap interval, the
+  sign-flip p-value (one-sided in a predicted direction, else two-sided), the standardised
+  effect ``d_z = mean / sd``, the smallest difference the runs could detect, and whether it
+  was testable at all: a comparison of a safeguard's ablation with the full loop in a
+  scenario where the full loop's count for that safeguard is 0 in every run is *inert*
+  (the two are the same runs; nothing to test), and one whose differences are all equal
+  is *no difference in any run*.
+* :func:`evaluate_hypotheses` -- the declared primary hypotheses, each an
+  intersection-union test over its comparisons, with Holm's correction over the family.
+* :func:`exploratory_cells` -- the effect of removing each safeguard, per scenario and
+  metric, with Benjamini-Hochberg control over every testable cell.
+* :func:`aggregates` -- rliable-style aggregates over scenarios x runs.
+* :func:`safeguard_activity` -- the counts table (what each safeguard did).
+
+Nothing here draws or writes; :mod:`.report` renders it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from dyna.experiment.stats import (Interval, benjamini_hochberg, holm, min_detectable_difference,
+                                   paired_diff_ci, performance_profile,
+                                   probability_of_improvement, sign_flip_test, stratified_iqm)
+from dyna.loops import LoopConfig
+
+__all__ = ["Comparison", "HypothesisResult", "MIN_RUNS_CLAIMS", "MIN_RUNS_NO_WARNING",
+           "aggregates", "compare", "evaluate_hypotheses", "exploratory_cells",
+           "inert_switches", "safeguard_activity"]
+
+#: Below this many runs the report makes no significance claims: a sign-flip test over
+#: n runs cannot go below 2^-n (1/16 for 4 runs), so nothing could pass a 0.05 level.
+MIN_RUNS_CLAIMS = 5
+#: Below this many runs the report carries a warning at the top.
+MIN_RUNS_NO_WARNING = 10
+
+#: Metrics of the exploratory "effect of removing each safeguard" tables.
+EXPLORATORY_METRICS = ("final_success", "tokens_per_success", "incidents", "poisoned_final",
+                       "stale_final", "recovery")
+
+
+def values(runs: pl.DataFrame, scenario: str, variant: str, metric: str) -> np.ndarray:
+    """One value per run index (float64, ordered by run), NaN where missing."""
+    sel = (runs.filter((pl.col("scenario") == scenario) & (pl.col("variant") == variant))
+           .sort("run"))
+    return sel[metric].cast(pl.Float64).to_numpy()
+
+
+def ablated_switch(variant: str, store: str) -> str | None:
+    """The safeguard a ``<store>_loop-no_<switch>`` variant switches off, else None."""
+    head, _, switch = variant.partition("-no_")
+    return switch if head == f"{store}_loop" and switch in LoopConfig.SWITCHES else None
+
+
+def inert_switches(runs: pl.DataFrame, store: str) -> dict[str, set[str]]:
+    """Per scenario, the safeguards the full loop never used (count 0 in every run)."""
+    loop = f"{store}_loop"
+    out: dict[str, set[str]] = {}
+    full = runs.filter(pl.col("variant") == loop)
+    for s in runs["scenario"].unique(maintain_order=True).to_list():
+        sub = full.filter(pl.col("scenario") == s)
+        if sub.is_empty():
+            continue
+        out[s] = {sw for sw in LoopConfig.SWITCHES
+                  if f"acted_{sw}" in sub.columns and int(sub[f"acted_{sw}"].sum()) == 0}
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One paired comparison ``variant - versus`` of ``metric`` in ``scenario``.
+
+    Attributes
+    ----------
+    status : {"tested", "inert", "no difference", "too few pairs"}
+    n : int
+        Pairs (runs where both values exist).
+    interval : Interval or None
+        Mean paired difference with its bootstrap interval.
+    p : float
+        Sign-flip p-value (one-sided toward ``direction`` when given, else two-sided);
+        1.0 when not tested.
+    d_z : float
+        Mean difference over the standard deviation of the differences (NaN if 0).
+    mdd : float
+        Smallest mean difference the runs could detect at ``alpha`` with 80% power.
+    """
+
+    scenario: str
+    variant: str
+    versus: str
+    metric: str
+    direction: str | None
+    status: str
+    n: int
+    interval: Interval | None = None
+    p: float = 1.0
+    d_z: float = math.nan
+    mdd: float = math.nan
+
+    @property
+    def tested(self) -> bool:
+        return self.status == "tested"
+
+
+def compare(runs: pl.DataFrame, scenario: str, variant: str, versus: str, metric: str, *,
+            direction: str | None = None, store: str = "skill",
+            inert: dict[str, set[str]] | None = None, alpha: float = 0.05,
+            confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> Comparison:
+    """The paired comparison of two variants on one metric (module docstring).
+
+    Parameters
+    ----------
+    runs : polars.DataFrame
+        The runs table (``scenario, variant, run`` and the metric).
+    direction : {"greater", "less"} or None
+        Predicted sign of ``mean(variant - versus)``; None: two-sided.
+    inert : dict, optional
+        :func:`inert_switches` of the table (computed when not given).
+    alpha : float
+        Level of the smallest detectable difference (one-sided with a direction).
+
+    Returns
+    -------
+    Comparison
+    """
+    inert = inert_switches(runs, store) if inert is None else inert
+    loop = f"{store}_loop"
+    sw = ablated_switch(variant, store) if versus == loop else \
+        ablated_switch(versus, store) if variant == loop else None
+    x, y = values(runs, scenario, variant, metric), values(runs, scenario, versus, metric)
+    if x.size != y.size:
+        raise ValueError(f"{scenario}: {variant} has {x.size} runs, {versus} {y.size}")
+    keep = np.isfinite(x) & np.isfinite(y)
+    d = x[keep] - y[keep]
+    base = dict(scenario=scenario, variant=variant, versus=versus, metric=metric,
+                direction=direction, n=int(d.size))
+    if sw is not None and sw in inert.get(scenario, set()):
+        return Comparison(status="inert", **base)
+    if d.size < 2:
+        return Comparison(status="too few pairs", **base)
+    iv = paired_diff_ci(x[keep], y[keep], confidence=confidence, n_resamples=n_resamples,
+                        seed=seed)
+    if np.ptp(d) == 0:
+        return Comparison(status="no difference", interval=iv, **base)
+    alt = direction or "two-sided"
+    p = sign_flip_test(d, alternative=alt, seed=seed)
+    sd = float(np.std(d, ddof=1))
+    return Comparison(status="tested", interval=iv, p=p,
+                      d_z=float(np.mean(d)) / sd if sd > 0 else math.nan,
+                      mdd=min_detectable_difference(d, alpha=alpha, alternative=alt), **base)
+
+
+@dataclass(frozen=True)
+class HypothesisResult:
+    """A declared hypothesis as measured.
+
+    Attributes
+    ----------
+    verdict : {"holds", "does not hold", "inert", "not tested"}
+        "inert": every comparison is of a safeguard that never acted in the scenario;
+        "not tested": fewer than :data:`MIN_RUNS_CLAIMS` runs.
+    p : float
+        Intersection-union p-value: the largest p of its comparisons (1 for an untestable
+        comparison, which cannot support the hypothesis).
+    p_holm : float
+        Holm-adjusted over the declared family.
+    weakest : Comparison
+        The comparison with the largest p (the one the verdict hinges on).
+    """
+
+    hypothesis: object
+    comparisons: tuple
+    verdict: str
+    p: float
+    p_holm: float
+    weakest: Comparison | None = None
+    notes: tuple = field(default_factory=tuple)
+
+
+def evaluate_hypotheses(cfg, runs: pl.DataFrame) -> list[HypothesisResult]:
+    """Test the config's declared hypotheses: each an intersection-union test of its
+    one-sided paired comparisons, Holm-corrected over the family at ``analysis.alpha``.
+
+    A hypothesis *holds* when its Holm-adjusted p is at most ``alpha`` (every comparison
+    then has its mean difference in the predicted direction); *does not hold* otherwise,
+    with the effect and the smallest detectable difference of its weakest comparison;
+    *inert* when all its comparisons are inert. With fewer than :data:`MIN_RUNS_CLAIMS`
+    runs nothing is tested.
+    """
+    a = cfg.analysis
+    alpha = float(a["alpha"])
+    m = max(1, len(cfg.hypotheses))
+    inert = inert_switches(runs, cfg.store)
+    opts = dict(store=cfg.store, inert=inert, alpha=alpha / m,
+                confidence=float(a["confidence"]), n_resamples=int(a["n_resamples"]),
+                seed=cfg.seed)
+    raw = []
+    for h in cfg.hypotheses:
+        comps = tuple(compare(runs, h.scenario, v, w, met, direction=d, **opts)
+                      for v, w, met, d in h.components())
+        p = max((c.p if c.tested else 1.0) for c in comps) if comps else 1.0
+        weakest = max(comps, key=lambda c: (c.p if c.tested else 1.0)) if comps else None
+        raw.append((h, comps, p, weakest))
+    adjusted = holm([p for _, _, p, _ in raw]) if raw else []
+    out = []
+    for (h, comps, p, weakest), p_adj in zip(raw, adjusted):
+        if cfg.runs < MIN_RUNS_CLAIMS:
+            verdict = "not tested"
+        elif comps and all(c.status == "inert" for c in comps):
+            verdict = "inert"
+        elif p_adj <= alpha and all(c.tested for c in comps):
+            verdict = "holds"
+        else:
+            verdict = "does not hold"
+        out.append(HypothesisResult(h, comps, verdict, float(p), float(p_adj), weakest))
+    return out
+
+
+def exploratory_cells(cfg, runs: pl.DataFrame, primary: set | None = None) -> list[Comparison]:
+    """The effect of removing each safeguard (``<loop>-no_X`` minus ``<loop>``), per
+    scenario and metric of :data:`EXPLORATORY_METRICS`, two-sided. Comparisons that are
+    part of a declared hypothesis (``primary``: ``(scenario, variant, versus, metric)``)
+    are left out: they are tested there."""
+    loop = f"{cfg.store}_loop"
+    if loop not in cfg.variants:
+        return []
+    a = cfg.analysis
+    inert = inert_switches(runs, cfg.store)
+    primary = primary or set()
+    cells = []
+    for s, _ in cfg.scenarios:
+        for v in cfg.variants:
+            if ablated_switch(v, cfg.store) is None:
+                continue
+            for met in EXPLORATORY_METRICS:
+                if (s, v, loop, met) in primary:
+                    continue
+                cells.append(compare(runs, s, v, loop, met, store=cfg.store, inert=inert,
+                                     alpha=float(a["fdr"]), confidence=float(a["confidence"]),
+                                     n_resamples=int(a["n_resamples"]), seed=cfg.seed))
+    return cells
+
+
+def bh_marks(cells: list[Comparison], fdr: float, runs: int) -> dict[int, float]:
+    """Benjamini-Hochberg q-values of the tested cells (index -> q); empty with fewer
+    than :data:`MIN_RUNS_CLAIMS` runs (no claims)."""
+    idx = [i for i, c in enumerate(cells) if c.tested]
+    if runs < MIN_RUNS_CLAIMS or not idx:
+        return {}
+    q = benjamini_hochberg([cells[i].p for i in idx])
+    return dict(zip(idx, q.tolist()))
+
+
+def safeguard_activity(cfg, runs: pl.DataFrame) -> dict[str, dict[str, tuple]]:
+    """Per switch and scenario, the full loop's counts over runs: ``(total, min, max)``."""
+    loop = f"{cfg.store}_loop"
+    full = runs.filter(pl.col("variant") == loop)
+    out: dict[str, dict[str, tuple]] = {}
+    for sw in LoopConfig.SWITCHES:
+        col = f"acted_{sw}"
+        if col not in full.columns:
+            continue
+        out[sw] = {}
+        for s, _ in cfg.scenarios:
+            v = full.filter(pl.col("scenario") == s)[col].to_numpy()
+            if v.size:
+                out[sw][s] = (int(v.sum()), int(v.min()), int(v.max()))
+    return out
+
+
+def score_matrix(cfg, runs: pl.DataFrame, variant: str, metric: str = "final_success"
+                 ) -> np.ndarray:
+    """Scores of one variant, shape ``(runs, scenarios)`` (a task per scenario)."""
+    return np.stack([values(runs, s, variant, metric) for s, _ in cfg.scenarios], axis=1)
+
+
+#: Thresholds of the performance profiles (final success rate).
+PROFILE_TAUS = np.linspace(0.0, 1.0, 101)
+
+
+def aggregates(cfg, runs: pl.DataFrame) -> dict:
+    """rliable-style aggregates of the final success rate over scenarios x runs.
+
+    Returns
+    -------
+    dict
+        ``"iqm"``: variant -> :class:`Interval` (stratified bootstrap);
+        ``"poi"``: switch -> :class:`Interval` of P(full loop > loop without it);
+        ``"profiles"``: variant -> :class:`Interval` over :data:`PROFILE_TAUS`;
+        ``"n_resamples"``.
+    """
+    a = cfg.analysis
+    opts = dict(confidence=float(a["confidence"]), n_resamples=int(a["n_resamples"]),
+                seed=cfg.seed)
+    out: dict = {"iqm": {}, "poi": {}, "profiles": {}, "n_resamples": opts["n_resamples"]}
+    for v in cfg.variants:
+        sc = score_matrix(cfg, runs, v)
+        if np.all(np.isfinite(sc)):
+            out["iqm"][v] = stratified_iqm(sc, **opts)
+            out["profiles"][v] = performance_profile(sc, PROFILE_TAUS, **opts)
+    loop = f"{cfg.store}_loop"
+    if loop in cfg.variants:
+        full = score_matrix(cfg, runs, loop)
+        for v in cfg.variants:
+            sw = ablated_switch(v, cfg.store)
+            if sw is not None:
+                out["poi"][sw] = probability_of_improvement(full, score_matrix(cfg, runs, v),
+                                                            **opts)
+    return out
