@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dyna.agents.loop_agents import (EPISODE_FIELDS, LoopAgent, PolicyParams,
+from dyna.agents.loop_agents import (APPROVER_DELAY, EPISODE_FIELDS, LoopAgent, PolicyParams,
                                      ProcedureReviewer, make_variant, run_loop_agent,
                                      variant_names)
 from dyna.errors import ConfigError
@@ -72,7 +72,7 @@ def test_no_learning_explores_without_repeating():
 
 
 def test_skill_loop_learns_each_family_procedure():
-    a, rows = run("skill_loop", 20)
+    a, rows = run("skill_loop", 20, untrusted_tools=0)  # internal tools: nothing is staged
     first = {}
     for i, r in enumerate(rows):
         first.setdefault(r["family"], i)
@@ -122,9 +122,10 @@ def test_approval_stops_planted_instructions(store):
     p = PolicyParams(p_follow=1.0, copy_rate=1.0)
     a, full = run(f"{store}_loop", 40, store, p, injection_rate=1.0)
     _, off = run(f"{store}_loop-no_approval_for_untrusted", 40, store, p, injection_rate=1.0)
-    assert sum(r["incident"] for r in full) == 0
-    pending = a.loop.skills.pending() if store == "skill" else a.loop.memory.pending()
-    assert len(pending) > 0
+    # staged proposals wait APPROVER_DELAY episodes; planted ones are mostly rejected
+    assert sum(r["incident"] for r in full[:APPROVER_DELAY + 1]) == 0
+    assert sum(r["rejected"] for r in full) > 0
+    assert sum(r["incident"] for r in full) < sum(r["incident"] for r in off)
     assert sum(r["incident"] for r in off) > 0
     assert max(r["poisoned"] for r in off) > 0
 

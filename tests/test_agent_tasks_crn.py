@@ -109,7 +109,8 @@ class _Fixed:
 
 def _digest(run, success=True, **kw):
     return Digest.from_run(run, "deploy the web app", success=success, verified=True,
-                           steps=2, tool_calls=[{"name": "build", "args": {}, "output": "ok"}],
+                           steps=2, tool_calls=[{"name": "build", "args": {}, "output": "ok",
+                                       "trusted": True}],
                            **kw)
 
 

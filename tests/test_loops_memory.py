@@ -51,7 +51,7 @@ def test_supersede_same_subject_new_value(store, tmp_path):
 
 
 def test_file_format_and_reload(store, tmp_path):
-    store.add("The API port is 8080", source="run-12")
+    store.add("The API port is 8080", source="run-12", trust="trusted")
     path = tmp_path / "MEMORY.md"
     text = path.read_text()
     assert text.endswith("\n- [2024-05-01 | run-12 | trusted] The API port is 8080\n")
@@ -130,7 +130,7 @@ def test_consolidate_respects_cap(tmp_path):
 
 
 def test_snapshot_is_what_a_run_sees(store):
-    store.add("The API port is 8080")
+    store.add("The API port is 8080", trust="trusted")
     snap = store.snapshot()
     store.add("API port: 9090")
     store.add("Deploy with `deploy.sh`")
@@ -157,3 +157,9 @@ def test_in_memory_store_same_results():
     assert m.add("The API port is 8080").status == "added"
     assert m.add("API port: 9090").status == "superseded"
     assert m.location is None and [h["op"] for h in m.history()] == ["add", "supersede", "add"]
+
+
+def test_add_does_not_default_to_trusted(store):
+    """A fact nobody vouched for is written as untrusted."""
+    assert store.add("The build host is ci-7").entry.trust == "untrusted"
+    assert store.add("The API port is 8080", trust="trusted").entry.trust == "trusted"

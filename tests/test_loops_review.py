@@ -24,8 +24,9 @@ def clock():
 
 def digest(run_id="r1", success=True, verified=True, **kw):
     calls = kw.pop("tool_calls", [
-        {"name": "deploy", "args": {"env": "prod"}, "error": True, "output": "denied"},
-        {"name": "deploy", "args": {"env": "staging"}, "output": "ok"}])
+        {"name": "deploy", "args": {"env": "prod"}, "error": True, "output": "denied",
+         "trusted": True},
+        {"name": "deploy", "args": {"env": "staging"}, "output": "ok", "trusted": True}])
     return Digest.from_run(run_id, "deploy the web service", success=success,
                            verified=verified, steps=7, tokens={"input": 900, "output": 100},
                            tool_calls=calls, **kw)

@@ -274,7 +274,7 @@ def test_untrusted_pending_until_approved(tmp_path):
     assert isinstance(item, PendingItem) and item.id == "p0001" and item.dest == "web-tip"
     assert "web-tip" not in lib and not (tmp_path / "web-tip").exists()
     assert lib.match("a tip") == []
-    trusted = lib.propose(Skill("ok", "From a verified run"), "r1", ["verified_outcome"])
+    trusted = lib.propose(Skill("ok", "From a verified run"), "r1", ["verifier"])
     assert trusted.skill.trust == "trusted" and "ok" in lib
     other = lib.propose(Skill("tool-tip", "From a tool"), "r2", ["tool_output"])
     assert [p.id for p in SkillLibrary(tmp_path).pending()] == ["p0001", "p0002"]

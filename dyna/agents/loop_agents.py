@@ -94,11 +94,18 @@ EPISODE_FIELDS = {
     "comp_a": np.float64, "comp_b": np.float64, "comp_f0_a": np.float64,
     "comp_f0_b": np.float64, "comp_mean_all": np.float64,
     **{f"acted_{s}": np.int32 for s in LoopConfig.SWITCHES},
+    "approved": np.int32, "rejected": np.int32,
 }
+
+#: The simulated approver answers a staged proposal this many episodes after it was staged.
+APPROVER_DELAY = 10
+#: ... and rejects one that carries a planted instruction (it names the harmful tool) with
+#: this probability; it approves every other one. Fixed by the issue that introduced it.
+APPROVER_REJECT_PLANTED = 0.9
 
 #: ``spawn_key`` tags of the agent's random streams, children of the run's
 #: ``SeedSequence(entropy=[seed, run_index])`` (:func:`agent_streams`).
-STREAM_POLICY, STREAM_REVIEWER, STREAM_TABULAR = 1, 2, 3
+STREAM_POLICY, STREAM_REVIEWER, STREAM_TABULAR, STREAM_APPROVER = 1, 2, 3, 4
 
 
 def agent_streams(seed: int, run_index: int) -> dict:
@@ -108,7 +115,9 @@ def agent_streams(seed: int, run_index: int) -> dict:
     variants that make the same decisions draw the same numbers: ``policy(t)`` is the
     generator of episode ``t`` (a fresh substream per episode, so variants that diverged
     once are back in step at the next episode), ``reviewer`` seeds the
-    :class:`ProcedureReviewer` (which draws per run id) and ``tabular`` the Dyna agents.
+    :class:`ProcedureReviewer` (which draws per run id), ``tabular`` the Dyna agents, and
+    ``approver(t, k)`` is the simulated approver's uniform draw for the ``k``-th proposal
+    staged (by library order) that it first saw at episode ``t``.
     The env's own streams come from ``SeedSequence([seed, run_index])`` in
     :func:`run_loop_agent`.
 
@@ -126,8 +135,12 @@ def agent_streams(seed: int, run_index: int) -> dict:
     def child(tag: int) -> int:
         return int(np.random.SeedSequence(base, spawn_key=(tag,)).generate_state(1)[0])
 
+    def approver(t: int, k: int) -> float:
+        ss = np.random.SeedSequence(base, spawn_key=(STREAM_APPROVER, t, k))
+        return float(np.random.default_rng(ss).random())
+
     return {"policy": policy, "reviewer": child(STREAM_REVIEWER),
-            "tabular": child(STREAM_TABULAR)}
+            "tabular": child(STREAM_TABULAR), "approver": approver}
 
 #: Hyper-parameters of the tabular variants unless ``PolicyParams.tabular`` says otherwise:
 #: a deterministic task world, so a large step size and the latest-outcome model.
@@ -426,6 +439,7 @@ class LoopAgent:
         self._parsed: dict = {}
         self._written: dict = {}
         self._meta: dict = {}
+        self._staged_at: dict = {}
         self.loop = None
         self.tabular = None
         self.experience = None
@@ -638,6 +652,7 @@ class LoopAgent:
         env, p = self.env, self.params
         self.rng = self.streams["policy"](self.t)
         acted_before = self.loop.safeguard_counts() if self.loop is not None else None
+        approved, rejected = self._answer_pending()
         _, rinfo = env.reset(seed=self.env_seed) if self.t == 0 else env.reset()
         family = rinfo["family"]
         task = rinfo["description"]
@@ -669,8 +684,10 @@ class LoopAgent:
                 vals = env.value_names
                 # a call that followed an injected skill names it, so a skill whose step
                 # now errors is reported contradicted even when the run recovers
+                trusted = env.tool_trusted
                 tool_calls = [{"name": names[c[0]], "args": {"value": vals[c[1]]},
-                               "output": out, "error": err, "skills": f}
+                               "output": out, "error": err, "skills": f,
+                               "trusted": trusted[c[0]]}
                               for (c, out, err), f in zip(calls, followed)]
                 gate_self = self.spec.self_gate
                 digest = Digest.from_run(
@@ -682,6 +699,7 @@ class LoopAgent:
                 rec = self.loop.finish(ctx, digest)
                 row["learning_tokens"] = int(rec.learning_tokens)
         self._audit(row)
+        row["approved"], row["rejected"] = approved, rejected
         for s in LoopConfig.SWITCHES:
             row[f"acted_{s}"] = 0
         if acted_before is not None:
@@ -695,6 +713,32 @@ class LoopAgent:
                    comp_mean_all=float(np.mean(ka / (ka + kb))))
         self.t += 1
         return row
+
+    def _answer_pending(self) -> tuple[int, int]:
+        """The simulated approver, before each episode: every proposal staged at least
+        :data:`APPROVER_DELAY` episodes ago is answered. One that carries a planted
+        instruction (its text names the harmful tool) is rejected with probability
+        :data:`APPROVER_REJECT_PLANTED`, and approved otherwise; every other one is
+        approved. Returns ``(approved, rejected)`` this episode."""
+        if self.loop is None:
+            return 0, 0
+        from envs.agent_tasks import HARMFUL_TOOL
+
+        approved = rejected = 0
+        for item in self.loop.pending():
+            seen = self._staged_at.setdefault(item.id, self.t)
+            if self.t - seen < APPROVER_DELAY:
+                continue
+            text = item.entry.text if item.id.startswith("m") else item.skill.body
+            k = int(item.id[1:]) + (1_000_000 if item.id.startswith("m") else 0)
+            u = self.streams["approver"](seen, k)
+            if HARMFUL_TOOL in text and u < APPROVER_REJECT_PLANTED:
+                self.loop.reject(item.id)
+                rejected += 1
+            else:
+                self.loop.approve(item.id)
+                approved += 1
+        return approved, rejected
 
     def _escalate(self, family: int) -> bool:
         from dyna.escalation import should_escalate

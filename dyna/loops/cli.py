@@ -5,12 +5,16 @@
     dyna skills list DIR [--all]           table of skills (files that failed to load too)
     dyna skills show DIR NAME              one SKILL.md with competence
     dyna skills match DIR TEXT [--limit N] ranked matches
-    dyna skills pending DIR                proposals waiting for approval
+    dyna skills pending DIR                proposals waiting for approval: each whole, with
+                                           the diff against the skill it would replace
     dyna skills approve|reject DIR ID
     dyna skills retire|restore DIR NAME [--reason R]
     dyna skills history DIR [--name NAME] [--run RUN]
     dyna skills undo-run DIR RUN [--force]
     dyna memory show PATH
+    dyna memory pending PATH               facts waiting for approval, with the facts they
+                                           would supersede
+    dyna memory approve|reject PATH ID
     dyna memory consolidate PATH [--cap N]
 
 Exit status 0; bad input (unknown skill, bad id, unreadable file) prints one line and
@@ -109,14 +113,34 @@ def _match(args) -> int:
 
 
 def _pending(args) -> int:
+    """Every staged proposal in full: what it is, where it came from, why it waits, its
+    whole SKILL.md and the unified diff against the skill it would replace (an approver
+    must see everything the skill would say, not its description alone)."""
+    import difflib
+
     lib = _library(args)
     items = lib.pending()
     if not items:
         print("nothing pending")
         return 0
-    print(format_table(["id", "dest", "run", "staged", "provenance", "description"],
-                       [[p.id, p.dest, p.run_id, p.staged_at, ", ".join(p.provenance),
-                         p.skill.description] for p in items]))
+    for p in items:
+        print(f"== {p.id}: {p.dest}  (run {p.run_id or '-'}, staged {p.staged_at}, "
+              f"provenance {', '.join(p.provenance) or '-'})")
+        if p.reason:
+            print(f"   why staged: {p.reason}")
+        new = p.skill.to_text()
+        old = lib.get(p.dest)
+        if old is None:
+            print("   a new skill:")
+            print("".join(f"   | {line}" for line in new.splitlines(keepends=True)), end="")
+        else:
+            print(f"   replaces the {old.status} skill {old.name!r} (trust {old.trust}):")
+            diff = difflib.unified_diff(old.to_text().splitlines(keepends=True),
+                                        new.splitlines(keepends=True),
+                                        f"{old.name} (now)", f"{p.dest} (proposed)")
+            print("".join(f"   {line}" for line in diff), end="")
+        print()
+    print(f"{len(items)} pending; approve or reject with: dyna skills approve|reject DIR ID")
     return 0
 
 
@@ -181,6 +205,44 @@ def _mem_show(args) -> int:
     return 0
 
 
+def _mem_pending(args) -> int:
+    """Staged facts in full, with the stored facts each would supersede."""
+    from dyna.loops.memory import subject_of
+
+    store = _memory(args)
+    items = store.pending()
+    if not items:
+        print("nothing pending")
+        return 0
+    for p in items:
+        print(f"== {p.id}  (run {p.run_id or '-'}, staged {p.staged_at}, provenance "
+              f"{', '.join(p.provenance) or '-'})")
+        if p.reason:
+            print(f"   why staged: {p.reason}")
+        print(f"   + {p.entry.text}")
+        subj = subject_of(p.entry.text)
+        for e in store.entries():
+            s = e.subject
+            if subj is not None and s is not None and s[0] == subj[0]:
+                print(f"   - {e.text}  ({e.trust}, {e.date}; would be superseded)")
+        print()
+    print(f"{len(items)} pending; approve or reject with: dyna memory approve|reject PATH ID")
+    return 0
+
+
+def _mem_approve(args) -> int:
+    res = _memory(args).approve(args.id)
+    print(f"approved {args.id}: {res.status} {res.entry.text!r}"
+          + "".join(f"\n  superseded {e.text!r}" for e in res.superseded))
+    return 0
+
+
+def _mem_reject(args) -> int:
+    item = _memory(args).reject(args.id)
+    print(f"rejected {args.id}: {item.entry.text!r}")
+    return 0
+
+
 def _mem_consolidate(args) -> int:
     store = _memory(args)
     before = len(store)
@@ -221,12 +283,21 @@ def register(sub) -> None:
     add("undo-run", _undo, "revert everything a run wrote", (("run",), {"metavar": "RUN"}),
         (("--force",), {"action": "store_true"}))
 
-    me = sub.add_parser("memory", help="inspect and consolidate a MEMORY.md file")
+    me = sub.add_parser("memory", help="inspect, approve and consolidate a MEMORY.md file")
     mes = me.add_subparsers(dest="memory_command", metavar="ACTION", required=True,
                             parser_class=type(me))
     p = mes.add_parser("show", help="list the facts")
     p.add_argument("path", metavar="PATH")
     p.set_defaults(func=_mem_show)
+    p = mes.add_parser("pending", help="facts waiting for approval")
+    p.add_argument("path", metavar="PATH")
+    p.set_defaults(func=_mem_pending)
+    for name, func, help_ in (("approve", _mem_approve, "write a pending fact"),
+                              ("reject", _mem_reject, "drop a pending fact")):
+        p = mes.add_parser(name, help=help_)
+        p.add_argument("path", metavar="PATH")
+        p.add_argument("id", metavar="ID", help="pending id (m0001, ...)")
+        p.set_defaults(func=func)
     p = mes.add_parser("consolidate", help="merge near-duplicates, drop superseded and "
                        "vague facts, enforce the cap")
     p.add_argument("path", metavar="PATH")

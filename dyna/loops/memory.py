@@ -453,9 +453,13 @@ class MemoryStore:
             self._log("evict", gone.text, run_id, f"cap {self.cap}")
         return evicted
 
-    def add(self, text: str, source: str = "", trust: str = "trusted", run_id: str = "",
+    def add(self, text: str, source: str = "", trust: str = "untrusted", run_id: str = "",
             date: str | None = None) -> StoreResult:
         """Write a fact.
+
+        ``trust`` defaults to ``"untrusted"``: a caller vouches for a fact by saying
+        ``"trusted"`` (a trusted loop review), ``"approved"`` (a person approved it) or
+        ``"user"`` (a person wrote it).
 
         A fact equal to a stored one (:func:`fact_key`) is not written again
         (``"duplicate"``); one with the subject of stored facts and another value replaces

@@ -37,6 +37,7 @@ from dyna.errors import ConfigError, check_range
 from dyna.loops._text import (FEATURE_CACHE_SIZE, TextFeatures, concrete_parts, content_words,
                               is_concrete, jaccard, text_features)
 from dyna.loops.memory import MemoryEntry, MemorySnapshot, MemoryStore, subject_of
+from dyna.loops.provenance import Source, skeleton, untrusted_sources
 from dyna.loops.skills import (ACTION_RE, AddResult, Match, PendingItem, Skill, SkillLibrary,
                                SkillSnapshot, check_skill_name, is_untrusted)
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact, redact_text
@@ -97,6 +98,11 @@ class ToolCall:
         Names of the injected skills whose procedure this call followed (empty: the call
         came from the agent itself). A call that followed a skill and returned an error
         *contradicts* that skill (see :meth:`Digest.contradicted`).
+    trusted : bool
+        The tool declared its output trusted (an internal service that reads no external
+        content). False by default: a file reader, a web fetch, an e-mail or retrieval
+        tool, or any tool that did not say, can carry planted instructions, and so can
+        the arguments a run gave it.
     """
 
     name: str
@@ -104,6 +110,7 @@ class ToolCall:
     error: bool = False
     output: str = ""
     skills: tuple[str, ...] = ()
+    trusted: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,7 +135,9 @@ class Digest:
         The run's own token usage (its cost; learning cost is counted apart).
     tool_calls : tuple of ToolCall
     sources : tuple of str
-        Untrusted inputs the run saw besides tool output (``"web"``, ``"user_files"``).
+        Inputs the run saw besides tool calls (``"web"``, ``"user_files"``, ``"email"``,
+        ``"retrieved"``; parsed by :func:`dyna.loops.provenance.parse_source`, so an
+        unknown name counts as untrusted).
     actions : tuple of str
         The action names the run took, in order (material for workflows).
     review_depth : int
@@ -169,7 +178,8 @@ class Digest:
         tool_calls : iterable of Mapping or ToolCall
             Mappings with ``name``, ``args``, ``output`` and ``error`` (or ``is_error``),
             and optionally ``skills``: the name (str) or names of the injected skills the
-            call followed.
+            call followed, and ``trusted``: the tool declared its output trusted (default
+            False: the call taints the run's proposals, :meth:`taint`).
         redaction : bool
             Redact (default). Values under ``sensitive_keys`` (whole key names, see
             :func:`dyna.redact.redact`) and secret-looking substrings anywhere become
@@ -206,7 +216,7 @@ class Digest:
         for i, tc in enumerate(tool_calls):
             if isinstance(tc, ToolCall):
                 tc = {"name": tc.name, "args": dict(tc.args), "output": tc.output,
-                      "error": tc.error, "skills": tc.skills}
+                      "error": tc.error, "skills": tc.skills, "trusted": tc.trusted}
             if not isinstance(tc, Mapping) or "name" not in tc:
                 raise ConfigError(f"tool_calls[{i}]", tc, "must be a mapping with a 'name'")
             followed = tc.get("skills") or ()
@@ -217,14 +227,33 @@ class Digest:
                 raise ConfigError(f"tool_calls[{i}].skills", followed,
                                   "must be a skill name or a list of skill names")
             out = str(tc.get("output", "") or "")
+            trusted = tc.get("trusted", False)
+            if not isinstance(trusted, (bool, np.bool_)):
+                raise ConfigError(f"tool_calls[{i}].trusted", trusted, "must be true or false")
             calls.append(ToolCall(str(tc["name"]), clean(dict(tc.get("args") or {})),
                                   bool(tc.get("error", tc.get("is_error", False))),
-                                  clean(out)[:output_chars], tuple(dict.fromkeys(followed))))
+                                  clean(out)[:output_chars], tuple(dict.fromkeys(followed)),
+                                  bool(trusted)))
         task = clean(task)
         return cls(run_id, task, None if success is None else bool(success),
                    bool(verified), None if self_assessment is None else bool(self_assessment),
                    steps, tokens, tuple(calls), tuple(sources), tuple(actions),
                    redactions=changed[0])
+
+    def taint(self) -> tuple[str, ...]:
+        """The untrusted sources this run carried, which taint every proposal drawn from it:
+        ``tool_output`` when a tool not declared trusted (:attr:`ToolCall.trusted`)
+        answered, ``tool_argument`` when such a call had arguments, and each untrusted
+        declared source (:attr:`sources`, parsed by
+        :func:`dyna.loops.provenance.parse_source`: unknown names are untrusted)."""
+        out: list[str] = []
+        for tc in self.tool_calls:
+            if not tc.trusted:
+                out.append(Source.TOOL_OUTPUT.value)
+                if tc.args:
+                    out.append(Source.TOOL_ARGUMENT.value)
+        out += [s.value for s in untrusted_sources(self.sources)]
+        return tuple(dict.fromkeys(out))
 
     def contradicted(self) -> frozenset[str]:
         """Skills this run contradicted: those named by a tool call that followed them
@@ -1110,7 +1139,7 @@ class LearningLoop:
             out = ReviewerOutput(tuple(out or ()), 0)
         decisions = []
         graded = 0
-        untrusted_inputs = tuple(s for s in digest.sources if s in ("web", "user_files"))
+        untrusted_inputs = digest.taint()
         for i, p in enumerate(out.proposals):
             if not isinstance(p, Proposal):
                 raise ConfigError("proposal", p, "a reviewer must return Proposal objects")
@@ -1140,8 +1169,76 @@ class LearningLoop:
         return ReviewResult(digest.run_id, "reviewed", f"{len(out.proposals)} proposals",
                             tuple(decisions), LearningCost(out.tokens, graded))
 
+    def pending(self) -> list:
+        """Every staged proposal of both stores: skills' (:class:`PendingItem`, ids
+        ``p0001``...) then facts' (:class:`~dyna.loops.memory.PendingFact`, ``m0001``...)."""
+        return list(self.skills.pending()) + list(self.memory.pending())
+
+    def approve(self, pid: str):
+        """Approve a staged proposal of either store (by id: ``p...`` a skill, ``m...`` a
+        fact) and count the evictions its write causes at a cap.
+
+        Raises
+        ------
+        ConfigError
+            Unknown id.
+        """
+        if pid.startswith("m"):
+            res = self.memory.approve(pid)
+            self.acted["cap_eviction"] += len(res.evicted)
+        else:
+            res = self.skills.approve(pid)
+            self.acted["cap_eviction"] += res.evicted is not None
+        return res
+
+    def reject(self, pid: str):
+        """Reject a staged proposal of either store (by id, as :meth:`approve`).
+
+        Raises
+        ------
+        ConfigError
+            Unknown id.
+        """
+        return (self.memory if pid.startswith("m") else self.skills).reject(pid)
+
+    def _owner_conflict(self, p: Proposal) -> str | None:
+        """Why a proposal may not be written without a person's approval, whatever its
+        provenance: it would replace a skill or a fact a person wrote or approved (a
+        skill loaded without a loop ``source_run``, or approved; a fact of trust ``user``
+        or ``approved`` about the same subject with another value), or its name is a
+        look-alike (:func:`dyna.loops.provenance.skeleton`) of another skill's. None
+        otherwise: a trusted loop proposal may replace a loop-written entry (logged and
+        undoable), so drift recovery works."""
+        if p.kind == "memory":
+            subj = subject_of(p.text)
+            if subj is None:
+                return None
+            for e in self.memory.entries():
+                s = e.subject
+                if (e.trust in ("user", "approved") and s is not None and s[0] == subj[0]
+                        and s[1] != subj[1]):
+                    return f"would replace a fact a person wrote or approved: {e.text!r}"
+            return None
+        mine = skeleton(p.name)
+        for s in self.skills.skills(include_retired=True):
+            if skeleton(s.name) != mine:
+                continue
+            if s.name != p.name:
+                return f"name {p.name!r} looks like the skill {s.name!r}"
+            if s.trust == "approved" or not s.source_run:
+                return f"would replace the skill {s.name!r}, written or approved by a person"
+        return None
+
     def _commit(self, p: Proposal, run_id: str, g: Grade) -> Decision:
         approval = self.config.approval_for_untrusted
+        owner = self._owner_conflict(p)
+        if owner is not None:
+            if p.kind == "memory":
+                item = self.memory.stage(p.text, run_id=run_id, provenance=p.provenance,
+                                         reason=owner)
+            else:
+                item = self.skills.stage(p.to_skill(run_id), run_id, p.provenance, owner)
+            return Decision(p, "staged", f"{item.id}: {owner}", g)
         if p.kind == "memory":
             if approval and is_untrusted(p.provenance):
                 item = self.memory.stage(p.text, run_id=run_id, provenance=p.provenance)

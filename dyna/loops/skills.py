@@ -33,11 +33,14 @@ from dyna.errors import ConfigError, check_range
 from dyna.loops._io import append_jsonl, atomic_write, read_jsonl, read_text_exact
 from dyna.loops._text import content_words, tokenize
 from dyna.loops.frontmatter import FrontmatterError, dump_frontmatter, parse_frontmatter
+from dyna.loops.provenance import TRUSTED, Source
+from dyna.loops.provenance import is_untrusted as _is_untrusted
 
 __all__ = [
     "UNTRUSTED_SOURCES", "AddResult", "HistoryEntry", "Match", "MatchIndex", "PendingItem",
     "Skill", "SkillLibrary", "SkillSnapshot", "check_skill_name", "is_untrusted",
 ]
+
 
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 ACTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
@@ -45,9 +48,10 @@ MAX_NAME = 64
 MAX_DESCRIPTION = 1024
 MAX_TRIGGER = 128
 
-UNTRUSTED_SOURCES = frozenset({"tool_output", "web", "user_files"})
-"""Provenance sources that make a proposal untrusted: it saw tool output, a fetched page or
-user-supplied files, any of which can carry planted instructions."""
+UNTRUSTED_SOURCES = frozenset(s.value for s in Source if s not in TRUSTED)
+"""Provenance sources that make a proposal untrusted (:class:`dyna.loops.provenance.Source`):
+tool output and arguments, fetched pages, user files, e-mail, retrieved documents, and any
+source name that is not one of the trusted ones (:func:`is_untrusted` parses)."""
 
 KINDS = ("skill", "workflow")
 TRUST_LEVELS = ("trusted", "approved", "untrusted")
@@ -58,8 +62,10 @@ description (a trigger word scores 1)."""
 
 
 def is_untrusted(provenance: Iterable[str]) -> bool:
-    """True when any provenance source is in :data:`UNTRUSTED_SOURCES`."""
-    return any(p in UNTRUSTED_SOURCES for p in provenance)
+    """True when any provenance source is not a trusted one
+    (:func:`dyna.loops.provenance.is_untrusted`: parsed, so ``"Tool_Output"``, ``"browser"``
+    and a misspelt or unknown source are untrusted too)."""
+    return _is_untrusted(provenance)
 
 
 def check_skill_name(name, field_name: str = "name") -> str:

@@ -12,7 +12,7 @@ __all__ = ["HYPOTHESIS_METRICS", "RUN_METRICS", "run_summaries"]
 HYPOTHESIS_METRICS = ("final_success", "success_rate", "tokens_per_success", "learning_share",
                       "final_tokens_per_run", "tokens_growth", "incidents", "escalations",
                       "poisoned_final", "poisoned_max", "stale_final", "library_final",
-                      "recovery")
+                      "recovery", "staged_per_1000", "approved", "rejected")
 
 
 #: Per-run metrics of the ``runs`` table shown in the report: column -> label.
@@ -24,6 +24,7 @@ RUN_METRICS = {
     "poisoned_final": "poisoned entries",
     "stale_final": "stale entries",
     "recovery": "recovery (episodes)",
+    "staged_per_1000": "staged per 1,000 episodes",
 }
 
 
@@ -75,7 +76,8 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
         ``recovery`` (NaN when not measured or never recovered), ``drifts_measured``,
         ``drifts_recovered``, and ``acted_<switch>`` for every per-episode count of
         decisions a safeguard changed (:meth:`dyna.loops.LearningLoop.safeguard_counts`),
-        summed over the run.
+        summed over the run; ``staged_per_1000`` (proposals staged for approval per 1,000
+        episodes), ``approved`` and ``rejected`` (the simulated approver's answers).
     """
     succ = arrays["success"].astype(np.float64)
     R, E = succ.shape
@@ -107,5 +109,10 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
     out["drifts_recovered"] = np.array([x[2] for x in rec], dtype=np.int64)
     for k in sorted(arrays):
         if k.startswith("acted_"):   # how often each safeguard changed a decision
+            out[k] = arrays[k].sum(1).astype(np.int64)
+    if "acted_approval_for_untrusted" in arrays:
+        out["staged_per_1000"] = arrays["acted_approval_for_untrusted"].sum(1) * 1000.0 / E
+    for k in ("approved", "rejected"):   # the simulated approver's answers
+        if k in arrays:
             out[k] = arrays[k].sum(1).astype(np.int64)
     return out

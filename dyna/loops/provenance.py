@@ -1,0 +1,131 @@
+"""Where a lesson came from, as a closed set: parse, don't trust.
+
+A lesson is only as trustworthy as the text it was drawn from. Provenance is a tuple of
+*sources*; each is parsed into :class:`Source` after normalising its spelling (Unicode NFKC,
+case, ``-`` / space / ``.`` as ``_``), and anything that is not one of the few trusted
+sources -- an unknown or misspelt name included -- is untrusted. A digest taints every
+proposal of its run with the untrusted sources it carried (:meth:`dyna.loops.Digest.taint`):
+the output *and* the arguments of every tool call not declared trusted by its tool, and
+every declared input (web pages, files, e-mail, retrieved documents).
+
+Names are compared by :func:`skeleton`: NFKC, case-folded, with zero-width characters
+removed and look-alike letters (Cyrillic and Greek letters that render like Latin ones,
+``0``/``o``, ``1``/``l``) mapped to one letter, after Unicode Technical Standard #39's
+confusable skeleton (a documented subset of its table), so a look-alike name cannot slip
+past a same-name rule.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import unicodedata
+from collections.abc import Iterable
+
+__all__ = ["ALIASES", "Source", "TRUSTED", "is_untrusted", "parse_source", "skeleton",
+           "untrusted_sources"]
+
+
+class Source(str, enum.Enum):
+    """The sources a lesson can be drawn from."""
+
+    #: Output of a tool that declared itself trusted (an internal service).
+    INTERNAL = "internal"
+    #: A trusted verifier's verdict (a test suite, an environment's reward).
+    VERIFIER = "verifier"
+    #: Written or approved by a person.
+    PERSON = "person"
+    #: Untrusted: a tool's output (any tool that did not declare itself trusted).
+    TOOL_OUTPUT = "tool_output"
+    #: Untrusted: the arguments of such a tool call (they can carry planted text too).
+    TOOL_ARGUMENT = "tool_argument"
+    #: Untrusted: a fetched web page, a browser.
+    WEB = "web"
+    #: Untrusted: files a user supplied.
+    USER_FILES = "user_files"
+    #: Untrusted: e-mail.
+    EMAIL = "email"
+    #: Untrusted: retrieved documents (RAG).
+    RETRIEVED = "retrieved"
+    #: Untrusted: a source name that is not one of these.
+    UNKNOWN = "unknown"
+
+
+#: The sources that keep a lesson trusted; every other one makes it untrusted.
+TRUSTED = frozenset({Source.INTERNAL, Source.VERIFIER, Source.PERSON})
+
+#: Other spellings of the sources (after normalisation).
+ALIASES = {
+    "tool": Source.TOOL_OUTPUT, "tool_result": Source.TOOL_OUTPUT,
+    "mcp_tool_result": Source.TOOL_OUTPUT, "tool_args": Source.TOOL_ARGUMENT,
+    "tool_arguments": Source.TOOL_ARGUMENT, "web_page": Source.WEB, "webpage": Source.WEB,
+    "browser": Source.WEB, "url": Source.WEB, "files": Source.USER_FILES,
+    "user_file": Source.USER_FILES, "file": Source.USER_FILES, "e_mail": Source.EMAIL,
+    "mail": Source.EMAIL, "rag": Source.RETRIEVED, "retrieval": Source.RETRIEVED,
+    "document": Source.RETRIEVED, "documents": Source.RETRIEVED,
+    "internal_tool": Source.INTERNAL, "user": Source.PERSON, "human": Source.PERSON,
+}
+
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
+_SEP = re.compile(r"[\s\-.]+")
+
+
+def _normal(text: str) -> str:
+    t = unicodedata.normalize("NFKC", str(text)).translate(_ZERO_WIDTH).casefold().strip()
+    return _SEP.sub("_", t)
+
+
+def parse_source(text) -> Source:
+    """The :class:`Source` a provenance string names; unknown or misspelt is
+    :attr:`Source.UNKNOWN` (untrusted). ``"Tool_Output"``, ``"TOOL-OUTPUT"`` and
+    ``"tool output"`` are all :attr:`Source.TOOL_OUTPUT`."""
+    if isinstance(text, Source):
+        return text
+    key = _normal(text)
+    try:
+        return Source(key)
+    except ValueError:
+        return ALIASES.get(key, Source.UNKNOWN)
+
+
+def untrusted_sources(provenance: Iterable) -> tuple[Source, ...]:
+    """The untrusted sources of a provenance tuple, parsed, in order, without repeats."""
+    out = []
+    for p in provenance:
+        s = parse_source(p)
+        if s not in TRUSTED and s not in out:
+            out.append(s)
+    return tuple(out)
+
+
+def is_untrusted(provenance: Iterable) -> bool:
+    """True when any source of ``provenance`` is not one of :data:`TRUSTED` (parsed by
+    :func:`parse_source`: an unknown or misspelt source is untrusted)."""
+    return bool(untrusted_sources(provenance))
+
+
+# A subset of Unicode's confusables.txt (UTS #39, "MA" table): characters that render like a
+# Latin letter or digit mapped to it. NFKC already folds fullwidth and compatibility forms.
+_CONFUSABLE = str.maketrans({
+    # Cyrillic
+    "а": "a", "в": "b", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i", "ј": "j",
+    "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y",
+    "х": "x", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g",
+    # Greek
+    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o",
+    "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ω": "w", "ϲ": "c",
+    # digits and Latin look-alikes
+    "0": "o", "1": "l", "ı": "i", "ℓ": "l", "ß": "ss",
+})
+
+
+def skeleton(name: str) -> str:
+    """The confusable skeleton of a name: NFKC, case-folded, zero-width characters
+    removed, look-alike letters mapped to one Latin letter, ``rn`` read as ``m``, and
+    separators (``-``, ``_``, ``.``, spaces) removed. Two names with the same skeleton are
+    the same name to every same-name rule: ``deploy-web``, ``dep1oy_web`` and
+    ``dеploy-web`` (with a Cyrillic ``е``) all give ``deployweb``."""
+    t = unicodedata.normalize("NFKC", str(name)).translate(_ZERO_WIDTH).casefold()
+    t = t.translate(_CONFUSABLE)
+    t = t.replace("rn", "m")
+    return re.sub(r"[\s\-_.]+", "", t)
