@@ -1,25 +1,56 @@
-"""Redaction of sensitive data and feature hashing of free-form episode dicts.
+"""Redaction of secrets and personal data, and feature hashing of free-form episode dicts.
 
-Two helpers used before anything about an episode is stored:
+Helpers used before anything about an episode is stored:
 
-* :func:`redact` returns a redacted deep copy of a JSON-like object: values under sensitive
-  key names (matched as whole names, case-insensitively, ``-`` read as ``_``) become
-  ``"[REDACTED]"``, and secret-looking substrings of any string value (bearer tokens, provider
-  API keys, JWTs, ``api_key=...`` assignments, private key blocks) are replaced as well.
+* :func:`redact` returns a redacted deep copy of a JSON-like object:
+
+  - the value of every *sensitive key* becomes ``"[REDACTED]"``. Key names are compared after
+    :func:`normalise_key` (Unicode NFKC, zero-width characters removed, camelCase split,
+    ``-`` ``_`` ``.`` and spaces unified to ``_``, casefold), and beyond exact equality a
+    key ending in a secret word (``DB_PASSWORD``, ``x-api-key``, ``django_secret_key``) and a
+    key of a prefix family (``credit_card_4421486``) match as well; see
+    :func:`is_sensitive_key` and the lists :data:`SECRET_KEY_NAMES`,
+    :data:`PERSONAL_KEY_NAMES`, :data:`PREFIX_KEY_NAMES`;
+  - every string value is searched with the named :data:`DETECTORS` (provider tokens,
+    private key blocks, URLs with passwords, cards, e-mail addresses, ...) and with the
+    ``KEY=value`` / ``key: value`` assignment rule (:func:`redact_text`);
+  - a string that parses as a JSON object or array is parsed, redacted like any dict and
+    serialised again (it is returned unchanged, as the same string, when nothing in it was
+    redacted);
+  - a dict *key* in which a detector fires (an e-mail address, a token, ...) is replaced by
+    ``"[REDACTED:<hash>]"`` (:func:`keyed_hash`), so no two secret keys of one mapping collide
+    and no value is lost.
+
+* :func:`detect` names the detectors that fire in a text (to count catches per detector),
+  :func:`has_secret` says whether any does, :func:`scan` counts them over a JSON-like object,
+  and :func:`check_label` refuses a label field (run id, task type, ...) that holds one.
 * :func:`hash_features` turns the free-form ``state_before`` / ``action_taken`` /
   ``state_after`` / ``metadata`` dicts of an episode into a fixed-length float32 vector with the
   signed hashing trick (Weinberger, Dasgupta, Langford, Smola & Attenberg, 2009, "Feature
   Hashing for Large Scale Multitask Learning", ICML), so episodes without numeric
   ``state_features`` can still be searched by cosine similarity.
+
+Detection is by format only: every detector is a fixed shape (a provider prefix, a length, a
+character set, a checksum such as Luhn). Nothing is flagged for looking random in prose. The
+patterns follow the named plugins of Yelp's ``detect-secrets`` and the providers' documented
+token formats, written here as one compact table.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import collections
 import functools
 import hashlib
+import hmac
+import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+import os
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,58 +58,434 @@ from dyna.errors import ConfigError
 
 __all__ = [
     "DEFAULT_SENSITIVE_KEYS",
+    "DETECTORS",
+    "PERSONAL_KEY_NAMES",
+    "PREFIX_KEY_NAMES",
     "REDACTED",
+    "SECRET_KEY_NAMES",
     "SECRET_PATTERNS",
+    "Detector",
+    "check_label",
+    "detect",
+    "has_secret",
     "hash_features",
+    "is_placeholder",
+    "is_sensitive_key",
+    "keyed_hash",
     "normalise_key",
     "redact",
     "redact_text",
+    "scan",
 ]
 
 REDACTED = "[REDACTED]"
 """The replacement written in place of every redacted value."""
 
-DEFAULT_SENSITIVE_KEYS: frozenset[str] = frozenset({
-    "api_key", "authorization", "email", "name", "password", "phone", "secret", "ssn", "token",
+# ============================================================================ key names
+
+SECRET_KEY_NAMES: frozenset[str] = frozenset({
+    "password", "passwd", "pwd", "passphrase", "secret", "token", "api_key", "apikey",
+    "secret_key", "access_key", "private_key", "client_secret", "access_token",
+    "refresh_token", "id_token", "auth_token", "authorization", "credentials", "cookie",
+    "set_cookie", "aws_secret_access_key", "session_token", "connection_string",
 })
-"""Key names whose values are always redacted (compared after :func:`normalise_key`)."""
+"""Key names of credentials (normalised form). A key matches one when it equals it or ends
+with ``_`` + it after :func:`normalise_key`: ``DB_PASSWORD``, ``DJANGO_SECRET_KEY``,
+``SLACK_TOKEN``, ``x-api-key``, ``apiKey``, ``ｐａｓｓｗｏｒｄ``, ``pass\\u200bword`` all match;
+``token_count``, ``tokenizer``, ``passwordless`` do not. Tokenizer vocabulary entries
+(``eos_token``, ``pad_token``, ... :data:`_NOT_SECRET_KEYS`) are excluded. These names also
+drive the ``KEY=value`` assignment rule in texts."""
 
-# Secret-looking substrings, redacted wherever they stand. Each pattern either matches the
-# secret as a whole, or (for ``key = value`` assignments) carries a group named ``secret``
-# that is the only part replaced, so "api_key=abc123" becomes "api_key=[REDACTED]".
-SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
-    # HTTP bearer / basic credentials (RFC 6750 b64token syntax), with at least one digit so
-    # that prose such as "basic arithmetic" is left alone.
-    re.compile(r"(?i)\b(?:bearer|basic)\s+"
-               r"(?P<secret>(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{8,}=*)"),
-    # OpenAI / Anthropic style keys: sk-..., sk-proj-..., sk-ant-...
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
-    # AWS access key ids.
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    # GitHub tokens (classic and fine-grained).
-    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-    # Slack tokens.
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
-    # Google API keys.
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"),
-    # JSON Web Tokens (three base64url parts, header starting with '{"').
-    re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    # PEM private key blocks.
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
-               re.DOTALL),
-    # Generic assignments: api_key=..., "secret": "...", token: ..., password=...
-    re.compile(r"(?i)\b(?:api[_\-]?key|access[_\-]?key|secret(?:[_\-]?key)?|token|password|passwd"
-               r"|client[_\-]?secret)\b[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&]{6,})"),
-)
+PERSONAL_KEY_NAMES: frozenset[str] = frozenset({
+    "name", "first_name", "last_name", "full_name", "email", "email_address", "phone",
+    "phone_number", "ssn", "dob", "date_of_birth", "address", "credit_card", "card_number",
+    "cvv", "cvc",
+})
+"""Key names of personal data (normalised form), matched exactly: ``name`` matches but
+``username``, ``names``, ``task_name`` do not. (``name`` is redacted on purpose: in a
+free-form dict it is usually a person's name.)"""
+
+PREFIX_KEY_NAMES: frozenset[str] = frozenset({"credit_card"})
+"""Key families: a key equal to one of these or starting with it plus ``_`` matches. The
+tau-bench payment-method ids ``credit_card_4421486`` are keys of this kind: the 7-digit suffix
+is an id, not a card number (13-19 digits, Luhn), so the key is kept and its value redacted."""
+
+DEFAULT_SENSITIVE_KEYS: frozenset[str] = SECRET_KEY_NAMES | PERSONAL_KEY_NAMES
+"""Key names whose values are redacted by default (compared after :func:`normalise_key`; the
+secret names also by suffix, the prefix families of :data:`PREFIX_KEY_NAMES` by prefix)."""
+
+_NOT_SECRET_KEYS = frozenset(f"{w}_token" for w in (
+    "eos", "bos", "pad", "unk", "sep", "cls", "mask", "start", "end", "special"))
+
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"), None)
+_CAMEL_ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_SEPARATORS = re.compile(r"[\s\-_.]+")
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def normalise_key(key: object) -> str:
-    """Return the comparison form of a key: ``str(key)``, lower case, ``-`` replaced by ``_``."""
-    return str(key).lower().replace("-", "_")
+    """Return the comparison form of a key name.
+
+    ``str(key)``, Unicode NFKC (fullwidth ``ｐａｓｓ`` -> ``pass``), zero-width characters
+    (U+200B-U+200D, U+2060, U+FEFF, soft hyphen, U+180E) removed, camelCase boundaries split
+    (``apiKey`` -> ``api_Key``, ``APIKey`` -> ``API_Key``), casefolded, runs of ``-``, ``_``,
+    ``.`` and white space replaced by one ``_``, leading and trailing ``_`` dropped. So
+    ``"X-API-Key"``, ``"x_api_key"`` and ``"xApiKey"`` all give ``"x_api_key"``; ``"e-mail"``
+    gives ``"e_mail"`` (not ``"email"``).
+    """
+    s = unicodedata.normalize("NFKC", str(key)).translate(_ZERO_WIDTH)
+    s = _CAMEL.sub(r"\1_\2", _CAMEL_ACRONYM.sub(r"\1_\2", s))
+    return _SEPARATORS.sub("_", s.casefold()).strip("_")
+
+
+def is_sensitive_key(key: object, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS) -> bool:
+    """True when the mapping key ``key`` names a sensitive value under ``keys``.
+
+    ``key`` matches when, after :func:`normalise_key`, it equals a name of ``keys``; or ends
+    with ``_`` + a name that is also in :data:`SECRET_KEY_NAMES` (and is not a tokenizer entry
+    such as ``eos_token``); or starts with a name of :data:`PREFIX_KEY_NAMES` in ``keys``
+    followed by ``_``.
+    """
+    key_set = keys if isinstance(keys, frozenset) else frozenset(keys)
+    return _key_is_sensitive(str(key), _cached_key_set(key_set))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _key_is_sensitive(key: str, key_set: frozenset[str]) -> bool:
+    canon = normalise_key(key)
+    if canon in key_set:
+        return True
+    if canon in _NOT_SECRET_KEYS:
+        return False
+    parts = canon.split("_")
+    for i in range(1, len(parts)):
+        tail = "_".join(parts[i:])
+        if tail in key_set and tail in SECRET_KEY_NAMES:
+            return True
+        head = "_".join(parts[:i])
+        if head in key_set and head in PREFIX_KEY_NAMES:
+            return True
+    return False
+
+
+# ============================================================================ placeholders
+
+_PLACEHOLDER = re.compile(r"""(?ix)
+    <[^<>]*> | \$\{[^}]*\} | \$\(?[A-Za-z_]\w*\)? | \{\{[^}]*\}\} | %\(\w+\)s | %[A-Z_]+%
+  | [x*#.•…-]{3,} | …
+  | your[\w\-]* | (?:insert|enter|put)[_\-][\w\-]* | [\w\-]*[_\-]here
+  | change[_\-]?me | placeholder | example | sample | dummy | redacted | todo | tbd | none
+  | null | nil | true | false | undefined | empty | hidden | masked | secret | password | token
+  | \[REDACTED[^\]]*\] | \(redacted\)
+""")
+_PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
+
+
+def is_placeholder(value: str) -> bool:
+    """True for a value that stands in for a secret rather than being one.
+
+    Placeholders: ``<token>``, ``${VAR}``, ``$VAR``, ``{{ var }}``, ``%(var)s``, ``%VAR%``,
+    runs of ``x``/``*``/``#``/``.``/``-`` (``xxx``, ``****``, ``...``), words starting with
+    ``your`` or ``insert_``/``enter_``/``put_`` or ending in ``_here`` (``YOUR_KEY_HERE``),
+    ``changeme``, ``example``, ``dummy``, ``null``, ``true``, ``[REDACTED...]`` and the like
+    (case-insensitive, whole value). Also a *plain word*: letters only, lower case but for
+    the first letter, fewer than 12 characters (``forgotten``, ``patience``, ``identifier``,
+    ``Bearer``) — not a secret by this rule, at the price that a weak one-word password such
+    as ``letmein`` written as ``password: letmein`` in prose is kept. The rule applies only to
+    ``KEY=value`` assignments in text and to URL passwords that are placeholders; a value
+    under a sensitive dict key is always redacted.
+    """
+    v = value.strip()
+    if _PLACEHOLDER.fullmatch(v) is not None:
+        return True
+    return len(v) < 12 and _PLAIN_WORD.fullmatch(v) is not None
+
+
+# ============================================================================ detectors
+
+@dataclass(frozen=True)
+class Detector:
+    """One named secret format.
+
+    Attributes
+    ----------
+    name : str
+        Short name reported by :func:`detect`.
+    pattern : re.Pattern
+        The format. When it has a group named ``secret`` only that group is replaced
+        (``sig=[REDACTED]``); else the whole match is.
+    description : str
+        The format matched, in words.
+    validator : callable, optional
+        ``validator(secret) -> bool`` run on the matched secret; a match it refuses is kept
+        (Luhn for card numbers, base64 ``user:pass`` for Basic credentials, ...).
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    description: str
+    validator: Callable[[str], bool] | None = None
+
+
+def _luhn_card(text: str) -> bool:
+    """13-19 digits (spaces/dashes allowed), a known issuer prefix, and the Luhn checksum."""
+    digits = re.sub(r"[ -]", "", text)
+    if not 13 <= len(digits) <= 19 or not re.match(
+            r"4|5[1-5]|2[2-7]|3[47]|3(?:0[0-5]|[689])|6(?:011|5|4[4-9]|2)|35", digits):
+        return False
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _b64_decode(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _printable_text(raw: bytes | None) -> bool:
+    if raw is None:
+        return False
+    try:
+        s = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c.isprintable() or c in "\t\r\n" for c in s)
+
+
+def _basic_credentials(text: str) -> bool:
+    """A digit (the former rule), or base64 of printable ``user:password``."""
+    if any(c.isdigit() for c in text):
+        return True
+    raw = _b64_decode(text.rstrip("="))
+    return _printable_text(raw) and b":" in raw
+
+
+def _has_digit(text: str) -> bool:
+    return any(c.isdigit() for c in text)
+
+
+def _aws_secret(text: str) -> bool:
+    """Upper, lower case and a digit, and not base64 of readable text."""
+    return (any(c.isupper() for c in text) and any(c.islower() for c in text)
+            and _has_digit(text) and not _printable_text(_b64_decode(text)))
+
+
+def _not_placeholder(text: str) -> bool:
+    return not is_placeholder(text)
+
+
+def _url_password(text: str) -> bool:
+    """Any URL password but a placeholder (``${DB_PASS}``, ``<password>``, ``xxx``)."""
+    return _PLACEHOLDER.fullmatch(text) is None or text.lower() in {"password", "secret", "token"}
+
+
+_IMAGE_TLDS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "ico"})
+
+
+def _email(text: str) -> bool:
+    local, _, domain = text.rpartition("@")
+    return local.lower() != "git" and domain.rsplit(".", 1)[-1].lower() not in _IMAGE_TLDS
+
+
+def _phone_digits(text: str) -> bool:
+    return 8 <= sum(c.isdigit() for c in text) <= 15
+
+
+def _d(name: str, pattern: str, description: str, validator=None, flags: int = 0) -> Detector:
+    return Detector(name, re.compile(pattern, flags), description, validator)
+
+
+_B = r"(?<![A-Za-z0-9])"         # no letter or digit before
+_E = r"(?![A-Za-z0-9_\-])"       # no token character after
+
+DETECTORS: tuple[Detector, ...] = (
+    _d("pem_private_key",
+       r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
+       "PEM private key block (RSA, EC, DSA, OPENSSH, ENCRYPTED, PKCS#8), to its END line "
+       "or the end of the text", flags=re.DOTALL),
+    _d("pgp_private_key",
+       r"-----BEGIN PGP PRIVATE KEY BLOCK-----.*?(?:-----END PGP PRIVATE KEY BLOCK-----|\Z)",
+       "OpenPGP armored private key block", flags=re.DOTALL),
+    _d("url_credentials",
+       r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@\"']+:(?P<secret>[^\s/?#@\"']+)@",
+       "password of a URL with user info: postgres://user:PASS@host, https://u:PASS@h",
+       _url_password),
+    _d("slack_webhook",
+       r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{20,}",
+       "Slack incoming webhook URL"),
+    _d("discord_webhook",
+       r"https?://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+",
+       "Discord webhook URL"),
+    _d("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+       "JSON Web Token: three base64url parts, the header starting with '{\"'"),
+    _d("bearer_token", r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)",
+       "HTTP Bearer credentials (RFC 6750 b64token) holding a digit", _has_digit),
+    _d("basic_auth", r"(?i)\bbasic\s+(?P<secret>[A-Za-z0-9+/]{6,}={0,2})(?![A-Za-z0-9+/=])",
+       "HTTP Basic credentials: base64 of user:password (or any b64 token with a digit)",
+       _basic_credentials),
+    _d("anthropic_key", _B + r"sk-ant-(?:api|admin)\d\d-[A-Za-z0-9_\-]{20,}",
+       "Anthropic API key sk-ant-api03-..."),
+    _d("openai_key",
+       _B + r"sk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_\-]*[0-9A-Z])[A-Za-z0-9_\-]{16,}",
+       "OpenAI-style key sk-..., sk-proj-...: 16+ characters holding a digit or an upper-case "
+       "letter (so the all-lower-case sk-learn-compatible-wrapper is not one)"),
+    _d("aws_access_key_id", _B + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}" + _E,
+       "AWS access key id AKIA/ASIA + 16 upper-case letters or digits"),
+    _d("aws_secret_key", r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+       "AWS secret access key: exactly 40 base64 characters with upper, lower case and a "
+       "digit that do not decode to readable text (a git SHA is lower-case hex)", _aws_secret),
+    _d("github_token", _B + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
+       "GitHub token ghp_/gho_/ghu_/ghs_/ghr_ and fine-grained github_pat_"),
+    _d("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_\-]{20,}",
+       "GitLab personal/deploy/runner token glpat-..."),
+    _d("slack_token", _B + r"xox[abposre]-[A-Za-z0-9\-]{10,}", "Slack token xoxb-/xoxp-/..."),
+    _d("stripe_key", _B + r"(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}",
+       "Stripe secret or restricted key sk_live_/rk_live_ (and _test_)"),
+    _d("google_api_key", _B + r"AIza[0-9A-Za-z_\-]{35}", "Google API key AIza + 35"),
+    _d("google_oauth_secret", _B + r"GOCSPX-[A-Za-z0-9_\-]{20,}",
+       "Google OAuth client secret GOCSPX-..."),
+    _d("google_oauth_token", _B + r"ya29\.[A-Za-z0-9_\-]{20,}", "Google OAuth access token"),
+    _d("azure_connection_string",
+       r"(?i)\b(?:AccountKey|SharedAccessKey)\s*=\s*(?P<secret>[A-Za-z0-9+/]{20,}={0,2})",
+       "key of an Azure Storage / Service Bus connection string (AccountKey=, SharedAccessKey=)"),
+    _d("azure_sas_token", r"(?i)(?:^|[?&;\s\"'])sig=(?P<secret>[A-Za-z0-9%+/_\-]{16,}(?:=|%3D){0,2})",
+       "signature of an Azure shared access signature: ...&sig=..."),
+    _d("npm_token", _B + r"npm_[A-Za-z0-9]{36}" + _E, "npm access token npm_ + 36"),
+    _d("pypi_token", _B + r"pypi-AgE[A-Za-z0-9_\-]{50,}", "PyPI API token pypi-AgE..."),
+    _d("huggingface_token", _B + r"hf_[A-Za-z0-9]{30,}" + _E, "Hugging Face token hf_..."),
+    _d("twilio_key", _B + r"(?:AC|SK)[0-9a-f]{32}" + _E,
+       "Twilio account SID AC + 32 hex / API key SK + 32 hex"),
+    _d("sendgrid_key", _B + r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}" + _E,
+       "SendGrid API key SG.<22>.<43>"),
+    _d("mailgun_key", _B + r"key-[0-9a-zA-Z]{32}" + _E, "Mailgun API key key- + 32"),
+    _d("discord_bot_token",
+       _B + r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}" + _E,
+       "Discord bot token <id b64>.<6>.<27+>"),
+    _d("telegram_bot_token", r"(?<![\d])\d{8,10}:AA[A-Za-z0-9_\-]{33}" + _E,
+       "Telegram bot token <bot id>:AA + 33"),
+    _d("http_cookie", r"(?i)\b(?:set-)?cookie[ \t]*:[ \t]*(?P<secret>[^\s\"'][^\r\n\"']*)",
+       "value of a Cookie: / Set-Cookie: header, to the end of the line", _not_placeholder),
+    _d("credit_card", r"(?<![\d\-])(?:\d[ -]?){12,18}\d(?![\d\-])",
+       "payment card number: 13-19 digits, issuer prefix, Luhn checksum", _luhn_card),
+    _d("us_ssn", r"(?<![\d\-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d\-])",
+       "US social security number AAA-GG-SSSS"),
+    _d("email_address",
+       r"(?<![\w.%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]*@[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
+       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,24}(?![\w\-])",
+       "e-mail address (not git@host, not name@2x.png)", _email),
+    _d("phone_number",
+       r"(?<![\w+])\+\d{1,3}(?:[ .\-]?\(?\d{1,4}\)?){2,5}(?![\w\-])"
+       r"|(?<![\w\-.])(?:\(\d{3}\)\s?|\d{3}[ .\-])\d{3}[ .\-]\d{4}(?![\w\-])",
+       "phone number: +<country code> and 8-15 digits, or North American (555) 123-4567 / "
+       "555-123-4567", _phone_digits),
+)
+"""The named secret formats, applied in this order by :func:`redact_text`."""
+
+# ``KEY=value`` / ``key: value`` in text. Only key and operator are consumed, so the value of
+# one assignment can itself hold the next ("NOTE=DB_PASSWORD=x"). Up to three words form the
+# key ("my new password: ..."); it is sensitive by the SECRET_KEY_NAMES rule.
+_KEY_CHARS = r"[\w.\-\u200b-\u200d\u2060\ufeff]"
+_ASSIGNMENT = re.compile(
+    r"(?<![\w.\-\u200b-\u200d\u2060\ufeff])(?P<key>" + _KEY_CHARS + r"+(?: " + _KEY_CHARS
+    + r"+){0,2})[\"']?[ \t]*(?::|=|：|＝)[ \t]*")
+_UNQUOTED_VALUE = re.compile(r"[^\s\"',;&]+")
+ASSIGNMENT_DETECTOR = "sensitive_assignment"
+"""Name :func:`detect` reports for a ``KEY=value`` assignment with a sensitive key."""
+
+SECRET_PATTERNS: tuple[re.Pattern[str], ...] = tuple(d.pattern for d in DETECTORS)
+"""The compiled patterns of :data:`DETECTORS` (kept for callers of the former API)."""
+
+_SECRET_KEY_SET = SECRET_KEY_NAMES
+
+
+def _assignments(text: str, out: list[str] | None) -> str:
+    pieces: list[str] = []
+    pos = 0
+    found = False
+    for m in _ASSIGNMENT.finditer(text):
+        start = m.end()
+        if start < pos:
+            continue
+        if not _key_is_sensitive(m.group("key"), _SECRET_KEY_SET):
+            continue
+        if start < len(text) and text[start] in "\"'":
+            q = text[start]
+            end = text.find(q, start + 1)
+            nl = text.find("\n", start + 1)
+            if end < 0 or (0 <= nl < end):
+                continue
+            v0, v1 = start + 1, end
+        else:
+            vm = _UNQUOTED_VALUE.match(text, start)
+            if vm is None:
+                continue
+            v0, v1 = vm.span()
+        value = text[v0:v1]
+        if len(value) < 4 or is_placeholder(value) or value.startswith(REDACTED[:-1]):
+            continue
+        pieces.append(text[pos:v0])
+        pieces.append(REDACTED)
+        pos = v1
+        found = True
+    if not found:
+        return text
+    if out is not None:
+        out.append(ASSIGNMENT_DETECTOR)
+    pieces.append(text[pos:])
+    return "".join(pieces)
+
+
+def _scan_text(text: str, out: list[str] | None) -> str:
+    """Redact ``text`` with every detector and the assignment rule; append names fired."""
+    if len(text) < 6:
+        return text
+    for det in DETECTORS:
+        pattern = det.pattern
+        if pattern.search(text) is None:
+            continue
+        grouped = "secret" in pattern.groupindex
+        fired = False
+
+        def repl(m: re.Match[str], det: Detector = det, grouped: bool = grouped) -> str:
+            nonlocal fired
+            secret = m.group("secret") if grouped else m.group(0)
+            if det.validator is not None and not det.validator(secret):
+                return m.group(0)
+            fired = True
+            if not grouped:
+                return REDACTED
+            s, e = m.span("secret")
+            whole = m.group(0)
+            return whole[: s - m.start()] + REDACTED + whole[e - m.start():]
+
+        new = pattern.sub(repl, text)
+        if fired:
+            text = new
+            if out is not None:
+                out.append(det.name)
+    return _assignments(text, out)
 
 
 def redact_text(text: str) -> str:
     """Replace every secret-looking substring of ``text`` with ``"[REDACTED]"``.
+
+    Applies the named :data:`DETECTORS` in order (a detector with a ``secret`` group replaces
+    only that group: ``postgres://u:[REDACTED]@host``), then the assignment rule: in
+    ``KEY=value``, ``key: value``, ``"key": "value"`` (also ``：``/``＝``), where the key
+    normalised by :func:`normalise_key` is a credential name (:data:`SECRET_KEY_NAMES`, by
+    suffix: ``DB_PASSWORD``, ``DJANGO_SECRET_KEY``, ``SLACK_TOKEN``, ``x-api-key``), the value
+    (quoted: to the closing quote; unquoted: to white space or one of ``"',;&``) is replaced
+    unless it is shorter than 4 characters or :func:`is_placeholder` (``YOUR_KEY_HERE``,
+    ``<token>``, ``${VAR}``, a plain word such as ``forgotten``). Personal key names (``name:``)
+    are not used on prose; embedded JSON is handled by :func:`redact`.
 
     Parameters
     ----------
@@ -88,22 +495,70 @@ def redact_text(text: str) -> str:
     Returns
     -------
     str
-        ``text`` itself when nothing matched, else a new string in which each match of
-        :data:`SECRET_PATTERNS` (or its ``secret`` group) is replaced.
+        ``text`` itself when nothing matched, else a new string with each match replaced.
     """
-    for pattern in SECRET_PATTERNS:
-        if pattern.search(text) is None:
-            continue
-        if "secret" in pattern.groupindex:
-            def repl(m: re.Match[str]) -> str:
-                s, e = m.span("secret")
-                whole = m.group(0)
-                return whole[: s - m.start()] + REDACTED + whole[e - m.start():]
-            text = pattern.sub(repl, text)
-        else:
-            text = pattern.sub(REDACTED, text)
-    return text
+    return _scan_text(text, None)
 
+
+def detect(text: str) -> list[str]:
+    """Names of the detectors that fire in ``text``, in :data:`DETECTORS` order, each once.
+
+    ``"sensitive_assignment"`` (:data:`ASSIGNMENT_DETECTOR`) names the ``KEY=value`` rule.
+    Detectors run as :func:`redact_text` runs them, each on the text the previous ones left,
+    so one secret is normally counted once. ``"[REDACTED]"`` markers never fire.
+    """
+    names: list[str] = []
+    _scan_text(text, names)
+    return list(dict.fromkeys(names))
+
+
+def has_secret(text: str) -> bool:
+    """True when some detector or the assignment rule fires in ``text`` (:func:`detect`)."""
+    return bool(detect(text))
+
+
+# ============================================================================ keyed hashes
+
+#: Environment variable holding the HMAC key of :func:`keyed_hash` (any string).
+HMAC_KEY_ENV = "DYNA_REDACT_KEY"
+#: The key used when that variable is unset: public, so results are the same in every
+#: process, on every backend (same seed, same result).
+DEFAULT_HMAC_KEY = b"dyna-redact-v1"
+
+
+def _default_hmac_key() -> bytes:
+    value = os.environ.get(HMAC_KEY_ENV)
+    return value.encode("utf-8") if value else DEFAULT_HMAC_KEY
+
+
+def keyed_hash(text: str, hmac_key: bytes | None = None, digits: int = 12) -> str:
+    """First ``digits`` hex digits of HMAC-SHA256(``hmac_key``, UTF-8 of ``text``).
+
+    Used in ``"[REDACTED:<hash>]"`` for dict keys that hold a secret: two different keys
+    never collide (the name widens on a collision) and no value is lost. The hash is not
+    reversible, and it is deterministic, so the same input gives the same stored text in
+    every process and on every backend. The default HMAC key comes from the environment
+    variable ``DYNA_REDACT_KEY``, else the public :data:`DEFAULT_HMAC_KEY`: with the public
+    key someone who can guess a low-entropy secret could confirm the guess, so set
+    ``DYNA_REDACT_KEY`` (kept out of files) where that matters; a high-entropy secret (an
+    API key) cannot be guessed either way.
+    """
+    key = _default_hmac_key() if hmac_key is None else hmac_key
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    raw = text.encode("utf-8", "surrogatepass")
+    return hmac.new(key, raw, hashlib.sha256).hexdigest()[:digits]
+
+
+def _secret_key_name(key: str, hmac_key, taken: dict[str, str]) -> str:
+    for digits in range(12, 65, 4):
+        name = f"[REDACTED:{keyed_hash(key, hmac_key, digits)}]"
+        if taken.setdefault(name, key) == key:
+            return name
+    raise AssertionError("HMAC-SHA256 collision over 256 bits")  # pragma: no cover
+
+
+# ============================================================================ redact
 
 def _key_set(keys: Iterable[str]) -> frozenset[str]:
     if isinstance(keys, str):
@@ -116,7 +571,8 @@ def _cached_key_set(keys: frozenset[str]) -> frozenset[str]:
     return _key_set(keys)
 
 
-def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = True):
+def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = True,
+           hmac_key: bytes | None = None):
     """Return a redacted deep copy of a JSON-like object; the input is never mutated.
 
     Parameters
@@ -125,13 +581,22 @@ def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = 
         A JSON-like value: dicts (any mapping), lists, tuples, strings, numbers, None. Other
         objects are returned unchanged (not copied).
     keys : iterable of str
-        Sensitive key names. A mapping entry is redacted when its key, lower-cased with ``-``
-        read as ``_``, equals one of these names exactly (so ``"API-KEY"`` matches
-        ``api_key`` but ``"tokenizer"`` does not match ``token``). Default
-        :data:`DEFAULT_SENSITIVE_KEYS`.
+        Sensitive key names. A mapping entry is redacted when :func:`is_sensitive_key` says
+        so: its key, normalised (:func:`normalise_key`), equals one of these names, or ends
+        with ``_`` + one that is a credential name (``DB_PASSWORD`` under ``password``), or
+        starts with a prefix family (``credit_card_4421486`` under ``credit_card``). So
+        ``"API-KEY"`` and ``"apiKey"`` match ``api_key`` but ``"tokenizer"`` does not match
+        ``token``. Default :data:`DEFAULT_SENSITIVE_KEYS`.
     values : bool
-        Also replace secret-looking substrings of string values anywhere (see
-        :func:`redact_text`). Default True.
+        Also (default True): redact secret-looking substrings of string values
+        (:func:`redact_text`); parse a string holding a JSON object or array, redact it with
+        ``keys`` and serialise it again (``json.dumps``, non-ASCII kept; the same string when
+        nothing changed); replace a string dict key in which a detector fires by
+        ``"[REDACTED:<hash>]"`` (:func:`keyed_hash`; distinct keys of one mapping get
+        distinct names, its value is kept and redacted like any other). With False only
+        sensitive keys are redacted.
+    hmac_key : bytes, optional
+        Key of the keyed hash of secret dict keys; default one random key per process.
 
     Returns
     -------
@@ -145,20 +610,100 @@ def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = 
         If ``keys`` is a single string.
     """
     key_set = (_cached_key_set(keys) if isinstance(keys, frozenset) else _key_set(keys))
-    return _redact(obj, key_set, values)
+    return _redact(obj, key_set, values, hmac_key)
 
 
-def _redact(obj, key_set: frozenset[str], values: bool):
+def _redact_string(text: str, key_set: frozenset[str], hmac_key) -> str:
+    s = text.strip()
+    if s[:1] in "{[" and s[-1:] in "}]" and len(s) >= 2:
+        try:
+            parsed = json.loads(s)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, (dict, list)):
+            out = _redact(parsed, key_set, True, hmac_key)
+            return text if out == parsed else json.dumps(out, ensure_ascii=False)
+    return _scan_text(text, None)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _key_has_secret(key: str) -> bool:
+    # dict keys repeat across episodes: cached (the cache holds key names, as
+    # _key_is_sensitive's does)
+    return bool(detect(key))
+
+
+def _redact(obj, key_set: frozenset[str], values: bool, hmac_key=None):
     if isinstance(obj, str):
-        return redact_text(obj) if values else obj
+        return _redact_string(obj, key_set, hmac_key) if values else obj
     if isinstance(obj, Mapping):
-        return {k: (REDACTED if normalise_key(k) in key_set else _redact(v, key_set, values))
-                for k, v in obj.items()}
+        out = {}
+        taken: dict[str, str] = {}
+        for k, v in obj.items():
+            sensitive = _key_is_sensitive(str(k), key_set)
+            if values and isinstance(k, str) and len(k) >= 6 and _key_has_secret(k):
+                k = _secret_key_name(k, hmac_key, taken)
+            out[k] = REDACTED if sensitive else _redact(v, key_set, values, hmac_key)
+        return out
     if isinstance(obj, list):
-        return [_redact(v, key_set, values) for v in obj]
+        return [_redact(v, key_set, values, hmac_key) for v in obj]
     if isinstance(obj, tuple):
-        return tuple(_redact(v, key_set, values) for v in obj)
+        return tuple(_redact(v, key_set, values, hmac_key) for v in obj)
     return obj
+
+
+def scan(obj) -> collections.Counter:
+    """Count detector catches over a JSON-like object: string values, string dict keys and
+    JSON embedded in strings, per detector name (:func:`detect`)."""
+    counts: collections.Counter = collections.Counter()
+
+    def walk(o):
+        if isinstance(o, str):
+            s = o.strip()
+            if s[:1] in "{[" and s[-1:] in "}]":
+                try:
+                    parsed = json.loads(s)
+                except ValueError:
+                    parsed = None
+                if isinstance(parsed, (dict, list)):
+                    walk(parsed)
+                    return
+            counts.update(detect(o))
+        elif isinstance(o, Mapping):
+            for k, v in o.items():
+                if isinstance(k, str):
+                    counts.update(detect(k))
+                walk(v)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v)
+
+    walk(obj)
+    return counts
+
+
+def check_label(field: str, value):
+    """Return ``value`` if the label field holds no secret, else raise :class:`ConfigError`.
+
+    Labels (``run_id``, ``task_type``, ``variant``, ``tenant``, ...) group results; redacting
+    one would merge every label holding a secret into one ``"[REDACTED]"`` bucket, so a label
+    with a secret or personal datum (any :func:`detect` name) is refused. The error names the
+    field and carries the redacted value, never the secret itself. None passes.
+
+    Raises
+    ------
+    ConfigError
+        ``field`` named, value redacted, reason listing the detectors that fired.
+    """
+    if value is None:
+        return value
+    text = value if isinstance(value, str) else str(value)
+    names = detect(text)
+    if names:
+        raise ConfigError(field, redact_text(text),
+                          "a label must not hold a secret or personal data (detected: "
+                          + ", ".join(names) + "); a redacted label would merge buckets")
+    return value
 
 
 # --------------------------------------------------------------------------- feature hashing

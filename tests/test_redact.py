@@ -2,6 +2,8 @@
 
 import copy
 import hashlib
+import hmac
+import json
 import math
 import os
 import subprocess
@@ -11,7 +13,20 @@ import numpy as np
 import pytest
 
 from dyna.errors import ConfigError
-from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, hash_features, redact, redact_text
+from dyna.redact import (
+    DEFAULT_SENSITIVE_KEYS,
+    DETECTORS,
+    REDACTED,
+    check_label,
+    detect,
+    has_secret,
+    hash_features,
+    is_sensitive_key,
+    keyed_hash,
+    normalise_key,
+    redact,
+    redact_text,
+)
 
 PERS04_KEYS = {"password", "api_key", "token", "secret", "authorization"}
 
@@ -35,7 +50,9 @@ def test_default_keys_cover_personal_data_and_leave_look_alikes():
              "nested": ({"Authorization": {"deep": 1}}, ["Secret", {"secret": [1, 2]}]),
              "username": "ada", "token_count": 17, "tokenizer": "bpe", "names": ["a"]}
     out = redact(given)
-    assert DEFAULT_SENSITIVE_KEYS == {"api_key", "authorization", "email", "name", "password",
+    # the former nine names are still there; the list grew (dyna.redact.SECRET_KEY_NAMES and
+    # PERSONAL_KEY_NAMES: passwd, pwd, client_secret, access_token, cookie, dob, address, ...)
+    assert DEFAULT_SENSITIVE_KEYS >= {"api_key", "authorization", "email", "name", "password",
                                       "phone", "secret", "ssn", "token"}
     assert out["Name"] == REDACTED and out["EMAIL"] == REDACTED and out["phone"] == REDACTED
     assert out["SSN"] == REDACTED
@@ -132,3 +149,103 @@ def test_hash_features_identical_across_processes():
     here = hash_features({"state_before": {"s": "abc", "x": 3.5},
                           "action_taken": {"a": [1, "up"]}}, 16).tobytes().hex()
     assert outs[0] == outs[1] == here
+
+
+# ------------------------------------------------------------------ secrets and personal data
+
+
+BRIEF_KEYS = ["passwd", "pwd", "client_secret", "secret_key", "access_token", "refresh_token",
+              "id_token", "auth_token", "apiKey", "x-api-key", "private_key",
+              "aws_secret_access_key", "cookie", "set-cookie", "credentials", "credit_card",
+              "card_number", "cvv", "dob", "address", "ｐａｓｓｗｏｒｄ", "pass\u200bword",
+              "DB_PASSWORD", "DJANGO_SECRET_KEY", "SLACK_TOKEN", "AWS_SECRET_ACCESS_KEY",
+              "X-Api-Key", "APIKey", "Set-Cookie", "credit_card_4421486", "first_name"]
+
+
+@pytest.mark.parametrize("key", BRIEF_KEYS)
+def test_normalised_key_names_are_sensitive(key):
+    assert is_sensitive_key(key)
+    assert redact({key: "v4lue"}) == {key: REDACTED}
+
+
+@pytest.mark.parametrize("key", ["tokenizer", "token_count", "username", "names", "task_name",
+                                 "passwordless", "eos_token", "e-mail", "public_key", "max_tokens"])
+def test_look_alike_keys_are_kept(key):
+    assert not is_sensitive_key(key)
+    assert redact({key: "v"}) == {key: "v"}
+
+
+def test_normalise_key():
+    assert normalise_key("X-API-Key") == normalise_key("xApiKey") == "x_api_key"
+    assert normalise_key("APIKey") == "api_key" and normalise_key("ｐａｓｓ\u200bword") == "password"
+    assert normalise_key(" DB..PASSWORD_ ") == "db_password" and normalise_key("e-mail") == "e_mail"
+
+
+@pytest.mark.parametrize("text", ["password: forgotten", "the secret: patience",
+                                  "api_key=YOUR_KEY_HERE", "sk-learn-compatible-wrapper",
+                                  "token: identifier", "API_TOKEN=<token>", "pwd=${PWD}",
+                                  "secret=changeme", "token=xxx", "password: ..."])
+def test_former_false_positives_are_kept(text):
+    assert redact_text(text) == text and detect(text) == [] and not has_secret(text)
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("DB_PASSWORD=hunter22", "hunter22"), ("SLACK_TOKEN: 9f8e7d6c5b4a", "9f8e7d6c5b4a"),
+    ("note: password=Tr0ub4dor3 end", "Tr0ub4dor3"), ('"apiKey": "a1b2c3d4e5"', "a1b2c3d4e5"),
+    ("pass\u200bword=S3cretValue", "S3cretValue"), ("password: letmein123", "letmein123"),
+])
+def test_assignments_in_text(text, secret):
+    out = redact_text(text)
+    assert secret not in out and REDACTED in out
+    assert detect(text) == ["sensitive_assignment"]
+
+
+def test_detector_table_and_names():
+    names = [d.name for d in DETECTORS]
+    assert len(names) == len(set(names)) and all(d.description for d in DETECTORS)
+    assert detect("key AKIAIOSFODNN7EXAMPLE and mail ada@example.org") == [
+        "aws_access_key_id", "email_address"]
+    assert detect("4111 1111 1111 1112") == []  # Luhn fails
+    assert detect("4111 1111 1111 1111") == ["credit_card"]
+    assert detect("Basic dXNlcjpwYXNz") == ["basic_auth"] and detect("Basic arithmetic") == []
+    assert redact_text("postgres://user:pass@host/db") == "postgres://user:[REDACTED]@host/db"
+    assert redact_text("postgres://user:${DB_PASS}@host/db") == "postgres://user:${DB_PASS}@host/db"
+
+
+def test_redaction_is_idempotent():
+    given = {"a": "DB_PASSWORD=hunter22 and Bearer abc123defg", "mia@example.com": 1,
+             "j": json.dumps({"dob": "1990-04-05", "x": "postgres://u:p4ss@h"})}
+    once = redact(given, hmac_key=b"k")
+    assert redact(once, hmac_key=b"k") == once
+
+
+def test_secret_dict_keys_get_keyed_hashes():
+    given = {"ada@example.org": 1, "mia@example.org": 2, "plain": 3}
+    a = redact(given, hmac_key=b"one")
+    assert list(a.values()) == [1, 2, 3] and "plain" in a
+    k1, k2 = [k for k in a if k != "plain"]
+    assert k1 != k2 and k1 == f"[REDACTED:{keyed_hash('ada@example.org', b'one')}]"
+    assert len(k1) == len("[REDACTED:]") + 12
+    assert hmac.new(b"one", b"ada@example.org", hashlib.sha256).hexdigest()[:12] in k1
+    assert redact(given, hmac_key=b"one") == a               # stable for the same key
+    assert list(redact(given, hmac_key=b"two")) != list(a)   # not across keys
+    assert redact(given, values=False) == given
+
+
+def test_embedded_json_is_redacted_and_untouched_json_kept():
+    text = json.dumps({"dob": "1990-04-05", "city": "Austin", "n": [1, 2]})
+    assert json.loads(redact(text)) == {"dob": REDACTED, "city": "Austin", "n": [1, 2]}
+    same = '{"city":  "Austin"}'
+    assert redact(same) is same or redact(same) == same
+
+
+def test_check_label():
+    assert check_label("run_id", "run-0003") == "run-0003" and check_label("seed", None) is None
+    assert check_label("task_type", "book_flight") == "book_flight"
+    with pytest.raises(ConfigError) as err:
+        check_label("run_id", "run-ghp_" + "a1B2" * 9)
+    assert err.value.field == "run_id" and "github_token" in err.value.reason
+    assert "a1B2a1B2" not in str(err.value)  # the error never carries the secret
+    with pytest.raises(ConfigError) as err:
+        check_label("tenant", "mia.li3818@example.com")
+    assert err.value.field == "tenant" and "email_address" in err.value.reason

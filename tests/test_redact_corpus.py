@@ -1,0 +1,204 @@
+"""Redaction against corpora: every planted secret gone in every shape, benign texts untouched.
+
+tests/data/secret_corpus.txt holds 76 secret formats (fake values of the right shape) and
+tests/data/benign_corpus.txt 61 benign texts. Each secret is planted in 8 shapes a stored
+field can carry it (bare string, dict value under a harmless key, dict key, value of JSON
+embedded in a string, key of JSON embedded in a string, list item, ``NOTE=<secret>`` line of
+a log, and the text with ``\\n`` escapes turned into real newlines): 608 plantings, 0 persisted
+in clear, every format caught by a named detector (or the assignment rule). Every benign text
+is returned unchanged in 6 shapes (366 checks, 0 altered) and fires no detector. Leaks are
+searched for as the planted secret value itself, in every string and key of the output and of
+any JSON inside it, never with the redactor's own detectors. ``pytest -s`` prints the counts.
+"""
+
+import collections
+import json
+from pathlib import Path
+
+import pytest
+
+from dyna.redact import REDACTED, detect, is_sensitive_key, redact, scan
+
+DATA = Path(__file__).parent / "data"
+
+
+def _lines(name):
+    return [line.rstrip("\n") for line in (DATA / name).read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")]
+
+
+def _secrets():
+    out = []
+    for line in _lines("secret_corpus.txt"):
+        parts = line.split("\t")
+        assert len(parts) in (2, 3), line
+        name, text = parts[0], parts[1]
+        out.append((name, text, parts[2] if len(parts) == 3 else text))
+    return out
+
+
+SECRETS = _secrets()
+BENIGN = _lines("benign_corpus.txt")
+
+SHAPES = {
+    "bare": lambda t: t,
+    "dict_value": lambda t: {"note": t},
+    "dict_key": lambda t: {t: "kept"},
+    "json_value": lambda t: json.dumps({"tool_output": t, "step": 3}),
+    "json_key": lambda t: json.dumps({t: {"ok": True}}),
+    "list": lambda t: ["first", t, 3],
+    "key_value_line": lambda t: f"step 3 started\nNOTE={t}\ndone in 2.1 s",
+    "real_newlines": lambda t: t.replace("\\n", "\n"),
+}
+
+
+def _strings(obj):
+    """Every string of ``obj`` (keys included), and of JSON embedded in its strings."""
+    if isinstance(obj, str):
+        yield obj
+        s = obj.strip()
+        if s[:1] in "{[":
+            try:
+                yield from _strings(json.loads(s))
+            except ValueError:
+                pass
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _strings(v)
+
+
+def _leaks(out, secret) -> bool:
+    variants = {secret, secret.replace("\\n", "\n")}
+    return any(v in s for s in _strings(out) for v in variants)
+
+
+def test_corpus_sizes():
+    assert len(SECRETS) >= 60 and len(BENIGN) >= 30
+    names = [n for n, _, _ in SECRETS]
+    for must in ("aws_secret_key (bare)", "aws_secret_key (env)", "gitlab_token", "slack_webhook",
+                 "stripe_key (secret)", "stripe_key (restricted)", "google_oauth_secret",
+                 "pgp_private_key", "url_credentials (postgres, brief example)",
+                 "basic_auth (no digit)", "DB_PASSWORD line", "DJANGO_SECRET_KEY line",
+                 "SLACK_TOKEN line", "azure_connection_string (storage)", "azure_sas_token",
+                 "npm_token", "pypi_token", "twilio_key (account sid)", "sendgrid_key",
+                 "mailgun_key", "discord_bot_token", "telegram_bot_token",
+                 "http_cookie (Cookie)", "credit_card (visa)", "email_address",
+                 "phone_number (US)", "us_ssn"):
+        assert must in names
+
+
+@pytest.mark.parametrize("name, text, secret", SECRETS, ids=[s[0] for s in SECRETS])
+def test_every_secret_redacted_in_every_shape(name, text, secret):
+    assert detect(text), f"{name}: no detector fires"
+    for shape, build in SHAPES.items():
+        given = build(text)
+        out = redact(given)
+        assert not _leaks(out, secret), f"{name} persisted in clear as {shape}: {out!r}"
+    out = redact({text: "kept"})  # a secret key is replaced, its value kept (unless the
+    ((key, value),) = out.items()  # key also names a secret: "-----BEGIN ... PRIVATE KEY")
+    assert key.startswith("[REDACTED:")
+    assert value == (REDACTED if is_sensitive_key(text) else "kept")
+
+
+@pytest.mark.parametrize("text", BENIGN)
+def test_every_benign_text_unchanged(text):
+    assert detect(text) == [], text
+    assert redact(text) == text
+    assert redact({"note": text}) == {"note": text}
+    assert list(redact({text: 1})) == [text]  # the key itself is never altered
+    assert redact(["a", text]) == ["a", text]
+    embedded = json.dumps({"tool_output": text})
+    assert redact(embedded) == embedded
+    line = f"step 3\nNOTE={text}\ndone"
+    assert redact(line) == line
+
+
+def test_counts_printed():
+    """Counts: formats, shapes, plantings, catches per detector, benign checks."""
+    caught = collections.Counter()
+    leaks = 0
+    for _, text, secret in SECRETS:
+        caught.update(detect(text))
+        for build in SHAPES.values():
+            leaks += _leaks(redact(build(text)), secret)
+    altered = sum(redact(b(t)) != b(t) for t in BENIGN
+                  for b in (lambda t: t, lambda t: {"note": t}, lambda t: [t],
+                            lambda t: json.dumps({"o": t}), lambda t: f"NOTE={t}"))
+    altered += sum(list(redact({t: 1})) != [t] for t in BENIGN)
+    print(f"\nsecret formats {len(SECRETS)}, shapes {len(SHAPES)}, plantings "
+          f"{len(SECRETS) * len(SHAPES)}, persisted in clear {leaks}")
+    print(f"benign texts {len(BENIGN)}, checks {len(BENIGN) * 6}, altered {altered}")
+    print("catches per detector:", dict(sorted(caught.items())))
+    assert leaks == 0 and altered == 0
+    assert sum(caught.values()) >= len(SECRETS)
+
+
+# A tau-bench airline tool output (get_user_details), copied from the public MIT-licensed
+# runs in sierra-research/tau-bench historical_trajectories/gpt-4o-airline.json (synthetic
+# personas): personal data as JSON inside a tool-output string, payment methods keyed by id.
+TAU_USER = ('{"name": {"first_name": "Mia", "last_name": "Li"}, "address": {"address1": '
+            '"975 Sunset Drive", "address2": "Suite 217", "city": "Austin", "country": "USA", '
+            '"province": "TX", "zip": "78750"}, "email": "mia.li3818@example.com", "dob": '
+            '"1990-04-05", "payment_methods": {"credit_card_4421486": {"source": "credit_card", '
+            '"brand": "visa", "last_four": "7447", "id": "credit_card_4421486"}, '
+            '"certificate_4856383": {"source": "certificate", "amount": 100, "id": '
+            '"certificate_4856383"}}, "saved_passengers": [{"first_name": "Amelia", '
+            '"last_name": "Ahmed", "dob": "1957-03-21"}], "membership": "gold", '
+            '"reservations": ["NO6JO3", "AIXC49", "HKEG34"]}')
+TAU_RESERVATION = ('{"reservation_id": "HATHAT", "user_id": "mia_li_3668", "origin": "JFK", '
+                   '"passengers": [{"first_name": "Mia", "last_name": "Li", "dob": '
+                   '"1990-04-05"}], "payment_history": [{"payment_id": "credit_card_4421486", '
+                   '"amount": 55}], "created_at": "2024-05-15T15:00:00"}')
+
+
+def test_taubench_personal_data_shapes():
+    msg = {"role": "tool", "name": "get_user_details", "content": TAU_USER}
+    out = redact(msg)
+    assert out["role"] == "tool"
+    user = json.loads(out["content"])
+    assert user["name"] == REDACTED and user["address"] == REDACTED
+    assert user["email"] == REDACTED and user["dob"] == REDACTED
+    assert user["saved_passengers"] == [{"first_name": REDACTED, "last_name": REDACTED,
+                                         "dob": REDACTED}]
+    # payment-method ids are kept as keys, the card entry's value is redacted
+    assert user["payment_methods"]["credit_card_4421486"] == REDACTED
+    assert user["payment_methods"]["certificate_4856383"]["amount"] == 100
+    assert user["membership"] == "gold" and user["reservations"] == ["NO6JO3", "AIXC49", "HKEG34"]
+    for planted in ("1990-04-05", "1957-03-21", "975 Sunset Drive", "mia.li3818@example.com",
+                    "Amelia", "Austin"):
+        assert not _leaks(out, planted), planted
+
+    res = json.loads(redact(TAU_RESERVATION))
+    assert res["passengers"] == [{"first_name": REDACTED, "last_name": REDACTED, "dob": REDACTED}]
+    assert res["payment_history"][0]["payment_id"] == "credit_card_4421486"
+    assert res["created_at"] == "2024-05-15T15:00:00" and res["origin"] == "JFK"
+
+    # e-mail in free text; a dict keyed by an e-mail address
+    said = redact({"role": "user", "content": "Sure, my email is mia.li3818@example.com."})
+    assert said["content"] == f"Sure, my email is {REDACTED}."
+    by_mail = redact({"mia.li3818@example.com": {"tier": "gold"}})
+    ((key, value),) = by_mail.items()
+    assert key.startswith("[REDACTED:") and value == {"tier": "gold"}
+    assert scan(msg)["email_address"] == 1  # the e-mail value inside the embedded JSON
+    assert scan(said) == {} and scan({"c": "a mia.li3818@example.com"}) == {"email_address": 1}
+
+
+def test_keyed_hash_is_the_same_in_every_process_and_follows_the_env_key():
+    import os
+    import subprocess
+    import sys
+
+    from dyna.redact import keyed_hash
+
+    code = "from dyna.redact import keyed_hash; print(keyed_hash('AKIAIOSFODNN7EXAMPLE'))"
+    env = {k: v for k, v in os.environ.items() if k != "DYNA_REDACT_KEY"}
+    outs = {subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                           capture_output=True, text=True).stdout.strip() for _ in range(2)}
+    assert outs == {keyed_hash("AKIAIOSFODNN7EXAMPLE", b"dyna-redact-v1")}
+    other = subprocess.run([sys.executable, "-c", code], env={**env, "DYNA_REDACT_KEY": "k2"},
+                           check=True, capture_output=True, text=True).stdout.strip()
+    assert other == keyed_hash("AKIAIOSFODNN7EXAMPLE", b"k2") != outs.pop()
