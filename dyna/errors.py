@@ -96,3 +96,45 @@ class StoreBusyError(StoreError, TimeoutError):
 
     Retryable: the failed write was rolled back as a whole, nothing of it is stored.
     """
+
+
+class StoreDamagedError(StoreError):
+    """A store file is damaged (SQLite reports corruption, or it is not a database at all).
+
+    Nothing was renamed, created or written: the file is left exactly as it was, so its
+    readable rows can still be copied out (``dyna store recover DB --out NEW``).
+
+    Attributes
+    ----------
+    path : str
+        The damaged file.
+    detail : str
+        What SQLite found (``quick_check`` / ``integrity_check`` lines or the error text).
+    """
+
+    def __init__(self, path: object, detail: str):
+        self.path = str(path)
+        self.detail = detail
+        super().__init__(f"DB={self.path}: damaged SQLite store: {detail}; recover the "
+                         f"readable rows with: dyna store recover {self.path} --out NEW")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.detail))
+
+
+class NotAStoreError(StoreError):
+    """A file is a SQLite database but not a dyna experience store; nothing was written."""
+
+    def __init__(self, path: object, reason: str, field: str = "DB"):
+        self.path = str(path)
+        self.reason = reason
+        self.field = field
+        super().__init__(f"{field}={self.path}: not a dyna experience store ({reason}); "
+                         "nothing was written to it")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.reason, self.field))
+
+
+class StoreReadOnlyError(StoreError):
+    """A write was asked of a store opened read-only; nothing was written."""

@@ -13,8 +13,13 @@ An :class:`ExperienceStore` joins
 Every operation is a plain method and also reachable through :meth:`ExperienceStore.dispatch`
 ``(op, **kwargs) -> dict``, which checks the arguments against :data:`OPERATIONS` (the same
 declarations give :meth:`~ExperienceStore.capabilities` and JSON schemas for tool servers) and
-returns JSON-ready dicts. Every answer carries ``persistence_status``: ``ok``, ``missing``,
-``degraded_fresh_start`` or ``write_degraded`` (see :mod:`dyna.store.sqlite`).
+returns JSON-ready dicts. Every answer carries ``persistence_status``: ``ok``, ``missing``
+or ``write_degraded`` (see :mod:`dyna.store.sqlite`). A damaged file raises
+:class:`dyna.errors.StoreDamagedError` and is never replaced (recover its readable rows with
+``dyna store recover``); a SQLite file that is not a dyna store raises
+:class:`dyna.errors.NotAStoreError` and is not written. ``read_only=True`` opens the file
+without creating, migrating or writing it; operations that change records then raise
+:class:`dyna.errors.StoreReadOnlyError`.
 
 Tenancy: every operation that reads or changes records is scoped to one ``tenant_id``
 (matched exactly, never as a prefix or pattern); only the maintenance operations
@@ -52,7 +57,8 @@ from dyna import __version__
 from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Categorical,
                          ExperienceBuffer, JsonText)
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
-from dyna.errors import ConfigError, StoreBusyError, StoreError, check_range
+from dyna.errors import (ConfigError, StoreBusyError, StoreDamagedError, StoreError,
+                         StoreReadOnlyError, check_range)
 from dyna.escalation import RISK_CLASSES, should_escalate
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, hash_features, normalise_key, redact
 from dyna.store import jsonl as _jsonl
@@ -329,6 +335,10 @@ class ExperienceStore:
         SQLite busy timeout in seconds.
     verify : bool
         Run SQLite's quick_check when opening an existing file.
+    read_only : bool
+        Open an existing file read-only (``mode=ro``): it is never created, migrated or
+        written; ``record``, ``import_data``, ``prune_old``, ``compact``, ``reset`` and
+        ``delete_data`` raise :class:`dyna.errors.StoreReadOnlyError`.
     clock : callable
         Current time in seconds (UTC epoch); default :func:`time.time`.
 
@@ -336,13 +346,17 @@ class ExperienceStore:
     ------
     ConfigError
         Bad dim, prior, discount or keys; a file of another dim.
+    StoreDamagedError
+        SQLite reports the file as corrupt (it is left exactly as it was).
+    NotAStoreError
+        A SQLite database that is not a dyna store (nothing is written to it).
     StoreError
         A file written by a newer schema, or one that cannot be created.
     """
 
     def __init__(self, db_path="", dim: int = 64, *, prior="uniform", discount: float = 1.0,
                  redact_keys=DEFAULT_SENSITIVE_KEYS, busy_timeout: float = 10.0,
-                 verify: bool = True, clock=time.time):
+                 verify: bool = True, read_only: bool = False, clock=time.time):
         self.dim = check_range("dim", dim, 1, None, integer=True)
         self.prior = prior_shapes(prior)
         self.discount = float(check_range("discount", discount, 0.0, 1.0, lo_open=True))
@@ -352,18 +366,32 @@ class ExperienceStore:
         self.clock = clock
         self._lock = threading.RLock()
         self._pending: set[int] = set()  # ids recorded while writes were failing
+        self.read_only = bool(read_only)
+        if self.read_only and not str(db_path):
+            raise ConfigError("read_only", True, "needs a db_path (an in-memory store is "
+                              "always writable)")
         self._db = SQLiteStore(db_path, RECORD_SCHEMA, self.dim, timeout=busy_timeout,
-                               verify=verify) if str(db_path) else None
-        self.buffer = self._new_buffer()
-        self._load()
+                               verify=verify, read_only=self.read_only) \
+            if str(db_path) else None
+        try:
+            self.buffer = self._new_buffer()
+            self._load()
+        except BaseException:
+            self.close()
+            raise
 
     # ------------------------------------------------------------------ internals
+    def _refuse_if_read_only(self, op: str) -> None:
+        if self.read_only:
+            raise StoreReadOnlyError(f"{op}: the store {self._db.path} was opened read-only; "
+                                     "nothing was changed")
+
     def _new_buffer(self) -> ExperienceBuffer:
         return ExperienceBuffer(self.dim, redact_keys=self.redact_keys, clock=self.clock)
 
     @property
     def persistence_status(self) -> str:
-        """``ok``, ``missing``, ``degraded_fresh_start`` or ``write_degraded``."""
+        """``ok``, ``missing`` or ``write_degraded``."""
         if self._pending:
             return "write_degraded"
         return "ok" if self._db is None else self._db.status
@@ -551,7 +579,8 @@ class ExperienceStore:
         try:
             written = self._db.append_from(make)
         except StoreError as exc:
-            if isinstance(exc, StoreBusyError):  # retryable: leave no trace in memory either
+            if isinstance(exc, (StoreBusyError, StoreDamagedError, StoreReadOnlyError)):
+                # retryable, or never going to work: leave no trace in memory either
                 if len(buf) > n_before:
                     buf.delete(np.arange(n_before, len(buf)))
                 raise
@@ -658,6 +687,7 @@ class ExperienceStore:
         StoreBusyError
             The file stayed locked; nothing written (retry).
         """
+        self._refuse_if_read_only("record")
         tenant_id = self._tenant(tenant_id)
         single = episodes is None
         if single:
@@ -966,6 +996,7 @@ class ExperienceStore:
             ``deleted`` (rows), ``cutoff`` (seconds). The file shrinks only at
             :meth:`compact`.
         """
+        self._refuse_if_read_only("prune_old")
         age = check_range("max_age_seconds", max_age_seconds, 0.0, None)
         if not math.isfinite(age):
             raise ConfigError("max_age_seconds", age, "must be finite")
@@ -997,6 +1028,7 @@ class ExperienceStore:
         dict
             ``deleted``, ``bytes_before``, ``bytes_after``, ``freelist_count``.
         """
+        self._refuse_if_read_only("compact")
         if compact_keep_records is not None:
             keep = check_range("compact_keep_records", compact_keep_records, 0, None,
                                integer=True)
@@ -1091,6 +1123,7 @@ class ExperienceStore:
 
     def reset(self, tenant_id: str | None = None, all_tenants: bool = False) -> dict:
         """Delete every episode of ``tenant_id``, or of everyone with ``all_tenants=True``."""
+        self._refuse_if_read_only("reset")
         if tenant_id is None and not all_tenants:
             raise ConfigError("tenant_id", None, "give a tenant or all_tenants=True")
         if tenant_id is not None and all_tenants:
@@ -1110,6 +1143,7 @@ class ExperienceStore:
                     run_id: str | None = None, task_id: str | None = None,
                     request_id: str | None = None) -> dict:
         """Delete a tenant's episodes matching every given field exactly (no prefixes)."""
+        self._refuse_if_read_only("delete_data")
         tenant_id = self._tenant(tenant_id)
         sel = {k: v for k, v in zip(_SELECTORS, (task_type, run_id, task_id, request_id))
                if v is not None}
@@ -1202,6 +1236,7 @@ class ExperienceStore:
         dict
             ``n`` imported, ``skipped`` lines (JSONL) with their line numbers.
         """
+        self._refuse_if_read_only("import_data")
         p = Path(path)
         if format is None:
             format = "parquet" if p.suffix == ".parquet" else "jsonl"

@@ -72,7 +72,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dyna.errors import ConfigError, DynaError, MissingFileError, StoreBusyError, check_range
+from dyna.errors import (ConfigError, DynaError, MissingFileError, NotAStoreError,
+                         StoreBusyError, check_range)
 
 __all__ = ["READ_TOOLS", "WRITE_TOOLS", "ExperienceTools", "build_server", "register",
            "serve_http", "serve_stdio"]
@@ -376,7 +377,7 @@ def _open_store(db: str, dim: int | None, read_only: bool):
     if path.is_file() and path.stat().st_size:
         have = stored_dim(path)
         if have is None:
-            raise ConfigError("db", str(path), "is not a dyna experience store")
+            raise NotAStoreError(path, "no dim in a meta table", field="db")
         if dim is not None and dim != have:
             raise ConfigError("dim", dim, f"the store at {str(path)!r} has dim {have}")
         dim = have
@@ -385,7 +386,7 @@ def _open_store(db: str, dim: int | None, read_only: bool):
     elif not path.parent.is_dir():
         # a mistyped path must not silently give an agent a new, empty store
         raise MissingFileError("db", path.parent)
-    return ExperienceStore(path, dim=64 if dim is None else dim)
+    return ExperienceStore(path, dim=64 if dim is None else dim, read_only=read_only)
 
 
 def _run(args) -> int:

@@ -1,7 +1,6 @@
 """Tests of dyna.experience.ExperienceStore: operations, dispatch, round trips, isolation."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dyna.errors import ConfigError, StoreBusyError
+from dyna.errors import ConfigError, NotAStoreError, StoreBusyError, StoreReadOnlyError
 from dyna.experience import OPERATIONS, ExperienceStore
 
 DIM = 8
@@ -69,15 +68,29 @@ def test_status_missing_then_ok(tmp_path):
     assert s.dispatch("get_stats")["persistence_status"] == "ok"
 
 
-def test_corrupt_file_gives_degraded_fresh_start(tmp_path):
+def test_not_a_database_is_refused_never_replaced(tmp_path):
     path = tmp_path / "c.db"
     path.write_bytes(b"\x00garbage" * 500)
-    s = ExperienceStore(path, dim=DIM)
-    out = s.dispatch("get_stats")
-    assert out["persistence_status"] == "degraded_fresh_start" and out["n_records"] == 0
-    assert os.path.exists(out["store"]["moved_to"])
-    s.record("t1", **ep())
-    assert len(s) == 1
+    with pytest.raises(NotAStoreError, match="c.db: not a dyna experience store"):
+        ExperienceStore(path, dim=DIM)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db"]
+    assert path.read_bytes() == b"\x00garbage" * 500
+
+
+def test_read_only_store_refuses_changes(tmp_path, store):
+    fill(store, n=3)
+    store.close()
+    data = (tmp_path / "x.db").read_bytes()
+    ro = ExperienceStore(tmp_path / "x.db", dim=DIM, read_only=True)
+    assert len(ro) == 3 and ro.dispatch("get_stats")["n_records"] == 3
+    for op, kw in [("record", ep()), ("prune_old", {"max_age_seconds": 0.0}),
+                   ("compact", {}), ("reset", {"all_tenants": True}),
+                   ("delete_data", {"tenant_id": "t1"})]:
+        with pytest.raises(StoreReadOnlyError):
+            ro.dispatch(op, **({"tenant_id": "t1"} | kw if op == "record" else kw))
+    assert len(ro) == 3
+    ro.close()
+    assert (tmp_path / "x.db").read_bytes() == data
 
 
 def test_write_degraded_keeps_records_in_memory_and_flushes(store):

@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from dyna.errors import ConfigError, StoreBusyError, StoreError
+from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBusyError,
+                         StoreDamagedError, StoreError, StoreReadOnlyError)
 from dyna.store import sqlite as sq
 from dyna.store.sqlite import SQLiteStore
 
@@ -234,14 +235,18 @@ def test_keep_newest_per_group_and_prune_filter():
     assert st.count() == 6
 
 
-def test_missing_then_ok_and_corrupt_file_moved_aside(tmp_path):
+def _listing(path):
+    return sorted(p.name for p in path.parent.iterdir())
+
+
+def test_not_a_database_is_refused_not_moved(tmp_path):
     path = tmp_path / "bad.db"
     path.write_bytes(b"this is not a database" * 200)
-    st = SQLiteStore(path, SCHEMA, DIM)
-    assert st.status == "degraded_fresh_start"
-    assert open(st.moved_to, "rb").read().startswith(b"this is not")
-    st.append(batch(2))
-    assert st.status == "degraded_fresh_start" and st.count() == 2
+    before = _listing(path)
+    with pytest.raises(NotAStoreError, match="bad.db: not a dyna experience store"):
+        SQLiteStore(path, SCHEMA, DIM)
+    assert _listing(path) == before
+    assert path.read_bytes().startswith(b"this is not")
 
 
 def _scribbled_db(tmp_path):
@@ -257,16 +262,64 @@ def _scribbled_db(tmp_path):
     return path
 
 
-def test_corrupt_pages_found_on_open_degrade_not_crash(tmp_path):
-    st = SQLiteStore(_scribbled_db(tmp_path), SCHEMA, DIM)
-    assert st.status == "degraded_fresh_start"
-    assert st.count() == 0
+def test_corrupt_pages_found_on_open_raise_typed_error(tmp_path):
+    path = _scribbled_db(tmp_path)
+    data = path.read_bytes()
+    for read_only in (False, True):
+        with pytest.raises(StoreDamagedError, match="quick_check"):
+            SQLiteStore(path, SCHEMA, DIM, read_only=read_only)
+    assert path.read_bytes() == data
+    assert not [n for n in _listing(path) if ".corrupt" in n]
 
 
-def test_corruption_found_on_read_recovers(tmp_path):
-    st = SQLiteStore(_scribbled_db(tmp_path), SCHEMA, DIM, verify=False)
-    cols = st.read()
-    assert st.status == "degraded_fresh_start" and len(cols["id"]) == 0
+def test_corruption_found_on_read_raises_and_keeps_file(tmp_path):
+    path = _scribbled_db(tmp_path)
+    st = SQLiteStore(path, SCHEMA, DIM, verify=False)
+    with pytest.raises(StoreDamagedError, match="integrity_check"):
+        st.read()
+    assert st.status == "ok" and os.path.exists(path)
+    st.close()
+
+
+def test_read_only_open_never_creates_or_writes(tmp_path):
+    with pytest.raises(MissingFileError):
+        SQLiteStore(tmp_path / "none.db", SCHEMA, DIM, read_only=True)
+    assert not list(tmp_path.iterdir())
+    path = tmp_path / "s.db"
+    with SQLiteStore(path, SCHEMA, DIM) as st:
+        st.append(batch(3))
+        st.checkpoint()
+    data = path.read_bytes()
+    st = SQLiteStore(path, SCHEMA, DIM, read_only=True)
+    assert st.count() == 3 and st.read()["id"].tolist() == [0, 1, 2]
+    with pytest.raises(StoreReadOnlyError):
+        st.append(batch(1))
+    with pytest.raises(StoreReadOnlyError):
+        st.vacuum()
+    st.close()
+    assert path.read_bytes() == data
+
+
+def test_foreign_sqlite_file_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+                       "INSERT INTO meta VALUES ('dim', '4');"
+                       "CREATE TABLE episodes (id INTEGER PRIMARY KEY, x);")
+    conn.close()
+    data = path.read_bytes()
+    for read_only in (False, True):
+        with pytest.raises(NotAStoreError, match="app.db"):
+            SQLiteStore(path, SCHEMA, DIM, read_only=read_only)
+    assert path.read_bytes() == data and _listing(path) == ["app.db"]
+    # a dyna store with a table someone else added is refused too
+    other = tmp_path / "s.db"
+    SQLiteStore(other, SCHEMA, DIM).close()
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE theirs (x)")
+    conn.close()
+    with pytest.raises(NotAStoreError, match="theirs"):
+        SQLiteStore(other, SCHEMA, DIM)
 
 
 def test_write_degraded_on_readonly_failure(tmp_path):

@@ -1,4 +1,4 @@
-"""CLI of the experience store: ``dyna store stats|export|delete|prune|compact DB ...``.
+"""CLI of the experience store: ``dyna store stats|export|delete|prune|compact|recover DB``.
 
 ::
 
@@ -8,12 +8,20 @@
     dyna store delete DB --tenant T [--task-type K] [--run-id R] [--task-id I] [--request-id Q]
     dyna store prune DB --max-age SECONDS [--tenant T]
     dyna store compact DB [--keep N] [--tenant T]
+    dyna store recover DB --out NEW
 
 Each runs the operation of the same name through
 :meth:`dyna.experience.ExperienceStore.dispatch` and prints its JSON answer (with
 ``persistence_status``) on stdout. ``DB`` must exist (the CLI never creates a store); its
 feature dimension is read from the file. Selectors match exactly, never as prefixes. Bad
 input prints one line and exits 2 (handled by :mod:`dyna.cli`).
+
+``stats`` and ``export`` open the store read-only: they never rename, create or write the
+database (SQLite's ``-wal`` / ``-shm`` companions excepted). A damaged store makes every
+command fail with one line naming the file and what SQLite found; ``recover`` copies its
+readable rows into the new store NEW (refused if NEW exists; written to a temporary file
+renamed at the end) and prints ``rows_recovered`` and ``rows_unreadable``
+(:func:`dyna.store.recover.recover`).
 """
 
 from __future__ import annotations
@@ -21,12 +29,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dyna.errors import ConfigError, MissingFileError
+from dyna.errors import MissingFileError, NotAStoreError
 
 __all__ = ["register"]
 
 
-def _open(db: str):
+def _open(db: str, read_only: bool):
     from dyna.experience import ExperienceStore  # noqa: PLC0415 - keeps `dyna --help` fast
     from dyna.store.sqlite import stored_dim  # noqa: PLC0415
 
@@ -35,8 +43,8 @@ def _open(db: str):
         raise MissingFileError("DB", path)
     dim = stored_dim(path)
     if dim is None:
-        raise ConfigError("DB", str(path), "is not a dyna experience store")
-    return ExperienceStore(path, dim=dim)
+        raise NotAStoreError(path, "no dim in a meta table")
+    return ExperienceStore(path, dim=dim, read_only=read_only)
 
 
 def _selectors(args) -> dict:
@@ -44,9 +52,9 @@ def _selectors(args) -> dict:
             if getattr(args, k, None) is not None}
 
 
-def _run(op: str, build):
+def _run(op: str, build, read_only: bool = False):
     def func(args) -> int:
-        store = _open(args.db)
+        store = _open(args.db, read_only)
         try:
             out = store.dispatch(op, **build(args))
             if op == "get_stats":
@@ -77,7 +85,7 @@ def register(sub) -> None:
     p = cmds.add_parser("stats", help="records, tenants, task types, bytes, file state")
     p.add_argument("db", metavar="DB")
     p.add_argument("--tenant", help="only this tenant (exact)")
-    p.set_defaults(func=_run("get_stats", lambda a: {"tenant_id": a.tenant}))
+    p.set_defaults(func=_run("get_stats", lambda a: {"tenant_id": a.tenant}, read_only=True))
 
     p = cmds.add_parser("export", help="export a tenant's episodes to JSONL or Parquet")
     p.add_argument("db", metavar="DB")
@@ -89,7 +97,7 @@ def register(sub) -> None:
     p.set_defaults(func=_run("export_data", lambda a: {
         "tenant_id": a.tenant, "path": a.out,
         "format": a.format or ("parquet" if a.out.endswith(".parquet") else "jsonl"),
-        **_selectors(a)}))
+        **_selectors(a)}, read_only=True))
 
     p = cmds.add_parser("delete", help="delete a tenant's episodes matching every selector")
     p.add_argument("db", metavar="DB")
@@ -114,3 +122,17 @@ def register(sub) -> None:
     p.add_argument("--tenant", help="only this tenant (exact)")
     p.set_defaults(func=_run("compact", lambda a: {"compact_keep_records": a.keep,
                                                    "tenant_id": a.tenant}))
+
+    p = cmds.add_parser("recover", help="copy the readable rows of a damaged store into a "
+                        "new store")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--out", required=True, metavar="NEW", help="the new store (must not exist)")
+    p.set_defaults(func=_recover)
+
+
+def _recover(args) -> int:
+    from dyna.store.recover import recover  # noqa: PLC0415
+
+    out = recover(args.db, args.out)
+    print(json.dumps(out, indent=2, sort_keys=True))
+    return 0

@@ -17,12 +17,24 @@ Concurrency and durability (case PERS-01)
 
 Status (``status`` attribute)
     ``ok``; ``missing`` (the file did not exist or was empty and a new store was created; it
-    becomes ``ok`` after the first committed write); ``degraded_fresh_start`` (the file was
-    not a database or was corrupt: it and its -wal/-shm files were renamed to
-    ``<name>.corrupt-<UTC time>`` and a new store started; kept for the handle's lifetime);
-    ``write_degraded`` (a write failed for a reason other than a busy lock, e.g. a read-only
-    file or a full disk; :class:`dyna.errors.StoreError` is raised and the caller keeps the
-    records in memory). A store opened with ``path=""`` lives in memory (status ``ok``).
+    becomes ``ok`` after the first committed write); ``write_degraded`` (a write failed for a
+    reason other than a busy lock, e.g. a read-only file or a full disk;
+    :class:`dyna.errors.StoreError` is raised and the caller keeps the records in memory).
+    A store opened with ``path=""`` lives in memory (status ``ok``).
+
+Damage and foreign files (never silently replaced)
+    A file SQLite reports as corrupt (``PRAGMA quick_check`` on open, or an error met while
+    reading or writing) raises :class:`dyna.errors.StoreDamagedError` naming the file and
+    what SQLite found; the file is never renamed, replaced or written. Its readable rows are
+    copied out with :func:`dyna.store.recover.recover` (``dyna store recover DB --out NEW``).
+    A SQLite database that is not a dyna store (no ``schema_version`` table or no ``dim`` in
+    its ``meta`` table, or objects dyna did not create) raises
+    :class:`dyna.errors.NotAStoreError` before anything is written to it.
+
+Read-only opens (``read_only=True``)
+    The file is opened with ``mode=ro``: nothing is created, migrated or written (SQLite's
+    own ``-wal`` / ``-shm`` companions excepted); a missing file raises
+    :class:`dyna.errors.MissingFileError`, a write :class:`dyna.errors.StoreReadOnlyError`.
 
 Schema versions
     Table ``schema_version`` keeps one row per applied version. On open, a store older than
@@ -39,7 +51,6 @@ Space (case PERS-05)
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import gc
 import os
 import sqlite3
@@ -50,12 +61,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dyna.errors import ConfigError, StoreBusyError, StoreError, check_range
+from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBusyError,
+                         StoreDamagedError, StoreError, StoreReadOnlyError, check_range)
 
 __all__ = ["KINDS", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "STATUSES", "stored_dim"]
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "missing", "degraded_fresh_start", "write_degraded")
+STATUSES = ("ok", "missing", "write_degraded")
 KINDS = {"int": "INTEGER", "float": "REAL", "str": "TEXT", "json": "TEXT", "vector": "BLOB"}
 TABLE = "episodes"
 #: Columns a filter may match exactly (``delete``, ``read``, ``count``).
@@ -106,8 +118,52 @@ def _encode_labels(vals: list) -> tuple[np.ndarray, list]:
     return codes, list(lookup)
 
 
-class _Corrupt(Exception):
-    """Internal: the file is not a usable database."""
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+#: Tables a dyna store holds (besides SQLite's own ``sqlite_*`` tables).
+STORE_TABLES = (TABLE, "meta", "schema_version")
+
+
+def _damage_detail(conn: sqlite3.Connection | None, exc: BaseException | None) -> str:
+    """What SQLite finds wrong: ``exc`` and the first lines of ``PRAGMA integrity_check``."""
+    found = ""
+    if conn is not None:
+        try:
+            lines = [" ".join(str(r[0]).split())
+                     for r in conn.execute("PRAGMA integrity_check(3)").fetchall()]
+            found = "" if lines == ["ok"] else "; ".join(lines)
+        except sqlite3.Error as err:  # the check itself stops at the first bad page
+            found = str(err)
+    if not found:
+        return str(exc) if exc is not None else "integrity_check: ok"
+    if exc is None or str(exc) == found:
+        return f"integrity_check: {found}"
+    return f"{exc}; integrity_check: {found}"
+
+
+def check_is_store(conn: sqlite3.Connection, path: str, *, allow_empty: bool) -> bool:
+    """Raise :class:`NotAStoreError` unless ``conn`` holds a dyna store; read-only.
+
+    Returns False for a database without any table (``allow_empty``: a new store may be
+    created in it), True for a dyna store. sqlite3 errors (corruption) propagate.
+    """
+    objs = conn.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall()
+    if not objs:
+        if allow_empty:
+            return False
+        raise NotAStoreError(path, "an empty SQLite database")
+    tables = {n for t, n, _ in objs if t == "table" and not n.startswith("sqlite_")}
+    missing = [t for t in ("schema_version", "meta") if t not in tables]
+    if missing:
+        raise NotAStoreError(path, f"no {' and no '.join(missing)} table; tables: "
+                             f"{sorted(tables)}")
+    if conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone() is None:
+        raise NotAStoreError(path, "its meta table holds no dyna 'dim' entry")
+    foreign = sorted(n for t, n, tbl in objs if not n.startswith("sqlite_")
+                     and (t in ("view", "trigger") or tbl not in STORE_TABLES))
+    if foreign:
+        raise NotAStoreError(path, f"objects dyna did not create: {foreign}")
+    return True
 
 
 class SQLiteStore:
@@ -125,13 +181,21 @@ class SQLiteStore:
     timeout : float
         Busy timeout in seconds (>= 5 recommended; PERS-01).
     verify : bool
-        Run ``PRAGMA quick_check`` on open (O(file size)); corruption found on open or
-        during :meth:`read` leads to ``degraded_fresh_start``.
+        Run ``PRAGMA quick_check`` when opening an existing file (O(file size)).
+    read_only : bool
+        Open with ``mode=ro``: never create, migrate or write the file.
 
     Raises
     ------
     ConfigError
         Bad schema or dim, or a file whose stored dim differs.
+    StoreDamagedError
+        SQLite reports the file as corrupt or not a database (on open, or later on a read or
+        write); the file is left as it was.
+    NotAStoreError
+        A SQLite database that is not a dyna store; nothing was written to it.
+    MissingFileError
+        ``read_only`` and the file does not exist.
     StoreError
         A store written by a newer schema version, or a file that cannot be created.
     StoreBusyError
@@ -139,7 +203,7 @@ class SQLiteStore:
     """
 
     def __init__(self, path, schema: Sequence[tuple[str, str]], dim: int, *,
-                 timeout: float = 10.0, verify: bool = True):
+                 timeout: float = 10.0, verify: bool = True, read_only: bool = False):
         self.dim = check_range("dim", dim, 1, None, integer=True)
         self.timeout = float(check_range("timeout", timeout, 0.0, None))
         self.schema = tuple((str(n), str(k)) for n, k in schema)
@@ -155,55 +219,84 @@ class SQLiteStore:
         self._kinds = dict(self.schema)
         self.path = "" if str(path) in ("", ":memory:") else str(path)
         self.persistent = bool(self.path)
-        self.moved_to: str | None = None
+        self.read_only = bool(read_only)
+        if self.read_only and not self.persistent:
+            raise ConfigError("read_only", True, "an in-memory store cannot be read-only")
         self._lock = threading.RLock()
         self.status = "ok"
         if self.persistent:
             p = Path(self.path)
             if not p.exists() or p.stat().st_size == 0:
+                if self.read_only:
+                    raise MissingFileError("DB", p, "no such store (a read-only open never "
+                                           "creates one)")
                 self.status = "missing"
-        try:
-            self._conn = self._open(verify)
-        except _Corrupt:
-            self._move_aside()
-            self.status = "degraded_fresh_start"
-            self._conn = self._open(False)
+            elif p.is_file():
+                with open(p, "rb") as fh:
+                    if fh.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                        raise NotAStoreError(p, "not a SQLite database: no SQLite header")
+        self._conn = self._open(verify)
 
     # ----------------------------------------------------------------- opening
     def _connect(self) -> sqlite3.Connection:
-        target = self.path if self.persistent else ":memory:"
-        if self.persistent:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if self.read_only:
+            target, uri = f"{Path(self.path).resolve().as_uri()}?mode=ro", True
+        else:
+            target, uri = (self.path if self.persistent else ":memory:"), False
+            if self.persistent:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(target, timeout=self.timeout, isolation_level=None,
-                               check_same_thread=False)
+                               check_same_thread=False, uri=uri)
         conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         return conn
+
+    def _damaged(self, exc: BaseException | None, conn: sqlite3.Connection | None = None
+                 ) -> StoreDamagedError:
+        return StoreDamagedError(self.path or ":memory:", _damage_detail(conn, exc))
 
     def _open(self, verify: bool) -> sqlite3.Connection:
         try:
             conn = self._connect()
         except sqlite3.Error as exc:
+            if _errname(exc) in _CORRUPT:
+                raise self._damaged(exc) from exc
             raise StoreError(f"cannot open SQLite store {self.path!r}: {exc}") from exc
         try:
-            if self.persistent:
+            existing = self.persistent and self.status != "missing"
+            if existing:
+                # before anything is written (even the WAL header): is this a dyna store?
+                existing = check_is_store(conn, self.path, allow_empty=not self.read_only)
+            if verify and existing:
+                try:
+                    res = conn.execute("PRAGMA quick_check(3)").fetchall()
+                except sqlite3.DatabaseError as exc:
+                    if _errname(exc) not in _CORRUPT:
+                        raise
+                    raise StoreDamagedError(self.path, f"quick_check: {exc}") from exc
+                if res != [("ok",)]:
+                    raise StoreDamagedError(self.path, "quick_check: " + "; ".join(
+                        " ".join(str(r[0]).split()) for r in res))
+            if self.persistent and not self.read_only:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode.lower() != "wal":
                     raise StoreError(f"{self.path}: could not enable WAL (got {mode})")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            if verify and self.status != "missing":
-                res = conn.execute("PRAGMA quick_check").fetchall()
-                if res != [("ok",)]:
-                    raise _Corrupt(str(res[:3]))
-            self._init_schema(conn)
+            if not self.read_only:
+                conn.execute("PRAGMA synchronous = NORMAL")
+                self._init_schema(conn)
+            else:
+                self._check_schema(conn, conn.execute(
+                    "SELECT MAX(version) FROM schema_version").fetchone()[0])
         except sqlite3.Error as exc:
-            conn.close()
             name = _errname(exc)
-            if name in _CORRUPT:
-                raise _Corrupt(str(exc)) from exc
-            if name in _BUSY:
-                raise StoreBusyError(f"{self.path}: locked by another writer for more than "
-                                     f"{self.timeout:g} s while opening; retry") from exc
-            raise StoreError(f"{self.path}: {exc}") from exc
+            try:
+                if name in _CORRUPT:
+                    raise self._damaged(exc, conn) from exc
+                if name in _BUSY:
+                    raise StoreBusyError(f"{self.path}: locked by another writer for more "
+                                         f"than {self.timeout:g} s while opening; retry") from exc
+                raise StoreError(f"{self.path}: {exc}") from exc
+            finally:
+                conn.close()
         except BaseException:
             conn.close()
             raise
@@ -221,15 +314,36 @@ class SQLiteStore:
             "applied_at REAL NOT NULL)",
         ]
 
+    def _check_schema(self, conn: sqlite3.Connection, version: int) -> None:
+        """Version, dim and columns of an existing store (reads only)."""
+        if version is None or version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: schema version {version} is newer than "
+                             f"this dyna ({SCHEMA_VERSION}); upgrade dyna")
+        if version < SCHEMA_VERSION and self.read_only:
+            raise StoreError(f"{self.path}: schema version {version} is older than this "
+                             f"dyna ({SCHEMA_VERSION}); open it writable once to migrate")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        if row is None:
+            raise NotAStoreError(self.path, "its meta table holds no dyna 'dim' entry")
+        stored = int(row[0])
+        if stored != self.dim:
+            raise ConfigError("dim", self.dim, f"store {self.path} holds vectors of "
+                              f"dim {stored}")
+        cols = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
+        missing = [n for n, _ in self.schema if n not in cols]
+        if missing:
+            raise StoreError(f"{self.path}: columns {missing} missing from {TABLE}")
+
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             have = {r[0] for r in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "schema_version" not in have:
-                if TABLE in have:
-                    raise StoreError(f"{self.path}: table {TABLE} exists without a "
-                                     "schema_version table; not a dyna store")
+                if have - {"sqlite_sequence", "sqlite_stat1"}:
+                    # another program's tables appeared since the check on open
+                    raise NotAStoreError(self.path, f"tables {sorted(have)} without a "
+                                         "schema_version table")
                 for sql in self._create_sql():
                     conn.execute(sql)
                 conn.execute("INSERT INTO schema_version VALUES (?, ?)",
@@ -239,9 +353,7 @@ class SQLiteStore:
                                   ("created_at", repr(time.time()))])
             else:
                 version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-                if version > SCHEMA_VERSION:
-                    raise StoreError(f"{self.path}: schema version {version} is newer than "
-                                     f"this dyna ({SCHEMA_VERSION}); upgrade dyna")
+                self._check_schema(conn, version)
                 while version < SCHEMA_VERSION:
                     if version not in MIGRATIONS:
                         raise StoreError(f"{self.path}: no migration from schema version "
@@ -250,43 +362,17 @@ class SQLiteStore:
                     version += 1
                     conn.execute("INSERT INTO schema_version VALUES (?, ?)",
                                  (version, time.time()))
-                stored = int(conn.execute("SELECT value FROM meta WHERE key = 'dim'")
-                             .fetchone()[0])
-                if stored != self.dim:
-                    raise ConfigError("dim", self.dim, f"store {self.path} holds vectors of "
-                                      f"dim {stored}")
-                cols = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
-                missing = [n for n, _ in self.schema if n not in cols]
-                if missing:
-                    raise StoreError(f"{self.path}: columns {missing} missing from {TABLE}")
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
 
-    def _move_aside(self) -> None:
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-        target = f"{self.path}.corrupt-{stamp}"
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(self.path + suffix):
-                os.replace(self.path + suffix, target + suffix)
-        self.moved_to = target
-
-    def _recover(self) -> None:
-        """Corruption found after open: move the file aside and start fresh."""
-        with self._lock:
-            try:
-                self._conn.close()
-            except sqlite3.Error:
-                pass
-            self._move_aside()
-            self.status = "degraded_fresh_start"
-            self._conn = self._open(False)
-
     # ----------------------------------------------------------------- writing
     def _write(self, fn):
         """Run ``fn(conn)`` in one IMMEDIATE transaction, mapping errors to typed ones."""
+        if self.read_only:
+            raise StoreReadOnlyError(f"DB={self.path}: opened read-only; nothing was written")
         with self._lock:
             conn = self._conn
             try:
@@ -303,6 +389,8 @@ class SQLiteStore:
                     raise StoreBusyError(f"{self.path or ':memory:'}: locked by another writer "
                                          f"for more than {self.timeout:g} s; nothing was "
                                          "written, retry") from exc
+                if _errname(exc) in _CORRUPT:  # never replaced; nothing was written
+                    raise self._damaged(exc, conn) from exc
                 self.status = "write_degraded"
                 raise StoreError(f"{self.path}: write failed ({exc}); records kept in memory "
                                  "only") from exc
@@ -513,6 +601,8 @@ class SQLiteStore:
             ``bytes_before`` / ``bytes_after`` (file plus WAL), ``freelist_count`` after,
             ``checkpoint`` (busy, log frames, checkpointed frames).
         """
+        if self.read_only:
+            raise StoreReadOnlyError(f"DB={self.path}: opened read-only; VACUUM not run")
         with self._lock:
             before = self.file_bytes()
             if self._conn.in_transaction:  # never VACUUM inside a transaction
@@ -524,6 +614,8 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 if _errname(exc) in _BUSY:
                     raise StoreBusyError(f"{self.path}: busy, VACUUM not done; retry") from exc
+                if _errname(exc) in _CORRUPT:
+                    raise self._damaged(exc, self._conn) from exc
                 raise StoreError(f"{self.path}: VACUUM failed: {exc}") from exc
             free = self._conn.execute("PRAGMA freelist_count").fetchone()[0]
             return {"bytes_before": before, "bytes_after": self.file_bytes(),
@@ -531,10 +623,24 @@ class SQLiteStore:
 
     def checkpoint(self) -> tuple[int, int, int]:
         """Copy the WAL into the database file and truncate it; (busy, frames, copied)."""
-        if not self.persistent:
+        if not self.persistent or self.read_only:
             return (0, 0, 0)
-        with self._lock:
+        with self._lock, self._reading():
             return tuple(self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """Map sqlite3 errors of a read to typed ones (corruption -> StoreDamagedError)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            name = _errname(exc)
+            if name in _CORRUPT:
+                raise self._damaged(exc, self._conn) from exc
+            if name in _BUSY:
+                raise StoreBusyError(f"{self.path}: busy for more than {self.timeout:g} s; "
+                                     "retry") from exc
+            raise StoreError(f"{self.path}: read failed: {exc}") from exc
 
     # ----------------------------------------------------------------- reading
     def read(self, where: Mapping[str, object] | None = None, *,
@@ -570,11 +676,10 @@ class SQLiteStore:
         ------
         ConfigError
             An unknown column, or a ``categories`` entry that is not a ``str`` column.
+        StoreDamagedError
+            SQLite found the file corrupt while reading (the file is left as it was).
         StoreError
-            A read error other than corruption.
-
-        Corruption met while reading moves the file aside and starts fresh
-        (``degraded_fresh_start``); the answer is then empty.
+            Another read error.
         """
         names = ["id"] + [c for c, _ in self.schema] if columns is None else \
             ["id"] + [c for c in columns if c != "id"]
@@ -590,21 +695,15 @@ class SQLiteStore:
         acc: list[list] = [[] for _ in names]
         # vector columns are joined chunk by chunk (no million BLOB objects alive at once)
         blobs = [(acc[j], j) for j, kind in enumerate(kinds) if kind == "vector"]
-        try:
-            with self._lock, _gc_paused():
-                cur = self._conn.execute(sql, args)
-                while chunk := cur.fetchmany(READ_CHUNK):
-                    cols = list(zip(*chunk))
-                    for col, j in blobs:
-                        col.append(self._join_vectors(cols[j]))
-                        cols[j] = ()
-                    for col, vals in zip(acc, cols):
-                        col.extend(vals)
-        except sqlite3.DatabaseError as exc:
-            if _errname(exc) not in _CORRUPT:
-                raise StoreError(f"{self.path}: read failed: {exc}") from exc
-            self._recover()
-            acc = [[] for _ in names]
+        with self._lock, self._reading(), _gc_paused():
+            cur = self._conn.execute(sql, args)
+            while chunk := cur.fetchmany(READ_CHUNK):
+                cols = list(zip(*chunk))
+                for col, j in blobs:
+                    col.append(self._join_vectors(cols[j]))
+                    cols[j] = ()
+                for col, vals in zip(acc, cols):
+                    col.extend(vals)
         cats = set(categories)
         out: dict[str, object] = {}
         for name, kind, vals in zip(names, kinds, acc):
@@ -647,7 +746,7 @@ class SQLiteStore:
     def count(self, where: Mapping[str, object] | None = None) -> int:
         """Number of rows matching ``where`` exactly."""
         clause, args = self._where(where)
-        with self._lock:
+        with self._lock, self._reading():
             return int(self._conn.execute(f"SELECT COUNT(*) FROM {TABLE}{clause}", args)
                        .fetchone()[0])
 
@@ -660,13 +759,13 @@ class SQLiteStore:
 
     def schema_version(self) -> int:
         """Highest applied schema version."""
-        with self._lock:
+        with self._lock, self._reading():
             return int(self._conn.execute("SELECT MAX(version) FROM schema_version")
                        .fetchone()[0])
 
     def stats(self) -> dict:
         """Rows, pages, freelist, sizes and status of the store (JSON-ready)."""
-        with self._lock:
+        with self._lock, self._reading():
             q = self._conn.execute
             page_count = q("PRAGMA page_count").fetchone()[0]
             freelist = q("PRAGMA freelist_count").fetchone()[0]
@@ -676,7 +775,7 @@ class SQLiteStore:
                 "rows": int(rows), "page_count": int(page_count),
                 "freelist_count": int(freelist), "page_size": int(page_size),
                 "file_bytes": self.file_bytes(), "schema_version": self.schema_version(),
-                "busy_timeout_s": self.timeout, "moved_to": self.moved_to}
+                "busy_timeout_s": self.timeout, "read_only": self.read_only}
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -696,17 +795,27 @@ class SQLiteStore:
 def stored_dim(path) -> int | None:
     """The vector dim recorded in an existing store file, or None if it has none.
 
-    Opens the file read-only (``mode=ro`` URI), so it never creates or changes anything.
-    Returns None for a file that is not a dyna store or not a database.
+    Opens the file read-only (``mode=ro`` URI), so it never creates or changes anything
+    (SQLite's ``-shm`` companion of a WAL file excepted). Returns None for a database that
+    is not a dyna store (no ``dim`` in a ``meta`` table); raises
+    :class:`dyna.errors.StoreDamagedError` for a file SQLite reports as corrupt or not a
+    database.
     """
     try:
+        with open(path, "rb") as fh:
+            if fh.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                return None  # not a SQLite database at all
         conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
+    except (OSError, sqlite3.Error):
         return None
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
         return int(row[0]) if row else None
-    except sqlite3.Error:
+    except sqlite3.Error as exc:
+        if _errname(exc) in _CORRUPT:
+            raise StoreDamagedError(path, _damage_detail(conn, exc)) from exc
+        return None
+    except ValueError:
         return None
     finally:
         conn.close()

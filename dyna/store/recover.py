@@ -1,0 +1,256 @@
+"""Copy the readable rows of a damaged SQLite store into a new one (``dyna store recover``).
+
+A damaged store is never repaired in place or replaced (see :mod:`dyna.store.sqlite`); its
+readable rows are copied into a new file instead. The damaged file is opened read-only
+(``mode=ro``) and never written. Rows of ``episodes`` are read by ranges of ids: a range
+whose read raises is split in two, down to single ids, so one bad page loses only the rows
+stored on it. The schema (the ``CREATE`` statements), the ``meta`` and ``schema_version``
+rows and every readable row are copied as stored: tenant ids and the redacted JSON texts
+are byte for byte what the damaged file held, so redaction and tenant scoping carry over.
+
+The new store is built in a temporary file next to ``out`` and linked to ``out`` at the end
+(never over an existing file), so ``out`` either does not exist or is complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from dyna.errors import ConfigError, MissingFileError, StoreError
+from dyna.store.sqlite import SCHEMA_VERSION, STORE_TABLES, TABLE
+
+__all__ = ["recover"]
+
+#: Ids read per range at first (a range that raises is bisected).
+RANGE = 4096
+_ID_MIN, _ID_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def _try(conn: sqlite3.Connection, sql: str, args=()):
+    try:
+        return conn.execute(sql, args).fetchall()
+    except sqlite3.DatabaseError:
+        return None
+
+
+def _id_bounds(src: sqlite3.Connection) -> tuple[int, int]:
+    """[lo, hi] of the ids to scan: from min/max(id), else the meta counter, else all."""
+    lo = _try(src, f"SELECT MIN(id) FROM {TABLE}")
+    hi = _try(src, f"SELECT MAX(id) FROM {TABLE}")
+    lo = lo[0][0] if lo and lo[0][0] is not None else None
+    hi = hi[0][0] if hi and hi[0][0] is not None else None
+    nxt = _try(src, "SELECT value FROM meta WHERE key = 'next_id'")
+    nxt = int(nxt[0][0]) - 1 if nxt and str(nxt[0][0]).lstrip("-").isdigit() else None
+    hi = max(x for x in (hi, nxt) if x is not None) if hi is not None or nxt is not None \
+        else _ID_MAX
+    lo = min(lo, 0) if lo is not None else (0 if nxt is not None else _ID_MIN)
+    return lo, hi
+
+
+def _read_rows(src: sqlite3.Connection, names: list[str], lo: int, hi: int):
+    """Readable rows with ids in [lo, hi] by id ranges, bisecting a range whose read raises.
+
+    Returns (rows by id, ids whose single-id read raised).
+    """
+    sql = (f"SELECT {', '.join(names)} FROM {TABLE} WHERE id >= ? AND id <= ? ORDER BY id")
+    got: dict[int, tuple] = {}
+    failed: set[int] = set()
+    # ranges of RANGE ids in order; an unknown span (no bounds readable) is bisected whole
+    step = RANGE if hi - lo < 2 ** 32 else hi - lo + 1
+    start = lo
+    while start <= hi:
+        end = min(hi, start + step - 1)
+        stack = [(start, end)]
+        while stack:
+            a, b = stack.pop()
+            rows = _try(src, sql, (a, b))
+            if rows is not None:
+                got.update((r[0], r) for r in rows)
+                continue
+            if a == b:
+                failed.add(a)
+                continue
+            mid = a + (b - a) // 2
+            stack.append((mid + 1, b))
+            stack.append((a, mid))
+        start = end + 1
+    return got, failed
+
+
+def _scan(src: sqlite3.Connection, sql: str) -> list[tuple]:
+    """Rows of ``sql`` up to the first error (a damaged page ends the scan, not the rows)."""
+    out: list[tuple] = []
+    try:
+        cur = src.execute(sql)
+        while chunk := cur.fetchmany(256):
+            out.extend(chunk)
+    except sqlite3.DatabaseError:
+        pass
+    return out
+
+
+def _readable_rows(src: sqlite3.Connection, names: list[str], lo: int, hi: int):
+    """Every row SQLite can give back, by id; and the ids known to exist but unreadable.
+
+    Three reads whose failures differ: id ranges bisected down to single ids (one bad page
+    costs only its rows), a forward and a backward scan of the table b-tree (each stops at
+    its first bad page; they reach rows whose parent page misleads a search by id), and
+    the ids listed by the indexes (rows known to exist, to count the ones lost).
+    """
+    got, failed = _read_rows(src, names, lo, hi)
+    cols = ", ".join(names)
+    for order in ("ASC", "DESC"):
+        for r in _scan(src, f"SELECT {cols} FROM {TABLE} ORDER BY id {order}"):
+            if lo <= r[0] <= hi:  # a garbage cell can carry a garbage rowid
+                got.setdefault(r[0], r)
+    known: set[int] = set(failed)
+    for ix in (r[0] for r in _try(src, "SELECT name FROM sqlite_master WHERE type = 'index' "
+                                  "AND tbl_name = ?", (TABLE,)) or []):
+        if ix.startswith("sqlite_"):
+            continue
+        known.update(r[0] for r in _scan(src, f'SELECT id FROM {TABLE} INDEXED BY "{ix}"'))
+    for i in sorted(known - got.keys()):  # a last try, one id at a time
+        rows = _try(src, f"SELECT {cols} FROM {TABLE} WHERE id = ?", (i,))
+        if rows:
+            got[i] = rows[0]
+    lost = {i for i in known - got.keys() if lo <= i <= hi}
+    return [got[i] for i in sorted(got)], len(lost)
+
+
+def _schema_sql(src: sqlite3.Connection) -> list[str] | None:
+    rows = _try(src, "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+                "ORDER BY type = 'index', rowid")
+    if not rows:
+        return None
+    return [sql for typ, name, sql in rows if not name.startswith("sqlite_")]
+
+
+def recover(src, out) -> dict:
+    """Copy every readable row of the store at ``src`` into a new store at ``out``.
+
+    Parameters
+    ----------
+    src : str or Path
+        The (damaged) store; opened read-only, never written.
+    out : str or Path
+        The new store; must not exist.
+
+    Returns
+    -------
+    dict
+        ``source``, ``out``, ``rows_recovered`` (episode rows copied), ``rows_unreadable``
+        (ids whose read failed: the rows SQLite could not give back), ``id_range`` scanned,
+        ``meta_recovered`` (meta entries copied), ``integrity_check`` of the new file.
+
+    Raises
+    ------
+    MissingFileError
+        ``src`` does not exist, or the folder of ``out`` does not.
+    ConfigError
+        ``out`` exists already, or is ``src``.
+    StoreError
+        ``src`` has no readable ``episodes`` schema and no dim could be found.
+    """
+    src_p, out_p = Path(src), Path(out)
+    if not src_p.is_file():
+        raise MissingFileError("DB", src_p)
+    if out_p.exists() or os.path.lexists(out_p):
+        raise ConfigError("out", str(out_p), "exists already; recover never overwrites a file")
+    if not out_p.parent.is_dir():
+        raise MissingFileError("out", out_p.parent)
+    try:
+        conn = sqlite3.connect(f"{src_p.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise StoreError(f"DB={src_p}: cannot open: {exc}") from exc
+    fd, tmp = tempfile.mkstemp(prefix=f".{out_p.name}.", suffix=".recover-tmp",
+                               dir=out_p.parent)
+    os.close(fd)
+    try:
+        with contextlib.closing(conn):
+            result = _copy(conn, src_p, tmp)
+        try:
+            os.link(tmp, out_p)  # fails if out appeared meanwhile: never overwrites
+        except FileExistsError:
+            raise ConfigError("out", str(out_p), "appeared while recovering; not "
+                              "overwritten") from None
+        except OSError:  # no hard links here: rename (the check above already ran)
+            if out_p.exists():
+                raise ConfigError("out", str(out_p), "exists already") from None
+            os.replace(tmp, out_p)
+    finally:
+        for s in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp + s)
+    result.update(source=str(src_p), out=str(out_p))
+    return result
+
+
+def _copy(src: sqlite3.Connection, src_p: Path, tmp: str) -> dict:
+    ddl = _schema_sql(src)
+    names: list[str] | None = None
+    cols = _try(src, f"PRAGMA table_info({TABLE})")
+    if cols:
+        names = [r[1] for r in cols]
+    meta = _try(src, "SELECT key, value FROM meta") or []
+    versions = _try(src, "SELECT version, applied_at FROM schema_version") or []
+    if ddl is None or names is None:
+        raise StoreError(f"DB={src_p}: its schema (page 1) is unreadable; nothing to recover")
+    if names[0] != "id":
+        raise StoreError(f"DB={src_p}: table {TABLE} has no id column; nothing to recover")
+    dst = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        dst.execute("PRAGMA journal_mode = WAL")
+        dst.execute("PRAGMA synchronous = NORMAL")
+        dst.execute("BEGIN IMMEDIATE")
+        for sql in ddl:
+            dst.execute(sql)
+        have = {r[0] for r in dst.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        missing = [t for t in STORE_TABLES if t not in have]
+        if missing:
+            raise StoreError(f"DB={src_p}: tables {missing} missing from its schema; "
+                             "not a dyna store")
+        lo, hi = _id_bounds(src)
+        insert = (f"INSERT INTO {TABLE} ({', '.join(names)}) "
+                  f"VALUES ({', '.join('?' * len(names))})")
+        rows, bad = _readable_rows(src, names, lo, hi)
+        dst.executemany(insert, rows)
+        n = len(rows)
+        max_id = rows[-1][0] if rows else None
+        meta_d = {str(k): str(v) for k, v in meta}
+        if "dim" not in meta_d:
+            dim = _guess_dim(dst, names)
+            if dim is None:
+                raise StoreError(f"DB={src_p}: the meta table is unreadable and no vector "
+                                 "dim could be found; nothing recovered")
+            meta_d["dim"] = str(dim)
+        # ids are never reused: the counter stays past every id the damaged file handed out
+        nxt = max(int(meta_d.get("next_id", 0) or 0), (max_id + 1) if max_id is not None else 0)
+        meta_d["next_id"] = str(nxt)
+        meta_d.setdefault("created_at", repr(time.time()))
+        meta_d["recovered_from"] = str(src_p.resolve())
+        meta_d["recovered_at"] = repr(time.time())
+        dst.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", sorted(meta_d.items()))
+        if not versions:
+            versions = [(SCHEMA_VERSION, time.time())]
+        dst.executemany("INSERT OR REPLACE INTO schema_version VALUES (?, ?)", versions)
+        dst.execute("COMMIT")
+        check = [r[0] for r in dst.execute("PRAGMA integrity_check").fetchall()]
+        dst.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        dst.close()
+    return {"rows_recovered": n, "rows_unreadable": int(bad), "id_range": [lo, hi],
+            "meta_recovered": len(meta), "integrity_check": "; ".join(check)}
+
+
+def _guess_dim(dst: sqlite3.Connection, names: list[str]) -> int | None:
+    if "features" not in names:
+        return None
+    row = dst.execute(f"SELECT length(features) / 4 AS d, COUNT(*) FROM {TABLE} "
+                      "WHERE features IS NOT NULL GROUP BY d ORDER BY 2 DESC LIMIT 1").fetchone()
+    return int(row[0]) if row and row[0] else None
+
