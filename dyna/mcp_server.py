@@ -6,13 +6,19 @@ Context Protocol (MCP). ``dyna mcp`` exposes the experience loop of one
 outcomes and ask for its competence, similar past episodes and escalation decisions while
 it works::
 
-    dyna mcp --db PATH [--tenant T] [--read-only] [--http PORT] [--dim D] [--export-dir DIR]
+    dyna mcp --db PATH [--tenant T] [--read-only] [--http PORT [--token-file F]] [--dim D] [--export-dir DIR]
 
 Transport
     stdio by default (the client starts the server as a subprocess). ``--http PORT`` serves
     streamable HTTP at ``http://127.0.0.1:PORT/mcp`` instead, bound to the loopback
     interface only (``PORT`` 0 picks a free port; the URL is printed on stderr) with the
-    SDK's DNS-rebinding protection on.
+    SDK's DNS-rebinding protection on. Any local process can reach a loopback port, so HTTP
+    requires a bearer token: every request must carry ``Authorization: Bearer <token>``
+    (compared in constant time, :func:`hmac.compare_digest`) and no ``Origin`` other than
+    the server's own; others get 401 or 403. The token comes from the environment variable
+    ``DYNA_MCP_TOKEN`` or from ``--token-file PATH``, a file readable by its owner only
+    (mode ``0600`` or stricter); it is never printed or logged, and without one the server
+    refuses to start.
 
 Tools
     One tool per experience-loop operation, named as the operation:
@@ -64,8 +70,11 @@ The SDK (PyPI ``mcp``, the ``mcp`` extra of dyna) is imported only when the serv
 
 from __future__ import annotations
 
+import functools
+import hmac
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -337,13 +346,81 @@ async def serve_stdio(tools: ExperienceTools) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-async def serve_http(tools: ExperienceTools, port: int, *, announce=None) -> None:
+#: Environment variable with the bearer token of ``dyna mcp --http``.
+TOKEN_ENV = "DYNA_MCP_TOKEN"
+#: Shortest token accepted (characters).
+MIN_TOKEN_CHARS = 16
+
+
+def read_token(token_file: str | None) -> str:
+    """The bearer token: from ``token_file`` (owner-only permissions) or ``$DYNA_MCP_TOKEN``.
+
+    Raises
+    ------
+    ConfigError
+        No token, a token shorter than :data:`MIN_TOKEN_CHARS`, or a file that group or
+        others can read (field ``--token-file``; the token itself is never in a message).
+    MissingFileError
+        ``token_file`` does not exist.
+    """
+    if token_file is not None:
+        path = Path(token_file)
+        if not path.is_file():
+            raise MissingFileError("--token-file", path)
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise ConfigError("--token-file", str(path), f"mode {mode:04o}: readable by "
+                              "others; make it readable by its owner only (chmod 600)")
+        token = path.read_text(encoding="utf-8").strip()
+        field = "--token-file"
+    else:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        field = TOKEN_ENV
+        if not token:
+            raise ConfigError("--http", "no token", f"HTTP needs a bearer token: set "
+                              f"{TOKEN_ENV} or pass --token-file PATH (mode 600)")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(field, f"{len(token)} characters",
+                          f"the token must have at least {MIN_TOKEN_CHARS} characters")
+    return token
+
+
+def require_token(app, token: str, allowed_origins):
+    """ASGI middleware: 401 without ``Authorization: Bearer <token>`` (constant-time
+    comparison), 403 for an ``Origin`` header not in ``allowed_origins``."""
+    expected = f"Bearer {token}".encode("utf-8")
+
+    async def send_error(send, status: int, text: str):
+        body = text.encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain"),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", b"Bearer")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        origin = headers.get(b"origin")
+        if origin is not None and origin.decode("latin-1") not in allowed_origins():
+            return await send_error(send, 403, "foreign origin")
+        if not hmac.compare_digest(headers.get(b"authorization", b""), expected):
+            return await send_error(send, 401, "bearer token required")
+        return await app(scope, receive, send)
+
+    return wrapped
+
+
+async def serve_http(tools: ExperienceTools, port: int, *, token: str, announce=None) -> None:
     """Serve ``tools`` over streamable HTTP at ``http://127.0.0.1:port/mcp`` (loopback only).
 
     Parameters
     ----------
     port : int
         TCP port; 0 picks a free one.
+    token : str
+        The bearer token every request must carry (:func:`require_token`).
     announce : callable, optional
         Called with the URL once the socket listens (default: print it on stderr).
     """
@@ -351,7 +428,12 @@ async def serve_http(tools: ExperienceTools, port: int, *, announce=None) -> Non
     import uvicorn  # noqa: PLC0415 - a dependency of mcp
 
     host = "127.0.0.1"
-    app = build_server(tools).streamable_http_app(host=host)
+    bound: list[int] = []
+
+    def origins():
+        return {f"http://{h}:{p}" for h in (host, "localhost") for p in bound}
+
+    app = require_token(build_server(tools).streamable_http_app(host=host), token, origins)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                            lifespan="on"))
     if announce is None:
@@ -365,6 +447,7 @@ async def serve_http(tools: ExperienceTools, port: int, *, announce=None) -> Non
                 return
             await anyio.sleep(0.02)
         real = server.servers[0].sockets[0].getsockname()[1]
+        bound.append(real)
         announce(f"http://{host}:{real}/mcp")
 
 
@@ -403,6 +486,9 @@ def _run(args) -> int:
         raise ConfigError("dyna mcp", "mcp", "the MCP SDK is not installed; from the repository: "
                           "pip install -e '.[mcp]'") from None
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    token = read_token(args.token_file) if args.http is not None else None
+    if args.http is None and args.token_file is not None:
+        raise ConfigError("--token-file", args.token_file, "only with --http")
     store = _open_store(args.db, args.dim, args.read_only)
     try:
         tools = ExperienceTools(store, args.tenant, read_only=args.read_only,
@@ -410,7 +496,7 @@ def _run(args) -> int:
         if args.http is None:
             anyio.run(serve_stdio, tools)
         else:
-            anyio.run(serve_http, tools, args.http)
+            anyio.run(functools.partial(serve_http, tools, args.http, token=token))
     finally:
         store.close()
     return 0
@@ -431,6 +517,9 @@ def register(sub) -> None:
                    "(0: a free port, printed on stderr)")
     p.add_argument("--dim", type=int, default=None, help="feature dimension of a new "
                    "store (default 64; an existing store's is read from the file)")
+    p.add_argument("--token-file", dest="token_file", default=None, metavar="PATH",
+                   help=f"with --http: file (mode 600) holding the bearer token clients "
+                   f"must send (default: the {TOKEN_ENV} environment variable)")
     p.add_argument("--export-dir", dest="export_dir", default=None, help="directory "
                    "export_data may write files into (default: inline exports only)")
     p.set_defaults(func=_run)

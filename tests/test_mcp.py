@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import select
 import subprocess
@@ -395,19 +396,32 @@ def _read_url(proc, timeout=30.0) -> str:
     raise AssertionError(f"no URL from the server; stderr: {seen!r}")
 
 
+TOKEN = "t0k3n-for-the-loopback-test-only"
+
+
+def _http_server(path, *extra, env_token=TOKEN):
+    env = {k: v for k, v in os.environ.items() if k != "DYNA_MCP_TOKEN"}
+    if env_token is not None:
+        env["DYNA_MCP_TOKEN"] = env_token
+    return subprocess.Popen([sys.executable, "-m", "dyna.cli", "mcp", "--db", str(path),
+                             "--tenant", TENANT, "--http", "0", *extra], cwd=str(REPO),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
 def test_streamable_http_on_loopback_scoped_to_one_tenant(tmp_path):
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     path = tmp_path / "http.db"
     other_ids = _seed_store(path)
-    proc = subprocess.Popen([sys.executable, "-m", "dyna.cli", "mcp", "--db", str(path),
-                             "--tenant", TENANT, "--http", "0"], cwd=str(REPO),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = _http_server(path)
     try:
         url = _read_url(proc)
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url)
 
         async def session():
-            async with streamable_http_client(url) as (read, write), \
+            client = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+            async with client, streamable_http_client(url, http_client=client) as (read, write), \
                     ClientSession(read, write) as s:
                 await s.initialize()
                 names = {t.name for t in (await s.list_tools()).tools}
@@ -434,7 +448,9 @@ def test_streamable_http_on_loopback_scoped_to_one_tenant(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        err = proc.stderr.read()
         proc.stderr.close()
+    assert TOKEN not in err                       # never printed or logged
     others = _other_records(path)
     assert [r["id"] for r in others] == other_ids
     assert {r["tenant_id"] for r in others} == {OTHER}
@@ -484,3 +500,42 @@ def test_unexpected_exception_is_an_internal_tool_error_not_a_crash(caplog):
     assert not is_error
     out, is_error = tools.call("get_competence", ["level"])
     assert is_error and out["error"]["field"] == "arguments"
+
+
+def test_http_refuses_requests_without_the_token_or_from_a_foreign_origin(tmp_path):
+    import httpx2
+
+    path = tmp_path / "auth.db"
+    _seed_store(path)
+    proc = _http_server(path)
+    try:
+        url = _read_url(proc)
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "reset", "arguments": {"confirm": True}}}
+        hdr = {"Accept": "application/json, text/event-stream"}
+        codes = [httpx2.post(url, json=body, headers=h, timeout=10).status_code for h in (
+            hdr, {**hdr, "Authorization": "Bearer wrong-token-of-some-length"},
+            {**hdr, "Authorization": f"Bearer {TOKEN}", "Origin": "http://evil.example"})]
+        assert codes == [401, 401, 403]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        proc.stderr.close()
+    assert len(_other_records(path)) > 0          # nothing was reset
+
+
+def test_http_needs_a_token_and_an_owner_only_token_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("DYNA_MCP_TOKEN", raising=False)
+    db = str(tmp_path / "t.db")
+    assert main(["mcp", "--db", db, "--http", "0"]) == 2
+    assert "DYNA_MCP_TOKEN" in capsys.readouterr().err
+    f = tmp_path / "token"
+    f.write_text("x" * 32 + "\n")
+    f.chmod(0o644)
+    assert main(["mcp", "--db", db, "--http", "0", "--token-file", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "chmod 600" in err and "x" * 32 not in err and err.count("\n") == 1
+    monkeypatch.setenv("DYNA_MCP_TOKEN", "short")
+    assert main(["mcp", "--db", db, "--http", "0"]) == 2
+    assert "at least 16 characters" in capsys.readouterr().err
+    assert not (tmp_path / "t.db").exists()        # refused before the store was opened
