@@ -37,7 +37,9 @@ COUNTED = {
     "cap_eviction": "entries evicted at the cap",
     "dating": "matches changed by dating",
     "retire_on_contradiction": "skills retired on contradiction",
-    "approval_for_untrusted": "proposals staged for approval (no approver here: all stay pending)",
+    "approval_for_untrusted": "proposals staged for approval (the simulated approver answers "
+                              "each after 10 episodes: approved and rejected are in the runs "
+                              "table)",
     "consolidation_every": "facts merged, superseded or dropped by consolidation",
 }
 
