@@ -58,7 +58,7 @@ import numpy as np
 from dyna.errors import ConfigError
 from dyna.index import (ColumnStore, ExactIndex, _inv_norms, copy_checked,
                         copy_with_inverse_norms, inverse_norms)
-from dyna.redact import DEFAULT_SENSITIVE_KEYS, hash_features, redact
+from dyna.redact import DEFAULT_SENSITIVE_KEYS, check_label, hash_features, redact
 
 __all__ = [
     "CATEGORICAL_FIELDS",
@@ -486,6 +486,9 @@ class ExperienceBuffer:
         self._redact_keys = frozenset(redact_keys) if not isinstance(redact_keys, str) else redact_keys
         redact({}, self._redact_keys)  # validates the key collection
         self._clock = clock
+        # New labels are refused when they hold a secret (dyna.redact.check_label); off only
+        # while an experience store loads what an older version stored (see `dyna store scrub`).
+        self._check_labels = True
         self._next_id = 0
         self._ts_sorted = True  # timestamps non-decreasing in row order (growable mode)
         # Optional columns that ever received a value; the others are still all zero/None.
@@ -505,6 +508,7 @@ class ExperienceBuffer:
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state.setdefault("_check_labels", True)
         self.__dict__.update(state)
         self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
                                      stamp="id", prepare=_norms_hook(self))
@@ -595,7 +599,9 @@ class ExperienceBuffer:
         ConfigError
             Unknown or missing field, empty required label, NaN/inf reward or timestamp,
             features of the wrong dimension or not finite, a dict that is not JSON
-            serialisable. Nothing is written.
+            serialisable, a new label in which a secret detector fires
+            (:func:`dyna.redact.check_label`: the field is named, the secret never echoed;
+            a redacted label would merge buckets). Nothing is written.
         """
         self._check_fields(episode)
         enc = {}
@@ -603,6 +609,8 @@ class ExperienceBuffer:
             label = _label(episode.get(name))
             if not label and name in REQUIRED_FIELDS:
                 raise ConfigError(name, episode.get(name), "is required and must be non-empty")
+            if label and self._check_labels and label not in self._dicts[name].lookup:
+                check_label(name, label)
             enc[name] = label
         reward = _finite_scalar("reward", episode["reward"])
         ts = episode.get("timestamp")
@@ -740,6 +748,11 @@ class ExperienceBuffer:
                     scalar_codes.append((name, code))
             else:
                 per_row.append((name, *code))
+
+        if new_labels and self._check_labels:   # a label holding a secret is refused
+            for name, labels in new_labels:
+                for label in labels:
+                    check_label(name, label)
 
         dict_json: list[tuple[str, np.ndarray]] = []
         redacted_rows: dict[str, list] = {}

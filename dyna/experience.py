@@ -60,7 +60,8 @@ from dyna.competence import BetaCompetence, beta_interval, prior_shapes
 from dyna.errors import (ConfigError, StoreBusyError, StoreDamagedError, StoreError,
                          StoreReadOnlyError, check_range)
 from dyna.escalation import RISK_CLASSES, should_escalate
-from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, hash_features, normalise_key, redact
+from dyna.redact import (DEFAULT_SENSITIVE_KEYS, REDACTED, hash_features, is_sensitive_key,
+                         redact)
 from dyna.store import jsonl as _jsonl
 from dyna.store import parquet as _parquet
 from dyna.store.sqlite import SQLiteStore
@@ -80,41 +81,38 @@ _SELECTORS = ("task_type", "run_id", "task_id", "request_id")
 
 
 # ============================================================================ loading
-#: Characters outside ASCII whose lower case is ASCII (so a key spelled with one can match
-#: an ASCII sensitive key name): only U+212A KELVIN SIGN, whose lower case is "k".
-_ASCII_LOWERING = frozenset("\u212a")
-_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
-# Same length as '"[REDACTED]"' (so offsets still map to rows); \x01 never occurs in JSON text.
 _REDACTED_JSON = json.dumps(REDACTED)
-_REDACTED_MARK = '"' + "\x01" * (len(_REDACTED_JSON) - 2) + '"'
+#: One JSON string token, and the ``:`` after it when it is an object key.
+_JSON_STRING = re.compile(r'("(?:[^"\\]|\\.)*")(\s*:)?')
 
 
 def _rows_to_redact(texts: np.ndarray, keys) -> np.ndarray:
     """Rows of stored JSON texts that redaction with ``keys`` could still change.
 
-    Stored texts were redacted by their writer (values by the fixed secret patterns, keys by
-    the writer's key names), so only a key that ``keys`` name and whose value is not already
-    ``"[REDACTED]"`` needs work. All texts are searched at once: joined into one string,
-    ``"[REDACTED]"`` values masked, lower-cased with ``-`` read as ``_`` (as
-    :func:`dyna.redact.normalise_key` compares keys), then each sensitive name is looked up
-    as the JSON object key ``"name":``. The test is conservative (it may pick a row that
-    redaction leaves alone, never misses one): rows holding ``\\u`` escapes or raw non-ASCII
-    characters are picked whenever a key name is not ASCII or a character lower-casing to
-    ASCII (:data:`_ASCII_LOWERING`) occurs.
+    Stored texts were redacted by their writer (values by the secret detectors, keys by the
+    writer's key names), so only an object key that ``keys`` name and whose value is not
+    already ``"[REDACTED]"`` needs work. Key names are decided by
+    :func:`dyna.redact.is_sensitive_key` itself (normalised case, separators, camelCase, NFKC,
+    zero-width characters, credential suffixes and prefix families), never by a matching rule
+    of its own: all texts are joined into one string and tokenised into JSON strings in one
+    regular-expression pass; each distinct object-key token (a string followed by ``:``) is
+    decoded (``\\u`` escapes included) and asked once; the rows where a sensitive key is
+    followed by a value other than ``"[REDACTED]"`` are picked. The test is conservative (it
+    may pick a row that redaction leaves alone, never misses one).
 
     Parameters
     ----------
     texts : ndarray of object, shape (n,)
         JSON texts (str) or None.
     keys : iterable of str
-        Sensitive key names (any spelling; normalised here).
+        Sensitive key names (any spelling; compared by :func:`dyna.redact.is_sensitive_key`).
 
     Returns
     -------
     ndarray of int64
         Row positions into ``texts``, increasing.
     """
-    key_set = {normalise_key(k) for k in keys}
+    key_set = frozenset(keys)
     present = np.flatnonzero(np.not_equal(texts, None))
     if not key_set or present.size == 0:
         return np.empty(0, dtype=np.int64)
@@ -122,32 +120,25 @@ def _rows_to_redact(texts: np.ndarray, keys) -> np.ndarray:
     lens = np.fromiter(map(len, vals), dtype=np.int64, count=len(vals)) + 1
     starts = np.cumsum(lens) - lens
     joined = "\n".join(vals)
-    picked: list[np.ndarray] = []
-    if not joined.isascii():  # lower() could change lengths: handle these rows one by one
-        wide = np.fromiter((not v.isascii() for v in vals), dtype=bool, count=len(vals))
-        picked.append(np.flatnonzero(wide))
-        joined = "\n".join("" if w else v for v, w in zip(vals, wide.tolist()))
-        lens = np.where(wide, 0, lens - 1) + 1
-        starts = np.cumsum(lens) - lens
-
-    def rows_at(offsets) -> np.ndarray:
-        return np.searchsorted(starts, np.fromiter(offsets, dtype=np.int64), side="right") - 1
-
-    simple = [k for k in key_set if k.isascii()]
-    if "\\u" in joined:
-        escapes = [(m.start(), chr(int(m.group(1), 16))) for m in _UNICODE_ESCAPE.finditer(joined)]
-        if len(simple) < len(key_set) or any(c in _ASCII_LOWERING for _, c in escapes):
-            picked.append(rows_at(pos for pos, _ in escapes))
-    text = joined.replace(_REDACTED_JSON, _REDACTED_MARK).lower().replace("-", "_")
-    for key in simple:
-        name = json.dumps(key) + ":"
-        found = text.count(name)
-        if found and found != text.count(name + _REDACTED_MARK):
-            pat = re.compile(re.escape(name) + "(?!" + re.escape(_REDACTED_MARK) + ")")
-            picked.append(rows_at(m.start() for m in pat.finditer(text)))
-    if not picked:
+    # Outside strings JSON holds no '"', so matching every string token left to right keeps
+    # the tokeniser aligned (rows are whole JSON texts).
+    sensitive: list[str] = []
+    for token in set(tok for tok, colon in _JSON_STRING.findall(joined) if colon):
+        try:
+            key = json.loads(token)
+        except ValueError:
+            key = token[1:-1]
+        if is_sensitive_key(key, key_set):
+            sensitive.append(token)
+    if not sensitive:
         return np.empty(0, dtype=np.int64)
-    return present[np.unique(np.concatenate(picked))]
+    pat = re.compile("(?:" + "|".join(map(re.escape, sensitive)) + r")\s*:(?!\s*"
+                     + re.escape(_REDACTED_JSON) + ")")
+    offsets = np.fromiter((m.start() for m in pat.finditer(joined)), dtype=np.int64)
+    if offsets.size == 0:
+        return np.empty(0, dtype=np.int64)
+    rows = np.searchsorted(starts, offsets, side="right") - 1
+    return present[np.unique(rows)]
 
 
 # ============================================================================ operation specs
@@ -428,7 +419,13 @@ class ExperienceStore:
             vals = cols[name]
             if np.not_equal(vals, None).any():   # stored redacted JSON: kept as it is
                 kw[name] = JsonText(self._redact_texts(vals))
-        buf.record_batch(ids=cols["id"], **kw)
+        # Labels already in the file are loaded as they are (an older version may have stored
+        # one holding a secret: `dyna store scrub` reports those); new ones are checked.
+        buf._check_labels = False
+        try:
+            buf.record_batch(ids=cols["id"], **kw)
+        finally:
+            buf._check_labels = True
 
     def _redact_texts(self, texts: np.ndarray) -> np.ndarray:
         """Stored JSON texts with the rows :func:`_rows_to_redact` finds redacted again."""

@@ -88,6 +88,7 @@ SECRET_KEY_NAMES: frozenset[str] = frozenset({
     "secret_key", "access_key", "private_key", "client_secret", "access_token",
     "refresh_token", "id_token", "auth_token", "authorization", "credentials", "cookie",
     "set_cookie", "aws_secret_access_key", "session_token", "connection_string",
+    "pgpassword", "db_pass", "mysql_pwd",
 })
 """Key names of credentials (normalised form). A key matches one when it equals it or ends
 with ``_`` + it after :func:`normalise_key`: ``DB_PASSWORD``, ``DJANGO_SECRET_KEY``,

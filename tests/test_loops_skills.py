@@ -5,6 +5,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import math
+
 import pytest
 from scipy import stats
 
@@ -90,14 +92,18 @@ def test_ranking_scores_small_library(tmp_path):
     lib.add(Skill("zzz", "Unrelated", triggers=["maze"]))
     q = "please do a code review of the deploy script"
     res = lib.match(q, limit=10)
+    # BM25 of "desc", the one skill without triggers (N = 1 document of 6 stems: desc,
+    # helper, check, deploy, script, typo; |d| = avgdl): each matched stem scores
+    # idf * tf (k1 + 1) / (tf + k1) = ln(1 + 0.5 / 1.5) * 2.5 / 2.5
+    bm25 = 2 * math.log(1 + 0.5 / 1.5)
     assert [(m.name, m.score) for m in res] == [
         ("dep", 3.0),    # "deploy" (1) + "deploy script" (2)
         ("cr", 2.0),     # one two-word phrase
-        ("desc", 1.0),   # description fallback: "deploy", "script" at 0.5 each
-        ("rev", 1.0),    # tie with desc, broken by name
+        ("rev", 1.0),
+        ("desc", pytest.approx(bm25, abs=1e-12)),  # description matches rank after triggers
     ]
-    assert res[0].matched == ("deploy", "deploy script")
-    assert res[2].matched == ("deploy", "script")
+    assert res[0].matched == ("deploy", "deploy script") and res[0].by_trigger
+    assert res[3].matched == ("deploy", "script") and not res[3].by_trigger
     assert names(lib.match(q, limit=2)) == ["dep", "cr"]
 
 

@@ -116,8 +116,9 @@ def agent_streams(seed: int, run_index: int) -> dict:
     generator of episode ``t`` (a fresh substream per episode, so variants that diverged
     once are back in step at the next episode), ``reviewer`` seeds the
     :class:`ProcedureReviewer` (which draws per run id), ``tabular`` the Dyna agents, and
-    ``approver(t, k)`` is the simulated approver's uniform draw for the ``k``-th proposal
-    staged (by library order) that it first saw at episode ``t``.
+    ``approver(t, k)`` is the simulated approver's uniform draw for a proposal it first saw
+    at episode ``t`` whose text has CRC-32 ``k`` (keyed by content, not by a staging
+    counter, so the same proposal gets the same answer in every variant).
     The env's own streams come from ``SeedSequence([seed, run_index])`` in
     :func:`run_loop_agent`.
 
@@ -730,8 +731,7 @@ class LoopAgent:
             if self.t - seen < APPROVER_DELAY:
                 continue
             text = item.entry.text if item.id.startswith("m") else item.skill.body
-            k = int(item.id[1:]) + (1_000_000 if item.id.startswith("m") else 0)
-            u = self.streams["approver"](seen, k)
+            u = self.streams["approver"](seen, zlib.crc32(text.encode("utf-8")))
             if HARMFUL_TOOL in text and u < APPROVER_REJECT_PLANTED:
                 self.loop.reject(item.id)
                 rejected += 1

@@ -52,6 +52,20 @@ def tokenize(text: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
     return tuple(toks), tuple(glued)
 
 
+#: Characters per token of :func:`estimate_tokens` (the common rule of thumb for English
+#: text and BPE tokenizers; no tokenizer vocabulary is downloaded at run time).
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated tokens of ``text``: ``ceil(len(text) / CHARS_PER_TOKEN)`` (0 for "").
+
+    The one estimate dyna uses wherever context cost is counted (the skill catalog of
+    ``dyna skills catalog``), so the numbers agree; a real tokenizer can differ by tens
+    of percent on code or non-English text."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
 def content_words(text: str) -> tuple[str, ...]:
     """Distinct case-folded words of ``text`` that are not stop-words, in first-seen order.
 

@@ -5,6 +5,8 @@
     dyna skills list DIR [--all]           table of skills (files that failed to load too)
     dyna skills show DIR NAME              one SKILL.md with competence
     dyna skills match DIR TEXT [--limit N] ranked matches
+    dyna skills catalog DIR                name and description of every active skill, as an
+                                           agent gets them in context, with its token count
     dyna skills pending DIR                proposals waiting for approval: each whole, with
                                            the diff against the skill it would replace
     dyna skills approve|reject DIR ID
@@ -44,6 +46,19 @@ def format_table(headers: list[str], rows: list[list], right: set[int] = frozens
     out = [line(headers), line(["-" * w for w in widths])]
     out += [line(r) for r in cells]
     return "\n".join(out)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f)}
+_CONTROL.update({c: f"\\u{c:04x}" for c in (*range(0x80, 0xa0), 0x200b, 0x200c, 0x200d,
+                                             0x200e, 0x200f, *range(0x202a, 0x202f),
+                                             *range(0x2066, 0x206a), 0xfeff)})
+
+
+def visible(text: str) -> str:
+    """``text`` with control, bidirectional and zero-width characters shown as escapes
+    (``\\x1b``, ``\\u202e``), so a staged proposal cannot hide or reorder what an approver
+    sees in a terminal; newlines and tabs are kept."""
+    return str(text).translate(_CONTROL)
 
 
 def _cell(v) -> str:
@@ -112,6 +127,24 @@ def _match(args) -> int:
     return 0
 
 
+def catalog_text(lib) -> str:
+    """The skill catalog an agent gets in context (the Agent Skills format's progressive
+    disclosure: every skill's name and description; the body is read only when used)."""
+    return "".join(f"- {s.name}: {' '.join(s.description.split())}\n"
+                   for s in sorted(lib.skills(), key=lambda s: s.name))
+
+
+def _catalog(args) -> int:
+    from dyna.loops._text import CHARS_PER_TOKEN, estimate_tokens
+
+    lib = _library(args)
+    text = catalog_text(lib)
+    print(text, end="")
+    print(f"\n{len(lib)} skills, {len(text)} characters, about {estimate_tokens(text)} tokens "
+          f"(estimate: characters / {CHARS_PER_TOKEN})")
+    return 0
+
+
 def _pending(args) -> int:
     """Every staged proposal in full: what it is, where it came from, why it waits, its
     whole SKILL.md and the unified diff against the skill it would replace (an approver
@@ -124,18 +157,18 @@ def _pending(args) -> int:
         print("nothing pending")
         return 0
     for p in items:
-        print(f"== {p.id}: {p.dest}  (run {p.run_id or '-'}, staged {p.staged_at}, "
-              f"provenance {', '.join(p.provenance) or '-'})")
+        print(visible(f"== {p.id}: {p.dest}  (run {p.run_id or '-'}, staged {p.staged_at}, "
+                      f"provenance {', '.join(p.provenance) or '-'})"))
         if p.reason:
-            print(f"   why staged: {p.reason}")
-        new = p.skill.to_text()
+            print(visible(f"   why staged: {p.reason}"))
+        new = visible(p.skill.to_text())
         old = lib.get(p.dest)
         if old is None:
             print("   a new skill:")
             print("".join(f"   | {line}" for line in new.splitlines(keepends=True)), end="")
         else:
             print(f"   replaces the {old.status} skill {old.name!r} (trust {old.trust}):")
-            diff = difflib.unified_diff(old.to_text().splitlines(keepends=True),
+            diff = difflib.unified_diff(visible(old.to_text()).splitlines(keepends=True),
                                         new.splitlines(keepends=True),
                                         f"{old.name} (now)", f"{p.dest} (proposed)")
             print("".join(f"   {line}" for line in diff), end="")
@@ -215,16 +248,16 @@ def _mem_pending(args) -> int:
         print("nothing pending")
         return 0
     for p in items:
-        print(f"== {p.id}  (run {p.run_id or '-'}, staged {p.staged_at}, provenance "
-              f"{', '.join(p.provenance) or '-'})")
+        print(visible(f"== {p.id}  (run {p.run_id or '-'}, staged {p.staged_at}, provenance "
+                      f"{', '.join(p.provenance) or '-'})"))
         if p.reason:
-            print(f"   why staged: {p.reason}")
-        print(f"   + {p.entry.text}")
+            print(visible(f"   why staged: {p.reason}"))
+        print(visible(f"   + {p.entry.text}"))
         subj = subject_of(p.entry.text)
         for e in store.entries():
             s = e.subject
             if subj is not None and s is not None and s[0] == subj[0]:
-                print(f"   - {e.text}  ({e.trust}, {e.date}; would be superseded)")
+                print(visible(f"   - {e.text}  ({e.trust}, {e.date}; would be superseded)"))
         print()
     print(f"{len(items)} pending; approve or reject with: dyna memory approve|reject PATH ID")
     return 0
@@ -271,6 +304,8 @@ def register(sub) -> None:
     add("show", _show, "show one skill", (("name",), {"metavar": "NAME"}))
     add("match", _match, "rank skills for a text", (("text",), {"metavar": "TEXT"}),
         (("--limit",), {"type": int, "default": 3}))
+    add("catalog", _catalog, "name and description of every active skill, with its "
+        "token count")
     add("pending", _pending, "list proposals waiting for approval")
     add("approve", _approve, "approve a pending proposal", (("id",), {"metavar": "ID"}))
     add("reject", _reject, "reject a pending proposal", (("id",), {"metavar": "ID"}))

@@ -28,14 +28,15 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from dyna.errors import ConfigError, check_range
-from dyna.loops._io import append_jsonl, atomic_write, read_jsonl
+from dyna.redact import check_label
+from dyna.loops._io import SafetyNet, append_jsonl, atomic_write, read_jsonl
 from dyna.loops._text import (FEATURE_CACHE_SIZE, fact_key, is_concrete, jaccard,
                               similarity_matrix, text_features)
 
@@ -375,6 +376,14 @@ class MemoryStore:
     durable : bool
         fsync every write (file backend).
 
+    Attributes
+    ----------
+    redactions : dict of str to int
+        Catches of the always-on redaction safety net, per detector name: every fact
+        written to MEMORY.md, every staged fact and every history record is redacted first
+        (:class:`dyna.loops._io.SafetyNet`), whatever the loop's ``redaction`` switch. A
+        ``source`` or ``run_id`` holding a secret is refused (:func:`dyna.redact.check_label`).
+
     Raises
     ------
     ConfigError
@@ -390,6 +399,7 @@ class MemoryStore:
         self._clock = clock or (lambda: _dt.datetime.now(_dt.timezone.utc))
         self.backend = _MemoryBackend() if path is None else _FileBackend(path, durable)
         self._lock = threading.RLock()
+        self._net = SafetyNet()
         self._entries: tuple[MemoryEntry, ...] = tuple(self.backend.read())
         hist = self.backend.history()
         self._seq = hist[-1]["seq"] if hist else 0
@@ -425,12 +435,29 @@ class MemoryStore:
     def _today(self) -> str:
         return self._clock().date().isoformat()
 
+    @property
+    def redactions(self) -> dict[str, int]:
+        """Catches of the redaction safety net so far, per detector name."""
+        return dict(self._net.counts)
+
     def _log(self, op: str, text: str, run_id: str, reason: str = "") -> None:
         self._seq += 1
-        self.backend.append_history({"seq": self._seq, "time": self._clock().isoformat(
-            timespec="seconds"), "op": op, "run_id": run_id, "text": text, "reason": reason})
+        self.backend.append_history(self._net.values(
+            {"seq": self._seq, "time": self._clock().isoformat(timespec="seconds"), "op": op,
+             "run_id": run_id, "text": text, "reason": reason}))
+
+    def _entry(self, text, date: str, source: str, trust: str, run_id: str) -> MemoryEntry:
+        """A new fact, its text redacted; a source or run id holding a secret is refused."""
+        check_label("source", source)
+        check_label("run_id", run_id)
+        entry = MemoryEntry(text, date, source, trust)   # validates (and joins white space)
+        clean = self._net.values(entry.text)
+        return entry if clean is entry.text else replace(entry, text=clean)
 
     def _save(self, entries: list[MemoryEntry]) -> None:
+        # the net under every write of MEMORY.md (facts read from a hand-written file too)
+        entries = [e if (t := self._net.values(e.text)) is e.text else replace(e, text=t)
+                   for e in entries]
         self.backend.write(entries)
         self._entries = tuple(entries)
 
@@ -441,12 +468,17 @@ class MemoryStore:
 
     def _evict_over_cap(self, entries: list[MemoryEntry], keep: MemoryEntry | None,
                         run_id: str) -> list[MemoryEntry]:
-        """Evict oldest facts (date, then position) until the cap holds; never ``keep``."""
+        """Evict oldest facts (date, then position) until the cap holds; never ``keep`` and
+        never a fact a person wrote or approved (trust ``user`` or ``approved``): when only
+        those are left the store stays over its cap rather than drop them."""
         evicted = []
         if self.cap is None:
             return evicted
         while len(entries) > self.cap:
-            cand = [(e.date, i) for i, e in enumerate(entries) if e is not keep]
+            cand = [(e.date, i) for i, e in enumerate(entries)
+                    if e is not keep and e.trust not in ("user", "approved")]
+            if not cand:
+                break
             _, i = min(cand)
             gone = entries.pop(i)
             evicted.append(gone)
@@ -475,7 +507,7 @@ class MemoryStore:
         ConfigError
             Invalid text, source, trust or date.
         """
-        entry = MemoryEntry(text, date or self._today(), source or run_id, trust)
+        entry = self._entry(text, date or self._today(), source or run_id, trust, run_id)
         with self._lock:
             same = self.find(entry.text)
             if same is not None:
@@ -627,11 +659,12 @@ class MemoryStore:
               provenance=(), reason: str = "") -> PendingFact:
         """Stage a fact from an untrusted run instead of writing it."""
         with self._lock:
-            entry = MemoryEntry(text, self._today(), source or run_id, "untrusted")
+            entry = self._entry(text, self._today(), source or run_id, "untrusted", run_id)
             self._staged += 1
+            clean = self._net.values({"provenance": list(provenance), "reason": reason})
             item = PendingFact(f"m{self._staged:04d}", entry, run_id,
                                self._clock().isoformat(timespec="seconds"),
-                               tuple(provenance), reason)
+                               tuple(clean["provenance"]), clean["reason"])
             self.backend.write_pending(self.pending() + [item])
             self._log("stage", entry.text, run_id, item.id)
             return item

@@ -997,9 +997,9 @@ class LearningLoop:
         a cap; ``dating`` matches whose result dating changed; ``retire_on_contradiction``
         skills retired; ``approval_for_untrusted`` proposals staged instead of written;
         ``consolidation_every`` facts merged, superseded, dropped or evicted by a
-        consolidation. A count of 0 over a whole run means the switch never acted: the
-        same run with it off makes the same decisions (and, with common random numbers,
-        gives the same episodes).
+        consolidation (an eviction at consolidation counts under both switches). A count
+        of 0 over a whole run means the switch never acted: the same run with it off makes
+        the same decisions (and, with common random numbers, gives the same episodes).
 
         Returns
         -------
@@ -1074,6 +1074,8 @@ class LearningLoop:
         every = self.config.consolidation_every
         if every and self._episodes % every == 0:
             report = self.memory.consolidate(run_id=digest.run_id)
+            # an eviction at consolidation happens only with both switches on: counted
+            # under both, so that neither count can be 0 when switching it off matters
             self.acted["consolidation_every"] += report.n_removed
             self.acted["cap_eviction"] += len(report.evicted)
         if getattr(self._local, "reviewing", False):
@@ -1216,7 +1218,7 @@ class LearningLoop:
             for e in self.memory.entries():
                 s = e.subject
                 if (e.trust in ("user", "approved") and s is not None and s[0] == subj[0]
-                        and s[1] != subj[1]):
+                        and e.text != p.text):
                     return f"would replace a fact a person wrote or approved: {e.text!r}"
             return None
         mine = skeleton(p.name)

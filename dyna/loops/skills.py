@@ -30,8 +30,10 @@ from types import MappingProxyType
 
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
-from dyna.loops._io import append_jsonl, atomic_write, read_jsonl, read_text_exact
-from dyna.loops._text import content_words, tokenize
+from dyna.redact import check_label
+from dyna.loops._io import SafetyNet, append_jsonl, atomic_write, read_jsonl, read_text_exact
+from dyna.loops._text import tokenize
+from dyna.loops.bm25 import BM25Index, document_terms, query_terms
 from dyna.loops.frontmatter import FrontmatterError, dump_frontmatter, parse_frontmatter
 from dyna.loops.provenance import TRUSTED, Source
 from dyna.loops.provenance import is_untrusted as _is_untrusted
@@ -56,9 +58,6 @@ source name that is not one of the trusted ones (:func:`is_untrusted` parses).""
 KINDS = ("skill", "workflow")
 TRUST_LEVELS = ("trusted", "approved", "untrusted")
 STATUSES = ("active", "retired")
-DESCRIPTION_WEIGHT = 0.5
-"""Score of one description word when a skill without triggers is matched on its
-description (a trigger word scores 1)."""
 
 
 def is_untrusted(provenance: Iterable[str]) -> bool:
@@ -415,10 +414,13 @@ class Match:
     name : str
     score : float
         Sum over matched triggers of their word count (a phrase of two words scores 2),
-        or 0.5 per matched description word for a skill without triggers; times the
-        library's ``suspect_factor`` when the skill is suspect.
+        or, for a skill without triggers, its BM25 score over name and description
+        (:mod:`dyna.loops.bm25`); times the library's ``suspect_factor`` when the skill is
+        suspect. Trigger matches always rank before description matches.
     matched : tuple of str
-        The triggers (or description words) found, sorted.
+        The triggers found, or the query's stems found in the description, sorted.
+    by_trigger : bool
+        Matched by a trigger (else by its description).
     suspect : bool
         Not verified for longer than the library's ``max_age_days``.
     skill : Skill
@@ -429,21 +431,26 @@ class Match:
     matched: tuple[str, ...]
     suspect: bool
     skill: Skill
+    by_trigger: bool = True
 
 
 class MatchIndex:
-    """Inverted index from first token to triggers, for whole-word and phrase matching.
+    """Inverted index from first token to triggers, for whole-word and phrase matching,
+    and a BM25 index of the descriptions of skills without triggers.
 
     Every trigger is tokenised with :func:`dyna.loops._text.tokenize`; it matches where the
     query has the same tokens in a row with the same spacing between them (so ``"/plan"``
     matches ``"run /plan now"``, ``"git"`` never matches ``"github"`` and ``"deploy"``
     never matches ``"redeployment-notes"``). A query costs one dictionary look-up per query
-    token plus the triggers that start with that token.
+    token plus the triggers that start with that token. A skill without triggers is ranked
+    by :class:`dyna.loops.bm25.BM25Index` over its name and description (stemmed; negated
+    mentions such as "Do NOT use for PDFs" left out).
     """
 
     def __init__(self):
         self._post: dict[str, list[tuple]] = {}
         self._keys: dict[str, tuple[str, ...]] = {}
+        self._bm25 = BM25Index()
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -453,6 +460,7 @@ class MatchIndex:
         new = MatchIndex()
         new._post = {k: list(v) for k, v in self._post.items()}
         new._keys = dict(self._keys)
+        new._bm25 = self._bm25.copy()
         return new
 
     def add(self, skill: Skill) -> None:
@@ -468,14 +476,12 @@ class MatchIndex:
                 self._post.setdefault(toks[0], []).append(entry)
                 firsts.append(toks[0])
         else:
-            for w in content_words(skill.description):
-                self._post.setdefault(w, []).append(
-                    (skill.name, w, (w,), (False,), DESCRIPTION_WEIGHT))
-                firsts.append(w)
+            self._bm25.add(skill.name, document_terms(skill.name, skill.description))
         self._keys[skill.name] = tuple(dict.fromkeys(firsts))
 
     def remove(self, name: str) -> None:
         """Drop a skill from the index (no-op if absent)."""
+        self._bm25.remove(name)
         for tok in self._keys.pop(name, ()):
             lst = [e for e in self._post[tok] if e[0] != name]
             if lst:
@@ -504,6 +510,14 @@ class MatchIndex:
                 else:
                     h[label] = w
         return out
+
+    def described(self, text: str, limit: int | None = None) -> list[tuple[float, str, tuple]]:
+        """Skills without triggers ranked by BM25 for ``text``: ``(score, name, stems
+        matched)``, best first, at most ``limit`` (default all with a positive score)."""
+        terms = query_terms(text)
+        docs = self._bm25._docs
+        ranked = self._bm25.scores(terms, len(docs) if limit is None else limit)
+        return [(s, n, tuple(sorted(t for t in terms if t in docs[n]))) for s, n in ranked]
 
 
 class _Matcher:
@@ -543,7 +557,8 @@ class _Matcher:
         return (today - _dt.date.fromisoformat(stamp)).days > self.max_age_days
 
     def match(self, text: str, limit: int = 3, *, dating: bool = True) -> list[Match]:
-        """Skills whose triggers occur in ``text`` as whole words or phrases, best first.
+        """Skills whose triggers occur in ``text`` as whole words or phrases, then skills
+        without triggers whose description matches (BM25), best first.
 
         Parameters
         ----------
@@ -559,8 +574,10 @@ class _Matcher:
         Returns
         -------
         list of Match, length <= limit
-            Ordered by score (descending), then name (ascending), so ties are broken the
-            same way in every run (case SKL-03). Retired skills are never returned.
+            Skills matched by a trigger first, then skills without triggers matched by
+            their description (BM25); each group by score (descending), then name
+            (ascending), so ties are broken the same way in every run (case SKL-03).
+            Retired skills are never returned.
 
         Raises
         ------
@@ -575,8 +592,6 @@ class _Matcher:
         if limit == 0:
             return []
         hits = self._index.hits(text)
-        if not hits:
-            return []
         dated = dating and self.max_age_days is not None
         today = self.today() if dated else None
         ranked = []
@@ -587,10 +602,18 @@ class _Matcher:
             suspect = dated and self.is_suspect(skill, today)
             if suspect:
                 score *= self.suspect_factor
-            ranked.append((-score, name, suspect, h))
-        best = heapq.nsmallest(limit, ranked, key=lambda r: (r[0], r[1]))
-        return [Match(name, -neg, tuple(sorted(h)), suspect, skills[name])
-                for neg, name, suspect, h in best]
+            ranked.append((0, -score, name, suspect, tuple(sorted(h))))
+        if len(ranked) < limit and len(self._index._bm25):
+            # dating can reorder description matches: then rank them all, else the top ones
+            for score, name, stems in self._index.described(
+                    text, None if dated else limit - len(ranked)):
+                suspect = dated and self.is_suspect(skills[name], today)
+                if suspect:
+                    score *= self.suspect_factor
+                ranked.append((1, -score, name, suspect, stems))
+        best = heapq.nsmallest(limit, ranked, key=lambda r: (r[0], r[1], r[2]))
+        return [Match(name, -neg, matched, suspect, skills[name], tier == 0)
+                for tier, neg, name, suspect, matched in best]
 
 
 class SkillSnapshot(_Matcher):
@@ -935,6 +958,12 @@ class SkillLibrary(_Matcher):
         and the field (case SKL-01). They count in :meth:`summary`.
     competence : BetaCompetence
         Per-skill posteriors, keyed by skill name.
+    redactions : dict of str to int
+        Catches of the always-on redaction safety net, per detector name: every skill
+        written (description, body, triggers and the other frontmatter values; the schema
+        field ``name`` is an identifier, never redacted), every staged proposal and every
+        history record is redacted first (:class:`dyna.loops._io.SafetyNet`). A ``run_id``
+        holding a secret is refused (:func:`dyna.redact.check_label`): undo finds runs by it.
 
     Raises
     ------
@@ -966,6 +995,7 @@ class SkillLibrary(_Matcher):
         self.backend = (MemorySkillBackend() if dir is None
                         else FileSkillBackend(dir, durable=durable))
         self._lock = threading.RLock()
+        self._net = SafetyNet()
         self._skills: dict[str, Skill] = {}
         self._retired: dict[str, Skill] = {}
         self._index = MatchIndex()
@@ -1050,21 +1080,55 @@ class SkillLibrary(_Matcher):
     def _now(self) -> str:
         return self._clock().isoformat(timespec="seconds")
 
-    def _commit(self, op: str, skill: Skill, run_id: str, reason: str = "") -> None:
-        """Write ``skill`` (or its new status) and log the change."""
+    @property
+    def redactions(self) -> dict[str, int]:
+        """Catches of the redaction safety net so far, per detector name."""
+        return dict(self._net.counts)
+
+    def _clean(self, skill: Skill) -> Skill:
+        """``skill`` with every free-text frontmatter value and the body redacted (the
+        schema field ``name`` is kept: an identifier, not a person's name)."""
+        net = self._net
+        fields = {"description": skill.description, "body": skill.body,
+                  "triggers": list(skill.triggers), "source_run": skill.source_run,
+                  "provenance": list(skill.provenance), "retired_reason": skill.retired_reason}
+        out = net.values(fields)
+        extra = net.free(dict(skill.extra)) if skill.extra else {}
+        meta = net.free(dict(skill.extra_metadata)) if skill.extra_metadata else {}
+        if out is fields and extra == dict(skill.extra) and meta == dict(skill.extra_metadata):
+            return skill
+        return replace(skill, description=out["description"], body=out["body"],
+                       triggers=tuple(out["triggers"]), source_run=out["source_run"],
+                       provenance=tuple(out["provenance"]),
+                       retired_reason=out["retired_reason"], extra=tuple(extra.items()),
+                       extra_metadata=tuple(meta.items()))
+
+    def _commit(self, op: str, skill: Skill, run_id: str, reason: str = "") -> Skill:
+        """Write ``skill`` (or its new status), redacted, and log the change; returns the
+        skill as written."""
+        check_label("run_id", run_id)
+        skill = self._clean(skill)
         before = self.backend.state(skill.name)
         self.backend.write(skill)
         self._place(skill)
         self._log(op, skill.name, run_id, reason, before, self.backend.state(skill.name))
+        return skill
 
     def _log(self, op, name, run_id, reason, before=None, after=None) -> None:
         self._seq += 1
-        self.backend.append_history({"seq": self._seq, "time": self._now(), "op": op,
-                                     "name": name, "run_id": run_id, "reason": reason,
-                                     "before": before, "after": after})
+        # values only: the keys are the record's schema (``name`` is the skill's identifier)
+        self.backend.append_history(self._net.values(
+            {"seq": self._seq, "time": self._now(), "op": op, "name": name, "run_id": run_id,
+             "reason": reason, "before": before, "after": after}))
 
-    def _weakest(self) -> Skill:
-        names = sorted(self._skills)
+    def _weakest(self) -> Skill | None:
+        """The eviction candidate: the loop-written skill with the lowest competence lower
+        bound (then oldest, then name). A skill a person wrote (no ``source_run``) or
+        approved is never evicted; None when only such skills are left."""
+        names = sorted(n for n, s in self._skills.items()
+                       if s.source_run and s.trust != "approved")
+        if not names:
+            return None
         lb = self.competence.lower_bound(names, self.level)
         order = sorted(range(len(names)),
                        key=lambda i: (lb[i], self._skills[names[i]].created, names[i]))
@@ -1074,6 +1138,8 @@ class SkillLibrary(_Matcher):
         if self.cap is None or len(self._skills) < self.cap:
             return None
         victim = self._weakest()
+        if victim is None:   # only skills a person wrote or approved: stay over the cap
+            return None
         reason = f"evicted at cap {self.cap} for {incoming}"
         self._commit("evict", replace(victim, status="retired", retired_reason=reason),
                      run_id, reason)
@@ -1107,8 +1173,9 @@ class SkillLibrary(_Matcher):
                             created=skill.created or today,
                             last_verified=skill.last_verified or skill.created or today,
                             source_run=skill.source_run or run_id)
+            check_label("run_id", run_id)
             evicted = self._make_room(skill.name, run_id)
-            self._commit(op, skill, run_id, reason)
+            skill = self._commit(op, skill, run_id, reason)
             return AddResult(skill, evicted)
 
     def patch(self, name: str, run_id: str = "", reason: str = "", **changes) -> Skill:
@@ -1127,8 +1194,7 @@ class SkillLibrary(_Matcher):
                 if k in changes:
                     raise ConfigError(k, changes[k], "cannot be patched")
             skill = replace(self._skills[name], **changes)
-            self._commit("patch", skill, run_id, reason)
-            return skill
+            return self._commit("patch", skill, run_id, reason)
 
     def retire(self, name: str, run_id: str = "", reason: str = "retired") -> Skill:
         """Move an active skill to the retired folder (restorable).
@@ -1142,8 +1208,7 @@ class SkillLibrary(_Matcher):
             if name not in self._skills:
                 raise ConfigError("name", name, "no active skill with this name")
             skill = replace(self._skills[name], status="retired", retired_reason=reason)
-            self._commit("retire", skill, run_id, reason)
-            return skill
+            return self._commit("retire", skill, run_id, reason)
 
     def restore(self, name: str, run_id: str = "", reason: str = "restored") -> AddResult:
         """Bring a retired (or evicted) skill back; at the cap the weakest other skill is
@@ -1157,9 +1222,10 @@ class SkillLibrary(_Matcher):
         with self._lock:
             if name not in self._retired:
                 raise ConfigError("name", name, "no retired skill with this name")
+            check_label("run_id", run_id)
             evicted = self._make_room(name, run_id)
             skill = replace(self._retired[name], status="active", retired_reason="")
-            self._commit("restore", skill, run_id, reason)
+            skill = self._commit("restore", skill, run_id, reason)
             return AddResult(skill, evicted)
 
     def record_outcome(self, names: Iterable[str], success: bool, run_id: str = "") -> list[str]:
@@ -1194,6 +1260,7 @@ class SkillLibrary(_Matcher):
                 if self.log_outcomes:
                     self._commit("outcome", new, run_id, "success" if success else "failure")
                 else:
+                    new = self._clean(new)
                     self.backend.write(new)
                     self._place(new)
                 if (not success and self.retire_below is not None
@@ -1212,13 +1279,16 @@ class SkillLibrary(_Matcher):
         skill name) is fixed now."""
         if not isinstance(skill, Skill):
             raise ConfigError("skill", skill, "must be a Skill")
+        check_label("run_id", run_id)
         with self._lock:
             self._staged += 1
             prov = tuple(dict.fromkeys(provenance))
             skill = replace(skill, trust="untrusted", source_run=skill.source_run or run_id,
                             provenance=tuple(dict.fromkeys(skill.provenance + prov)))
+            skill = self._clean(skill)
+            clean = self._net.values({"provenance": list(prov), "reason": reason})
             item = PendingItem(f"p{self._staged:04d}", skill.name, skill, run_id,
-                               self._now(), prov, reason)
+                               self._now(), tuple(clean["provenance"]), clean["reason"])
             self.backend.put_pending(item)
             self._log("stage", item.dest, run_id, f"{item.id}: {reason}".rstrip(": "))
             return item
@@ -1242,7 +1312,7 @@ class SkillLibrary(_Matcher):
                 keep = {f: getattr(old, f) for f in ("created", "successes", "failures", "a", "b")}
                 new = replace(skill, **keep, status="active",
                               last_verified=self.today().isoformat())
-                self._commit(op if op != "create" else "patch", new, run_id, reason)
+                new = self._commit(op if op != "create" else "patch", new, run_id, reason)
                 return AddResult(new)
             return self.add(skill, run_id, reason, op=op)
 

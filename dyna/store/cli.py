@@ -9,6 +9,7 @@
     dyna store prune DB --max-age SECONDS [--tenant T]
     dyna store compact DB [--keep N] [--tenant T]
     dyna store recover DB --out NEW
+    dyna store scrub DB [--dry-run]
 
 Each runs the operation of the same name through
 :meth:`dyna.experience.ExperienceStore.dispatch` and prints its JSON answer (with
@@ -21,7 +22,11 @@ database (SQLite's ``-wal`` / ``-shm`` companions excepted). A damaged store mak
 command fail with one line naming the file and what SQLite found; ``recover`` copies its
 readable rows into the new store NEW (refused if NEW exists; written to a temporary file
 renamed at the end) and prints ``rows_recovered`` and ``rows_unreadable``
-(:func:`dyna.store.recover.recover`).
+(:func:`dyna.store.recover.recover`). ``scrub`` redacts what an older version stored: every
+JSON column re-redacted with the current rules, labels holding a secret reported by row id
+(not changed), in one transaction with ``secure_delete``, then a WAL checkpoint and
+``VACUUM`` (:func:`dyna.store.scrub.scrub`); it prints ``values_changed``; ``--dry-run``
+counts without writing.
 """
 
 from __future__ import annotations
@@ -128,6 +133,23 @@ def register(sub) -> None:
     p.add_argument("db", metavar="DB")
     p.add_argument("--out", required=True, metavar="NEW", help="the new store (must not exist)")
     p.set_defaults(func=_recover)
+
+    p = cmds.add_parser("scrub", help="redact what an older version stored (JSON columns "
+                        "re-redacted, labels with secrets reported), then secure_delete, "
+                        "WAL checkpoint and VACUUM")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--dry-run", dest="dry_run", action="store_true",
+                   help="count the values that would change; write nothing")
+    p.set_defaults(func=_scrub)
+
+
+def _scrub(args) -> int:
+    from dyna.experience import RECORD_SCHEMA  # noqa: PLC0415
+    from dyna.store.scrub import scrub  # noqa: PLC0415
+
+    out = scrub(args.db, RECORD_SCHEMA, dry_run=args.dry_run)
+    print(json.dumps(out, indent=2, sort_keys=True))
+    return 0
 
 
 def _recover(args) -> int:

@@ -10,8 +10,9 @@ are left out of that comparison and the number of pairs is reported.
   effect ``d_z = mean / sd``, the smallest difference the runs could detect, and whether it
   was testable at all: a comparison of a safeguard's ablation with the full loop in a
   scenario where the full loop's count for that safeguard is 0 in every run is *inert*
-  (the two are the same runs; nothing to test), and one whose differences are all equal
-  is *no difference in any run*.
+  (the two are the same runs; nothing to test), and one whose differences are all 0 is
+  *no difference in any run* (a constant non-zero difference is tested: its sign-flip p
+  is the smallest possible, 2^-n one-sided).
 * :func:`evaluate_hypotheses` -- the declared primary hypotheses, each an
   intersection-union test over its comparisons, with Holm's correction over the family.
 * :func:`exploratory_cells` -- the effect of removing each safeguard, per scenario and
@@ -152,7 +153,7 @@ def compare(runs: pl.DataFrame, scenario: str, variant: str, versus: str, metric
         return Comparison(status="too few pairs", **base)
     iv = paired_diff_ci(x[keep], y[keep], confidence=confidence, n_resamples=n_resamples,
                         seed=seed)
-    if np.ptp(d) == 0:
+    if not np.any(d):
         return Comparison(status="no difference", interval=iv, **base)
     alt = direction or "two-sided"
     p = sign_flip_test(d, alternative=alt, seed=seed)

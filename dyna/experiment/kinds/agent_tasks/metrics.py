@@ -36,11 +36,14 @@ def _recovery(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
     For a drift at episode d on family f: ``pre`` is the success rate of f's last
     ``window`` episodes before d; the recovery time is the number of episodes from d to the
     first episode of f from which the next ``window`` episodes of f reach ``pre - points``.
-    A drift with fewer than ``window`` episodes of f before it or after it is not measured;
-    one never recovered before the next drift (or the end) counts as not recovered.
+    A drift with fewer than ``window`` episodes of f before it or after it is not measured.
+    One never recovered before the next drift (or the end) is *censored*: it counts as the
+    episodes from d to the next drift (or the end), a lower bound of its true recovery
+    time, so the worst runs stay in the comparison instead of dropping out as NaN; the
+    third return value says how many drifts did recover.
     """
     drifts = np.flatnonzero(drift_family >= 0)
-    times, measured = [], 0
+    times, measured, recovered = [], 0, 0
     for j, d in enumerate(drifts):
         f = drift_family[d]
         end = drifts[j + 1] if j + 1 < len(drifts) else len(success)
@@ -56,8 +59,11 @@ def _recovery(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
         ok = np.flatnonzero(roll >= pre - points - 1e-12)
         if ok.size:
             times.append(float(after[ok[0]] - d))
+            recovered += 1
+        else:
+            times.append(float(end - d))
     rec = float(np.mean(times)) if times else math.nan
-    return rec, measured, len(times)
+    return rec, measured, recovered
 
 
 def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
@@ -73,7 +79,8 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
         run tokens over the last ``final_window``), ``tokens_growth`` (mean run tokens of
         the last quarter minus the second quarter), ``incidents``, ``escalations``,
         ``poisoned_final``, ``poisoned_max``, ``stale_final``, ``library_final``,
-        ``recovery`` (NaN when not measured or never recovered), ``drifts_measured``,
+        ``recovery`` (NaN when no drift was measured; a drift never recovered counts,
+        censored, as the episodes to the next drift or the end), ``drifts_measured``,
         ``drifts_recovered``, and ``acted_<switch>`` for every per-episode count of
         decisions a safeguard changed (:meth:`dyna.loops.LearningLoop.safeguard_counts`),
         summed over the run; ``staged_per_1000`` (proposals staged for approval per 1,000

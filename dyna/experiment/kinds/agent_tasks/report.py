@@ -88,12 +88,23 @@ def _warnings(cfg) -> list[str]:
                 f"test over n runs cannot give p below 2^-n ({2.0 ** -cfg.runs:.3g}), so no "
                 "hypothesis is tested and no cell is starred. Intervals are shown as "
                 "descriptions only.", ""]
+    out = []
     if cfg.runs < MIN_RUNS_NO_WARNING:
-        return [f"> **Warning: {cfg.runs} runs per variant** (fewer than "
+        out += [f"> **Warning: {cfg.runs} runs per variant** (fewer than "
                 f"{MIN_RUNS_NO_WARNING}). Tests have little power and intervals are wide; "
                 "read a hypothesis that does not hold beside its smallest detectable "
                 "difference.", ""]
-    return []
+    m, alpha = len(cfg.hypotheses), float(cfg.analysis["alpha"])
+    floor = m * 2.0 ** -cfg.runs
+    if m and floor > alpha:
+        out += [f"> **No declared hypothesis can hold with {cfg.runs} runs**: the smallest "
+                f"Holm-adjusted p of {m} one-sided sign-flip tests is {m} x 2^-{cfg.runs} = "
+                f"{floor:.3g} > alpha {alpha}.", ""]
+    if 2.0 ** (1 - cfg.runs) > float(cfg.analysis["fdr"]):
+        out += [f"> **No exploratory cell can be starred with {cfg.runs} runs**: the "
+                f"smallest two-sided sign-flip p is 2^(1-{cfg.runs}) = "
+                f"{2.0 ** (1 - cfg.runs):.3g}.", ""]
+    return out
 
 
 def _setup(cfg, out) -> list[str]:
@@ -117,7 +128,9 @@ def _setup(cfg, out) -> list[str]:
              "tokens per success = (run + learning + escalation tokens) / successes over the "
              "whole run; recovery = episodes after a drift until the drifted family's "
              f"success rate over {cfg.analysis['recovery_window']} of its episodes is back "
-             f"within {cfg.analysis['recovery_points'] * 100:g} points of its pre-drift rate",
+             f"within {cfg.analysis['recovery_points'] * 100:g} points of its pre-drift rate "
+             "(a drift never recovered counts, censored, as the episodes to the next drift or "
+             "the end)",
              f"- intervals: {INTERVAL_METHOD}, {cfg.analysis['n_resamples']} resamples, "
              f"{float(cfg.analysis['confidence']):.0%}; differences are paired by run; "
              "p-values from the sign-flip test of the paired differences (exact up to 16 runs)",
