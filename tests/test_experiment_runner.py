@@ -5,6 +5,7 @@ import functools
 import hashlib
 import json
 import operator
+import time
 from pathlib import Path
 
 import numpy as np
@@ -279,6 +280,68 @@ def test_process_pool_interrupt_propagates_and_stops_workers():
         pool.map(operator.attrgetter("run_indices"), jobs, on_result=interrupt)
     import multiprocessing
 
-    for child in multiprocessing.active_children():
-        child.join(timeout=5)
+    # every worker is gone when map re-raises: no join, no grace period. (It used to
+    # terminate nothing -- shutdown() drops the pool's process table before _stop_workers
+    # read it -- so the workers' own exit raced this assertion: 1 full-suite run in ~8.)
     assert multiprocessing.active_children() == []
+
+
+def test_process_pool_workers_exit_when_the_parent_is_killed(tmp_path):
+    """SIGKILL of the sweep's process (nothing can be passed on) still ends its workers,
+    within about PARENT_POLL_S seconds, instead of leaving them running jobs for nobody."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing, sys, time
+        from dyna.experiment.backends import Job, ProcessPoolBackend
+
+        def slow(job):
+            time.sleep(120)
+
+        if __name__ == "__main__":
+            import threading
+            def report():
+                while len(multiprocessing.active_children()) < 2:
+                    time.sleep(0.05)
+                print(" ".join(str(p.pid) for p in multiprocessing.active_children()),
+                      flush=True)
+            threading.Thread(target=report, daemon=True).start()
+            ProcessPoolBackend(2).map(slow, [Job(0, 0, (r,)) for r in range(2)])
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            cwd=str(tmp_path))
+    try:
+        pids = [int(x) for x in proc.stdout.readline().split()]
+        assert len(pids) == 2
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [p for p in pids if _alive(p)]
+        assert alive == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False

@@ -25,7 +25,7 @@ import signal
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from dyna.errors import ConfigError
@@ -204,16 +204,38 @@ def _carry(exc: BaseException) -> BaseException:
     return _CarriedError(cls.__module__, cls.__qualname__, kwargs, str(exc))
 
 
-def _worker_init() -> None:
-    """Worker processes leave Ctrl-C to the parent, which cancels the sweep."""
+#: Seconds between a worker's checks that its parent still lives.
+PARENT_POLL_S = 1.0
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        if os.getppid() != parent:   # re-parented: the sweep's process is gone
+            os._exit(1)
+        time.sleep(PARENT_POLL_S)
+
+
+def _worker_init(parent: int | None = None) -> None:
+    """Worker processes leave Ctrl-C to the parent, which cancels the sweep, and exit
+    within :data:`PARENT_POLL_S` seconds of the death of ``parent`` (the sweep's process,
+    passed in rather than read here: a worker still starting when the parent died is
+    already re-parented), even by SIGKILL, which the parent cannot pass on."""
+    import threading
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent is not None:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True,
+                         name="dyna-parent-watch").start()
 
 
 def _stop_workers(pool: ProcessPoolExecutor, timeout: float = 5.0) -> None:
     """Terminate a pool's workers and wait until they are gone (at most ``timeout`` s,
     then SIGKILL), including any worker the pool spawns meanwhile to replace a dead one."""
     deadline = time.monotonic() + timeout
-    seen: dict[int, multiprocessing.process.BaseProcess] = {}
+    # Take the worker handles first: shutdown() sets pool._processes to None (CPython
+    # 3.11+), after which they could no longer be found and nothing would be terminated.
+    seen: dict[int, multiprocessing.process.BaseProcess] = dict(
+        getattr(pool, "_processes", None) or {})
     pool.shutdown(wait=False, cancel_futures=True)
     while True:
         seen.update((getattr(pool, "_processes", None) or {}).copy())
@@ -270,12 +292,15 @@ class ProcessPoolBackend(Backend):
         ctx = multiprocessing.get_context("spawn")
         results: dict[int, object] = {}
         pool = ProcessPoolExecutor(max_workers=min(self.workers, len(jobs)), mp_context=ctx,
-                                   initializer=_worker_init)
+                                   initializer=_worker_init, initargs=(os.getpid(),))
         try:
             futures = {pool.submit(_portable_call, fn, job): i for i, job in enumerate(jobs)}
             pending = set(futures)
             while pending:
-                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                # wake at least every 0.2 s: results (and the progress bar) are handled as
+                # jobs finish, and a signal delivered to another thread of this process is
+                # acted on at once (the main thread runs Python's signal handlers)
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
                 for fut in sorted(done, key=futures.get):
                     i = futures[fut]
                     exc = fut.exception()
