@@ -302,8 +302,17 @@ def _json_ready(obj):
 MAX_BIN_COUNT = 10_000
 
 
-def _positive_int(name: str, value) -> int:
-    return check_range(name, value, 1, None, integer=True)
+#: Most episodes one replay_experience call returns (it samples with replacement, so the
+#: data cannot bound it: without a maximum a caller could ask for 10**9).
+MAX_BATCH_SIZE = 10_000
+#: Most neighbours a query (query_similar, get_recommendation) may ask for.
+MAX_K = 10_000
+#: Largest keep count of compact (beyond any store; keeps integer arithmetic in int64).
+MAX_KEEP = 2 ** 62
+
+
+def _positive_int(name: str, value, hi: int | None = None) -> int:
+    return check_range(name, value, 1, hi, integer=True)
 
 
 # ============================================================================ the store
@@ -734,7 +743,7 @@ class ExperienceStore:
             ``k <= 0``, a query of the wrong dimension, no query, a zero query vector.
         """
         tenant_id = self._tenant(tenant_id)
-        k = _positive_int("k", k)
+        k = _positive_int("k", k, MAX_K)
         q = self._query_vector(state_features, state_before=state_before,
                                action_taken=action_taken, state_after=state_after,
                                metadata=metadata)
@@ -766,7 +775,7 @@ class ExperienceStore:
         if criterion not in ("success_rate", "mean_reward"):
             raise ConfigError("criterion", criterion, "must be success_rate or mean_reward")
         min_episodes = check_range("min_episodes", min_episodes, 1, None, integer=True)
-        k = _positive_int("k", k)
+        k = _positive_int("k", k, MAX_K)
         has_query = state_features is not None or any(
             v is not None for v in (state_before, action_taken, state_after, metadata))
         with self._lock:
@@ -943,7 +952,7 @@ class ExperienceStore:
             ``episodes`` (list of dicts) and ``ids``.
         """
         tenant_id = self._tenant(tenant_id)
-        batch_size = _positive_int("batch_size", batch_size)
+        batch_size = _positive_int("batch_size", batch_size, MAX_BATCH_SIZE)
         if strategy not in ("uniform", "recency", "priority"):
             raise ConfigError("strategy", strategy, "must be uniform, recency or priority")
         if seed is not None:
@@ -1027,7 +1036,7 @@ class ExperienceStore:
         """
         self._refuse_if_read_only("compact")
         if compact_keep_records is not None:
-            keep = check_range("compact_keep_records", compact_keep_records, 0, None,
+            keep = check_range("compact_keep_records", compact_keep_records, 0, MAX_KEEP,
                                integer=True)
         if tenant_id is not None:
             tenant_id = self._tenant(tenant_id)
