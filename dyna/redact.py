@@ -397,7 +397,11 @@ _KEY_CHARS = r"[\w.\-\u200b-\u200d\u2060\ufeff]"
 _ASSIGNMENT = re.compile(
     r"(?<![\w.\-\u200b-\u200d\u2060\ufeff])(?P<key>" + _KEY_CHARS + r"+(?: " + _KEY_CHARS
     + r"+){0,2})[\"']?[ \t]*(?::|=|：|＝)[ \t]*")
-_UNQUOTED_VALUE = re.compile(r"[^\s\"',;&]+")
+# An unquoted value runs to white space or a quote; a ",", ";" or "&" ends it only where
+# another ``key=`` follows (a query string, a list of assignments), and trailing sentence
+# punctuation is dropped: "Password: Tr0ub4dor&3" is one value, "a=1&token=x&b=2" three.
+_UNQUOTED_VALUE = re.compile(r"[^\s\"']+")
+_NEXT_ASSIGNMENT = re.compile(r"[,;&](?=[\w.\-]+=)")
 ASSIGNMENT_DETECTOR = "sensitive_assignment"
 """Name :func:`detect` reports for a ``KEY=value`` assignment with a sensitive key."""
 
@@ -429,6 +433,11 @@ def _assignments(text: str, out: list[str] | None) -> str:
             if vm is None:
                 continue
             v0, v1 = vm.span()
+            cut = _NEXT_ASSIGNMENT.search(text, v0, v1)
+            if cut is not None:
+                v1 = cut.start()
+            while v1 > v0 and text[v1 - 1] in ",;.":
+                v1 -= 1
         value = text[v0:v1]
         if len(value) < 4 or is_placeholder(value) or value.startswith(REDACTED[:-1]):
             continue

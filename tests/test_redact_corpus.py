@@ -202,3 +202,19 @@ def test_keyed_hash_is_the_same_in_every_process_and_follows_the_env_key():
     other = subprocess.run([sys.executable, "-c", code], env={**env, "DYNA_REDACT_KEY": "k2"},
                            check=True, capture_output=True, text=True).stdout.strip()
     assert other == keyed_hash("AKIAIOSFODNN7EXAMPLE", b"k2") != outs.pop()
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("Password: Tr0ub4dor&3", "Tr0ub4dor&3"),
+    ("client_secret=abc;def123", "abc;def123"),
+    ("GET /cb?a=1&token=s3cr3tvalue99&b=2", "s3cr3tvalue99"),
+    ("password=hunter2hunter2, then retry", "hunter2hunter2"),
+])
+def test_unquoted_values_with_punctuation_are_redacted_whole(text, secret):
+    """A value used to stop at ',', ';' or '&': 'Tr0ub4dor&3' kept '&3' in clear."""
+    from dyna.redact import redact_text
+
+    out = redact_text(text)
+    assert secret not in out and not any(part in out for part in secret.split("&")[1:]
+                                         if len(part) > 1)
+    assert out.count("[REDACTED]") == 1
