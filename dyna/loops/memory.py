@@ -469,14 +469,15 @@ class MemoryStore:
     def _evict_over_cap(self, entries: list[MemoryEntry], keep: MemoryEntry | None,
                         run_id: str) -> list[MemoryEntry]:
         """Evict oldest facts (date, then position) until the cap holds; never ``keep`` and
-        never a fact a person wrote or approved (trust ``user`` or ``approved``): when only
-        those are left the store stays over its cap rather than drop them."""
+        never a fact a person wrote (trust ``user``): when only those are left the store
+        stays over its cap rather than drop them. An approved loop fact can be evicted like
+        any loop fact (else approvals would make the cap ineffective)."""
         evicted = []
         if self.cap is None:
             return evicted
         while len(entries) > self.cap:
             cand = [(e.date, i) for i, e in enumerate(entries)
-                    if e is not keep and e.trust not in ("user", "approved")]
+                    if e is not keep and e.trust != "user"]
             if not cand:
                 break
             _, i = min(cand)

@@ -1122,11 +1122,11 @@ class SkillLibrary(_Matcher):
              "reason": reason, "before": before, "after": after}))
 
     def _weakest(self) -> Skill | None:
-        """The eviction candidate: the loop-written skill with the lowest competence lower
-        bound (then oldest, then name). A skill a person wrote (no ``source_run``) or
-        approved is never evicted; None when only such skills are left."""
-        names = sorted(n for n, s in self._skills.items()
-                       if s.source_run and s.trust != "approved")
+        """The eviction candidate: the loop-written skill (one with a ``source_run``,
+        approved or not) with the lowest competence lower bound (then oldest, then name). A
+        skill a person wrote (no ``source_run``) is never evicted; None when only such
+        skills are left."""
+        names = sorted(n for n, s in self._skills.items() if s.source_run)
         if not names:
             return None
         lb = self.competence.lower_bound(names, self.level)
