@@ -230,18 +230,29 @@ def _worker_init(parent: int | None = None) -> None:
 
 def _stop_workers(pool: ProcessPoolExecutor, timeout: float = 5.0) -> None:
     """Terminate a pool's workers and wait until they are gone (at most ``timeout`` s,
-    then SIGKILL), including any worker the pool spawns meanwhile to replace a dead one."""
+    then SIGKILL), including any worker the pool spawns meanwhile to replace a dead one;
+    then release the pool's manager thread so the interpreter can exit.
+
+    A worker killed while sending a result leaves half a message in the result pipe. The
+    pool's manager thread, reading it, would wait for the rest forever (this process holds
+    a write end of that pipe too, so the read never sees end-of-file), and the interpreter
+    joins that thread at exit: the process hung there. Once every worker is gone, this
+    closes our write end, the read ends in ``EOFError``, and the manager thread marks the
+    pool broken and finishes (joined here, at most ``timeout`` s).
+    """
     deadline = time.monotonic() + timeout
-    # Take the worker handles first: shutdown() sets pool._processes to None (CPython
-    # 3.11+), after which they could no longer be found and nothing would be terminated.
+    # Take the worker handles, the result queue and the manager thread first: shutdown()
+    # sets them to None (CPython 3.11+), after which they could no longer be reached.
     seen: dict[int, multiprocessing.process.BaseProcess] = dict(
         getattr(pool, "_processes", None) or {})
+    results = getattr(pool, "_result_queue", None)
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     while True:
         seen.update((getattr(pool, "_processes", None) or {}).copy())
         alive = [p for p in seen.values() if p.is_alive()]
         if not alive:
-            return
+            break
         late = time.monotonic() > deadline
         for p in alive:
             if late:
@@ -251,7 +262,14 @@ def _stop_workers(pool: ProcessPoolExecutor, timeout: float = 5.0) -> None:
         for p in alive:
             p.join(timeout=0.2)
         if late:
-            return
+            break
+    if results is not None and not any(p.is_alive() for p in seen.values()):
+        try:
+            results._writer.close()
+        except (AttributeError, OSError):
+            pass
+    if manager is not None:
+        manager.join(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
 
 
 def _portable_call(fn, job):
