@@ -8,8 +8,90 @@ import json
 import os
 from pathlib import Path
 
+import filelock
+
+from dyna.errors import DynaError
 from dyna.redact import redact, scan
 from dyna.store.jsonl import atomic_target
+
+
+class LibraryLockTimeout(DynaError, TimeoutError):
+    """Another process (or another library object) held a library's file lock longer than
+    the timeout; nothing was written.
+
+    Attributes
+    ----------
+    path : str
+        The lock file (``<library>/.dyna/lock`` or ``<file>.lock``).
+    timeout : float
+        Seconds waited.
+    """
+
+    def __init__(self, path: object, timeout: float):
+        self.path = str(path)
+        self.timeout = timeout
+        super().__init__(f"lock={self.path!r}: held by another writer for more than "
+                         f"{timeout:g} s; nothing was written, try again")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.timeout))
+
+
+class _LibraryFileLock(filelock.FileLock):
+    """A :class:`filelock.FileLock` whose timeout raises :class:`LibraryLockTimeout`."""
+
+    def acquire(self, timeout=None, *args, **kwargs):
+        try:
+            return super().acquire(timeout, *args, **kwargs)
+        except filelock.Timeout:
+            raise LibraryLockTimeout(self.lock_file,
+                                     self.timeout if timeout is None else timeout) from None
+
+
+def lock_path(folder_or_file: Path) -> Path:
+    """The lock file :func:`library_lock` uses for ``folder_or_file``: ``.dyna/lock`` inside
+    a library folder (an existing folder, or a path without a suffix), ``<name>.lock`` beside
+    a file (``MEMORY.md`` -> ``MEMORY.md.lock``)."""
+    p = Path(folder_or_file)
+    if p.is_dir() or (not p.exists() and not p.suffix):
+        return p / ".dyna" / "lock"
+    return p.with_name(p.name + ".lock")
+
+
+def library_lock(folder_or_file: Path, timeout: float = 30) -> filelock.FileLock:
+    """An inter-process lock (:mod:`filelock`, ``fcntl.flock`` on POSIX) for every write to a
+    skill library folder or a memory file.
+
+    Hold it around the whole read-modify-write (re-read the state under the lock). The lock is
+    re-entrant within one thread of one lock object, so keep one object per library and
+    nest freely; two objects (two processes, or two libraries on one folder in one process)
+    exclude each other. The lock file is :func:`lock_path` (``<folder>/.dyna/lock``, or
+    ``MEMORY.md.lock`` beside a memory file); its folder is created if missing.
+
+    Parameters
+    ----------
+    folder_or_file : Path
+        The library folder, or the memory file.
+    timeout : float
+        Seconds to wait for the lock on each acquisition (> 0).
+
+    Raises
+    ------
+    LibraryLockTimeout
+        (on acquisition) The lock was not obtained within ``timeout``; names the lock file.
+    dyna.errors.ConfigError
+        ``timeout`` is not a positive number, or the lock file or its folder is a symlink
+        (a lock written through a link could land outside the library).
+    """
+    from dyna.errors import ConfigError, check_range
+
+    check_range("timeout", timeout, 0, lo_open=True)
+    path = lock_path(folder_or_file)
+    for p in (path.parent, path):
+        if p.is_symlink():
+            raise ConfigError("path", str(p), "is a symlink; refusing to write through it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _LibraryFileLock(str(path), timeout=timeout)
 
 
 def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None:
