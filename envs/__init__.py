@@ -7,6 +7,8 @@
 * ``dyna/ShortcutMaze-v0`` -- Figure 8.5 (:class:`envs.maze.ShortcutMaze`)
 * ``dyna/AsciiMaze-v0`` -- any ASCII maze, refined by a resolution factor (Example 8.4)
 * ``dyna/AgentTasks-v0`` -- recurring agent tasks (:class:`envs.agent_tasks.AgentTaskEnv`)
+* ``dyna/AgentTasks-v1`` -- the same with every failure mode given a cost
+  (:class:`envs.agent_tasks.AgentTaskEnvV1`)
 * ``dyna/Escalation-v0`` -- act or escalate, one task per step (:class:`envs.escalation.EscalationEnv`)
 
 and :func:`make_table` gives the transition table of any of them, or of Gymnasium's own
@@ -37,6 +39,8 @@ for _id, _cls in MAZES.items():
         gym.register(id=_id, entry_point=f"envs.maze:{_cls.__name__}")
 if "dyna/AgentTasks-v0" not in gym.registry:  # one episode = one agent run on one task
     gym.register(id="dyna/AgentTasks-v0", entry_point="envs.agent_tasks:AgentTaskEnv")
+if "dyna/AgentTasks-v1" not in gym.registry:
+    gym.register(id="dyna/AgentTasks-v1", entry_point="envs.agent_tasks:AgentTaskEnvV1")
 if "dyna/Escalation-v0" not in gym.registry:  # one episode = one pass over a task stream
     gym.register(id="dyna/Escalation-v0", entry_point="envs.escalation:EscalationEnv")
 
