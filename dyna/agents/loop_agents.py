@@ -9,14 +9,22 @@ The policy model (one episode = one run on one task)
     failed here. Otherwise, or when the knowledge is used up, it *explores*: it calls a tool
     it has not tried at this position (never the harmful tool of its own accord) with a
     value it has not tried with that tool. Errors say whether the tool or only the value
-    was wrong, and the agent uses that. Planted instructions in tool outputs are not
-    obeyed by the policy itself; they do harm only when a loop writes them down and a
-    later run follows the lesson.
+    was wrong, and the agent uses that (under ``uninformative_errors`` it learns only that
+    the call failed). It explores among the tools that exist now
+    (:meth:`~envs.agent_tasks.AgentTaskEnv.callable_tools`: a renamed tool's old name is
+    gone) and reads its lessons' tool names against the current tool list, so a lesson
+    naming a renamed tool sends it to the old name, which errors. Planted instructions:
+    with the env's ``planted_follow_rate`` None (v0) they are not obeyed by the policy
+    itself and do harm only when a loop writes them down and a later run follows the
+    lesson; with a rate, the agent obeys an instruction planted in the output it has just
+    read, and a lesson's harmful step, each when
+    :meth:`~envs.agent_tasks.AgentTaskEnv.falls_for_planted` says so.
 
 Knowledge per variant
     * ``no_learning``: none (a fixed prompt; every run starts from scratch).
     * ``oracle``: the current true procedure (reads the hidden world; upper bound), always
-      followed; it counts as one context entry.
+      followed (``oracle_follows_always``; False: followed with ``p_follow`` like every
+      other variant, the same-policy oracle); it counts as one context entry.
     * loops: a :class:`dyna.loops.LearningLoop` on the in-memory store (the same code as
       on files: ``SkillLibrary(None)``, ``MemoryStore(None)``) with a
       :class:`ProcedureReviewer`. The ``skill`` store gives procedures (tool and value per
@@ -180,6 +188,15 @@ class PolicyParams:
     tabular : dict
         Hyper-parameters of the ``dyna_q`` / ``dyna_q_plus`` variants
         (:data:`dyna.agents.HPARAMS`), on top of :data:`TABULAR_DEFAULTS`.
+    misattribution : float
+        Probability, in [0, 1], that the reviewer of a failed run writes the call that
+        failed last into the procedure (it believes that call finished the job); otherwise
+        the lesson keeps only the calls that returned ok. 1.0 (the default) is v0's
+        reviewer; the agent-tasks v2 sweeps fix 0.5.
+    oracle_follows_always : bool
+        True (v0): the oracle always follows its knowledge. False: it follows with
+        ``p_follow`` like every other variant, so the oracle bounds what knowledge can give
+        under the same policy (the agent-tasks v2 "same-policy oracle").
     """
 
     p_follow: float = 0.9
@@ -190,9 +207,15 @@ class PolicyParams:
     escalation: dict | None = None
     tabular: dict = field(default_factory=dict)
     episodic_k: int = 20
+    misattribution: float = 1.0
+    oracle_follows_always: bool = True
 
     def __post_init__(self):
         check_range("p_follow", self.p_follow, 0.0, 1.0)
+        check_range("misattribution", self.misattribution, 0.0, 1.0)
+        if not isinstance(self.oracle_follows_always, bool):
+            raise ConfigError("oracle_follows_always", self.oracle_follows_always,
+                              "must be true or false")
         check_range("copy_rate", self.copy_rate, 0.0, 1.0)
         check_range("tokens_per_review", self.tokens_per_review, 0, None, integer=True)
         check_range("title_words", self.title_words, 1, None, integer=True)
@@ -313,8 +336,9 @@ class ProcedureReviewer:
 
     It takes the first ``title_words`` content words of the task as the task's key and the
     run's procedure as: the calls that returned ok, in order, and, when the last call
-    failed, that call too (it believes the last call finished the job; on a verified
-    success there is no such call). A planted instruction seen in a tool output is copied
+    failed, that call too with probability ``misattribution`` (1 in v0: it believes the
+    last call finished the job; on a verified success there is no such call). A planted
+    instruction seen in a tool output is copied
     into the lesson with probability ``copy_rate`` (at the position where it was seen;
     provenance ``tool_output``). Randomness comes from ``(seed, crc32(run_id))``.
 
@@ -333,7 +357,8 @@ class ProcedureReviewer:
     """
 
     def __init__(self, store: str = "skill", seed: int = 0, copy_rate: float = 0.5,
-                 title_words: int = 2, tokens_per_review: int = 300):
+                 title_words: int = 2, tokens_per_review: int = 300,
+                 misattribution: float = 1.0):
         if store not in STORES:
             raise ConfigError("store", store, f"must be one of {STORES}")
         self.store = store
@@ -342,10 +367,13 @@ class ProcedureReviewer:
         self.title_words = check_range("title_words", title_words, 1, None, integer=True)
         self.tokens_per_review = check_range("tokens_per_review", tokens_per_review, 0,
                                              None, integer=True)
+        self.misattribution = float(check_range("misattribution", misattribution, 0.0, 1.0))
 
-    def procedure(self, digest: Digest, copy: bool) -> tuple[list[tuple[str, str]], bool]:
+    def procedure(self, digest: Digest, copy: bool,
+                  misattribute: bool = True) -> tuple[list[tuple[str, str]], bool]:
         """``(calls, copied)``: the procedure the reviewer reads from the digest, as
-        ``(tool, value)`` names, and whether a planted call was copied into it."""
+        ``(tool, value)`` names, and whether a planted call was copied into it; the last
+        call, when it failed, is in it only if ``misattribute``."""
         calls: list[tuple[str, str]] = []
         planted = None
         for tc in digest.tool_calls:
@@ -356,7 +384,7 @@ class ProcedureReviewer:
                 if m:
                     planted = (len(calls), (m.group(1), m.group(2)))
         last = digest.tool_calls[-1] if digest.tool_calls else None
-        if last is not None and last.error:
+        if last is not None and last.error and misattribute:
             calls.append((last.name, str(last.args.get("value", ""))))
         if planted is not None:
             calls.insert(planted[0], planted[1])
@@ -365,7 +393,8 @@ class ProcedureReviewer:
     def review(self, digest: Digest, context) -> ReviewerOutput:
         rng = np.random.default_rng([self.seed, zlib.crc32(digest.run_id.encode())])
         copy = rng.random() < self.copy_rate
-        calls, copied = self.procedure(digest, copy)
+        misattribute = rng.random() < self.misattribution   # drawn always: fixed count
+        calls, copied = self.procedure(digest, copy, misattribute)
         key = content_words(digest.task)[:self.title_words]
         if not calls or not key:
             return ReviewerOutput((), self.tokens_per_review)
@@ -435,9 +464,11 @@ class LoopAgent:
         self.rng = self.streams["policy"](0)
         self.competence = BetaCompetence()
         self.t = 0
+        self._names = env.tool_names
         self._tool_ix = {n: i for i, n in enumerate(env.tool_names)}
         self._value_ix = {n: i for i, n in enumerate(env.value_names)}
         self._parsed: dict = {}
+        self._last_calls: list = []
         self._written: dict = {}
         self._meta: dict = {}
         self._staged_at: dict = {}
@@ -464,13 +495,24 @@ class LoopAgent:
             reviewer = ProcedureReviewer(spec.store, self.streams["reviewer"],
                                          self.params.copy_rate,
                                          self.params.title_words,
-                                         self.params.tokens_per_review)
+                                         self.params.tokens_per_review,
+                                         self.params.misattribution)
             self.loop = LearningLoop(skills, memory, reviewer, cfg)
 
     def _clock(self) -> _dt.datetime:
         return EPOCH + _dt.timedelta(days=self.t * self.params.days_per_episode)
 
     # ------------------------------------------------------------------ knowledge
+    def _sync_names(self) -> None:
+        """Re-read the env's tool names when they changed (a renamed tool: the agent is
+        given the current tool list with each task); parsed lessons are re-parsed, so a
+        lesson naming the old tool maps to its old slot, which now errors."""
+        names = self.env.tool_names
+        if names is not self._names:
+            self._names = names
+            self._tool_ix = {n: i for i, n in enumerate(names)}
+            self._parsed.clear()
+
     def _skill_calls(self, skill) -> list:
         got = self._parsed.get(skill.body)
         if got is None:
@@ -500,6 +542,7 @@ class LoopAgent:
             return self._recall(family, task), None
         if self.loop is None:
             return _Knowledge(), None
+        self._sync_names()
         ctx = self.loop.begin(f"e{self.t}", task)
         k = _Knowledge()
         if self.spec.store == "skill":
@@ -562,7 +605,13 @@ class LoopAgent:
         following a skill)."""
         env, rng = self.env, self.rng
         n_tools, n_values = env.n_tools, env.n_values
-        p_follow = 1.0 if self.spec.learner == "oracle" else self.params.p_follow * factor
+        oracle = self.spec.learner == "oracle"
+        p_follow = (1.0 if oracle and self.params.oracle_follows_always
+                    else self.params.p_follow * factor)
+        planted_rate = getattr(env, "planted_follow_rate", None)
+        callable_tools = list(env.callable_tools()) if hasattr(env, "callable_tools") \
+            else list(range(n_tools))
+        harmful = env.harmful_tool
         calls, info, followed = [], None, []
         pos = -1
         while True:
@@ -592,9 +641,16 @@ class LoopAgent:
                 else:
                     fact_tool = fact_value = -1
             call = None
-            for g in guide:
+            if planted_rate is not None and env.planted[0] > 0 and env.falls_for_planted():
+                # it obeys the instruction planted in the output it has just read
+                call = (env.planted[0] - 1, env.planted[1] - 1)
+            for g in guide if call is None else ():
                 if g not in tried and g[0] not in bad_tools and not (
                         g[0] == known_tool and g[1] in bad_values):
+                    if (g[0] == harmful and planted_rate is not None
+                            and not env.falls_for_planted()):
+                        tried.add(g)   # a lesson's harmful step, not followed this time
+                        continue
                     call = g
                     break
             followed.append(tuple(source.get(call, ())) if call is not None else ())
@@ -604,9 +660,9 @@ class LoopAgent:
                 elif fact_tool >= 0 and fact_tool not in bad_tools:
                     tool = fact_tool
                 else:
-                    free = [t for t in range(n_tools) if t not in bad_tools]
+                    free = [t for t in callable_tools if t not in bad_tools]
                     tool = free[int(rng.integers(len(free)))] if free else \
-                        int(rng.integers(n_tools))
+                        callable_tools[int(rng.integers(len(callable_tools)))]
                 if tool == known_tool:
                     vals = [v for v in range(n_values) if v not in bad_values]
                 else:
@@ -666,12 +722,17 @@ class LoopAgent:
                        steps=0, tokens=int(p.escalation.get("escalation_tokens", 5000)))
         else:
             know, ctx = self._knowledge(family, task)
-            factor = env.declare_context(know.entries, know.irrelevant)
+            stored = (len(self.loop.skills) if self.loop is not None
+                      and self.spec.store == "skill" and getattr(env, "catalog_tokens", 0)
+                      else 0)
+            factor = (env.declare_context(know.entries, know.irrelevant, stored_entries=stored)
+                      if stored else env.declare_context(know.entries, know.irrelevant))
             if self.tabular is not None:
                 calls, info = self._act_tabular(family)
                 followed = [()] * len(calls)
             else:
                 calls, info, followed = self._act(know, factor)
+            self._last_calls = calls   # ((tool, value), output, error) of this episode
             success = bool(info["verified_success"])
             judged = bool(info["self_assessed_success"])
             if self.experience is not None:
