@@ -155,6 +155,7 @@ _REQUIRED_SET = frozenset(REQUIRED_FIELDS)
 _DICT_SET = frozenset(DICT_FIELDS)
 _OPTIONAL_FIELDS = tuple(name for name in CATEGORICAL_FIELDS + DICT_FIELDS
                          if name not in _REQUIRED_SET)
+_OPTIONAL_SET = frozenset(_OPTIONAL_FIELDS)
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _NO_FEATURES = np.zeros((0, 1), dtype=np.float32)
 _NO_CODES = (np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int32),
@@ -1258,6 +1259,69 @@ class ExperienceBuffer:
         sl = self.select_slice(**filters)
         cand = self.select(**filters) if sl is None else sl
         return self.index.search(query, k, candidates=cand)
+
+    # ================================================================= undo
+    def savepoint(self) -> tuple:
+        """A mark of the buffer's state for :meth:`rollback` (growable buffers only).
+
+        Records the row count, the next id, the size of every label dictionary and which
+        optional columns hold values. Between the mark and :meth:`rollback` only appends
+        (:meth:`record`, :meth:`record_batch`) may happen.
+
+        Raises
+        ------
+        ConfigError
+            A ring buffer (its appends overwrite old rows, which cannot be restored).
+        """
+        if self.ring:
+            raise ConfigError("ring", True, "a ring buffer overwrites rows; it has no savepoint")
+        return (len(self._store), self._next_id,
+                {name: len(d.labels) for name, d in self._dicts.items()},
+                frozenset(self._used), self._ts_sorted, self._normed)
+
+    def rollback(self, mark: tuple) -> int:
+        """Undo every append since :meth:`savepoint` returned ``mark``; return rows removed.
+
+        Afterwards the buffer is as it was at the mark: its rows, next id (the ids of the
+        removed rows will be given again), label dictionaries (labels first seen since are
+        forgotten), and the search structures (per-label row lists are rebuilt on the next
+        filtered search). This is how an experience store keeps nothing in memory that its
+        file lacks when a write fails.
+
+        Raises
+        ------
+        ConfigError
+            ``mark`` is not a savepoint of this buffer's current rows (rows were deleted or
+            moved since, or the buffer is a ring).
+        """
+        n0, next_id, n_labels, used, ts_sorted, normed = mark
+        store = self._store
+        n = len(store)
+        if self.ring or n < n0 or next_id > self._next_id:
+            raise ConfigError("mark", (n0, next_id), "not a savepoint of this buffer's rows "
+                              "(rows were deleted or moved since)")
+        lo, hi = store._start + n0, store._start + n
+        for name, arr in store._arrays.items():
+            if arr.dtype == object:
+                arr[lo:hi] = None    # free the removed rows' JSON texts
+            elif name in _OPTIONAL_SET and name not in used:
+                arr[lo:hi] = 0       # a column that never held a value stays all zero
+        store._len = n0
+        for name, d in self._dicts.items():
+            k = n_labels[name]
+            if len(d.labels) > k:
+                for label in d.labels[k:]:
+                    del d.lookup[label]
+                del d.labels[k:]
+                d.mappings = {raw: m for raw, m in d.mappings.items()
+                              if m[1].size == 0 or int(m[1].max()) < k}
+        self._used = set(used)
+        self._next_id = next_id
+        self._ts_sorted = ts_sorted
+        self._normed = min(normed, n0)
+        if n > n0:
+            self._groups.clear()
+        return n - n0
 
     # ================================================================= deleting
     def delete(self, sel) -> int:

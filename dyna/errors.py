@@ -138,3 +138,30 @@ class NotAStoreError(StoreError):
 
 class StoreReadOnlyError(StoreError):
     """A write was asked of a store opened read-only; nothing was written."""
+
+
+class StoreWriteError(StoreError):
+    """A write did not reach the store's file (a full disk, a read-only file or folder, an
+    I/O error): nothing of it was stored, and the caller's in-memory state holds nothing of
+    it either. An acknowledged write (one that returned) is on disk; this error is how a
+    caller learns that one was not.
+
+    Attributes
+    ----------
+    path : str
+        The file that was written (``":memory:"`` for an in-memory store, or a JSONL file).
+    detail : str
+        What went wrong, in SQLite's (or the OS's) words, e.g. ``"database or disk is full"``.
+    field : str
+        How the file was named to the caller (``"DB"``, ``"path"``).
+    """
+
+    def __init__(self, path: object, detail: str, field: str = "DB"):
+        self.path = str(path)
+        self.detail = str(detail)
+        self.field = field
+        super().__init__(f"{field}={self.path}: write failed ({self.detail}); nothing of it "
+                         "was stored")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.detail, self.field))

@@ -28,11 +28,15 @@ Tenancy: every operation that reads or changes records is scoped to one ``tenant
 
 Writes: a batch of episodes is validated and recorded in memory inside the SQLite write
 transaction that assigns its ids, so memory and disk hold the same ids (unique across
-processes sharing a file) and bad input writes nothing anywhere. If the write fails because
-another writer held the lock too long, the batch is removed from memory again and
-:class:`dyna.errors.StoreBusyError` is raised (retryable). If it fails otherwise (read-only
-file, full disk), the store goes to ``write_degraded``: the episodes stay in memory and are
-written by the next successful write or :meth:`ExperienceStore.flush`.
+processes sharing a file) and bad input writes nothing anywhere. An acknowledged write (a
+``record`` or ``import_data`` that returned) is committed to the file. A write that fails is
+rolled back in the file and in memory (rows, ids, labels, the index's row lists; competence
+counts are only updated after the commit) and the caller is told:
+:class:`dyna.errors.StoreBusyError` when another writer held the lock too long (retryable),
+:class:`dyna.errors.StoreWriteError` naming the file and SQLite's message when the file
+could not take it (a full disk, a read-only file; the status is then ``write_degraded``
+until a write succeeds). The buffer never holds an episode the file lacks, so there is
+nothing to flush; :meth:`ExperienceStore.close` raises if there ever were.
 
 Several processes may share one file; each keeps its own in-memory view, which
 :meth:`ExperienceStore.reload` refreshes from disk.
@@ -57,8 +61,7 @@ from dyna import __version__
 from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Categorical,
                          ExperienceBuffer, JsonText)
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
-from dyna.errors import (ConfigError, StoreBusyError, StoreDamagedError, StoreError,
-                         StoreReadOnlyError, check_range)
+from dyna.errors import ConfigError, StoreReadOnlyError, StoreWriteError, check_range
 from dyna.escalation import RISK_CLASSES, should_escalate
 from dyna.redact import (DEFAULT_SENSITIVE_KEYS, REDACTED, hash_features, is_sensitive_key,
                          redact)
@@ -365,7 +368,9 @@ class ExperienceStore:
         redact({}, self.redact_keys)  # validates
         self.clock = clock
         self._lock = threading.RLock()
-        self._pending: set[int] = set()  # ids recorded while writes were failing
+        # Episodes in memory that the file lacks: only while a batch is between the buffer
+        # and its commit (0 otherwise; close() raises if it is not).
+        self._unflushed = 0
         self.read_only = bool(read_only)
         if self.read_only and not str(db_path):
             raise ConfigError("read_only", True, "needs a db_path (an in-memory store is "
@@ -391,9 +396,7 @@ class ExperienceStore:
 
     @property
     def persistence_status(self) -> str:
-        """``ok``, ``missing`` or ``write_degraded``."""
-        if self._pending:
-            return "write_degraded"
+        """``ok``, ``missing`` or ``write_degraded`` (the last write failed and raised)."""
         return "ok" if self._db is None else self._db.status
 
     def _load(self) -> None:
@@ -470,11 +473,8 @@ class ExperienceStore:
         """Re-read the SQLite file (records written by other processes become visible)."""
         with self._lock:
             if self._db is not None:
-                pending = self._pending_columns()
                 self.buffer = self._new_buffer()
                 self._load()
-                if pending is not None:
-                    self._record_columns(self.buffer, pending, ids=pending["id"])
             return {"n_records": len(self.buffer)}
 
     def _tenant(self, tenant_id) -> str:
@@ -499,13 +499,6 @@ class ExperienceStore:
             out[name] = buf.column(name)[rows]
         out["features"] = buf.column("features")[rows]
         return out
-
-    def _pending_columns(self):
-        if not self._pending:
-            return None
-        ids = self.buffer.column("id")
-        rows = np.flatnonzero(np.isin(ids, np.fromiter(self._pending, np.int64)))
-        return self._persist_columns(rows)
 
     def _episode_columns(self, tenant_id: str, episodes: Sequence[Mapping],
                          single: bool = False) -> dict[str, Any]:
@@ -559,64 +552,58 @@ class ExperienceStore:
         return cols
 
     def _write_batch(self, cols: Mapping[str, Any], ids=None) -> np.ndarray:
-        """Record validated columns in memory and on disk with the same ids."""
+        """Record validated columns in memory and on disk with the same ids.
+
+        The batch is recorded in the buffer inside the SQLite write transaction; if the
+        transaction fails (busy, full disk, read-only file, damage) or anything raises, the
+        buffer is rolled back to its state before the batch (:meth:`ExperienceBuffer.rollback`)
+        and the error propagates. Competence is updated only after the commit.
+        """
         buf = self.buffer
         n_before = len(buf)
+        given = None if ids is None else np.asarray(ids, dtype=np.int64)
+        if self._db is None:
+            ids_out = buf.record_batch(ids=given, **cols)
+            self._update_competence(n_before)
+            return ids_out
 
         def make(start: int):
-            given = None if ids is None else np.asarray(ids, dtype=np.int64)
             first = max(start, buf.next_id)
             use = np.arange(first, first + len(cols["reward"]), dtype=np.int64) \
                 if given is None else given
             if given is not None and given.size and int(given[0]) < first:
                 raise ConfigError("ids", int(given[0]), f"must be >= next id {first}")
             new_ids = buf.record_batch(ids=use, **cols)
-            rows = np.arange(n_before, len(buf))
-            out = self._persist_columns(rows)
-            pend = self._pending_columns()
-            if pend is not None:  # rows recorded while writes failed go with this batch
-                new_ids = np.concatenate([pend["id"], new_ids])
-                out = {k: np.concatenate([pend[k], out[k]]) for k in out}
-            return out, new_ids
+            self._unflushed = len(buf) - n_before
+            return self._persist_columns(np.arange(n_before, len(buf))), new_ids
 
-        if self._db is None:
-            given = None if ids is None else np.asarray(ids, dtype=np.int64)
-            return self.buffer.record_batch(ids=given, **cols)
+        mark = buf.savepoint()
         try:
             written = self._db.append_from(make)
-        except StoreError as exc:
-            if isinstance(exc, (StoreBusyError, StoreDamagedError, StoreReadOnlyError)):
-                # retryable, or never going to work: leave no trace in memory either
-                if len(buf) > n_before:
-                    buf.delete(np.arange(n_before, len(buf)))
-                raise
-            if len(buf) == n_before:  # failed before the batch was recorded in memory
-                buf.record_batch(ids=None if ids is None else np.asarray(ids, np.int64),
-                                 **cols)
-            self._pending.update(buf.column("id")[n_before:].tolist())
-            self._update_competence(n_before)
-            return buf.column("id")[n_before:].copy()
         except BaseException:
-            if len(buf) > n_before:
-                buf.delete(np.arange(n_before, len(buf)))
+            buf.rollback(mark)  # the file has none of it, so memory keeps none of it
+            self._unflushed = 0
             raise
-        self._pending.clear()
+        self._unflushed = 0
         self._update_competence(n_before)
-        return written[-(len(buf) - n_before):] if len(buf) > n_before else written[:0]
+        return written
 
     def flush(self) -> dict:
-        """Write episodes kept in memory during ``write_degraded``; returns how many."""
+        """Nothing to write: every write reaches the file or raises (kept for callers of
+        older versions, which kept failed writes in memory). Returns ``{"written": 0}``.
+
+        Raises
+        ------
+        StoreWriteError
+            The buffer holds episodes the file lacks (cannot happen through this class's
+            methods; see :meth:`close`).
+        """
         with self._lock:
-            pend = self._pending_columns()
-            if pend is None or self._db is None:
-                return {"written": 0}
-            try:
-                self._db.append(pend, ids=pend["id"])
-            except StoreError:
-                return {"written": 0}
-            n = len(self._pending)
-            self._pending.clear()
-            return {"written": n}
+            if self._unflushed:
+                raise StoreWriteError(self._db.path if self._db is not None else ":memory:",
+                                      f"{self._unflushed} episodes in memory were never "
+                                      "written")
+            return {"written": 0}
 
     # ------------------------------------------------------------------ competence
     def _update_competence(self, from_row: int) -> None:
@@ -660,10 +647,8 @@ class ExperienceStore:
             return self._comp
 
     def _changed(self) -> None:
-        """Rows were deleted: drop the competence cache and pending ids that are gone."""
+        """Rows were deleted: drop the competence cache."""
         self._comp = None
-        if self._pending:
-            self._pending &= set(self.buffer.column("id").tolist())
 
     # ------------------------------------------------------------------ operations
     def record(self, tenant_id: str, episodes: Sequence[Mapping] | None = None,
@@ -692,6 +677,9 @@ class ExperienceStore:
             Unknown field, NaN reward, features of the wrong dimension, ...: nothing written.
         StoreBusyError
             The file stayed locked; nothing written (retry).
+        StoreWriteError
+            The file could not take the write (full disk, read-only file): nothing of the
+            batch is in the file or in memory; episodes acknowledged by earlier calls stay stored.
         """
         self._refuse_if_read_only("record")
         tenant_id = self._tenant(tenant_id)
@@ -1084,7 +1072,7 @@ class ExperienceStore:
                    "oldest": float(ts.min()) if rows.size else None,
                    "newest": float(ts.max()) if rows.size else None,
                    "dim": self.dim, "persistent": self._db is not None,
-                   "n_unpersisted": len(self._pending)}
+                   "n_unpersisted": self._unflushed}
             if self._db is not None:
                 out["store"] = self._db.stats()
         return out
@@ -1141,7 +1129,6 @@ class ExperienceStore:
                 self._db.reset()
             n = len(self.buffer)
             self.buffer.clear()
-            self._pending.clear()
             self._changed()
         return {"deleted": n}
 
@@ -1361,9 +1348,21 @@ class ExperienceStore:
         return out
 
     def close(self) -> None:
-        """Close the SQLite connection."""
+        """Close the SQLite connection (idempotent).
+
+        Raises
+        ------
+        StoreWriteError
+            (after closing) Something was not written: the buffer held episodes the file
+            lacks, or a transaction was left open on the connection (rolled back). Neither
+            happens through this class's methods, whose writes commit or raise.
+        """
+        unflushed, self._unflushed = self._unflushed, 0
         if self._db is not None:
             self._db.close()
+        if unflushed:
+            raise StoreWriteError(self._db.path if self._db is not None else ":memory:",
+                                  f"{unflushed} episodes in memory were never written")
 
     def __enter__(self):
         return self

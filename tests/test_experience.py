@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dyna.errors import ConfigError, NotAStoreError, StoreBusyError, StoreReadOnlyError
+from dyna.errors import (ConfigError, NotAStoreError, StoreBusyError, StoreReadOnlyError,
+                         StoreWriteError)
 from dyna.experience import OPERATIONS, ExperienceStore
 
 DIM = 8
@@ -93,16 +94,26 @@ def test_read_only_store_refuses_changes(tmp_path, store):
     assert (tmp_path / "x.db").read_bytes() == data
 
 
-def test_write_degraded_keeps_records_in_memory_and_flushes(store):
+def test_failed_write_raises_and_keeps_nothing_in_memory(store):
     fill(store, n=2)
     store._db._conn.execute("PRAGMA query_only = ON")
-    out = store.dispatch("record", tenant_id="t1", **ep(t=5.0))
-    assert out["persistence_status"] == "write_degraded" and out["ids"] == [2]
-    assert len(store) == 3 and store._db.count() == 2
+    with pytest.raises(StoreWriteError, match="x.db: write failed"):
+        store.dispatch("record", tenant_id="t1", **ep(t=5.0))
+    assert store.persistence_status == "write_degraded"
+    assert len(store) == 2 and store._db.count() == 2
     store._db._conn.execute("PRAGMA query_only = OFF")
     out = store.dispatch("record", tenant_id="t1", **ep(t=6.0))
-    assert out["persistence_status"] == "ok"
-    assert store._db.read()["id"].tolist() == [0, 1, 2, 3]
+    assert out["persistence_status"] == "ok" and out["ids"] == [2]
+    assert store._db.read()["id"].tolist() == [0, 1, 2]
+    assert store.flush() == {"written": 0}
+
+
+def test_in_memory_competence_follows_new_episodes():
+    s = ExperienceStore("", dim=DIM)
+    s.record("t1", **ep())
+    assert s.get_competence("t1")["competence"][0]["n_success"] == 1
+    s.record("t1", **ep())  # the cached competence was stale here in memory-only stores
+    assert s.get_competence("t1")["competence"][0]["n_success"] == 2
 
 
 # ------------------------------------------------------------------ bad input writes nothing

@@ -17,9 +17,13 @@ Concurrency and durability (case PERS-01)
 
 Status (``status`` attribute)
     ``ok``; ``missing`` (the file did not exist or was empty and a new store was created; it
-    becomes ``ok`` after the first committed write); ``write_degraded`` (a write failed for a
-    reason other than a busy lock, e.g. a read-only file or a full disk;
-    :class:`dyna.errors.StoreError` is raised and the caller keeps the records in memory).
+    becomes ``ok`` after the first committed write); ``write_degraded`` (the last write failed
+    for a reason other than a busy lock, e.g. a read-only file or a full disk; it becomes
+    ``ok`` after the next committed write). A failed write raises
+    :class:`dyna.errors.StoreWriteError` naming the file and SQLite's message; its
+    transaction was rolled back, so nothing of it is in the file. A write that returns is
+    committed: acknowledged means durable (against a killed process; ``synchronous=NORMAL``
+    in WAL mode may lose the last transactions to a power cut).
     A store opened with ``path=""`` lives in memory (status ``ok``).
 
 Damage and foreign files (never silently replaced)
@@ -62,7 +66,8 @@ from pathlib import Path
 import numpy as np
 
 from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBusyError,
-                         StoreDamagedError, StoreError, StoreReadOnlyError, check_range)
+                         StoreDamagedError, StoreError, StoreReadOnlyError, StoreWriteError,
+                         check_range)
 
 __all__ = ["KINDS", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "STATUSES", "stored_dim"]
 
@@ -139,6 +144,19 @@ def _damage_detail(conn: sqlite3.Connection | None, exc: BaseException | None) -
     if exc is None or str(exc) == found:
         return f"integrity_check: {found}"
     return f"{exc}; integrity_check: {found}"
+
+
+def _unencodable(schema: Sequence[tuple[str, str]], cols: list[list]) -> ConfigError:
+    """ConfigError naming the first text value of ``cols`` that UTF-8 cannot encode."""
+    for (name, _), vals in zip(schema, cols):
+        for i, v in enumerate(vals):
+            if isinstance(v, str) and not v.isascii():
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    return ConfigError(f"{name}[{i}]", v[exc.start], "a lone surrogate "
+                                       f"at position {exc.start}; text must be valid Unicode")
+    return ConfigError("columns", "text", "holds text that UTF-8 cannot encode")
 
 
 def check_is_store(conn: sqlite3.Connection, path: str, *, allow_empty: bool) -> bool:
@@ -392,8 +410,7 @@ class SQLiteStore:
                 if _errname(exc) in _CORRUPT:  # never replaced; nothing was written
                     raise self._damaged(exc, conn) from exc
                 self.status = "write_degraded"
-                raise StoreError(f"{self.path}: write failed ({exc}); records kept in memory "
-                                 "only") from exc
+                raise StoreWriteError(self.path or ":memory:", str(exc)) from exc
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -431,6 +448,8 @@ class SQLiteStore:
                              zip(ids.tolist(), *cols))
         except sqlite3.IntegrityError as exc:
             raise ConfigError("ids", int(ids[0]), f"an id is already stored ({exc})") from None
+        except UnicodeEncodeError:  # a lone surrogate in some text: name the column and row
+            raise _unencodable(self.schema, cols) from None
         start = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'").fetchone()[0])
         if ids.size and int(ids.max()) + 1 > start:
             conn.execute("UPDATE meta SET value = ? WHERE key = 'next_id'",
@@ -466,8 +485,13 @@ class SQLiteStore:
         ------
         ConfigError
             A column of the wrong length or shape, or an id already stored (nothing written).
-        StoreBusyError, StoreError
-            See the module docstring; nothing written.
+        StoreBusyError
+            Locked by another writer for longer than the timeout; nothing written (retry).
+        StoreWriteError
+            The write did not reach the file (full disk, read-only file, I/O error); its
+            transaction was rolled back, nothing written.
+        StoreDamagedError
+            SQLite found the file corrupt; nothing written.
         """
         n = len(columns["tenant_id"]) if n is None else int(n)
         cols = self._prepare(columns, n)  # validated before the lock is taken
@@ -616,7 +640,7 @@ class SQLiteStore:
                     raise StoreBusyError(f"{self.path}: busy, VACUUM not done; retry") from exc
                 if _errname(exc) in _CORRUPT:
                     raise self._damaged(exc, self._conn) from exc
-                raise StoreError(f"{self.path}: VACUUM failed: {exc}") from exc
+                raise StoreWriteError(self.path or ":memory:", f"VACUUM: {exc}") from exc
             free = self._conn.execute("PRAGMA freelist_count").fetchone()[0]
             return {"bytes_before": before, "bytes_after": self.file_bytes(),
                     "freelist_count": int(free), "checkpoint": list(ckpt)}
@@ -778,12 +802,29 @@ class SQLiteStore:
                 "busy_timeout_s": self.timeout, "read_only": self.read_only}
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent).
+
+        Every write of this class commits before it returns, so nothing is pending here. A
+        transaction someone left open on the connection (``store._conn``) is rolled back and
+        :class:`dyna.errors.StoreWriteError` raised after closing: its changes were never
+        acknowledged by this class and are not in the file.
+        """
         with self._lock:
+            open_tx = False
             try:
-                self._conn.close()
+                open_tx = self._conn.in_transaction
+                if open_tx:
+                    self._conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
+            finally:
+                try:
+                    self._conn.close()
+                except sqlite3.Error:
+                    pass
+            if open_tx:
+                raise StoreWriteError(self.path or ":memory:", "an uncommitted transaction "
+                                      "was open at close and was rolled back")
 
     def __enter__(self):
         return self
