@@ -81,3 +81,18 @@ def test_a_lesson_naming_a_renamed_tool_sends_the_agent_to_the_old_slot():
     calls = [c for c in agent._last_calls if c[0][0] == ev["old"]]
     assert calls and all(out.endswith("no such tool") for _, out, _ in calls)
     assert ev["old"] not in env.callable_tools()
+
+
+def test_naive_loop_plus_one_safeguard_switches_on_exactly_that_one():
+    from dyna.loops import LoopConfig
+    base = LoopConfig()
+    naive = make_variant("naive_loop").config
+    for switch in LoopConfig.SWITCHES:
+        cfg = make_variant(f"naive_loop+{switch}").config
+        differ = [s for s in LoopConfig.SWITCHES if getattr(cfg, s) != getattr(naive, s)]
+        assert differ == [switch] and getattr(cfg, switch) == getattr(base, switch)
+    import pytest
+
+    from dyna.errors import ConfigError
+    with pytest.raises(ConfigError, match="naive_loop\\+sideways"):
+        make_variant("naive_loop+sideways")

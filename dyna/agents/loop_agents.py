@@ -79,6 +79,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from dyna.agents.baselines import BASELINES, Knowledge, RunRecord, make_baseline
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
 from dyna.loops import Digest, LearningLoop, LoopConfig, Proposal, ReviewerOutput
@@ -285,7 +286,10 @@ def make_variant(name: str, store: str = "skill", config: LoopConfig | None = No
     Parameters
     ----------
     name : str
-        A base variant (:data:`BASE_VARIANTS`) or ``"<skill|memory>_loop-no_<switch>"``.
+        A base variant (:data:`BASE_VARIANTS`), ``"<skill|memory>_loop-no_<switch>"`` (the
+        full loop without one safeguard), ``"naive_loop+<switch>"`` (the naive loop with
+        one safeguard, as in the full loop) or a literature baseline
+        (:data:`dyna.agents.baselines.BASELINES`).
     store : {"skill", "memory"}
         Store of ``naive_loop`` and ``self_reflection`` (the loops name their own).
     config : LoopConfig, optional
@@ -307,6 +311,17 @@ def make_variant(name: str, store: str = "skill", config: LoopConfig | None = No
         return VariantSpec(name, "tabular", store)
     if name == "episodic":
         return VariantSpec(name, "episodic", store)
+    if name in BASELINES:
+        return VariantSpec(name, "baseline", store)
+    if name.startswith("naive_loop+"):
+        switch = name.partition("+")[2]
+        if switch not in LoopConfig.SWITCHES:
+            raise ConfigError(field_name, name, f"unknown safeguard {switch!r}; one of "
+                              f"{LoopConfig.SWITCHES}")
+        naive = LoopConfig.naive(max_lessons=base.max_lessons, match_limit=base.match_limit,
+                                 skill_cap=base.skill_cap, memory_cap=base.memory_cap)
+        return VariantSpec(name, "loop", store,
+                           replace(naive, **{switch: getattr(base, switch)}))
     if name == "naive_loop":
         return VariantSpec(name, "loop", store, LoopConfig.naive(
             max_lessons=base.max_lessons, match_limit=base.match_limit,
@@ -423,16 +438,8 @@ class ProcedureReviewer:
 
 # ============================================================================ the agent
 
-@dataclass
-class _Knowledge:
-    """What the agent brings into one episode."""
-
-    calls: list = field(default_factory=list)    # per procedure: list of (tool, value)
-    values: dict = field(default_factory=dict)   # step -> value index (memory facts)
-    tools: dict = field(default_factory=dict)    # step -> tool index (memory facts)
-    entries: int = 0
-    irrelevant: int = 0
-    names: tuple = ()
+#: What the agent brings into one episode (:class:`dyna.agents.baselines.Knowledge`).
+_Knowledge = Knowledge
 
 
 class LoopAgent:
@@ -487,6 +494,11 @@ class LoopAgent:
             n_states = env.n_families * (env.length + 1)
             self.tabular = DynaAgent(spec.name, n_states, env.n_tools * env.n_values,
                                      seed=self.streams["tabular"], **hp)
+        self.baseline = None
+        if spec.learner == "baseline":
+            self.baseline = make_baseline(spec.name, env, self.streams["reviewer"],
+                                          title_words=self.params.title_words,
+                                          tokens_per_review=self.params.tokens_per_review)
         if spec.learner == "loop":
             cfg = spec.config
             clock = self._clock
@@ -540,6 +552,9 @@ class LoopAgent:
             return _Knowledge([list(env.procedure(family))], entries=1), None
         if self.experience is not None:
             return self._recall(family, task), None
+        if self.baseline is not None:
+            self._sync_names()
+            return self.baseline.knowledge(task), None
         if self.loop is None:
             return _Knowledge(), None
         self._sync_names()
@@ -618,7 +633,7 @@ class LoopAgent:
             if pos != env.position:  # a new procedure position: fresh local knowledge
                 pos = env.position
                 follow = rng.random() < p_follow
-                tried: set = set()
+                tried: set = {(t, v) for s, t, v in know.avoid if s == pos}
                 bad_tools: set = set()
                 known_tool = -1
                 bad_values: set = set()
@@ -737,6 +752,10 @@ class LoopAgent:
             judged = bool(info["self_assessed_success"])
             if self.experience is not None:
                 self._remember(family, task, calls)
+            if self.baseline is not None:
+                row["learning_tokens"] = int(self.baseline.learn(RunRecord(
+                    f"e{self.t}", family, task, tuple(calls), success, judged,
+                    int(info["episode_tokens"]))))
             self.competence.update(family, success)
             row.update(success=success, self_assessed=judged, incident=bool(info["incident"]),
                        steps=len(calls), tokens=int(info["episode_tokens"]),
@@ -810,10 +829,31 @@ class LoopAgent:
         return d.escalate and d.reason == "below_threshold"
 
     # ------------------------------------------------------------------ audit
+    def _audit_baseline(self, row: dict) -> None:
+        """The audit of a literature baseline's entries (their key words name the family;
+        a step an entry says nothing about, ``(-1, -1)``, is not held against it)."""
+        env = self.env
+        poisoned = stale = 0
+        row["library_size"] = self.baseline.size()
+        for key, calls in self.baseline.audit_entries():
+            fam = env.family_of_words(key.split())
+            right_now = fam is not None and all(
+                c == (-1, -1) or c == t for c, t in zip(calls, env.procedure(fam)))
+            ok_at_write = self._written.setdefault(("baseline", key, tuple(calls)),
+                                                   right_now)
+            if not ok_at_write:
+                poisoned += 1
+            elif not right_now:
+                stale += 1
+        row["poisoned"], row["stale"] = poisoned, stale
+
     def _audit(self, row: dict) -> None:
         """Library size, poisoned entries (wrong when written: a lesson from a failure or
         a planted instruction) and stale entries (right when written, wrong now)."""
         row["library_size"] = row["poisoned"] = row["stale"] = 0
+        if self.baseline is not None:
+            self._audit_baseline(row)
+            return
         if self.loop is None:
             return
         env = self.env
