@@ -23,12 +23,29 @@ Transport
 Tools
     One tool per experience-loop operation, named as the operation:
     :data:`READ_TOOLS` always, :data:`WRITE_TOOLS` unless ``--read-only``. Each tool's input
-    JSON schema is generated from the operation's declaration in
-    :data:`dyna.experience.OPERATIONS` (the same table :meth:`ExperienceStore.dispatch`
-    checks arguments against), with the server-fixed parameters removed and ``confirm``
-    added to destructive tools. Results come back as structured content (the JSON answer of
-    :meth:`ExperienceStore.dispatch`, with ``op`` and ``persistence_status``) and, for
-    clients that read only text, the same JSON as one text block.
+    schema (JSON Schema 2020-12) is built from the operation's declaration in
+    :data:`dyna.experience.OPERATIONS` (the table :meth:`ExperienceStore.dispatch` checks
+    arguments against), with the server-fixed parameters removed and ``confirm`` added to
+    destructive tools, and written for clients that read schemas literally (MCP Inspector
+    0.15 reads a property's ``type`` and nothing else):
+
+    * every property has one plain ``type`` (no type arrays such as ``["number", "null"]``,
+      no ``anyOf``); an optional parameter is simply not in ``required``, and an explicit
+      ``null`` is read as "omitted";
+    * enumerated parameters list their values (:data:`ENUMS`), bounded ones their range
+      (``k`` 1..:data:`~dyna.experience.MAX_K`, ``level`` in the open interval (0, 1), ...),
+      ``state_features`` its length (the store's ``dim``);
+    * ``record`` takes one episode as fields or a batch as ``episodes``; an episode needs
+      ``task_type``, ``action_type``, ``outcome`` and ``reward`` (``required`` of the
+      ``episodes`` items, and of the fields themselves when ``episodes`` is not given, a
+      top-level ``if``/``else``: clients that send schemas on to a model API reject a
+      top-level ``anyOf``).
+
+    Every tool also has an ``outputSchema`` (:func:`output_schema`) and every result carries
+    ``structuredContent`` matching it (MCP 2025-06-18): the JSON answer of
+    :meth:`ExperienceStore.dispatch` with ``op`` and ``persistence_status``, and, for
+    clients that read only text, the same JSON as one text block. Output properties that
+    may be ``null`` say so with ``anyOf`` (the only place it is used).
 
 Tenancy
     The server serves one tenant, fixed at start (``--tenant``, default ``default``).
@@ -51,14 +68,17 @@ Files
     started with ``--export-dir DIR``; then it also accepts ``path``, a plain file name
     (letters, digits, ``.``, ``_``, ``-``; no directories) written inside ``DIR`` and
     nowhere else. ``import_data`` and ``to_dataset``, which read or write arbitrary paths,
-    are not offered.
+    are not offered. No answer or error names a directory of the server's machine: the
+    store file and the export directory appear by their base names only.
 
 Errors
     Bad arguments, unknown tools and store errors come back as MCP tool errors
-    (``isError: true``) whose text names the field and the value (``k=0: must be >= 1``)
-    and whose structured content is ``{"error": {"type", "field", "value", "reason",
-    "message"}, "op"}``; the server keeps serving. Unexpected exceptions are logged on
-    stderr and reported the same way with ``type`` ``internal``.
+    (``isError: true``) whose text names the field and the value in JSON terms
+    (``k=0: must be >= 1``, ``confirm=false: must be true ...``, ``reward=null: is
+    required``) and whose structured content is ``{"error": {"type", "field", "value",
+    "reason", "message"}, "op"}`` (allowed by every tool's ``outputSchema``); the server
+    keeps serving. Unexpected exceptions are logged on stderr and reported the same way
+    with ``type`` ``internal``.
 
 Visibility of other writers
     The store keeps an in-memory view loaded at start; episodes written to the same file by
@@ -74,6 +94,7 @@ import functools
 import hmac
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -84,8 +105,9 @@ from typing import Any
 from dyna.errors import (ConfigError, DynaError, MissingFileError, NotAStoreError,
                          StoreBusyError, check_range)
 
-__all__ = ["READ_TOOLS", "WRITE_TOOLS", "ExperienceTools", "build_server", "register",
-           "serve_http", "serve_stdio"]
+__all__ = ["ENUMS", "EPISODE_REQUIRED", "READ_TOOLS", "WRITE_TOOLS", "ExperienceTools",
+           "build_server", "input_schema", "output_schema", "register", "serve_http",
+           "serve_stdio"]
 
 #: Tools every server offers (they never change the store or write files).
 READ_TOOLS = ("capabilities", "get_stats", "get_competence", "get_recommendation",
@@ -96,18 +118,52 @@ WRITE_TOOLS = ("record", "replay_experience", "prune_old", "compact", "export_da
                "delete_data", "reset")
 #: Operation parameters the server fixes itself; never tool inputs.
 SERVER_FIXED = ("tenant_id", "all_tenants")
-_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+#: Values of the enumerated parameters, as :class:`~dyna.experience.ExperienceStore` checks
+#: them (``domain_risk_class``: the keys of :data:`dyna.escalation.RISK_CLASSES`).
+ENUMS: dict[str, tuple[str, ...]] = {
+    "criterion": ("success_rate", "mean_reward"),
+    "strategy": ("uniform", "recency", "priority"),
+    "domain_risk_class": ("low_stakes", "elevated", "high_stakes"),
+    "format": ("jsonl", "parquet"),
+}
+_FILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$"
+_FILE_NAME = re.compile(_FILE_NAME_PATTERN)
+_FILE_NAME_REASON = ('must be a plain file name (letters, digits, ".", "_", "-"; no '
+                     "directories), written inside the server's export directory")
+#: Fields every episode needs (:data:`dyna.buffer.REQUIRED_FIELDS` less the tenant).
+EPISODE_REQUIRED = ("task_type", "action_type", "outcome", "reward")
+#: Message texts show at most this many characters of a value.
+_VALUE_CHARS = 120
 
 log = logging.getLogger("dyna.mcp")
 
 
-def _jsonable(value):
-    """``value`` if it is JSON-serialisable, else its repr (for error payloads)."""
-    try:
-        json.dumps(value, allow_nan=False)
+# ============================================================================ JSON wording
+def _json_value(value):
+    """``value`` as plain JSON data (numpy scalars and tuples converted; non-finite floats
+    and other objects as strings), for error payloads."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()  # numpy scalars and arrays
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (str, bool, int, float)):
         return value
-    except (TypeError, ValueError):
-        return repr(value)
+    return repr(value)
+
+
+def _json_text(value) -> str:
+    """``value`` written as JSON (``null``, ``false``, ``"text"``), shortened for a message."""
+    text = json.dumps(_json_value(value), ensure_ascii=False)
+    return text if len(text) <= _VALUE_CHARS else text[:_VALUE_CHARS - 3] + "..."
+
+
+def _json_list(values) -> str:
+    """``["a", "b"]`` -> ``'"a", "b"'``."""
+    return ", ".join(json.dumps(v) for v in values)
 
 
 def _path_name(path) -> str:
@@ -118,6 +174,274 @@ def _path_name(path) -> str:
     return out
 
 
+# ============================================================================ input schemas
+#: Descriptions of parameters the operation table leaves undescribed.
+_DESCRIPTIONS = {
+    "task_type": "kind of task, an exact label (competence is kept per task type)",
+    "action_type": "what the agent did, an exact label (recommendations rank action types)",
+    "outcome": "\"success\" counts as a success of the task type; any other label (e.g. "
+               "\"failure\") as a failure",
+    "reward": "the episode's reward, a finite number",
+    "run_id": "label of the run the episode belongs to (exact)",
+    "task_id": "label of the task the episode belongs to (exact)",
+    "request_id": "label of the request the episode belongs to (exact)",
+    "outcome_source": "who or what decided the outcome (e.g. \"tests\", \"user\")",
+    "outcome_verified_by": "who verified the outcome (provenance: elevated and high_stakes "
+                           "escalation count only outcomes with it and anti_gaming_policy)",
+    "anti_gaming_policy": "the policy that kept the outcome honest (provenance)",
+    "state_before": "JSON object: the state before acting (secrets are redacted)",
+    "action_taken": "JSON object: the action (secrets are redacted)",
+    "state_after": "JSON object: the state after acting (secrets are redacted)",
+    "metadata": "JSON object: anything else (secrets are redacted)",
+    "k": "number of neighbours",
+    "min_episodes": "episodes needed before the answer counts",
+    "threshold": "competence needed to act without escalating, in [0, 1]",
+    "bin_count": "number of state bins",
+    "half_life_seconds": "strategy recency: a sample weight halves every this many seconds",
+    "priority_exponent": "strategy priority: weight |priority| ** priority_exponent",
+    "seed": "random seed (omitted: fresh randomness)",
+    "max_age_seconds": "delete episodes older than this many seconds before now",
+    "compact_keep_records": "keep the newest this many episodes per task type (omitted: "
+                            "delete nothing, only reclaim space)",
+    "format": "file format of the export",
+}
+
+
+@functools.cache
+def _limits() -> dict:
+    """Ranges of the bounded parameters, as the store checks them; keyed by parameter name
+    or by ``(tool, parameter)`` where tools differ."""
+    from dyna.experience import MAX_BATCH_SIZE, MAX_BIN_COUNT, MAX_K, MAX_KEEP  # noqa: PLC0415
+
+    return {"k": {"minimum": 1, "maximum": MAX_K},
+            "batch_size": {"minimum": 1, "maximum": MAX_BATCH_SIZE},
+            "compact_keep_records": {"minimum": 0, "maximum": MAX_KEEP},
+            "bin_count": {"minimum": 1, "maximum": MAX_BIN_COUNT},
+            "level": {"exclusiveMinimum": 0, "exclusiveMaximum": 1},
+            "threshold": {"minimum": 0, "maximum": 1},
+            "max_age_seconds": {"minimum": 0},
+            "half_life_seconds": {"exclusiveMinimum": 0},
+            "priority_exponent": {"minimum": 0},
+            "seed": {"minimum": 0},
+            ("get_recommendation", "min_episodes"): {"minimum": 1},
+            ("should_escalate", "min_episodes"): {"minimum": 0}}
+
+
+def _property(tool: str, param, dim: int | None) -> dict:
+    """The schema of one parameter: one plain ``type``, enum or range, no ``null``."""
+    out: dict[str, Any] = {"type": param.type}
+    desc = param.description or _DESCRIPTIONS.get(param.name, "")
+    if desc:
+        out["description"] = desc
+    if param.items is not None:
+        out["items"] = {"type": param.items}
+    if param.name == "state_features" and dim is not None:
+        out["minItems"] = out["maxItems"] = dim
+    if param.name in ENUMS:
+        out["enum"] = list(ENUMS[param.name])
+    limits = _limits()
+    out.update(limits.get((tool, param.name)) or limits.get(param.name) or {})
+    if tool == "record" and param.name in EPISODE_REQUIRED and param.type == "string":
+        out["minLength"] = 1
+    if param.default is not None:
+        out["default"] = param.default
+    return out
+
+
+def input_schema(tool: str, params, *, dim: int | None = None,
+                 tenant_id: str | None = None) -> dict:
+    """The input JSON schema (2020-12) of tool ``tool`` with parameters ``params``.
+
+    Parameters
+    ----------
+    tool : str
+        The tool's name (a few ranges and ``record``'s episode rules depend on it).
+    params : sequence of dyna.experience.Param
+        The tool's parameters (server-fixed ones already removed).
+    dim : int, optional
+        The store's feature dimension: the length of ``state_features``.
+    tenant_id : str, optional
+        The server's tenant: the only ``tenant_id`` an episode of ``record`` may carry.
+
+    Returns
+    -------
+    dict
+        ``{"type": "object", "properties", "required", "additionalProperties": false}``;
+        for ``record`` also the ``episodes`` item schema and the top-level ``if``/``else``
+        that requires :data:`EPISODE_REQUIRED` when ``episodes`` is not given.
+    """
+    props = {p.name: _property(tool, p, dim) for p in params}
+    schema = {"type": "object", "properties": props,
+              "required": [p.name for p in params if p.required],
+              "additionalProperties": False}
+    if tool == "record" and "episodes" in props:
+        fields = {k: v for k, v in props.items() if k != "episodes"}
+        item = {"type": "object",
+                "properties": {**fields,
+                               "id": {"type": "integer", "description": "ignored (an exported "
+                                      "record's id; the store assigns new ids)"},
+                               "tenant_id": {"type": "string", "description": "optional; "
+                                             "must be the server's tenant"}},
+                "required": list(EPISODE_REQUIRED), "additionalProperties": False}
+        if tenant_id is not None:
+            item["properties"]["tenant_id"]["const"] = tenant_id
+        props["episodes"] = {**props["episodes"], "items": item, "minItems": 1,
+                             "description": "a batch of episodes recorded at once (all or "
+                             "none); omitted: one episode given by the other fields"}
+        schema["if"] = {"required": ["episodes"]}
+        schema["else"] = {"required": list(EPISODE_REQUIRED)}
+    return schema
+
+
+# ============================================================================ output schemas
+_S, _N, _I, _B = ({"type": "string"}, {"type": "number"}, {"type": "integer"},
+                  {"type": "boolean"})
+_ANY = {"description": "any JSON value"}
+
+
+def _nullable(schema: dict) -> dict:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _obj(props: dict, required=None, **extra) -> dict:
+    """An object schema; ``required`` defaults to every property. Open to new properties."""
+    return {"type": "object", "properties": props,
+            "required": list(props) if required is None else list(required), **extra}
+
+
+def _arr(items: dict) -> dict:
+    return {"type": "array", "items": items}
+
+
+_LABELS = ("run_id", "task_id", "request_id", "outcome_source", "outcome_verified_by",
+           "anti_gaming_policy")
+_EPISODE = _obj({"id": _I, "tenant_id": _S, "task_type": _S, "action_type": _S,
+                 "outcome": _S, **{k: _nullable(_S) for k in _LABELS}, "reward": _N,
+                 "timestamp": _N,
+                 **{k: {"description": "the recorded JSON value, or null"}
+                    for k in ("state_before", "action_taken", "state_after", "metadata")}},
+                required=("id", "tenant_id", "task_type", "action_type", "outcome", "reward",
+                          "timestamp"))
+_RECORD = {**_EPISODE, "properties": {**_EPISODE["properties"],
+                                      "state_features": _arr(_N)},
+           "required": [*_EPISODE["required"], "state_features"]}
+_CANDIDATE = _obj({"action_type": _S, "n": _I, "n_success": _I, "success_rate": _N,
+                   "lower": _N, "upper": _N, "mean_reward": _N})
+_COMPETENCE = _obj({"task_type": _S, **{k: _N for k in ("a", "b", "n_success", "n_failure",
+                                                        "mean", "lower", "upper", "level")}})
+_ERROR = _obj({"type": {"type": "string", "description": "error class, or \"internal\""},
+               "field": _nullable(_S), "value": _ANY, "reason": _S, "message": _S,
+               "retryable": _B}, required=("type", "field", "value", "reason", "message"))
+
+
+def _results() -> dict[str, tuple[dict, tuple]]:
+    """Each tool's result properties and the ones always present."""
+    stats_store = _obj({"path": {"type": "string", "description": "base name of the store "
+                                 "file"}, "persistent": _B, "status": _S, "page_count": _I,
+                        "freelist_count": _I, "page_size": _I, "file_bytes": _I,
+                        "schema_version": _I, "busy_timeout_s": _N, "read_only": _B},
+                       required=("status", "file_bytes"))
+    tool_info = _obj({"description": _S, "input_schema": {"type": "object"},
+                      "mutates": _B, "destructive": _B})
+    return {
+        "capabilities": ({
+            "version": _S, "dim": _I,
+            "operations": {"type": "object", "additionalProperties": tool_info,
+                           "description": "the tools this server offers"},
+            "risk_classes": _arr(_S),
+            "persistence": _obj({"backend": {"enum": ["sqlite", "memory"]},
+                                 "path": _nullable({"type": "string", "description":
+                                                    "base name of the store file"}),
+                                 "export_formats": _arr(_S)}, required=("backend",)),
+            "index": {"type": "object"}, "competence": {"type": "object"},
+            "redact_keys": _arr(_S),
+            "server": _obj({"tenant_id": _S, "read_only": _B, "tools": _arr(_S),
+                            "export_dir": _nullable({"type": "string", "description":
+                                                     "base name of the export directory"})}),
+        }, ("version", "dim", "operations", "server")),
+        "get_stats": ({
+            "n_records": _I, "n_tenants": _I, "n_task_types": _I, "oldest": _nullable(_N),
+            "newest": _nullable(_N), "dim": _I, "persistent": _B, "n_unpersisted": _I,
+            "store": stats_store,
+        }, ("n_records", "n_tenants", "n_task_types", "oldest", "newest", "dim")),
+        "get_competence": ({"competence": _arr(_COMPETENCE)}, ("competence",)),
+        "get_recommendation": ({
+            "action_type": _nullable(_S), "criterion": {"enum": list(ENUMS["criterion"])},
+            "best": _nullable(_CANDIDATE), "candidates": _arr(_CANDIDATE), "n_episodes": _I,
+            "scope": {"enum": ["similar", "task"]},
+        }, ("action_type", "criterion", "best", "candidates", "n_episodes", "scope")),
+        "query_similar": ({"results": _arr(_obj({"score": _N, "episode": _EPISODE}))},
+                          ("results",)),
+        "should_escalate": ({
+            "escalate": _B, "reason": {"enum": ["insufficient_episodes",
+                                                "unverified_evidence", "below_threshold",
+                                                "competent"]},
+            "escalation_block_reason": _S, "task_type": _S,
+            "risk_class": {"enum": list(ENUMS["domain_risk_class"])}, "n_episodes": _I,
+            "n_evidence": _N, "n_success": _N, "mean": _N, "lower": _N, "upper": _N,
+            "statistic": {"enum": ["mean", "lower"]}, "threshold": _N, "level": _N,
+            "min_episodes": _I, "policy": _S,
+        }, ("escalate", "reason", "escalation_block_reason", "task_type", "risk_class",
+            "n_episodes", "mean", "lower", "upper", "threshold", "level", "min_episodes")),
+        "list_task_types": ({"task_types": _arr(_obj({"task_type": _S, "n_episodes": _I,
+                                                      "mean": _N, "lower": _N,
+                                                      "upper": _N}))}, ("task_types",)),
+        "get_transition_table": ({
+            "bin_count": _I, "edges": _nullable(_arr(_N)), "state_key": _nullable(_S),
+            "transitions": _arr(_obj({"action_type": _S, "from_bin": _I, "to_bin": _I,
+                                      "count": _I, "mean_reward": _N})),
+            "n_episodes": _I,
+        }, ("bin_count", "edges", "state_key", "transitions", "n_episodes")),
+        "get_data_consumption": ({
+            "consumption": _arr(_obj({"tenant_id": _S, "task_type": _S, "records": _I,
+                                      "bytes": _I})),
+            "total_records": _I, "total_bytes": _I,
+        }, ("consumption", "total_records", "total_bytes")),
+        "record": ({"ids": _arr(_I), "n": _I}, ("ids", "n")),
+        "replay_experience": ({"episodes": _arr(_EPISODE), "ids": _arr(_I)},
+                              ("episodes", "ids")),
+        "prune_old": ({"deleted": _I, "cutoff": _N}, ("deleted", "cutoff")),
+        "compact": ({"deleted": _I, "bytes_before": _I, "bytes_after": _I,
+                     "freelist_count": _I},
+                    ("deleted", "bytes_before", "bytes_after", "freelist_count")),
+        "export_data": ({
+            "n": _I, "records": {**_arr(_RECORD), "description": "inline export (no path)"},
+            "path": {"type": "string", "description": "the file written, inside the "
+                     "server's export directory"},
+            "format": {"enum": list(ENUMS["format"])},
+        }, ("n",)),
+        "delete_data": ({"deleted": _I}, ("deleted",)),
+        "reset": ({"deleted": _I}, ("deleted",)),
+    }
+
+
+@functools.cache
+def output_schema(tool: str) -> dict:
+    """The output JSON schema (2020-12) of tool ``tool``: its result or a tool error.
+
+    A result has the tool's properties (those always present ``required``), ``op`` (the tool
+    name) and ``persistence_status``; an error result (``isError: true``) has ``error``
+    (``type``, ``field``, ``value``, ``reason``, ``message``) and ``op``. The two are told
+    apart by a top-level ``anyOf`` of their ``required`` lists; properties that may be
+    ``null`` use ``anyOf`` with ``{"type": "null"}``. Objects stay open to new properties.
+
+    Raises
+    ------
+    KeyError
+        An unknown tool.
+    """
+    props, required = _results()[tool]
+    return {"type": "object",
+            "properties": {**props, "op": {"const": tool},
+                           "persistence_status": {"enum": ["ok", "missing",
+                                                           "write_degraded"]},
+                           "error": _ERROR},
+            "required": ["op"],
+            "anyOf": [{"required": [*required, "persistence_status"]},
+                      {"required": ["error"]}]}
+
+
+# ============================================================================ tool table
 class ExperienceTools:
     """The MCP tool table and call logic over one store, for one tenant.
 
@@ -157,11 +481,15 @@ class ExperienceTools:
                 raise ConfigError("export_dir", str(d), "is not a directory")
             d.mkdir(parents=True, exist_ok=True)
             self.export_dir = d.resolve()
+        self._hidden = self._hidden_paths(store)
+        dim = getattr(store, "dim", None)
         confirm = Param("confirm", "boolean", True, description="must be true: this tool "
                         "deletes episodes (or rewrites the file) and cannot be undone")
         names = READ_TOOLS if self.read_only else READ_TOOLS + WRITE_TOOLS
         #: tool name -> (tool-level Operation, library Operation)
         self.specs: dict[str, tuple[Operation, Operation]] = {}
+        #: tool name -> input JSON schema
+        self.schemas: dict[str, dict] = {}
         for name in names:
             lib = OPERATIONS[name]
             params = [p for p in lib.params if p.name not in SERVER_FIXED]
@@ -169,14 +497,21 @@ class ExperienceTools:
                 params = self._export_params(params, Param)
             if lib.destructive:
                 params.append(confirm)
-            note = f" Scoped to tenant {tenant_id!r}."
+            note = f" Scoped to tenant {json.dumps(tenant_id)}."
             if lib.destructive:
                 note += " Destructive: requires confirm=true."
             tool = Operation(name, lib.description + note, tuple(params), lib.mutates,
                              lib.destructive)
             self.specs[name] = (tool, lib)
-        self._validators = {n: Draft202012Validator(t.json_schema())
-                            for n, (t, _) in self.specs.items()}
+            self.schemas[name] = input_schema(name, params, dim=dim, tenant_id=tenant_id)
+            props = self.schemas[name]["properties"]
+            if lib.destructive:
+                props["confirm"]["const"] = True
+            if name == "export_data" and "path" in props:
+                props["path"]["pattern"] = _FILE_NAME_PATTERN
+        self._validators = {n: Draft202012Validator(s) for n, s in self.schemas.items()}
+        self._order = {p: i for s in self.schemas.values()
+                       for i, p in enumerate(s["properties"])}
 
     def _export_params(self, params: list, Param) -> list:
         if self.export_dir is None:  # inline only: no file, so no path or format
@@ -185,9 +520,29 @@ class ExperienceTools:
                       "inside the server's export directory; omitted: records inline")
                 if p.name == "path" else p for p in params]
 
+    @staticmethod
+    def _hidden_paths(store) -> dict[str, str]:
+        """Spellings of the store file's path -> its base name (never shown to clients)."""
+        db = getattr(getattr(store, "_db", None), "path", None)
+        if not db:
+            return {}
+        p = Path(db)
+        spellings = {str(p), str(p.resolve()), str(p.absolute())}
+        return {s: p.name for s in sorted(spellings, key=len, reverse=True)
+                if s and s != p.name}
+
+    def _hide(self, text):
+        """``text`` with the store file's path replaced by its base name."""
+        if not isinstance(text, str):
+            return text
+        for path, name in self._hidden.items():
+            text = text.replace(path, name)
+        return text
+
     # ------------------------------------------------------------------ listing
     def list_tools(self) -> list[dict]:
-        """The tools offered: ``name``, ``description``, ``input_schema``, ``annotations``.
+        """The tools offered: ``name``, ``description``, ``input_schema``, ``output_schema``,
+        ``annotations``.
 
         ``annotations`` holds the MCP hints ``read_only_hint`` (the operation does not
         change the store or write a file), ``destructive_hint`` and ``open_world_hint``
@@ -197,7 +552,8 @@ class ExperienceTools:
         for name, (tool, lib) in self.specs.items():
             writes_file = name == "export_data" and self.export_dir is not None
             out.append({"name": name, "description": tool.description,
-                        "input_schema": tool.json_schema(),
+                        "input_schema": self.schemas[name],
+                        "output_schema": output_schema(name),
                         "annotations": {"read_only_hint": not lib.mutates and not writes_file,
                                         "destructive_hint": lib.destructive,
                                         "open_world_hint": False}})
@@ -208,82 +564,178 @@ class ExperienceTools:
         """Run tool ``name``; return ``(structured result, is_error)``. Never raises.
 
         Errors (bad arguments, unknown tool, store errors) give ``is_error=True`` and
-        ``{"error": {"type", "field", "value", "reason", "message"}, "op": name}``.
+        ``{"error": {"type", "field", "value", "reason", "message"}, "op": name}``, the
+        message written in JSON terms (``field=value: reason`` with ``value`` as JSON) and
+        without the store file's directory.
         """
         try:
             return self._call(name, arguments), False
         except DynaError as exc:
-            err = {"type": type(exc).__name__, "field": getattr(exc, "field", None),
-                   "value": _jsonable(getattr(exc, "value", None)),
-                   "reason": getattr(exc, "reason", str(exc)), "message": str(exc)}
-            if isinstance(exc, StoreBusyError):
-                err["retryable"] = True
-            return {"error": err, "op": name}, True
+            return {"error": self._error(exc), "op": name}, True
         except Exception as exc:  # noqa: BLE001 - a tool call must never end the server
             log.exception("tool %r failed unexpectedly", name)
+            reason = self._hide(f"{type(exc).__name__}: {exc}")
             return {"error": {"type": "internal", "field": None, "value": None,
-                              "reason": f"{type(exc).__name__}: {exc}",
-                              "message": f"internal error: {type(exc).__name__}: {exc}"},
+                              "reason": reason, "message": f"internal error: {reason}"},
                     "op": name}, True
+
+    def _error(self, exc: DynaError) -> dict:
+        """The error payload of a :class:`DynaError`, in JSON terms, paths hidden."""
+        field = getattr(exc, "field", None)
+        if hasattr(exc, "value"):
+            value = _json_value(exc.value)
+        elif getattr(exc, "path", None):
+            value = Path(exc.path).name
+        else:
+            value = None
+        if isinstance(value, str):
+            value = self._hide(value)
+        reason = getattr(exc, "reason", None)
+        if isinstance(exc, (ConfigError, MissingFileError)) and field is not None:
+            reason = self._hide(reason or "no such file")
+            message = f"{field}={_json_text(value)}: {reason}"
+        else:
+            message = self._hide(str(exc))
+            reason = self._hide(reason) if reason else message
+        err = {"type": type(exc).__name__, "field": field, "value": value,
+               "reason": reason, "message": message}
+        if isinstance(exc, StoreBusyError):
+            err["retryable"] = True
+        return err
 
     def _call(self, name, arguments) -> dict:
         spec = self.specs.get(name) if isinstance(name, str) else None
         if spec is None:
             if self.read_only and name in WRITE_TOOLS:
                 raise ConfigError("name", name, "not available: this server is read-only")
-            raise ConfigError("name", name, f"unknown tool; one of {sorted(self.specs)}")
+            raise ConfigError("name", name, f"unknown tool; one of {_json_list(self.specs)}")
         tool, lib = spec
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, Mapping):
             raise ConfigError("arguments", type(arguments).__name__, "must be an object")
-        args = dict(arguments)
-        names = {p.name for p in tool.params}
-        for key, value in args.items():
+        names = [p.name for p in tool.params]
+        for key, value in arguments.items():
             if key in SERVER_FIXED:
                 raise ConfigError(key, value, f"not an input: this server serves tenant "
-                                  f"{self.tenant_id!r} only")
+                                  f"{json.dumps(self.tenant_id)} only")
             if key not in names:
                 raise ConfigError(key, value, f"unknown parameter of {name}; one of "
-                                  f"{sorted(names)}")
-        for p in tool.params:
-            if p.required and args.get(p.name) is None:
-                how = " (destructive: pass confirm=true)" if p.name == "confirm" else ""
-                raise ConfigError(p.name, None, f"is required by {name}{how}")
-        from jsonschema.exceptions import best_match  # noqa: PLC0415
-
-        err = best_match(self._validators[name].iter_errors(args))
-        if err is not None:
-            if err.validator == "type":
-                types = err.validator_value
-                types = [types] if isinstance(types, str) else list(types)
-                reason = "must be " + " or ".join(types)
-            else:
-                reason = err.message
-            raise ConfigError(_path_name(err.absolute_path) or "arguments", err.instance, reason)
-        if lib.destructive and args.pop("confirm") is not True:
-            raise ConfigError("confirm", arguments.get("confirm"),
-                              "must be true to run a destructive tool")
+                                  f"{_json_list(names)}")
+        # null is "omitted" (the earlier schemas declared every optional parameter nullable)
+        args = {k: v for k, v in arguments.items() if v is not None}
+        if isinstance(args.get("episodes"), list):
+            args["episodes"] = [{k: v for k, v in ep.items() if v is not None}
+                                if isinstance(ep, Mapping) else ep for ep in args["episodes"]]
+        if name == "record" and "episodes" in args:
+            both = next((p for p in names if p != "episodes" and p in args), None)
+            if both is not None:
+                raise ConfigError(both, args[both], "give episodes=[...] or one episode's "
+                                  "fields, not both")
+        self._check(name, args)
+        if lib.destructive:
+            args.pop("confirm")
         if name == "export_data" and args.get("path") is not None:
             args["path"] = str(self._confine(args["path"]))
         if any(p.name == "tenant_id" for p in lib.params):
             args["tenant_id"] = self.tenant_id
         out = self.store.dispatch(name, **args)
+        return self._public(name, out)
+
+    def _check(self, name: str, args: dict) -> None:
+        """Validate ``args`` against the tool's input schema; raise the first error as a
+        :class:`ConfigError` worded in JSON terms.
+
+        Errors about given values come before missing fields, each in the order of the
+        schema's properties (array items by index).
+        """
+        errors = list(self._validators[name].iter_errors(args))
+        if not errors:
+            return
+        order = self._order
+
+        def key(err):
+            parts = [(0, p, "") if isinstance(p, int) else (1, order.get(p, len(order)), p)
+                     for p in err.absolute_path]
+            return (err.validator == "required", parts)
+
+        raise self._config_error(name, min(errors, key=key))
+
+    def _config_error(self, name: str, err) -> ConfigError:
+        """One jsonschema error -> :class:`ConfigError` (field path, value, JSON wording)."""
+        path, kw, arg, inst = list(err.absolute_path), err.validator, err.validator_value, \
+            err.instance
+        words = {"string": "a string", "number": "a number", "integer": "an integer",
+                 "boolean": "a boolean (true or false)", "array": "an array",
+                 "object": "an object", "null": "null"}
+        if kw == "required":
+            missing = next(p for p in arg if p not in inst)
+            how = " (destructive: pass confirm=true)" if missing == "confirm" else ""
+            where = "in every episode" if path else f"by {name}" + (
+                " (or give episodes=[...])" if name == "record" else "")
+            return ConfigError(_path_name(path + [missing]), None, f"is required {where}{how}")
+        if kw == "additionalProperties":
+            extra = next(k for k in inst if k not in err.schema.get("properties", {}))
+            known = list(err.schema.get("properties", {}))
+            return ConfigError(_path_name(path + [extra]), inst[extra],
+                               f"unknown episode field; one of {_json_list(known)}")
+        field = _path_name(path) or "arguments"
+        if kw == "type":
+            types = [arg] if isinstance(arg, str) else list(arg)
+            reason = "must be " + " or ".join(words.get(t, t) for t in types)
+        elif kw == "enum":
+            reason = f"must be one of {_json_list(arg)}"
+        elif kw == "const":
+            reason = ("must be true to run a destructive tool" if path == ["confirm"] else
+                      f"must be {json.dumps(arg)}" + (" (the server's tenant)"
+                                                      if path[-1:] == ["tenant_id"] else ""))
+        elif kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            op = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">",
+                  "exclusiveMaximum": "<"}[kw]
+            reason = f"must be {op} {arg:g}" if isinstance(arg, float) else f"must be {op} {arg}"
+        elif kw in ("minItems", "maxItems"):
+            lo = err.schema.get("minItems")
+            hi = err.schema.get("maxItems")
+            if lo == hi and path[-1:] == ["state_features"]:
+                reason = f"must have length dim={lo}"
+            elif kw == "minItems":
+                reason = f"must have at least {arg} item" + ("s" if arg != 1 else "")
+            else:
+                reason = f"must have at most {arg} items"
+        elif kw == "minLength":
+            reason = "must be a non-empty string"
+        elif kw == "pattern":
+            reason = _FILE_NAME_REASON if path == ["path"] else f"must match {arg}"
+        else:  # a keyword this schema does not use today
+            reason = f"does not satisfy {kw} {json.dumps(_json_value(arg))}"
+        return ConfigError(field, inst, reason)
+
+    def _public(self, name: str, out: dict) -> dict:
+        """The store's answer as a client sees it: this tenant only, no server paths."""
         if name == "get_stats" and isinstance(out.get("store"), dict):
             out["store"].pop("rows", None)  # the file's total counts every tenant's records
+            if out["store"].get("path"):
+                out["store"]["path"] = Path(out["store"]["path"]).name
+        if name == "export_data" and out.get("path"):
+            out["path"] = Path(out["path"]).name
         if name == "capabilities":
+            persistence = out.get("persistence")
+            if isinstance(persistence, dict) and persistence.get("path"):
+                persistence["path"] = Path(persistence["path"]).name
+            out["operations"] = {   # the tools offered, not the library's operations
+                n: {"description": t.description, "input_schema": self.schemas[n],
+                    "mutates": t.mutates, "destructive": t.destructive}
+                for n, (t, _) in self.specs.items()}
             out["server"] = {"tenant_id": self.tenant_id, "read_only": self.read_only,
                              "tools": list(self.specs),
                              "export_dir": None if self.export_dir is None
-                             else str(self.export_dir)}
+                             else self.export_dir.name}
         return out
 
     def _confine(self, path: str) -> Path:
         """The file ``path`` inside the export directory; refuse anything else."""
         if not _FILE_NAME.fullmatch(path):
-            raise ConfigError("path", path, "must be a plain file name (letters, digits, "
-                              "'.', '_', '-'; no directories), written inside the server's "
-                              "export directory")
+            raise ConfigError("path", path, _FILE_NAME_REASON)
         target = (self.export_dir / path).resolve()
         if target.parent != self.export_dir:  # e.g. a symlink pointing elsewhere
             raise ConfigError("path", path, "resolves outside the export directory")
@@ -292,7 +744,7 @@ class ExperienceTools:
 
 # ============================================================================ the SDK layer
 _INSTRUCTIONS = (
-    "Experience store of tenant {tenant!r}: the memory of what this agent did and how it "
+    "Experience store of tenant {tenant}: the memory of what this agent did and how it "
     "went. After finishing a task, call record (task_type, action_type, outcome 'success' or "
     "'failure', reward). Before a task, get_competence or should_escalate tell how reliable "
     "you have been on its task type; query_similar and get_recommendation find similar past "
@@ -317,7 +769,7 @@ def build_server(tools: ExperienceTools):
     from dyna import __version__  # noqa: PLC0415
 
     listed = [types.Tool(name=t["name"], description=t["description"],
-                         input_schema=t["input_schema"],
+                         input_schema=t["input_schema"], output_schema=t["output_schema"],
                          annotations=types.ToolAnnotations(**t["annotations"]))
               for t in tools.list_tools()]
 
@@ -333,7 +785,8 @@ def build_server(tools: ExperienceTools):
 
     ro = " This server is read-only." if tools.read_only else ""
     return Server("dyna", version=__version__,
-                  instructions=_INSTRUCTIONS.format(tenant=tools.tenant_id, ro=ro),
+                  instructions=_INSTRUCTIONS.format(tenant=json.dumps(tools.tenant_id),
+                                                    ro=ro),
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 

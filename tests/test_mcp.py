@@ -30,7 +30,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from dyna.cli import main  # noqa: E402
-from dyna.experience import OPERATIONS, ExperienceStore  # noqa: E402
+from dyna.experience import MAX_K, OPERATIONS, ExperienceStore  # noqa: E402
 from dyna.mcp_server import READ_TOOLS, WRITE_TOOLS  # noqa: E402
 from dyna.store.jsonl import read_jsonl  # noqa: E402
 
@@ -139,22 +139,29 @@ def test_tool_list_and_schemas_come_from_the_operation_table(server):
         assert "tenant_id" not in schema["properties"] and "all_tenants" not in schema["properties"]
         lib = {p.name: p for p in OPERATIONS[name].params}
         for prop, sub in schema["properties"].items():
-            if prop == "confirm" or (name, prop) == ("export_data", "path"):
+            if prop == "confirm":
                 continue
-            assert sub == lib[prop].json_schema(), (name, prop)  # same declaration as dispatch
+            assert sub["type"] == lib[prop].type, (name, prop)  # one plain type, as declared
+            assert sub.get("default") == lib[prop].default, (name, prop)
+        assert set(schema["required"]) == {p for p in schema["properties"]
+                                           if p == "confirm" or lib[p].required}
+        assert tool.output_schema["properties"]["op"] == {"const": name}
         assert tool.annotations.destructive_hint is (name in DESTRUCTIVE)
         assert tool.annotations.read_only_hint is (name in READ_TOOLS
                                                    or name == "replay_experience")
         if name in DESTRUCTIVE:
             assert "confirm" in schema["required"]
             assert schema["properties"]["confirm"]["type"] == "boolean"
+            assert schema["properties"]["confirm"]["const"] is True
             assert "confirm=true" in tool.description
-        assert f"tenant {TENANT!r}" in tool.description
+        assert f'tenant "{TENANT}"' in tool.description
     qs = tools["query_similar"].input_schema
     assert set(qs["properties"]) == {"k", "task_type", "state_features", "state_before",
                                      "action_taken", "state_after", "metadata"}
-    assert (qs["properties"]["k"]["type"], qs["properties"]["k"]["default"]) == ("integer", 5)
+    assert qs["properties"]["k"] == {"type": "integer", "description": "number of neighbours",
+                                     "minimum": 1, "maximum": MAX_K, "default": 5}
     assert qs["properties"]["state_features"]["items"] == {"type": "number"}
+    assert qs["properties"]["state_features"]["minItems"] == DIM
     assert qs["required"] == []
     assert tools["should_escalate"].input_schema["required"] == ["task_type"]
     assert set(tools["prune_old"].input_schema["required"]) == {"max_age_seconds", "confirm"}
@@ -165,7 +172,10 @@ def test_tool_list_and_schemas_come_from_the_operation_table(server):
         tools["record"].input_schema["properties"])
     caps = server.ok("capabilities")
     assert caps["server"] == {"tenant_id": TENANT, "read_only": False, "tools": list(tools),
-                              "export_dir": str(server.exports.resolve())}
+                              "export_dir": server.exports.name}  # a base name, no directory
+    assert set(caps["operations"]) == set(tools)
+    assert caps["operations"]["record"]["input_schema"] == tools["record"].input_schema
+    assert caps["persistence"]["path"] == "store.db"
     assert caps["dim"] == DIM
 
 
@@ -275,7 +285,7 @@ def test_second_tenants_records_stay_invisible_and_untouched(server, db):
 @pytest.mark.parametrize(("tool", "args", "field", "value"), [
     ("query_similar", {"k": 0, "state_features": [1, 0, 0, 0]}, "k", 0),
     ("query_similar", {"k": "five", "state_features": [1, 0, 0, 0]}, "k", "five"),
-    ("query_similar", {"state_features": [1, 0, 0]}, "state_features", [3]),
+    ("query_similar", {"state_features": [1, 0, 0]}, "state_features", [1, 0, 0]),
     ("query_similar", {}, "state_features", None),
     ("query_similar", {"state_features": ["a", 0, 0, 0]}, "state_features[0]", "a"),
     ("replay_experience", {"strategy": "priority", "ids": ["x"], "priorities": [1.0]},
@@ -286,8 +296,9 @@ def test_second_tenants_records_stay_invisible_and_untouched(server, db):
     ("should_escalate", {"task_type": "review", "domain_risk_class": "extreme"},
      "domain_risk_class", "extreme"),
     ("record", {"reward": "high", "task_type": "t"}, "reward", "high"),
-    ("record", {"task_type": "t"}, "reward", None),
-    ("record", {"reward": 1.0, "state_features": [1, 2, 3]}, "state_features", [3]),
+    ("record", {"task_type": "t"}, "action_type", None),
+    ("record", {"task_type": "t", "action_type": "a", "outcome": "success"}, "reward", None),
+    ("record", {"reward": 1.0, "state_features": [1, 2, 3]}, "state_features", [1, 2, 3]),
     ("record", {"episodes": [{"reward": 1.0, "colour": "red"}]}, "episodes[0].colour", "red"),
     ("record", {"reward": 1.0, "colour": "red"}, "colour", "red"),
     ("replay_experience", {"strategy": "greedy"}, "strategy", "greedy"),
@@ -301,7 +312,8 @@ def test_bad_arguments_are_tool_errors_and_the_server_keeps_serving(server, tool
     before = server.ok("get_stats")["n_records"]
     err = server.err(tool, args)
     assert (err["field"], err["value"]) == (field, value)
-    assert err["message"].startswith(f"{field}=")
+    assert err["message"].startswith(f"{field}={json.dumps(value)}: ")  # the value as JSON
+    assert not re.search(r"\b(None|True|False)\b|\['|'\]", err["message"]), err["message"]
     assert server.ok("get_stats")["n_records"] == before  # nothing written, still serving
 
 
@@ -312,10 +324,13 @@ def test_destructive_tools_need_confirm(server, tool, args):
     before = server.ok("get_stats")["n_records"]
     err = server.err(tool, args)
     assert (err["field"], err["value"]) == ("confirm", None)
+    assert err["message"] == f"confirm=null: is required by {tool} (destructive: pass confirm=true)"
     err = server.err(tool, {**args, "confirm": False})
     assert (err["field"], err["value"]) == ("confirm", False)
+    assert err["message"] == "confirm=false: must be true to run a destructive tool"
     err = server.err(tool, {**args, "confirm": "yes"})
     assert (err["field"], err["value"]) == ("confirm", "yes")
+    assert err["message"] == 'confirm="yes": must be a boolean (true or false)'
     assert server.ok("get_stats")["n_records"] == before
 
 
@@ -339,7 +354,7 @@ def test_export_writes_only_inside_the_export_directory(server, tmp_path):
     n_own = server.ok("get_stats")["n_records"]
     out = server.ok("export_data", {"path": "agent.jsonl"})
     target = server.exports.resolve() / "agent.jsonl"
-    assert out["n"] == n_own and Path(out["path"]) == target
+    assert out["n"] == n_own and out["path"] == "agent.jsonl"  # no server directory
     recs, report = read_jsonl(target)
     assert len(recs) == n_own and report.n_skipped == 0
     assert {r["tenant_id"] for r in recs} == {TENANT}
