@@ -40,8 +40,8 @@ def test_different_number_or_name_are_different_facts(store, first, second):
 
 
 def test_supersede_same_subject_new_value(store, tmp_path):
-    store.add("The API port is 8080", run_id="r1")
-    r = store.add("API port: 9090", run_id="r2")
+    store.add("The API port is 8080", run_id="r1", trust="trusted")
+    r = store.add("API port: 9090", run_id="r2", trust="trusted")
     assert r.status == "superseded" and [e.text for e in r.superseded] == ["The API port is 8080"]
     assert [e.text for e in store] == ["API port: 9090"]
     sup = [h for h in store.history() if h["op"] == "supersede"]
@@ -154,8 +154,8 @@ def test_stage_approve_reject(store, tmp_path):
 
 def test_in_memory_store_same_results():
     m = MemoryStore.in_memory(clock=clock)
-    assert m.add("The API port is 8080").status == "added"
-    assert m.add("API port: 9090").status == "superseded"
+    assert m.add("The API port is 8080", trust="trusted").status == "added"
+    assert m.add("API port: 9090", trust="trusted").status == "superseded"
     assert m.location is None and [h["op"] for h in m.history()] == ["add", "supersede", "add"]
 
 

@@ -78,7 +78,7 @@ def test_memory_edited_after_cached_is_judged_on_its_new_text():
 
 def test_memory_subject_follows_an_edited_text():
     mem = MemoryStore.in_memory(clock=clock)
-    mem.add("The test command is make check")
+    mem.add("The test command is make check", trust="trusted")
     (entry,) = mem.entries()
     assert entry.subject == ("test command", "make check")
     prop = Proposal("memory", text="The test command is make test-fast")
@@ -88,6 +88,6 @@ def test_memory_subject_follows_an_edited_text():
     assert entry.subject == ("build command", "make all") == subject_of(entry.text)
     assert grade(prop, None, mem).agreement == 1.0
     # a fact with the edited subject supersedes the edited entry, not the old subject
-    res = mem.add("The build command is make release")
+    res = mem.add("The build command is make release", trust="trusted")
     assert res.status == "superseded" and [e.text for e in res.superseded] == [
         "The build command is make all"]

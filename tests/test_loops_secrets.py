@@ -153,7 +153,8 @@ def test_memory_never_writes_a_planted_secret(tmp_path):
     mem.remove(mem.entries()[0].text, run_id="run-r")
     mem.consolidate(run_id="run-c")
     files = sorted(p.name for p in root.rglob("*") if p.is_file())
-    assert files == ["MEMORY.md", "MEMORY.md.history.jsonl", "MEMORY.md.pending.json"]
+    assert files == ["MEMORY.md", "MEMORY.md.history.jsonl", "MEMORY.md.lock",
+                     "MEMORY.md.pending.json"]
     assert _leaked(root) == []
     caught = mem.redactions
     print("memory redactions:", sum(caught.values()), caught)

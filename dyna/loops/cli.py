@@ -13,11 +13,11 @@
     dyna skills retire|restore DIR NAME [--reason R]
     dyna skills history DIR [--name NAME] [--run RUN]
     dyna skills undo-run DIR RUN [--force]
-    dyna memory show PATH
+    dyna memory show PATH                  facts, and pairs that may contradict each other
     dyna memory pending PATH               facts waiting for approval, with the facts they
                                            would supersede
     dyna memory approve|reject PATH ID
-    dyna memory consolidate PATH [--cap N]
+    dyna memory consolidate PATH [--cap N] [--dry-run]
 
 Exit status 0; bad input (unknown skill, bad id, unreadable file) prints one line and
 exits 2 (handled by :mod:`dyna.cli`). ``list`` exits 1 when some skill files failed to
@@ -235,29 +235,32 @@ def _mem_show(args) -> int:
                         for i, e in enumerate(store.entries())], right={0}))
     pend = store.pending()
     print(f"\n{len(store)} facts, {len(pend)} pending")
+    pairs = store.unsure_pairs()
+    if pairs:
+        print(f"\n{len(pairs)} pair{'s' if len(pairs) > 1 else ''} to check (both kept):")
+        for a, b in pairs:
+            print(visible(f"  {a.text!r} / {b.text!r}"))
     return 0
 
 
 def _mem_pending(args) -> int:
     """Staged facts in full, with the stored facts each would supersede."""
-    from dyna.loops.memory import subject_of
-
     store = _memory(args)
     items = store.pending()
     if not items:
         print("nothing pending")
         return 0
+    what = {"conflict": "would be superseded", "restated": "same value, other words",
+            "unsure": "may contradict it; both kept"}
     for p in items:
         print(visible(f"== {p.id}  (run {p.run_id or '-'}, staged {p.staged_at}, provenance "
                       f"{', '.join(p.provenance) or '-'})"))
         if p.reason:
             print(visible(f"   why staged: {p.reason}"))
         print(visible(f"   + {p.entry.text}"))
-        subj = subject_of(p.entry.text)
-        for e in store.entries():
-            s = e.subject
-            if subj is not None and s is not None and s[0] == subj[0]:
-                print(visible(f"   - {e.text}  ({e.trust}, {e.date}; would be superseded)"))
+        for e, rel in store.relations(p.entry.text):
+            sign = "-" if rel == "conflict" else "="
+            print(visible(f"   {sign} {e.text}  ({e.trust}, {e.date}; {what[rel]})"))
         print()
     print(f"{len(items)} pending; approve or reject with: dyna memory approve|reject PATH ID")
     return 0
@@ -279,9 +282,12 @@ def _mem_reject(args) -> int:
 def _mem_consolidate(args) -> int:
     store = _memory(args)
     before = len(store)
-    report = store.consolidate(run_id="cli")
+    report = store.consolidate(run_id="cli", dry_run=args.dry_run)
     print(report)
-    print(f"\n{before} -> {len(store)} facts")
+    if args.dry_run:
+        print(f"\n{before} -> {before - report.n_removed} facts (dry run: nothing written)")
+    else:
+        print(f"\n{before} -> {len(store)} facts")
     return 0
 
 
@@ -337,4 +343,6 @@ def register(sub) -> None:
                        "vague facts, enforce the cap")
     p.add_argument("path", metavar="PATH")
     p.add_argument("--cap", type=int, default=30)
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what would change; write nothing, create no file")
     p.set_defaults(func=_mem_consolidate)

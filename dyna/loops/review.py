@@ -36,7 +36,7 @@ import numpy as np
 from dyna.errors import ConfigError, check_range
 from dyna.loops._text import (FEATURE_CACHE_SIZE, TextFeatures, concrete_parts, content_words,
                               is_concrete, jaccard, text_features)
-from dyna.loops.memory import MemoryEntry, MemorySnapshot, MemoryStore, subject_of
+from dyna.loops.memory import MemoryEntry, MemorySnapshot, MemoryStore, relation
 from dyna.loops.provenance import Source, skeleton, untrusted_sources
 from dyna.loops.skills import (ACTION_RE, AddResult, Match, PendingItem, Skill, SkillLibrary,
                                SkillSnapshot, check_skill_name, is_untrusted)
@@ -803,8 +803,9 @@ class Grade:
         1 minus the highest similarity to a stored skill or memory (1 when the novelty
         check is off).
     agreement : float
-        1, or 0.5 when it contradicts stored learning (a fact with the same subject and
-        another value, or a skill of the same name retired as contradicted).
+        1, or 0.5 when it contradicts stored learning (a fact giving another value for
+        the same attribute, :func:`dyna.loops.memory.relation` "conflict", or a skill of
+        the same name retired as contradicted).
     accepted : bool
     reason : str
     """
@@ -845,9 +846,8 @@ def grade(proposal: Proposal, skills=None, memory=None,
     if config.novelty_check:
         novelty = 1.0 - _closest(proposal, skills_map, mem)[0]
     agreement = 1.0
-    subj = subject_of(proposal.text) if proposal.kind == "memory" else None
-    if subj is not None and any((e.subject or ("", ""))[0] == subj[0]
-                                and e.subject[1] != subj[1] for e in mem):
+    if proposal.kind == "memory" and any(relation(proposal.text, e.text) == "conflict"
+                                         for e in mem):
         agreement = 0.5
     if proposal.kind != "memory" and isinstance(skills, SkillLibrary):
         old = skills.get(proposal.name)
@@ -1207,18 +1207,14 @@ class LearningLoop:
         """Why a proposal may not be written without a person's approval, whatever its
         provenance: it would replace a skill or a fact a person wrote or approved (a
         skill loaded without a loop ``source_run``, or approved; a fact of trust ``user``
-        or ``approved`` about the same subject with another value), or its name is a
+        or ``approved`` stating the same attribute in other words or with another value,
+        :meth:`MemoryStore.relations`), or its name is a
         look-alike (:func:`dyna.loops.provenance.skeleton`) of another skill's. None
         otherwise: a trusted loop proposal may replace a loop-written entry (logged and
         undoable), so drift recovery works."""
         if p.kind == "memory":
-            subj = subject_of(p.text)
-            if subj is None:
-                return None
-            for e in self.memory.entries():
-                s = e.subject
-                if (e.trust in ("user", "approved") and s is not None and s[0] == subj[0]
-                        and e.text != p.text):
+            for e, rel in self.memory.relations(p.text):
+                if e.trust in ("user", "approved") and rel != "unsure" and e.text != p.text:
                     return f"would replace a fact a person wrote or approved: {e.text!r}"
             return None
         mine = skeleton(p.name)
@@ -1247,7 +1243,9 @@ class LearningLoop:
                 self.acted["approval_for_untrusted"] += 1
                 return Decision(p, "staged", item.id, g)
             trust = "untrusted" if is_untrusted(p.provenance) else "trusted"
-            res = self.memory.add(p.text, run_id=run_id, trust=trust)
+            res = self.memory.add(p.text, run_id=run_id, trust=trust, approval=approval)
+            if res.status == "staged":
+                return Decision(p, "staged", f"{res.pending.id}: {res.pending.reason}", g)
             self.acted["cap_eviction"] += len(res.evicted)
             return Decision(p, "committed", res.status, g)
         res = self.skills.propose(p.to_skill(run_id), run_id, p.provenance,
