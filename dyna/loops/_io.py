@@ -10,7 +10,7 @@ from pathlib import Path
 
 import filelock
 
-from dyna.errors import DynaError
+from dyna.errors import ConfigError, DynaError
 from dyna.redact import redact, scan
 from dyna.store.jsonl import atomic_target
 
@@ -41,6 +41,11 @@ class _LibraryFileLock(filelock.FileLock):
     """A :class:`filelock.FileLock` whose timeout raises :class:`LibraryLockTimeout`."""
 
     def acquire(self, timeout=None, *args, **kwargs):
+        lock = Path(self.lock_file)
+        for p in (lock.parent, lock):
+            if p.is_symlink():
+                raise SymlinkError(p)
+        lock.parent.mkdir(parents=True, exist_ok=True)
         try:
             return super().acquire(timeout, *args, **kwargs)
         except filelock.Timeout:
@@ -66,7 +71,8 @@ def library_lock(folder_or_file: Path, timeout: float = 30) -> filelock.FileLock
     re-entrant within one thread of one lock object, so keep one object per library and
     nest freely; two objects (two processes, or two libraries on one folder in one process)
     exclude each other. The lock file is :func:`lock_path` (``<folder>/.dyna/lock``, or
-    ``MEMORY.md.lock`` beside a memory file); its folder is created if missing.
+    ``MEMORY.md.lock`` beside a memory file); its folder is created when the lock is first
+    taken (never just by making the lock object).
 
     Parameters
     ----------
@@ -80,17 +86,17 @@ def library_lock(folder_or_file: Path, timeout: float = 30) -> filelock.FileLock
     LibraryLockTimeout
         (on acquisition) The lock was not obtained within ``timeout``; names the lock file.
     dyna.errors.ConfigError
-        ``timeout`` is not a positive number, or the lock file or its folder is a symlink
-        (a lock written through a link could land outside the library).
+        ``timeout`` is not a positive number; :class:`SymlinkError` (a ConfigError) when the
+        lock file or its folder is a symlink (a lock written through a link could land
+        outside the library).
     """
-    from dyna.errors import ConfigError, check_range
+    from dyna.errors import check_range
 
     check_range("timeout", timeout, 0, lo_open=True)
     path = lock_path(folder_or_file)
     for p in (path.parent, path):
         if p.is_symlink():
-            raise ConfigError("path", str(p), "is a symlink; refusing to write through it")
-    path.parent.mkdir(parents=True, exist_ok=True)
+            raise SymlinkError(p)
     return _LibraryFileLock(str(path), timeout=timeout)
 
 
@@ -128,37 +134,219 @@ def read_text_exact(path: Path) -> str | None:
         return None
 
 
+class SymlinkError(ConfigError):
+    """A path inside a library (or memory) folder is a symbolic link, which dyna refuses to
+    write through (or, for a file pointing outside the folder, to read); nothing was
+    written. A :class:`dyna.errors.ConfigError` with ``field`` ``"path"`` and ``value`` the
+    link.
+    """
+
+    def __init__(self, path: object, reason: str = "is a symbolic link; dyna does not "
+                 "write through links inside a library folder"):
+        super().__init__("path", str(path), reason)
+
+    def __reduce__(self):
+        return (type(self), (self.value, self.reason))
+
+
+class CorruptFileError(DynaError, ValueError):
+    """A library file dyna keeps (``.dyna/history.jsonl``, a pending proposal, the state
+    file) cannot be read: not UTF-8, not JSON, or not the expected record. Nothing is
+    dropped or rewritten; fix or remove the file.
+
+    Attributes
+    ----------
+    path : str
+    line : int or None
+        1-based line (None for a whole-file error).
+    reason : str
+    """
+
+    def __init__(self, path: object, line: int | None, reason: str):
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {reason}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.line, self.reason))
+
+
+def check_no_symlink(root: Path, path: Path) -> Path:
+    """Return ``path`` after checking that neither it nor any folder between ``root``
+    (exclusive; the library folder itself may be a link) and it is a symbolic link.
+
+    Raises
+    ------
+    SymlinkError
+        Naming the first link found.
+    dyna.errors.ConfigError
+        ``path`` is not inside ``root``.
+    """
+    root, path = Path(root), Path(path)
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        raise ConfigError("path", str(path), f"is not inside {root}") from None
+    cur = root
+    for part in rel.parts:
+        if part in ("..", ""):
+            raise ConfigError("path", str(path), "must not contain '..'")
+        cur = cur / part
+        if cur.is_symlink():
+            raise SymlinkError(cur)
+    return path
+
+
 def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
-    """Append one JSON record as a line to ``path`` (created with its folder if missing)."""
+    """Append one JSON record as a line to ``path`` (created with its folder if missing).
+
+    A torn last line left by a crash during an earlier append (no final newline) is cut off
+    first, so the new record starts a line of its own. The file is opened with
+    ``O_NOFOLLOW``: a symbolic link at ``path`` raises :class:`SymlinkError` (the caller
+    checks the folders above it with :func:`check_no_symlink`).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, ensure_ascii=True, sort_keys=True) + "\n"
-    with open(path, "ab") as fh:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if path.is_symlink():
+            raise SymlinkError(path) from None
+        raise exc
+    with os.fdopen(fd, "r+b") as fh:
+        size = os.fstat(fd).st_size
+        if size:
+            fh.seek(size - 1)
+            if fh.read(1) != b"\n":            # torn tail of a crashed append
+                fh.truncate(_last_newline(fh, size) + 1)
         fh.write(line.encode("ascii"))
         fh.flush()
         if durable:
             os.fsync(fh.fileno())
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """All complete records of a JSON-lines file ([] when missing). A torn last line (a
-    crash during an append) is ignored; a corrupt line elsewhere raises ValueError."""
+def _last_newline(fh, size: int) -> int:
+    """Offset of the last newline of an open file (-1 if none), read backwards."""
+    pos = size
+    while pos > 0:
+        start = max(0, pos - 65536)
+        fh.seek(start)
+        chunk = fh.read(pos - start)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            return start + i
+        pos = start
+    return -1
+
+
+def _open_read(path: Path) -> bytes | None:
     try:
-        raw = Path(path).read_text(encoding="ascii")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
+        return None
+    except OSError:
+        if Path(path).is_symlink():
+            raise SymlinkError(path) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """All complete records of a JSON-lines file ([] when missing).
+
+    A torn last line (a crash during an append: the file does not end with a newline) is
+    not a record and is left out; :func:`append_jsonl` cuts it off before the next append.
+
+    Raises
+    ------
+    CorruptFileError
+        Naming the file and line: a line that is not ASCII JSON of an object (anywhere but
+        a torn tail), so nothing is ever silently dropped.
+    SymlinkError
+        ``path`` is a symbolic link.
+    """
+    raw = _open_read(Path(path))
+    if raw is None:
         return []
-    lines = raw.split("\n")
+    lines = raw.split(b"\n")
+    torn = not raw.endswith(b"\n")
     out = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
+        if torn and i == len(lines) - 1:
+            break
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                break
-            raise ValueError(f"{path}:{i + 1}: corrupt log line")
+            rec = json.loads(line.decode("ascii"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CorruptFileError(path, i + 1, f"corrupt log line ({exc})") from None
+        if not isinstance(rec, dict):
+            raise CorruptFileError(path, i + 1, "corrupt log line (not a JSON object)")
+        out.append(rec)
     return out
+
+
+def read_last_jsonl(path: Path) -> dict | None:
+    """The last complete record of a JSON-lines file (None when there is none), read from
+    the end of the file (constant work for a long log).
+
+    Raises
+    ------
+    CorruptFileError
+        The last complete line is not a JSON object.
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        if path.is_symlink():
+            raise SymlinkError(path) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fd).st_size
+        end = _last_newline(fh, size)          # end of the last complete line
+        if end < 0:
+            return None
+        start = _last_newline(fh, end) + 1
+        fh.seek(start)
+        line = fh.read(end - start)
+    if not line.strip():
+        return None
+    try:
+        rec = json.loads(line.decode("ascii"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptFileError(path, None, f"corrupt last log line ({exc})") from None
+    if not isinstance(rec, dict):
+        raise CorruptFileError(path, None, "corrupt last log line (not a JSON object)")
+    return rec
+
+
+def read_json(path: Path):
+    """A JSON file's value (None when missing), opened without following a link.
+
+    Raises
+    ------
+    CorruptFileError
+        Not UTF-8 or not JSON; names the file and the line.
+    SymlinkError
+        ``path`` is a symbolic link.
+    """
+    raw = _open_read(Path(path))
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CorruptFileError(path, raw[:exc.start].count(b"\n") + 1,
+                               f"not UTF-8 ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise CorruptFileError(path, exc.lineno, f"not JSON ({exc.msg})") from None
 
 
 class SafetyNet:

@@ -221,3 +221,74 @@ def similarity_matrix(word_sets: list[frozenset]) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         sim = np.where(union > 0, inter / np.where(union > 0, union, 1.0), 1.0)
     return sim
+
+
+# ============================================================================ diffs
+
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def text_diff(before: str, after: str, context: int = 2) -> list[str]:
+    """A unified diff (:func:`difflib.unified_diff`) of two texts as a list of diff lines,
+    each keeping the exact line ending of its line (``"-old\\r\\n"``; the last line may have
+    none), so :func:`apply_diff` rebuilds either text byte for byte. ``[]`` when equal."""
+    import difflib
+
+    if before == after:
+        return []
+    a = before.splitlines(keepends=True)
+    b = after.splitlines(keepends=True)
+    # the ---/+++ and @@ headers carry no line ending; content lines keep their own
+    return list(difflib.unified_diff(a, b, "before", "after", n=context, lineterm=""))
+
+
+def apply_diff(text: str, diff: list[str], reverse: bool = False) -> str:
+    """Apply a :func:`text_diff` to ``text`` (``reverse``: undo it, turning the *after*
+    text back into the *before* text).
+
+    Raises
+    ------
+    ValueError
+        A hunk's context or removed lines do not match ``text`` exactly (the text changed
+        since the diff was made), or the diff is malformed.
+    """
+    if not diff:
+        return text
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    pos = 0
+    i = 0
+    old_sign, new_sign = ("+", "-") if reverse else ("-", "+")
+    if diff[:1] and diff[0].startswith("---"):
+        i = 2                                   # the ---/+++ file headers
+    while i < len(diff):
+        ln = diff[i]
+        m = _HUNK_RE.match(ln)
+        if not m:
+            raise ValueError(f"diff line {i + 1}: expected a hunk header, got {ln[:40]!r}")
+        s_old, n_old = int(m.group(1)), int(m.group(2) or 1)
+        s_new, n_new = int(m.group(3)), int(m.group(4) or 1)
+        if reverse:
+            s_old, n_old, s_new, n_new = s_new, n_new, s_old, n_old
+        start = s_old - 1 if n_old else s_old
+        if start < pos or start > len(lines):
+            raise ValueError(f"diff hunk {ln!r} out of place")
+        out.extend(lines[pos:start])
+        pos = start
+        i += 1
+        while i < len(diff) and not _HUNK_RE.match(diff[i]):
+            d = diff[i]
+            sign, body = d[:1], d[1:]
+            if sign == " " or sign == old_sign:
+                if pos >= len(lines) or lines[pos] != body:
+                    raise ValueError(f"diff does not apply at line {pos + 1}")
+                pos += 1
+                if sign == " ":
+                    out.append(body)
+            elif sign == new_sign:
+                out.append(body)
+            else:
+                raise ValueError(f"diff line {i + 1}: bad line {d[:40]!r}")
+            i += 1
+    out.extend(lines[pos:])
+    return "".join(out)
