@@ -1210,8 +1210,10 @@ class ExperienceStore:
                     keep_ids: bool = False) -> dict:
         """Import episodes from a JSONL or Parquet file written by :meth:`export_data`.
 
-        Torn or corrupt JSONL lines are skipped and reported. Records are redacted and
-        validated like recorded ones; the whole import is one transaction.
+        Torn or corrupt JSONL lines are skipped and reported; a batch an appending writer
+        did not finish is dropped whole and reported (:func:`dyna.store.jsonl.read_jsonl`).
+        Records are redacted and validated like recorded ones; the whole import is one
+        transaction.
 
         Parameters
         ----------
@@ -1227,7 +1229,8 @@ class ExperienceStore:
         Returns
         -------
         dict
-            ``n`` imported, ``skipped`` lines (JSONL) with their line numbers.
+            ``n`` imported; for JSONL also ``skipped`` lines with their line numbers
+            (``skipped_lines``), ``dropped_batches`` and the ``dropped_records`` in them.
         """
         self._refuse_if_read_only("import_data")
         p = Path(path)
@@ -1252,7 +1255,9 @@ class ExperienceStore:
         out = {"n": n, "path": str(p), "format": format}
         if report is not None:
             out.update(skipped=report.n_skipped,
-                       skipped_lines=[ln for ln, _ in report.skipped])
+                       skipped_lines=[ln for ln, _ in report.skipped],
+                       dropped_batches=len(report.dropped_batches),
+                       dropped_records=report.n_dropped_records)
         return out
 
     def _columns_from_records(self, recs: list[dict]) -> dict[str, Any]:

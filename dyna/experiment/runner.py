@@ -13,7 +13,9 @@ output, wall; seconds), ``plots/`` and ``report.md``. :func:`load_output` reads 
 back; :func:`draw_output_plots` redraws its plots (``dyna plot DIR``).
 
 Everything is written into a hidden temporary sibling folder that is renamed into place at
-the end; on any error or Ctrl-C it is removed, so no partial output folder is ever left.
+the end; on any error or Ctrl-C it is removed, so no partial output folder is ever left. Its
+name records the writing process (id and start time, :mod:`dyna.store.tmpfiles`): the next
+run into the same folder removes one left by a killed run, never one of a run still going.
 
 Part of the experiment machinery: it knows kinds only through the registry.
 """
@@ -29,7 +31,6 @@ import os
 import platform
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from dyna.experiment.backends import Backend, InProcessBackend, Job
 from dyna.experiment.config import json_default
 from dyna.experiment.protocol import DEFAULT_KIND, ExperimentOutput, config_kind
 from dyna.experiment.registry import get_kind, parse_experiment
+from dyna.store.tmpfiles import clean_orphans, make_temp_dir
 
 __all__ = ["ExperimentOutput", "draw_output_plots", "load_output", "package_versions",
            "project_revision", "run_experiment"]
@@ -262,7 +264,9 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         while not created_parent.parent.exists():
             created_parent = created_parent.parent
         out.parent.mkdir(parents=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    # a killed run's temporary folder (owner no longer running) goes; a live run's stays
+    clean_orphans(out, folder=True)
+    tmp = make_temp_dir(out)
     try:
         jobs, results = _canonical(jobs, results, config.runs)
         frames = kind.build_tables(config, prepared, jobs, results)

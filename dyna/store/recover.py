@@ -17,12 +17,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import tempfile
 import time
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError, StoreError
 from dyna.store.sqlite import SCHEMA_VERSION, STORE_TABLES, TABLE
+from dyna.store.tmpfiles import clean_orphans, make_temp_file
 
 __all__ = ["recover"]
 
@@ -167,9 +167,8 @@ def recover(src, out) -> dict:
         conn = sqlite3.connect(f"{src_p.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise StoreError(f"DB={src_p}: cannot open: {exc}") from exc
-    fd, tmp = tempfile.mkstemp(prefix=f".{out_p.name}.", suffix=".recover-tmp",
-                               dir=out_p.parent)
-    os.close(fd)
+    clean_orphans(out_p, suffix=".recover-tmp")  # a killed recover's temporary, if any
+    tmp = make_temp_file(out_p, suffix=".recover-tmp")
     try:
         with contextlib.closing(conn):
             result = _copy(conn, src_p, tmp)
