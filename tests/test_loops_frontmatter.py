@@ -37,7 +37,8 @@ def test_skl01_a_unquoted_colon_reported_with_file_line_field(tmp_path):
     assert err.path == str(path)
     assert err.line == 3 and err.field == "description"
     assert str(err).startswith(f"{path}:3: field 'description': invalid YAML: mapping values")
-    assert lib.summary() == {"active": 1, "retired": 0, "pending": 0, "failed": 1, "total": 2}
+    assert lib.summary() == {"active": 1, "retired": 0, "pending": 0, "failed": 1, "warned": 0,
+                              "total": 2}
 
 
 def test_skl01_b_quoted_description_loads(tmp_path):
@@ -116,10 +117,17 @@ def test_bad_files_name_the_field(text, field):
 
 
 def test_name_must_equal_folder(tmp_path):
-    _write(tmp_path, "folder", "---\nname: other\ndescription: d\n---\n")
+    path = _write(tmp_path, "folder", "---\nname: other\ndescription: d\n---\n")
+    with pytest.raises(FrontmatterError, match="must equal the folder name 'folder'"):
+        Skill.from_text(path.read_bytes(), path, folder="folder")
+    # a library loads it anyway, under its folder name, with a warning (Agent Skills
+    # client guide), and refuses to write it back
     lib = SkillLibrary(tmp_path)
-    assert len(lib) == 0 and lib.errors[0].field == "name"
-    assert "must equal the folder name 'folder'" in str(lib.errors[0])
+    assert list(lib) == ["folder"] and lib.errors == []
+    assert [(w.path, w.rule) for w in lib.warnings] == [(str(path), "name-folder")]
+    with pytest.raises(ConfigError, match="differs from its folder"):
+        lib.patch("folder", "r1", body="x")
+    assert path.read_text() == "---\nname: other\ndescription: d\n---\n"
 
 
 def test_description_limits():

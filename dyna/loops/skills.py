@@ -2,15 +2,22 @@
 
 Layout of a library folder ``DIR`` (readable by any tool that reads Agent Skills)::
 
-    DIR/<name>/SKILL.md                 active skills
-    DIR/.dyna/retired/<name>/SKILL.md   retired or evicted skills (restorable)
-    DIR/.dyna/history.jsonl             append-only log of every change
+    DIR/<name>/SKILL.md                 active skills (with their scripts/, reference/, ...;
+                                        a lowercase skill.md is read too)
+    DIR/.dyna/retired/<name>/           retired or evicted skills, whole folders (restorable)
+    DIR/.dyna/history.jsonl             append-only log of every change, as diffs
     DIR/.dyna/pending/<id>.json         proposals waiting for approval
+    DIR/.dyna/state.json                dyna's bookkeeping (outcome counts, posteriors) and
+                                        the sha256 of every file dyna wrote itself
+    DIR/.dyna/lock                      the file lock every write holds (several processes)
 
-A SKILL.md has YAML frontmatter with ``name`` (1-64 characters: lowercase letters, digits,
-single hyphens; equal to the folder name) and ``description`` (1-1,024 characters); all of
-dyna's own fields live under ``metadata`` as strings (triggers as a comma-separated list,
-dates as ISO dates, counts as decimal strings), so the files stay valid Agent Skills.
+A SKILL.md has YAML frontmatter with ``name`` (1-64 characters after NFKC: lowercase
+letters of any script, digits, single hyphens, the reference validator's rule; equal to the
+folder name) and ``description`` (1-1,024 characters); all of dyna's own fields live under
+``metadata`` as strings (triggers as a comma-separated list, dates as ISO dates, counts as
+decimal strings), so the files stay valid Agent Skills. Files dyna did not write are read
+leniently (a long description, a name that differs from its folder: loaded with a
+:class:`LoadWarning`, never written back) and never rewritten for bookkeeping.
 
 The same :class:`SkillLibrary` runs on an in-memory backend (``SkillLibrary(None)``): the
 same code path with no files, for simulations with many episodes.
@@ -18,11 +25,15 @@ same code path with no files, for simulations with many episodes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import heapq
+import json
 import math
+import os
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,16 +42,19 @@ from types import MappingProxyType
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
-from dyna.loops._io import SafetyNet, append_jsonl, atomic_write, read_jsonl, read_text_exact
-from dyna.loops._text import tokenize
+from dyna.loops._io import (CorruptFileError, SafetyNet, SymlinkError, append_jsonl,
+                            atomic_write, check_no_symlink, library_lock, read_json, read_jsonl,
+                            read_last_jsonl)
+from dyna.loops._text import apply_diff, text_diff, tokenize
 from dyna.loops.bm25 import BM25Index, document_terms, query_terms
 from dyna.loops.frontmatter import FrontmatterError, dump_frontmatter, parse_frontmatter
-from dyna.loops.provenance import TRUSTED, Source
+from dyna.loops.provenance import TRUSTED, Source, skeleton
 from dyna.loops.provenance import is_untrusted as _is_untrusted
 
 __all__ = [
-    "UNTRUSTED_SOURCES", "AddResult", "HistoryEntry", "Match", "MatchIndex", "PendingItem",
-    "Skill", "SkillLibrary", "SkillSnapshot", "check_skill_name", "is_untrusted",
+    "UNTRUSTED_SOURCES", "AddResult", "HistoryEntry", "LoadWarning", "Match", "MatchIndex",
+    "PendingItem", "Skill", "SkillLibrary", "SkillSnapshot", "check_skill_name",
+    "is_untrusted",
 ]
 
 
@@ -68,25 +82,55 @@ def is_untrusted(provenance: Iterable[str]) -> bool:
 
 
 def check_skill_name(name, field_name: str = "name") -> str:
-    """Validate a skill name (Agent Skills rule) and return it.
+    """Validate a skill name and return it NFKC-normalised (the rule of the Agent Skills
+    reference validator, ``skills-ref``'s ``_validate_name``).
 
-    A name is 1-64 characters of lowercase ASCII letters, digits and single hyphens, not
-    starting or ending with a hyphen; so it can never contain ``/``, ``..`` or start at the
-    file-system root.
+    After NFKC normalisation a name is 1-64 characters, lowercase (``name == name.lower()``),
+    made of letters and digits of any script (``str.isalnum``) and single hyphens, and does
+    not start or end with a hyphen; so it can never contain ``/``, ``.`` or white space.
+    ``"café-notes"`` and ``"данные"`` are names; two names are compared after NFKC (and,
+    for look-alikes, after :func:`dyna.loops.provenance.skeleton`).
 
     Raises
     ------
     ConfigError
-        Anything else, e.g. ``"../x"``, ``"/etc"``, ``"Deploy"``, ``"a--b"``.
+        Anything else, e.g. ``"../x"``, ``"/etc"``, ``"Deploy"``, ``"a--b"``, ``"a_b"``.
     """
     if not isinstance(name, str):
         raise ConfigError(field_name, name, "must be a string")
-    if not 1 <= len(name) <= MAX_NAME:
+    norm = unicodedata.normalize("NFKC", name)
+    if not 1 <= len(norm) <= MAX_NAME:
         raise ConfigError(field_name, name, f"must have 1-{MAX_NAME} characters")
-    if not NAME_RE.fullmatch(name):
+    if (norm != norm.lower() or norm.startswith("-") or norm.endswith("-") or "--" in norm
+            or not all(c.isalnum() or c == "-" for c in norm)):
         raise ConfigError(field_name, name, "must be lowercase letters, digits and single "
                           "hyphens (no path separators)")
-    return name
+    return norm
+
+
+@dataclass(frozen=True)
+class LoadWarning:
+    """A skill file loaded although it breaks a rule of the Agent Skills specification (as
+    the specification's client guide asks); dyna refuses to write such a skill until the
+    file is fixed.
+
+    Attributes
+    ----------
+    path : str
+        The skill file.
+    rule : str
+        ``"description-length"`` (over 1,024 characters), ``"name-folder"`` (the
+        frontmatter ``name`` differs from the folder; loaded under the folder name) or
+        ``"look-alike-name"`` (two skills whose names share a confusable skeleton).
+    message : str
+    """
+
+    path: str
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.rule}: {self.message}"
 
 
 def _split_list(value, field_name: str, sep: str) -> tuple[str, ...]:
@@ -173,6 +217,9 @@ class Skill:
         read.
     extra_metadata : tuple of (str, object)
         Other ``metadata`` entries, kept as read.
+    lenient : tuple of str
+        Rules waived when the skill was read from a file (:class:`LoadWarning` rules);
+        set by the loader only. Such a skill is never written back until fixed.
 
     Raises
     ------
@@ -199,13 +246,14 @@ class Skill:
     retired_reason: str = ""
     extra: tuple = ()
     extra_metadata: tuple = ()
+    lenient: tuple = field(default=(), compare=False, repr=False)
 
     def __post_init__(self):
         put = object.__setattr__
-        check_skill_name(self.name)
+        put(self, "name", check_skill_name(self.name))
         if not isinstance(self.description, str) or not self.description.strip():
             raise ConfigError("description", self.description, "must be a non-empty string")
-        if len(self.description) > MAX_DESCRIPTION:
+        if len(self.description) > MAX_DESCRIPTION and "description-length" not in self.lenient:
             raise ConfigError("description", self.description[:40] + "...",
                               f"must have at most {MAX_DESCRIPTION} characters "
                               f"(has {len(self.description)})")
@@ -305,7 +353,8 @@ class Skill:
         return dump_frontmatter(self.to_frontmatter(), self.body)
 
     @classmethod
-    def from_text(cls, text: str | bytes, path="<text>", folder: str | None = None) -> "Skill":
+    def from_text(cls, text: str | bytes, path="<text>", folder: str | None = None, *,
+                  lenient: bool = False, warnings: list | None = None) -> "Skill":
         """Parse SKILL.md text.
 
         Parameters
@@ -315,13 +364,22 @@ class Skill:
         path : str or Path
             For error messages.
         folder : str, optional
-            Name of the folder holding the file; the skill's name must equal it.
+            Name of the folder holding the file; the skill's name must equal it (after
+            NFKC normalisation).
+        lenient : bool
+            Load a description over 1,024 characters and a name that differs from the
+            folder (then the skill is named after its folder), each with a
+            :class:`LoadWarning` appended to ``warnings``, as the Agent Skills client guide
+            asks; :attr:`lenient` records the waived rules so the skill is not written back.
+        warnings : list, optional
+            Receives the :class:`LoadWarning` objects (with ``lenient``).
 
         Raises
         ------
         FrontmatterError
             Naming the file, the line and the field: bad YAML, missing or invalid
-            ``name``/``description``, a name that differs from the folder, bad metadata.
+            ``name``/``description``, a name that differs from the folder (unless
+            ``lenient``), bad metadata.
         """
         meta, body = parse_frontmatter(text, path)
         raw = _normalised_text(text)
@@ -366,15 +424,40 @@ class Skill:
         kw["extra_metadata"] = tuple(extra_md)
         kw["extra"] = tuple((str(k), v) for k, v in meta.items()
                             if k not in ("name", "description", "metadata", "triggers"))
+        waived = []
+        if lenient:
+            if len(kw["description"]) > MAX_DESCRIPTION:
+                waived.append("description-length")
+                _warn(warnings, path, "description-length",
+                      f"description has {len(kw['description'])} characters (limit "
+                      f"{MAX_DESCRIPTION}); loaded anyway, not written back until shortened")
+            if folder is not None:
+                folder_n = check_skill_name(folder, "folder")
+                try:
+                    given = check_skill_name(kw["name"])
+                except ConfigError:
+                    given = None
+                if given is not None and given != folder_n:
+                    waived.append("name-folder")
+                    _warn(warnings, path, "name-folder",
+                          f"name {kw['name']!r} differs from its folder {folder!r}; loaded as "
+                          f"{folder_n!r}, not written back until fixed")
+                    kw["name"] = folder_n
+        kw["lenient"] = tuple(waived)
         try:
             skill = cls(**kw)
         except ConfigError as exc:
             top = exc.field if exc.field in meta else ("metadata" if exc.field in md else "name")
             fail(exc.field if top != "metadata" else f"metadata.{exc.field}", exc.reason,
                  exc.value, key=top)
-        if folder is not None and skill.name != folder:
+        if folder is not None and skill.name != unicodedata.normalize("NFKC", folder):
             fail("name", f"must equal the folder name {folder!r}", skill.name)
         return skill
+
+
+def _warn(warnings: list | None, path, rule: str, message: str) -> None:
+    if warnings is not None:
+        warnings.append(LoadWarning(str(path), rule, message))
 
 
 def _flatten(trig):
@@ -664,7 +747,12 @@ class HistoryEntry:
         The run that caused the change (``undo:<run>`` for an undo).
     reason : str
     before, after : object
-        Backend state of the skill before and after (exact file texts for a folder).
+        In memory: the :class:`Skill` before and after (None for a library folder).
+    change : mapping
+        For a library folder: the change as recorded (``diff``, a unified diff of the
+        SKILL.md text as a list of lines; ``loc_before``/``loc_after``, ``"active"``,
+        ``"retired"`` or None; ``sha_after``; ``book_before``/``book_after``, the
+        bookkeeping in the state file); empty for ``stage``/``reject``.
     """
 
     seq: int
@@ -675,6 +763,7 @@ class HistoryEntry:
     reason: str
     before: object = field(default=None, repr=False, compare=False)
     after: object = field(default=None, repr=False, compare=False)
+    change: Mapping = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -706,9 +795,11 @@ class PendingItem:
 class MemorySkillBackend:
     """Skills, history and pending proposals held in memory (no files).
 
-    The state of a skill is the :class:`Skill` object itself (or None)."""
+    The state of a skill is the :class:`Skill` object itself (or None); a history record
+    keeps the objects before and after a change (``before``/``after``)."""
 
     location = None
+    lock = None
 
     def __init__(self):
         self._skills: dict[str, Skill] = {}
@@ -716,22 +807,31 @@ class MemorySkillBackend:
         self._pending: dict[str, PendingItem] = {}
 
     def scan(self):
-        return [self._skills[k] for k in sorted(self._skills)], []
+        return [self._skills[k] for k in sorted(self._skills)], [], []
 
-    def state(self, name: str):
-        return self._skills.get(name)
+    def mark(self):
+        return None
 
-    def write(self, skill: Skill) -> None:
+    def tail(self) -> dict | None:
+        return self._history[-1] if self._history else None
+
+    def write(self, skill: Skill, *, content: bool = True, log: bool = True,
+              clean=None) -> dict:
+        before = self._skills.get(skill.name)
         self._skills[skill.name] = skill
+        return {"before": before, "after": skill}
 
-    def restore(self, name: str, state) -> None:
-        if state is None:
+    def matches(self, name: str, rec: dict) -> bool:
+        return self._skills.get(name) == rec.get("after")
+
+    def revert(self, name: str, records: list[dict], clean=None) -> tuple[Skill | None, dict]:
+        before = self._skills.get(name)
+        target = records[-1].get("before")
+        if target is None:
             self._skills.pop(name, None)
         else:
-            self._skills[name] = state
-
-    def skill_of(self, name: str, state) -> Skill | None:
-        return state
+            self._skills[name] = target
+        return target, {"before": before, "after": target}
 
     def append_history(self, rec: dict) -> None:
         self._history.append(rec)
@@ -748,18 +848,47 @@ class MemorySkillBackend:
     def drop_pending(self, pid: str) -> None:
         self._pending.pop(pid, None)
 
+    def pending_numbers(self) -> list[int]:
+        return [int(k[1:]) for k in self._pending]
+
+
+_BOOK = ("successes", "failures", "a", "b", "last_verified", "retired_reason")
+"""Dyna's bookkeeping of a skill, kept in ``.dyna/state.json`` (and, only in a file dyna
+wrote itself, also in its frontmatter)."""
+
+_LOCS = ("active", "retired")
+
+
+def _sha256(text: str) -> str:
+    import hashlib
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
 
 class FileSkillBackend:
     """Skills as ``DIR/<name>/SKILL.md`` (see the module docstring for the layout).
 
-    The state of a skill is ``[active_text, retired_text]`` (exact file contents or None),
-    so undoing a change restores the files byte for byte. Every write is atomic.
+    * Bookkeeping (outcome counts, posterior, last verified date, retired reason) lives in
+      ``DIR/.dyna/state.json``; it is also written into a skill's frontmatter only when
+      dyna wrote that file itself, as the state file records (path and sha256 of the text
+      dyna wrote; the skill's own frontmatter is never trusted for this). A file written by
+      someone else is never rewritten for bookkeeping: retiring moves its folder, an
+      outcome changes only the state file.
+    * ``history.jsonl`` records each change as a unified diff of the SKILL.md text
+      (:func:`dyna.loops._text.text_diff`), the folder it moved from and to, the sha256 of
+      the text after, and the bookkeeping before and after, so undo reverses the changes
+      exactly (the whole skill folder moves back, resources included).
+    * Every write is atomic (write-then-rename) and refuses to go through a symbolic link
+      below the library folder; a skill file that links outside the folder is not read.
+    * ``SKILL.md`` is preferred, a lowercase ``skill.md`` accepted (and written back under
+      its own name).
 
     Raises
     ------
     ConfigError
-        A name that is not a valid skill name, or a skill folder that resolves outside
-        the library (a symbolic link pointing elsewhere).
+        A name that is not a valid skill name; :class:`dyna.loops._io.SymlinkError` (a
+        ConfigError) for a symbolic link in the way.
+    CorruptFileError
+        ``history.jsonl``, a pending file or ``state.json`` cannot be read (file and line).
     """
 
     def __init__(self, root, durable: bool = True):
@@ -768,115 +897,348 @@ class FileSkillBackend:
         self._real = self.root.resolve()
         self.meta = self.root / ".dyna"
         self.durable = durable
+        self.lock = library_lock(self.root)
 
     @property
     def location(self) -> Path:
         return self.root
 
+    # ------------------------------------------------------------------ paths
     def _folder(self, name: str, retired: bool) -> Path:
         check_skill_name(name)
         base = self.meta / "retired" if retired else self.root
         folder = base / name
-        real = folder.resolve()
-        if not real.is_relative_to(self._real) or real == self._real:
-            raise ConfigError("name", name, f"skill folder resolves outside {self.root}")
+        if folder.is_symlink():
+            real = folder.resolve()
+            where = ("outside the library" if not real.is_relative_to(self._real)
+                     else "inside the library")
+            raise SymlinkError(folder, f"is a symbolic link (to {where}); skill folder "
+                               "resolves outside its place, dyna does not write through it")
+        check_no_symlink(self.root, folder)
         return folder
 
     def path(self, name: str, retired: bool = False) -> Path:
-        """Path of the SKILL.md of ``name`` (active or retired)."""
-        return self._folder(name, retired) / "SKILL.md"
+        """Path of the skill file of ``name`` (active or retired): ``SKILL.md``, or an
+        existing lowercase ``skill.md``."""
+        folder = self._folder(name, retired)
+        return _skill_file(folder) or folder / "SKILL.md"
 
+    def _rel(self, p: Path) -> str:
+        return p.relative_to(self.root).as_posix()
+
+    def _read(self, md: Path) -> bytes:
+        """A skill file's bytes; a symbolic link (of the file or a folder above it) is
+        followed only to a file inside the library folder."""
+        real = md.resolve()
+        if not real.is_relative_to(self._real):
+            raise SymlinkError(md, f"links outside the library folder (to {real}); not read")
+        return md.read_bytes()
+
+    def locate(self, name: str) -> tuple[str | None, Path | None]:
+        """Where ``name`` is: ``("active", file)``, ``("retired", file)`` or
+        ``(None, None)``."""
+        for loc in _LOCS:
+            md = _skill_file(self._folder(name, loc == "retired"))
+            if md is not None:
+                return loc, md
+        return None, None
+
+    def _text(self, md: Path | None) -> str | None:
+        if md is None:
+            return None
+        return self._read(md).decode("utf-8", "surrogateescape")
+
+    # ------------------------------------------------------------------ state file
+    def _state_path(self) -> Path:
+        return self.meta / "state.json"
+
+    def load_state(self) -> dict:
+        """``.dyna/state.json``: ``{"skills": {name: {bookkeeping..., "path", "sha256"}}}``
+        (empty when missing).
+
+        Raises
+        ------
+        CorruptFileError
+            Not JSON, or not that shape.
+        """
+        p = self._state_path()
+        st = read_json(p)
+        if st is None:
+            return {"skills": {}}
+        if (not isinstance(st, dict) or not isinstance(st.get("skills"), dict)
+                or not all(isinstance(v, dict) for v in st["skills"].values())):
+            raise CorruptFileError(p, None, 'expected {"skills": {name: {...}}}')
+        return st
+
+    def _save_state(self, st: dict) -> None:
+        p = check_no_symlink(self.root, self._state_path())
+        if not st["skills"]:          # nothing kept: no file (an undo restores its absence)
+            p.unlink(missing_ok=True)
+            return
+        p.parent.mkdir(exist_ok=True)
+        atomic_write(p, json.dumps(st, sort_keys=True, indent=1, ensure_ascii=True) + "\n",
+                     durable=self.durable)
+
+    def _owned(self, entry: dict | None, md: Path | None, text: str | None) -> bool:
+        """True when dyna wrote this file itself (path and sha256 in the state file)."""
+        return bool(entry and md is not None and text is not None
+                    and entry.get("path") == self._rel(md)
+                    and entry.get("sha256") == _sha256(text))
+
+    def mark(self):
+        """A fingerprint of the library's log and state files: it changes with every write
+        by any process (the library re-reads its state when it did)."""
+        out = []
+        for p in (self.meta / "history.jsonl", self._state_path()):
+            try:
+                s = os.lstat(p)
+                out.append((s.st_ino, s.st_size, s.st_mtime_ns))
+            except FileNotFoundError:
+                out.append(None)
+        return tuple(out)
+
+    # ------------------------------------------------------------------ reading
     def scan(self):
-        skills, errors = [], []
+        """(skills, errors, warnings) of every skill folder, active and retired."""
+        skills, errors, warnings = [], [], []
+        st = self.load_state()["skills"]
         for retired, base in ((False, self.root), (True, self.meta / "retired")):
-            if not base.is_dir():
+            if not base.is_dir() or (retired and (self.meta.is_symlink()
+                                                  or base.is_symlink())):
                 continue
             for entry in sorted(base.iterdir()):
                 if entry.name.startswith(".") or not entry.is_dir():
                     continue
-                md = entry / "SKILL.md"
-                if not md.is_file():
+                md = _skill_file(entry)
+                if md is None:
                     continue
                 try:
                     check_skill_name(entry.name, "folder")
-                    self._folder(entry.name, retired)
-                    skill = Skill.from_text(md.read_bytes(), md, folder=entry.name)
-                    if skill.active == retired:
-                        skill = replace(skill, status="retired" if retired else "active")
+                    raw = self._read(md)
+                    w: list = []
+                    skill = Skill.from_text(raw, md, folder=entry.name, lenient=True,
+                                            warnings=w)
+                    skill = self._overlay(skill, st.get(skill.name), md, raw, retired)
                     skills.append(skill)
+                    warnings.extend(w)
                 except FrontmatterError as exc:
                     errors.append(exc)
                 except ConfigError as exc:
                     errors.append(FrontmatterError(md, None, exc.field, exc.reason, exc.value))
-        return skills, errors
+        return skills, errors, warnings
 
-    def state(self, name: str):
-        return [read_text_exact(self.path(name, False)), read_text_exact(self.path(name, True))]
+    def _overlay(self, skill: Skill, entry: dict | None, md: Path, raw: bytes,
+                 retired: bool) -> Skill:
+        """The skill as dyna knows it: bookkeeping from the state file (when it has an
+        entry), status from the folder."""
+        changes: dict = {}
+        want = "retired" if retired else "active"
+        if skill.status != want:
+            changes["status"] = want
+        if entry:
+            for k in _BOOK:
+                if k in entry:
+                    changes[k] = entry[k]
+        return replace(skill, **changes) if changes else skill
 
-    def _put(self, name: str, retired: bool, text: str | None) -> None:
-        folder = self._folder(name, retired)
+    def skill_at(self, name: str) -> Skill | None:
+        """The skill ``name`` as it is on disk now (None if there is no file)."""
+        loc, md = self.locate(name)
+        if md is None:
+            return None
+        raw = self._read(md)
+        skill = Skill.from_text(raw, md, folder=name, lenient=True, warnings=[])
+        return self._overlay(skill, self.load_state()["skills"].get(name), md, raw,
+                             loc == "retired")
+
+    # ------------------------------------------------------------------ writing
+    def _move(self, name: str, src_loc: str, dst_loc: str) -> None:
+        """Move the whole folder of ``name`` (resources included)."""
+        src = self._folder(name, src_loc == "retired")
+        dst = self._folder(name, dst_loc == "retired")
+        if dst.exists():
+            _rmdir_if_empty(dst)
+            if dst.exists():
+                raise ConfigError("name", name, f"cannot move {src} to {dst}: it exists")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        check_no_symlink(self.root, dst.parent)
+        src.rename(dst)
+
+    def _put_text(self, name: str, loc: str, filename: str, text: str | None) -> Path:
+        folder = self._folder(name, loc == "retired")
+        md = check_no_symlink(self.root, folder / filename)
         if text is None:
-            (folder / "SKILL.md").unlink(missing_ok=True)
+            md.unlink(missing_ok=True)
             _rmdir_if_empty(folder)
-            return
+            return md
         folder.parent.mkdir(parents=True, exist_ok=True)
+        check_no_symlink(self.root, folder)
         folder.mkdir(exist_ok=True)
-        atomic_write(folder / "SKILL.md", text, durable=self.durable)
+        atomic_write(md, text, durable=self.durable)
+        return md
 
-    def write(self, skill: Skill) -> None:
-        retired = not skill.active
-        folder = self._folder(skill.name, retired)
-        other = self._folder(skill.name, not retired)
-        if other.is_dir() and not folder.exists():
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            other.rename(folder)  # move the whole folder, resources included
-        self._put(skill.name, retired, skill.to_text())
-        self._put(skill.name, not retired, None)
+    def write(self, skill: Skill, *, content: bool = True, log: bool = True,
+              clean=None) -> dict:
+        """Write ``skill`` (its text and/or its bookkeeping and place) and return the change
+        record for the history.
 
-    def restore(self, name: str, state) -> None:
-        active, retired = state
-        # Write what should exist first, then remove what should not.
-        for is_ret, text in ((False, active), (True, retired)):
-            if text is not None:
-                self._put(name, is_ret, text)
-        for is_ret, text in ((False, active), (True, retired)):
-            if text is None:
-                self._put(name, is_ret, None)
+        ``content``: the skill's text changed (create, patch, approve): the file is
+        rewritten. Otherwise (outcome, retire, restore, evict) a file dyna did not write
+        keeps its bytes (it moves when the status changes) and only the state file
+        changes; a file dyna wrote gets the new bookkeeping in its frontmatter too, unless
+        ``log`` is off (an unlogged change never touches a file, so undo still applies).
+        ``clean`` (the library's redaction safety net) is applied to the text before the
+        change when diffing, so the history never holds a secret the old file had (an
+        undo then restores the redacted text).
 
-    def skill_of(self, name: str, state) -> Skill | None:
-        """The skill a state describes (the active text wins), or None."""
-        for is_ret, text in ((False, state[0]), (True, state[1])):
-            if text is not None:
-                skill = Skill.from_text(text.encode("utf-8", "surrogateescape"),
-                                        self.path(name, is_ret), folder=name)
-                want = "retired" if is_ret else "active"
-                return skill if skill.status == want else replace(skill, status=want)
-        return None
+        Raises
+        ------
+        ConfigError
+            A skill loaded leniently (description over 1,024 characters, name differing
+            from its folder) whose text would be rewritten: fix it first.
+        """
+        name = skill.name
+        st = self.load_state()
+        entry_b = st["skills"].get(name)
+        loc_b, md_b = self.locate(name)
+        text_b = self._text(md_b)
+        owned = self._owned(entry_b, md_b, text_b)
+        loc_a = "active" if skill.active else "retired"
+        if loc_b is not None and loc_b != loc_a:
+            self._move(name, loc_b, loc_a)
+        filename = md_b.name if md_b is not None else "SKILL.md"
+        rewrite = content or text_b is None or (owned and log)
+        if rewrite:
+            _check_writable(skill, self._folder(name, loc_a) / filename)
+            text_a = skill.to_text()
+            md_a = self._put_text(name, loc_a, filename, text_a)
+        else:
+            text_a = text_b
+            md_a = self._folder(name, loc_a) / filename
+        entry_a = {k: getattr(skill, k) for k in _BOOK}
+        if rewrite or owned:
+            entry_a.update(path=self._rel(md_a), sha256=_sha256(text_a))
+        st["skills"][name] = entry_a
+        self._save_state(st)
+        return {"loc_before": loc_b, "loc_after": loc_a, "file": filename,
+                "diff": text_diff(_cleaned(clean, text_b), text_a),
+                "sha_after": _sha256(text_a),
+                "book_before": entry_b, "book_after": entry_a}
+
+    def matches(self, name: str, rec: dict) -> bool:
+        """True when ``name`` is now as the change ``rec`` left it (place and text)."""
+        loc, md = self.locate(name)
+        if "diff" not in rec:                        # a record of an older dyna
+            return [self._text(md) if loc == "active" else None,
+                    self._text(md) if loc == "retired" else None] == rec.get("after")
+        text = self._text(md)
+        return loc == rec["loc_after"] and (None if text is None else _sha256(text)) == \
+            rec["sha_after"]
+
+    def revert(self, name: str, records: list[dict], clean=None) -> tuple[Skill | None, dict]:
+        """Undo the changes ``records`` (newest first) made to ``name``: reverse each diff,
+        move the folder back, restore the bookkeeping; returns the skill now in place and
+        the change record of the undo.
+
+        Raises
+        ------
+        ConfigError
+            The file changed outside dyna since (a diff no longer applies).
+        """
+        st = self.load_state()
+        loc0, md0 = self.locate(name)
+        text0 = self._text(md0)
+        filename = md0.name if md0 is not None else "SKILL.md"
+        loc, text, entry = loc0, text0, st["skills"].get(name)
+        for rec in records:
+            if "diff" not in rec:                    # older dyna: whole texts
+                act, ret = rec.get("before") or [None, None]
+                loc = "active" if act is not None else ("retired" if ret is not None else None)
+                text = act if act is not None else ret
+                continue
+            if loc != rec["loc_after"]:
+                raise ConfigError("name", name, f"changed outside dyna since history record "
+                                  f"{rec['seq']} (it is {loc or 'absent'}); cannot undo")
+            try:
+                text = apply_diff(text or "", rec["diff"], reverse=True)
+            except ValueError as exc:
+                raise ConfigError("name", name, f"edited outside dyna since history record "
+                                  f"{rec['seq']} ({exc}); cannot undo") from None
+            loc = rec["loc_before"]
+            text = None if loc is None else text
+            entry = rec["book_before"]
+            filename = rec.get("file", filename)
+        # apply the target state: folder place first, then the text
+        if loc0 is not None and loc is not None and loc0 != loc:
+            self._move(name, loc0, loc)
+        if loc is None:
+            if loc0 is not None:
+                self._put_text(name, loc0, (md0.name if md0 else filename), None)
+        elif text != text0 or loc0 is None:
+            if md0 is not None and md0.name != filename and loc0 is not None:
+                self._put_text(name, loc, md0.name, None)
+            self._put_text(name, loc, filename, text)
+        if entry is None:
+            st["skills"].pop(name, None)
+        else:
+            st["skills"][name] = entry
+        entry_b = self.load_state()["skills"].get(name)
+        self._save_state(st)
+        skill = self.skill_at(name)
+        return skill, {"loc_before": loc0, "loc_after": loc, "file": filename,
+                       "diff": text_diff(_cleaned(clean, text0), text or ""),
+                       "sha_after": None if text is None else _sha256(text),
+                       "book_before": entry_b, "book_after": entry}
+
+    # ------------------------------------------------------------------ log and queue
+    def _meta_file(self, *parts) -> Path:
+        return check_no_symlink(self.root, self.meta.joinpath(*parts))
 
     def append_history(self, rec: dict) -> None:
-        append_jsonl(self.meta / "history.jsonl", rec, durable=self.durable)
+        append_jsonl(self._meta_file("history.jsonl"), rec, durable=self.durable)
 
     def history(self) -> list[dict]:
-        return read_jsonl(self.meta / "history.jsonl")
+        return _checked_history(read_jsonl(self._meta_file("history.jsonl")),
+                                self.meta / "history.jsonl")
+
+    def tail(self) -> dict | None:
+        """The last history record (read from the end of the file)."""
+        return read_last_jsonl(self._meta_file("history.jsonl"))
 
     def put_pending(self, item: PendingItem) -> None:
-        import json
-        folder = self.meta / "pending"
+        folder = self._meta_file("pending")
         folder.mkdir(parents=True, exist_ok=True)
         rec = {"id": item.id, "dest": item.dest, "text": item.skill.to_text(),
                "run_id": item.run_id, "staged_at": item.staged_at,
                "provenance": list(item.provenance), "reason": item.reason}
-        atomic_write(folder / f"{item.id}.json", json.dumps(rec, indent=1, sort_keys=True),
-                     durable=self.durable)
+        p = self._meta_file("pending", f"{item.id}.json")
+        if p.exists():
+            raise ConfigError("id", item.id, f"{p} exists; not overwritten")
+        atomic_write(p, json.dumps(rec, indent=1, sort_keys=True), durable=self.durable)
 
     def pending(self) -> list[PendingItem]:
-        import json
-        folder = self.meta / "pending"
+        """Staged proposals, by id.
+
+        Raises
+        ------
+        CorruptFileError
+            A pending file that is not JSON of a proposal (file and line).
+        """
+        folder = self._meta_file("pending")
         if not folder.is_dir():
             return []
         out = []
         for p in sorted(folder.glob("p*.json")):
-            rec = json.loads(p.read_text(encoding="utf-8"))
+            rec = read_json(check_no_symlink(self.root, p))
+            keys = ("id", "dest", "text", "run_id", "staged_at", "provenance", "reason")
+            if not isinstance(rec, dict) or any(k not in rec for k in keys):
+                missing = [k for k in keys if not isinstance(rec, dict) or k not in rec]
+                raise CorruptFileError(p, None, "not a pending proposal (missing "
+                                       f"{', '.join(missing)})")
+            if not (isinstance(rec["text"], str) and isinstance(rec["provenance"], list)
+                    and all(isinstance(rec[k], str) for k in ("id", "dest", "run_id",
+                                                              "staged_at", "reason"))):
+                raise CorruptFileError(p, None, "not a pending proposal (wrong field types)")
             skill = Skill.from_text(rec["text"], p)
             out.append(PendingItem(rec["id"], rec["dest"], skill, rec["run_id"],
                                    rec["staged_at"], tuple(rec["provenance"]), rec["reason"]))
@@ -885,7 +1247,70 @@ class FileSkillBackend:
     def drop_pending(self, pid: str) -> None:
         if not re.fullmatch(r"p\d+", pid):
             raise ConfigError("id", pid, "not a pending id")
-        (self.meta / "pending" / f"{pid}.json").unlink(missing_ok=True)
+        self._meta_file("pending", f"{pid}.json").unlink(missing_ok=True)
+
+    def pending_numbers(self) -> list[int]:
+        """The numbers of the pending files' ids (from their names, unparsed)."""
+        folder = self._meta_file("pending")
+        if not folder.is_dir():
+            return []
+        return [int(p.stem[1:]) for p in folder.glob("p*.json") if p.stem[1:].isdigit()]
+
+
+def _cleaned(clean, text: str | None) -> str:
+    if text is None:
+        return ""
+    return clean(text) if clean is not None else text
+
+
+def _skill_file(folder: Path) -> Path | None:
+    """``folder/SKILL.md``, else an existing lowercase ``folder/skill.md``, else None."""
+    for n in ("SKILL.md", "skill.md"):
+        p = folder / n
+        if p.is_file() or p.is_symlink():
+            return p
+    return None
+
+
+_HISTORY_KEYS = {"seq": int, "time": str, "op": str, "name": str, "run_id": str, "reason": str}
+
+
+def _checked_history(recs: list[dict], path: Path) -> list[dict]:
+    """History records with their fields checked (CorruptFileError names file and line)."""
+    for i, r in enumerate(recs):
+        for k, t in _HISTORY_KEYS.items():
+            if not isinstance(r.get(k), t) or (t is int and isinstance(r.get(k), bool)):
+                raise CorruptFileError(path, i + 1,
+                                       f"history record has no valid {k!r}")
+    return recs
+
+
+def _check_writable(skill: Skill, md: Path) -> None:
+    """Refuse to write a skill that was loaded only leniently (rules waived on reading)."""
+    if "description-length" in skill.lenient and len(skill.description) > MAX_DESCRIPTION:
+        raise ConfigError("description", skill.description[:40] + "...",
+                          f"must have at most {MAX_DESCRIPTION} characters (has "
+                          f"{len(skill.description)}); {md} was loaded with a warning and is "
+                          "not rewritten until the description is shortened")
+    if "name-folder" in skill.lenient:
+        raise ConfigError("name", skill.name, f"{md}: its frontmatter name differs from its "
+                          "folder (loaded with a warning); fix the file before dyna writes it")
+
+
+def _look_alikes(skills: list, backend) -> list:
+    """A :class:`LoadWarning` for each skill whose name has the confusable skeleton of an
+    earlier one (``deploy`` and ``dep1oy``)."""
+    seen: dict[str, str] = {}
+    out = []
+    for s in sorted(skills, key=lambda s: s.name):
+        k = skeleton(s.name)
+        if k in seen and seen[k] != s.name:
+            path = backend.path(s.name, not s.active) if backend.location else s.name
+            out.append(LoadWarning(str(path), "look-alike-name",
+                                   f"name {s.name!r} looks like {seen[k]!r} (same "
+                                   "confusable skeleton); both loaded"))
+        seen.setdefault(k, s.name)
+    return out
 
 
 def _rmdir_if_empty(folder: Path) -> None:
@@ -995,17 +1420,81 @@ class SkillLibrary(_Matcher):
         self.backend = (MemorySkillBackend() if dir is None
                         else FileSkillBackend(dir, durable=durable))
         self._lock = threading.RLock()
+        self._flock = self.backend.lock
+        self._depth = 0
+        self._mark = None
         self._net = SafetyNet()
         self._skills: dict[str, Skill] = {}
         self._retired: dict[str, Skill] = {}
         self._index = MatchIndex()
         self._shared = False
-        skills, self.errors = self.backend.scan()
+        self.errors: list = []
+        self.warnings: list[LoadWarning] = []
+        self._seq = self._staged = 0
+        if self.location is not None:
+            self.backend.history()      # a corrupt log is reported at once (file and line)
+            self._refresh(force=True)
+
+    # ------------------------------------------------------------------ processes
+    @contextlib.contextmanager
+    def _writing(self):
+        """Hold the thread lock and, for a folder, the library's file lock
+        (:func:`dyna.loops._io.library_lock`) around a write, re-reading the library first
+        when another process (or library object) wrote since we last looked."""
+        with self._lock:
+            if self._flock is None:
+                yield
+                return
+            with self._flock:
+                outer = self._depth == 0
+                if outer:
+                    self._refresh()
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                    if outer:
+                        self._mark = self.backend.mark()
+
+    def refresh(self) -> None:
+        """Re-read the library folder now if anyone wrote to it since this object last
+        looked (writes do this by themselves, under the file lock).
+
+        Raises
+        ------
+        CorruptFileError
+            The state file or the history cannot be read (file and line).
+        """
+        with self._lock:
+            if self._flock is None:
+                return
+            with self._flock:
+                self._refresh()
+
+    def _refresh(self, force: bool = False) -> None:
+        mark = self.backend.mark()
+        if not force and mark == self._mark:
+            return
+        skills, self.errors, warnings = self.backend.scan()
+        self.warnings = warnings + _look_alikes(skills, self.backend)
+        gone = (set(self._skills) | set(self._retired)) - {s.name for s in skills}
+        for name in gone:
+            self._place(None, name)
         for s in skills:
             self._place(s)
-        hist = self.backend.history()
-        self._seq = hist[-1]["seq"] if hist else 0
-        self._staged = sum(1 for h in hist if h["op"] == "stage")
+        tail = self.backend.tail()
+        path = self.location / ".dyna" / "history.jsonl"
+        if tail is not None and (not isinstance(tail.get("seq"), int)
+                                 or isinstance(tail.get("seq"), bool)):
+            raise CorruptFileError(path, None, "last history record has no valid 'seq'")
+        self._seq = tail["seq"] if tail else 0
+        if tail is not None and isinstance(tail.get("staged"), int):
+            staged = tail["staged"]
+        else:   # a log written by an older dyna: count its stage records
+            staged = sum(1 for h in self.backend.history() if h["op"] == "stage")
+        self._staged = max([staged] + self.backend.pending_numbers())
+        self._mark = mark
 
     @classmethod
     def in_memory(cls, **kwargs) -> "SkillLibrary":
@@ -1037,9 +1526,11 @@ class SkillLibrary(_Matcher):
 
     def summary(self) -> dict:
         """Counts shown to users: ``active``, ``retired``, ``pending``, ``failed`` (files
-        that could not be read) and ``total`` (all of them)."""
+        that could not be read), ``warned`` (loaded with a :class:`LoadWarning`, counted
+        among active or retired too) and ``total`` (active + retired + failed)."""
         d = {"active": len(self._skills), "retired": len(self._retired),
-             "pending": len(self.pending()), "failed": len(self.errors)}
+             "pending": len(self.pending()), "failed": len(self.errors),
+             "warned": len({w.path for w in self.warnings})}
         d["total"] = d["active"] + d["retired"] + d["failed"]
         return d
 
@@ -1103,23 +1594,39 @@ class SkillLibrary(_Matcher):
                        retired_reason=out["retired_reason"], extra=tuple(extra.items()),
                        extra_metadata=tuple(meta.items()))
 
-    def _commit(self, op: str, skill: Skill, run_id: str, reason: str = "") -> Skill:
-        """Write ``skill`` (or its new status), redacted, and log the change; returns the
-        skill as written."""
+    def _commit(self, op: str, skill: Skill, run_id: str, reason: str = "", *,
+                content: bool = True) -> Skill:
+        """Write ``skill`` (or, ``content`` False, only its bookkeeping and status),
+        redacted, and log the change; returns the skill as written."""
         check_label("run_id", run_id)
         skill = self._clean(skill)
-        before = self.backend.state(skill.name)
-        self.backend.write(skill)
+        change = self.backend.write(skill, content=content, clean=self._net.values)
         self._place(skill)
-        self._log(op, skill.name, run_id, reason, before, self.backend.state(skill.name))
+        self._log(op, skill.name, run_id, reason, change)
         return skill
 
-    def _log(self, op, name, run_id, reason, before=None, after=None) -> None:
+    def _log(self, op, name, run_id, reason, change: dict | None = None) -> None:
         self._seq += 1
+        rec = {"seq": self._seq, "time": self._now(), "op": op, "name": name,
+               "run_id": run_id, "reason": reason, "staged": self._staged}
+        change = dict(change or {})
+        # hashes are not text (a hex digest can look like a phone number to a detector)
+        # and a diff is made of texts the net has seen (its "+" prefix can make a date
+        # look like a phone number)
+        hashes = {k: change.pop(k) for k in ("sha_after", "diff") if k in change}
+        books = {}
+        for k in ("book_before", "book_after"):
+            b = change.get(k)
+            if isinstance(b, dict) and "sha256" in b:
+                books[k] = b["sha256"]
+                change[k] = {x: v for x, v in b.items() if x != "sha256"}
+        rec.update(change)
         # values only: the keys are the record's schema (``name`` is the skill's identifier)
-        self.backend.append_history(self._net.values(
-            {"seq": self._seq, "time": self._now(), "op": op, "name": name, "run_id": run_id,
-             "reason": reason, "before": before, "after": after}))
+        rec = self._net.values(rec)
+        rec.update(hashes)
+        for k, h in books.items():
+            rec[k] = dict(rec[k], sha256=h)
+        self.backend.append_history(rec)
 
     def _weakest(self) -> Skill | None:
         """The eviction candidate: the loop-written skill (one with a ``source_run``,
@@ -1142,7 +1649,7 @@ class SkillLibrary(_Matcher):
             return None
         reason = f"evicted at cap {self.cap} for {incoming}"
         self._commit("evict", replace(victim, status="retired", retired_reason=reason),
-                     run_id, reason)
+                     run_id, reason, content=False)
         return victim
 
     # ------------------------------------------------------------------ writing
@@ -1164,7 +1671,7 @@ class SkillLibrary(_Matcher):
         """
         if not isinstance(skill, Skill):
             raise ConfigError("skill", skill, "must be a Skill")
-        with self._lock:
+        with self._writing():
             if skill.name in self._skills:
                 raise ConfigError("name", skill.name, "an active skill has this name; "
                                   "use patch()")
@@ -1187,7 +1694,7 @@ class SkillLibrary(_Matcher):
             No active skill ``name``; a change of ``name`` or ``status`` (use
             :meth:`retire` / :meth:`restore`); an invalid value.
         """
-        with self._lock:
+        with self._writing():
             if name not in self._skills:
                 raise ConfigError("name", name, "no active skill with this name")
             for k in ("name", "status"):
@@ -1204,11 +1711,11 @@ class SkillLibrary(_Matcher):
         ConfigError
             No active skill ``name``.
         """
-        with self._lock:
+        with self._writing():
             if name not in self._skills:
                 raise ConfigError("name", name, "no active skill with this name")
             skill = replace(self._skills[name], status="retired", retired_reason=reason)
-            return self._commit("retire", skill, run_id, reason)
+            return self._commit("retire", skill, run_id, reason, content=False)
 
     def restore(self, name: str, run_id: str = "", reason: str = "restored") -> AddResult:
         """Bring a retired (or evicted) skill back; at the cap the weakest other skill is
@@ -1219,13 +1726,13 @@ class SkillLibrary(_Matcher):
         ConfigError
             No retired skill ``name``.
         """
-        with self._lock:
+        with self._writing():
             if name not in self._retired:
                 raise ConfigError("name", name, "no retired skill with this name")
             check_label("run_id", run_id)
             evicted = self._make_room(name, run_id)
             skill = replace(self._retired[name], status="active", retired_reason="")
-            skill = self._commit("restore", skill, run_id, reason)
+            skill = self._commit("restore", skill, run_id, reason, content=False)
             return AddResult(skill, evicted)
 
     def record_outcome(self, names: Iterable[str], success: bool, run_id: str = "") -> list[str]:
@@ -1243,7 +1750,7 @@ class SkillLibrary(_Matcher):
         """
         success = bool(success)
         retired = []
-        with self._lock:
+        with self._writing():
             for name in dict.fromkeys(names):
                 skill = self._skills.get(name)
                 if skill is None:
@@ -1258,10 +1765,11 @@ class SkillLibrary(_Matcher):
                     changes["failures"] = skill.failures + 1
                 new = replace(skill, **changes)
                 if self.log_outcomes:
-                    self._commit("outcome", new, run_id, "success" if success else "failure")
+                    self._commit("outcome", new, run_id, "success" if success else "failure",
+                                 content=False)
                 else:
                     new = self._clean(new)
-                    self.backend.write(new)
+                    self.backend.write(new, content=False, log=False)
                     self._place(new)
                 if (not success and self.retire_below is not None
                         and new.uses >= self.retire_min_uses):
@@ -1280,8 +1788,11 @@ class SkillLibrary(_Matcher):
         if not isinstance(skill, Skill):
             raise ConfigError("skill", skill, "must be a Skill")
         check_label("run_id", run_id)
-        with self._lock:
+        with self._writing():
             self._staged += 1
+            taken = set(self.backend.pending_numbers())
+            while self._staged in taken:
+                self._staged += 1
             prov = tuple(dict.fromkeys(provenance))
             skill = replace(skill, trust="untrusted", source_run=skill.source_run or run_id,
                             provenance=tuple(dict.fromkeys(skill.provenance + prov)))
@@ -1306,7 +1817,7 @@ class SkillLibrary(_Matcher):
         return self._upsert(skill, run_id, reason, "create")
 
     def _upsert(self, skill: Skill, run_id: str, reason: str, op: str) -> AddResult:
-        with self._lock:
+        with self._writing():
             if skill.name in self._skills:
                 old = self._skills[skill.name]
                 keep = {f: getattr(old, f) for f in ("created", "successes", "failures", "a", "b")}
@@ -1337,7 +1848,7 @@ class SkillLibrary(_Matcher):
         ConfigError
             Unknown id, or a pending record whose skill name differs from its destination.
         """
-        with self._lock:
+        with self._writing():
             item = self._pending_item(pid)
             if item.skill.name != item.dest:
                 raise ConfigError("dest", item.skill.name,
@@ -1355,7 +1866,7 @@ class SkillLibrary(_Matcher):
         ConfigError
             Unknown id.
         """
-        with self._lock:
+        with self._writing():
             item = self._pending_item(pid)
             self.backend.drop_pending(pid)
             self._log("reject", item.dest, item.run_id, f"{pid}: {reason}")
@@ -1367,8 +1878,10 @@ class SkillLibrary(_Matcher):
         out = []
         for h in self.backend.history():
             if (name is None or h["name"] == name) and (run_id is None or h["run_id"] == run_id):
+                change = {k: h[k] for k in ("loc_before", "loc_after", "file", "diff",
+                                            "sha_after", "book_before", "book_after") if k in h}
                 out.append(HistoryEntry(h["seq"], h["time"], h["op"], h["name"], h["run_id"],
-                                        h["reason"], h.get("before"), h.get("after")))
+                                        h["reason"], h.get("before"), h.get("after"), change))
         return out
 
     def undo_run(self, run_id: str, force: bool = False) -> list[str]:
@@ -1395,27 +1908,27 @@ class SkillLibrary(_Matcher):
         """
         if not isinstance(run_id, str) or not run_id:
             raise ConfigError("run_id", run_id, "must be a non-empty string")
-        with self._lock:
-            entries = [h for h in self.history(run_id=run_id)]
-            if not entries:
+        with self._writing():
+            recs = self.backend.history()
+            if not any(h["run_id"] == run_id for h in recs):
                 raise ConfigError("run_id", run_id, "no change in the history has this run id")
-            first: dict[str, object] = {}
-            last: dict[str, object] = {}
-            for h in entries:
-                if h.op in ("stage", "reject"):
+            first: dict[str, int] = {}
+            last: dict[str, dict] = {}
+            for h in recs:
+                if h["run_id"] != run_id or h["op"] in ("stage", "reject"):
                     continue
-                first.setdefault(h.name, h.before)
-                last[h.name] = h.after
-            conflicts = [n for n in sorted(first) if self.backend.state(n) != last[n]]
+                first.setdefault(h["name"], h["seq"])
+                last[h["name"]] = h
+            conflicts = [n for n in sorted(first) if not self.backend.matches(n, last[n])]
             if conflicts and not force:
                 raise ConfigError("run_id", run_id, "skills changed by later runs: "
                                   f"{', '.join(conflicts)} (use force to revert anyway)")
             for name in sorted(first):
-                before = self.backend.state(name)
-                self.backend.restore(name, first[name])
-                self._place(self.backend.skill_of(name, first[name]), name)
-                self._log("undo", name, f"undo:{run_id}", f"reverted run {run_id}", before,
-                          self.backend.state(name))
+                chain = [h for h in recs if h["name"] == name and h["seq"] >= first[name]
+                         and h["op"] not in ("stage", "reject")]
+                skill, change = self.backend.revert(name, chain[::-1], clean=self._net.values)
+                self._place(skill, name)
+                self._log("undo", name, f"undo:{run_id}", f"reverted run {run_id}", change)
             for item in self.pending():
                 if item.run_id == run_id:
                     self.backend.drop_pending(item.id)
