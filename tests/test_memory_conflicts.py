@@ -107,6 +107,8 @@ def test_attribute_and_relation_examples():
         == "unsure"                      # a state under another condition: both kept
     assert relation("Server A listens on 8081", "Server A listens on 8080") == "unrelated"
     assert relation("The deploy host is prod-8", "The deploy host is prod-7") == "conflict"
+    assert relation("For deploy, `build(target=prod)` works",       # "=" inside code
+                    "For deploy, `build(target=web)` works") == "unrelated"
 
 
 # ---------------------------------------------------------------- who may replace what

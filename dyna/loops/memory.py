@@ -242,8 +242,11 @@ def attribute_of(text: str) -> Attribute | None:
     st = subject_of(text)
     if st is None:
         return None
+    m = _SUBJECT_RE.match(text.strip())
+    if "`" in m.group("s"):      # "For x, `f(a=1)` works": the "=" is code, not a verb
+        return None
     subj = st[0]
-    v = _SUBJECT_RE.match(text.strip()).group("v").strip().rstrip(".;,!")
+    v = m.group("v").strip().rstrip(".;,!")
     head = _SPLIT_HEAD_RE.split(f" {subj} ".replace("  ", " ").strip(), maxsplit=1)[0]
     kind = _NOUN_KIND.get(head.split()[-1]) if head.split() else None
     if kind == "value":
@@ -769,6 +772,9 @@ class _FileBackend:
             # .dyna/MEMORY.md.lock, beside the history: no stray file next to MEMORY.md
             self._lock = library_lock(self._side / self.path.name, self._lock_timeout)
         with self._lock:
+            # always re-read: inode numbers are reused and mtimes are coarse (a few ms),
+            # so a same-size rewrite by another process could pass for "unchanged"
+            self._stat = None
             self.refresh()
             yield
 
