@@ -36,7 +36,7 @@ from dyna.experiment.stats import (Interval, benjamini_hochberg, holm, min_detec
                                    probability_of_improvement, sign_flip_test, stratified_iqm)
 from dyna.loops import LoopConfig
 
-__all__ = ["Comparison", "HypothesisResult", "MIN_RUNS_CLAIMS", "MIN_RUNS_NO_WARNING",
+__all__ = ["Comparison", "Crossover", "HypothesisResult", "compare_slope", "crossover_map", "MIN_RUNS_CLAIMS", "MIN_RUNS_NO_WARNING",
            "aggregates", "compare", "evaluate_hypotheses", "exploratory_cells",
            "inert_switches", "safeguard_activity"]
 
@@ -163,6 +163,55 @@ def compare(runs: pl.DataFrame, scenario: str, variant: str, versus: str, metric
                       mdd=min_detectable_difference(d, alpha=alpha, alternative=alt), **base)
 
 
+def compare_slope(runs: pl.DataFrame, sweep, variant: str, versus: str, metric: str, *,
+                  direction: str | None = None, store: str = "skill",
+                  inert: dict[str, set[str]] | None = None, alpha: float = 0.05,
+                  confidence: float = 0.95, n_resamples: int = 2000,
+                  seed: int = 0) -> Comparison:
+    """Whether the paired gap ``variant - versus`` grows with severity: per run ``r`` the
+    least-squares slope ``b_r`` of ``d_r(s) = x_r(s) - y_r(s)`` against the sweep's values
+    ``s`` (runs with a missing value at any point left out), then the sign-flip test of
+    the ``b_r`` (one-sided toward ``direction``) and a bootstrap interval of their mean.
+
+    The unit of the slope is the metric's unit per unit of the knob. The comparison is
+    *inert* when the safeguard ablated is inert at every grid point.
+
+    Returns
+    -------
+    Comparison
+        ``scenario`` is the sweep's name; ``interval`` the mean slope.
+    """
+    inert = inert_switches(runs, store) if inert is None else inert
+    loop = f"{store}_loop"
+    sw = ablated_switch(variant, store) if versus == loop else \
+        ablated_switch(versus, store) if variant == loop else None
+    pts = sweep.points()
+    xs = np.array([float(v) for _, v in pts])
+    d = np.stack([values(runs, sc, variant, metric) - values(runs, sc, versus, metric)
+                  for sc, _ in pts], axis=1)                       # (runs, points)
+    keep = np.all(np.isfinite(d), axis=1)
+    d = d[keep]
+    xc = xs - xs.mean()
+    slopes = d @ xc / float(xc @ xc)
+    base = dict(scenario=sweep.name, variant=variant, versus=versus, metric=metric,
+                direction=direction, n=int(slopes.size))
+    if sw is not None and all(sw in inert.get(sc, set()) for sc, _ in pts):
+        return Comparison(status="inert", **base)
+    if slopes.size < 2:
+        return Comparison(status="too few pairs", **base)
+    iv = paired_diff_ci(slopes, np.zeros_like(slopes), confidence=confidence,
+                        n_resamples=n_resamples, seed=seed)
+    if not np.any(slopes):
+        return Comparison(status="no difference", interval=iv, **base)
+    alt = direction or "two-sided"
+    p = sign_flip_test(slopes, alternative=alt, seed=seed)
+    sd = float(np.std(slopes, ddof=1))
+    return Comparison(status="tested", interval=iv, p=p,
+                      d_z=float(np.mean(slopes)) / sd if sd > 0 else math.nan,
+                      mdd=min_detectable_difference(slopes, alpha=alpha, alternative=alt),
+                      **base)
+
+
 @dataclass(frozen=True)
 class HypothesisResult:
     """A declared hypothesis as measured.
@@ -208,9 +257,14 @@ def evaluate_hypotheses(cfg, runs: pl.DataFrame) -> list[HypothesisResult]:
                 confidence=float(a["confidence"]), n_resamples=int(a["n_resamples"]),
                 seed=cfg.seed)
     raw = []
+    sweeps = {sw.name: sw for sw in getattr(cfg, "sweeps", ())}
     for h in cfg.hypotheses:
-        comps = tuple(compare(runs, h.scenario, v, w, met, direction=d, **opts)
-                      for v, w, met, d in h.components())
+        if getattr(h, "test", "sign") == "slope":
+            comps = tuple(compare_slope(runs, sweeps[h.sweep], v, w, met, direction=d,
+                                        **opts) for v, w, met, d in h.components())
+        else:
+            comps = tuple(compare(runs, h.scenario, v, w, met, direction=d, **opts)
+                          for v, w, met, d in h.components())
         p = max((c.p if c.tested else 1.0) for c in comps) if comps else 1.0
         weakest = max(comps, key=lambda c: (c.p if c.tested else 1.0)) if comps else None
         raw.append((h, comps, p, weakest))
@@ -226,6 +280,81 @@ def evaluate_hypotheses(cfg, runs: pl.DataFrame) -> list[HypothesisResult]:
         else:
             verdict = "does not hold"
         out.append(HypothesisResult(h, comps, verdict, float(p), float(p_adj), weakest))
+    return out
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where, on one severity sweep, the naive loop first becomes worse than no learning.
+
+    Attributes
+    ----------
+    sweep : str
+    metric : str
+    points : tuple of Comparison
+        ``naive_loop - no_learning`` at every grid point, one-sided toward "worse".
+    at : object or None
+        The first grid value whose interval lies wholly on the worse side (None: nowhere).
+    estimate_at : object or None
+        The first grid value whose mean difference is on the worse side.
+    restores : tuple of (str, Interval)
+        At ``at``, the ``naive_loop+<switch>`` variants whose interval against no
+        learning does not lie on the worse side, best first, with that interval.
+    """
+
+    sweep: str
+    metric: str
+    points: tuple
+    at: object = None
+    estimate_at: object = None
+    restores: tuple = ()
+
+
+def _worse(iv, better: str) -> tuple[bool, bool]:
+    """(mean on the worse side, whole interval on the worse side)."""
+    est, lo, hi = float(iv.estimate), float(iv.low), float(iv.high)
+    if better == "greater":
+        return est < 0, hi < 0
+    return est > 0, lo > 0
+
+
+def crossover_map(cfg, runs: pl.DataFrame) -> list[Crossover]:
+    """The crossover map (one :class:`Crossover` per sweep of the config): the severity at
+    which ``naive_loop`` first becomes worse than ``no_learning`` on the sweep's primary
+    metric, and which single safeguard (a ``naive_loop+<switch>`` variant) restores the
+    benefit there. Exploratory: intervals at ``analysis.confidence``, no correction."""
+    if not {"naive_loop", "no_learning"} <= set(cfg.variants):
+        return []
+    a = cfg.analysis
+    opts = dict(store=cfg.store, confidence=float(a["confidence"]),
+                n_resamples=int(a["n_resamples"]), seed=cfg.seed, alpha=float(a["alpha"]))
+    worse_dir = {"greater": "less", "less": "greater"}
+    out = []
+    for sw in getattr(cfg, "sweeps", ()):
+        comps, at, est = [], None, None
+        for sc, v in sw.points():
+            c = compare(runs, sc, "naive_loop", "no_learning", sw.metric,
+                        direction=worse_dir[sw.better], **opts)
+            comps.append(c)
+            if c.interval is None:
+                continue
+            mean_worse, all_worse = _worse(c.interval, sw.better)
+            if est is None and mean_worse:
+                est = v
+            if at is None and all_worse:
+                at = v
+        restores = []
+        if at is not None:
+            sc = sw.scenario(list(sw.values).index(at))
+            for var in cfg.variants:
+                if not var.startswith("naive_loop+"):
+                    continue
+                c = compare(runs, sc, var, "no_learning", sw.metric, **opts)
+                if c.interval is not None and not _worse(c.interval, sw.better)[1]:
+                    restores.append((var.partition("+")[2], c.interval))
+            sign = -1.0 if sw.better == "greater" else 1.0
+            restores.sort(key=lambda r: sign * float(r[1].estimate))
+        out.append(Crossover(sw.name, sw.metric, tuple(comps), at, est, tuple(restores)))
     return out
 
 

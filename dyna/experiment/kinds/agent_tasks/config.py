@@ -10,7 +10,8 @@ from dyna.errors import ConfigError, check_range
 from dyna.experiment.config import config_hash
 from dyna.experiment.kinds.agent_tasks.metrics import HYPOTHESIS_METRICS
 
-__all__ = ["AgentTasksConfig", "DIRECTIONS", "Hypothesis", "parse_agent_tasks"]
+__all__ = ["AgentTasksConfig", "DIRECTIONS", "Hypothesis", "Sweep", "TESTS",
+           "parse_agent_tasks"]
 
 #: Directions a hypothesis may predict for ``mean(variant - versus)``.
 DIRECTIONS = ("greater", "less")
@@ -20,14 +21,75 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 _TOP = ("name", "description", "seed", "runs", "episodes", "store", "variants", "env",
-        "policy", "loop", "scenarios", "analysis", "hypotheses")
+        "policy", "loop", "scenarios", "sweeps", "analysis", "hypotheses")
 
 
 _ANALYSIS = {"final_window": 100, "window": 50, "recovery_window": 10,
              "recovery_points": 0.05, "chosen_family": 0, "confidence": 0.95,
-             "n_resamples": 2000, "alpha": 0.05, "fdr": 0.05}
+             "n_resamples": 2000, "alpha": 0.05, "fdr": 0.05, "late_from": 501,
+             "tokens_window": 200, "drift_episodes": 50}
 
-_HYPOTHESIS = ("name", "scenario", "metric", "variant", "versus", "direction")
+_HYPOTHESIS = ("name", "scenario", "sweep", "test", "metric", "variant", "versus",
+               "direction")
+_SWEEP = ("name", "knob", "values", "env", "metric", "better", "safeguards")
+#: Tests a hypothesis may declare: the sign of the paired difference in one scenario, or
+#: the sign of its per-run slope over a sweep's ordered severity grid.
+TESTS = ("sign", "slope")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A severity sweep (bsuite's way: an experiment is a sweep, its result a curve): one
+    env keyword varied from the base setting, least to most severe.
+
+    Each point is a scenario named ``<name>-<value>``, whose env is the base env, then the
+    sweep's ``env``, then ``{knob: value}``.
+
+    Attributes
+    ----------
+    name : str
+        The failure mode, e.g. ``"learning_from_failure"``.
+    knob : str
+        The AgentTaskEnv keyword varied.
+    values : tuple
+        The grid, least to most severe.
+    env : dict
+        Keywords common to every point (e.g. ``drift_at``).
+    metric : str
+        The primary metric (:data:`HYPOTHESIS_METRICS`).
+    better : {"greater", "less"}
+        Which way the metric is better (success: greater; tokens, incidents: less).
+    safeguards : tuple of str
+        The safeguards compared (``LoopConfig.SWITCHES``), for the crossover map.
+    ordered : bool
+        True when every value is a number: the grid has an order and a slope.
+    """
+
+    name: str
+    knob: str
+    values: tuple
+    env: dict
+    metric: str
+    better: str
+    safeguards: tuple = ()
+
+    @property
+    def ordered(self) -> bool:
+        return all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   for v in self.values)
+
+    def scenario(self, i: int) -> str:
+        """Scenario name of grid point ``i``."""
+        return f"{self.name}-{self.values[i]}"
+
+    def points(self) -> list[tuple[str, object]]:
+        """``(scenario, value)`` of every grid point, in order."""
+        return [(self.scenario(i), v) for i, v in enumerate(self.values)]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "knob": self.knob, "values": list(self.values),
+                "env": dict(self.env), "metric": self.metric, "better": self.better,
+                "safeguards": list(self.safeguards)}
 
 
 @dataclass(frozen=True)
@@ -50,6 +112,12 @@ class Hypothesis:
         ``"greater"`` or ``"less"``, one per metric.
     variants, versus : tuple of str
         The first and the second variants of each comparison.
+    test : {"sign", "slope"}
+        ``"slope"``: over the ordered grid of sweep ``sweep`` (``scenario`` is then the
+        sweep's name), the per-run least-squares slope of ``variant - versus`` against the
+        severity values has the predicted sign ("the gap grows with severity"), tested by
+        a sign flip over runs.
+    sweep : str or None
     """
 
     name: str
@@ -58,6 +126,8 @@ class Hypothesis:
     directions: tuple
     variants: tuple
     versus: tuple
+    test: str = "sign"
+    sweep: str | None = None
 
     def components(self) -> list[tuple[str, str, str, str]]:
         """``(variant, versus, metric, direction)`` of every comparison, in file order."""
@@ -67,7 +137,9 @@ class Hypothesis:
     def to_dict(self) -> dict:
         """The TOML form (lists for lists, strings for single values)."""
         one = (lambda t: t[0] if len(t) == 1 else list(t))
-        return {"name": self.name, "scenario": self.scenario, "metric": one(self.metrics),
+        where = ({"sweep": self.sweep, "test": self.test} if self.test == "slope"
+                 else {"scenario": self.scenario})
+        return {"name": self.name, **where, "metric": one(self.metrics),
                 "direction": one(self.directions), "variant": one(self.variants),
                 "versus": one(self.versus)}
 
@@ -90,7 +162,7 @@ def _names(value, allowed, fname: str, what: str) -> tuple:
     return tuple(items)
 
 
-def _parse_hypotheses(raw, variants: tuple, scenarios: tuple) -> tuple:
+def _parse_hypotheses(raw, variants: tuple, scenarios: tuple, sweeps: tuple = ()) -> tuple:
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -101,12 +173,31 @@ def _parse_hypotheses(raw, variants: tuple, scenarios: tuple) -> tuple:
         if not isinstance(h, dict):
             raise ConfigError(where, h, "must be a table")
         _check_keys(h, _HYPOTHESIS, f"{where}.")
-        for key in ("scenario", "metric", "variant", "versus", "direction"):
+        test = h.get("test", "sign")
+        if test not in TESTS:
+            raise ConfigError(f"{where}.test", test, f"must be one of {TESTS}")
+        for key in ("scenario" if test == "sign" else "sweep", "metric", "variant", "versus",
+                    "direction"):
             if key not in h:
                 raise ConfigError(f"{where}.{key}", None, "missing")
-        scenario = _names(h["scenario"], scenarios, f"{where}.scenario", "scenario")
-        if len(scenario) != 1:
-            raise ConfigError(f"{where}.scenario", h["scenario"], "must be one scenario")
+        if test == "slope":
+            if "scenario" in h:
+                raise ConfigError(f"{where}.scenario", h["scenario"],
+                                  "a slope test is over a sweep: give sweep, not scenario")
+            by_name = {sw.name: sw for sw in sweeps}
+            sweep = _names(h["sweep"], tuple(by_name), f"{where}.sweep", "sweep")
+            if len(sweep) != 1:
+                raise ConfigError(f"{where}.sweep", h["sweep"], "must be one sweep")
+            if not by_name[sweep[0]].ordered or len(by_name[sweep[0]].values) < 3:
+                raise ConfigError(f"{where}.sweep", sweep[0], "a slope needs an ordered "
+                                  "numeric grid of at least 3 points")
+            scenario = sweep
+        else:
+            if "sweep" in h:
+                raise ConfigError(f"{where}.sweep", h["sweep"], "only with test = 'slope'")
+            scenario = _names(h["scenario"], scenarios, f"{where}.scenario", "scenario")
+            if len(scenario) != 1:
+                raise ConfigError(f"{where}.scenario", h["scenario"], "must be one scenario")
         metrics = _names(h["metric"], HYPOTHESIS_METRICS, f"{where}.metric", "metric")
         directions = _names(h["direction"], DIRECTIONS, f"{where}.direction", "direction") \
             if isinstance(h["direction"], str) else None
@@ -132,7 +223,66 @@ def _parse_hypotheses(raw, variants: tuple, scenarios: tuple) -> tuple:
         if name in seen:
             raise ConfigError(f"{where}.name", name, "duplicate hypothesis name")
         seen.add(name)
-        out.append(Hypothesis(name, scenario[0], metrics, directions, first, second))
+        out.append(Hypothesis(name, scenario[0], metrics, directions, first, second,
+                              test=test, sweep=scenario[0] if test == "slope" else None))
+    return tuple(out)
+
+
+def _parse_sweeps(raw, base_env: dict, variants=()) -> tuple:
+    """``[[sweeps]]`` tables -> :class:`Sweep` objects (each point's env is built later)."""
+    from dyna.loops import LoopConfig
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError("sweeps", raw, "must be a non-empty array of tables ([[sweeps]])")
+    out, seen = [], set()
+    for i, sw in enumerate(raw):
+        where = f"sweeps[{i}]"
+        if not isinstance(sw, dict):
+            raise ConfigError(where, sw, "must be a table")
+        _check_keys(sw, _SWEEP, f"{where}.")
+        for key in ("name", "knob", "values", "metric", "better"):
+            if key not in sw:
+                raise ConfigError(f"{where}.{key}", None, "missing")
+        name = sw["name"]
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ConfigError(f"{where}.name", name, "must be a name")
+        if name in seen:
+            raise ConfigError(f"{where}.name", name, "duplicate sweep name")
+        seen.add(name)
+        knob = sw["knob"]
+        if not isinstance(knob, str) or not knob:
+            raise ConfigError(f"{where}.knob", knob, "must be an env keyword")
+        vals = sw["values"]
+        if not isinstance(vals, list) or len(vals) < 2:
+            raise ConfigError(f"{where}.values", vals, "must be a list of at least 2 values")
+        for j, v in enumerate(vals):
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise ConfigError(f"{where}.values[{j}]", v, "must be a number or a name")
+            if isinstance(v, str) and not _NAME_RE.match(v):
+                raise ConfigError(f"{where}.values[{j}]", v, "must be a name")
+        if len(set(map(str, vals))) != len(vals):
+            raise ConfigError(f"{where}.values", vals, "values must be distinct")
+        env = sw.get("env", {})
+        if not isinstance(env, dict):
+            raise ConfigError(f"{where}.env", env, "must be a table")
+        if knob in env:
+            raise ConfigError(f"{where}.env.{knob}", env[knob], "is the swept knob")
+        metric = _names(sw["metric"], HYPOTHESIS_METRICS, f"{where}.metric", "metric")
+        if len(metric) != 1:
+            raise ConfigError(f"{where}.metric", sw["metric"], "must be one metric")
+        if sw["better"] not in DIRECTIONS:
+            raise ConfigError(f"{where}.better", sw["better"], "must be 'greater' or 'less'")
+        guards = sw.get("safeguards", [])
+        guards = [guards] if isinstance(guards, str) else guards
+        if not isinstance(guards, list):
+            raise ConfigError(f"{where}.safeguards", guards, "must be a list of switches")
+        for j, g in enumerate(guards):
+            if g not in LoopConfig.SWITCHES:
+                raise ConfigError(f"{where}.safeguards[{j}]", g,
+                                  f"must be one of {LoopConfig.SWITCHES}")
+        out.append(Sweep(name, knob, tuple(vals), dict(env), metric[0], sw["better"],
+                         tuple(guards)))
     return tuple(out)
 
 
@@ -165,6 +315,9 @@ class AgentTasksConfig:
     hypotheses : tuple of Hypothesis
         The primary hypotheses declared in the file (``[[hypotheses]]``); the report tests
         exactly these, with Holm's correction over them.
+    sweeps : tuple of Sweep
+        Severity sweeps (``[[sweeps]]``); their points are scenarios after the declared
+        ``[[scenarios]]``.
     """
 
     name: str
@@ -180,6 +333,7 @@ class AgentTasksConfig:
     analysis: dict = field(default_factory=dict)
     description: str = ""
     hypotheses: tuple = ()
+    sweeps: tuple = ()
 
     kind = "agent_tasks"
 
@@ -189,10 +343,19 @@ class AgentTasksConfig:
                 "seed": self.seed, "runs": self.runs, "episodes": self.episodes,
                 "store": self.store, "variants": list(self.variants),
                 "env": dict(self.env), "policy": dict(self.policy), "loop": dict(self.loop),
-                "scenarios": [{"name": n, "env": dict(kw)} for n, kw in self.scenarios],
+                "scenarios": [{"name": n, "env": dict(kw)}
+                              for n, kw in self.declared_scenarios],
                 "analysis": dict(self.analysis),
+                **({"sweeps": [sw.to_dict() for sw in self.sweeps]} if self.sweeps else {}),
                 **({"hypotheses": [h.to_dict() for h in self.hypotheses]}
                    if self.hypotheses else {})}
+
+    @property
+    def declared_scenarios(self) -> tuple:
+        """The ``[[scenarios]]`` of the file (the sweeps' points, which follow them in
+        :attr:`scenarios`, are left out: the sweeps make them again)."""
+        n = sum(len(sw.values) for sw in self.sweeps)
+        return self.scenarios[:len(self.scenarios) - n]
 
     @property
     def hash(self) -> str:
@@ -275,7 +438,8 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
         tables[key] = dict(t)
     _check_keys(tables["analysis"], _ANALYSIS, "analysis.")
     analysis = {**_ANALYSIS, **tables["analysis"]}
-    for k in ("final_window", "window", "recovery_window", "n_resamples"):
+    for k in ("final_window", "window", "recovery_window", "n_resamples", "late_from",
+              "tokens_window", "drift_episodes"):
         check_range(f"analysis.{k}", analysis[k], 1, None, integer=True)
     check_range("analysis.chosen_family", analysis["chosen_family"], 0, None, integer=True)
     check_range("analysis.recovery_points", analysis["recovery_points"], 0.0, 1.0)
@@ -283,9 +447,16 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
         check_range(f"analysis.{k}", analysis[k], 0.0, 1.0, lo_open=True, hi_open=True)
     _build(PolicyParams, tables["policy"], "policy")
     _build(LoopConfig, tables["loop"], "loop")
-    raw = data.get("scenarios", [{"name": "clean"}])
-    if not isinstance(raw, list) or not raw:
+    sweeps = _parse_sweeps(data.get("sweeps"), tables["env"])
+    raw = data.get("scenarios", [] if sweeps else [{"name": "clean"}])
+    if not isinstance(raw, list) or (not raw and not sweeps):
         raise ConfigError("scenarios", raw, "must be a non-empty list of tables")
+    raw = list(raw)
+    labels = [f"scenarios[{i}]" for i in range(len(raw))]
+    for k, sw in enumerate(sweeps):
+        for j, (sname, v) in enumerate(sw.points()):
+            raw.append({"name": sname, "env": {**sw.env, sw.knob: v}})
+            labels.append(f"sweeps[{k}].values[{j}]")
     scenarios = []
     for i, sc in enumerate(raw):
         if not isinstance(sc, dict):
@@ -297,7 +468,8 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
         kw = sc.get("env", {})
         if not isinstance(kw, dict):
             raise ConfigError(f"scenarios[{i}].env", kw, "must be a table")
-        env = _build(AgentTaskEnv, {**tables["env"], **kw}, f"scenarios[{i}].env")
+        env = _build(AgentTaskEnv, {**tables["env"], **kw},
+                     f"{labels[i]}.env" if labels[i].startswith("scenarios") else labels[i])
         if analysis["chosen_family"] >= env.n_families:
             raise ConfigError("analysis.chosen_family", analysis["chosen_family"],
                               f"scenario {sname!r} has {env.n_families} families")
@@ -309,5 +481,6 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
                            env=tables["env"], policy=tables["policy"], loop=tables["loop"],
                            analysis=analysis, description=description,
                            hypotheses=_parse_hypotheses(data.get("hypotheses"), tuple(variants),
-                                                        tuple(n for n, _ in scenarios)))
+                                                        tuple(n for n, _ in scenarios), sweeps),
+                           sweeps=sweeps)
     return cfg.with_overrides(runs=runs, seed=seed)

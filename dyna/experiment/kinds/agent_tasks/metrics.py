@@ -12,7 +12,9 @@ __all__ = ["HYPOTHESIS_METRICS", "RUN_METRICS", "run_summaries"]
 HYPOTHESIS_METRICS = ("final_success", "success_rate", "tokens_per_success", "learning_share",
                       "final_tokens_per_run", "tokens_growth", "incidents", "escalations",
                       "poisoned_final", "poisoned_max", "stale_final", "library_final",
-                      "recovery", "staged_per_1000", "approved", "rejected")
+                      "recovery", "staged_per_1000", "approved", "rejected",
+                      "late_success", "late_tokens_per_success", "incidents_per_1000",
+                      "drift_calls_per_success")
 
 
 #: Per-run metrics of the ``runs`` table shown in the report: column -> label.
@@ -25,7 +27,31 @@ RUN_METRICS = {
     "stale_final": "stale entries",
     "recovery": "recovery (episodes)",
     "staged_per_1000": "staged per 1,000 episodes",
+    "late_success": "success rate, episodes late_from..end",
+    "late_tokens_per_success": "tokens per success, last tokens_window episodes",
+    "incidents_per_1000": "incidents per 1,000 episodes",
+    "drift_calls_per_success": "calls per success, drifted family after the drift",
 }
+
+
+def _drift_calls(success: np.ndarray, steps: np.ndarray, family: np.ndarray,
+                 drift_family: np.ndarray, n: int) -> float:
+    """Tool calls per success on the first drifted family's next ``n`` episodes from its
+    drift (the drift episode included); NaN without a drift. Without a success the calls
+    count as for one success (*censored*, a lower bound of the true cost), so the worst
+    runs stay in the paired comparison instead of dropping out."""
+    drifts = np.flatnonzero(drift_family >= 0)
+    if not drifts.size:
+        return math.nan
+    d = drifts[0]
+    f = drift_family[d]
+    idx = np.flatnonzero(family == f)
+    after = idx[idx >= d][:n]
+    if not after.size:
+        return math.nan
+    wins = float(success[after].sum())
+    calls = float(steps[after].sum())
+    return calls / max(wins, 1.0)
 
 
 def _recovery(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
@@ -84,7 +110,12 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
         ``drifts_recovered``, and ``acted_<switch>`` for every per-episode count of
         decisions a safeguard changed (:meth:`dyna.loops.LearningLoop.safeguard_counts`),
         summed over the run; ``staged_per_1000`` (proposals staged for approval per 1,000
-        episodes), ``approved`` and ``rejected`` (the simulated approver's answers).
+        episodes), ``approved`` and ``rejected`` (the simulated approver's answers);
+        the agent-tasks v2 primary metrics ``late_success`` (success rate over episodes
+        ``late_from`` .. end, 1-based), ``late_tokens_per_success`` (run + learning tokens
+        over successes in the last ``tokens_window`` episodes; NaN without a success),
+        ``incidents_per_1000`` and ``drift_calls_per_success`` (:func:`_drift_calls` over
+        ``drift_episodes`` episodes).
     """
     succ = arrays["success"].astype(np.float64)
     R, E = succ.shape
@@ -117,6 +148,19 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
     for k in sorted(arrays):
         if k.startswith("acted_"):   # how often each safeguard changed a decision
             out[k] = arrays[k].sum(1).astype(np.int64)
+    late = min(max(int(analysis.get("late_from", 501)), 1), E)
+    out["late_success"] = succ[:, late - 1:].mean(1)
+    tw = min(int(analysis.get("tokens_window", 200)), E)
+    late_tok = tok[:, -tw:].sum(1) + learn[:, -tw:].sum(1)
+    late_succ = succ[:, -tw:].sum(1)
+    out["late_tokens_per_success"] = np.where(late_succ > 0,
+                                              late_tok / np.maximum(late_succ, 1), np.nan)
+    out["incidents_per_1000"] = arrays["incident"].sum(1) * 1000.0 / E
+    n_drift = int(analysis.get("drift_episodes", 50))
+    out["drift_calls_per_success"] = np.array(
+        [_drift_calls(arrays["success"][r], arrays["steps"][r], arrays["family"][r],
+                      arrays["drift_family"][r], n_drift) if "steps" in arrays else math.nan
+         for r in range(R)], dtype=np.float64)
     if "acted_approval_for_untrusted" in arrays:
         out["staged_per_1000"] = arrays["acted_approval_for_untrusted"].sum(1) * 1000.0 / E
     for k in ("approved", "rejected"):   # the simulated approver's answers

@@ -243,6 +243,52 @@ def _recovery_figure(out, folder: Path) -> list[Path]:
         return save(fig, folder / "recovery")
 
 
+def _crossover_figure(out, folder: Path) -> list[Path]:
+    """Per sweep, the primary metric against severity for no learning, the naive loop,
+    the full loop and each naive loop + one safeguard (mean over runs, 95% CI)."""
+    cfg = out.config
+    sweeps = getattr(cfg, "sweeps", ())
+    if not sweeps:
+        return []
+    runs = out.tables["runs"]
+    loop = f"{cfg.store}_loop"
+    shown = [v for v in ("no_learning", "naive_loop", loop) if v in cfg.variants] + \
+        [v for v in cfg.variants if v.startswith("naive_loop+")]
+    colors = _colors([("crossover", shown)], cfg.store)
+    with figure(figsize=(max(6.0, 3.6 * len(sweeps)), 4.2)) as fig:
+        axes = fig.subplots(1, len(sweeps), squeeze=False)[0]
+        for ax, sw in zip(axes, sweeps):
+            pts = sw.points()
+            xs = np.arange(len(pts))
+            for v in shown:
+                est, lo, hi = [], [], []
+                for sc, _ in pts:
+                    vals = runs.filter((pl.col("scenario") == sc) & (pl.col("variant") == v)
+                                       )[sw.metric].cast(pl.Float64).to_numpy()
+                    vals = vals[np.isfinite(vals)]
+                    if vals.size == 0:
+                        est.append(np.nan), lo.append(np.nan), hi.append(np.nan)
+                        continue
+                    iv = per_run_ci(vals, seed=cfg.seed, n_resamples=PLOT_RESAMPLES)
+                    est.append(float(iv.estimate)), lo.append(float(iv.low))
+                    hi.append(float(iv.high))
+                style = "--" if v == "no_learning" else "-"
+                ax.plot(xs, est, style, marker="o", ms=3, lw=1.2, color=colors.get(v, "k"),
+                        label=_short(v, cfg.store))
+                ax.fill_between(xs, lo, hi, color=colors.get(v, "k"), alpha=0.12, lw=0)
+            ax.set_xticks(xs, [str(v) for _, v in pts], fontsize=7)
+            ax.set_xlabel(f"{sw.knob} (least to most severe)", fontsize=8)
+            ax.set_ylabel(sw.metric, fontsize=8)
+            ax.set_title(sw.name, fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.2),
+                      frameon=False)
+        fig.suptitle(f"{cfg.name}: crossover map\n({cfg.runs} runs, mean and 95% "
+                     "bootstrap CI)", fontsize=9)
+        return save(fig, folder / "crossover")
+
+
 def draw_plots(out, folder: Path) -> list[Path]:
     """The standard plots of an agent-tasks experiment into ``folder/plots`` (PNG and SVG):
 
@@ -253,7 +299,9 @@ def draw_plots(out, folder: Path) -> list[Path]:
     * ``performance_profiles``: the fraction of runs whose final success rate exceeds each
       tau, over all scenarios (rliable), with stratified bootstrap bands;
     * ``recovery``: episodes to recover after a drift per variant, for scenarios with
-      drifts.
+      drifts;
+    * ``crossover``: per severity sweep, the primary metric against severity for no
+      learning, the naive loop, the full loop and the naive loop with one safeguard.
     """
     cfg = out.config
     ep = out.tables["episodes"]
@@ -265,4 +313,5 @@ def draw_plots(out, folder: Path) -> list[Path]:
         paths += _scenario_figure(out, s, series, dest)
     paths += _profiles_figure(out, dest)
     paths += _recovery_figure(out, dest)
+    paths += _crossover_figure(out, dest)
     return paths

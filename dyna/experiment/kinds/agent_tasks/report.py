@@ -184,6 +184,43 @@ def _hypotheses_section(cfg, results) -> list[str]:
     return lines
 
 
+def _crossover_section(cfg, runs) -> list[str]:
+    """The crossover map: the headline of a severity-sweep experiment."""
+    from dyna.experiment.kinds.agent_tasks.analysis import crossover_map
+    if not getattr(cfg, "sweeps", ()):
+        return []
+    lines = ["## Crossover map", ""]
+    cmap = crossover_map(cfg, runs)
+    if not cmap:
+        return lines + ["Needs the variants `naive_loop` and `no_learning`.", ""]
+    conf = int(round(float(cfg.analysis["confidence"]) * 100))
+    lines += [f"Per failure mode (severity sweep), the first severity at which the naive "
+              f"loop is worse than no learning on the sweep's primary metric: by its "
+              f"paired mean difference, and with the whole {conf}% interval on the worse "
+              "side; at the latter, the single safeguards (`naive_loop+<switch>`) whose "
+              "interval against no learning is not wholly worse, best first. Exploratory "
+              "(no correction); the primary hypotheses above carry the claims.", ""]
+    rows = []
+    for cx in cmap:
+        sw = next(x for x in cfg.sweeps if x.name == cx.sweep)
+        gaps = "; ".join(f"{v}: {_comparison_text(c)}" for (_, v), c in
+                         zip(sw.points(), cx.points))
+        rest = ", ".join(f"`{g}` {_comparison_text_iv(iv)}" for g, iv in cx.restores) \
+            if cx.restores else ("none of the variants run" if cx.at is not None else "")
+        rows.append([f"`{cx.sweep}`", f"`{sw.knob}`", f"{cx.metric} ({sw.better} is better)",
+                     "never" if cx.estimate_at is None else str(cx.estimate_at),
+                     "never" if cx.at is None else str(cx.at), rest, gaps])
+    lines += md_table(["failure mode", "knob", "metric", "worse from (mean)",
+                       f"worse from ({conf}% CI)", "single safeguard restoring it",
+                       "naive - no learning per grid point"], rows)
+    lines += ["", "![crossover](plots/crossover.png)", ""]
+    return lines
+
+
+def _comparison_text_iv(iv) -> str:
+    return f"{fmt(float(iv.estimate))} [{fmt(float(iv.low))}, {fmt(float(iv.high))}]"
+
+
 def _activity_section(cfg, runs) -> list[str]:
     act = safeguard_activity(cfg, runs)
     if not act:
@@ -304,6 +341,7 @@ def build_report(out, plots=None) -> str:
     lines = [f"# {cfg.name}", "", cfg.description or "", ""]
     lines += _warnings(cfg)
     lines += _setup(cfg, out)
+    lines += _crossover_section(cfg, runs)
     lines += _hypotheses_section(cfg, results)
     lines += _activity_section(cfg, runs)
     lines += _scenario_tables(cfg, runs, opts)
