@@ -33,6 +33,12 @@ def texts(store):
     ("The API server is written in Go", "The API server port is 8080"),
     ("The build cache is on port 6379", "The build cache is paused"),
     ("Python version is 3.11", "Python path is /usr/bin/python3"),
+    # the subject names an attribute, the value is something else about it
+    ("The deploy command is `make deploy`", "The deploy command is slow on Fridays"),
+    ("The API port is 8080", "The API port is closed to Contractors"),
+    ("The deploy host is prod-7", "The deploy host is down"),
+    ("The deploy host is prod-7", "The deploy host is behind the VPN"),
+    ("The default branch is `main`", "The default branch is protected"),
 ])
 def test_different_attributes_of_one_subject_are_both_kept(store, tmp_path, first, second):
     store.add(first, run_id="r1", trust="trusted")
@@ -54,6 +60,9 @@ def test_different_attributes_of_one_subject_are_both_kept(store, tmp_path, firs
     ("The release date is 2024-06-01", "The release date is 2024-07-15"),
     ("The test command is `make test`", "The test command is `make test-fast`"),
     ("The API port is 8080", "API port: 9090"),                               # reworded
+    ("The build command is make all", "The build command is make release"),
+    ("The default branch is main", "The default branch is develop"),
+    ("The deploy queue is paused", "The deploy queue is not paused"),
 ])
 def test_different_values_of_one_attribute_replace(store, tmp_path, first, second):
     store.add(first, run_id="r1", trust="trusted")

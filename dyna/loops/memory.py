@@ -61,8 +61,8 @@ import numpy as np
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
 from dyna.loops._io import SafetyNet, atomic_write, library_lock
-from dyna.loops._text import (FEATURE_CACHE_SIZE, fact_key, is_concrete, jaccard,
-                              similarity_matrix, text_features)
+from dyna.loops._text import (_COMMAND_RE, FEATURE_CACHE_SIZE, fact_key, is_concrete,
+                              jaccard, similarity_matrix, text_features)
 
 __all__ = ["Attribute", "ConsolidationReport", "MemoryEntry", "MemoryFileError",
            "MemorySnapshot", "MemoryStore", "PendingFact", "StoreResult", "attribute_of",
@@ -140,6 +140,8 @@ _STATES = frozenset("""
     locked unlocked frozen unfrozen live offline online available unavailable suspended
     resumed blocked unblocked true false yes no allowed forbidden required optional
     deprecated broken healthy unhealthy idle busy empty full
+    protected unprotected private public shared readonly read-only writable slow fast flaky
+    stable unstable experimental pinned unpinned
 """.split())
 #: State words that are also prepositions: a state only as the whole value ("is on").
 _PREPOSITIONS = frozenset("on off up down open in no yes".split())
@@ -249,14 +251,22 @@ def attribute_of(text: str) -> Attribute | None:
     v = m.group("v").strip().rstrip(".;,!")
     head = _SPLIT_HEAD_RE.split(f" {subj} ".replace("  ", " ").strip(), maxsplit=1)[0]
     kind = _NOUN_KIND.get(head.split()[-1]) if head.split() else None
+    state = _token("state", v)
     if kind == "value":
-        return Attribute(subj, "value", _norm(v) or fact_key(v), "")
-    if kind is not None:
+        # a single-valued name ("deploy host", "step 3 tool") takes one identifier; a
+        # state ("is down") or a description ("is behind the VPN") is another attribute
+        words = (_norm(v) or fact_key(v)).split()
+        if state is None and len(words) == 1:
+            return Attribute(subj, "value", words[0], "")
+        kind = None
+    elif kind is not None:
         got = _token(kind, v)
-        if got is None:     # the subject names the attribute: the whole value is its value
-            return Attribute(subj, kind, _norm(v) or fact_key(v), "")
-        tok, i, j = got
-        return Attribute(subj, kind, tok, _norm(v[:i] + " " + v[j:]))
+        if got is not None:
+            tok, i, j = got
+            return Attribute(subj, kind, tok, _norm(v[:i] + " " + v[j:]))
+        if kind == "command" and state is None and _COMMAND_RE.match(v):
+            return Attribute(subj, kind, _norm(v), "")      # "make deploy" without backticks
+        kind = None         # "The API port is closed": not a port number, try its shape
     for kind in ("state", "url", "date", "command", "path", "version", "port", "number"):
         if kind == "command":
             m = _CODE_SPAN_RE.search(v)
