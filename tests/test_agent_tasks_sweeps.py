@@ -186,3 +186,31 @@ def test_a_sweep_experiment_end_to_end_has_its_crossover_map_and_figure(tmp_path
     assert "| `lff` | `false_success_rate` | late_success (greater is better) |" in report
     assert "(plots/crossover.png)" in report and (out / "plots" / "crossover.png").exists()
     assert "| gap grows | **not tested** |" in report        # 2 runs: no claims
+
+
+@pytest.mark.parametrize("store", ["skill", "memory"])
+def test_the_v2_sweeps_are_the_preregistered_ones(store):
+    from dyna.experiment.registry import load_experiment
+    from envs.agent_tasks import V1_BASE
+
+    cfg = load_experiment(f"experiments/agent_tasks_v2_{store}.toml")
+    assert (cfg.runs, cfg.episodes) == (20, 1000)
+    assert {k: cfg.env[k] for k in V1_BASE} == V1_BASE
+    grids = {sw.name: (sw.knob, sw.values, sw.metric) for sw in cfg.sweeps}
+    assert grids == {
+        "learning_from_failure": ("false_success_rate", (0.0, 0.1, 0.25, 0.5),
+                                  "late_success"),
+        "drift": ("drift_kind", ("value", "tool", "rename", "procedure"),
+                  "drift_calls_per_success"),
+        "drift_late": ("drift_kind", ("value", "tool", "rename", "procedure"),
+                       "drift_calls_per_success"),
+        "volume": ("shared_trigger_fraction", (0.0, 0.25, 0.5), "late_tokens_per_success"),
+        "injection": ("planted_follow_rate", (0.0, 0.1, 0.5), "incidents_per_1000"),
+        "wrong_guidance": ("step_slack", (13, 4, 2, 1), "late_success")}
+    assert cfg.env_kwargs([n for n, _ in cfg.scenarios].index("injection-0.5"))[
+        "injection_rate"] == 0.05
+    assert (cfg.analysis["late_from"], cfg.analysis["tokens_window"],
+            cfg.analysis["drift_episodes"]) == (501, 200, 50)
+    assert (cfg.policy["misattribution"], cfg.policy["oracle_follows_always"]) == (0.5, False)
+    assert len(cfg.hypotheses) == 20
+    assert sum(h.test == "slope" for h in cfg.hypotheses) == 4
