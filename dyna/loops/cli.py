@@ -2,7 +2,8 @@
 
 ::
 
-    dyna skills list DIR [--all]           table of skills (files that failed to load too)
+    dyna skills list DIR [--all]           table of skills (files that failed to load too,
+                                           and warnings: files loaded leniently)
     dyna skills show DIR NAME              one SKILL.md with competence
     dyna skills match DIR TEXT [--limit N] ranked matches
     dyna skills catalog DIR                name and description of every active skill, as an
@@ -21,7 +22,9 @@
 
 Exit status 0; bad input (unknown skill, bad id, unreadable file) prints one line and
 exits 2 (handled by :mod:`dyna.cli`). ``list`` exits 1 when some skill files failed to
-load, after listing them.
+load, after listing them; files loaded with a warning (a description over 1,024
+characters, a name that differs from its folder: loaded as the Agent Skills client guide
+asks, never written back) are listed with the file and the rule and exit 0.
 """
 
 from __future__ import annotations
@@ -96,9 +99,12 @@ def _list(args) -> int:
                         "verified", "trust"], rows, right={4, 5, 6, 7}))
     c = lib.summary()
     print(f"\n{c['active']} active, {c['retired']} retired, {c['pending']} pending, "
-          f"{c['failed']} failed to load ({c['total']} skill files)")
+          f"{c['failed']} failed to load ({c['total']} skill files)"
+          + (f", {c['warned']} loaded with warnings" if c["warned"] else ""))
     for err in lib.errors:
         print(f"error: {err}")
+    for w in lib.warnings:
+        print(f"warning: {w}")
     return 1 if lib.errors else 0
 
 
