@@ -112,3 +112,18 @@ def test_four_processes_adding_and_staging_at_once_lose_nothing(tmp_path):
     assert sum(h["op"] == "stage" for h in hist) == 16
     assert os.path.getsize(path) > 0 and json.loads(
         (tmp_path / ".dyna" / "MEMORY.md.pending.json").read_text())[0]["id"] == "m0001"
+
+
+def test_corrupt_pending_file_is_a_typed_error_naming_it(tmp_path, capsys):
+    p = tmp_path / "MEMORY.md"
+    m = MemoryStore(p)
+    m.add("The deploy host is prod-7", trust="user")
+    m.stage("The deploy host is prod-8", run_id="r1")
+    pend = tmp_path / ".dyna" / "MEMORY.md.pending.json"
+    pend.write_text('[{"id": "m0001", "entry": ')
+    with pytest.raises(MemoryFileError) as ei:
+        m.pending()
+    assert ei.value.field == str(pend)
+    assert main(["memory", "pending", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(pend) in err
