@@ -976,7 +976,10 @@ class FileSkillBackend:
             p.unlink(missing_ok=True)
             return
         p.parent.mkdir(exist_ok=True)
-        atomic_write(p, json.dumps(st, sort_keys=True, indent=1, ensure_ascii=True) + "\n",
+        # one line per skill (readable, and dumped by the C encoder: indent= is pure Python)
+        lines = [f" {json.dumps(k)}: {json.dumps(st['skills'][k], sort_keys=True)}"
+                 for k in sorted(st["skills"])]
+        atomic_write(p, '{"skills": {\n' + ",\n".join(lines) + "\n}}\n",
                      durable=self.durable)
 
     def _owned(self, entry: dict | None, md: Path | None, text: str | None) -> bool:
