@@ -132,3 +132,19 @@ def test_corrupt_pending_names_file_and_line(tmp_path, capsys):
     with pytest.raises(CorruptFileError) as exc:
         lib.pending()
     assert (exc.value.line, exc.value.reason) == (1, "not UTF-8 (invalid start byte)")
+
+
+def test_corrupt_state_file_names_file_and_line(tmp_path, capsys):
+    lib = SkillLibrary(tmp_path)
+    lib.add(Skill("a", "skill a"), "r1")
+    st = tmp_path / ".dyna" / "state.json"
+    st.write_text('{"skills": {\n "a": {"successes": 1,}\n}}\n')
+    with pytest.raises(CorruptFileError) as exc:
+        SkillLibrary(tmp_path)
+    assert (exc.value.path, exc.value.line) == (str(st), 2)
+    st.write_text('{"skills": []}\n')
+    with pytest.raises(CorruptFileError, match='expected {"skills": {name: {...}}}'):
+        lib.record_outcome(["a"], True, "r2")
+    assert st.read_text() == '{"skills": []}\n'
+    assert main(["skills", "list", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
