@@ -220,7 +220,7 @@ def _kill_lives(child, path, seed, max_delay):
         w.close()  # the child holds the only write end: EOF once it is dead
         begun = {}
 
-        def take(msg):
+        def take(msg, begun=begun):
             kind, lf, b, payload = msg
             if kind == "begin":
                 begun[(lf, b)] = payload
