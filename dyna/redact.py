@@ -12,14 +12,23 @@ Helpers used before anything about an episode is stored:
     :func:`is_sensitive_key` and the lists :data:`SECRET_KEY_NAMES`,
     :data:`PERSONAL_KEY_NAMES`, :data:`PREFIX_KEY_NAMES`;
   - every string value is searched with the named :data:`DETECTORS` (provider tokens,
-    private key blocks, URLs with passwords, cards, e-mail addresses, ...) and with the
+    private key blocks, URLs with passwords, the credentials of an ``Authorization:`` header
+    of any scheme of :data:`AUTH_SCHEMES`, cards, e-mail addresses, dates of birth after a
+    cue such as ``DOB:``, ...) and with the
     ``KEY=value`` / ``key: value`` assignment rule (:func:`redact_text`);
   - a string that parses as a JSON object or array is parsed, redacted like any dict and
     serialised again (it is returned unchanged, as the same string, when nothing in it was
     redacted);
   - a dict *key* in which a detector fires (an e-mail address, a token, ...) is replaced by
     ``"[REDACTED:<hash>]"`` (:func:`keyed_hash`), so no two secret keys of one mapping collide
-    and no value is lost.
+    and no value is lost;
+  - a user id (the tau-bench shape ``mia_li_3668``) is personal data only where something
+    says it is one: the value of a user-id key (:data:`USER_ID_KEY_NAMES`) or text after a
+    cue (``user id``, ``user_id:``, ``(id: ...)``, ``You are ...``; the ``user_id`` detector).
+    An id found so is then redacted wherever else it occurs in the same object (``"Sure,
+    it's mia_li_3668."`` in a run whose tool call said ``{"user_id": "mia_li_3668"}``), and
+    nowhere else: ordinary snake_case names (``get_user_details``, ``max_tokens_2048``) are
+    never taken for one.
 
 * :func:`detect` names the detectors that fire in a text (to count catches per detector),
   :func:`has_secret` says whether any does, :func:`scan` counts them over a JSON-like object,
@@ -57,6 +66,7 @@ import numpy as np
 from dyna.errors import ConfigError
 
 __all__ = [
+    "AUTH_SCHEMES",
     "DEFAULT_SENSITIVE_KEYS",
     "DETECTORS",
     "PERSONAL_KEY_NAMES",
@@ -64,6 +74,8 @@ __all__ = [
     "REDACTED",
     "SECRET_KEY_NAMES",
     "SECRET_PATTERNS",
+    "USER_ID_KEY_NAMES",
+    "USER_ID_SHAPE",
     "Detector",
     "check_label",
     "detect",
@@ -97,14 +109,24 @@ with ``_`` + it after :func:`normalise_key`: ``DB_PASSWORD``, ``DJANGO_SECRET_KE
 (``eos_token``, ``pad_token``, ... :data:`_NOT_SECRET_KEYS`) are excluded. These names also
 drive the ``KEY=value`` assignment rule in texts."""
 
+USER_ID_KEY_NAMES: frozenset[str] = frozenset({
+    "user_id", "userid", "username", "user_name", "customer_id", "member_id",
+})
+"""Key names of a person's account identifier (normalised form: ``userId``, ``User-ID`` and
+``USER_ID`` give ``user_id``), personal data like a name: ``{"user_id": "mia_li_3668"}`` and
+the ``user_id`` argument of a tau-bench tool call are redacted. Matched exactly
+(``user_count``, ``user_agent``, ``users``, ``get_user_details`` do not match). Part of
+:data:`PERSONAL_KEY_NAMES`."""
+
 PERSONAL_KEY_NAMES: frozenset[str] = frozenset({
     "name", "first_name", "last_name", "full_name", "email", "email_address", "phone",
-    "phone_number", "ssn", "dob", "date_of_birth", "address", "credit_card", "card_number",
-    "cvv", "cvc",
-})
-"""Key names of personal data (normalised form), matched exactly: ``name`` matches but
-``username``, ``names``, ``task_name`` do not. (``name`` is redacted on purpose: in a
-free-form dict it is usually a person's name.)"""
+    "phone_number", "ssn", "dob", "date_of_birth", "birth_date", "birthdate", "birthday",
+    "address", "credit_card", "card_number", "cvv", "cvc",
+}) | USER_ID_KEY_NAMES
+"""Key names of personal data (normalised form), matched exactly: ``name`` and
+``username`` match but ``names``, ``task_name``, ``user_count`` do not. (``name`` is
+redacted on purpose: in a free-form dict it is usually a person's name.) Includes
+:data:`USER_ID_KEY_NAMES`."""
 
 PREFIX_KEY_NAMES: frozenset[str] = frozenset({"credit_card"})
 """Key families: a key equal to one of these or starting with it plus ``_`` matches. The
@@ -173,7 +195,8 @@ def _key_is_sensitive(key: str, key_set: frozenset[str]) -> bool:
 # ============================================================================ placeholders
 
 _PLACEHOLDER = re.compile(r"""(?ix)
-    <[^<>]*> | \$\{[^}]*\} | \$\(?[A-Za-z_]\w*\)? | \{\{[^}]*\}\} | %\(\w+\)s | %[A-Z_]+%
+    <[^<>]*> | \$\{[^}]*\} | \$\(?[A-Za-z_]\w*\)? | \{\{[^}]*\}\} | \{[A-Za-z_][\w.]*\}
+  | %\(\w+\)s | %[A-Z_]+%
   | [x*#.•…-]{3,} | …
   | your[\w\-]* | (?:insert|enter|put)[_\-][\w\-]* | [\w\-]*[_\-]here
   | change[_\-]?me | placeholder | example | sample | dummy | redacted | todo | tbd | none
@@ -186,7 +209,8 @@ _PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*")
 def is_placeholder(value: str) -> bool:
     """True for a value that stands in for a secret rather than being one.
 
-    Placeholders: ``<token>``, ``${VAR}``, ``$VAR``, ``{{ var }}``, ``%(var)s``, ``%VAR%``,
+    Placeholders: ``<token>``, ``${VAR}``, ``$VAR``, ``{{ var }}``, ``{var}`` (a format
+    field), ``%(var)s``, ``%VAR%``,
     runs of ``x``/``*``/``#``/``.``/``-`` (``xxx``, ``****``, ``...``), words starting with
     ``your`` or ``insert_``/``enter_``/``put_`` or ending in ``_here`` (``YOUR_KEY_HERE``),
     ``changeme``, ``example``, ``dummy``, ``null``, ``true``, ``[REDACTED...]`` and the like
@@ -304,6 +328,54 @@ def _d(name: str, pattern: str, description: str, validator=None, flags: int = 0
     return Detector(name, re.compile(pattern, flags), description, validator)
 
 
+AUTH_SCHEMES: tuple[str, ...] = (
+    "Basic", "Bearer", "Digest", "HOBA", "Mutual", "Negotiate", "NTLM", "OAuth",
+    "SCRAM-SHA-1", "SCRAM-SHA-256", "vapid", "AWS4-HMAC-SHA256", "Token", "ApiKey", "Api-Key",
+    "Key", "JWT", "SSWS", "Splunk", "GenieKey",
+)
+"""HTTP authentication schemes whose credentials follow an ``Authorization:`` header (the
+IANA registry's, and vendors' ``Token`` (Django REST framework, GitHub), ``ApiKey``
+(Elasticsearch), ``SSWS`` (Okta), ``Splunk``, ``GenieKey`` (Opsgenie), ``AWS4-HMAC-SHA256``).
+Matched case-insensitively; the scheme word is kept, its credentials are redacted."""
+
+_SCHEME_WORDS = frozenset(w.casefold() for w in AUTH_SCHEMES)
+_SCHEME_ALT = "|".join(sorted((re.escape(w) for w in AUTH_SCHEMES), key=len, reverse=True))
+_Q = r"(?:\\?[\"'])?"          # an optional quote, maybe escaped (JSON inside a string)
+
+
+def _header_credentials(text: str) -> bool:
+    """Credentials of an ``Authorization:`` header: ``name=value`` parameters (Digest,
+    AWS4, OAuth 1.0) or a token of 8+ characters that is neither a placeholder
+    (``<token>``, ``YOUR_TOKEN_HERE``, ``{token}``), an already redacted value, nor one
+    lower-case word (``Authorization: Bearer authentication``)."""
+    if text.startswith(REDACTED[:-1]):
+        return False
+    if "=" in text.rstrip("="):
+        values = re.findall(r"=[ \t]*\\?[\"']?([^\s\"',\\]*)", text)
+        return any(v and not is_placeholder(v) and not v.startswith(REDACTED[:-1])
+                   for v in values)
+    return not is_placeholder(text) and re.fullmatch(r"[a-z]+", text) is None
+
+
+#: A tau-bench user id: first name, last name (or two), 3-6 digits: mia_li_3668.
+USER_ID_SHAPE = r"[a-z]{2,}(?:_[a-z]{2,}){1,2}_\d{3,6}"
+_USER_ID_SHAPE = re.compile(USER_ID_SHAPE)
+_USER_ID_END = r"(?![\w\-@])"
+# The words and characters allowed between a cue and the id: "my user ID is `x`",
+# "- **User ID:** x", "(user_id: x)", "with my user id? it's x", "user id, which is 'x'".
+_CUE_GAP = (r"(?:[ \t:=,;.?!()*`'\"\u2019\-]|\b(?i:is|was|it's|it\u2019s|its|which|as)\b)"
+            r"{0,12}")
+_USER_ID_CUE = (r"(?i:\b(?:user[ _\-]?id|userid|user[ _\-]?name|customer[ _\-]?id"
+                r"|member[ _\-]?id)\b|\((?:with[ \t]+)?id\b)")
+_USER_ID_WEAK_CUE = r"(?i:\b(?:user|you[ \t]+are|i[ \t]+am|i'm|i\u2019m))[ \t]+"
+_DOB_CUE = (r"(?i:\b(?:d\.?o\.?b\.?|date[ _\-]of[ _\-]birth|birth[ _\-]?date|birthday"
+            r"|born(?:[ \t]+on)?)(?![\w\-]))")
+_MONTH = r"(?i:jan|feb|mar|apr|may|jun|jul|aug|sept?|oct|nov|dec)[a-z]*\.?"
+_DATE = (r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}"
+         r"|" + _MONTH + r"[ \t]+\d{1,2}(?:st|nd|rd|th)?,?[ \t]+\d{4}"
+         r"|\d{1,2}(?:st|nd|rd|th)?[ \t]+" + _MONTH + r",?[ \t]+\d{4}")
+
+
 _B = r"(?<![A-Za-z0-9])"         # no letter or digit before
 _E = r"(?![A-Za-z0-9_\-])"       # no token character after
 
@@ -332,6 +404,14 @@ DETECTORS: tuple[Detector, ...] = (
     _d("basic_auth", r"(?i)\bbasic\s+(?P<secret>[A-Za-z0-9+/]{6,}={0,2})(?![A-Za-z0-9+/=])",
        "HTTP Basic credentials: base64 of user:password (or any b64 token with a digit)",
        _basic_credentials),
+    _d("authorization_header",
+       r"(?i)\b(?:proxy-)?authorization" + _Q + r"[ \t]*[:=][ \t]*" + _Q
+       + r"(?:" + _SCHEME_ALT + r")[ \t]+(?P<secret>(?=[\w\-]+=[^=])[^\r\n]+"
+       r"|[A-Za-z0-9\-._~+/]{8,}=*)",
+       "credentials of an Authorization / Proxy-Authorization header after any scheme of "
+       "AUTH_SCHEMES (Token <hex>, Bearer without a digit, ApiKey, Digest and AWS4 "
+       "parameters to the end of the line); placeholders and one lower-case word are kept",
+       _header_credentials),
     _d("anthropic_key", _B + r"sk-ant-(?:api|admin)\d\d-[A-Za-z0-9_\-]{20,}",
        "Anthropic API key sk-ant-api03-..."),
     _d("openai_key",
@@ -387,6 +467,18 @@ DETECTORS: tuple[Detector, ...] = (
        r"|(?<![\w\-.])(?:\(\d{3}\)\s?|\d{3}[ .\-])\d{3}[ .\-]\d{4}(?![\w\-])",
        "phone number: +<country code> and 8-15 digits, or North American (555) 123-4567 / "
        "555-123-4567", _phone_digits),
+    _d("user_id",
+       r"(?:" + _USER_ID_CUE + _CUE_GAP + r"|" + _USER_ID_WEAK_CUE + r")(?P<secret>"
+       + USER_ID_SHAPE + r")" + _USER_ID_END,
+       "a user id of the tau-bench shape (mia_li_3668) after a cue that says it is one: "
+       "user id / user_id / username / customer id / member id (with up to 12 characters or "
+       "the words is, was, it's, which, as between), '(id: ...)', or directly after 'user', "
+       "'You are', 'I am', \"I'm\""),
+    _d("date_of_birth",
+       _DOB_CUE + r"(?:[ \t:=,;()*`'\"\-]|\b(?i:is|was|remains|of)\b){0,8}(?P<secret>"
+       + _DATE + r")(?![\w\-])",
+       "a date after DOB / date of birth / birthday / born (on): 1990-04-05, 04/05/1990, "
+       "April 5, 1990, 5 April 1990"),
 )
 """The named secret formats, applied in this order by :func:`redact_text`."""
 
@@ -402,8 +494,33 @@ _ASSIGNMENT = re.compile(
 # punctuation is dropped: "Password: Tr0ub4dor&3" is one value, "a=1&token=x&b=2" three.
 _UNQUOTED_VALUE = re.compile(r"[^\s\"']+")
 _NEXT_ASSIGNMENT = re.compile(r"[,;&](?=[\w.\-]+=)")
+# After a scheme word (AUTH_SCHEMES) as the value, the credential is the next run.
+_SCHEME_CREDENTIAL = re.compile(r"[ \t]+([^\s\"']+)")
+_SCHEMED_VALUE = re.compile(r"([\w\-]+)[ \t]+(\S.*)")
 ASSIGNMENT_DETECTOR = "sensitive_assignment"
 """Name :func:`detect` reports for a ``KEY=value`` assignment with a sensitive key."""
+
+USER_ID_DETECTOR = "user_id"
+"""Name of the detector whose catches :func:`redact` also redacts elsewhere in the object."""
+
+_DOB_KEY_NAMES = frozenset({"dob", "date_of_birth", "birth_date", "birthdate", "birthday"})
+_DATE_VALUE = re.compile(r"(?:" + _DATE + r")")
+
+
+def _keyed_catch(key: object, value: object) -> str | None:
+    """The cue detector a mapping entry fires as JSON text would (``"user_id": "mia_li_3668"``,
+    ``"dob": "1990-04-05"``): its name when the key is such a cue and the value has the
+    detector's shape, else None. So parsed JSON, and redaction with no key names, catch what
+    the detectors catch in the same text unparsed."""
+    if not isinstance(value, str) or not isinstance(key, str) or len(value) < 6:
+        return None
+    canon = normalise_key(key)
+    if canon in USER_ID_KEY_NAMES and _USER_ID_SHAPE.fullmatch(value):
+        return USER_ID_DETECTOR
+    if canon in _DOB_KEY_NAMES and _DATE_VALUE.fullmatch(value.strip()):
+        return "date_of_birth"
+    return None
+
 
 SECRET_PATTERNS: tuple[re.Pattern[str], ...] = tuple(d.pattern for d in DETECTORS)
 """The compiled patterns of :data:`DETECTORS` (kept for callers of the former API)."""
@@ -428,11 +545,21 @@ def _assignments(text: str, out: list[str] | None) -> str:
             if end < 0 or (0 <= nl < end):
                 continue
             v0, v1 = start + 1, end
+            sm = _SCHEMED_VALUE.fullmatch(text, v0, v1)
+            if sm is not None and sm.group(1).casefold() in _SCHEME_WORDS:
+                if not _header_credentials(sm.group(2)):  # "Token {token}", "Bearer <t>"
+                    continue
+                v0 = sm.start(2)
         else:
             vm = _UNQUOTED_VALUE.match(text, start)
             if vm is None:
                 continue
             v0, v1 = vm.span()
+            if text[v0:v1].casefold() in _SCHEME_WORDS:  # "auth_token: Token 9944b0..."
+                vm = _SCHEME_CREDENTIAL.match(text, v1)
+                if vm is None or not _header_credentials(vm.group(1)):
+                    continue
+                v0, v1 = vm.span(1)
             cut = _NEXT_ASSIGNMENT.search(text, v0, v1)
             if cut is not None:
                 v1 = cut.start()
@@ -453,8 +580,9 @@ def _assignments(text: str, out: list[str] | None) -> str:
     return "".join(pieces)
 
 
-def _scan_text(text: str, out: list[str] | None) -> str:
-    """Redact ``text`` with every detector and the assignment rule; append names fired."""
+def _scan_text(text: str, out: list[str] | None, learned: set[str] | None = None) -> str:
+    """Redact ``text`` with every detector and the assignment rule; append names fired; add
+    the user ids the ``user_id`` detector caught to ``learned``."""
     if len(text) < 6:
         return text
     for det in DETECTORS:
@@ -470,6 +598,8 @@ def _scan_text(text: str, out: list[str] | None) -> str:
             if det.validator is not None and not det.validator(secret):
                 return m.group(0)
             fired = True
+            if learned is not None and det.name == USER_ID_DETECTOR:
+                learned.add(secret)
             if not grouped:
                 return REDACTED
             s, e = m.span("secret")
@@ -603,10 +733,16 @@ def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = 
         ``keys`` and serialise it again (``json.dumps``, non-ASCII kept; the same string when
         nothing changed); replace a string dict key in which a detector fires by
         ``"[REDACTED:<hash>]"`` (:func:`keyed_hash`; distinct keys of one mapping get
-        distinct names, its value is kept and redacted like any other). With False only
-        sensitive keys are redacted.
+        distinct names, its value is kept and redacted like any other); redact an entry
+        whose key is a cue for its value's shape (a user-id key of :data:`USER_ID_KEY_NAMES`
+        holding an id of :data:`USER_ID_SHAPE`, a date-of-birth key holding a date), as the
+        detectors do in the same JSON text, whatever ``keys`` say; and redact every user id
+        so found in ``obj`` (by such a key or by the ``user_id`` cue detector) wherever else
+        it occurs in ``obj``: in every string, dict key and embedded JSON, as a whole word.
+        With False only sensitive keys are redacted.
     hmac_key : bytes, optional
-        Key of the keyed hash of secret dict keys; default one random key per process.
+        Key of the keyed hash of secret dict keys; default :func:`keyed_hash`'s
+        (``DYNA_REDACT_KEY``, else :data:`DEFAULT_HMAC_KEY`).
 
     Returns
     -------
@@ -620,20 +756,61 @@ def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = 
         If ``keys`` is a single string.
     """
     key_set = (_cached_key_set(keys) if isinstance(keys, frozenset) else _key_set(keys))
-    return _redact(obj, key_set, values, hmac_key)
+    learned: set[str] | None = set() if values else None
+    out = _redact(obj, key_set, values, hmac_key, learned)
+    if learned:
+        ids = "|".join(sorted(map(re.escape, learned), key=len, reverse=True))
+        out = _forget(out, re.compile(r"(?<![\w\-])(?:" + ids + r")" + _USER_ID_END), hmac_key)
+    return out
 
 
-def _redact_string(text: str, key_set: frozenset[str], hmac_key) -> str:
+def _forget(obj, pattern: re.Pattern[str], hmac_key):
+    """``obj`` with every match of ``pattern`` (user ids learned by :func:`redact`) redacted:
+    in strings and dict keys (keyed hashes, so two keys never merge), JSON embedded in a
+    string parsed and treated the same way."""
+    if isinstance(obj, str):
+        if pattern.search(obj) is None:
+            return obj
+        parsed = _embedded_json(obj)
+        if parsed is not None:
+            return json.dumps(_forget(parsed, pattern, hmac_key), ensure_ascii=False)
+        return pattern.sub(REDACTED, obj)
+    if isinstance(obj, Mapping):
+        out = {}
+        taken = {k: k for k in obj if isinstance(k, str)}
+        for k, v in obj.items():
+            if isinstance(k, str) and pattern.search(k):
+                del taken[k]
+                k = _secret_key_name(k, hmac_key, taken)
+            out[k] = _forget(v, pattern, hmac_key)
+        return out
+    if isinstance(obj, list):
+        return [_forget(v, pattern, hmac_key) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_forget(v, pattern, hmac_key) for v in obj)
+    return obj
+
+
+def _embedded_json(text: str):
+    """The dict or list a string holds as JSON text, else None."""
     s = text.strip()
     if s[:1] in "{[" and s[-1:] in "}]" and len(s) >= 2:
         try:
             parsed = json.loads(s)
         except ValueError:
-            parsed = None
+            return None
         if isinstance(parsed, (dict, list)):
-            out = _redact(parsed, key_set, True, hmac_key)
-            return text if out == parsed else json.dumps(out, ensure_ascii=False)
-    return _scan_text(text, None)
+            return parsed
+    return None
+
+
+def _redact_string(text: str, key_set: frozenset[str], hmac_key,
+                   learned: set[str] | None = None) -> str:
+    parsed = _embedded_json(text)
+    if parsed is not None:
+        out = _redact(parsed, key_set, True, hmac_key, learned)
+        return text if out == parsed else json.dumps(out, ensure_ascii=False)
+    return _scan_text(text, None, learned)
 
 
 @functools.lru_cache(maxsize=1 << 12)
@@ -643,46 +820,52 @@ def _key_has_secret(key: str) -> bool:
     return bool(detect(key))
 
 
-def _redact(obj, key_set: frozenset[str], values: bool, hmac_key=None):
+def _redact(obj, key_set: frozenset[str], values: bool, hmac_key=None,
+            learned: set[str] | None = None):
     if isinstance(obj, str):
-        return _redact_string(obj, key_set, hmac_key) if values else obj
+        return _redact_string(obj, key_set, hmac_key, learned) if values else obj
     if isinstance(obj, Mapping):
         out = {}
         taken: dict[str, str] = {}
         for k, v in obj.items():
             sensitive = _key_is_sensitive(str(k), key_set)
+            catch = _keyed_catch(k, v) if values else None
+            if catch is not None:  # as the detectors would catch it in the JSON text
+                sensitive = True
+                if catch == USER_ID_DETECTOR and learned is not None:
+                    learned.add(v)
             if values and isinstance(k, str) and len(k) >= 6 and _key_has_secret(k):
                 k = _secret_key_name(k, hmac_key, taken)
-            out[k] = REDACTED if sensitive else _redact(v, key_set, values, hmac_key)
+            out[k] = REDACTED if sensitive else _redact(v, key_set, values, hmac_key, learned)
         return out
     if isinstance(obj, list):
-        return [_redact(v, key_set, values, hmac_key) for v in obj]
+        return [_redact(v, key_set, values, hmac_key, learned) for v in obj]
     if isinstance(obj, tuple):
-        return tuple(_redact(v, key_set, values, hmac_key) for v in obj)
+        return tuple(_redact(v, key_set, values, hmac_key, learned) for v in obj)
     return obj
 
 
 def scan(obj) -> collections.Counter:
     """Count detector catches over a JSON-like object: string values, string dict keys and
-    JSON embedded in strings, per detector name (:func:`detect`)."""
+    JSON embedded in strings, per detector name (:func:`detect`); an entry whose key is a cue
+    (``"user_id": "mia_li_3668"``, ``"dob": "1990-04-05"``) counts as its detector's catch."""
     counts: collections.Counter = collections.Counter()
 
     def walk(o):
         if isinstance(o, str):
-            s = o.strip()
-            if s[:1] in "{[" and s[-1:] in "}]":
-                try:
-                    parsed = json.loads(s)
-                except ValueError:
-                    parsed = None
-                if isinstance(parsed, (dict, list)):
-                    walk(parsed)
-                    return
+            parsed = _embedded_json(o)
+            if parsed is not None:
+                walk(parsed)
+                return
             counts.update(detect(o))
         elif isinstance(o, Mapping):
             for k, v in o.items():
                 if isinstance(k, str):
                     counts.update(detect(k))
+                catch = _keyed_catch(k, v)
+                if catch is not None:
+                    counts[catch] += 1
+                    continue
                 walk(v)
         elif isinstance(o, (list, tuple)):
             for v in o:

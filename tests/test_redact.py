@@ -48,7 +48,8 @@ def test_pers04_nested_keys_whole_names_case_insensitive():
 def test_default_keys_cover_personal_data_and_leave_look_alikes():
     given = {"Name": "Ada", "e-mail": "x", "EMAIL": "a@b.c", "phone": 123, "SSN": "1-2-3",
              "nested": ({"Authorization": {"deep": 1}}, ["Secret", {"secret": [1, 2]}]),
-             "username": "ada", "token_count": 17, "tokenizer": "bpe", "names": ["a"]}
+             "username": "ada", "user_count": 2, "token_count": 17, "tokenizer": "bpe",
+             "names": ["a"]}
     out = redact(given)
     # the former nine names are still there; the list grew (dyna.redact.SECRET_KEY_NAMES and
     # PERSONAL_KEY_NAMES: passwd, pwd, client_secret, access_token, cookie, dob, address, ...)
@@ -60,7 +61,8 @@ def test_default_keys_cover_personal_data_and_leave_look_alikes():
     assert isinstance(out["nested"], tuple)
     assert out["nested"][0] == {"Authorization": REDACTED}  # a whole sub-tree is replaced
     assert out["nested"][1] == ["Secret", {"secret": REDACTED}]  # a value "Secret" is kept
-    assert out["username"] == "ada" and out["token_count"] == 17 and out["tokenizer"] == "bpe"
+    assert out["username"] == REDACTED  # a user id / user name is personal data
+    assert out["user_count"] == 2 and out["token_count"] == 17 and out["tokenizer"] == "bpe"
     assert out["names"] == ["a"]
 
 
@@ -168,8 +170,9 @@ def test_normalised_key_names_are_sensitive(key):
     assert redact({key: "v4lue"}) == {key: REDACTED}
 
 
-@pytest.mark.parametrize("key", ["tokenizer", "token_count", "username", "names", "task_name",
-                                 "passwordless", "eos_token", "e-mail", "public_key", "max_tokens"])
+@pytest.mark.parametrize("key", ["tokenizer", "token_count", "names", "task_name", "user_count",
+                                 "user_agent", "users", "get_user_details", "passwordless",
+                                 "eos_token", "e-mail", "public_key", "max_tokens"])
 def test_look_alike_keys_are_kept(key):
     assert not is_sensitive_key(key)
     assert redact({key: "v"}) == {key: "v"}
@@ -249,3 +252,149 @@ def test_check_label():
     with pytest.raises(ConfigError) as err:
         check_label("tenant", "mia.li3818@example.com")
     assert err.value.field == "tenant" and "email_address" in err.value.reason
+
+
+TOKEN_HEX = "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"
+
+
+@pytest.mark.parametrize("text, expected", [
+    (f"Authorization: Token {TOKEN_HEX}", "Authorization: Token [REDACTED]"),
+    (f"authorization: token {TOKEN_HEX}", "authorization: token [REDACTED]"),
+    (f'curl -H "Authorization: Token {TOKEN_HEX}" https://x',
+     'curl -H "Authorization: Token [REDACTED]" https://x'),
+    ("Authorization: Bearer kQzTrWmXvYpLsNbHcJdFgVtR", "Authorization: Bearer [REDACTED]"),
+    (f"Authorization=Token {TOKEN_HEX}", "Authorization=Token [REDACTED]"),
+    (f"Authorization: ApiKey {TOKEN_HEX}", "Authorization: ApiKey [REDACTED]"),  # was the
+    ('Authorization: Digest username="ops", response="6629fae49393a05397450978507c4ef1"',
+     "Authorization: Digest [REDACTED]"),                       # scheme word, key in clear
+    ("Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830, Signature=5d672d79c1",
+     "Authorization: AWS4-HMAC-SHA256 [REDACTED]"),
+    (f"auth_token: Token {TOKEN_HEX}", "auth_token: Token [REDACTED]"),
+    (f'"token": "Bearer {TOKEN_HEX}"', '"token": "Bearer [REDACTED]"'),
+    (f"token={TOKEN_HEX}", "token=[REDACTED]"),
+])
+def test_authorization_headers_of_every_scheme(text, expected):
+    assert redact_text(text) == expected
+    assert TOKEN_HEX not in str(redact({"log": [text]}))
+
+
+@pytest.mark.parametrize("text", [
+    "Authorization: Token <token>", "Authorization: Bearer YOUR_TOKEN_HERE",
+    "Authorization: Token ${API_TOKEN}", 'headers = {"Authorization": "Token {token}"}',
+    "Authorization: Token token=<token>", "Authorization: Bearer authentication is required",
+    "the Authorization: Bearer header carries the token", "'token': 'Bearer <token>'",
+])
+def test_authorization_placeholders_and_prose_are_kept(text):
+    assert redact_text(text) == text and detect(text) == []
+
+
+@pytest.mark.parametrize("text, uid", [
+    ("Sure, my user ID is mia_li_3668.", "mia_li_3668"),
+    ("My user ID is `noah_muller_9847`", "noah_muller_9847"),
+    ("- **User ID:** noah_muller_9847", "noah_muller_9847"),
+    ("with my user id? it's omar_rossi_1241", "omar_rossi_1241"),
+    ("your user id, which is 'omar_rossi_1241'", "omar_rossi_1241"),
+    ("Anya Garcia (with ID: anya_garcia_5901)", "anya_garcia_5901"),
+    ("Sophia Taylor (id: sophia_taylor_9065)", "sophia_taylor_9065"),
+    ("Yara (user_id: yara_garcia_1905)", "yara_garcia_1905"),
+    ("my username is ivan_muller_7015", "ivan_muller_7015"),
+    ("You are mia_li_3668. You want to fly", "mia_li_3668"),
+    ("I'm lucas_brown_4047", "lucas_brown_4047"),
+    ("Certificate certificate_3221322 added to user noah_muller_9847 with amount 150.",
+     "noah_muller_9847"),
+    ('{"user_id":"mia_li_3668","reservation_id":"HATHAT"}', "mia_li_3668"),
+])
+def test_user_ids_after_a_cue(text, uid):
+    assert detect(text) == ["user_id"]
+    out = redact(text)
+    assert uid not in out and REDACTED in out
+    assert redact({"note": text}) == {"note": out}
+
+
+@pytest.mark.parametrize("text", [
+    "get_user_details", "max_tokens_2048", "lr_schedule_cosine_1000",
+    "user ids look like first_last_1234", "the user id is required", "run id: exp_ablation_0042",
+    "call get_user_details for max_tokens_2048", "user_count: 3", "users mia_li_3668",
+    "payment_id: credit_card_4421486", "certificate_4856383",
+])
+def test_snake_case_names_are_not_user_ids(text):
+    assert detect(text) == [] and redact(text) == text
+    assert redact({"note": text, "step": 2}) == {"note": text, "step": 2}
+
+
+def test_a_user_id_found_by_key_or_cue_is_redacted_everywhere_in_the_object():
+    run = {"user_id": "mia_li_3668",
+           "traj": [{"role": "user", "content": "Sure, it's mia_li_3668."},
+                    {"role": "assistant", "content": "Thanks! Looking up mia_li_3668 now."},
+                    {"role": "tool", "content": json.dumps({"mia_li_3668": {"tier": "gold"},
+                                                            "note": "owner mia_li_3668x"})}],
+           "other": "mia_li_3668_backup and max_tokens_2048"}
+    out = redact(run, hmac_key=b"k")
+    assert out["user_id"] == REDACTED
+    assert out["traj"][0]["content"] == f"Sure, it's {REDACTED}."
+    assert out["traj"][1]["content"] == f"Thanks! Looking up {REDACTED} now."
+    tool = json.loads(out["traj"][2]["content"])
+    assert list(tool) == [f"[REDACTED:{keyed_hash('mia_li_3668', b'k')}]", "note"]
+    assert tool["note"] == "owner mia_li_3668x"  # whole words only
+    assert out["other"] == "mia_li_3668_backup and max_tokens_2048"
+    # learned from a cue as well; and only ids of the shape are carried over
+    said = redact(["my user id is omar_rossi_1241", "omar_rossi_1241 again"])
+    assert said == [f"my user id is {REDACTED}", f"{REDACTED} again"]
+    assert redact({"user_id": "ada", "msg": "ada was here"}) == {"user_id": REDACTED,
+                                                                 "msg": "ada was here"}
+    # a cue in another object teaches nothing here; keys only mode learns nothing
+    assert redact({"msg": "Sure, it's mia_li_3668."}) == {"msg": "Sure, it's mia_li_3668."}
+    assert redact(run, values=False)["traj"][0]["content"] == "Sure, it's mia_li_3668."
+    assert redact(out, hmac_key=b"k") == out  # idempotent
+
+
+@pytest.mark.parametrize("key", ["user_id", "userId", "User-ID", "USER_ID", "userid", "username",
+                                 "UserName", "customer_id", "member_id"])
+def test_user_id_keys_are_personal_data(key):
+    assert is_sensitive_key(key)
+    assert redact({key: "mia_li_3668"}) == {key: REDACTED}
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("- Chen Lee, DOB: 1967-12-12", "1967-12-12"),
+    ("Omar Rossi (DOB: 1970-06-06)", "1970-06-06"),
+    ("Noah Muller (Date of Birth: 1963-01-22)", "1963-01-22"),
+    ("Date of Birth remains: 1989-12-13.", "1989-12-13"),
+    ("my birthday is April 5, 1990", "April 5, 1990"),
+    ("born on 5 April 1990", "5 April 1990"),
+    ("d.o.b. 04/05/1990", "04/05/1990"),
+])
+def test_dates_of_birth_after_a_cue(text, secret):
+    assert detect(text) == ["date_of_birth"] and secret not in redact_text(text)
+
+
+@pytest.mark.parametrize("text", ["born in a small town in 1990", "flight on 2024-05-20",
+                                  "created_at: 2024-05-15T15:00:00", "newborn 2024-01-01",
+                                  "dob is required"])
+def test_other_dates_are_kept(text):
+    assert detect(text) == [] and redact_text(text) == text
+
+
+def test_check_label_refuses_a_user_id_after_a_cue():
+    assert check_label("run_id", "mia_li_3668") == "mia_li_3668"  # no cue: an ordinary label
+    with pytest.raises(ConfigError) as err:
+        check_label("task_type", "user mia_li_3668")
+    assert "user_id" in err.value.reason and "mia_li_3668" not in str(err.value)
+
+
+def test_a_cue_key_catches_in_parsed_json_as_in_its_text():
+    """``{"user_id": "x"}`` as JSON text fires the user_id detector; parsed (embedded JSON,
+    or redaction with no key names, as the loop libraries' safety net does) it must too."""
+    text = '{"user_id":"mei_tanaka_6021","dob":"1990-04-05","seat":"12A"}'
+    assert detect(text) == ["user_id", "date_of_birth"]
+    for keys in ((), DEFAULT_SENSITIVE_KEYS):
+        out = redact({"reason": text, "n": {"userId": "mei_tanaka_6021"}}, keys)
+        assert json.loads(out["reason"]) == {"user_id": REDACTED, "dob": REDACTED, "seat": "12A"}
+        assert out["n"] == {"userId": REDACTED}
+    from dyna.redact import scan
+    assert scan({"reason": text}) == {"user_id": 1, "date_of_birth": 1}
+    # not the shape: no catch without the key name; the key name alone still redacts
+    assert redact({"user_id": "42", "dob": "unknown"}, ()) == {"user_id": "42", "dob": "unknown"}
+    assert redact({"user_id": "42"}) == {"user_id": REDACTED}
+    assert redact({"user_id": "mei_tanaka_6021"}, values=False, keys=()) == {
+        "user_id": "mei_tanaka_6021"}

@@ -1,12 +1,16 @@
 """Redaction against corpora: every planted secret gone in every shape, benign texts untouched.
 
-tests/data/secret_corpus.txt holds 76 secret formats (fake values of the right shape) and
-tests/data/benign_corpus.txt 61 benign texts. Each secret is planted in 8 shapes a stored
-field can carry it (bare string, dict value under a harmless key, dict key, value of JSON
-embedded in a string, key of JSON embedded in a string, list item, ``NOTE=<secret>`` line of
-a log, and the text with ``\\n`` escapes turned into real newlines): 608 plantings, 0 persisted
-in clear, every format caught by a named detector (or the assignment rule). Every benign text
-is returned unchanged in 6 shapes (366 checks, 0 altered) and fires no detector. Leaks are
+tests/data/secret_corpus.txt holds 95 secret formats (fake values of the right shape; 19 of
+them Authorization headers, user ids after a cue and dates of birth, added for issue 14) and
+tests/data/benign_corpus.txt 75 benign texts (14 added: snake_case names with digits such as
+``max_tokens_2048``, user-id and Authorization prose without a credential). Each secret is
+planted in 8 shapes a stored field can carry it (bare string, dict value under a harmless key,
+dict key, value of JSON embedded in a string, key of JSON embedded in a string, list item,
+``NOTE=<secret>`` line of a log, and the text with ``\\n`` escapes turned into real
+newlines): 760 plantings, 0 persisted in clear, every format caught by a named detector (or
+the assignment rule). Every benign text is returned unchanged in 6 shapes (450 checks, 0
+altered) and fires no detector. Three tau-bench runs (../shared/data/agent_trajectories)
+redacted whole keep none of their user's id, e-mail, dates of birth or address. Leaks are
 searched for as the planted secret value itself, in every string and key of the output and of
 any JSON inside it, never with the redactor's own detectors. ``pytest -s`` prints the counts.
 """
@@ -77,7 +81,7 @@ def _leaks(out, secret) -> bool:
 
 
 def test_corpus_sizes():
-    assert len(SECRETS) >= 60 and len(BENIGN) >= 30
+    assert len(SECRETS) == 95 and len(BENIGN) == 75  # the counts of the module docstring
     names = [n for n, _, _ in SECRETS]
     for must in ("aws_secret_key (bare)", "aws_secret_key (env)", "gitlab_token", "slack_webhook",
                  "stripe_key (secret)", "stripe_key (restricted)", "google_oauth_secret",
@@ -87,7 +91,10 @@ def test_corpus_sizes():
                  "npm_token", "pypi_token", "twilio_key (account sid)", "sendgrid_key",
                  "mailgun_key", "discord_bot_token", "telegram_bot_token",
                  "http_cookie (Cookie)", "credit_card (visa)", "email_address",
-                 "phone_number (US)", "us_ssn"):
+                 "phone_number (US)", "us_ssn", "authorization_header (Token hex)",
+                 "authorization_header (Bearer, no digit)", "user_id (my user ID is)",
+                 "user_id (with ID)", "user_id (You are)", "user_id (tool arguments)",
+                 "date_of_birth (DOB:)"):
         assert must in names
 
 
@@ -173,6 +180,7 @@ def test_taubench_personal_data_shapes():
         assert not _leaks(out, planted), planted
 
     res = json.loads(redact(TAU_RESERVATION))
+    assert res["user_id"] == REDACTED  # a user id is personal data (USER_ID_KEY_NAMES)
     assert res["passengers"] == [{"first_name": REDACTED, "last_name": REDACTED, "dob": REDACTED}]
     assert res["payment_history"][0]["payment_id"] == "credit_card_4421486"
     assert res["created_at"] == "2024-05-15T15:00:00" and res["origin"] == "JFK"
@@ -185,6 +193,73 @@ def test_taubench_personal_data_shapes():
     assert key.startswith("[REDACTED:") and value == {"tier": "gold"}
     assert scan(msg)["email_address"] == 1  # the e-mail value inside the embedded JSON
     assert scan(said) == {} and scan({"c": "a mia.li3818@example.com"}) == {"email_address": 1}
+
+
+TRAJECTORIES = (Path(__file__).resolve().parents[2] / "shared" / "data" / "agent_trajectories"
+                / "taubench_airline_gpt4o_trajectories.json")
+# Three runs chosen for the shapes they carry: (task 3, trial 0) the user answers "Sure, it's
+# <user id>." with no cue in that message; (37, 0) "(with ID: <id>)" in the instruction and
+# "added to user <id>" in a tool output; (32, 2) dates of birth in the agent's prose
+# ("DOB: 1967-12-12") and the e-mail address in the user's.
+TRAJECTORY_RUNS = ((3, 0), (37, 0), (32, 2))
+
+
+def _objects(obj):
+    """Every dict of ``obj``, JSON embedded in strings included (plain parsing, no detector)."""
+    if isinstance(obj, str):
+        s = obj.strip()
+        if s[:1] in "{[" and s[-1:] in "}]":
+            try:
+                yield from _objects(json.loads(s))
+            except ValueError:
+                pass
+    elif isinstance(obj, dict):
+        yield obj
+        for v in obj.values():
+            yield from _objects(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _objects(v)
+
+
+def _personal_values(run) -> dict[str, set[str]]:
+    """The run's own personal data, read from its structure: the task's user id, and every
+    ``user_id``, ``email``, ``dob`` and ``address`` line found in any object of the run."""
+    found = collections.defaultdict(set)
+    found["user_id"].add(run["info"]["task"]["user_id"])
+    for d in _objects(run):
+        for k, v in d.items():
+            if k in ("user_id", "email", "dob") and isinstance(v, str):
+                found[k].add(v)
+            elif k == "address" and isinstance(v, dict):
+                found["address"].update(v[p] for p in ("address1", "address2") if v.get(p))
+    return found
+
+
+@pytest.mark.skipif(not TRAJECTORIES.exists(), reason=f"{TRAJECTORIES} not present")
+@pytest.mark.parametrize("task_id, trial", TRAJECTORY_RUNS)
+def test_taubench_runs_keep_no_personal_data_in_clear(task_id, trial):
+    runs = json.loads(TRAJECTORIES.read_text(encoding="utf-8"))
+    (run,) = [r for r in runs if (r["task_id"], r["trial"]) == (task_id, trial)]
+    values = _personal_values(run)
+    assert {"user_id", "email", "dob", "address"} <= set(values)
+    before = {kind: sum(v in t for t in _strings(run) for v in vs) for kind, vs in values.items()}
+    assert min(before.values()) >= 1
+    out = redact(run)
+    left = {kind: sorted(v for v in vs if _leaks(out, v)) for kind, vs in values.items()}
+    assert left == {kind: [] for kind in values}, left
+    # what is not personal data stays: roles, tool-call argument keys, flight numbers and
+    # payment-method ids. (A tool's "name" is redacted like any free-form "name" key.)
+    assert [m["role"] for m in out["traj"]] == [m["role"] for m in run["traj"]]
+    args = [sorted(json.loads(c["function"]["arguments"])) for m in run["traj"]
+            for c in m.get("tool_calls") or []]
+    assert [sorted(json.loads(c["function"]["arguments"])) for m in out["traj"]
+            for c in m.get("tool_calls") or []] == args and args
+    for kept in ("HAT", "credit_card_"):
+        assert sum(kept in t for t in _strings(out)) >= 1
+    # payment-method ids are kept as keys (PREFIX_KEY_NAMES), their card entries redacted
+    cards = [d[k] for d in _objects(out) for k in d if k.startswith("credit_card_")]
+    assert all(c == REDACTED for c in cards)
 
 
 def test_keyed_hash_is_the_same_in_every_process_and_follows_the_env_key():
