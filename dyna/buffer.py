@@ -67,7 +67,11 @@ __all__ = [
     "DICT_FIELDS",
     "ExperienceBuffer",
     "FIELDS",
+    "MAX_DEPTH",
     "REQUIRED_FIELDS",
+    "check_value",
+    "finite_float",
+    "short_value",
 ]
 
 CATEGORICAL_FIELDS: tuple[str, ...] = (
@@ -122,16 +126,23 @@ class JsonText(NamedTuple):
     texts: Sequence[str | None]
 
 
-def _label(value) -> str:
-    """The string label of a categorical value (None -> "" = missing)."""
+def _label(value, field: str = "label") -> str:
+    """The string label of a categorical value (None -> "" = missing).
+
+    Raises
+    ------
+    ConfigError
+        ``value`` is bytes (a label is text; decode it first), naming ``field``.
+    """
     if value is None:
         return ""
     if type(value) is str:
         return value
     if isinstance(value, str):
         return str(value)    # numpy.str_ and other subclasses: plain str
-    if isinstance(value, (bytes, np.bytes_)):
-        return value.decode("utf-8")
+    if isinstance(value, (bytes, bytearray, np.bytes_)):
+        raise ConfigError(field, bytes(value[:40]), "must be a str, not bytes (decode it "
+                          "first)")
     if isinstance(value, np.generic):
         value = value.item()
     return str(value)
@@ -607,11 +618,13 @@ class ExperienceBuffer:
         self._check_fields(episode)
         enc = {}
         for name in CATEGORICAL_FIELDS:
-            label = _label(episode.get(name))
+            label = _label(episode.get(name), name)
             if not label and name in REQUIRED_FIELDS:
                 raise ConfigError(name, episode.get(name), "is required and must be non-empty")
-            if label and self._check_labels and label not in self._dicts[name].lookup:
-                check_label(name, label)
+            if label and label not in self._dicts[name].lookup:
+                _check_text(name, label)
+                if self._check_labels:
+                    check_label(name, label)
             enc[name] = label
         reward = _finite_scalar("reward", episode["reward"])
         ts = episode.get("timestamp")
@@ -750,10 +763,12 @@ class ExperienceBuffer:
             else:
                 per_row.append((name, *code))
 
-        if new_labels and self._check_labels:   # a label holding a secret is refused
+        if new_labels:   # a label UTF-8 cannot encode, or holding a secret, is refused
             for name, labels in new_labels:
                 for label in labels:
-                    check_label(name, label)
+                    _check_text(name, label)
+                    if self._check_labels:
+                        check_label(name, label)
 
         dict_json: list[tuple[str, np.ndarray]] = []
         redacted_rows: dict[str, list] = {}
@@ -771,7 +786,7 @@ class ExperienceBuffer:
                 if isinstance(vals, (str, bytes, Mapping)) or len(vals) != n:
                     raise ConfigError(name, type(vals).__name__,
                                       f"must be a sequence of {n} values")
-                red = [self._redacted(name, v) for v in vals]
+                red = [self._redacted(f"{name}[{i}]", v) for i, v in enumerate(vals)]
                 texts = np.empty(n, dtype=object)
                 for i, v in enumerate(red):
                     texts[i] = _to_json(f"{name}[{i}]", v)
@@ -938,8 +953,12 @@ class ExperienceBuffer:
             if given.get(name) is None:
                 raise ConfigError(name, None, "is required")
 
-    def _redacted(self, name: str, value):
-        return None if value is None else redact(value, self._redact_keys)
+    def _redacted(self, field: str, value):
+        """``value`` checked (:func:`check_value`) and redacted; None stays None."""
+        if value is None:
+            return None
+        check_value(field, value)
+        return redact(value, self._redact_keys)
 
     def _note_timestamps(self, ts: np.ndarray) -> None:
         if not self._ts_sorted or ts.size == 0:
@@ -962,7 +981,7 @@ class ExperienceBuffer:
             return 0, []
         d = self._dicts[name]
         if isinstance(values, str):
-            label = _label(values)      # a str subclass (e.g. an Enum member): its str()
+            label = _label(values, name)   # a str subclass (e.g. an Enum member): its str()
             if not label and name in REQUIRED_FIELDS:
                 raise ConfigError(name, values, "is required and must be non-empty")
             code = d.lookup.get(label)
@@ -977,19 +996,19 @@ class ExperienceBuffer:
             # labels): the remap table is cached.
             if cached is not None and tuple(map(type, raw)) == cached[0]:
                 return (codes, cached[1]), []
-            uniq_labels, inverse = tuple([_label(v) for v in raw]), codes
+            uniq_labels, inverse = tuple([_label(v, name) for v in raw]), codes
         else:
             if isinstance(values, (list, tuple)) and any(
                     not isinstance(v, (int, float)) and type(v) is not str for v in values):
                 # numpy would size a str-subclass member by its value but fill in its str()
-                values = [_label(v) for v in values]
+                values = [_label(v, name) for v in values]
             arr = np.asarray(values)
             if arr.ndim == 0:
-                return self._encode(name, _label(arr.item()), n)
+                return self._encode(name, _label(arr.item(), name), n)
             if arr.shape != (n,):
                 raise ConfigError(name, arr.shape, f"must be a scalar or have shape ({n},)")
             if arr.dtype == object:
-                arr = np.array([_label(v) for v in arr], dtype=object) if n else arr
+                arr = np.array([_label(v, name) for v in arr], dtype=object) if n else arr
             if arr.dtype.kind in "iu" and n and int(arr.max()) - int(arr.min()) < 4 * n + 64:
                 # Small integer range: O(n) table lookup instead of a sort.
                 lo = int(arr.min())
@@ -1003,7 +1022,7 @@ class ExperienceBuffer:
                 uniq_labels = [str(v + lo) for v in uniq.tolist()]
             else:
                 uniq, inverse = np.unique(arr, return_inverse=True)
-                uniq_labels = [_label(v) for v in uniq]
+                uniq_labels = [_label(v, name) for v in uniq]
         mapping = np.empty(len(uniq_labels), dtype=np.int32)
         new_codes: dict[str, int] = {}     # label -> code, in order of first appearance
         for j, label in enumerate(uniq_labels):
@@ -1050,7 +1069,7 @@ class ExperienceBuffer:
 
     def code(self, name: str, label: str) -> int:
         """Code of ``label`` in a categorical column, or -1 if the label was never recorded."""
-        return self._dict(name).lookup.get(_label(label), -1)
+        return self._dict(name).lookup.get(_label(label, name), -1)
 
     def labels(self, name: str, rows=None) -> np.ndarray:
         """Decoded labels of a categorical column (a copy), object ``(len,)`` or ``(len(rows),)``."""
@@ -1147,7 +1166,7 @@ class ExperienceBuffer:
                 raise ConfigError(name, label, "not a categorical field to select on")
             if label is None:
                 continue
-            code = self._dicts[name].lookup.get(_label(label))
+            code = self._dicts[name].lookup.get(_label(label, name))
             if code is None:
                 return False
             m = self._store.view(name) == code
@@ -1242,7 +1261,7 @@ class ExperienceBuffer:
             (name, label), = active.items()
             if name not in self._dicts:
                 raise ConfigError(name, label, "not a categorical field to select on")
-            code = self._dicts[name].lookup.get(_label(label))
+            code = self._dicts[name].lookup.get(_label(label, name))
             group = None
             if code is not None:
                 groups = self._groups.get(name)
@@ -1541,11 +1560,40 @@ def _parse_json_texts(field: str, texts: np.ndarray) -> list:
 
 
 def _float_array(field: str, values, dtype) -> np.ndarray:
-    """``np.asarray(values, dtype)``; anything that is not numbers raises ConfigError."""
+    """``np.asarray(values, dtype)``; anything that is not numbers, or an integer beyond the
+    float range (``10**400``), raises ConfigError naming the field (and the row)."""
     try:
         return np.asarray(values, dtype=dtype)
+    except OverflowError:
+        raise _overflow(field, values) from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(field, type(values).__name__, f"must be numbers ({exc})") from None
+
+
+def _overflow(field: str, values) -> ConfigError:
+    """ConfigError naming the first integer of ``values`` (nested up to 2 deep) that float
+    cannot hold."""
+    def bad(v):
+        try:
+            float(v)
+        except OverflowError:
+            return True
+        except (TypeError, ValueError):
+            return False
+        return False
+
+    if not isinstance(values, (str, bytes, Mapping)) and hasattr(values, "__iter__"):
+        for i, v in enumerate(values):
+            if bad(v):
+                return ConfigError(f"{field}[{i}]", short_value(v), "must be finite: beyond "
+                                   "the float64 range (|x| <= 1.8e308)")
+            if isinstance(v, (list, tuple)):
+                for j, w in enumerate(v):
+                    if bad(w):
+                        return ConfigError(f"{field}[{i}][{j}]", short_value(w), "must be "
+                                           "finite: beyond the float64 range")
+    return ConfigError(field, short_value(values), "must be finite: beyond the float64 range "
+                       "(|x| <= 1.8e308)")
 
 
 def _norms_hook(buf: ExperienceBuffer) -> Callable[[], None]:
@@ -1562,12 +1610,103 @@ def _norms_hook(buf: ExperienceBuffer) -> Callable[[], None]:
 
 
 def _finite_scalar(field: str, value) -> float:
+    return finite_float(field, value)
+
+
+def short_value(value):
+    """``value`` fit for an error message: an integer too long to print in full (10**400)
+    becomes a string such as ``"~1e400"``; anything else is returned as it is."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 18:
+        return f"{'-' if value < 0 else ''}~1e{int(math.log10(abs(value)))}"
+    return value
+
+
+def finite_float(field: str, value) -> float:
+    """A finite number as float.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``field``: not a number (bool included), NaN or infinite, or an integer
+        beyond the float64 range (|x| > 1.8e308, e.g. ``10**400``; shown shortened).
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ConfigError(field, value, "must be a number")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        raise ConfigError(field, short_value(value), "must be finite: beyond the float64 "
+                          "range (|x| <= 1.8e308)") from None
     if not math.isfinite(v):
         raise ConfigError(field, value, "must be finite")
     return v
+
+
+#: Deepest nesting of containers (dicts, lists, tuples) in a dict field's value (and in a
+#: query's dicts): ``{"a": [1]}`` has depth 2. Deeper values are refused with ConfigError
+#: before they are redacted or hashed (whose recursion would otherwise fail near depth
+#: 1,000 with a RecursionError).
+MAX_DEPTH = 64
+
+
+def _check_text(field: str, text: str) -> None:
+    """Refuse text UTF-8 cannot encode (a lone surrogate such as "\\ud800"), naming the
+    field and the character, never the text (it may hold a secret)."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigError(field, text[exc.start], f"a lone surrogate at position {exc.start}; "
+                          "text must be valid Unicode") from None
+
+
+def check_value(field: str, value) -> None:
+    """Check a JSON-like value before it is redacted and stored.
+
+    Walks the value without recursion: containers (dict, list, tuple) nested at most
+    :data:`MAX_DEPTH` deep, and every string (dict keys included) encodable as UTF-8.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``field``: nesting deeper than :data:`MAX_DEPTH`, or a lone surrogate in a
+        string (the character and its position are named, the string is not).
+    """
+    t = type(value)
+    if t is str:
+        _check_text(field, value)
+        return
+    if t not in _CONTAINERS and not isinstance(value, (Mapping, list, tuple)):
+        return
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(field, f"depth > {MAX_DEPTH}", f"nesting deeper than "
+                              f"MAX_DEPTH={MAX_DEPTH} containers is refused")
+        if isinstance(v, Mapping):
+            items = v.items()
+            for k, x in items:
+                if type(k) is str and not k.isascii():
+                    _check_text(field, k)
+                tx = type(x)
+                if tx is str:
+                    if not x.isascii():
+                        _check_text(field, x)
+                elif tx in _CONTAINERS or isinstance(x, (Mapping, list, tuple)):
+                    stack.append((x, depth + 1))
+        else:
+            for x in v:
+                tx = type(x)
+                if tx is str:
+                    if not x.isascii():
+                        _check_text(field, x)
+                elif tx in _CONTAINERS or isinstance(x, (Mapping, list, tuple)):
+                    stack.append((x, depth + 1))
+
+
+_CONTAINERS = frozenset((dict, list, tuple))
 
 
 def _json_default(obj):

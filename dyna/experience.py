@@ -59,7 +59,7 @@ import numpy as np
 
 from dyna import __version__
 from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Categorical,
-                         ExperienceBuffer, JsonText)
+                         ExperienceBuffer, JsonText, check_value, short_value)
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
 from dyna.errors import ConfigError, StoreReadOnlyError, StoreWriteError, check_range
 from dyna.escalation import RISK_CLASSES, should_escalate
@@ -315,7 +315,54 @@ MAX_KEEP = 2 ** 62
 
 
 def _positive_int(name: str, value, hi: int | None = None) -> int:
-    return check_range(name, value, 1, hi, integer=True)
+    return _checked(name, value, 1, hi, integer=True)
+
+
+def _checked(name: str, value, lo=None, hi=None, **kw):
+    """:func:`dyna.errors.check_range`, with integers too long to print or to convert to
+    float (``10**400``) refused by the same rules and shown shortened (``"~1e400"``)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 18:
+        if not kw.get("integer") and abs(value) > _FLOAT_MAX:
+            raise ConfigError(name, short_value(value), "must be finite: beyond the float64 "
+                              "range (|x| <= 1.8e308)")
+        if hi is not None and value > hi:
+            raise ConfigError(name, short_value(value), f"must be <= {hi}")
+        if lo is not None and value < lo:
+            raise ConfigError(name, short_value(value), f"must be >= {lo}")
+    return check_range(name, value, lo, hi, **kw)
+
+
+_FLOAT_MAX = int(np.finfo(np.float64).max)
+
+
+def _float64s(name: str, vals) -> np.ndarray:
+    """Numbers as float64 ``(n,)``; ConfigError naming ``name[i]`` for the first that is not
+    a number (bool included) or that float cannot hold (``10**400``). NaN and inf pass (the
+    buffer refuses them, naming the row)."""
+    if isinstance(vals, np.ndarray) and vals.dtype.kind == "f":
+        return vals.astype(np.float64, copy=False).reshape(-1)
+    if isinstance(vals, (str, bytes, Mapping)) or not hasattr(vals, "__iter__"):
+        raise ConfigError(name, type(vals).__name__, "must be a list of numbers")
+    vals = list(vals)
+    for i, v in enumerate(vals):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise ConfigError(f"{name}[{i}]", v, "must be a number")
+    try:
+        return np.asarray(vals, dtype=np.float64)
+    except OverflowError:
+        raise _overflow_error(name, vals) from None
+
+
+def _overflow_error(name: str, vals) -> ConfigError:
+    """ConfigError naming the first integer in ``vals`` (a list, or a list of lists) that
+    float cannot hold."""
+    for i, v in enumerate(vals):
+        for j, w in enumerate(v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(w, int) and not isinstance(w, bool) and abs(w) > _FLOAT_MAX:
+                field = f"{name}[{i}][{j}]" if isinstance(v, (list, tuple)) else f"{name}[{i}]"
+                return ConfigError(field, short_value(w), "must be finite: beyond the float64 "
+                                   "range (|x| <= 1.8e308)")
+    return ConfigError(name, "out of range", "must be finite: beyond the float64 range")
 
 
 # ============================================================================ the store
@@ -360,9 +407,9 @@ class ExperienceStore:
     def __init__(self, db_path="", dim: int = 64, *, prior="uniform", discount: float = 1.0,
                  redact_keys=DEFAULT_SENSITIVE_KEYS, busy_timeout: float = 10.0,
                  verify: bool = True, read_only: bool = False, clock=time.time):
-        self.dim = check_range("dim", dim, 1, None, integer=True)
+        self.dim = _checked("dim", dim, 1, None, integer=True)
         self.prior = prior_shapes(prior)
-        self.discount = float(check_range("discount", discount, 0.0, 1.0, lo_open=True))
+        self.discount = float(_checked("discount", discount, 0.0, 1.0, lo_open=True))
         self.redact_keys = frozenset(redact_keys) if not isinstance(redact_keys, str) \
             else redact_keys
         redact({}, self.redact_keys)  # validates
@@ -524,17 +571,15 @@ class ExperienceStore:
                 if name == "timestamp" and any(v is None for v in vals):
                     now = float(self.clock())
                     vals = [now if v is None else v for v in vals]
-                for i, v in enumerate(vals):
-                    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer,
-                                                                 np.floating)):
-                        raise ConfigError(f"{name}[{i}]", v, "must be a number")
-                cols[name] = np.asarray(vals, dtype=np.float64)
+                cols[name] = _float64s(name, vals)
             elif name == "state_features":
                 if any(v is None for v in vals):
                     raise ConfigError("state_features", None, "give features for every "
                                       "episode of a batch or for none")
                 try:
                     arr = np.asarray(vals, dtype=np.float32)
+                except OverflowError:
+                    raise _overflow_error("state_features", vals) from None
                 except (TypeError, ValueError):
                     raise ConfigError("state_features", "ragged", f"each must have length "
                                       f"{self.dim}") from None
@@ -698,13 +743,21 @@ class ExperienceStore:
 
     def _query_vector(self, state_features=None, **dicts) -> np.ndarray:
         if state_features is not None:
-            q = np.asarray(state_features, dtype=np.float32)
+            try:
+                q = np.asarray(state_features, dtype=np.float32)
+            except OverflowError:
+                raise _overflow_error("state_features", [state_features]) from None
+            except (TypeError, ValueError):
+                raise ConfigError("state_features", type(state_features).__name__,
+                                  "must be numbers") from None
             if q.shape != (self.dim,):
                 raise ConfigError("state_features", list(q.shape), f"must have length "
                                   f"dim={self.dim}")
             if not np.isfinite(q).all():
                 raise ConfigError("state_features", "non-finite", "must be finite")
             return q
+        for k, v in dicts.items():
+            check_value(k, v)  # depth and text checked before redaction
         given = {k: redact(v, self.redact_keys) for k, v in dicts.items() if v is not None}
         if not given:
             raise ConfigError("state_features", None, "give state_features or at least one "
@@ -762,7 +815,7 @@ class ExperienceStore:
         tenant_id = self._tenant(tenant_id)
         if criterion not in ("success_rate", "mean_reward"):
             raise ConfigError("criterion", criterion, "must be success_rate or mean_reward")
-        min_episodes = check_range("min_episodes", min_episodes, 1, None, integer=True)
+        min_episodes = _checked("min_episodes", min_episodes, 1, None, integer=True)
         k = _positive_int("k", k, MAX_K)
         has_query = state_features is not None or any(
             v is not None for v in (state_before, action_taken, state_after, metadata))
@@ -807,7 +860,7 @@ class ExperienceStore:
             "mean", "lower", "upper", "level"}``. An unseen task type reads as the prior.
         """
         tenant_id = self._tenant(tenant_id)
-        check_range("level", level, 0.0, 1.0, lo_open=True, hi_open=True)
+        _checked("level", level, 0.0, 1.0, lo_open=True, hi_open=True)
         with self._lock:
             comp = self.competence()
             types = [task_type] if task_type is not None else self._task_types(tenant_id)
@@ -854,7 +907,7 @@ class ExperienceStore:
         """
         tenant_id = self._tenant(tenant_id)
         # (A * bins^2 keys must fit int64, and the table is built in memory)
-        bin_count = check_range("bin_count", bin_count, 1, MAX_BIN_COUNT, integer=True)
+        bin_count = _checked("bin_count", bin_count, 1, MAX_BIN_COUNT, integer=True)
         with self._lock:
             rows = self._rows(tenant_id, task_type=task_type)
             before = self.buffer.column("state_before")[rows]
@@ -944,14 +997,14 @@ class ExperienceStore:
         if strategy not in ("uniform", "recency", "priority"):
             raise ConfigError("strategy", strategy, "must be uniform, recency or priority")
         if seed is not None:
-            seed = check_range("seed", seed, 0, None, integer=True)
+            seed = _checked("seed", seed, 0, None, integer=True)
         rng = np.random.default_rng(seed)
         with self._lock:
             buf = self.buffer
             cand = self._rows(tenant_id, task_type=task_type)
             weights = None
             if strategy == "recency":
-                hl = check_range("half_life_seconds", half_life_seconds, 0.0, None, lo_open=True)
+                hl = _checked("half_life_seconds", half_life_seconds, 0.0, None, lo_open=True)
                 ts = buf.column("timestamp")[cand]
                 weights = np.exp2(-(ts.max() - ts) / hl) if cand.size else None
             elif strategy == "priority":
@@ -959,13 +1012,13 @@ class ExperienceStore:
                     raise ConfigError("priorities", priorities, "strategy 'priority' needs ids "
                                       "and priorities")
                 ids_a = np.asarray(ids, dtype=np.int64).reshape(-1)
-                p = np.asarray(priorities, dtype=np.float64).reshape(-1)
+                p = _float64s("priorities", priorities)
                 if p.shape != ids_a.shape:
                     raise ConfigError("priorities", p.size, f"must have one per id "
                                       f"({ids_a.size})")
                 if not np.isfinite(p).all():
                     raise ConfigError("priorities", "non-finite", "must be finite")
-                e = check_range("priority_exponent", priority_exponent, 0.0, None)
+                e = _checked("priority_exponent", priority_exponent, 0.0, None)
                 all_ids = buf.column("id")
                 pos = {int(i): r for r, i in zip(cand.tolist(), all_ids[cand].tolist())}
                 missing = [int(i) for i in ids_a if int(i) not in pos]
@@ -991,12 +1044,12 @@ class ExperienceStore:
             :meth:`compact`.
         """
         self._refuse_if_read_only("prune_old")
-        age = check_range("max_age_seconds", max_age_seconds, 0.0, None)
+        age = _checked("max_age_seconds", max_age_seconds, 0.0, None)
         if not math.isfinite(age):
             raise ConfigError("max_age_seconds", age, "must be finite")
         if tenant_id is not None:
             tenant_id = self._tenant(tenant_id)
-        now = float(self.clock()) if now is None else float(check_range("now", now))
+        now = float(self.clock()) if now is None else float(_checked("now", now))
         cutoff = now - age
         with self._lock:
             if self._db is not None:
@@ -1024,7 +1077,7 @@ class ExperienceStore:
         """
         self._refuse_if_read_only("compact")
         if compact_keep_records is not None:
-            keep = check_range("compact_keep_records", compact_keep_records, 0, MAX_KEEP,
+            keep = _checked("compact_keep_records", compact_keep_records, 0, MAX_KEEP,
                                integer=True)
         if tenant_id is not None:
             tenant_id = self._tenant(tenant_id)
@@ -1191,10 +1244,19 @@ class ExperienceStore:
         -------
         dict
             ``n`` and ``path``; without a path, ``records`` (list of dicts) inline.
+
+        Raises
+        ------
+        MissingFileError
+            The folder of ``path`` does not exist (it is not created).
+        ConfigError
+            ``path`` is a folder, an unknown ``format``; nothing is written.
         """
         tenant_id = self._tenant(tenant_id)
         if format not in ("jsonl", "parquet"):
             raise ConfigError("format", format, "must be jsonl or parquet")
+        if path is not None:
+            _jsonl.check_target(path)  # a missing folder or a folder: refused before work
         cols = self._export_columns(tenant_id, task_type=task_type, run_id=run_id,
                                     task_id=task_id, request_id=request_id)
         n = len(cols["id"])
@@ -1266,17 +1328,16 @@ class ExperienceStore:
         for name in CATEGORICAL_FIELDS:
             cols[name] = np.array([r.get(name) for r in recs], dtype=object)
         for name in ("reward", "timestamp"):
-            vals = [r.get(name) for r in recs]
-            for i, v in enumerate(vals):
-                if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    raise ConfigError(f"{name}[{i}]", v, "must be a number")
-            cols[name] = np.array(vals, dtype=np.float64)
+            cols[name] = _float64s(name, [r.get(name) for r in recs])
         for name in DICT_FIELDS:
             cols[name] = np.array([None if r.get(name) is None else
                                    json.dumps(r[name], separators=(",", ":"))
                                    for r in recs], dtype=object)
         try:
             feats = np.array([r.get("state_features") for r in recs], dtype=np.float32)
+        except OverflowError:
+            raise _overflow_error("state_features", [r.get("state_features") for r in recs]
+                                  ) from None
         except (TypeError, ValueError):
             raise ConfigError("state_features", "ragged", "every record needs state_features "
                               f"of length {self.dim}") from None

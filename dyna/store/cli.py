@@ -73,6 +73,21 @@ def _run(op: str, build, read_only: bool = False):
     return func
 
 
+def _keep_count(text: str) -> int:
+    """``--keep`` as an int; a number too long for int() (over 4,300 digits) is refused
+    here in one short line instead of being echoed whole by argparse."""
+    import argparse  # noqa: PLC0415
+
+    digits = text.strip().lstrip("+-")
+    if digits.isdigit() and len(digits) > 30:
+        raise argparse.ArgumentTypeError(f"must be an integer <= 2**62, got one of "
+                                         f"{len(digits)} digits")
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text[:30]!r}") from None
+
+
 def _add_selectors(p) -> None:
     p.add_argument("--task-type", dest="task_type", help="exact task type")
     p.add_argument("--run-id", dest="run_id", help="exact run id")
@@ -122,7 +137,7 @@ def register(sub) -> None:
     p = cmds.add_parser("compact", help="keep the newest N per tenant and task type, "
                         "then VACUUM")
     p.add_argument("db", metavar="DB")
-    p.add_argument("--keep", type=int, default=None,
+    p.add_argument("--keep", type=_keep_count, default=None,
                    help="records kept per tenant and task type (default: delete nothing)")
     p.add_argument("--tenant", help="only this tenant (exact)")
     p.set_defaults(func=_run("compact", lambda a: {"compact_keep_records": a.keep,
