@@ -46,12 +46,13 @@ Tokens
     splits the step's cost into ``base``, ``context``, ``output`` and ``total``;
     ``info["episode_tokens"]`` is the running total of the episode.
 info
-    At every step: ``family``, ``episode``, ``position`` (procedure steps done),
+    At every step: ``family``, ``episode_index`` (0-based; not ``episode``, which
+    Gymnasium's ``RecordEpisodeStatistics`` writes), ``position`` (procedure steps done),
     ``verified_success`` (the trusted outcome, like a test suite: True only on success),
     ``self_assessed_success`` (the agent's own opinion; at the end of a failed run it says
     success with probability ``false_success_rate``; False before the end), ``incident``,
     ``tool_output``, ``tokens``, ``episode_tokens``, ``injected`` (this output carried a
-    planted instruction). At reset: ``family``, ``episode``, ``description``, ``drift`` (the
+    planted instruction). At reset: ``family``, ``episode_index``, ``description``, ``drift`` (the
     changes applied before this episode), ``follow_factor``.
 
 Failure-mode knobs (each off by default)
@@ -76,7 +77,8 @@ Random streams
 
 Version history
     v0: initial version; ``untrusted_tools`` added later (default None: every tool
-    untrusted, so injections keep v0's behaviour).
+    untrusted, so injections keep v0's behaviour); the info key ``episode`` renamed
+    ``episode_index`` (it collided with ``RecordEpisodeStatistics``).
     v1 (``dyna/AgentTasks-v1``, :class:`AgentTaskEnvV1`): the mechanics that give each
     failure mode a cost (step slack, silent wrong calls, destructive tools, uninformative
     errors, silent failures misjudged more often, renamed tools and replaced procedures,
@@ -178,9 +180,10 @@ class AgentTaskEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
-    #: The info key of the episode counter (v1: ``episode_index``, as Gymnasium's
-    #: ``RecordEpisodeStatistics`` reserves ``episode``).
-    _episode_key = "episode"
+    #: The info key of the episode counter: ``episode_index``, as Gymnasium's
+    #: ``RecordEpisodeStatistics`` reserves ``episode`` (v0 used ``episode`` until the
+    #: wrapper's assertion was found).
+    _episode_key = "episode_index"
 
     def __init__(self, n_families: int = 4, n_tools: int = 6, n_values: int = 4,
                  length: int = 3, n_triggers: int = 2, n_distractors: int = 2,
@@ -545,7 +548,7 @@ class AgentTaskEnv(gym.Env):
         -------
         obs : dict
         info : dict
-            ``family``, ``episode``, ``description``, ``drift`` (list of dicts with
+            ``family``, ``episode_index``, ``description``, ``drift`` (list of dicts with
             ``episode, family, step, what, old, new``), ``follow_factor``,
             ``context_entries``.
         """
@@ -761,8 +764,7 @@ V1_BASE = {
 
 class AgentTaskEnvV1(AgentTaskEnv):
     """``dyna/AgentTasks-v1``: :class:`AgentTaskEnv` with every failure mode given a cost
-    (:data:`V1_BASE`; any keyword still overrides it), and the episode counter in ``info``
-    under ``episode_index`` (Gymnasium's ``RecordEpisodeStatistics`` writes ``episode``).
+    (:data:`V1_BASE`; any keyword still overrides it).
 
     The mechanics, each a keyword of :class:`AgentTaskEnv` (all off in v0):
 
@@ -791,8 +793,6 @@ class AgentTaskEnvV1(AgentTaskEnv):
     child (:data:`V1_STREAMS`, spawned after v0's five), per episode, one per possible
     step, keyed by the episode index: independent of the budget and of the agent.
     """
-
-    _episode_key = "episode_index"
 
     def __init__(self, **kwargs):
         super().__init__(**{**V1_BASE, **kwargs})

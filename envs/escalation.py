@@ -414,6 +414,9 @@ class EscalationEnv(gym.Env):
                  feedback: str = "censored", c_escalate: float = 1.0,
                  c_failure: float = 5.0, c_act: float = 0.0, act_cost: str | None = None,
                  act_cost_scale: float = 1.0, render_mode=None):
+        if render_mode is not None:   # no render modes (metadata): refuse, as the mazes do
+            raise ConfigError("render_mode", render_mode, "must be None: this env does not "
+                              "render")
         if source not in ("synthetic", "replay"):
             raise ConfigError("source", source, "must be 'synthetic' or 'replay'")
         if feedback not in ("censored", "full"):

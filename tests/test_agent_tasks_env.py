@@ -91,10 +91,10 @@ def test_drift_applied_at_the_given_episode():
     before = [env.procedure(f) for f in range(2)]
     for e in (1, 2):
         _, info = env.reset()
-        assert info["episode"] == e and info["drift"] == []
+        assert info["episode_index"] == e and info["drift"] == []
         assert [env.procedure(f) for f in range(2)] == before
     _, info = env.reset()
-    assert info["episode"] == 3 and len(info["drift"]) == 1
+    assert info["episode_index"] == 3 and len(info["drift"]) == 1
     ev = info["drift"][0]
     after = [env.procedure(f) for f in range(2)]
     f, k = ev["family"], ev["step"]

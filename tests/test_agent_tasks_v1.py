@@ -33,6 +33,12 @@ def _fingerprint(kw, seed, episodes=60):
     h = hashlib.sha256()
 
     def put(x):
+        # the golden hashes predate the rename of info's "episode" to "episode_index"
+        if isinstance(x, dict) and "episode_index" in x:
+            x = {("episode" if k == "episode_index" else k): v for k, v in x.items()}
+        elif isinstance(x, list) and isinstance(x[-1], dict) and "episode_index" in x[-1]:
+            x = x[:-1] + [{("episode" if k == "episode_index" else k): v
+                           for k, v in x[-1].items()}]
         h.update(json.dumps(x, sort_keys=True, default=str).encode())
 
     for e in range(episodes):
@@ -58,6 +64,26 @@ def test_v0_gives_the_same_tasks_drifts_injections_and_verdicts(cfg, seed):
 
 
 # --------------------------------------------------------------------------- v1 basics
+
+def test_v0_runs_under_record_episode_statistics_and_make_vec():
+    env = RecordEpisodeStatistics(gym.make("dyna/AgentTasks-v0", max_steps=5))
+    _, info = env.reset(seed=0)
+    assert info["episode_index"] == 0
+    u = env.unwrapped
+    for call in u.procedure(u.family):
+        _, r, term, _, info = env.step(call)
+    assert term and info["episode"]["r"] == 1.0 and info["episode"]["l"] == 3
+    venv = gym.make_vec("dyna/AgentTasks-v0", num_envs=2, vectorization_mode="sync",
+                        max_steps=5)
+    venv = gym.wrappers.vector.RecordEpisodeStatistics(venv)
+    venv.reset(seed=1)
+    done = np.zeros(2, bool)
+    for _ in range(5):
+        _, _, term, trunc, info = venv.step(venv.action_space.sample())
+        done |= term | trunc
+    assert done.all() and "episode" in info
+    venv.close()
+
 
 def test_v1_passes_check_env_and_its_base_setting():
     check_env(AgentTaskEnvV1(), skip_render_check=True)

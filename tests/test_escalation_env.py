@@ -206,3 +206,13 @@ def test_cli_bad_csv_in_a_fresh_process(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "row 1 has 'yes'" in r.stderr
+
+
+def test_a_render_mode_is_refused_as_the_mazes_do():
+    for mode in ("human", "ansi", "rgb_array"):
+        with pytest.raises(ConfigError) as e:
+            EscalationEnv(render_mode=mode)
+        assert (e.value.field, e.value.value) == ("render_mode", mode)
+        with pytest.raises(ConfigError):
+            gym.make("dyna/Escalation-v0", render_mode=mode)
+    assert EscalationEnv().render_mode is None
