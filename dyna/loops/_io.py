@@ -212,10 +212,10 @@ def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
     line = json.dumps(record, ensure_ascii=True, sort_keys=True) + "\n"
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
-    except OSError as exc:
+    except OSError:
         if path.is_symlink():
             raise SymlinkError(path) from None
-        raise exc
+        raise
     with os.fdopen(fd, "r+b") as fh:
         size = os.fstat(fd).st_size
         if size:
