@@ -79,7 +79,9 @@ def make_env(name: str, **kwargs) -> tuple[gym.Env, dict]:
     UnknownEnvError
         Unknown name or unregistered version.
     ConfigError
-        A keyword the environment does not accept (named as ``env.kwargs.<key>``).
+        A keyword the environment does not accept (named as ``env.kwargs.<key>``), or an
+        env whose observation or action space is not Discrete (``CartPole-v1``), named as
+        ``env.id``.
     """
     from dyna.errors import check_range
 
@@ -112,6 +114,13 @@ def make_env(name: str, **kwargs) -> tuple[gym.Env, dict]:
             raise ConfigError("env.kwargs", kwargs, f"not accepted by {resolved}: {exc}") from None
         key = bad.group(1)
         raise ConfigError(f"env.kwargs.{key}", kwargs.get(key), f"not accepted by {resolved}") from None
+    spaces = {"observation": env.observation_space, "action": env.action_space}
+    for what, space in spaces.items():
+        if not isinstance(space, gym.spaces.Discrete):
+            env.close()
+            raise ConfigError("env.id", name, f"has a {type(space).__name__} {what} space: "
+                              "the tabular agents need Discrete observation and action "
+                              "spaces")
     spec = env.spec
     meta = {
         "requested_id": name,
@@ -133,6 +142,11 @@ def make_toytext_table(name: str, **kwargs) -> tuple[TabularTable, dict]:
     """Transition table of a toy-text env (its ``P`` and initial-state distribution)."""
     env, meta = make_env(name, **kwargs)
     u = env.unwrapped
+    if not isinstance(getattr(u, "P", None), dict) or not hasattr(u, "initial_state_distrib"):
+        env.close()
+        raise ConfigError("env.id", name, "has no transition table (the P and "
+                          "initial_state_distrib of Gymnasium's toy-text envs), which the "
+                          "tabular agents' model is built from")
     table = table_from_P(u.P, np.asarray(u.initial_state_distrib, dtype=np.float64),
                          max_episode_steps=meta["max_episode_steps"], meta=meta)
     env.close()

@@ -303,3 +303,20 @@ def test_unknown_env_keyword_lists_the_allowed_ones_or_says_there_are_none():
         envs.make_env("dyna/DynaMaze-v0", change_at=5)
     with pytest.raises(ConfigError, match=r"unknown keyword \(allowed: change_at"):
         envs.make_env("dyna/BlockingMaze-v0", chang_at=5)
+
+
+@pytest.mark.parametrize("env_id,space", [("CartPole-v1", "Box observation"),
+                                          ("Blackjack-v1", "Tuple observation")])
+def test_a_non_discrete_env_is_refused_naming_env_id(env_id, space, tmp_path, capsys):
+    from dyna.cli import main
+
+    with pytest.raises(ConfigError) as e:
+        envs.make_table(env_id)
+    assert e.value.field == "env.id" and space in str(e.value)
+    cfg = tmp_path / "cp.toml"
+    cfg.write_text(f'name = "cp"\n[env]\nid = "{env_id}"\n[schedule]\nepisodes = 5\n'
+                   '[[variants]]\nname = "q"\nagent = "dyna_q"\n')
+    assert main(["run", str(cfg), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"env.id='{env_id}'" in err
+    assert not (tmp_path / "out").exists()
