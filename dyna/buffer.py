@@ -1686,25 +1686,17 @@ def check_value(field: str, value) -> None:
             raise ConfigError(field, f"depth > {MAX_DEPTH}", f"nesting deeper than "
                               f"MAX_DEPTH={MAX_DEPTH} containers is refused")
         if isinstance(v, Mapping):
-            items = v.items()
-            for k, x in items:
+            for k in v:
                 if type(k) is str and not k.isascii():
                     _check_text(field, k)
-                tx = type(x)
-                if tx is str:
-                    if not x.isascii():
-                        _check_text(field, x)
-                elif tx in _CONTAINERS or isinstance(x, (Mapping, list, tuple)):
-                    stack.append((x, depth + 1))
-        else:
-            for x in v:
-                tx = type(x)
-                if tx is str:
-                    if not x.isascii():
-                        _check_text(field, x)
-                elif tx in _CONTAINERS or isinstance(x, (Mapping, list, tuple)):
-                    stack.append((x, depth + 1))
-
+            v = v.values()
+        for x in v:
+            tx = type(x)
+            if tx is str:
+                if not x.isascii():
+                    _check_text(field, x)
+            elif tx in _CONTAINERS or isinstance(x, (Mapping, list, tuple)):
+                stack.append((x, depth + 1))
 
 _CONTAINERS = frozenset((dict, list, tuple))
 
