@@ -1384,6 +1384,9 @@ class SkillLibrary(_Matcher):
     errors : list of FrontmatterError
         Skill files that could not be read at load time; each names the file, the line
         and the field (case SKL-01). They count in :meth:`summary`.
+    warnings : list of LoadWarning
+        Skill files loaded although they break a rule (a description over 1,024
+        characters, a name that differs from its folder, a look-alike name).
     competence : BetaCompetence
         Per-skill posteriors, keyed by skill name.
     redactions : dict of str to int
@@ -1393,10 +1396,21 @@ class SkillLibrary(_Matcher):
         history record is redacted first (:class:`dyna.loops._io.SafetyNet`). A ``run_id``
         holding a secret is refused (:func:`dyna.redact.check_label`): undo finds runs by it.
 
+    Several processes (or several objects) may share one folder: every write holds the
+    folder's file lock (:func:`dyna.loops._io.library_lock`, ``.dyna/lock``) and first
+    re-reads the folder when anyone else wrote to it since; reads use the state as of the
+    last write or :meth:`refresh`.
+
     Raises
     ------
     ConfigError
-        Bad parameters.
+        Bad parameters; :class:`dyna.loops._io.SymlinkError` for a symbolic link below the
+        folder in the way of a write.
+    CorruptFileError
+        ``.dyna/history.jsonl``, ``.dyna/state.json`` or a pending file cannot be read
+        (names the file and the line; at open or at the write that reads it).
+    LibraryLockTimeout
+        Another writer held the lock for longer than 30 s.
     """
 
     def __init__(self, dir=None, *, cap: int | None = None, max_age_days: float | None = None,
