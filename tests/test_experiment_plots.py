@@ -150,3 +150,19 @@ def test_dyna_plot_names_what_is_wrong_with_the_folder(tmp_path, capsys):
                                        "folder (no manifest.json)\n")
     assert main(["plot", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err.endswith(": no such folder\n")
+
+
+def test_one_run_plots_claim_no_mean_and_no_interval(tmp_path):
+    from dyna.experiment.backends import InProcessBackend
+    from dyna.experiment.plotting import over_runs
+
+    assert over_runs("mean", 1) == "1 run (no interval)"
+    assert over_runs("IQM", 10, 0.9) == "IQM of 10 runs, 90% bootstrap CI"
+    import tomllib
+    cfg = parse_config(tomllib.loads(RUN01_TOML.replace("runs = 25", "runs = 1")
+                                     .replace("per_run_plots = true", "per_run_plots = false")))
+    out = run_experiment(cfg, tmp_path / "one", backend=InProcessBackend(), progress=False)
+    svgs = [p.read_text() for p in (out / "plots").glob("*.svg")]
+    assert svgs
+    text = "".join(svgs)
+    assert "of 1 runs" not in text and "1 run (no interval)" in text

@@ -19,7 +19,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["figure", "save"]
+__all__ = ["figure", "over_runs", "save"]
 
 
 _RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
@@ -45,3 +45,25 @@ def save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:
         paths.append(stem.with_suffix(".svg"))
         fig.savefig(paths[1], metadata={"Date": None})
     return paths
+
+
+def over_runs(statistic: str, runs: int, confidence: float = 0.95,
+              interval: str = "bootstrap CI") -> str:
+    """A plot's caption for a statistic over runs: ``"mean of 10 runs, 95% bootstrap
+    CI"``; with one run ``"1 run (no interval)"``: one run has no mean over runs and no
+    interval, and the plot must not claim one.
+
+    Parameters
+    ----------
+    statistic : str
+        ``"mean"``, ``"IQM"``, ...
+    runs : int
+    confidence : float
+        In (0, 1).
+    interval : str
+        What the band is (``"bootstrap CI"``, ``"bootstrap band"``).
+    """
+    if runs == 1:
+        return "1 run (no interval)"
+    return f"{statistic} of {runs} runs, {confidence:.0%} {interval}"
+

@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from dyna.experiment.kinds.agent_tasks.analysis import PROFILE_TAUS, aggregates, ablated_switch
-from dyna.experiment.plotting import figure, save
+from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import curve_ci, per_run_ci
 
 __all__ = ["MAX_LINES", "PLOT_RESAMPLES", "draw_plots", "variant_panels"]
@@ -175,8 +175,9 @@ def _scenario_figure(out, scenario: str, series: dict, folder: Path) -> list[Pat
         for c in range(n_cols):
             axes[-1, c].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.28),
                                ncol=1, frameon=False)
-        fig.suptitle(f"{cfg.name}, scenario {scenario}: mean over {cfg.runs} runs with 95% "
-                     f"bootstrap CI across runs ({PLOT_RESAMPLES} resamples); success and "
+        band = (f"{over_runs('mean', cfg.runs)} across runs ({PLOT_RESAMPLES} resamples)"
+                if cfg.runs > 1 else over_runs("mean", 1))
+        fig.suptitle(f"{cfg.name}, scenario {scenario}: {band}; success and "
                      f"tokens rolling over {W} episodes", fontsize=9)
         return save(fig, folder / f"scenario_{scenario}")
 
@@ -284,8 +285,8 @@ def _crossover_figure(out, folder: Path) -> list[Path]:
             ax.tick_params(labelsize=7)
             ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.2),
                       frameon=False)
-        fig.suptitle(f"{cfg.name}: crossover map\n({cfg.runs} runs, mean and 95% "
-                     "bootstrap CI)", fontsize=9)
+        fig.suptitle(f"{cfg.name}: crossover map\n({over_runs('mean', cfg.runs)})",
+                     fontsize=9)
         return save(fig, folder / "crossover")
 
 

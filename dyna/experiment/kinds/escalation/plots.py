@@ -26,7 +26,7 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from dyna.experiment.plotting import figure, save
+from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import curve_ci
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,11 +140,12 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     ax.set_ylabel("cumulative pseudo-regret")
                     ax.grid(alpha=0.3)
             axes[0][0].legend(fontsize=7)
+            many = g["system"].n_unique() > 1
+            band = (f"mean over runs{' and systems' if many else ''}, "
+                    f"{out.config.analysis.confidence:.0%} bootstrap band"
+                    if out.config.runs > 1 or many else over_runs("mean", 1))
             fig.suptitle(f"regret vs the type oracle (cost units): {scenario}, {feedback} "
-                         f"feedback\nmean over runs"
-                         f"{' and systems' if g['system'].n_unique() > 1 else ''}, "
-                         f"{out.config.analysis.confidence:.0%} bootstrap band; right: log x",
-                         fontsize=9)
+                         f"feedback\n{band}; right: log x", fontsize=9)
             paths += save(fig, folder / f"regret_{_slug(scenario)}_{feedback}",
                            svg=out.config.analysis.svg)
     return paths

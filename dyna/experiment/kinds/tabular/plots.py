@@ -23,7 +23,7 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from dyna.experiment.plotting import figure, save
+from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import curve_ci, per_run_ci
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,7 +55,7 @@ def _stat_opts(out: "ExperimentOutput") -> dict:
 def _stat_label(out: "ExperimentOutput") -> str:
     a = out.config.analysis
     name = "IQM" if a.statistic == "iqm" else "mean"
-    return f"{name} of {out.config.runs} runs, {a.confidence:.0%} bootstrap CI"
+    return over_runs(name, out.config.runs, a.confidence)
 
 
 def _group_label(row: dict, keys: list[str], n_variants: int) -> str:
