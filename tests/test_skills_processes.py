@@ -66,3 +66,16 @@ def test_two_library_objects_on_one_folder(tmp_path):
     assert (one["a"].successes, two["a"].successes) == (2, 1)        # two reads on write
     two.refresh()
     assert two["a"].successes == 2 and [p.id for p in two.pending()] == ["p0001", "p0002"]
+
+
+def test_unlogged_outcomes_of_two_objects_are_not_lost(tmp_path):
+    # an unlogged outcome changes only state.json; 1 -> 2 keeps its size, and an atomic
+    # replacement may reuse the inode: the re-read under the lock compares its content
+    one = SkillLibrary(tmp_path, retire_below=None, log_outcomes=False)
+    one.add(Skill("a", "skill a"), "r1")
+    two = SkillLibrary(tmp_path, retire_below=None, log_outcomes=False)
+    for _ in range(5):
+        one.record_outcome(["a"], True)
+        two.record_outcome(["a"], True)
+    assert SkillLibrary(tmp_path)["a"].successes == 10
+    assert SkillLibrary(tmp_path).posterior("a") == (11.0, 1.0)

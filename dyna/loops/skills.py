@@ -990,15 +990,19 @@ class FileSkillBackend:
 
     def mark(self):
         """A fingerprint of the library's log and state files: it changes with every write
-        by any process (the library re-reads its state when it did)."""
-        out = []
-        for p in (self.meta / "history.jsonl", self._state_path()):
-            try:
-                s = os.lstat(p)
-                out.append((s.st_ino, s.st_size, s.st_mtime_ns))
-            except FileNotFoundError:
-                out.append(None)
-        return tuple(out)
+        by any process (the library re-reads its state when it did). The log only grows
+        (its size says it); the state file is compared by content, since an atomic
+        replacement can reuse an inode number and keep size and (coarse) mtime, as an
+        unlogged outcome 1 -> 2 does."""
+        import hashlib
+
+        try:
+            s = os.lstat(self.meta / "history.jsonl")
+            log = (s.st_ino, s.st_size, s.st_mtime_ns)
+        except FileNotFoundError:
+            log = None
+        raw = _read_nofollow(self._state_path())
+        return log, None if raw is None else hashlib.sha256(raw).digest()
 
     # ------------------------------------------------------------------ reading
     def scan(self):
@@ -1258,6 +1262,20 @@ class FileSkillBackend:
         if not folder.is_dir():
             return []
         return [int(p.stem[1:]) for p in folder.glob("p*.json") if p.stem[1:].isdigit()]
+
+
+def _read_nofollow(path: Path) -> bytes | None:
+    """A file's bytes (None when missing), never through a link (SymlinkError)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        if path.is_symlink():
+            raise SymlinkError(path) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
 
 
 def _cleaned(clean, text: str | None) -> str:
