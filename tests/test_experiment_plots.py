@@ -6,7 +6,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import pytest
 
 from dyna.cli import main
 from dyna.experiment.registry import parse_config
