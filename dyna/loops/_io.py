@@ -242,15 +242,29 @@ def _last_newline(fh, size: int) -> int:
     return -1
 
 
-def _open_read(path: Path) -> bytes | None:
+def _open_nofollow(path: Path) -> int | None:
+    """A read-only descriptor of ``path`` (None when missing), never through a link."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError:
         if Path(path).is_symlink():
             raise SymlinkError(path) from None
         raise
+
+
+def read_bytes_nofollow(path: Path) -> bytes | None:
+    """A file's bytes (None when missing), opened with ``O_NOFOLLOW``.
+
+    Raises
+    ------
+    SymlinkError
+        ``path`` is a symbolic link.
+    """
+    fd = _open_nofollow(Path(path))
+    if fd is None:
+        return None
     with os.fdopen(fd, "rb") as fh:
         return fh.read()
 
@@ -269,7 +283,7 @@ def read_jsonl(path: Path) -> list[dict]:
     SymlinkError
         ``path`` is a symbolic link.
     """
-    raw = _open_read(Path(path))
+    raw = read_bytes_nofollow(path)
     if raw is None:
         return []
     lines = raw.split(b"\n")
@@ -300,14 +314,9 @@ def read_last_jsonl(path: Path) -> dict | None:
         The last complete line is not a JSON object.
     """
     path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
+    fd = _open_nofollow(path)
+    if fd is None:
         return None
-    except OSError:
-        if path.is_symlink():
-            raise SymlinkError(path) from None
-        raise
     with os.fdopen(fd, "rb") as fh:
         size = os.fstat(fd).st_size
         end = _last_newline(fh, size)          # end of the last complete line
@@ -337,7 +346,7 @@ def read_json(path: Path):
     SymlinkError
         ``path`` is a symbolic link.
     """
-    raw = _open_read(Path(path))
+    raw = read_bytes_nofollow(path)
     if raw is None:
         return None
     try:

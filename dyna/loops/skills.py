@@ -43,8 +43,8 @@ from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
 from dyna.loops._io import (CorruptFileError, SafetyNet, SymlinkError, append_jsonl,
-                            atomic_write, check_no_symlink, library_lock, read_json, read_jsonl,
-                            read_last_jsonl)
+                            atomic_write, check_no_symlink, library_lock, read_bytes_nofollow,
+                            read_json, read_jsonl, read_last_jsonl)
 from dyna.loops._text import apply_diff, text_diff, tokenize
 from dyna.loops.bm25 import BM25Index, document_terms, query_terms
 from dyna.loops.frontmatter import FrontmatterError, dump_frontmatter, parse_frontmatter
@@ -1001,7 +1001,7 @@ class FileSkillBackend:
             log = (s.st_ino, s.st_size, s.st_mtime_ns)
         except FileNotFoundError:
             log = None
-        raw = _read_nofollow(self._state_path())
+        raw = read_bytes_nofollow(self._state_path())
         return log, None if raw is None else hashlib.sha256(raw).digest()
 
     # ------------------------------------------------------------------ reading
@@ -1262,20 +1262,6 @@ class FileSkillBackend:
         if not folder.is_dir():
             return []
         return [int(p.stem[1:]) for p in folder.glob("p*.json") if p.stem[1:].isdigit()]
-
-
-def _read_nofollow(path: Path) -> bytes | None:
-    """A file's bytes (None when missing), never through a link (SymlinkError)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        if path.is_symlink():
-            raise SymlinkError(path) from None
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
 
 
 def _cleaned(clean, text: str | None) -> str:
