@@ -212,6 +212,30 @@ def test_mem0_v3_dedups_by_hash_and_keeps_conflicts(env):
     assert k.calls == [[(0, 0), (2, 2)], [(-1, -1), (1, 1)]]          # then the older
 
 
+def test_mem0_v3_dedups_only_against_the_memories_retrieved_for_the_run(env):
+    b = Mem0V3(env, 0)
+    b.learn(run(*ok(*[A] * 11)))                # steps 1..11, all "call tool_a with val_0"
+    assert b.size() == 11
+    # the 10 memories most similar to the next run tie in words: the 10 newest win, so the
+    # step-1 memory is not among them and its duplicate is added again
+    b.learn(run(*ok(A)))
+    texts = [m.text for m in b.memories]
+    assert b.size() == 12 and texts.count(texts[0]) == 2
+    b.learn(run(*ok(A)))                        # now the duplicate is retrieved: NONE
+    assert b.size() == 12 and b.ops["NONE"] == 1
+
+
+def test_mem0_v3_search_drops_memories_under_the_semantic_threshold(env):
+    b = Mem0V3(env, 0)
+    b.learn(run(*ok(A, B)))
+    b.learn(run(*ok(C), task=OTHER))
+    got = b.search("bako dire somo vuna")
+    assert [m.key for m in got] == [("bako", "dire")] * 2     # the other key scores 0
+    k = b.knowledge("bako dire somo vuna")
+    assert k.entries == 2 and k.irrelevant == 0
+    assert b.search("kivo somo") == []
+
+
 # ============================================================================ Xiong et al.
 
 def test_naive_growth_stores_every_episode(env):

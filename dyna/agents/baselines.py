@@ -354,10 +354,11 @@ class Voyager(_TaskBaseline):
     What it keeps
         The skill: the run's ok calls in order, named by the task key, described by its key
         words. A skill of the same name overwrites the library's entry; the old version is
-        kept aside (the code writes it to ``<name>V2.js``, ``V3`` ... and deletes it from
-        the vector DB): counted in :attr:`n_aside`, never retrieved, not in :meth:`size`.
-        The code rewrites on every success of a known name, identical or not, and so does
-        this class.
+        kept aside (``SkillManager.add_new_skill`` replaces the name's entry in the vector
+        DB and ``skills.json`` and writes the new code to ``<name>V2.js``, ``V3`` ...,
+        leaving the old file on disk): counted in :attr:`n_aside`, never retrieved, not in
+        :meth:`size`. The code rewrites on every success of a known name, identical or
+        not, and so does this class.
     Retrieval
         The top 5 skills by similarity of their description to the task text (the code's
         ``similarity_search_with_score(query, k=min(count, 5))``: always the 5 best,
@@ -688,11 +689,16 @@ class _Fact:
         return (f"{' '.join(self.key)} step {self.step + 1} call is {self.call[0]} "
                 f"with {self.call[1]}")
 
+    @property
+    def words(self) -> frozenset:
+        """What the semantic similarity reads: the key words, the tool and the value."""
+        return frozenset(self.key) | {self.call[0], self.call[1]}
+
 
 class _Mem0(_TaskBaseline):
     """Shared by the two Mem0 styles: facts from every interaction, top-k retrieval."""
 
-    #: Memories returned by a search (``limit``).
+    #: Memories returned by a search (``top_k``).
     TOP_K = 20
 
     def __init__(self, env, seed: int, title_words: int = 2, tokens_per_review: int = 300):
@@ -706,14 +712,16 @@ class _Mem0(_TaskBaseline):
         self._clock += 1
         return self._clock
 
-    def _score(self, fact: _Fact, words, task: str) -> float:
-        return _cosine(frozenset(fact.key), words)
+    def _semantic(self, words, limit: int) -> list[tuple[float, _Fact]]:
+        """The ``limit`` memories most similar to a bag of words (the vector search: a
+        bag-of-words cosine; ties: the most recent first), with their scores."""
+        best = heapq.nsmallest(limit, ((_cosine(m.words, words), m) for m in self.memories),
+                               key=lambda x: (-x[0], -x[1].t))
+        return best
 
     def search(self, task: str) -> list[_Fact]:
-        """The top-k memories for ``task``, best first (ties: the most recent first)."""
-        words = self._words(task)
-        return heapq.nsmallest(self.TOP_K, self.memories,
-                               key=lambda m: (-self._score(m, words, task), -m.t))
+        """The memories retrieved for ``task``, best first."""
+        return [m for _, m in self._semantic(self._words(task), self.TOP_K)]
 
     def audit_entries(self) -> list[tuple[str, tuple]]:
         return [(" ".join(m.key), _audit_step(m.step, self._ix(m.call)))
@@ -725,29 +733,33 @@ class _Mem0(_TaskBaseline):
 
 @_register
 class Mem0V2(_Mem0):
-    """Mem0 as in its paper (Chhikara et al. 2025, arXiv 2504.19413): extract, then
-    compare each fact with its most similar memories and ADD, UPDATE, DELETE or NONE.
+    """Mem0 as in its paper (Chhikara et al. 2025, arXiv 2504.19413) and its library
+    before the v3 pipeline: extract, then compare each fact with its most similar
+    memories and ADD, UPDATE, DELETE or NONE.
 
     When it writes
         Every interaction (every run, whatever its outcome): an extraction call and, when
-        facts were extracted, an update call (the code's two LLM calls per ``add``): 2 x
+        facts were extracted, an update call (the library's two LLM calls per ``add``): 2 x
         ``tokens_per_review`` per run.
     Extraction
         Per call of the run, in order: an ok call at step k gives the fact "<key> step k
         call is <tool> with <value>" (one memory names the step's tool and value together:
         the audit prescribes whole calls); a call that errored at step k gives the
         contradiction "that call is wrong at step k".
-    Update (the simulated LLM over the fact's 5 most similar memories, the code's
-        ``search(limit=5)``; similarity: Jaccard of the texts' words, ties the most recent)
+    Update (the simulated LLM over the fact's 5 most similar memories, the library's
+        ``vector_store.search(query=new_mem, top_k=5)``; similarity: Jaccard of the
+        texts' words, ties the most recent)
         NONE when one of them is the same fact; UPDATE the first of them with the same key
         and step but another call (text replaced, write time renewed); ADD otherwise. A
         contradiction DELETEs a memory among them that names the erring call at that key
         and step, and is NONE otherwise.
     Retrieval
-        Search top-k 20 by similarity (cosine of the memory's key words and the task's
-        content words; ties the most recent) whatever the score; the memories about the
-        task give :attr:`Knowledge.values` / :attr:`Knowledge.tools` per step (the first
-        in rank wins), the others count as irrelevant. No storage cap.
+        Search top-k 20 by similarity (cosine of the memory's words, key, tool and value,
+        with the task's content words; ties the most recent), no threshold (the
+        library's default ``threshold=None``; its default ``top_k`` is 100, 20 is
+        ../shared/BASELINES.md's figure, :attr:`TOP_K`). The memories about the task give
+        :attr:`Knowledge.values` / :attr:`Knowledge.tools` per step (the first in rank
+        wins), the others count as irrelevant. No storage cap.
     """
 
     name = "mem0_v2"
@@ -801,35 +813,57 @@ class Mem0V2(_Mem0):
         return k
 
 
+def _bm25_params(n_terms: int) -> tuple[float, float]:
+    """mem0's sigmoid ``(midpoint, steepness)`` for a query of ``n_terms`` terms
+    (``mem0.utils.scoring.get_bm25_params``)."""
+    for most, params in ((3, (5.0, 0.7)), (6, (7.0, 0.6)), (9, (9.0, 0.5)),
+                         (15, (10.0, 0.5))):
+        if n_terms <= most:
+            return params
+    return (12.0, 0.5)
+
+
 @_register
 class Mem0V3(_Mem0):
-    """Mem0 as its open-source library stands in April 2026: add-only memory with
-    exact-hash dedup; conflicting facts coexist; hybrid retrieval.
+    """Mem0 as its open-source library stands in April 2026 (the "v3 pipeline",
+    mem0ai/mem0 a488e19 of 2026-04-14, ``Memory._add_to_vector_store`` and
+    ``_search_vector_store``): additive memory with exact-hash dedup, hybrid search.
 
     When it writes
-        Every interaction: one extraction call (``tokens_per_review``) per run; every ok
-        call gives the fact "<key> step k call is <tool> with <value>" (as
-        :class:`Mem0V2`), ADDed unless a memory with the same MD5 hash of its text exists
-        (then nothing: its write time stays the first one). Nothing is updated or deleted.
-    Retrieval
-        Hybrid: cosine of the memory's key words and the task's content words plus its
-        Okapi BM25 score for the task (:class:`dyna.loops.bm25.BM25Index`), divided by the
-        best BM25 score of the query; top-k 20 (ties: the most recent). Of the memories
-        about the task, the most recent fact per step goes to :attr:`Knowledge.values` /
-        :attr:`Knowledge.tools` and is also the first procedure of :attr:`Knowledge.calls`;
-        each older coexisting fact for a step is a further procedure (the j-th most recent
-        call per step in ``calls[j]``), so the agent gets every conflicting value, the
-        newest first (it tries ``calls`` before facts, so the newest must lead there too).
-        No storage cap.
+        Every interaction: the 10 memories most similar to the run's messages (the task
+        text and the calls' tool and value names) are retrieved, then one extraction call
+        (``tokens_per_review``) returns the facts: every ok call gives "<key> step k call
+        is <tool> with <value>" (as :class:`Mem0V2`). A fact is ADDed unless the MD5 hash
+        of its text is the hash of one of those 10 memories or of a fact already taken
+        from this run (the code compares with the retrieved memories' hashes only, so a
+        duplicate of a memory outside them is added again). Nothing is updated or
+        deleted: conflicting facts coexist.
+    Retrieval (the code's hybrid scoring)
+        Candidates: the ``max(4 * top_k, 60)`` most similar memories (cosine of the
+        memory's words and the task's content words), those under the semantic threshold
+        0.1 dropped; BM25 (:class:`dyna.loops.bm25.BM25Index` over the memories' texts,
+        stemmed: the code lemmatises) squashed by mem0's sigmoid for the query's length;
+        score ``(semantic + bm25) / 2`` (``/ 1`` when no memory matches a query term);
+        top-k 20. The code's entity boost needs named entities, which these texts do not
+        have, so it is left out. Of the memories about the task, the most recent fact
+        per step goes to :attr:`Knowledge.values` / :attr:`Knowledge.tools` and is also
+        the first procedure of :attr:`Knowledge.calls`; each older coexisting fact for a
+        step is a further procedure (the j-th most recent call per step in
+        ``calls[j]``), so the agent gets every conflicting value, the newest first (it
+        tries ``calls`` before facts, so the newest must lead there too). No storage
+        cap.
     """
 
     name = "mem0_v3"
+    #: Existing memories retrieved for an ``add`` (their hashes are the dedup set).
+    ADD_CONTEXT_K = 10
+    #: Minimum semantic score of a search result.
+    THRESHOLD = 0.1
 
     def __init__(self, env, seed: int, title_words: int = 2, tokens_per_review: int = 300):
         super().__init__(env, seed, title_words, tokens_per_review)
-        self.hashes: set = set()
+        self.hashes: dict[int, str] = {}       # write time -> MD5 of the memory's text
         self._bm25 = BM25Index()
-        self._bm25_cache: tuple = (None, {})
 
     @staticmethod
     def digest(text: str) -> str:
@@ -838,32 +872,44 @@ class Mem0V3(_Mem0):
 
     def learn(self, run: RunRecord) -> int:
         key = self.key(run.task)
-        if key:
-            for pos, call, err in _steps(run):
-                if err:
-                    continue
-                fact = _Fact(key, pos, self._named(call), 0)
-                h = self.digest(fact.text)
-                if h in self.hashes:
-                    self.ops["NONE"] += 1
-                    continue
-                self.hashes.add(h)
-                fact.t = self._tick()
-                self._bm25.add(str(fact.t), document_terms("", fact.text))
-                self.memories.append(fact)
-                self.ops["ADD"] += 1
+        if not key:
+            return self.tokens_per_review
+        said = set(self._words(run.task))
+        for _, call, _ in _steps(run):
+            said.update(self._named(call))
+        seen = {self.hashes[m.t] for _, m in self._semantic(frozenset(said),
+                                                              self.ADD_CONTEXT_K)}
+        for pos, call, err in _steps(run):
+            if err:
+                continue
+            fact = _Fact(key, pos, self._named(call), 0)
+            h = self.digest(fact.text)
+            if h in seen:
+                self.ops["NONE"] += 1
+                continue
+            seen.add(h)
+            fact.t = self._tick()
+            self.hashes[fact.t] = h
+            self._bm25.add(str(fact.t), document_terms("", fact.text))
+            self.memories.append(fact)
+            self.ops["ADD"] += 1
         return self.tokens_per_review
 
-    def _score(self, fact: _Fact, words, task: str) -> float:
-        if self._bm25_cache[0] != task:
-            got = self._bm25.scores(query_terms(task), len(self._bm25))
-            best = got[0][0] if got else 0.0
-            self._bm25_cache = (task, {k: s / best for s, k in got} if best > 0 else {})
-        return _cosine(frozenset(fact.key), words) + self._bm25_cache[1].get(str(fact.t), 0.0)
+    def search(self, task: str) -> list[_Fact]:
+        words = self._words(task)
+        pool = max(4 * self.TOP_K, 60)
+        cands = [(sem, m) for sem, m in self._semantic(words, pool) if sem >= self.THRESHOLD]
+        terms = query_terms(task)
+        mid, steep = _bm25_params(max(1, len(terms)))
+        bm25 = {k: 1.0 / (1.0 + float(np.exp(-steep * (raw - mid))))
+                for raw, k in self._bm25.scores(terms, pool) if raw > 0}
+        most = 2.0 if bm25 else 1.0
+        scored = [(min((sem + bm25.get(str(m.t), 0.0)) / most, 1.0), m) for sem, m in cands]
+        scored.sort(key=lambda x: -x[0])                 # stable: semantic order on ties
+        return [m for _, m in scored[:self.TOP_K]]
 
     def knowledge(self, task: str) -> Knowledge:
         words = self._words(task)
-        self._bm25_cache = (None, {})
         got = self.search(task)
         k = Knowledge(entries=len(got))
         per_step: dict = {}
