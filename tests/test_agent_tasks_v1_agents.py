@@ -96,3 +96,75 @@ def test_naive_loop_plus_one_safeguard_switches_on_exactly_that_one():
     from dyna.errors import ConfigError
     with pytest.raises(ConfigError, match="naive_loop\\+sideways"):
         make_variant("naive_loop+sideways")
+
+
+def _seed(agent, env, store):
+    """Perfect knowledge for every family: skills, or tool and value facts per step."""
+    from dyna.loops.skills import Skill
+    from dyna.loops._text import content_words
+    for f in range(env.n_families):
+        key = content_words(" ".join(env.trigger_words(f)))[:2]
+        head = " ".join(key)
+        proc = env.procedure(f)
+        if store == "skill":
+            body = "\n".join(f"{i}. call `{env.tool_names[t]}` with `{env.value_names[v]}`"
+                             for i, (t, v) in enumerate(proc, 1))
+            agent.loop.skills.add(Skill(f"perfect-{f}", f"Procedure for {head} tasks.",
+                                        body, triggers=tuple(key)))
+        else:
+            for k, (t, v) in enumerate(proc, 1):
+                agent.loop.memory.add(f"{head} step {k} tool is {env.tool_names[t]}",
+                                      trust="user")
+                agent.loop.memory.add(f"{head} step {k} value is {env.value_names[v]}",
+                                      trust="user")
+
+
+def test_a_memory_loop_with_perfect_facts_matches_the_skill_loop_within_1_point():
+    """Perfect knowledge, nothing learnt or retired meanwhile: the memory loop retrieving
+    the top-k facts (tool and value per step) succeeds as often as the skill loop; the
+    whole memory in context (36 facts, 30 of them about other families) does not, under
+    distraction."""
+    from dyna.loops import LoopConfig
+    kw = dict(n_families=6, n_tools=4, n_values=3, length=3, max_steps=4,
+              untrusted_tools=0, distraction=0.1)
+    success, entries = {}, {}
+    for store, k in (("skill", 6), ("memory", 6), ("memory", None)):
+        env = AgentTaskEnv(**kw)
+        cfg = LoopConfig(memory_k=k, retire_on_contradiction=False, dating=False,
+                         cap_eviction=False, max_lessons=0)
+        agent = LoopAgent(make_variant(f"{store}_loop", store, cfg), env, (0, 0),
+                          PolicyParams(memory_facts="call"), env_seed=11)
+        env.reset(seed=11)
+        _seed(agent, env, store)
+        rows = [agent.episode() for _ in range(1000)]
+        success[store, k] = np.mean([r["success"] for r in rows])
+        entries[store, k] = max(r["context_entries"] for r in rows)
+    assert 0.7 < success["skill", 6] < 0.9            # p_follow 0.9 per step, budget 4
+    assert abs(success["memory", 6] - success["skill", 6]) <= 0.01
+    assert entries["memory", 6] == 6 and entries["memory", None] == 36
+    assert success["memory", None] < 0.2
+
+
+def test_memory_k_retrieves_the_most_relevant_facts():
+    from dyna.loops import LearningLoop, LoopConfig
+    from dyna.loops.memory import MemoryStore
+    from dyna.loops.skills import SkillLibrary
+    mem = MemoryStore(None)
+    for text in ("bako dise step 1 tool is tool_a", "bako dise step 1 value is val_0",
+                 "kuma lodo step 1 tool is tool_b", "kuma lodo step 1 value is val_1",
+                 "bako lodo step 2 value is val_2"):
+        mem.add(text, trust="user")
+    loop = LearningLoop(SkillLibrary(None), mem, ProcedureReviewer("memory"),
+                        LoopConfig(memory_k=2))
+    ctx = loop.begin("r1", "bako dise fix the thing")
+    assert ctx.memory.texts() == ["bako dise step 1 tool is tool_a",
+                                  "bako dise step 1 value is val_0"]
+    whole = LearningLoop(SkillLibrary(None), mem, ProcedureReviewer("memory"), LoopConfig())
+    assert len(whole.begin("r2", "bako dise").memory) == 5
+
+
+def test_the_whole_memory_variant_keeps_every_fact():
+    from dyna.loops import LoopConfig
+    spec = make_variant("memory_loop-whole_memory", "memory", LoopConfig(memory_k=6))
+    assert (spec.store, spec.config.memory_k) == ("memory", None)
+    assert make_variant("memory_loop", "memory", LoopConfig(memory_k=6)).config.memory_k == 6

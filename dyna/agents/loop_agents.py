@@ -194,6 +194,10 @@ class PolicyParams:
         failed last into the procedure (it believes that call finished the job); otherwise
         the lesson keeps only the calls that returned ok. 1.0 (the default) is v0's
         reviewer; the agent-tasks v2 sweeps fix 0.5.
+    memory_facts : {"value", "call"}
+        What the reviewer writes per procedure step for the memory store: ``"value"``
+        (v0) one fact, the step's value; ``"call"`` two, the step's tool and its value, so
+        that memory can hold a whole procedure as a skill does (agent tasks v2).
     oracle_follows_always : bool
         True (v0): the oracle always follows its knowledge. False: it follows with
         ``p_follow`` like every other variant, so the oracle bounds what knowledge can give
@@ -210,10 +214,13 @@ class PolicyParams:
     episodic_k: int = 20
     misattribution: float = 1.0
     oracle_follows_always: bool = True
+    memory_facts: str = "value"
 
     def __post_init__(self):
         check_range("p_follow", self.p_follow, 0.0, 1.0)
         check_range("misattribution", self.misattribution, 0.0, 1.0)
+        if self.memory_facts not in ("value", "call"):
+            raise ConfigError("memory_facts", self.memory_facts, "must be 'value' or 'call'")
         if not isinstance(self.oracle_follows_always, bool):
             raise ConfigError("oracle_follows_always", self.oracle_follows_always,
                               "must be true or false")
@@ -330,6 +337,8 @@ def make_variant(name: str, store: str = "skill", config: LoopConfig | None = No
         return VariantSpec(name, "loop", store,
                            replace(base, outcome_gate="self", approval_for_untrusted=False),
                            self_gate=True)
+    if name == "memory_loop-whole_memory":   # every fact in context, not the top memory_k
+        return VariantSpec(name, "loop", "memory", replace(base, memory_k=None))
     head, _, switch = name.partition("-no_")
     if head in ("skill_loop", "memory_loop"):
         st = head.split("_")[0]
@@ -359,8 +368,9 @@ class ProcedureReviewer:
 
     * store ``"skill"``: one skill ``<key words>-<crc32 of the procedure>``, triggers the
       key words, body one line ``N. call `tool` with `value``` per step;
-    * store ``"memory"``: one fact per step not yet in memory: ``"<key> step k value is
-      val_j"`` (and, for a copied instruction, ``"<key> step k tool is send_secrets"``).
+    * store ``"memory"``: per step, facts not yet in memory: ``"<key> step k value is
+      val_j"`` (with ``memory_facts="call"`` also ``"<key> step k tool is tool_c"``; for a
+      copied instruction ``"<key> step k tool is send_secrets"``).
 
     Parameters
     ----------
@@ -373,7 +383,7 @@ class ProcedureReviewer:
 
     def __init__(self, store: str = "skill", seed: int = 0, copy_rate: float = 0.5,
                  title_words: int = 2, tokens_per_review: int = 300,
-                 misattribution: float = 1.0):
+                 misattribution: float = 1.0, memory_facts: str = "value"):
         if store not in STORES:
             raise ConfigError("store", store, f"must be one of {STORES}")
         self.store = store
@@ -383,6 +393,9 @@ class ProcedureReviewer:
         self.tokens_per_review = check_range("tokens_per_review", tokens_per_review, 0,
                                              None, integer=True)
         self.misattribution = float(check_range("misattribution", misattribution, 0.0, 1.0))
+        if memory_facts not in ("value", "call"):
+            raise ConfigError("memory_facts", memory_facts, "must be 'value' or 'call'")
+        self.memory_facts = memory_facts
 
     def procedure(self, digest: Digest, copy: bool,
                   misattribute: bool = True) -> tuple[list[tuple[str, str]], bool]:
@@ -427,12 +440,15 @@ class ProcedureReviewer:
         head = " ".join(key)
         for k, (t, v) in enumerate(calls, 1):
             if t == "send_secrets" or not v:
-                text = f"{head} step {k} tool is {t}"
+                texts = [f"{head} step {k} tool is {t}"]
+            elif self.memory_facts == "call":
+                texts = [f"{head} step {k} tool is {t}", f"{head} step {k} value is {v}"]
             else:
-                text = f"{head} step {k} value is {v}"
-            if fact_key(text) not in known:
-                out.append(Proposal("memory", text=text, provenance=prov if t == "send_secrets"
-                                    else ()))
+                texts = [f"{head} step {k} value is {v}"]
+            for text in texts:
+                if fact_key(text) not in known:
+                    out.append(Proposal("memory", text=text,
+                                        provenance=prov if t == "send_secrets" else ()))
         return ReviewerOutput(tuple(out), self.tokens_per_review)
 
 
@@ -508,7 +524,8 @@ class LoopAgent:
                                          self.params.copy_rate,
                                          self.params.title_words,
                                          self.params.tokens_per_review,
-                                         self.params.misattribution)
+                                         self.params.misattribution,
+                                         self.params.memory_facts)
             self.loop = LearningLoop(skills, memory, reviewer, cfg)
 
     def _clock(self) -> _dt.datetime:

@@ -553,6 +553,10 @@ class LoopConfig:
         At most this many proposals are considered per run (2).
     match_limit : int
         Skills injected per episode (3).
+    memory_k : int or None
+        Memory facts a run sees: the ``memory_k`` most relevant to the task (Okapi BM25 of
+        the fact's words against the task text, stemmed, :mod:`dyna.loops.bm25`; ties in
+        memory order); None (the default): the whole memory in context.
     max_body_chars : int
         Size limit of a skill body.
     allowed_actions : tuple of str or None
@@ -583,6 +587,7 @@ class LoopConfig:
     consolidation_every: int = 10
     max_lessons: int = 2
     match_limit: int = 3
+    memory_k: int | None = None
     max_body_chars: int = 4000
     allowed_actions: tuple[str, ...] | None = None
     prior: object = "uniform"
@@ -608,6 +613,8 @@ class LoopConfig:
         check_range("max_age_days", self.max_age_days, 0.0, None)
         if self.allowed_actions is not None:
             object.__setattr__(self, "allowed_actions", tuple(self.allowed_actions))
+        if self.memory_k is not None:
+            check_range("memory_k", self.memory_k, 1, None, integer=True)
 
     @classmethod
     def naive(cls, **overrides) -> "LoopConfig":
@@ -1018,7 +1025,26 @@ class LearningLoop:
             undated = snap.match(task, limit, dating=False)
             if [m.name for m in undated] != [m.name for m in matches]:
                 self.acted["dating"] += 1
-        return EpisodeContext(run_id, task, tuple(matches), self.memory.snapshot(), snap)
+        memory = self.memory.snapshot()
+        if self.config.memory_k is not None and len(memory) > self.config.memory_k:
+            memory = self._relevant_facts(memory, task, self.config.memory_k)
+        return EpisodeContext(run_id, task, tuple(matches), memory, snap)
+
+    def _relevant_facts(self, memory: MemorySnapshot, task: str, k: int) -> MemorySnapshot:
+        """The ``k`` facts of ``memory`` most relevant to ``task`` by BM25 (facts with no
+        word in common with the task are never chosen), best first; the index is rebuilt
+        only when the memory changed."""
+        from dyna.loops.bm25 import BM25Index, query_terms
+        entries = tuple(memory.entries)
+        texts = tuple(e.text for e in entries)
+        cached = getattr(self, "_fact_index", None)
+        if cached is None or cached[0] != texts:
+            index = BM25Index()
+            for i, text in enumerate(texts):
+                index.add(f"{i:08d}", query_terms(text))
+            cached = self._fact_index = (texts, index)
+        ranked = cached[1].scores(query_terms(task), k)
+        return MemorySnapshot(tuple(entries[int(key)] for _, key in ranked))
 
     def finish(self, context: EpisodeContext, digest: Digest,
                skill_outcomes: Mapping[str, bool] | None = None) -> EpisodeRecord:
