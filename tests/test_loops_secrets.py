@@ -88,8 +88,8 @@ def test_skills_library_never_writes_a_planted_secret(tmp_path):
         elif j % 4 == 0:
             lib.reject(item.id, reason=f"no {SECRETS[j][1]}")
     lib.undo_run("run-3")
-    assert len(list((root / ".dyna" / "pending").glob("*.json"))) == len(SECRETS) // 4 + (
-        len(SECRETS) % 4 > 0)
+    # left pending: the items j with j % 4 == 2 (odd ones approved, j % 4 == 0 rejected)
+    assert len(list((root / ".dyna" / "pending").glob("*.json"))) == (len(SECRETS) + 1) // 4
     assert _leaked(root) == []
     # every write with a secret was caught and counted per detector
     caught = lib.redactions

@@ -9,7 +9,7 @@ dict key, value of JSON embedded in a string, key of JSON embedded in a string, 
 ``NOTE=<secret>`` line of a log, and the text with ``\\n`` escapes turned into real
 newlines): 760 plantings, 0 persisted in clear, every format caught by a named detector (or
 the assignment rule). Every benign text is returned unchanged in 6 shapes (450 checks, 0
-altered) and fires no detector. Three tau-bench runs (../shared/data/agent_trajectories)
+altered) and fires no detector. Three tau-bench runs (tests/data/tau_bench_sample)
 redacted whole keep none of their user's id, e-mail, dates of birth or address. Leaks are
 searched for as the planted secret value itself, in every string and key of the output and of
 any JSON inside it, never with the redactor's own detectors. ``pytest -s`` prints the counts.
@@ -195,8 +195,8 @@ def test_taubench_personal_data_shapes():
     assert scan(said) == {} and scan({"c": "a mia.li3818@example.com"}) == {"email_address": 1}
 
 
-TRAJECTORIES = (Path(__file__).resolve().parents[2] / "shared" / "data" / "agent_trajectories"
-                / "taubench_airline_gpt4o_trajectories.json")
+# 3 of the 200 runs, copied with their MIT licence and provenance (tests/data/tau_bench_sample)
+TRAJECTORIES = Path(__file__).resolve().parent / "data" / "tau_bench_sample" / "runs.json"
 # Three runs chosen for the shapes they carry: (task 3, trial 0) the user answers "Sure, it's
 # <user id>." with no cue in that message; (37, 0) "(with ID: <id>)" in the instruction and
 # "added to user <id>" in a tool output; (32, 2) dates of birth in the agent's prose
@@ -236,7 +236,6 @@ def _personal_values(run) -> dict[str, set[str]]:
     return found
 
 
-@pytest.mark.skipif(not TRAJECTORIES.exists(), reason=f"{TRAJECTORIES} not present")
 @pytest.mark.parametrize("task_id, trial", TRAJECTORY_RUNS)
 def test_taubench_runs_keep_no_personal_data_in_clear(task_id, trial):
     runs = json.loads(TRAJECTORIES.read_text(encoding="utf-8"))
