@@ -252,21 +252,34 @@ def test_naive_growth_stores_every_episode(env):
     assert k.calls[:2] == [[(0, 0), (2, 2)], [(0, 0), (1, 1)]]   # most similar, newest
 
 
-def test_selective_adds_successes_and_deletes_after_a_failed_reuse(env):
+def test_selective_adds_successes_and_deletes_after_failed_reuses(env):
     b = SelectiveAddDelete(env, 0)
     b.learn(run(*ok(A, B), judged=True))            # verified failure: not added
     assert b.size() == 0
     b.learn(run(*ok(A, B), verified=True))
     b.learn(run(*ok(C, D), verified=True, task=OTHER))
     assert b.size() == 2
-    k = b.knowledge(TASK)
-    assert k.calls == [[(0, 0), (1, 1)], [(2, 2), (3, 3)]]
-    b.learn(run((D, True), (B, True)))              # followed neither record: kept
-    assert b.size() == 2 and b.deleted == 0
+    assert b.knowledge(TASK).calls == [[(0, 0), (1, 1)], [(2, 2), (3, 3)]]
+    b.learn(run((D, True), (B, True)))              # followed neither record: no reuse
+    assert b.reuses == {}
     b.knowledge(TASK)
+    b.learn(run(*ok(A, B), verified=True))          # a successful reuse, and a new record
+    assert b.reuses == {0: [False]} and b.size() == 3
+    b.knowledge(TASK)                               # records 2 and 0 (and 1) retrieved
     b.learn(run(*ok(A), (C, True)))                 # followed (A at step 1), then failed
-    assert b.size() == 1 and b.deleted == 1
-    assert [r.key for r in b.records.values()] == [("fiku", "gamo")]
+    assert b.reuses == {0: [False, True], 2: [True]} and b.deleted == 0
+    b.knowledge(TASK)
+    b.learn(run(*ok(A), (C, True)))
+    # record 0: 3 reuses, 2 failed (> 0.5): deleted; record 2: 2 reuses, kept
+    assert sorted(b.records) == [1, 2] and b.deleted == 1
+    assert b.reuses == {2: [True, True]}
+    b.knowledge(TASK)
+    b.learn(run(*ok(A), (C, True)))
+    assert sorted(b.records) == [1] and b.deleted == 2
+    for _ in range(3):                              # one record left: never deleted
+        b.knowledge(OTHER)
+        b.learn(run((C, False), (A, True), task=OTHER))
+    assert sorted(b.records) == [1] and b.reuses[1] == [True] * 3
 
 
 # ============================================================================ end to end
