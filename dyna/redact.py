@@ -647,9 +647,16 @@ def detect(text: str) -> list[str]:
     Detectors run as :func:`redact_text` runs them, each on the text the previous ones left,
     so one secret is normally counted once. ``"[REDACTED]"`` markers never fire.
     """
+    return list(_detect_cached(text))
+
+
+@functools.lru_cache(maxsize=16384)
+def _detect_cached(text: str) -> tuple[str, ...]:
+    """:func:`detect`, memoised: a pure function of the text (the detectors are fixed), and
+    the loops' safety net scans the same skill bodies and facts on every write."""
     names: list[str] = []
     _scan_text(text, names)
-    return list(dict.fromkeys(names))
+    return tuple(dict.fromkeys(names))
 
 
 def has_secret(text: str) -> bool:
