@@ -279,17 +279,19 @@ class Reflexion(_TaskBaseline):
 
     When it writes
         After a trial the evaluator judges failed: here the agent's self-assessment
-        (``self_assessed_success`` False), the evaluator an agent has without a test suite.
-        One reflection (one LLM call, ``tokens_per_review``) per failed trial; nothing
-        after a success (0 tokens).
+        (``self_assessed_success`` False), the evaluator an agent has without a test suite
+        (the paper's self-written tests for code; the released ALFWorld runs read the
+        environment's ``won`` flag instead). One reflection (one LLM call,
+        ``tokens_per_review``) per failed trial; nothing after a success (0 tokens).
     What it keeps
         Per task key, the reflection "at step k do not call <tool> with <value>" for the
         failing call (the last call that errored, at the procedure position it was made
         at) plus, when the run had ok calls, those calls as the plan it attempted. Only the
         last 3 reflections per key are kept. The released code appends every reflection
-        to the task's memory and puts the last 3 (``memory[-3:]``) in the prompt; the paper
-        bounds the memory at 1-3. The older ones are never read again, so they are not
-        kept here (the library size counts what can reach a prompt).
+        to the task's memory and puts the last 3 (``memory[-3:]`` in ``alfworld_trial.py``
+        and ``generate_reflections.py``) in the prompt; the paper bounds the memory at
+        1-3. The older ones are never read again, so they are not kept here (the library
+        size counts what can reach a prompt).
     Retrieval
         All of the task's reflections (entries = their count): their "do not" calls as
         :attr:`Knowledge.avoid`, their plans as :attr:`Knowledge.calls`, the most recent
