@@ -140,6 +140,15 @@ def test_rows_to_redact_never_misses_a_row():
     assert _rows_to_redact(kelvin, {"key"}).tolist() == [0]
 
 
+def test_a_broken_stored_text_cannot_hide_the_next_rows_keys():
+    # An unterminated string (a damaged or crafted row) used to swallow the newline joining
+    # it to the next row, so the next row's quotes paired up the other way round and its
+    # "password" key was never looked at.
+    texts = np.array(['{"a":"unterminated', '{"password":"hunter2"}', '{"x\\":1',
+                      '{"token":"t"}'], dtype=object)
+    assert _rows_to_redact(texts, DEFAULT_SENSITIVE_KEYS).tolist() == [1, 3]
+
+
 def test_read_in_chunks_with_categories_nulls_and_bad_blobs(tmp_path, monkeypatch):
     monkeypatch.setattr(sq, "READ_CHUNK", 3)
     schema = [("tenant_id", "str"), ("task_type", "str"), ("timestamp", "float"),
