@@ -8,7 +8,7 @@ import pytest
 
 from dyna.agents.baselines import (BASELINES, AWM, ExpeL, Knowledge, Mem0V2, Mem0V3,
                                    NaiveGrowth, Reflexion, RunRecord, SelectiveAddDelete,
-                                   Voyager, make_baseline)
+                                   Voyager, _Fact, make_baseline)
 from dyna.agents.loop_agents import run_loop_agent
 from envs.agent_tasks import AgentTaskEnv
 
@@ -194,6 +194,20 @@ def test_mem0_v2_adds_updates_deletes_and_does_nothing(env):
     assert k.entries == 3 and k.irrelevant == 1
     assert k.values == {0: 0, 1: 3} and k.tools == {0: 0, 1: 3} and k.calls == []
     assert b.audit_entries()[1] == ("bako dire", ((-1, -1), (3, 3)))
+
+
+def test_mem0_v2_compares_with_the_same_key_and_step_first(env):
+    b = Mem0V2(env, 0)
+    f = _Fact(("bako", "dire"), 0, A, 0)
+    same_slot = _Fact(("bako", "dire"), 0, D, 0)
+    other_key = _Fact(("fiku", "dire"), 0, A, 0)
+    assert b.similarity(f, same_slot) == 6.0 and b.similarity(f, other_key) == 4 / 3 + 3
+    for w in ("fiku", "gamo", "hila", "kepo", "mivu", "nora"):   # six keys with call A
+        b.learn(run(*ok(A), task=f"{w} zuto lumo"))
+    b.learn(run(*ok(B)))
+    b.learn(run(*ok(A)))                         # still an UPDATE of this key's step 1
+    assert b.ops == {"ADD": 7, "UPDATE": 1, "DELETE": 0, "NONE": 0}
+    assert [m.call for m in b.memories if m.key == ("bako", "dire")] == [A]
 
 
 def test_mem0_v3_dedups_by_hash_and_keeps_conflicts(env):

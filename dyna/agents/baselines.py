@@ -749,12 +749,14 @@ class Mem0V2(_Mem0):
         the audit prescribes whole calls); a call that errored at step k gives the
         contradiction "that call is wrong at step k".
     Update (the simulated LLM over the fact's 5 most similar memories, the library's
-        ``vector_store.search(query=new_mem, top_k=5)``; similarity: Jaccard of the
-        texts' words, ties the most recent)
-        NONE when one of them is the same fact; UPDATE the first of them with the same key
-        and step but another call (text replaced, write time renewed); ADD otherwise. A
-        contradiction DELETEs a memory among them that names the erring call at that key
-        and step, and is NONE otherwise.
+        ``vector_store.search(query=new_mem, top_k=5)``)
+        Similarity of two facts: ``4 x`` the Jaccard similarity of their keys' words, ``+
+        2`` for the same step, ``+ 0.5`` each for the same tool and the same value; ties
+        the most recent. The memories of the same key and step (score >= 6) always rank
+        above every other (< 6), and only they can decide, so only they are looked up.
+        NONE when one of them is the same fact; UPDATE the first of them (it names another
+        call: text replaced, write time renewed); ADD when there is none. A contradiction
+        DELETEs the one among them that names the erring call, and is NONE otherwise.
     Retrieval
         Search top-k 20 by similarity (cosine of the memory's words, key, tool and value,
         with the task's content words; ties the most recent), no threshold (the
@@ -768,11 +770,22 @@ class Mem0V2(_Mem0):
     #: Memories an extracted fact is compared with.
     COMPARE_K = 5
 
+    def __init__(self, env, seed: int, title_words: int = 2, tokens_per_review: int = 300):
+        super().__init__(env, seed, title_words, tokens_per_review)
+        self._slots: dict[tuple, list] = {}    # (key, step) -> its memories
+
+    @staticmethod
+    def similarity(a: _Fact, b: _Fact) -> float:
+        """How similar two facts are (class docstring)."""
+        return (4.0 * jaccard(frozenset(a.key), frozenset(b.key)) + 2.0 * (a.step == b.step)
+                + 0.5 * (a.call[0] == b.call[0]) + 0.5 * (a.call[1] == b.call[1]))
+
     def _similar(self, fact: _Fact) -> list[_Fact]:
-        words = frozenset(fact.text.split())
-        return heapq.nsmallest(self.COMPARE_K, self.memories,
-                               key=lambda m: (-jaccard(frozenset(m.text.split()), words),
-                                              -m.t))
+        """The fact's most similar memories that can decide: those of its key and step
+        among its top 5 (best first)."""
+        slot = self._slots.get((fact.key, fact.step), [])
+        return heapq.nsmallest(self.COMPARE_K, slot,
+                               key=lambda m: (-self.similarity(m, fact), -m.t))
 
     def learn(self, run: RunRecord) -> int:
         key = self.key(run.task)
@@ -782,14 +795,14 @@ class Mem0V2(_Mem0):
             return tokens
         tokens += self.tokens_per_review                    # the update call
         for pos, call, err in facts:
-            top = self._similar(_Fact(key, pos, call, 0))
-            here = [m for m in top if m.key == key and m.step == pos]
+            here = self._similar(_Fact(key, pos, call, 0))
             if err:
                 hit = next((m for m in here if m.call == call), None)
                 if hit is None:
                     self.ops["NONE"] += 1
                 else:
                     self.memories.remove(hit)
+                    self._slots[(key, pos)].remove(hit)
                     self.ops["DELETE"] += 1
             elif any(m.call == call for m in here):
                 self.ops["NONE"] += 1
@@ -797,7 +810,9 @@ class Mem0V2(_Mem0):
                 here[0].call, here[0].t = call, self._tick()
                 self.ops["UPDATE"] += 1
             else:
-                self.memories.append(_Fact(key, pos, call, self._tick()))
+                fact = _Fact(key, pos, call, self._tick())
+                self.memories.append(fact)
+                self._slots.setdefault((key, pos), []).append(fact)
                 self.ops["ADD"] += 1
         return tokens
 
