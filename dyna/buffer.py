@@ -40,6 +40,13 @@ task_type, ...) reads only that label's rows: per-label row lists, and for a lab
 rows are interleaved with others', a contiguous copy of its features kept up to date as rows
 arrive (its memory is counted by :meth:`ExperienceBuffer.nbytes`).
 
+Input is checked before anything is stored (:func:`check_value`): dict fields nest at most
+:data:`MAX_DEPTH` (64) containers deep, text (labels, dict keys and values) must be valid
+Unicode (no lone surrogates), labels are str (never bytes), numbers fit float64; each
+violation is a :class:`dyna.errors.ConfigError` naming the field (and row) and the value.
+:meth:`ExperienceBuffer.savepoint` and :meth:`ExperienceBuffer.rollback` undo appends (how
+an experience store keeps nothing in memory that a failed write did not store).
+
 A buffer is not thread-safe; guard it with a lock if several threads record.
 """
 
@@ -609,9 +616,11 @@ class ExperienceBuffer:
         Raises
         ------
         ConfigError
-            Unknown or missing field, empty required label, NaN/inf reward or timestamp,
-            features of the wrong dimension or not finite, a dict that is not JSON
-            serialisable, a new label in which a secret detector fires
+            Unknown or missing field, empty required label, NaN/inf reward or timestamp (or
+            an integer beyond the float64 range, e.g. ``10**400``), features of the wrong
+            dimension or not finite, a dict that is not JSON serialisable or nested deeper
+            than :data:`MAX_DEPTH`, a bytes label, text with a lone surrogate (a label, a
+            dict key or value), a new label in which a secret detector fires
             (:func:`dyna.redact.check_label`: the field is named, the secret never echoed;
             a redacted label would merge buckets). Nothing is written.
         """

@@ -723,7 +723,10 @@ class ExperienceStore:
         Raises
         ------
         ConfigError
-            Unknown field, NaN reward, features of the wrong dimension, ...: nothing written.
+            Unknown field, NaN reward, a number beyond the float64 range (``10**400``),
+            features of the wrong dimension, a bytes label, a lone surrogate in any text, a
+            dict nested deeper than :data:`dyna.buffer.MAX_DEPTH`, ...: the field and value
+            are named, nothing is written.
         StoreBusyError
             The file stayed locked; nothing written (retry).
         StoreWriteError

@@ -169,6 +169,17 @@ def test_export_into_a_missing_folder_or_onto_a_folder(store, tmp_path, fmt):
         ["taken"]
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_import_from_a_folder_is_a_config_error(store, tmp_path, fmt):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    with pytest.raises(ConfigError) as e:
+        store.dispatch("import_data", path=str(folder), format=fmt)
+    assert e.value.field == "path" and e.value.value == str(folder)
+    assert str(e.value).endswith("is a folder, not a " + ("JSON Lines" if fmt == "jsonl"
+                                                          else "Parquet") + " file")
+
+
 def test_jsonl_writer_and_reader_refuse_a_folder_and_deep_lines(tmp_path):
     with pytest.raises(ConfigError, match="is a folder"):
         write_jsonl(tmp_path, [{"a": 1}])

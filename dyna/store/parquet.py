@@ -112,7 +112,14 @@ def columns_from_frame(df: pl.DataFrame, schema: Sequence[tuple[str, str]],
 
 def write_parquet(path, columns: Mapping[str, object], schema: Sequence[tuple[str, str]],
                   dim: int) -> int:
-    """Write records to a Parquet file atomically; returns the number of rows."""
+    """Write records to a Parquet file atomically; returns the number of rows.
+
+    Raises
+    ------
+    MissingFileError, ConfigError
+        The folder of ``path`` does not exist, or ``path`` is a folder
+        (:func:`dyna.store.jsonl.atomic_target`); nothing is written.
+    """
     df = frame_from_columns(columns, schema, dim)
     with atomic_target(path) as tmp:
         df.write_parquet(tmp, compression="zstd")
@@ -127,9 +134,11 @@ def read_parquet(path, schema: Sequence[tuple[str, str]], dim: int) -> dict[str,
     MissingFileError
         No such file.
     ConfigError
-        Missing column or incompatible dtype.
+        A folder, a missing column or an incompatible dtype.
     """
     path = Path(path)
     if not path.exists():
         raise MissingFileError("path", path)
+    if not path.is_file():
+        raise ConfigError("path", str(path), "is a folder, not a Parquet file")
     return columns_from_frame(pl.read_parquet(path), schema, dim)
