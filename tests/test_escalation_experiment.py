@@ -206,3 +206,39 @@ def test_competence_table_is_the_exact_posterior_of_run_0(output):
     np.testing.assert_allclose(comp["upper"].to_numpy(),
                                stats.beta.ppf(0.975, 1 + wins, 1 + losses), atol=1e-9)
     np.testing.assert_array_equal(comp["rate"].to_numpy(), [0.3, 0.9, 0.99])
+
+
+def _replay_toml(data_path: str) -> str:
+    return (f'kind = "escalation"\nname = "mine"\nruns = 2\n'
+            f'[[scenarios]]\nname = "swe"\nsource = "replay"\ndata = "{data_path}"\n'
+            f'systems = ["{SYSTEM}"]\n'
+            '[[variants]]\nname = "mean"\nrule = "mean"\n')
+
+
+def test_data_paths_are_relative_to_the_experiment_file(tmp_path, monkeypatch):
+    from dyna.errors import MissingFileError
+    from dyna.experiment.registry import get_kind
+
+    mine = tmp_path / "project"
+    mine.mkdir()
+    (mine / "outcomes.csv").write_bytes((REPO / "data" / "swebench_verified_bash_only.csv")
+                                        .read_bytes())
+    (mine / "exp.toml").write_text(_replay_toml("outcomes.csv"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = load_experiment(mine / "exp.toml")
+    prepared = get_kind("escalation").prepare(cfg)
+    assert prepared.manifest["data"]["swe"]["path"] == str(mine / "outcomes.csv")
+    assert "base_dir" not in cfg.to_dict()          # not part of the config's identity
+    # found only from the working directory: refused, naming both places
+    (mine / "exp2.toml").write_text(_replay_toml("here.csv"))
+    (elsewhere / "here.csv").write_bytes(b"x")
+    with pytest.raises(MissingFileError) as e:
+        get_kind("escalation").prepare(load_experiment(mine / "exp2.toml"))
+    msg = str(e.value)
+    assert e.value.field == "scenarios.swe.data"
+    assert str(mine / "here.csv") in msg and str(elsewhere / "here.csv") in msg
+    # the shipped file works from anywhere (no repository-root fallback needed)
+    swe = load_experiment(REPO / "experiments" / "escalation_swebench.toml")
+    assert len(get_kind("escalation").prepare(swe).manifest["data"]) == 2

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 from pathlib import Path
 
 from dyna.errors import ConfigError
@@ -96,7 +97,8 @@ def get_kind(name) -> ExperimentKind:
     return kind
 
 
-def parse_experiment(data: dict, *, runs: int | None = None, seed: int | None = None):
+def parse_experiment(data: dict, *, runs: int | None = None, seed: int | None = None,
+                     base_dir: str | Path | None = None):
     """Validate a raw experiment dict of any kind into its config object.
 
     Parameters
@@ -105,6 +107,9 @@ def parse_experiment(data: dict, *, runs: int | None = None, seed: int | None = 
         Parsed TOML or a config's ``to_dict()``; ``kind`` selects the kind.
     runs, seed : int, optional
         CLI overrides.
+    base_dir : str or Path, optional
+        The experiment file's folder: relative file paths in it are resolved against it
+        (passed to kinds whose ``parse`` takes ``base_dir``); None: the working directory.
 
     Raises
     ------
@@ -115,6 +120,8 @@ def parse_experiment(data: dict, *, runs: int | None = None, seed: int | None = 
         raise ConfigError("config", data, "must be a table")
     kind = get_kind(kind_of(data))
     rest = {k: v for k, v in data.items() if k != "kind"}
+    if base_dir is not None and "base_dir" in inspect.signature(kind.parse).parameters:
+        return kind.parse(rest, runs=runs, seed=seed, base_dir=Path(base_dir))
     return kind.parse(rest, runs=runs, seed=seed)
 
 
@@ -173,12 +180,14 @@ def load_config(path: str | Path, *, runs: int | None = None, seed: int | None =
     Raises
     ------
     MissingFileError
-        ``path`` does not exist (field ``"config"``).
+        ``path`` does not exist (field ``"config"``). Relative file paths inside the file
+    (e.g. an escalation log's ``data``) are resolved against the file's folder.
     ConfigError
         The file is not valid TOML (field ``"config"``, value = path), an unknown kind, or a
         field is invalid (whatever the kind's ``parse`` raises).
     """
-    return parse_experiment(read_toml(path), runs=runs, seed=seed)
+    return parse_experiment(read_toml(path), runs=runs, seed=seed,
+                            base_dir=Path(path).resolve().parent)
 
 
 #: The same as :func:`load_config`.

@@ -119,6 +119,10 @@ class EscalationConfig:
     variants: tuple
     analysis: EscalationAnalysis = field(default_factory=EscalationAnalysis)
     kind: str = "escalation"
+    #: The experiment file's folder, against which relative ``data`` and ``systems_file``
+    #: paths are resolved (None: the working directory). Not part of the config's
+    #: identity: not in :meth:`to_dict`, not hashed, not compared.
+    base_dir: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict:
         """Canonical JSON-ready form (accepted back by :func:`parse_escalation`)."""
@@ -332,8 +336,9 @@ def _parse_variant(raw: dict, defaults: dict, i: int) -> PolicyVariant:
     return PolicyVariant(name=name, rule=rule, **kw)
 
 
-def parse_escalation(data: dict, *, runs=None, seed=None) -> EscalationConfig:
-    """Validate a raw ``kind = "escalation"`` dict (``kind`` removed).
+def parse_escalation(data: dict, *, runs=None, seed=None, base_dir=None) -> EscalationConfig:
+    """Validate a raw ``kind = "escalation"`` dict (``kind`` removed); ``base_dir`` is the
+    experiment file's folder (relative data paths are resolved against it).
 
     Raises
     ------
@@ -402,7 +407,8 @@ def parse_escalation(data: dict, *, runs=None, seed=None) -> EscalationConfig:
         svg=check_bool(raw_a.get("svg", True), "analysis.svg"))
     cfg = EscalationConfig(name=name, description=description, seed=cfg_seed, runs=cfg_runs,
                            costs=costs, risk_classes=risk, feedback=feedback,
-                           scenarios=scenarios, variants=variants, analysis=analysis)
+                           scenarios=scenarios, variants=variants, analysis=analysis,
+                           base_dir=None if base_dir is None else str(base_dir))
     for v in variants:  # every (variant, class) must build a policy
         for rc in risk:
             build_policy(cfg, v, rc)

@@ -26,23 +26,33 @@ __all__ = ["checkpoints_for", "resolve_data_path", "run_job"]
 # =========================================================================== data
 
 #: The repository root when dyna runs from a checkout (``data/...`` fallback).
-_REPO = Path(dyna.__file__).resolve().parents[1]
 
 
-def resolve_data_path(path: str, field_name: str) -> Path:
-    """A data path as given, else relative to the repository root (``data/...``).
+def resolve_data_path(path: str, field_name: str, base_dir: str | Path | None = None) -> Path:
+    """A data path of an experiment file: absolute as given, relative against
+    ``base_dir`` (the experiment file's folder; None: the working directory).
 
     Raises
     ------
     MissingFileError
-        Neither exists.
+        No such file; when it is missing beside the experiment file but a file of that
+        name exists from the working directory, the message names both (paths in an
+        experiment file are relative to its folder, so the run is the same from anywhere).
     """
     p = Path(path)
+    if p.is_absolute() or base_dir is None:
+        if p.is_file():
+            return p.resolve()
+        raise MissingFileError(field_name, path)
+    cand = Path(base_dir) / p
+    if cand.is_file():
+        return cand.resolve()
     if p.is_file():
-        return p.resolve()
-    if not p.is_absolute() and (_REPO / p).is_file():
-        return (_REPO / p).resolve()
-    raise MissingFileError(field_name, path)
+        raise MissingFileError(field_name, path, f"no such file {str(cand)!r} (paths are "
+                               "relative to the experiment file's folder); a file "
+                               f"{str(p.resolve())!r} exists from the working directory")
+    raise MissingFileError(field_name, path, f"no such file {str(cand)!r} (relative to the "
+                           "experiment file's folder)")
 
 
 @functools.lru_cache(maxsize=8)

@@ -35,8 +35,8 @@ class EscalationKind(ExperimentKind):
     name = "escalation"
     progress_unit = "run"
 
-    def parse(self, data, *, runs=None, seed=None):
-        return parse_escalation(data, runs=runs, seed=seed)
+    def parse(self, data, *, runs=None, seed=None, base_dir=None):
+        return parse_escalation(data, runs=runs, seed=seed, base_dir=base_dir)
 
     def prepare(self, config: EscalationConfig) -> Prepared:
         """Load and check every outcome log and system name before anything is written."""
@@ -50,7 +50,7 @@ class EscalationKind(ExperimentKind):
                                                    range(len(sc.params["rates"]))]}
                 continue
             field = f"scenarios.{sc.name}.data"
-            path = resolve_data_path(sc.params["data"], field)
+            path = resolve_data_path(sc.params["data"], field, config.base_dir)
             sha = _file_sha(path)
             try:
                 frame, _, _ = _cached_log(str(path), sha)
@@ -61,7 +61,7 @@ class EscalationKind(ExperimentKind):
             dates = None
             if "systems_file" in sc.params:
                 sf = resolve_data_path(sc.params["systems_file"],
-                                       f"scenarios.{sc.name}.systems_file")
+                                       f"scenarios.{sc.name}.systems_file", config.base_dir)
                 try:
                     dates = _load_dates(str(sf))
                 except ConfigError as exc:
