@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-import dyna
 from dyna.errors import ConfigError, MissingFileError
 from dyna.experiment.backends import Job
 from dyna.experiment.kinds.escalation.metrics import optimal_aurc, oracle_actions, risk_coverage
