@@ -403,6 +403,23 @@ class AgentTaskEnv(gym.Env):
                 return f
         return None
 
+    def family_of_key(self, words: Sequence[str]) -> int | None:
+        """The one family whose trigger words include every word of ``words`` (a lesson's
+        key: the first words of a task title), None when no family or several do (a key
+        made only of shared words is ambiguous). With the key equal to a family's whole
+        trigger set (v0: two triggers, two key words) this is :meth:`family_of_words`."""
+        self._need_world()
+        ws = set(words)
+        if not ws:
+            return None
+        cands = None
+        for w in ws:
+            fams = self._word_families.get(w, set())
+            cands = set(fams) if cands is None else cands & fams
+            if not cands:
+                return None
+        return next(iter(cands)) if len(cands) == 1 else None
+
     def families_of_word(self, word: str) -> frozenset:
         """The families that have ``word`` among their triggers (two or more for a word of
         the shared pool, see ``shared_trigger_fraction``)."""

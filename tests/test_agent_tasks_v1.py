@@ -354,3 +354,31 @@ def test_v1_draws_do_not_depend_on_the_budget_or_on_the_agent():
         assert (c.family, c.description) == (d.family, d.description)
         c.reset()
         d.reset()
+
+
+def test_a_lessons_key_names_its_family_even_when_it_is_part_of_the_triggers():
+    env = AgentTaskEnv(n_families=8, n_triggers=4, shared_trigger_fraction=0.25)
+    env.reset(seed=0)
+    for f in range(8):
+        words = env.trigger_words(f)
+        assert env.family_of_key(words[:2]) == f          # one shared word + one own word
+        assert env.family_of_key(words) == f
+        assert env.family_of_words(words[:2]) is None     # needs every trigger
+    shared = env.trigger_words(0)[0]
+    assert env.family_of_key([shared]) is None             # ambiguous: several families
+    assert env.family_of_key(["nosuchword"]) is None and env.family_of_key([]) is None
+    v0 = AgentTaskEnv()
+    v0.reset(seed=0)
+    for f in range(v0.n_families):
+        assert v0.family_of_key(v0.trigger_words(f)) == v0.family_of_words(
+            v0.trigger_words(f)) == f
+
+
+def test_the_audit_counts_no_right_lesson_as_poisoned_under_v1():
+    from dyna.agents.loop_agents import run_loop_agent
+    kw = dict(n_families=4, n_tools=3, n_values=2, length=2, untrusted_tools=0,
+              n_triggers=4, shared_trigger_fraction=0.25, step_slack=4)
+    out = run_loop_agent("skill_loop", env_kwargs=kw, episodes=300, seed=0,
+                         params={"oracle_follows_always": False})
+    assert out["library_size"][-1] >= 1
+    assert out["poisoned"][-1] < out["library_size"][-1]

@@ -225,8 +225,8 @@ class _TaskBaseline(Baseline):
     def __init__(self, env, seed: int, title_words: int = 2, tokens_per_review: int = 300,
                  copy_rate: float = 0.0):
         super().__init__(env, seed, title_words, tokens_per_review)
-        if not 0.0 <= float(copy_rate) <= 1.0:
-            raise ValueError(f"copy_rate must be in [0, 1], got {copy_rate!r}")
+        from dyna.errors import check_range
+        check_range("copy_rate", copy_rate, 0.0, 1.0)
         #: Probability that an LLM writer copies a planted instruction it read in a tool
         #: output into what it writes (module docstring).
         self.copy_rate = float(copy_rate)

@@ -492,6 +492,7 @@ class LoopAgent:
         self._value_ix = {n: i for i, n in enumerate(env.value_names)}
         self._parsed: dict = {}
         self._last_calls: list = []
+        self._key_family: dict = {}
         self._written: dict = {}
         self._meta: dict = {}
         self._staged_at: dict = {}
@@ -514,7 +515,8 @@ class LoopAgent:
         if spec.learner == "baseline":
             self.baseline = make_baseline(spec.name, env, self.streams["reviewer"],
                                           title_words=self.params.title_words,
-                                          tokens_per_review=self.params.tokens_per_review)
+                                          tokens_per_review=self.params.tokens_per_review,
+                                          copy_rate=self.params.copy_rate)
         if spec.learner == "loop":
             cfg = spec.config
             clock = self._clock
@@ -532,6 +534,15 @@ class LoopAgent:
         return EPOCH + _dt.timedelta(days=self.t * self.params.days_per_episode)
 
     # ------------------------------------------------------------------ knowledge
+    def _family_of_key(self, words) -> int | None:
+        """The family a lesson's key words name (:meth:`AgentTaskEnv.family_of_key`),
+        cached per key (the world's triggers never change within a run)."""
+        key = tuple(words)
+        got = self._key_family.get(key, -2)
+        if got == -2:
+            got = self._key_family[key] = self.env.family_of_key(key)
+        return got
+
     def _sync_names(self) -> None:
         """Re-read the env's tool names when they changed (a renamed tool: the agent is
         given the current tool list with each task); parsed lessons are re-parsed, so a
@@ -580,7 +591,7 @@ class LoopAgent:
         if self.spec.store == "skill":
             for m in ctx.skills:
                 k.calls.append(self._skill_calls(m.skill))
-                if env.family_of_words(m.skill.triggers) != family:
+                if self._family_of_key(m.skill.triggers) != family:
                     k.irrelevant += 1
             k.entries = len(ctx.skills)
             k.names = tuple(m.name for m in ctx.skills)
@@ -853,7 +864,7 @@ class LoopAgent:
         poisoned = stale = 0
         row["library_size"] = self.baseline.size()
         for key, calls in self.baseline.audit_entries():
-            fam = env.family_of_words(key.split())
+            fam = self._family_of_key(key.split())
             right_now = fam is not None and all(
                 c == (-1, -1) or c == t for c, t in zip(calls, env.procedure(fam)))
             ok_at_write = self._written.setdefault(("baseline", key, tuple(calls)),
@@ -890,7 +901,7 @@ class LoopAgent:
                 key = (s.name, s.body)
                 meta = self._meta.get(key)
                 if meta is None:  # family and calls of a skill never change with its text
-                    meta = self._meta[key] = (env.family_of_words(s.triggers),
+                    meta = self._meta[key] = (self._family_of_key(s.triggers),
                                               tuple(self._skill_calls(s)))
                 fam, calls = meta
                 right_now = fam is not None and calls == truth(fam)
@@ -906,7 +917,7 @@ class LoopAgent:
                 meta = self._meta.get(e.text)
                 if meta is None:
                     key, step, kind, ix = self._fact(e.text)
-                    meta = self._meta[e.text] = (env.family_of_words(key) if key else None,
+                    meta = self._meta[e.text] = (self._family_of_key(key) if key else None,
                                                  step, kind, ix)
                 fam, step, kind, ix = meta
                 right_now = False
