@@ -77,11 +77,16 @@ def test_v0_runs_under_record_episode_statistics_and_make_vec():
                         max_steps=5)
     venv = gym.wrappers.vector.RecordEpisodeStatistics(venv)
     venv.reset(seed=1)
+    venv.action_space.seed(1)
     done = np.zeros(2, bool)
+    stats = 0
     for _ in range(5):
         _, _, term, trunc, info = venv.step(venv.action_space.sample())
         done |= term | trunc
-    assert done.all() and "episode" in info
+        if "episode" in info:            # the wrapper's statistics of the envs that ended
+            stats += int(info["_episode"].sum())
+            assert (info["episode"]["l"][info["_episode"]] >= 1).all()
+    assert done.all() and stats >= 2
     venv.close()
 
 
