@@ -1119,6 +1119,33 @@ class ExperienceStore:
         rank = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
         return np.sort(rows[order[rank >= keep]])
 
+    def count_matching(self, tenant_id: str, task_type: str | None = None,
+                       run_id: str | None = None, task_id: str | None = None,
+                       request_id: str | None = None) -> int:
+        """How many of a tenant's episodes match every given field exactly: what
+        :meth:`delete_data` with the same arguments would delete.
+
+        Raises
+        ------
+        ConfigError
+            An empty tenant id, or a selector that is not a string.
+        """
+        tenant_id = self._tenant(tenant_id)
+        sel = {k: v for k, v in zip(_SELECTORS, (task_type, run_id, task_id, request_id))
+               if v is not None}
+        for k, v in sel.items():
+            if not isinstance(v, str):
+                raise ConfigError(k, v, "must be a string (matched exactly)")
+        with self._lock:
+            return int(len(self._rows(tenant_id, **sel)))
+
+    def tenant_ids(self) -> list[str]:
+        """The tenants that have episodes, sorted."""
+        with self._lock:
+            buf = self.buffer
+            names = buf.categories("tenant_id")
+            return sorted(names[c] for c in np.unique(buf.column("tenant_id")) if names[c])
+
     def get_stats(self, tenant_id: str | None = None) -> dict:
         """Counts (records, tenants, task types), time span, dim and store state."""
         with self._lock:

@@ -461,6 +461,8 @@ class ExperienceTools:
     ------
     ConfigError
         An empty or non-string ``tenant_id``; an ``export_dir`` that is not a directory.
+    MissingFileError
+        An ``export_dir`` that does not exist (it is never created).
     """
 
     def __init__(self, store, tenant_id: str, *, read_only: bool = False,
@@ -479,7 +481,8 @@ class ExperienceTools:
             d = Path(export_dir)
             if d.exists() and not d.is_dir():
                 raise ConfigError("export_dir", str(d), "is not a directory")
-            d.mkdir(parents=True, exist_ok=True)
+            if not d.is_dir():   # a mistyped folder must not be created (as root: anywhere)
+                raise MissingFileError("export_dir", d, "no such folder")
             self.export_dir = d.resolve()
         self._hidden = self._hidden_paths(store)
         dim = getattr(store, "dim", None)

@@ -115,6 +115,7 @@ def db(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(db):
     exports = db["root"] / "exports"
+    exports.mkdir()
     with _serve(["--db", str(db["path"]), "--tenant", TENANT, "--export-dir", str(exports)],
                 db["root"] / "server.log") as client:
         client.exports = exports

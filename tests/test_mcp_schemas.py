@@ -112,6 +112,7 @@ def served(tmp_path):
         + [{"task_type": "nav", "action_type": "right", "outcome": "success", "reward": 1.0,
             "timestamp": 2000.0, "state_before": {"x": 0}, "state_after": {"x": 1},
             "state_features": [0, 0, 0, 1]}] * 2)
+    (tmp_path / "exports").mkdir()
     tools = ExperienceTools(store, TENANT, export_dir=tmp_path / "exports")
     yield tools
     store.close()

@@ -53,9 +53,9 @@ def test_export_jsonl_and_parquet(db, capsys, tmp_path):
 
 
 def test_delete_exact_prune_compact(db, capsys):
-    rc, out, _ = run(capsys, "delete", str(db), "--tenant", "t1", "--run-id", "r")
+    rc, out, _ = run(capsys, "delete", str(db), "--tenant", "t1", "--run-id", "r", "--yes")
     assert rc == 0 and out["deleted"] == 0
-    rc, out, _ = run(capsys, "delete", str(db), "--tenant", "t1", "--run-id", "r0")
+    rc, out, _ = run(capsys, "delete", str(db), "--tenant", "t1", "--run-id", "r0", "--yes")
     assert out["deleted"] == 4
     rc, out, _ = run(capsys, "prune", str(db), "--max-age", "1e15", "--tenant", "t10")
     assert rc == 0 and out["deleted"] == 0

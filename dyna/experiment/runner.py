@@ -23,6 +23,7 @@ Part of the experiment machinery: it knows kinds only through the registry.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import importlib.metadata
 import json
@@ -61,25 +62,51 @@ def load_output(folder: str | Path) -> ExperimentOutput:
     MissingFileError
         ``folder`` has no ``manifest.json``, or a table the manifest lists (or the kind
         requires; ``results.parquet`` and ``runs.parquet`` for tabular) is missing.
+    ConfigError
+        ``folder`` is a file; ``manifest.json`` is not valid JSON or not a manifest; a table
+        is not the file the manifest's sha256 records, or not readable Parquet (field
+        ``DIR``, naming the file).
     """
     folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError("DIR", str(folder), "is a file, not an output folder")
     if not folder.is_dir():
         raise MissingFileError("DIR", folder, "no such folder")
     if not (folder / "manifest.json").is_file():
         raise MissingFileError("DIR", folder, "not a dyna output folder (no manifest.json)")
-    manifest = json.loads((folder / "manifest.json").read_text())
+    try:
+        manifest = json.loads((folder / "manifest.json").read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError("DIR", str(folder / "manifest.json"),
+                          f"damaged: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+        raise ConfigError("DIR", str(folder / "manifest.json"),
+                          "damaged: not a dyna manifest (no config table)")
     kind_name = manifest.get("kind", DEFAULT_KIND)
     kind = get_kind(kind_name)
+    listed = manifest.get("tables", {})
+    if not isinstance(listed, dict):
+        raise ConfigError("DIR", str(folder / "manifest.json"), "damaged: 'tables' is not a table")
     names = [f"{t}.parquet" for t in kind.required_tables()]
-    names += [n for n in manifest.get("tables", {}) if n not in names]
+    names += [n for n in listed if n not in names]
     for name in names:
         if not (folder / name).is_file():
             raise MissingFileError("DIR", folder / name)
+        want = listed.get(name, {}).get("sha256") if isinstance(listed.get(name), dict) else None
+        if want is not None and _file_sha256(folder / name) != want:
+            raise ConfigError("DIR", str(folder / name), "damaged or edited: its sha256 is not "
+                              "the one manifest.json records")
     config_data = dict(manifest["config"])
     if kind_name != DEFAULT_KIND:
         config_data["kind"] = kind_name
     config = parse_experiment(config_data)
-    tables = {n[:-len(".parquet")]: pl.read_parquet(folder / n) for n in names}
+    tables = {}
+    for n in names:
+        try:
+            tables[n[:-len(".parquet")]] = pl.read_parquet(folder / n)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise ConfigError("DIR", str(folder / n), f"damaged: not a readable Parquet file "
+                              f"({type(exc).__name__})") from None
     return ExperimentOutput(config=config, manifest=manifest, tables=tables)
 
 
@@ -130,14 +157,67 @@ def project_revision() -> dict:
 
 
 def default_out_dir(config, root: str | Path = "runs") -> Path:
-    """``<root>/<name>-<YYYYmmdd-HHMMSS>`` (with ``-2``, ``-3``... if taken)."""
+    """``<root>/<name>-<YYYYmmdd-HHMMSS>-<4 hex>`` (with ``-2``, ``-3``... if taken).
+
+    The random suffix keeps two runs of one experiment started in the same second apart
+    (it comes from the operating system, not from the experiment's seed, so it changes no
+    result)."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path(root) / f"{config.name}-{stamp}"
+    base = Path(root) / f"{config.name}-{stamp}-{os.urandom(2).hex()}"
     path, k = base, 1
     while path.exists():
         k += 1
         path = base.with_name(f"{base.name}-{k}")
     return path
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse, before any job runs, an output folder that cannot be written (``/proc``, a
+    read-only mount, a file on the way): a probe folder is made and removed in its nearest
+    existing ancestor, so the check holds for root too.
+
+    Raises
+    ------
+    ConfigError
+        Field ``--out``.
+    """
+    import tempfile
+
+    anc = out.parent
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise ConfigError("--out", str(out), f"{str(anc)!r} is not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dyna-probe-", dir=anc))
+    except OSError as exc:
+        raise ConfigError("--out", str(out), f"cannot write in {str(anc)!r}: "
+                          f"{exc.strerror or exc}") from None
+
+
+def _rename_into_place(tmp: Path, out: Path) -> Path:
+    """Rename the finished ``tmp`` to ``out``; if another process took ``out`` meanwhile,
+    to ``out-2``, ``out-3``, ... (said on stderr): a finished run is never lost.
+
+    Returns
+    -------
+    Path
+        Where the run is.
+    """
+    target, k = out, 1
+    while True:
+        if not target.exists():
+            try:
+                os.rename(tmp, target)
+                if target != out:
+                    print(f"dyna: {out} was taken by another run meanwhile; this run is in "
+                          f"{target}", file=sys.stderr)
+                return target
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+        k += 1
+        target = out.with_name(f"{out.name}-{k}")
 
 
 def _file_sha256(path: Path) -> str:
@@ -229,6 +309,7 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
     out = Path(out_dir) if out_dir is not None else default_out_dir(config, root)
     if out.exists():
         raise ConfigError("--out", str(out), "already exists; choose a new folder")
+    _check_writable(out)
     jobs = kind.plan_jobs(config, prepared, block_size=block_size)
 
     # 2. Compile, then run the jobs.
@@ -259,14 +340,20 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
     # 3. Write into a hidden sibling, rename into place at the end.
     t_out = time.perf_counter()
     created_parent = None
-    if not out.parent.exists():
-        created_parent = out.parent
-        while not created_parent.parent.exists():
-            created_parent = created_parent.parent
-        out.parent.mkdir(parents=True)
-    # a killed run's temporary folder (owner no longer running) goes; a live run's stays
-    clean_orphans(out, folder=True)
-    tmp = make_temp_dir(out)
+    try:
+        if not out.parent.exists():
+            created_parent = out.parent
+            while not created_parent.parent.exists():
+                created_parent = created_parent.parent
+            out.parent.mkdir(parents=True)
+        # a killed run's temporary folder (owner no longer running) goes; a live run's stays
+        clean_orphans(out, folder=True)
+        tmp = make_temp_dir(out)
+    except OSError as exc:
+        if created_parent is not None:
+            _remove_empty_dirs(out.parent, created_parent)
+        raise ConfigError("--out", str(out), f"cannot write there: "
+                          f"{exc.strerror or exc}") from None
     try:
         jobs, results = _canonical(jobs, results, config.runs)
         frames = kind.build_tables(config, prepared, jobs, results)
@@ -312,7 +399,7 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the results are for everyone
-        os.rename(tmp, out)
+        out = _rename_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         if created_parent is not None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dyna.errors import MissingFileError
+from dyna.errors import ConfigError, MissingFileError
 
 __all__ = ["format_table", "register"]
 
@@ -74,8 +74,10 @@ def _library(args):
     from dyna.loops.skills import SkillLibrary
 
     d = Path(args.dir)
+    if d.exists() and not d.is_dir():
+        raise ConfigError("DIR", str(d), "is a file, not a skill library folder")
     if not d.is_dir():
-        raise MissingFileError("DIR", d)
+        raise MissingFileError("DIR", d, "no such folder")
     return SkillLibrary(d)
 
 
@@ -109,7 +111,14 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
+    from dyna.loops.skills import check_skill_name
+
+    check_skill_name(args.name)          # '../../etc' is an invalid name, not a missing one
     lib = _library(args)
+    if lib.get(args.name) is None:
+        for err in lib.errors:           # it is there but could not be read: say why
+            if Path(err.path).parent.name == args.name:
+                raise ConfigError("name", args.name, f"failed to load: {err}")
     s = lib[args.name]
     mean, lo, hi = _competence(lib, s.name)
     a, b = lib.posterior(s.name)
@@ -229,6 +238,8 @@ def _memory(args):
     from dyna.loops.memory import MemoryStore
 
     p = Path(args.path)
+    if p.is_dir():
+        raise ConfigError("PATH", str(p), "is a folder, not a MEMORY.md file")
     if not p.is_file():
         raise MissingFileError("PATH", p)
     return MemoryStore(p, cap=getattr(args, "cap", None))

@@ -6,6 +6,7 @@
     dyna store export DB --tenant T --out PATH [--format jsonl|parquet]
                          [--task-type K] [--run-id R] [--task-id I] [--request-id Q]
     dyna store delete DB --tenant T [--task-type K] [--run-id R] [--task-id I] [--request-id Q]
+                         [--dry-run] [--yes]
     dyna store prune DB --max-age SECONDS [--tenant T]
     dyna store compact DB [--keep N] [--tenant T]
     dyna store recover DB --out NEW
@@ -34,7 +35,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dyna.errors import MissingFileError, NotAStoreError
+from dyna.errors import ConfigError, MissingFileError, NotAStoreError
 
 __all__ = ["register"]
 
@@ -44,6 +45,8 @@ def _open(db: str, read_only: bool):
     from dyna.store.sqlite import stored_dim  # noqa: PLC0415
 
     path = Path(db)
+    if path.is_dir():
+        raise ConfigError("DB", str(path), "is a folder, not a store file")
     if not path.is_file():
         raise MissingFileError("DB", path)
     dim = stored_dim(path)
@@ -88,6 +91,76 @@ def _keep_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text[:30]!r}") from None
 
 
+def _max_age(value: float) -> float:
+    """``--max-age`` in seconds: a finite number >= 0.
+
+    Raises
+    ------
+    ConfigError
+        Naming the flag ``--max-age`` (the store's own check names its internal field).
+    """
+    import math  # noqa: PLC0415
+
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError("--max-age", value, "must be a finite number of seconds >= 0")
+    return value
+
+
+#: ``--out`` suffixes of ``dyna store export`` -> format.
+EXPORT_SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                   ".json": "jsonl"}
+
+
+def _export_format(out: str, given: str | None) -> str:
+    """The export format: ``--format`` if given, else from the suffix of ``--out``.
+
+    Raises
+    ------
+    ConfigError
+        No ``--format`` and a suffix that names neither format (``.csv`` was silently
+        written as JSONL).
+    """
+    if given is not None:
+        return given
+    suffix = Path(out).suffix.lower()
+    if suffix not in EXPORT_SUFFIXES:
+        raise ConfigError("--out", out, f"suffix {suffix or '(none)'!r} names no export "
+                          "format: use .jsonl or .parquet, or give --format")
+    return EXPORT_SUFFIXES[suffix]
+
+
+def _delete(args) -> int:
+    """``dyna store delete``: refuse an unknown tenant, count, then ask (or ``--yes``)."""
+    import sys  # noqa: PLC0415
+
+    sel = _selectors(args)
+    store = _open(args.db, read_only=True)
+    try:
+        if store.dispatch("get_stats", tenant_id=args.tenant)["n_records"] == 0:
+            tenants = store.tenant_ids()
+            shown = ", ".join(repr(t) for t in tenants[:5]) + (", ..." if len(tenants) > 5
+                                                              else "")
+            raise ConfigError("--tenant", args.tenant, f"has no episodes in {args.db} "
+                              f"(tenants: {shown or 'none'})")
+        n = store.count_matching(args.tenant, **sel)
+    finally:
+        store.close()
+    if args.dry_run:
+        print(json.dumps({"matched": n, "deleted": 0, "dry_run": True}, indent=2,
+                         sort_keys=True))
+        return 0
+    if n and not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError("--yes", False, f"would delete {n} episodes: give --yes to "
+                              "delete without a terminal (or --dry-run to count)")
+        answer = input(f"delete {n} episodes of tenant {args.tenant!r} from {args.db}? "
+                       "[y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("dyna: nothing deleted", file=sys.stderr)
+            return 1
+    return _run("delete_data", lambda a: {"tenant_id": a.tenant, **_selectors(a)})(args)
+
+
 def _add_selectors(p) -> None:
     p.add_argument("--task-type", dest="task_type", help="exact task type")
     p.add_argument("--run-id", dest="run_id", help="exact run id")
@@ -112,26 +185,30 @@ def register(sub) -> None:
     p.add_argument("--tenant", required=True, help="tenant to export (exact)")
     p.add_argument("--out", required=True, help="output file")
     p.add_argument("--format", choices=["jsonl", "parquet"], default=None,
-                   help="default: from the suffix of --out (.parquet, else jsonl)")
+                   help="default: from the suffix of --out (.parquet; .jsonl, .ndjson, "
+                   ".json; any other suffix is refused)")
     _add_selectors(p)
     p.set_defaults(func=_run("export_data", lambda a: {
-        "tenant_id": a.tenant, "path": a.out,
-        "format": a.format or ("parquet" if a.out.endswith(".parquet") else "jsonl"),
+        "tenant_id": a.tenant, "path": a.out, "format": _export_format(a.out, a.format),
         **_selectors(a)}, read_only=True))
 
-    p = cmds.add_parser("delete", help="delete a tenant's episodes matching every selector")
+    p = cmds.add_parser("delete", help="delete a tenant's episodes matching every selector "
+                        "(asks first on a terminal)")
     p.add_argument("db", metavar="DB")
-    p.add_argument("--tenant", required=True, help="tenant (exact)")
+    p.add_argument("--tenant", required=True, help="tenant (exact; must have episodes)")
     _add_selectors(p)
-    p.set_defaults(func=_run("delete_data", lambda a: {"tenant_id": a.tenant,
-                                                       **_selectors(a)}))
+    p.add_argument("--dry-run", dest="dry_run", action="store_true",
+                   help="count the episodes that would be deleted; delete nothing")
+    p.add_argument("--yes", action="store_true",
+                   help="do not ask (required when stdin is not a terminal)")
+    p.set_defaults(func=_delete)
 
     p = cmds.add_parser("prune", help="delete episodes older than --max-age seconds")
     p.add_argument("db", metavar="DB")
     p.add_argument("--max-age", dest="max_age", type=float, required=True,
                    help="maximum age in seconds (>= 0)")
     p.add_argument("--tenant", help="only this tenant (exact)")
-    p.set_defaults(func=_run("prune_old", lambda a: {"max_age_seconds": a.max_age,
+    p.set_defaults(func=_run("prune_old", lambda a: {"max_age_seconds": _max_age(a.max_age),
                                                      "tenant_id": a.tenant}))
 
     p = cmds.add_parser("compact", help="keep the newest N per tenant and task type, "
