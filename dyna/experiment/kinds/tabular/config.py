@@ -193,8 +193,10 @@ class ExperimentConfig:
     schedule : Schedule
     variants : tuple of Variant
     sweep : dict
-        Env kwarg -> list of values; the grid (Cartesian product, keys in file order) crosses
-        every variant.
+        Env kwarg or agent hyper-parameter (a name of :data:`dyna.agents.HPARAMS`) -> list
+        of values; the grid (Cartesian product, keys in file order) crosses every variant.
+        A swept hyper-parameter is set by the sweep point for every variant (it may not be
+        set in ``[defaults]`` or a variant too).
     analysis : AnalysisSpec
     """
 
@@ -220,9 +222,22 @@ class ExperimentConfig:
         return [dict(zip(keys, values))
                 for values in itertools.product(*(self.sweep[k] for k in keys))]
 
+    @property
+    def swept_hparams(self) -> tuple:
+        """The swept keys that are agent hyper-parameters (the others are env kwargs)."""
+        known = set(_known_hparams())
+        return tuple(k for k in self.sweep if k in known)
+
     def env_kwargs(self, point: dict) -> dict:
-        """Environment kwargs of one sweep point (``env.kwargs`` updated by the point)."""
-        return {**self.env.kwargs, **point}
+        """Environment kwargs of one sweep point (``env.kwargs`` updated by the point's env
+        keys)."""
+        hp = set(self.swept_hparams)
+        return {**self.env.kwargs, **{k: v for k, v in point.items() if k not in hp}}
+
+    def hparams(self, variant, point: dict) -> dict:
+        """A variant's hyper-parameters at one sweep point (the point's swept ones win)."""
+        hp = set(self.swept_hparams)
+        return {**variant.hparams, **{k: v for k, v in point.items() if k in hp}}
 
     def to_dict(self) -> dict:
         """Canonical plain-dict form, accepted back by :func:`parse_tabular`."""
@@ -234,7 +249,9 @@ class ExperimentConfig:
             "env": {"id": self.env.id, "kwargs": dict(self.env.kwargs)},
             "schedule": {k: v for k, v in dataclasses.asdict(self.schedule).items()
                          if v is not None},
-            "variants": [{"name": v.name, "agent": v.agent, **v.hparams}
+            "variants": [{"name": v.name, "agent": v.agent,
+                          **{k: x for k, x in v.hparams.items()
+                             if k not in self.swept_hparams}}
                          for v in self.variants],
             "analysis": {k: (list(v) if isinstance(v, tuple) else v)
                          for k, v in dataclasses.asdict(self.analysis).items()},
@@ -375,8 +392,11 @@ def _parse_variants(data: dict) -> tuple:
     return tuple(variants)
 
 
-def _parse_sweep(data: dict, env_kwargs: dict) -> dict:
+def _parse_sweep(data: dict, env_kwargs: dict, variants: tuple = ()) -> dict:
     raw = table_of(data, "sweep", "sweep")
+    known = set(_known_hparams())
+    defaults = data.get("defaults") if isinstance(data.get("defaults"), dict) else {}
+    raw_variants = [v for v in data.get("variants") or [] if isinstance(v, dict)]
     sweep = {}
     for key, values in raw.items():
         fname = f"sweep.{key}"
@@ -384,6 +404,16 @@ def _parse_sweep(data: dict, env_kwargs: dict) -> dict:
             raise ConfigError(fname, values, "is a results column name; rename the kwarg")
         if key in env_kwargs:
             raise ConfigError(fname, values, "also set in env.kwargs; set it in one place")
+        if key in known:
+            if key in defaults:
+                raise ConfigError(fname, values, f"also set in defaults.{key}; a "
+                                  "hyper-parameter is swept or set, not both")
+            for i, rv in enumerate(raw_variants):
+                if key in rv:
+                    who = rv.get("name", i)
+                    raise ConfigError(fname, values, f"also set in variants.{who}.{key}; "
+                                      "a hyper-parameter is swept or set per variant, not "
+                                      "both")
         if not isinstance(values, list) or not values:
             raise ConfigError(fname, values, "must be a non-empty array of values")
         checked = [check_scalar(v, f"{fname}[{j}]") for j, v in enumerate(values)]
@@ -391,6 +421,10 @@ def _parse_sweep(data: dict, env_kwargs: dict) -> dict:
             raise ConfigError(fname, values, "values must be distinct")
         if len({type(v) for v in checked}) != 1:
             raise ConfigError(fname, values, "values must all have the same type")
+        if key in known:   # every value must suit every variant's agent
+            for j, v in enumerate(checked):
+                for var in variants:
+                    _validate_hparams(var.agent, {**var.hparams, key: v}, f"{fname}[{j}]")
         sweep[key] = tuple(checked)
     return sweep
 
@@ -492,7 +526,7 @@ def parse_tabular(data: dict, *, runs: int | None = None, seed: int | None = Non
 
     schedule = _parse_schedule(table_of(data, "schedule", "schedule", required=True))
     variants = _parse_variants(data)
-    sweep = _parse_sweep(data, kwargs)
+    sweep = _parse_sweep(data, kwargs, variants)
     analysis = _parse_analysis(table_of(data, "analysis", "analysis"), schedule)
     config = ExperimentConfig(name=name, description=description, seed=cfg_seed,
                               runs=cfg_runs, env=env, schedule=schedule, variants=variants,

@@ -93,7 +93,7 @@ def plan_jobs(config: ExperimentConfig, metas: list[dict], *, block_size: int) -
             optimal = optimal_length(metas[p], s.optimal_tolerance) if s.stop_at_optimal else 0
             payload = {
                 "variant_name": variant.name, "agent": variant.agent,
-                "hparams": dict(variant.hparams), "env_id": config.env.id,
+                "hparams": config.hparams(variant, point), "env_id": config.env.id,
                 "env_kwargs": config.env_kwargs(point), "point_kwargs": dict(point),
                 "seed": config.seed, "episodes": s.episodes, "total_steps": s.total_steps,
                 "eval_every": s.eval_every, "eval_episodes": s.eval_episodes,

@@ -10,6 +10,10 @@ Plots (each a function of an :class:`dyna.experiment.protocol.ExperimentOutput`)
 * ``eval_score`` -- greedy-policy evaluation score against training episodes.
 * ``updates_to_optimal`` -- Example 8.4: updates until an optimal path is found against maze
   size (number of states), log-log.
+* ``sensitivity_<key>`` -- with a sweep: final performance against each swept value (a
+  parameter study, as Sutton & Barto's Figures 8.2-8.4 discussions vary n and alpha), one
+  line per variant (and per combination of the other swept values), with bootstrap
+  intervals.
 * per-run plots (``analysis.per_run_plots``): one PNG per run of the first curve metric.
 """
 
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
+import matplotlib.ticker
 import numpy as np
 import polars as pl
 
@@ -270,6 +275,82 @@ PLOTS = {
 }
 
 
+def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Final performance against each swept value (``sensitivity_<key>.png`` / ``.svg``).
+
+    Final performance is, per run, the mean steps per episode over the last
+    ``analysis.final_episodes`` episodes (or the final cumulative reward with a
+    ``total_steps`` schedule); markers give the statistic over runs and error bars its
+    bootstrap interval. Numeric values are placed on a log axis when they span more than a
+    factor of 10 and are all positive.
+    """
+    cfg = out.config
+    if not cfg.sweep:
+        return []
+    episodic = cfg.schedule.episodes is not None
+    value, last = ("steps", cfg.analysis.final_episodes) if episodic else \
+        ("cumulative_reward", 1)
+    ylabel = (f"steps per episode, last {last} episodes" if episodic
+              else "final cumulative reward")
+    res = out.results
+    order = "episode" if episodic else "step"
+    colors = matplotlib.colormaps["tab10"].colors
+    opts = _stat_opts(out)
+    paths = []
+    for key in cfg.sweep:
+        others = [k for k in cfg.sweep if k != key]
+        values = list(cfg.sweep[key])
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        xs = values if numeric else list(range(len(values)))
+        combos = sorted({tuple(p[k] for k in others) for p in cfg.sweep_points()},
+                        key=lambda t: [str(x) for x in t]) if others else [()]
+        with figure() as fig:
+            ax = fig.add_subplot()
+            line = 0
+            for variant in cfg.variants:
+                for combo in combos:
+                    est, lo, hi, px = [], [], [], []
+                    for x, v in zip(xs, values):
+                        sel = res.filter((pl.col("variant") == variant.name)
+                                         & (pl.col(key) == v))
+                        for k, c in zip(others, combo):
+                            sel = sel.filter(pl.col(k) == c)
+                        if sel.is_empty():
+                            continue
+                        per = (sel.sort(["run", order]).group_by("run", maintain_order=True)
+                               .tail(last).group_by("run", maintain_order=True)
+                               .agg(pl.col(value).cast(pl.Float64).mean())
+                               .sort("run")[value].to_numpy())
+                        ci = per_run_ci(per, **opts)
+                        e = float(ci.estimate)
+                        px.append(x)
+                        est.append(e)
+                        lo.append(float(ci.low) if np.isfinite(ci.low) else e)
+                        hi.append(float(ci.high) if np.isfinite(ci.high) else e)
+                    if not px:
+                        continue
+                    label = variant.name + "".join(f", {k}={c}" for k, c in zip(others, combo))
+                    est_a = np.array(est)
+                    ax.errorbar(px, est_a, yerr=np.vstack([est_a - lo, np.array(hi) - est_a]),
+                                marker="o", capsize=3, color=colors[line % len(colors)],
+                                label=label)
+                    line += 1
+            if numeric and min(values) > 0 and max(values) / min(values) > 10:
+                ax.set_xscale("log")
+                ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            ax.set_xticks(xs, [str(v) for v in values])
+            ax.set_xlabel(key + (" (swept)" if key in cfg.swept_hparams else
+                                 " (env, swept)"))
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{cfg.name}: sensitivity to {key}\n({_stat_label(out)})",
+                         fontsize=10)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
+            ax.grid(alpha=0.3, which="both")
+            paths += save(fig, folder / f"sensitivity_{key}")
+    return paths
+
+
 def draw_plots(out: "ExperimentOutput", folder: str | Path) -> list[Path]:
     """Draw every plot the config's ``[analysis]`` asks for into ``folder/plots``.
 
@@ -289,6 +370,7 @@ def draw_plots(out: "ExperimentOutput", folder: str | Path) -> list[Path]:
     paths = []
     for metric in out.config.analysis.metrics:
         paths += PLOTS[metric](out, dest)
+    paths += plot_sensitivity(out, dest)
     if out.config.analysis.per_run_plots:
         paths += plot_per_run(out, dest)
     return paths
