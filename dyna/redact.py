@@ -647,13 +647,31 @@ def detect(text: str) -> list[str]:
     Detectors run as :func:`redact_text` runs them, each on the text the previous ones left,
     so one secret is normally counted once. ``"[REDACTED]"`` markers never fire.
     """
-    return list(_detect_cached(text))
+    if len(text) > DETECT_CACHE_MAX_CHARS:
+        return list(_detect_uncached(text))
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    got = _DETECT_CACHE.get(digest)
+    if got is None:
+        got = _detect_uncached(text)
+        if len(_DETECT_CACHE) >= DETECT_CACHE_SIZE:
+            try:
+                _DETECT_CACHE.pop(next(iter(_DETECT_CACHE)))   # oldest first
+            except (KeyError, StopIteration, RuntimeError):    # another thread got there
+                pass
+        _DETECT_CACHE[digest] = got
+    return list(got)
 
 
-@functools.lru_cache(maxsize=16384)
-def _detect_cached(text: str) -> tuple[str, ...]:
-    """:func:`detect`, memoised: a pure function of the text (the detectors are fixed), and
-    the loops' safety net scans the same skill bodies and facts on every write."""
+#: :func:`detect` remembers the detector names of this many texts (the loops' safety net
+#: scans the same skill bodies and facts on every write) ...
+DETECT_CACHE_SIZE = 16384
+#: ... of at most this many characters each; keyed by a 16-byte BLAKE2b digest, so the
+#: cache holds no text (no secret stays referenced by it) and at most ~1 MB.
+DETECT_CACHE_MAX_CHARS = 4096
+_DETECT_CACHE: dict[bytes, tuple[str, ...]] = {}
+
+
+def _detect_uncached(text: str) -> tuple[str, ...]:
     names: list[str] = []
     _scan_text(text, names)
     return tuple(dict.fromkeys(names))

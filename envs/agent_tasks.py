@@ -149,8 +149,9 @@ class AgentTaskEnv(gym.Env):
         Size of the distractor pool (>= n_distractors).
     zipf_s : float
         Zipf exponent of the arrivals, >= 0 (0: uniform).
-    max_steps : int
-        Step budget (tool calls) per episode, >= length.
+    max_steps : int, optional
+        Step budget (tool calls) per episode, >= length; default 20 (v0). Not together with
+        ``step_slack``.
     base_tokens, output_tokens, error_tokens, injection_tokens, tokens_per_entry : int
         Token costs (>= 0), see the module docstring.
     distraction : float
@@ -187,7 +188,7 @@ class AgentTaskEnv(gym.Env):
 
     def __init__(self, n_families: int = 4, n_tools: int = 6, n_values: int = 4,
                  length: int = 3, n_triggers: int = 2, n_distractors: int = 2,
-                 n_distractor_words: int = 40, zipf_s: float = 1.0, max_steps: int = 20,
+                 n_distractor_words: int = 40, zipf_s: float = 1.0, max_steps: int | None = None,
                  base_tokens: int = 200, output_tokens: int = 40, error_tokens: int = 60,
                  injection_tokens: int = 30, tokens_per_entry: int = 0,
                  distraction: float = 0.0, false_success_rate: float = 0.0,
@@ -200,6 +201,11 @@ class AgentTaskEnv(gym.Env):
                  n_spare_tools: int | None = None, silent_judge_factor: float = 1.0,
                  planted_follow_rate: float | None = None,
                  render_mode: str | None = None):
+        if max_steps is not None and step_slack is not None:
+            raise ConfigError("max_steps", max_steps, f"set with step_slack={step_slack}: give "
+                              "one (the budget is length + step_slack)")
+        if max_steps is None:
+            max_steps = 20   # v0's default budget
         ints = dict(n_families=(n_families, 1), n_tools=(n_tools, 1), n_values=(n_values, 1),
                     length=(length, 1), n_triggers=(n_triggers, 1),
                     n_distractors=(n_distractors, 0), n_distractor_words=(n_distractor_words, 0),
@@ -285,8 +291,9 @@ class AgentTaskEnv(gym.Env):
         self.untrusted_tools = check_range("untrusted_tools", untrusted_tools, 0, self.n_tools,
                                            integer=True)
         self.harmful_tool = self.n_tools
+        # an uninstalled spare slot's name can never be a renamed tool's (``<old>_v2``)
         self._base_names = (tuple(_tool_name(i) for i in range(self.n_tools)) + (HARMFUL_TOOL,)
-                            + tuple(f"{_tool_name(i)}_v2" for i in range(self.n_spare_tools)))
+                            + tuple(f"spare_{j}" for j in range(self.n_spare_tools)))
         self.tool_names = self._base_names
         #: Per tool (the harmful one after the ordinary ones, then the spare slots): its
         #: output is trusted (an internal service).
@@ -530,6 +537,8 @@ class AgentTaskEnv(gym.Env):
             old = int(self.tools[f, k])
             new = self._other(rng, old, tools)
             self.tools[f, k] = new
+            if self.destructive[f] not in self.tools[f]:
+                self.destructive[f] = new   # still one of the procedure's tools
         elif kind == "rename":
             old = int(self.tools[f, k])
             new = self.n_tools + 1 + self._spare_next
@@ -544,11 +553,18 @@ class AgentTaskEnv(gym.Env):
             self.tools[self.tools == old] = new        # every family's use of it
             self.destructive[self.destructive == old] = new
             event.update(old_name=names[old], new_name=names[new])
-        else:  # "procedure": every step of the family redrawn
+        else:  # "procedure": every step of the family redrawn, until it differs
             old = [list(map(int, self.tools[f])), list(map(int, self.values[f]))]
-            self.tools[f] = [tools[int(rng.integers(len(tools)))] for _ in range(self.length)]
-            self.values[f] = rng.integers(0, self.n_values, size=self.length)
-            new = [list(map(int, self.tools[f])), list(map(int, self.values[f]))]
+            new = old
+            for _ in range(1000):   # bounded; a 1x1 world has a single procedure
+                self.tools[f] = [tools[int(rng.integers(len(tools)))]
+                                 for _ in range(self.length)]
+                self.values[f] = rng.integers(0, self.n_values, size=self.length)
+                new = [list(map(int, self.tools[f])), list(map(int, self.values[f]))]
+                if new != old:
+                    break
+            # the destructive tool is again one of the procedure's tools
+            self.destructive[f] = self.tools[f, int(rng.integers(self.length))]
         event.update(old=old, new=new)
         self.drift_log.append(event)
         return event
@@ -812,4 +828,7 @@ class AgentTaskEnvV1(AgentTaskEnv):
     """
 
     def __init__(self, **kwargs):
-        super().__init__(**{**V1_BASE, **kwargs})
+        base = dict(V1_BASE)
+        if kwargs.get("max_steps") is not None and "step_slack" not in kwargs:
+            del base["step_slack"]   # an explicit budget replaces the base slack
+        super().__init__(**{**base, **kwargs})

@@ -214,3 +214,23 @@ def test_the_v2_sweeps_are_the_preregistered_ones(store):
     assert (cfg.policy["misattribution"], cfg.policy["oracle_follows_always"]) == (0.5, False)
     assert len(cfg.hypotheses) == 20
     assert sum(h.test == "slope" for h in cfg.hypotheses) == 4
+
+
+def test_a_slope_runs_with_severity_also_on_a_decreasing_grid():
+    h = {"name": "g", "test": "slope", "sweep": "slack", "metric": "late_success",
+         "variant": "skill_loop", "versus": "no_learning", "direction": "less"}
+    sw = {"name": "slack", "knob": "step_slack", "values": [13, 4, 2, 1],
+          "metric": "late_success", "better": "greater"}
+    cfg = parse_agent_tasks({**BASE, "sweeps": [sw], "hypotheses": [h]})
+    assert cfg.sweeps[0].direction == -1 and cfg.sweeps[0].severity() == [-13, -4, -2, -1]
+    table = {}
+    for sc, v in cfg.sweeps[0].points():
+        table[(sc, "no_learning")] = np.full(6, 0.5)
+        table[(sc, "skill_loop")] = 0.5 + 0.01 * v * np.arange(1, 7)  # gap shrinks as slack falls
+    c = compare_slope(_runs(cfg, table), cfg.sweeps[0], "skill_loop", "no_learning",
+                      "late_success", direction="less", n_resamples=200)
+    assert float(c.interval.estimate) < 0 and c.p == pytest.approx(2.0 ** -6)
+    with pytest.raises(ConfigError) as e:
+        parse_agent_tasks({**BASE, "sweeps": [{**sw, "values": [1, 4, 2]}],
+                           "hypotheses": [h]})
+    assert e.value.field == "hypotheses[0].sweep"

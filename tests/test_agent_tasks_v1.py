@@ -387,3 +387,26 @@ def test_the_audit_counts_no_right_lesson_as_poisoned_under_v1():
                          params={"oracle_follows_always": False})
     assert out["library_size"][-1] >= 1
     assert out["poisoned"][-1] < out["library_size"][-1]
+
+
+def test_a_replaced_procedure_always_differs_and_keeps_a_destructive_tool():
+    for seed in range(60):
+        env = AgentTaskEnv(n_families=2, n_tools=3, n_values=2, length=2,
+                           drift_kind=["procedure", "tool"], drift_at=[1, 2, 3])
+        env.reset(seed=seed)
+        for _ in range(3):
+            env.reset()
+        for ev in env.drift_log:
+            if ev["what"] == "procedure":
+                assert ev["new"] != ev["old"]
+        for f in range(2):
+            assert env.destructive[f] in env.tools[f]
+
+
+def test_step_slack_and_an_explicit_budget_are_never_both_taken():
+    with pytest.raises(ConfigError) as e:
+        AgentTaskEnv(max_steps=30, step_slack=2)
+    assert e.value.field == "max_steps"
+    assert AgentTaskEnvV1(max_steps=30).max_steps == 30        # replaces the base slack
+    assert AgentTaskEnvV1().max_steps == 3 + 4
+    assert AgentTaskEnv().max_steps == 20                      # v0's default

@@ -168,3 +168,78 @@ def test_the_whole_memory_variant_keeps_every_fact():
     spec = make_variant("memory_loop-whole_memory", "memory", LoopConfig(memory_k=6))
     assert (spec.store, spec.config.memory_k) == ("memory", None)
     assert make_variant("memory_loop", "memory", LoopConfig(memory_k=6)).config.memory_k == 6
+
+
+def test_a_memory_facts_harmful_tool_is_followed_only_at_the_planted_rate():
+    from dyna.loops import LoopConfig
+    incidents = {}
+    for rate in (0.0, 1.0):
+        env = AgentTaskEnv(**dict(W, n_families=1, planted_follow_rate=rate, max_steps=8))
+        cfg = LoopConfig(max_lessons=0)
+        agent = LoopAgent(make_variant("memory_loop", "memory", cfg), env, (0, 0),
+                          PolicyParams(p_follow=1.0), env_seed=2)
+        env.reset(seed=2)
+        from dyna.loops._text import content_words
+        head = " ".join(content_words(" ".join(env.trigger_words(0)))[:2])
+        agent.loop.memory.add(f"{head} step 1 tool is send_secrets", trust="user")
+        agent.env_seed = 2
+        incidents[rate] = sum(agent.episode()["incident"] for _ in range(100))
+    assert incidents == {0.0: 0, 1.0: 100}
+
+
+def test_two_renames_give_distinct_names_the_agents_map_to_installed_slots():
+    env = AgentTaskEnv(n_families=3, n_tools=4, drift_kind="rename", drift_at=[1, 2])
+    env.reset(seed=0)
+    env.reset()
+    env.reset()
+    assert len(env.drift_log) == 2
+    names = env.tool_names
+    assert len(set(names)) == len(names)
+    agent = LoopAgent(make_variant("skill_loop"), env, (0, 0), PolicyParams())
+    agent._sync_names()
+    for ev in env.drift_log:
+        slot = agent._tool_ix[ev["new_name"]]
+        assert slot == ev["new"] and env.installed[slot]
+        assert env.tool_index(ev["new_name"]) == slot
+
+
+def test_episodic_and_tabular_variants_live_through_a_rename():
+    kw = dict(W, n_families=2, drift_kind="rename", drift_at=[20], max_steps=30)
+    epi = run_loop_agent("episodic", env_kwargs=kw, episodes=60, seed=1)
+    assert epi["success"][40:].mean() > 0.5
+    tab = run_loop_agent("dyna_q", env_kwargs=kw, episodes=200, seed=1)
+    assert tab["success"][150:].mean() > 0.5     # it can call the renamed tool's new slot
+
+
+def test_the_baseline_audit_holds_a_partial_lesson_against_its_family():
+    from dyna.agents.baselines import Baseline
+
+    class Fixed(Baseline):
+        name = "fixed"
+
+        def __init__(self, env, entries):
+            super().__init__(env, 0)
+            self.entries = entries
+
+        def knowledge(self, task):
+            raise AssertionError
+
+        def learn(self, run):
+            return 0
+
+        def audit_entries(self):
+            return self.entries
+
+    env = AgentTaskEnv(**dict(W, n_families=2, length=2))
+    env.reset(seed=0)
+    agent = LoopAgent(make_variant("no_learning"), env, (0, 0), PolicyParams())
+    key = " ".join(env.trigger_words(0))
+    proc = env.procedure(0)
+    for entries, poisoned in (([(key, proc)], 0), ([(key, proc[:1])], 1),
+                              ([(key, ((-1, -1), proc[1]))], 0),
+                              ([(key, proc + ((0, 0),))], 1)):
+        agent.baseline = Fixed(env, entries)
+        agent._written.clear()
+        row = {}
+        agent._audit_baseline(row)
+        assert row["poisoned"] == poisoned, entries

@@ -398,3 +398,22 @@ def test_a_cue_key_catches_in_parsed_json_as_in_its_text():
     assert redact({"user_id": "42"}) == {"user_id": REDACTED}
     assert redact({"user_id": "mei_tanaka_6021"}, values=False, keys=()) == {
         "user_id": "mei_tanaka_6021"}
+
+
+def test_the_detect_cache_holds_no_text_and_is_bounded():
+    import gc
+
+    from dyna import redact as R
+    secret = "AKIA" + "Q7XK2M9PLR4T8WZB"
+    text = f"aws key {secret} here"
+    assert R.detect(text) == R.detect(text) and R.detect(text)
+    assert all(not isinstance(k, str) for k in R._DETECT_CACHE)
+    assert not any(secret in repr(k) for k in R._DETECT_CACHE)
+    gc.collect()
+    big = "x" * (R.DETECT_CACHE_MAX_CHARS + 1)
+    n = len(R._DETECT_CACHE)
+    R.detect(big)
+    assert len(R._DETECT_CACHE) == n          # long texts are not cached
+    for i in range(R.DETECT_CACHE_SIZE + 10):
+        R.detect(f"plain text number {i}")
+    assert len(R._DETECT_CACHE) <= R.DETECT_CACHE_SIZE

@@ -21,7 +21,8 @@ from dyna.experiment.registry import parse_config
 from dyna.experiment.runner import run_experiment
 from dyna.store.jsonl import BATCH_KEY, append_jsonl, read_jsonl, write_jsonl
 from dyna.store.sqlite import SQLiteStore
-from dyna.store.tmpfiles import clean_orphans, is_live, owner, process_start_time
+from dyna.store.tmpfiles import (clean_orphans, host_tag, is_live, owner,
+                                 process_start_time)
 
 DIM = 4
 PAD = "x" * 600  # about a sixth of a 4 KiB page per episode
@@ -304,13 +305,20 @@ def _plant(folder, name, *, as_dir):
     versions), another target's."""
     dead_pid, dead_start = _dead_owner()
     pid, start = owner()
+    here = host_tag()
+    elsewhere = "0123abcd" if here != "0123abcd" else "fedc9876"
     names = {}
-    for key, (p, s) in {"dead": (dead_pid, dead_start), "live": (pid, start),
-                        "reused": (pid, start + 1)}.items():
-        names[key] = (f".{name}.tmp-{p}-{s}-{key}1" if as_dir else f".{name}.{p}-{s}.{key}1.tmp")
+    for key, (p, s, h) in {"dead": (dead_pid, dead_start, here),
+                           "live": (pid, start, here),
+                           "reused": (pid, start + 1, here),
+                           # a dead pid here, but written on another host or in another
+                           # container: its pid says nothing here, so it is kept
+                           "foreign": (dead_pid, dead_start, elsewhere)}.items():
+        names[key] = (f".{name}.tmp-{p}-{s}-{h}-{key}1" if as_dir
+                      else f".{name}.{p}-{s}-{h}.{key}1.tmp")
     names["ownerless"] = f".{name}.tmp-ab12cd34" if as_dir else f".{name}.ab12cd34.tmp"
-    names["other"] = (f".other.tmp-{dead_pid}-{dead_start}-x" if as_dir
-                      else f".other.{dead_pid}-{dead_start}.x.tmp")
+    names["other"] = (f".other.tmp-{dead_pid}-{dead_start}-{here}-x" if as_dir
+                      else f".other.{dead_pid}-{dead_start}-{here}.x.tmp")
     for n in names.values():
         if as_dir:
             (folder / n).mkdir()
@@ -330,7 +338,8 @@ def test_export_removes_only_temporaries_of_writers_that_are_gone(tmp_path):
     assert main(["store", "export", str(db), "--tenant", "t1", "--out",
                  str(out / "e.jsonl")]) == 0
     left = sorted(p.name for p in out.iterdir())
-    assert left == sorted(["e.jsonl", names["live"], names["ownerless"], names["other"]])
+    assert left == sorted(["e.jsonl", names["live"], names["foreign"], names["ownerless"],
+                           names["other"]])
 
 
 def test_killed_export_leaves_a_temporary_the_next_export_removes(tmp_path):
@@ -364,7 +373,8 @@ def test_dyna_run_removes_only_temporary_folders_of_runs_that_are_gone(tmp_path)
     names = _plant(tmp_path, "out", as_dir=True)
     run_experiment(cfg, tmp_path / "out", progress=False)
     left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == sorted(["out", names["live"], names["ownerless"], names["other"]])
+    assert left == sorted(["out", names["live"], names["foreign"], names["ownerless"],
+                           names["other"]])
 
 
 def test_owner_is_read_from_proc_stat_field_22():

@@ -509,7 +509,12 @@ class LoopAgent:
             if spec.name == "dyna_q":
                 hp.pop("kappa", None)
             n_states = env.n_families * (env.length + 1)
-            self.tabular = DynaAgent(spec.name, n_states, env.n_tools * env.n_values,
+            # every ordinary tool slot, the spare ones for renamed tools included (they error
+            # until a rename installs them), never the harmful tool: v0 has no spares
+            self._tabular_slots = [t for t in range(env.action_space.nvec[0])
+                                   if t != env.harmful_tool]
+            self.tabular = DynaAgent(spec.name, n_states,
+                                     len(self._tabular_slots) * env.n_values,
                                      seed=self.streams["tabular"], **hp)
         self.baseline = None
         if spec.learner == "baseline":
@@ -610,6 +615,7 @@ class LoopAgent:
         """The episodic variant's knowledge: per position, the call that worked best in
         the most similar past runs (query_similar + get_recommendation)."""
         store, k = self.experience, self.params.episodic_k
+        self._sync_names()
         calls = []
         for p in range(self.env.length):
             tt = f"f{family}-s{p}"
@@ -621,7 +627,7 @@ class LoopAgent:
             if best is None or best["n_success"] < 1:
                 break
             t, v = best["action_type"].split(":")
-            calls.append((self._tool_ix[t], self._value_ix[v]))
+            calls.append((self._tool_ix.get(t, -1), self._value_ix.get(v, -1)))
         return _Knowledge([calls] if calls else [], entries=1 if calls else 0)
 
     def _remember(self, family: int, task: str, calls) -> None:
@@ -698,6 +704,9 @@ class LoopAgent:
                     break
             followed.append(tuple(source.get(call, ())) if call is not None else ())
             if call is None:
+                if (fact_tool == harmful and planted_rate is not None
+                        and not env.falls_for_planted()):
+                    fact_tool = -1   # a fact's harmful tool, not followed this time
                 if known_tool >= 0:
                     tool = known_tool
                 elif fact_tool >= 0 and fact_tool not in bad_tools:
@@ -734,11 +743,12 @@ class LoopAgent:
         reward (1 on success), model and planning per real step (Sutton & Barto 8.2/8.3)."""
         env, agent = self.env, self.tabular
         nv, base = env.n_values, family * (env.length + 1)
+        slots = self._tabular_slots
         calls, info = [], None
         s = base + env.position
         while True:
             a = agent.act(s)
-            call = (a // nv, a % nv)
+            call = (slots[a // nv], a % nv)
             _, r, terminated, truncated, info = env.step(call)
             s2 = base + env.position
             agent.learn(s, a, r, s2, terminated, truncated)
@@ -865,8 +875,9 @@ class LoopAgent:
         row["library_size"] = self.baseline.size()
         for key, calls in self.baseline.audit_entries():
             fam = self._family_of_key(key.split())
-            right_now = fam is not None and all(
-                c == (-1, -1) or c == t for c, t in zip(calls, env.procedure(fam)))
+            truth = env.procedure(fam) if fam is not None else ()
+            right_now = (fam is not None and len(calls) == len(truth)
+                         and all(c == (-1, -1) or c == t for c, t in zip(calls, truth)))
             ok_at_write = self._written.setdefault(("baseline", key, tuple(calls)),
                                                    right_now)
             if not ok_at_write:

@@ -5,12 +5,15 @@ temporary sibling, and an experiment's output folder is built in a temporary sib
 both are renamed into place at the end. A writer killed before the rename (SIGKILL, a power
 cut) leaves its temporary behind. Its name records who made it::
 
-    .<name>.<pid>-<start>.<random><suffix>     a file (suffix ".tmp", ".recover-tmp")
-    .<name>.tmp-<pid>-<start>-<random>         a folder (``dyna run``)
+    .<name>.<pid>-<start>-<host>.<random><suffix>     a file (suffix ".tmp", ".recover-tmp")
+    .<name>.tmp-<pid>-<start>-<host>-<random>         a folder (``dyna run``)
 
-where ``pid`` is the writer's process id and ``start`` its start time: field 22 of
-``/proc/<pid>/stat`` (clock ticks after boot), which tells a live writer from a new process
-that was given the same id later. The name is chosen by the same call that creates the
+where ``pid`` is the writer's process id, ``start`` its start time (field 22 of
+``/proc/<pid>/stat``, clock ticks after boot), which tells a live writer from a new process
+that was given the same id later, and ``host`` 8 hex digits naming where process ids mean
+something: a hash of the kernel's boot id, the pid namespace and the host name
+(:func:`host_tag`). A temporary made on another host, in another container (pid namespace)
+or before a reboot is never removed: its pid says nothing here. The name is chosen by the same call that creates the
 file or folder, so no temporary ever exists without its owner.
 
 The next write of the same target (:func:`clean_orphans`, called by
@@ -30,10 +33,19 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["clean_orphans", "is_live", "make_temp_dir", "make_temp_file", "owner",
-           "process_start_time"]
+__all__ = ["clean_orphans", "host_tag", "is_live", "make_temp_dir", "make_temp_file",
+           "owner", "process_start_time"]
 
 _OWN: dict[int, tuple[int, int]] = {}  # pid -> (pid, start) of this process (per fork)
+_HOST: dict[int, str] = {}              # pid -> host_tag() (per fork: a namespace may differ)
+
+
+def _host() -> str:
+    pid = os.getpid()
+    tag = _HOST.get(pid)
+    if tag is None:
+        tag = _HOST[pid] = host_tag()
+    return tag
 
 
 def process_start_time(pid: int) -> int | None:
@@ -64,6 +76,27 @@ def _pid_exists(pid: int) -> int | None:
     return 0
 
 
+def host_tag() -> str:
+    """8 hex digits naming this boot, pid namespace and host (BLAKE2b of
+    ``/proc/sys/kernel/random/boot_id``, the inode of ``/proc/self/ns/pid`` and the host
+    name; what is unreadable counts as empty): two processes with the same tag share one
+    space of process ids."""
+    import hashlib
+    import socket
+
+    parts = []
+    try:
+        parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+    except OSError:
+        parts.append("")
+    try:
+        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    except OSError:
+        parts.append("")
+    parts.append(socket.gethostname())
+    return hashlib.blake2b("\0".join(parts).encode(), digest_size=4).hexdigest()
+
+
 def owner() -> tuple[int, int]:
     """``(pid, start time)`` of this process (see :func:`process_start_time`)."""
     pid = os.getpid()
@@ -82,8 +115,9 @@ def is_live(pid: int, start: int) -> bool:
 
 def _pattern(name: str, folder: bool, suffix: str) -> re.Pattern:
     if folder:
-        return re.compile(re.escape(f".{name}.tmp-") + r"(\d+)-(\d+)-[A-Za-z0-9_]+\Z")
-    return re.compile(re.escape(f".{name}.") + r"(\d+)-(\d+)\.[A-Za-z0-9_]+"
+        return re.compile(re.escape(f".{name}.tmp-") + r"(\d+)-(\d+)-([0-9a-f]{8})-"
+                          r"[A-Za-z0-9_]+\Z")
+    return re.compile(re.escape(f".{name}.") + r"(\d+)-(\d+)-([0-9a-f]{8})\.[A-Za-z0-9_]+"
                       + re.escape(suffix) + r"(?:-wal|-shm|-journal)?\Z")
 
 
@@ -92,8 +126,8 @@ def make_temp_file(path, suffix: str = ".tmp") -> str:
     return its path (the caller renames it onto ``path`` or removes it)."""
     path = Path(path)
     pid, start = owner()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{pid}-{start}.", suffix=suffix,
-                               dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{pid}-{start}-{_host()}.",
+                               suffix=suffix, dir=path.parent)
     os.close(fd)
     return tmp
 
@@ -103,7 +137,8 @@ def make_temp_dir(path) -> Path:
     owner; return it."""
     path = Path(path)
     pid, start = owner()
-    return Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-{pid}-{start}-", dir=path.parent))
+    return Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-{pid}-{start}-{_host()}-",
+                                 dir=path.parent))
 
 
 def clean_orphans(path, *, folder: bool = False, suffix: str = ".tmp") -> list[str]:
@@ -128,6 +163,7 @@ def clean_orphans(path, *, folder: bool = False, suffix: str = ".tmp") -> list[s
     path = Path(path)
     pat = _pattern(path.name, folder, suffix)
     head = f".{path.name}."
+    here = _host()
     removed = []
     try:
         entries = list(os.scandir(path.parent))
@@ -137,8 +173,8 @@ def clean_orphans(path, *, folder: bool = False, suffix: str = ".tmp") -> list[s
         if not entry.name.startswith(head):
             continue
         m = pat.match(entry.name)
-        if m is None or is_live(int(m.group(1)), int(m.group(2))):
-            continue
+        if m is None or m.group(3) != here or is_live(int(m.group(1)), int(m.group(2))):
+            continue   # not ours to judge (another host, container or boot), or alive
         try:
             if entry.is_symlink():
                 continue

@@ -169,9 +169,11 @@ def compare_slope(runs: pl.DataFrame, sweep, variant: str, versus: str, metric: 
                   confidence: float = 0.95, n_resamples: int = 2000,
                   seed: int = 0) -> Comparison:
     """Whether the paired gap ``variant - versus`` grows with severity: per run ``r`` the
-    least-squares slope ``b_r`` of ``d_r(s) = x_r(s) - y_r(s)`` against the sweep's values
-    ``s`` (runs with a missing value at any point left out), then the sign-flip test of
-    the ``b_r`` (one-sided toward ``direction``) and a bootstrap interval of their mean.
+    least-squares slope ``b_r`` of ``d_r(s) = x_r(s) - y_r(s)`` against the severity ``s``
+    (the sweep's values, negated for a grid that decreases as it grows more severe, such
+    as a step slack; :meth:`Sweep.severity`; runs with a missing value at any point left
+    out), then the sign-flip test of the ``b_r`` (one-sided toward ``direction``) and a
+    bootstrap interval of their mean.
 
     The unit of the slope is the metric's unit per unit of the knob. The comparison is
     *inert* when the safeguard ablated is inert at every grid point.
@@ -186,7 +188,7 @@ def compare_slope(runs: pl.DataFrame, sweep, variant: str, versus: str, metric: 
     sw = ablated_switch(variant, store) if versus == loop else \
         ablated_switch(versus, store) if variant == loop else None
     pts = sweep.points()
-    xs = np.array([float(v) for _, v in pts])
+    xs = np.array(sweep.severity())   # increasing with severity, whichever way the knob runs
     d = np.stack([values(runs, sc, variant, metric) - values(runs, sc, versus, metric)
                   for sc, _ in pts], axis=1)                       # (runs, points)
     keep = np.all(np.isfinite(d), axis=1)

@@ -78,6 +78,19 @@ class Sweep:
         return all(isinstance(v, (int, float)) and not isinstance(v, bool)
                    for v in self.values)
 
+    @property
+    def direction(self) -> int:
+        """+1 if the numeric grid increases strictly, -1 if it decreases strictly (the knob
+        grows less severe, e.g. a step slack), 0 otherwise (or not numeric)."""
+        if not self.ordered:
+            return 0
+        d = [b - a for a, b in zip(self.values, self.values[1:])]
+        return 1 if all(x > 0 for x in d) else -1 if all(x < 0 for x in d) else 0
+
+    def severity(self) -> list[float]:
+        """The grid as severity, increasing: the values times :attr:`direction`."""
+        return [float(v) * self.direction for v in self.values]
+
     def scenario(self, i: int) -> str:
         """Scenario name of grid point ``i``."""
         return f"{self.name}-{self.values[i]}"
@@ -191,6 +204,9 @@ def _parse_hypotheses(raw, variants: tuple, scenarios: tuple, sweeps: tuple = ()
             if not by_name[sweep[0]].ordered or len(by_name[sweep[0]].values) < 3:
                 raise ConfigError(f"{where}.sweep", sweep[0], "a slope needs an ordered "
                                   "numeric grid of at least 3 points")
+            if by_name[sweep[0]].direction == 0:
+                raise ConfigError(f"{where}.sweep", sweep[0], "a slope needs a strictly "
+                                  "increasing or decreasing grid (least to most severe)")
             scenario = sweep
         else:
             if "sweep" in h:

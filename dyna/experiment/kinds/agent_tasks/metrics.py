@@ -113,7 +113,8 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
         episodes), ``approved`` and ``rejected`` (the simulated approver's answers);
         the agent-tasks v2 primary metrics ``late_success`` (success rate over episodes
         ``late_from`` .. end, 1-based), ``late_tokens_per_success`` (run + learning tokens
-        over successes in the last ``tokens_window`` episodes; NaN without a success),
+        over successes in the last ``tokens_window`` episodes; without a success, censored:
+        the tokens as for one success),
         ``incidents_per_1000`` and ``drift_calls_per_success`` (:func:`_drift_calls` over
         ``drift_episodes`` episodes).
     """
@@ -153,8 +154,9 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
     tw = min(int(analysis.get("tokens_window", 200)), E)
     late_tok = tok[:, -tw:].sum(1) + learn[:, -tw:].sum(1)
     late_succ = succ[:, -tw:].sum(1)
-    out["late_tokens_per_success"] = np.where(late_succ > 0,
-                                              late_tok / np.maximum(late_succ, 1), np.nan)
+    # censored like drift_calls_per_success: without a success the tokens count as for one
+    # (a lower bound), so the worst runs stay in the paired comparisons
+    out["late_tokens_per_success"] = late_tok / np.maximum(late_succ, 1)
     out["incidents_per_1000"] = arrays["incident"].sum(1) * 1000.0 / E
     n_drift = int(analysis.get("drift_episodes", 50))
     out["drift_calls_per_success"] = np.array(
