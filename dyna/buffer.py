@@ -508,6 +508,9 @@ class ExperienceBuffer:
         # New labels are refused when they hold a secret (dyna.redact.check_label); off only
         # while an experience store loads what an older version stored (see `dyna store scrub`).
         self._check_labels = True
+        # Labels loaded as they were stored that hold a secret (field -> labels): kept for
+        # the rows that have them, refused for every new row (see taint_loaded_labels).
+        self._tainted: dict[str, set] = {}
         self._next_id = 0
         self._ts_sorted = True  # timestamps non-decreasing in row order (growable mode)
         # Optional columns that ever received a value; the others are still all zero/None.
@@ -528,6 +531,7 @@ class ExperienceBuffer:
 
     def __setstate__(self, state: dict) -> None:
         state.setdefault("_check_labels", True)
+        state.setdefault("_tainted", {})
         self.__dict__.update(state)
         self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
                                      stamp="id", prepare=_norms_hook(self))
@@ -630,7 +634,8 @@ class ExperienceBuffer:
             label = _label(episode.get(name), name)
             if not label and name in REQUIRED_FIELDS:
                 raise ConfigError(name, episode.get(name), "is required and must be non-empty")
-            if label and label not in self._dicts[name].lookup:
+            if label and (label not in self._dicts[name].lookup
+                          or label in self._tainted.get(name, ())):
                 _check_text(name, label)
                 if self._check_labels:
                     check_label(name, label)
@@ -681,6 +686,49 @@ class ExperienceBuffer:
         self._grouped_append(1)
         return ident
 
+    def taint_loaded_labels(self) -> dict[str, int]:
+        """Find the labels already in the buffer that hold a secret (an older version
+        stored them; :func:`dyna.redact.check_label`) and refuse them from now on for every
+        new row, while the rows that have them stay (``dyna store scrub`` reports them).
+
+        Returns
+        -------
+        dict of str to int
+            Field -> how many of its labels hold a secret.
+        """
+        from dyna.errors import ConfigError as _ConfigError
+        out = {}
+        for name in CATEGORICAL_FIELDS:
+            bad = set()
+            for label in self._dicts[name].labels:
+                if not label:
+                    continue
+                try:
+                    check_label(name, label)
+                except _ConfigError:
+                    bad.add(label)
+            if bad:
+                self._tainted[name] = bad
+                out[name] = len(bad)
+        return out
+
+    def _refuse_tainted(self, columns) -> None:
+        """A batch that reuses a tainted label is refused (ConfigError naming the field,
+        never the label)."""
+        for name, bad in self._tainted.items():
+            values = columns.get(name)
+            if values is None:
+                continue
+            if isinstance(values, str):
+                present = {values}
+            elif isinstance(values, Categorical):
+                labels = list(values.labels)
+                present = {labels[int(c)] for c in np.unique(np.asarray(values.codes))}
+            else:
+                present = set(np.asarray(values, dtype=object).ravel().tolist())
+            if not present.isdisjoint(bad):
+                check_label(name, next(iter(present & bad)))
+
     def record_batch(self, *, ids=None, **columns) -> np.ndarray:
         """Record many episodes in one call; return their ids, int64 ``(n,)``.
 
@@ -723,6 +771,8 @@ class ExperienceBuffer:
             self._check_fields(columns)   # raises, naming the field
         reward = _float_column("reward", columns["reward"], None)
         n = reward.shape[0]
+        if self._tainted and self._check_labels:
+            self._refuse_tainted(columns)
         ts = get("timestamp")
         ts = (np.full(n, float(self._clock())) if ts is None
               else _float_column("timestamp", ts, n))

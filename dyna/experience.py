@@ -489,6 +489,8 @@ class ExperienceStore:
             buf.record_batch(ids=cols["id"], **kw)
         finally:
             buf._check_labels = True
+        # ... but a loaded label that holds a secret is refused for every new row
+        buf.taint_loaded_labels()
 
     def _redact_texts(self, texts: np.ndarray) -> np.ndarray:
         """Stored JSON texts with the rows :func:`_rows_to_redact` finds redacted again."""

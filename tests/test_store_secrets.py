@@ -221,3 +221,26 @@ def test_scrub_removes_what_an_older_version_stored(tmp_path, capsys):
 def test_scrub_refuses_a_missing_file(tmp_path, capsys):
     assert main(["store", "scrub", str(tmp_path / "none.db")]) == 2
     assert "none.db" in capsys.readouterr().err
+
+
+def test_a_secret_label_an_older_version_stored_is_refused_for_new_rows(tmp_path):
+    from dyna.errors import ConfigError
+    from dyna.experience import ExperienceStore
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    db = tmp_path / "old.db"
+    s = ExperienceStore(db, dim=4)
+    s.buffer._check_labels = False      # what an older version did: labels stored as given
+    s.record("t1", task_type=secret, action_type="a", outcome="success", reward=1.0)
+    s.buffer._check_labels = True
+    s.close()
+    s = ExperienceStore(db, dim=4)
+    assert s.get_stats()["n_records"] == 1          # the old row stays (scrub reports it)
+    with pytest.raises(ConfigError) as e:
+        s.record("t1", task_type=secret, action_type="b", outcome="success", reward=1.0)
+    assert e.value.field == "task_type" and secret not in str(e.value)
+    with pytest.raises(ConfigError):
+        s.record("t1", episodes=[{"task_type": secret, "action_type": "c",
+                                  "outcome": "success", "reward": 1.0}] * 2)
+    s.record("t1", task_type="fine", action_type="a", outcome="success", reward=1.0)
+    assert s.get_stats()["n_records"] == 2
+    s.close()
