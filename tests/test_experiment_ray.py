@@ -29,6 +29,7 @@ from dyna.experiment.runner import run_experiment
 HAS_RAY = importlib.util.find_spec("ray") is not None
 NO_RAY = 'Ray is not installed (pip install -e ".[ray]"), so the Ray backend cannot run'
 TABLES = ("results.parquet", "evals.parquet", "runs.parquet")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def config(**changes):
@@ -270,3 +271,29 @@ def test_ctrl_c_cancels_tasks_and_shuts_down_own_instance(ray_backend):
     with pytest.raises(KeyboardInterrupt):
         ray_backend.map(slow_unless_first, jobs, on_result=interrupt)
     assert not ray.is_initialized()        # the owner shut its instance down
+
+
+def test_agent_tasks_v1_two_scenarios_bit_identical_on_ray_and_the_process_pool(ray_backend,
+                                                                                  tmp_path):
+    """Issue "Agent tasks v2": two v1 scenarios, --runs 1, on Ray and on the process pool:
+    the same table bytes."""
+    import tomllib
+
+    from dyna.experiment.backends import ProcessPoolBackend
+    from dyna.experiment.registry import parse_experiment
+
+    data = tomllib.loads((REPO / "experiments" / "agent_tasks_v2_skill.toml").read_text())
+    data.pop("run", None)
+    data["sweeps"] = [sw for sw in data["sweeps"] if sw["name"] == "learning_from_failure"]
+    data["sweeps"][0]["values"] = [0.0, 0.5]
+    data["hypotheses"] = []
+    data["variants"] = ["no_learning", "naive_loop", "skill_loop"]
+    data["episodes"] = 40
+    cfg = parse_experiment(data, runs=1)
+    assert len(cfg.scenarios) == 2
+    ray = run_experiment(cfg, tmp_path / "ray", backend=ray_backend, block_size=1,
+                         progress=False)
+    pool = run_experiment(cfg, tmp_path / "pool", backend=ProcessPoolBackend(2), block_size=1,
+                          progress=False)
+    for name in ("episodes.parquet", "runs.parquet"):
+        assert (ray / name).read_bytes() == (pool / name).read_bytes()
