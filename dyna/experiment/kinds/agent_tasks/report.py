@@ -184,6 +184,46 @@ def _hypotheses_section(cfg, results) -> list[str]:
     return lines
 
 
+def _headline(cfg, runs, results) -> list[str]:
+    """At most five lines: what was run, the primary hypotheses' verdicts, and the main
+    result (the crossover map for sweeps, else the full loop against no learning)."""
+    import polars as pl
+
+    from dyna.experiment.kinds.agent_tasks.analysis import crossover_map
+    lines = ["## Headline", "",
+             f"- {len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x "
+             f"{cfg.runs} runs x {cfg.episodes} episodes, {cfg.store} store."]
+    if results:
+        held = [r.hypothesis.name for r in results if r.verdict == "holds"]
+        counts = {v: sum(r.verdict == v for r in results)
+                  for v in ("holds", "does not hold", "inert", "not tested")}
+        said = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+        lines.append(f"- primary hypotheses ({len(results)}, Holm): {said}"
+                     + (f"; holding: {'; '.join(held[:2])}" + (" ..." if len(held) > 2
+                                                               else "") if held else "")
+                     + ".")
+    else:
+        lines.append("- no primary hypotheses declared: everything below is exploratory.")
+    cmap = crossover_map(cfg, runs) if getattr(cfg, "sweeps", ()) else []
+    if cmap:
+        lines.append("- crossover (naive loop worse than no learning, whole CI): " + "; ".join(
+            f"{cx.sweep} " + ("never" if cx.at is None else f"from {cx.at}"
+                              + (f", restored by {cx.restores[0][0]}" if cx.restores
+                                 else ""))
+            for cx in cmap) + ".")
+    loop = f"{cfg.store}_loop"
+    if loop in cfg.variants and "no_learning" in cfg.variants:
+        o = {"confidence": float(cfg.analysis["confidence"]),
+             "n_resamples": int(cfg.analysis["n_resamples"]), "seed": cfg.seed}
+        sc = cfg.scenarios[0][0]
+        def fs(v):
+            x = runs.filter((pl.col("scenario") == sc) & (pl.col("variant") == v))
+            return ci(per_run_ci(x["final_success"].to_numpy(), **o))
+        lines.append(f"- final success in `{sc}`: {loop} {fs(loop)}, no_learning "
+                     f"{fs('no_learning')}.")
+    return lines[:7] + [""]
+
+
 def _crossover_section(cfg, runs) -> list[str]:
     """The crossover map: the headline of a severity-sweep experiment."""
     from dyna.experiment.kinds.agent_tasks.analysis import crossover_map
@@ -339,6 +379,7 @@ def build_report(out, plots=None) -> str:
     primary = {(c.scenario, c.variant, c.versus, c.metric)
                for r in results for c in r.comparisons}
     lines = [f"# {cfg.name}", "", cfg.description or "", ""]
+    lines += _headline(cfg, runs, results)
     lines += _warnings(cfg)
     lines += _setup(cfg, out)
     lines += _crossover_section(cfg, runs)

@@ -1,6 +1,7 @@
 """Kind ``escalation``: report.md.
 
-Report sections: setup; a cost table per policy and risk class for every scenario and
+Report sections: a headline (what was run, the policy with the lowest regret per cost
+setting, where "always escalate" wins); setup; a cost table per policy and risk class for every scenario and
 feedback mode; the censoring trap; Thompson sampling's regret growth against log T;
 recovery after change points; per-system tables of replayed logs (cost, regret, AURC next
 to a random score).
@@ -79,6 +80,44 @@ def _setup(out) -> list[str]:
               "rate| after the last task. Intervals: bootstrap over runs "
               f"({cfg.analysis.confidence:.0%})."]
     return lines
+
+
+def _headline(out) -> list[str]:
+    """At most five lines: what was run, the policy with the lowest regret per cost
+    setting, and where "always escalate" is the best or tied-best policy."""
+    cfg = out.config
+    runs = out.tables["runs"]
+    n_pts = runs.select(["scenario", "feedback"]).unique().height
+    lines = ["## Headline", "",
+             f"- {len(cfg.variants)} policies x {len(cfg.risk_classes)} risk classes x "
+             f"{n_pts} scenario/feedback settings x {cfg.runs} runs."]
+    best: dict[str, dict[str, int]] = {}
+    always_wins = []
+    for (scenario, feedback, rc), g in runs.group_by(["scenario", "feedback", "risk_class"],
+                                                    maintain_order=True):
+        per = {v: float(_per_task(s, "regret_type").mean())
+               for (v,), s in g.group_by(["variant"], maintain_order=True)}
+        if not per:
+            continue
+        low = min(per.values())
+        winners = [v for v, r in per.items() if r <= low + 1e-12]
+        best.setdefault(rc, {})
+        for w in winners:
+            best[rc][w] = best[rc].get(w, 0) + 1
+        rules = {v.name: v.rule for v in cfg.variants}
+        if any(rules.get(w) == "always" for w in winners):
+            always_wins.append(f"{scenario}/{feedback}/{rc}")
+    parts = []
+    for rc, counts in best.items():
+        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+        parts.append(f"{rc}: " + ", ".join(f"`{v}` ({n})" for v, n in top))
+    lines.append("- lowest regret per task against the type oracle (settings won): "
+                 + "; ".join(parts) + ".")
+    shown = ", ".join(always_wins[:4]) + (" and others" if len(always_wins) > 4 else "")
+    lines.append("- \"always escalate\" is (tied) best in "
+                 + (f"{len(always_wins)} setting(s): {shown}." if always_wins
+                    else "no setting."))
+    return lines + [""]
 
 
 def _cost_tables(out) -> list[str]:
@@ -289,8 +328,10 @@ def _replay(out) -> list[str]:
 
 def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> str:
     """The Markdown text of report.md (sections in the module docstring)."""
-    lines = (_setup(out) + _cost_tables(out) + _censoring(out) + _thompson(out)
-             + _recovery(out) + _replay(out))
+    setup = _setup(out)
+    at = setup.index("## Setup")
+    lines = (setup[:at] + _headline(out) + setup[at:] + _cost_tables(out) + _censoring(out)
+             + _thompson(out) + _recovery(out) + _replay(out))
     if folder is not None:
         lines += plots_section(Path(folder))
     return "\n".join(lines) + "\n"

@@ -145,6 +145,44 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
     return lines
 
 
+def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
+    """At most five lines: what was run, the best variant (and sweep point) on final
+    performance with its interval, and the checks' verdicts."""
+    c = out.config
+    opts = _opts(out)
+    K = c.analysis.final_episodes
+    n_pts = len(c.sweep_points())
+    sched = (f"{c.schedule.episodes} episodes" if c.schedule.episodes
+             else f"{c.schedule.total_steps} time steps")
+    lines = ["## Headline", "",
+             f"- {len(c.variants)} variant(s) x {n_pts} sweep point(s) x {c.runs} runs on "
+             f"`{c.env.id}`, {sched} each."]
+    best = None
+    for variant, _p, point in _groups(out):
+        res = _select(out.results, variant.name, point)
+        if c.schedule.episodes is not None:
+            iv = per_run_ci(_per_run(res, "steps", last=K), **opts)
+            key = float(iv.estimate)            # fewer steps per episode is better
+        else:
+            iv = per_run_ci(_per_run(res, "cumulative_reward", last=1), **opts)
+            key = -float(iv.estimate)           # more reward is better
+        if math.isfinite(key) and (best is None or key < best[0]):
+            best = (key, variant.name, point, iv)
+    if best is not None:
+        _, name, point, iv = best
+        where = f" at {_point_label(point)}" if point else ""
+        what = (f"steps per episode over the last {K} episodes" if c.schedule.episodes
+                is not None else "final cumulative reward")
+        lines.append(f"- best final performance: `{name}`{where}, {ci(iv)} {what}.")
+    text = "\n".join(check_lines)
+    good = text.count("-> consistent")
+    bad = (text.count("NOT consistent") + text.count("-> inconsistent")
+           + text.count("-> partly consistent"))
+    if check_lines:
+        lines.append(f"- checks against the book: {good} consistent, {bad} not (see Checks).")
+    return lines + [""]
+
+
 def _final_section(out: "ExperimentOutput") -> list[str]:
     c = out.config
     a = c.analysis
@@ -390,17 +428,19 @@ def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> s
     -------
     str
     """
-    lines = _setup_section(out) + _final_section(out)
     checks = out.config.analysis.checks
-    if checks:
-        lines += ["", "## Checks"]
+    check_lines = ["", "## Checks"] if checks else []
     for check in checks:
         if check == "figure_8_2":
-            lines += _check_figure_8_2(out)
+            check_lines += _check_figure_8_2(out)
         elif check in ("blocking", "shortcut"):
-            lines += _check_changing_maze(out, check)
+            check_lines += _check_changing_maze(out, check)
         elif check == "prioritized_sweeping":
-            lines += _check_prioritized_sweeping(out)
+            check_lines += _check_prioritized_sweeping(out)
+    setup = _setup_section(out)
+    at = 4 if out.config.description else 2   # after the title and the description
+    lines = setup[:at] + _headline(out, check_lines) + setup[at:] + _final_section(out)
+    lines += check_lines
     if folder is not None:
         lines += plots_section(Path(folder))
     return "\n".join(lines) + "\n"

@@ -1,0 +1,49 @@
+"""Every report opens with a Headline of at most five lines (issue 17)."""
+
+import re
+
+import pytest
+
+from dyna.experiment.backends import InProcessBackend
+from dyna.experiment.registry import parse_experiment
+from dyna.experiment.runner import run_experiment
+
+CONFIGS = {
+    "tabular": {"name": "hl_tab", "runs": 2, "env": {"id": "dyna/DynaMaze-v0"},
+                "schedule": {"episodes": 5}, "defaults": {"agent": "dyna_q"},
+                "variants": [{"name": "n=0", "n_planning": 0},
+                             {"name": "n=5", "n_planning": 5}],
+                "analysis": {"final_episodes": 2}},
+    "escalation": {"kind": "escalation", "name": "hl_esc", "runs": 2,
+                   "scenarios": [{"name": "flat", "rates": [0.3, 0.9], "steps": 100}],
+                   "variants": [{"name": "mean", "rule": "mean"},
+                                {"name": "always", "rule": "always"}],
+                   "analysis": {"n_resamples": 200, "svg": False}},
+    "agent_tasks": {"kind": "agent_tasks", "name": "hl_at", "runs": 2, "episodes": 20,
+                    "variants": ["no_learning", "skill_loop"], "env": {"n_families": 2},
+                    "analysis": {"final_window": 5, "n_resamples": 200}},
+}
+
+
+def _headline(report: str) -> list[str]:
+    m = re.search(r"^## Headline\n\n(.*?)\n\n", report, re.S | re.M)
+    assert m, report[:400]
+    return m.group(1).splitlines()
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_every_report_opens_with_a_short_headline(kind, tmp_path):
+    out = run_experiment(parse_experiment(CONFIGS[kind]), tmp_path / kind,
+                         backend=InProcessBackend(), progress=False)
+    report = (out / "report.md").read_text()
+    lines = _headline(report)
+    assert 2 <= len(lines) <= 5 and all(line.startswith("- ") for line in lines)
+    first_section = re.findall(r"^## (.+)$", report, re.M)[0]
+    assert first_section == "Headline"
+    assert f"x 2 runs" in lines[0]
+    if kind == "escalation":
+        assert '"always escalate" is (tied) best in' in lines[-1]
+    if kind == "tabular":
+        assert lines[1].startswith("- best final performance: `n=")
+    if kind == "agent_tasks":
+        assert "final success in `clean`: skill_loop" in lines[-1]
