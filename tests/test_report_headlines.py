@@ -40,7 +40,7 @@ def test_every_report_opens_with_a_short_headline(kind, tmp_path):
     assert 2 <= len(lines) <= 5 and all(line.startswith("- ") for line in lines)
     first_section = re.findall(r"^## (.+)$", report, re.M)[0]
     assert first_section == "Headline"
-    assert f"x 2 runs" in lines[0]
+    assert "x 2 runs" in lines[0]
     if kind == "escalation":
         assert '"always escalate" is (tied) best in' in lines[-1]
     if kind == "tabular":
