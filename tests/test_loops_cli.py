@@ -72,7 +72,7 @@ def test_skills_retire_restore_reject_and_errors(capsys, lib_dir):
     rc, _, err = run(capsys, "skills", "approve", str(lib_dir), "p0009")
     assert rc == 2 and "no pending proposal" in err
     rc, _, err = run(capsys, "skills", "list", str(lib_dir / "missing"))
-    assert rc == 2 and "no such file" in err
+    assert rc == 2 and "no such folder" in err
     rc, _, err = run(capsys, "skills", "match", str(lib_dir), "x", "--limit", "-1")
     assert rc == 2 and "limit=-1" in err
 

@@ -120,8 +120,8 @@ def _export_format(out: str, given: str | None) -> str:
         No ``--format`` and a suffix that names neither format (``.csv`` was silently
         written as JSONL).
     """
-    if given is not None:
-        return given
+    if given is not None or Path(out).is_dir():
+        return given or "jsonl"   # a folder as --out: the export itself refuses it
     suffix = Path(out).suffix.lower()
     if suffix not in EXPORT_SUFFIXES:
         raise ConfigError("--out", out, f"suffix {suffix or '(none)'!r} names no export "
