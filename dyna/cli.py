@@ -85,7 +85,101 @@ def build_parser() -> argparse.ArgumentParser:
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     _describe(parser)
+    _document(parser, ("dyna",))
     return parser
+
+
+#: One example (or two) per command, shown at the end of its --help.
+EXAMPLES = {
+    "dyna": "dyna run experiments/dyna_maze.toml",
+    "dyna run": "dyna run experiments/dyna_maze.toml --runs 5 --out runs/quick",
+    "dyna plot": "dyna plot runs/dyna_maze-20261201-120000-1a2b",
+    "dyna escalation": "dyna escalation check data/swebench_verified_bash_only.csv",
+    "dyna escalation check": "dyna escalation check data/swebench_verified_bash_only.csv",
+    "dyna escalation replay": "dyna escalation replay data/swebench_verified_bash_only.csv "
+                              "--out runs/replay",
+    "dyna skills": "dyna skills list ~/.agent/skills",
+    "dyna skills list": "dyna skills list ~/.agent/skills",
+    "dyna skills show": "dyna skills show ~/.agent/skills deploy-staging",
+    "dyna skills match": 'dyna skills match ~/.agent/skills "deploy the web app to staging"',
+    "dyna skills catalog": "dyna skills catalog ~/.agent/skills",
+    "dyna skills pending": "dyna skills pending ~/.agent/skills",
+    "dyna skills approve": "dyna skills approve ~/.agent/skills p0001",
+    "dyna skills reject": "dyna skills reject ~/.agent/skills p0001",
+    "dyna skills retire": 'dyna skills retire ~/.agent/skills old-deploy --reason "replaced"',
+    "dyna skills restore": "dyna skills restore ~/.agent/skills old-deploy",
+    "dyna skills history": "dyna skills history ~/.agent/skills --name deploy-staging",
+    "dyna skills undo-run": "dyna skills undo-run ~/.agent/skills run-42",
+    "dyna memory": "dyna memory show ~/.agent/MEMORY.md",
+    "dyna memory show": "dyna memory show ~/.agent/MEMORY.md",
+    "dyna memory pending": "dyna memory pending ~/.agent/MEMORY.md",
+    "dyna memory approve": "dyna memory approve ~/.agent/MEMORY.md m0001",
+    "dyna memory reject": "dyna memory reject ~/.agent/MEMORY.md m0001",
+    "dyna memory consolidate": "dyna memory consolidate ~/.agent/MEMORY.md --dry-run",
+    "dyna mcp": "dyna mcp --db ~/.dyna/experience.db --tenant my-agent",
+    "dyna store": "dyna store stats ~/.dyna/experience.db",
+    "dyna store stats": "dyna store stats ~/.dyna/experience.db --tenant my-agent",
+    "dyna store export": "dyna store export ~/.dyna/experience.db --tenant my-agent "
+                         "--out episodes.parquet",
+    "dyna store delete": "dyna store delete ~/.dyna/experience.db --tenant my-agent "
+                         "--run-id run-42 --dry-run",
+    "dyna store prune": "dyna store prune ~/.dyna/experience.db --max-age 2592000",
+    "dyna store compact": "dyna store compact ~/.dyna/experience.db --keep 1000",
+    "dyna store recover": "dyna store recover damaged.db --out recovered.db",
+    "dyna store scrub": "dyna store scrub ~/.dyna/experience.db --dry-run",
+}
+
+#: Help of arguments their modules left without one: (command, dest) -> text.
+ARG_HELP = {
+    ("dyna escalation check", "csv"): "outcome log: a CSV with the columns system, task_id, "
+                                      "task_type, success (cost_usd optional)",
+    ("dyna escalation replay", "csv"): "outcome log: a CSV with the columns system, task_id, "
+                                       "task_type, success (cost_usd optional)",
+    ("dyna escalation replay", "seed"): "seed of the task orders",
+    ("dyna skills show", "name"): "skill name (its folder)",
+    ("dyna skills match", "text"): "the task or situation, as text",
+    ("dyna skills match", "limit"): "at most this many skills",
+    ("dyna skills approve", "id"): "pending proposal id (from `dyna skills pending`)",
+    ("dyna skills reject", "id"): "pending proposal id (from `dyna skills pending`)",
+    ("dyna skills retire", "name"): "skill name",
+    ("dyna skills retire", "reason"): "why (kept in the history)",
+    ("dyna skills restore", "name"): "retired skill name",
+    ("dyna skills restore", "reason"): "why (kept in the history)",
+    ("dyna skills history", "name"): "only this skill",
+    ("dyna skills history", "run"): "only this run id",
+    ("dyna skills undo-run", "run"): "run id whose changes are undone",
+    ("dyna skills undo-run", "force"): "undo even when later runs changed the same skills",
+    ("dyna memory consolidate", "cap"): "keep at most this many facts",
+}
+for _cmd in ("show", "pending", "approve", "reject", "consolidate"):
+    ARG_HELP[("dyna memory " + _cmd, "path")] = "MEMORY.md file"
+for _cmd in ("stats", "export", "delete", "prune", "compact", "recover", "scrub"):
+    ARG_HELP[("dyna store " + _cmd, "db")] = "SQLite experience store (must exist)"
+
+
+def _document(parser: argparse.ArgumentParser, path: tuple) -> None:
+    """Every command's --help ends with an example; every argument has a help line that
+    names its default; sub-actions below the top level are called ACTION."""
+    cmd = " ".join(path)
+    example = EXAMPLES.get(cmd)
+    if example and not parser.epilog:
+        parser.epilog = f"example:\n  {example}"
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            if len(path) > 1:
+                action.metavar = "ACTION"
+            for name, child in action.choices.items():
+                _document(child, path + (name,))
+            continue
+        if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            continue
+        if not action.help:
+            action.help = ARG_HELP.get((cmd, action.dest), action.dest.replace("_", " "))
+        has_default = (action.default not in (None, False, argparse.SUPPRESS)
+                       and not action.required and action.option_strings)
+        if has_default and "default" not in action.help:
+            action.help += " (default: %(default)s)"
 
 
 def _describe(parser: argparse.ArgumentParser) -> None:

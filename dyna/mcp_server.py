@@ -961,7 +961,10 @@ def _run(args) -> int:
 def register(sub) -> None:
     """Add ``dyna mcp`` to the top-level sub-parsers ``sub``."""
     p = sub.add_parser("mcp", help="serve an experience store to agents over the Model "
-                       "Context Protocol (stdio, or streamable HTTP on 127.0.0.1)")
+                       "Context Protocol (stdio, or streamable HTTP on 127.0.0.1)",
+                       description="Serve an experience store to agents over the Model "
+                       "Context Protocol (stdio, or streamable HTTP on 127.0.0.1). Needs "
+                       "the MCP SDK, the mcp extra: pip install -e '.[mcp]'.")
     p.add_argument("--db", required=True, help="SQLite experience store (created unless "
                    "--read-only)")
     p.add_argument("--tenant", default="default", help="the one tenant served "
@@ -976,6 +979,7 @@ def register(sub) -> None:
     p.add_argument("--token-file", dest="token_file", default=None, metavar="PATH",
                    help=f"with --http: file (mode 600) holding the bearer token clients "
                    f"must send (default: the {TOKEN_ENV} environment variable)")
-    p.add_argument("--export-dir", dest="export_dir", default=None, help="directory "
-                   "export_data may write files into (default: inline exports only)")
+    p.add_argument("--export-dir", dest="export_dir", default=None, metavar="DIR",
+                   help="existing directory export_data may write files into (default: "
+                   "inline exports only)")
     p.set_defaults(func=_run)

@@ -1,0 +1,42 @@
+"""Every command's --help: an example, a help line for every argument with its default,
+ACTION for sub-actions (issue 17, "CLI help")."""
+
+import argparse
+
+from dyna.cli import EXAMPLES, build_parser
+
+
+def _walk(parser, path=("dyna",)):
+    yield path, parser
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, child in a.choices.items():
+                yield from _walk(child, path + (name,))
+
+
+def test_every_command_has_an_example_and_every_argument_a_help_line():
+    seen = 0
+    for path, parser in _walk(build_parser()):
+        seen += 1
+        text = parser.format_help()
+        assert "example:\n  dyna" in text, " ".join(path)
+        assert EXAMPLES[" ".join(path)].split()[0] == "dyna"
+        for a in parser._actions:
+            if isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
+                continue
+            if isinstance(a, argparse._SubParsersAction):
+                assert a.metavar == ("COMMAND" if len(path) == 1 else "ACTION"), path
+                continue
+            assert a.help, (path, a.dest)
+            if a.option_strings and not a.required and a.default not in (None, False):
+                assert "default" in a.help, (path, a.dest)
+    assert seen >= 30
+
+
+def test_escalation_check_lists_the_columns_and_mcp_names_its_extra():
+    from envs.escalation import OUTCOME_COLUMNS
+
+    parsers = dict(_walk(build_parser()))
+    text = parsers[("dyna", "escalation", "check")].format_help()
+    assert all(c in text for c in OUTCOME_COLUMNS)
+    assert "pip install -e '.[mcp]'" in parsers[("dyna", "mcp")].format_help()
