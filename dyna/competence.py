@@ -36,7 +36,6 @@ import math
 from collections.abc import Hashable, Iterable
 
 import numpy as np
-from scipy import stats
 
 from dyna.errors import ConfigError, check_range
 
@@ -45,6 +44,14 @@ __all__ = ["BetaCompetence", "beta_interval", "clopper_pearson", "newcombe_diff"
 
 _PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
 
+
+
+def _stats():
+    """scipy.stats, imported on first use (about 0.5 s of import that a process using the
+    store without a quantile, and `dyna --help`, should not pay)."""
+    from scipy import stats
+
+    return stats
 
 def prior_shapes(prior) -> tuple[float, float]:
     """Resolve a prior specification to its Beta shapes ``(a0, b0)``.
@@ -126,6 +133,7 @@ def beta_interval(a, b, level: float = 0.95):
             raise ConfigError(name, v[bad].flat[0] if v.ndim else float(v),
                               "Beta shape must be finite and > 0")
     tail = (1.0 - level) / 2.0
+    stats = _stats()
     lo = np.clip(stats.beta.ppf(tail, a, b), 0.0, 1.0)
     hi = np.clip(stats.beta.ppf(1.0 - tail, a, b), 0.0, 1.0)
     return _scalar_or_array(lo, scalar), _scalar_or_array(hi, scalar)
@@ -180,7 +188,7 @@ def wilson_interval(k, n, level: float = 0.95):
     """
     level = _check_level(level)
     k_arr, n_arr, scalar = _counts(k, n)
-    z = float(stats.norm.ppf(0.5 + level / 2.0))
+    z = float(_stats().norm.ppf(0.5 + level / 2.0))
     with np.errstate(invalid="ignore", divide="ignore"):
         p = np.where(n_arr > 0, k_arr / np.maximum(n_arr, 1), 0.5)
         nn = np.maximum(n_arr, 1)
@@ -252,6 +260,7 @@ def clopper_pearson(k, n, level: float = 0.95):
     at_zero = k_arr == 0
     at_n = k_arr == n_arr
     # Substitute harmless shapes where the formula is not used, so ppf never sees a 0 shape.
+    stats = _stats()
     lo = stats.beta.ppf(tail, np.where(at_zero, 1.0, k_arr), n_arr - k_arr + 1.0)
     hi = stats.beta.ppf(1.0 - tail, k_arr + 1.0, np.where(at_n, 1.0, n_arr - k_arr))
     lo = np.clip(np.where(at_zero, 0.0, lo), 0.0, 1.0)

@@ -10,19 +10,31 @@ Every store also runs in memory (``SkillLibrary(None)``, ``MemoryStore(None)``) 
 same code, for simulations with many episodes.
 """
 
-from dyna.loops.frontmatter import FrontmatterError, dump_frontmatter, parse_frontmatter
-from dyna.loops.memory import ConsolidationReport, MemoryEntry, MemorySnapshot, MemoryStore
-from dyna.loops.review import (Digest, EpisodeContext, EpisodeRecord, Grade, ImpactReport,
-                               LearningLoop, LoopConfig, Proposal, ReviewPolicy, ReviewResult,
-                               Reviewer, ReviewerOutput, RuleBasedReviewer, ToolCall, grade,
-                               impact_report, validate)
-from dyna.loops.skills import Match, PendingItem, Skill, SkillLibrary, SkillSnapshot
+import importlib
 
-__all__ = [
-    "ConsolidationReport", "Digest", "EpisodeContext", "EpisodeRecord", "FrontmatterError",
-    "Grade", "ImpactReport", "LearningLoop", "LoopConfig", "Match", "MemoryEntry",
-    "MemorySnapshot", "MemoryStore", "PendingItem", "Proposal", "ReviewPolicy",
-    "ReviewResult", "Reviewer", "ReviewerOutput", "RuleBasedReviewer", "Skill",
-    "SkillLibrary", "SkillSnapshot", "ToolCall", "dump_frontmatter", "grade",
-    "impact_report", "parse_frontmatter", "validate",
-]
+# Names load their module on first use (PEP 562): `dyna --help` and the CLI's start pay for
+# none of the loops (scipy, the redactor) until a command needs them.
+_LAZY = {
+    "FrontmatterError": "frontmatter", "dump_frontmatter": "frontmatter",
+    "parse_frontmatter": "frontmatter",
+    "ConsolidationReport": "memory", "MemoryEntry": "memory", "MemorySnapshot": "memory",
+    "MemoryStore": "memory",
+    "Digest": "review", "EpisodeContext": "review", "EpisodeRecord": "review",
+    "Grade": "review", "ImpactReport": "review", "LearningLoop": "review",
+    "LoopConfig": "review", "Proposal": "review", "ReviewPolicy": "review",
+    "ReviewResult": "review", "Reviewer": "review", "ReviewerOutput": "review",
+    "RuleBasedReviewer": "review", "ToolCall": "review", "grade": "review",
+    "impact_report": "review", "validate": "review",
+    "Match": "skills", "PendingItem": "skills", "Skill": "skills", "SkillLibrary": "skills",
+    "SkillSnapshot": "skills",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"dyna.loops.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dyna.loops' has no attribute {name!r}")

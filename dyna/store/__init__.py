@@ -12,8 +12,19 @@ you need a backend on its own. Nothing here imports polars until :mod:`dyna.stor
 is imported.
 """
 
-from dyna.store.jsonl import JsonlReport, append_jsonl, read_jsonl, write_jsonl
-from dyna.store.sqlite import SCHEMA_VERSION, STATUSES, SQLiteStore, stored_dim
+import importlib
 
-__all__ = ["JsonlReport", "SCHEMA_VERSION", "STATUSES", "SQLiteStore", "append_jsonl",
-           "read_jsonl", "stored_dim", "write_jsonl"]
+# Loaded on first use (`dyna --help` imports dyna.store.cli, which needs none of them).
+_LAZY = {"JsonlReport": "jsonl", "append_jsonl": "jsonl", "read_jsonl": "jsonl",
+         "write_jsonl": "jsonl", "SCHEMA_VERSION": "sqlite", "STATUSES": "sqlite",
+         "SQLiteStore": "sqlite", "stored_dim": "sqlite"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"dyna.store.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dyna.store' has no attribute {name!r}")
