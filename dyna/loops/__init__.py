@@ -10,7 +10,7 @@ Every store also runs in memory (``SkillLibrary(None)``, ``MemoryStore(None)``) 
 same code, for simulations with many episodes.
 """
 
-import importlib
+from dyna._lazy import lazy_getattr
 
 # Names load their module on first use (PEP 562): `dyna --help` and the CLI's start pay for
 # none of the loops (scipy, the redactor) until a command needs them.
@@ -32,9 +32,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"dyna.loops.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'dyna.loops' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

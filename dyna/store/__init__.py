@@ -12,7 +12,7 @@ you need a backend on its own. Nothing here imports polars until :mod:`dyna.stor
 is imported.
 """
 
-import importlib
+from dyna._lazy import lazy_getattr
 
 # Loaded on first use (`dyna --help` imports dyna.store.cli, which needs none of them).
 _LAZY = {"JsonlReport": "jsonl", "append_jsonl": "jsonl", "read_jsonl": "jsonl",
@@ -22,9 +22,4 @@ _LAZY = {"JsonlReport": "jsonl", "append_jsonl": "jsonl", "read_jsonl": "jsonl",
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"dyna.store.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'dyna.store' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -94,7 +94,7 @@ group for a block of runs), ``tables``, ``kind`` (the
 kind, the registry or the runner.
 """
 
-import importlib
+from dyna._lazy import lazy_getattr
 
 # Loaded on first use, so that `dyna --help` (which imports this package's cli) does not
 # import the kind, its policies and scipy.
@@ -103,13 +103,4 @@ _LAZY = {"KIND": "kind", "EscalationKind": "kind"}
 __all__ = ["KIND", "EscalationKind"]
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(
-            f"dyna.experiment.kinds.escalation.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
