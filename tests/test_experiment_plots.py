@@ -7,6 +7,8 @@ import warnings
 from pathlib import Path
 
 
+import pytest
+
 from dyna.cli import main
 from dyna.experiment.registry import parse_config
 from dyna.experiment.runner import run_experiment
@@ -165,3 +167,34 @@ def test_one_run_plots_claim_no_mean_and_no_interval(tmp_path):
     assert svgs
     text = "".join(svgs)
     assert "of 1 runs" not in text and "1 run (no interval)" in text
+
+
+def test_steps_per_episode_can_be_smoothed_and_log_scaled(tmp_path):
+    import tomllib
+
+    from dyna.errors import ConfigError
+    from dyna.experiment.backends import InProcessBackend
+
+    base = tomllib.loads(RUN01_TOML.replace("runs = 25", "runs = 3")
+                         .replace("per_run_plots = true", "per_run_plots = false")
+                         .replace("episodes = 3", "episodes = 8"))
+    plain = parse_config(base)
+    assert "log_y" not in plain.to_dict()["analysis"]          # older configs keep their hash
+    data = {**base, "analysis": {**base["analysis"], "smooth": 4, "log_y": True}}
+    cfg = parse_config(data)
+    assert (cfg.analysis.smooth, cfg.analysis.log_y) == (4, True)
+    assert parse_config(cfg.to_dict()).hash == cfg.hash
+    out = run_experiment(cfg, tmp_path / "s", backend=InProcessBackend(), progress=False)
+    svg = (out / "plots" / "steps_per_episode.svg").read_text()
+    assert "moving average over 4 episodes" in svg and "(log scale)" in svg
+    import polars as pl
+
+    from dyna.experiment.kinds.tabular.plots import smoothed
+    f = pl.DataFrame({"variant": ["a"] * 4 + ["b"] * 2, "run": [0] * 6,
+                      "episode": [1, 2, 3, 4, 1, 2], "steps": [10, 20, 30, 40, 5, 7]})
+    got = smoothed(f, ["variant", "run"], 2)["steps"].to_list()
+    assert got == [10.0, 15.0, 25.0, 35.0, 5.0, 6.0]
+    for bad, field in (({"smooth": 0}, "analysis.smooth"), ({"log_y": "yes"}, "analysis.log_y")):
+        with pytest.raises(ConfigError) as e:
+            parse_config({**base, "analysis": {**base["analysis"], **bad}})
+        assert e.value.field == field

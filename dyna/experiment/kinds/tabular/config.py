@@ -166,6 +166,11 @@ class AnalysisSpec:
         Bootstrap resamples.
     statistic : str
         ``"mean"`` or ``"iqm"`` (interquartile mean) for curves and tables.
+    log_y : bool
+        Steps-per-episode plot on a log y axis (long early episodes, e.g. FrozenLake).
+    smooth : int
+        Steps-per-episode plot: each run's trailing moving average over this many episodes
+        before the statistic over runs (1: raw). Tables are never smoothed.
     """
 
     metrics: tuple = ()
@@ -176,6 +181,8 @@ class AnalysisSpec:
     confidence: float = 0.95
     n_resamples: int = 2000
     statistic: str = "mean"
+    log_y: bool = False
+    smooth: int = 1
 
 
 @dataclass(frozen=True)
@@ -253,8 +260,11 @@ class ExperimentConfig:
                           **{k: x for k, x in v.hparams.items()
                              if k not in self.swept_hparams}}
                          for v in self.variants],
+            # plot-only options at their defaults are left out, so older configs keep
+            # their hash
             "analysis": {k: (list(v) if isinstance(v, tuple) else v)
-                         for k, v in dataclasses.asdict(self.analysis).items()},
+                         for k, v in dataclasses.asdict(self.analysis).items()
+                         if not (k == "log_y" and v is False or k == "smooth" and v == 1)},
         }
         if self.sweep:
             out["sweep"] = {k: list(v) for k, v in self.sweep.items()}
@@ -477,6 +487,8 @@ def _parse_analysis(raw: dict, schedule: Schedule) -> AnalysisSpec:
         n_resamples=check_range("analysis.n_resamples", raw.get("n_resamples", 2000), lo=100,
                                 integer=True),
         statistic=statistic,
+        log_y=check_bool(raw.get("log_y", False), "analysis.log_y"),
+        smooth=check_range("analysis.smooth", raw.get("smooth", 1), lo=1, integer=True),
     )
 
 

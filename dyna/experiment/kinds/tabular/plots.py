@@ -105,6 +105,15 @@ def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=F
         return save(fig, folder / stem)
 
 
+def smoothed(frame: pl.DataFrame, by: list[str], window: int) -> pl.DataFrame:
+    """``steps`` replaced by each group's trailing moving average over ``window`` episodes
+    (the first ``window - 1`` episodes average what there is), float64, sorted by group
+    and episode."""
+    return (frame.sort([*by, "episode"])
+            .with_columns(pl.col("steps").cast(pl.Float64)
+                          .rolling_mean(window_size=window, min_samples=1).over(by)))
+
+
 def plot_steps_per_episode(out: "ExperimentOutput", folder: Path) -> list[Path]:
     """Steps per episode against episode (Sutton & Barto Figure 8.2).
 
@@ -119,8 +128,14 @@ def plot_steps_per_episode(out: "ExperimentOutput", folder: Path) -> list[Path]:
     -------
     list of Path
     """
-    first = out.config.analysis.first_episode
-    frame = out.results.filter(pl.col("episode") >= first)
+    a = out.config.analysis
+    first = a.first_episode
+    frame = out.results
+    smooth = ""
+    if a.smooth > 1:   # each run's trailing moving average, then the statistic over runs
+        frame = smoothed(frame, ["variant", *out.sweep_keys, "run"], a.smooth)
+        smooth = f", moving average over {a.smooth} episodes"
+    frame = frame.filter(pl.col("episode") >= first)
     # One environment with a known shortest path (the mazes): draw it, as the book marks 14.
     lengths = {m.get("optimal_path_length") for m in out.env_metas}
     hline = None
@@ -128,9 +143,10 @@ def plot_steps_per_episode(out: "ExperimentOutput", folder: Path) -> list[Path]:
         L = int(lengths.pop())
         hline = (L, f"shortest path ({L} steps)")
     return _curve_plot(out, frame, x="episode", y="steps", xlabel="episode",
-                       ylabel="steps per episode",
-                       title=f"{out.config.name}: steps per episode (episodes {first}+)",
-                       stem="steps_per_episode", folder=folder, hline=hline)
+                       ylabel="steps per episode" + (" (log scale)" if a.log_y else ""),
+                       title=f"{out.config.name}: steps per episode (episodes {first}+"
+                             f"{smooth})",
+                       stem="steps_per_episode", folder=folder, hline=hline, logy=a.log_y)
 
 
 def _thin_steps(frame: pl.DataFrame) -> pl.DataFrame:
