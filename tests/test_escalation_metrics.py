@@ -101,3 +101,26 @@ def test_checkpoints_cover_log_and_linear_scales():
     assert ck[0] == 1 and ck[-1] == 4000 and (np.diff(ck) > 0).all()
     assert 40 <= ck.size <= 80 and {1, 2, 3}.issubset(set(ck.tolist()))
     assert np.max(np.diff(ck)) <= 4000 / 39 + 1
+
+
+def test_regret_growth_is_told_apart_by_aic():
+    import numpy as np
+
+    from dyna.experiment.kinds.escalation.metrics import growth_aic
+    t = np.arange(10, 2001, 10, dtype=float)
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.05, t.size)
+    assert growth_aic(t, 3.0 + 2.0 * np.log(t) + noise)["growth"] == "log"
+    assert growth_aic(t, 1.0 + 0.5 * np.sqrt(t) + noise)["growth"] == "sqrt"
+    lin = growth_aic(t, 0.02 * t + noise)
+    assert (lin["growth"], lin["linear_growth"]) == ("linear", True)
+    flat = growth_aic(t, 5.0 - 0.001 * t + noise)
+    assert flat["linear_growth"] is False          # decreasing: not flagged
+    # AIC by hand for the log model on an exact fit with one bad point
+    y = 1.0 + np.log(t)
+    y[0] += 1.0
+    A = np.c_[np.ones(t.size), np.log(t)]
+    coef = np.linalg.lstsq(A, y, rcond=None)[0]
+    rss = float(((y - A @ coef) ** 2).sum())
+    assert growth_aic(t, y)["aic_log"] == pytest.approx(t.size * np.log(rss / t.size) + 6)
+    assert np.isnan(growth_aic(t[:2], y[:2])["aic_sqrt"])

@@ -162,5 +162,55 @@ def fit_log_growth(t, regret) -> dict:
     b_log, r2_log = fit(np.log(t), r)
     b_lin, r2_lin = fit(t, r)
     exponent = fit(np.log(t), np.log(r))[0] if (r > 0).all() else math.nan
-    return {"slope_log": b_log, "r2_log": r2_log, "slope_linear": b_lin,
-            "r2_linear": r2_lin, "exponent": exponent}
+    out = {"slope_log": b_log, "r2_log": r2_log, "slope_linear": b_lin,
+           "r2_linear": r2_lin, "exponent": exponent}
+    out.update(growth_aic(t, r))
+    return out
+
+
+#: Growth models of cumulative regret compared by :func:`growth_aic`: name -> x(t).
+GROWTH_MODELS = {"log": np.log, "sqrt": np.sqrt, "linear": lambda t: t}
+
+
+def growth_aic(t, regret) -> dict:
+    """Which of ``R(t) = a + b log t``, ``a + b sqrt(t)`` and ``a + b t`` fits the regret
+    curve best, by AIC (Akaike 1974) under Gaussian errors: ``m ln(RSS / m) + 2k`` with
+    ``k = 3`` (a, b and the error variance) for each model, so the ranking is by residual
+    sum of squares and the differences are comparable. Logarithmic growth is what a
+    consistent bandit policy achieves (Lai & Robbins 1985); linear growth means the policy
+    keeps paying a fixed regret per task: it is flagged.
+
+    Parameters
+    ----------
+    t : array_like of float, shape (m,), m >= 3
+        Steps (>= 1).
+    regret : array_like of float, shape (m,)
+
+    Returns
+    -------
+    dict
+        ``aic_log``, ``aic_sqrt``, ``aic_linear`` (NaN with fewer than 3 points), ``growth``
+        (the name of the best model, ties to the slower growth) and ``linear_growth``
+        (True when the linear model is best and its slope is positive).
+    """
+    t = np.asarray(t, dtype=np.float64)
+    r = np.asarray(regret, dtype=np.float64)
+    m = t.size
+    out = {}
+    for name, f in GROWTH_MODELS.items():
+        if m < 3:
+            out[f"aic_{name}"] = math.nan
+            continue
+        A = np.c_[np.ones(m), f(t)]
+        coef, *_ = np.linalg.lstsq(A, r, rcond=None)
+        rss = float(((r - A @ coef) ** 2).sum())
+        out[f"aic_{name}"] = (m * math.log(max(rss, 1e-300) / m) + 2 * 3)
+        out[f"_slope_{name}"] = float(coef[1])
+    aics = [(out[f"aic_{n}"], i, n) for i, n in enumerate(GROWTH_MODELS)]
+    if any(math.isnan(a) for a, _, _ in aics):
+        out.update(growth=None, linear_growth=False)
+    else:
+        best = min(aics)[2]
+        out.update(growth=best, linear_growth=best == "linear"
+                   and out["_slope_linear"] > 0)
+    return {k: v for k, v in out.items() if not k.startswith("_")}

@@ -218,12 +218,16 @@ def _thompson(out) -> list[str]:
                     if m.height < 3:
                         continue
                     f = fit_log_growth(m["step"].to_numpy(), m["cum_pseudo_regret"].to_numpy())
+                    growth = f["growth"] or "-"
+                    if f["linear_growth"]:
+                        growth = "**linear (flagged)**"
                     rows.append([sc, name, rc, fb, fmt(m["cum_pseudo_regret"][-1]),
                                  f"{f['slope_log']:.3g}", f"{f['r2_log']:.3f}",
-                                 f"{f['r2_linear']:.3f}", f"{f['exponent']:.3f}"])
+                                 f"{f['r2_linear']:.3f}", f"{f['exponent']:.3f}", growth])
     lines += md_table(["scenario", "policy", "risk class", "feedback", "R(T), cost units",
                      "b (per ln t)",
-                     "R² log fit", "R² linear fit", "exponent"], rows)
+                     "R² log fit", "R² linear fit", "exponent",
+                     "best growth model (AIC: log, sqrt, linear)"], rows)
     return lines
 
 
