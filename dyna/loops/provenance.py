@@ -18,6 +18,7 @@ past a same-name rule.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -119,6 +120,7 @@ _CONFUSABLE = str.maketrans({
 })
 
 
+@functools.lru_cache(maxsize=65536)
 def skeleton(name: str) -> str:
     """The confusable skeleton of a name: NFKC, case-folded, zero-width characters
     removed, look-alike letters mapped to one Latin letter, ``rn`` read as ``m``, and

@@ -25,6 +25,9 @@ same code path with no files, for simulations with many episodes.
 
 from __future__ import annotations
 
+import copy
+import weakref
+
 import contextlib
 import datetime as _dt
 import heapq
@@ -1349,6 +1352,17 @@ class AddResult:
     evicted: Skill | None = None
 
 
+def _with_counts(skill: "Skill", changes: dict) -> "Skill":
+    """``skill`` with bookkeeping fields changed (the posterior's ``a`` and ``b`` as floats,
+    ``successes``/``failures`` as ints, ``last_verified`` as an ISO date): a copy that skips
+    :meth:`Skill.__post_init__`'s validation of the text, which these fields cannot
+    change (half the cost of an outcome in the agent-task loops)."""
+    new = copy.copy(skill)
+    for k, v in changes.items():
+        object.__setattr__(new, k, float(v) if k in ("a", "b") else v)   # as __post_init__
+    return new
+
+
 class SkillLibrary(_Matcher):
     """A library of skills with matching, competence, a cap, dating, history and approval.
 
@@ -1445,6 +1459,9 @@ class SkillLibrary(_Matcher):
         self._depth = 0
         self._mark = None
         self._net = SafetyNet()
+        # skills (by identity) whose text went through the safety net: an outcome changes
+        # only numbers, so its copy needs no second scan
+        self._cleaned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._skills: dict[str, Skill] = {}
         self._retired: dict[str, Skill] = {}
         self._index = MatchIndex()
@@ -1604,16 +1621,21 @@ class SkillLibrary(_Matcher):
         fields = {"description": skill.description, "body": skill.body,
                   "triggers": list(skill.triggers), "source_run": skill.source_run,
                   "provenance": list(skill.provenance), "retired_reason": skill.retired_reason}
+        if self._cleaned.get(id(skill)) is skill:   # its text was through the safety net
+            return skill
         out = net.values(fields)
         extra = net.free(dict(skill.extra)) if skill.extra else {}
         meta = net.free(dict(skill.extra_metadata)) if skill.extra_metadata else {}
         if out is fields and extra == dict(skill.extra) and meta == dict(skill.extra_metadata):
+            self._cleaned[id(skill)] = skill
             return skill
-        return replace(skill, description=out["description"], body=out["body"],
-                       triggers=tuple(out["triggers"]), source_run=out["source_run"],
-                       provenance=tuple(out["provenance"]),
-                       retired_reason=out["retired_reason"], extra=tuple(extra.items()),
-                       extra_metadata=tuple(meta.items()))
+        clean = replace(skill, description=out["description"], body=out["body"],
+                        triggers=tuple(out["triggers"]), source_run=out["source_run"],
+                        provenance=tuple(out["provenance"]),
+                        retired_reason=out["retired_reason"], extra=tuple(extra.items()),
+                        extra_metadata=tuple(meta.items()))
+        self._cleaned[id(clean)] = clean
+        return clean
 
     def _commit(self, op: str, skill: Skill, run_id: str, reason: str = "", *,
                 content: bool = True) -> Skill:
@@ -1784,7 +1806,9 @@ class SkillLibrary(_Matcher):
                     changes["last_verified"] = self.today().isoformat()
                 else:
                     changes["failures"] = skill.failures + 1
-                new = replace(skill, **changes)
+                new = _with_counts(skill, changes)
+                if self._cleaned.get(id(skill)) is skill:   # same text: not scanned again
+                    self._cleaned[id(new)] = new
                 if self.log_outcomes:
                     self._commit("outcome", new, run_id, "success" if success else "failure",
                                  content=False)
