@@ -214,6 +214,9 @@ def test_the_v2_sweeps_are_the_preregistered_ones(store):
     assert (cfg.policy["misattribution"], cfg.policy["oracle_follows_always"]) == (0.5, False)
     assert len(cfg.hypotheses) == 20
     assert sum(h.test == "slope" for h in cfg.hypotheses) == 4
+    lff = [h for h in cfg.hypotheses if h.name.startswith("learning from failure: at 0.5 the v")
+           or h.test == "slope" and h.sweep == "learning_from_failure"]
+    assert len(lff) == 2 and all(h.versus == (f"{store}_loop-self_gate",) for h in lff)
 
 
 def test_a_slope_runs_with_severity_also_on_a_decreasing_grid():

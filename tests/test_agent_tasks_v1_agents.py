@@ -243,3 +243,13 @@ def test_the_baseline_audit_holds_a_partial_lesson_against_its_family():
         row = {}
         agent._audit_baseline(row)
         assert row["poisoned"] == poisoned, entries
+
+
+def test_the_self_gate_variant_is_the_full_loop_gating_on_its_own_opinion():
+    from dyna.loops import LoopConfig
+    base = LoopConfig()
+    spec = make_variant("skill_loop-self_gate", "skill", base)
+    assert (spec.config.outcome_gate, spec.self_gate) == ("self", True)
+    others = [s for s in LoopConfig.SWITCHES if s != "outcome_gate"]
+    assert all(getattr(spec.config, s) == getattr(base, s) for s in others)
+    assert make_variant("memory_loop-self_gate", "skill").store == "memory"

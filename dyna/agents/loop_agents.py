@@ -337,6 +337,11 @@ def make_variant(name: str, store: str = "skill", config: LoopConfig | None = No
         return VariantSpec(name, "loop", store,
                            replace(base, outcome_gate="self", approval_for_untrusted=False),
                            self_gate=True)
+    if name in ("skill_loop-self_gate", "memory_loop-self_gate"):
+        # the full loop whose outcome gate trusts the agent's own opinion: the loop without
+        # the *verified* outcome gate (every other safeguard on)
+        return VariantSpec(name, "loop", name.split("_")[0],
+                           replace(base, outcome_gate="self"), self_gate=True)
     if name == "memory_loop-whole_memory":   # every fact in context, not the top memory_k
         return VariantSpec(name, "loop", "memory", replace(base, memory_k=None))
     head, _, switch = name.partition("-no_")
