@@ -16,7 +16,12 @@ high_stakes   only outcomes with provenance                lower credible bound
 An outcome *has provenance* when both ``outcome_verified_by`` (who or what checked it) and
 ``anti_gaming_policy`` (the rule that kept the agent from grading itself) are set to
 non-empty values. With fewer than ``min_episodes`` counted outcomes the rule always escalates;
-otherwise it escalates when the statistic is below ``threshold``. Using the lower bound of the
+otherwise it escalates when the statistic is below ``threshold``.
+
+Ties: a statistic exactly at the threshold *acts* (``>=``), in every rule and policy here,
+the type oracle included (it acts iff ``c_act + (1 - p) c_failure <= c_escalate``, iff
+``p >= p*``): at ``p = p*`` acting and escalating cost the same, and acting keeps the
+evidence flowing under censored feedback. Using the lower bound of the
 equal-tailed credible interval for high stakes asks for evidence that competence is high, not
 only an estimate that it is (a one-sided test at level (1 - level) / 2).
 

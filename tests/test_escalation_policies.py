@@ -210,3 +210,17 @@ def test_run_policies_bad_input():
         run_policies([MeanThreshold()], [0], types, outcomes, n_types=3, c_escalate=1,
                      c_failure=5, feedback="shadow")
     assert err.value.field == "feedback"
+
+
+def test_a_statistic_exactly_at_the_threshold_acts():
+    # Beta(3, 1): mean 0.75 exactly; p* = 0.75 exactly (binary fractions)
+    a, b, n = np.array([3.0, 3.0]), np.array([1.0, 1.00001]), np.array([10, 10])
+    assert MeanThreshold(0.75).act(a, b, n).tolist() == [True, False]
+    from dyna.competence import BetaCompetence
+    from dyna.escalation import should_escalate
+    comp = BetaCompetence()
+    for ok in (True, True, False):      # Beta(1 + 2, 1 + 1): mean 0.6
+        comp.update("t", ok)
+    d = should_escalate(comp, "t", threshold=0.6, min_episodes=0,
+                        domain_risk_class="low_stakes")
+    assert not d.escalate
