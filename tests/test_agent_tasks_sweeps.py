@@ -214,9 +214,12 @@ def test_the_v2_sweeps_are_the_preregistered_ones(store):
     assert (cfg.policy["misattribution"], cfg.policy["oracle_follows_always"]) == (0.5, False)
     assert len(cfg.hypotheses) == 20
     assert sum(h.test == "slope" for h in cfg.hypotheses) == 4
-    lff = [h for h in cfg.hypotheses if h.name.startswith("learning from failure: at 0.5 the v")
+    # as pre-registered in e4a9ab4 (two later changes were put back)
+    lff = [h for h in cfg.hypotheses if h.name.startswith("learning from failure: at 0.5 the o")
            or h.test == "slope" and h.sweep == "learning_from_failure"]
-    assert len(lff) == 2 and all(h.versus == (f"{store}_loop-self_gate",) for h in lff)
+    assert len(lff) == 2 and all(h.versus == (f"{store}_loop-no_outcome_gate",) for h in lff)
+    assert {k: cfg.env[k] for k in ("n_tools", "n_values", "length", "untrusted_tools")} == \
+        {"n_tools": 8, "n_values": 4, "length": 3, "untrusted_tools": 2}
 
 
 def test_a_slope_runs_with_severity_also_on_a_decreasing_grid():
