@@ -296,10 +296,11 @@ class AgentTaskEnv(gym.Env):
                             + tuple(f"spare_{j}" for j in range(self.n_spare_tools)))
         self.tool_names = self._base_names
         #: Per tool (the harmful one after the ordinary ones, then the spare slots): its
-        #: output is trusted (an internal service).
+        #: output is trusted (an internal service). A spare slot is untrusted until a
+        #: rename installs a tool there, which then keeps the renamed tool's trust.
         self.tool_trusted = (tuple(i < self.n_tools - self.untrusted_tools
                                    for i in range(self.n_tools)) + (False,)
-                             + (True,) * self.n_spare_tools)
+                             + (False,) * self.n_spare_tools)
         self._base_trusted = self.tool_trusted
         self.value_names = tuple(f"val_{j}" for j in range(self.n_values))
         self.vocab_size = words_needed

@@ -410,3 +410,12 @@ def test_step_slack_and_an_explicit_budget_are_never_both_taken():
     assert AgentTaskEnvV1(max_steps=30).max_steps == 30        # replaces the base slack
     assert AgentTaskEnvV1().max_steps == 3 + 4
     assert AgentTaskEnv().max_steps == 20                      # v0's default
+
+
+def test_a_spare_slot_is_untrusted_until_a_rename_gives_it_the_old_tools_trust():
+    env = AgentTaskEnv(n_tools=4, untrusted_tools=1, drift_kind="rename", drift_at=[1])
+    env.reset(seed=0)
+    assert env.tool_trusted[env.n_tools + 1] is False
+    env.reset()
+    (ev,) = env.drift_log
+    assert env.tool_trusted[ev["new"]] == env.tool_trusted[ev["old"]]
