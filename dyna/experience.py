@@ -370,6 +370,23 @@ def _overflow_error(name: str, vals) -> ConfigError:
 
 
 # ============================================================================ the store
+def _selection(task_type, run_id, task_id, request_id) -> dict:
+    """The given exact-match selectors of :meth:`ExperienceStore.delete_data` and
+    :meth:`ExperienceStore.count_matching` (None: not selected on).
+
+    Raises
+    ------
+    ConfigError
+        A selector that is not a string.
+    """
+    sel = {k: v for k, v in zip(_SELECTORS, (task_type, run_id, task_id, request_id))
+           if v is not None}
+    for k, v in sel.items():
+        if not isinstance(v, str):
+            raise ConfigError(k, v, "must be a string (matched exactly)")
+    return sel
+
+
 class ExperienceStore:
     """Episodes of many tenants with similarity search, competence, escalation and persistence.
 
@@ -1133,11 +1150,7 @@ class ExperienceStore:
             An empty tenant id, or a selector that is not a string.
         """
         tenant_id = self._tenant(tenant_id)
-        sel = {k: v for k, v in zip(_SELECTORS, (task_type, run_id, task_id, request_id))
-               if v is not None}
-        for k, v in sel.items():
-            if not isinstance(v, str):
-                raise ConfigError(k, v, "must be a string (matched exactly)")
+        sel = _selection(task_type, run_id, task_id, request_id)
         with self._lock:
             return int(len(self._rows(tenant_id, **sel)))
 
@@ -1227,11 +1240,7 @@ class ExperienceStore:
         """Delete a tenant's episodes matching every given field exactly (no prefixes)."""
         self._refuse_if_read_only("delete_data")
         tenant_id = self._tenant(tenant_id)
-        sel = {k: v for k, v in zip(_SELECTORS, (task_type, run_id, task_id, request_id))
-               if v is not None}
-        for k, v in sel.items():
-            if not isinstance(v, str):
-                raise ConfigError(k, v, "must be a string (matched exactly)")
+        sel = _selection(task_type, run_id, task_id, request_id)
         with self._lock:
             rows = self._rows(tenant_id, **sel)
             if self._db is not None:

@@ -878,9 +878,12 @@ class LoopAgent:
         env = self.env
         poisoned = stale = 0
         row["library_size"] = self.baseline.size()
+        procs: dict = {}   # family -> its procedure now (read once per audit)
         for key, calls in self.baseline.audit_entries():
             fam = self._family_of_key(key.split())
-            truth = env.procedure(fam) if fam is not None else ()
+            if fam is not None and fam not in procs:
+                procs[fam] = env.procedure(fam)
+            truth = procs[fam] if fam is not None else ()
             right_now = (fam is not None and len(calls) == len(truth)
                          and all(c == (-1, -1) or c == t for c, t in zip(calls, truth)))
             ok_at_write = self._written.setdefault(("baseline", key, tuple(calls)),

@@ -26,6 +26,7 @@ import datetime as _dt
 import errno
 import hashlib
 import importlib.metadata
+import io
 import json
 import math
 import os
@@ -89,11 +90,13 @@ def load_output(folder: str | Path) -> ExperimentOutput:
         raise ConfigError("DIR", str(folder / "manifest.json"), "damaged: 'tables' is not a table")
     names = [f"{t}.parquet" for t in kind.required_tables()]
     names += [n for n in listed if n not in names]
+    raw = {}   # each table read once: hashed, then parsed from the same bytes
     for name in names:
         if not (folder / name).is_file():
             raise MissingFileError("DIR", folder / name)
+        raw[name] = (folder / name).read_bytes()
         want = listed.get(name, {}).get("sha256") if isinstance(listed.get(name), dict) else None
-        if want is not None and _file_sha256(folder / name) != want:
+        if want is not None and hashlib.sha256(raw[name]).hexdigest() != want:
             raise ConfigError("DIR", str(folder / name), "damaged or edited: its sha256 is not "
                               "the one manifest.json records")
     config_data = dict(manifest["config"])
@@ -103,7 +106,7 @@ def load_output(folder: str | Path) -> ExperimentOutput:
     tables = {}
     for n in names:
         try:
-            tables[n[:-len(".parquet")]] = pl.read_parquet(folder / n)
+            tables[n[:-len(".parquet")]] = pl.read_parquet(io.BytesIO(raw.pop(n)))
         except (OSError, pl.exceptions.PolarsError) as exc:
             raise ConfigError("DIR", str(folder / n), f"damaged: not a readable Parquet file "
                               f"({type(exc).__name__})") from None

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from dyna.experiment.stats import (Interval, benjamini_hochberg, holm, min_detectable_difference,
-                                   paired_diff_ci, performance_profile,
+from dyna.experiment.stats import (Interval, benjamini_hochberg, bootstrap_ci, holm,
+                                   min_detectable_difference, performance_profile,
                                    probability_of_improvement, sign_flip_test, stratified_iqm)
 from dyna.loops import LoopConfig
 
@@ -137,25 +137,38 @@ def compare(runs: pl.DataFrame, scenario: str, variant: str, versus: str, metric
     Comparison
     """
     inert = inert_switches(runs, store) if inert is None else inert
-    loop = f"{store}_loop"
-    sw = ablated_switch(variant, store) if versus == loop else \
-        ablated_switch(versus, store) if variant == loop else None
+    sw = _ablated_pair(variant, versus, store)
     x, y = values(runs, scenario, variant, metric), values(runs, scenario, versus, metric)
     if x.size != y.size:
         raise ValueError(f"{scenario}: {variant} has {x.size} runs, {versus} {y.size}")
     keep = np.isfinite(x) & np.isfinite(y)
-    d = x[keep] - y[keep]
     base = dict(scenario=scenario, variant=variant, versus=versus, metric=metric,
-                direction=direction, n=int(d.size))
-    if sw is not None and sw in inert.get(scenario, set()):
+                direction=direction)
+    return _judge(x[keep] - y[keep], base, sw is not None and sw in inert.get(scenario, set()),
+                  alpha=alpha, confidence=confidence, n_resamples=n_resamples, seed=seed)
+
+
+def _ablated_pair(variant: str, versus: str, store: str) -> str | None:
+    """The safeguard a comparison of the full loop with one of its ablations is about."""
+    loop = f"{store}_loop"
+    return (ablated_switch(variant, store) if versus == loop else
+            ablated_switch(versus, store) if variant == loop else None)
+
+
+def _judge(d: np.ndarray, base: dict, inert: bool, *, alpha: float, confidence: float,
+           n_resamples: int, seed: int) -> Comparison:
+    """A :class:`Comparison` of paired per-run values ``d`` (differences, or per-run
+    slopes): inert, too few pairs, no difference in any run, or tested (bootstrap interval
+    of the mean, sign-flip p toward ``base["direction"]``, d_z, smallest detectable)."""
+    base = {**base, "n": int(d.size)}
+    if inert:
         return Comparison(status="inert", **base)
     if d.size < 2:
         return Comparison(status="too few pairs", **base)
-    iv = paired_diff_ci(x[keep], y[keep], confidence=confidence, n_resamples=n_resamples,
-                        seed=seed)
+    iv = bootstrap_ci(d, confidence=confidence, n_resamples=n_resamples, seed=seed)
     if not np.any(d):
         return Comparison(status="no difference", interval=iv, **base)
-    alt = direction or "two-sided"
+    alt = base["direction"] or "two-sided"
     p = sign_flip_test(d, alternative=alt, seed=seed)
     sd = float(np.std(d, ddof=1))
     return Comparison(status="tested", interval=iv, p=p,
@@ -184,34 +197,19 @@ def compare_slope(runs: pl.DataFrame, sweep, variant: str, versus: str, metric: 
         ``scenario`` is the sweep's name; ``interval`` the mean slope.
     """
     inert = inert_switches(runs, store) if inert is None else inert
-    loop = f"{store}_loop"
-    sw = ablated_switch(variant, store) if versus == loop else \
-        ablated_switch(versus, store) if variant == loop else None
+    sw = _ablated_pair(variant, versus, store)
     pts = sweep.points()
     xs = np.array(sweep.severity())   # increasing with severity, whichever way the knob runs
     d = np.stack([values(runs, sc, variant, metric) - values(runs, sc, versus, metric)
                   for sc, _ in pts], axis=1)                       # (runs, points)
-    keep = np.all(np.isfinite(d), axis=1)
-    d = d[keep]
+    d = d[np.all(np.isfinite(d), axis=1)]
     xc = xs - xs.mean()
     slopes = d @ xc / float(xc @ xc)
     base = dict(scenario=sweep.name, variant=variant, versus=versus, metric=metric,
-                direction=direction, n=int(slopes.size))
-    if sw is not None and all(sw in inert.get(sc, set()) for sc, _ in pts):
-        return Comparison(status="inert", **base)
-    if slopes.size < 2:
-        return Comparison(status="too few pairs", **base)
-    iv = paired_diff_ci(slopes, np.zeros_like(slopes), confidence=confidence,
-                        n_resamples=n_resamples, seed=seed)
-    if not np.any(slopes):
-        return Comparison(status="no difference", interval=iv, **base)
-    alt = direction or "two-sided"
-    p = sign_flip_test(slopes, alternative=alt, seed=seed)
-    sd = float(np.std(slopes, ddof=1))
-    return Comparison(status="tested", interval=iv, p=p,
-                      d_z=float(np.mean(slopes)) / sd if sd > 0 else math.nan,
-                      mdd=min_detectable_difference(slopes, alpha=alpha, alternative=alt),
-                      **base)
+                direction=direction)
+    return _judge(slopes, base,
+                  sw is not None and all(sw in inert.get(sc, set()) for sc, _ in pts),
+                  alpha=alpha, confidence=confidence, n_resamples=n_resamples, seed=seed)
 
 
 @dataclass(frozen=True)
