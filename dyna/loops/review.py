@@ -385,10 +385,38 @@ class ReviewContext:
 
 @dataclass(frozen=True)
 class ReviewerOutput:
-    """A reviewer's answer: proposals (possibly none) and its token usage."""
+    """A reviewer's answer: proposals (possibly none) and its token usage.
+
+    A reviewer that talks to a model (:class:`dyna.loops.llm.LLMReviewer`) also says how
+    the review ended and what it refused before anything became a proposal.
+
+    Attributes
+    ----------
+    proposals : tuple of Proposal
+    tokens : int
+        Learning cost in tokens (prompt + completion).
+    status : {"reviewed", "incomplete", "failed"}
+        ``incomplete``: a budget (tokens, turns), rate limit or timeout ended the review
+        early; ``failed``: the endpoint kept failing. Either way the run is unchanged.
+    reason : str
+        Why (empty: the loop writes the number of proposals).
+    refused : tuple of Decision
+        The reviewer's tool calls that could not become a proposal (action
+        ``"refused"``, the reason first in ``detail``, e.g. ``malformed_arguments``).
+    prompt_tokens, completion_tokens, turns : int
+    seconds : float
+        Wall-clock time of the review (never part of a results table).
+    """
 
     proposals: tuple[Proposal, ...] = ()
     tokens: int = 0
+    status: str = "reviewed"
+    reason: str = ""
+    refused: tuple = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    turns: int = 0
+    seconds: float = 0.0
 
 
 @runtime_checkable
@@ -873,7 +901,8 @@ def grade(proposal: Proposal, skills=None, memory=None,
 @dataclass(frozen=True)
 class Decision:
     """What happened to one proposal: ``action`` is ``committed``, ``staged``,
-    ``invalid``, ``rejected`` (grade) or ``dropped`` (over ``max_lessons``)."""
+    ``invalid``, ``rejected`` (grade), ``dropped`` (over ``max_lessons``) or ``refused``
+    (a reviewer's tool call that never became a proposal, :attr:`ReviewerOutput.refused`)."""
 
     proposal: Proposal
     action: str
@@ -890,10 +919,20 @@ class LearningCost:
     reviewer_tokens : int
     grading_calls : int
         Proposals graded.
+    prompt_tokens, completion_tokens : int
+        The reviewer's split of ``reviewer_tokens``, when it reports one (a model does).
+    turns : int
+        Requests the reviewer made to its model (0 for a rule-based reviewer).
+    seconds : float
+        Wall-clock seconds of the review (reported, never part of a results table).
     """
 
     reviewer_tokens: int = 0
     grading_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    turns: int = 0
+    seconds: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -902,8 +941,10 @@ class LearningCost:
 
 @dataclass(frozen=True)
 class ReviewResult:
-    """Outcome of reviewing one run: ``status`` is ``reviewed``, ``skipped`` (policy) or
-    ``failed`` (the reviewer raised; logged, never raised to the run)."""
+    """Outcome of reviewing one run: ``status`` is ``reviewed``, ``skipped`` (policy),
+    ``incomplete`` (the reviewer ran out of budget, was rate-limited or timed out) or
+    ``failed`` (the reviewer raised or its endpoint kept failing; logged, never raised to
+    the run)."""
 
     run_id: str
     status: str
@@ -1165,7 +1206,7 @@ class LearningLoop:
         out = self.reviewer.review(digest, ctx)
         if not isinstance(out, ReviewerOutput):
             out = ReviewerOutput(tuple(out or ()), 0)
-        decisions = []
+        decisions = list(out.refused)
         graded = 0
         untrusted_inputs = digest.taint()
         for i, p in enumerate(out.proposals):
@@ -1174,28 +1215,76 @@ class LearningLoop:
             if i >= cfg.max_lessons:
                 decisions.append(Decision(p, "dropped", f"over max_lessons={cfg.max_lessons}"))
                 continue
-            p = replace(p, provenance=tuple(dict.fromkeys(p.provenance + untrusted_inputs)))
-            v = validate(p, self.skills, self.memory, cfg)
-            if not v.ok:
-                if any(r.startswith("secret-looking") for r in v.reasons):
-                    self.acted["secret_scan"] += 1
-                if any(r.startswith("not novel") for r in v.reasons):
-                    self.acted["novelty_check"] += 1
-                decisions.append(Decision(p, "invalid", "; ".join(v.reasons)))
-                continue
-            g = grade(p, self.skills, self.memory, cfg)
-            graded += 1
-            if cfg.novelty_check and cfg.grading and g.novelty < 1.0:
-                score_off = g.score + 0.25 * (1.0 - g.novelty)  # novelty 1 when it is off
-                if (score_off >= cfg.grade_threshold) != g.accepted:
-                    self.acted["novelty_check"] += 1
-            if not g.accepted:
-                self.acted["grading"] += 1
-                decisions.append(Decision(p, "rejected", g.reason, g))
-                continue
-            decisions.append(self._commit(p, digest.run_id, g))
-        return ReviewResult(digest.run_id, "reviewed", f"{len(out.proposals)} proposals",
-                            tuple(decisions), LearningCost(out.tokens, graded))
+            d = self._decide(p, digest.run_id, untrusted_inputs)
+            graded += d.grade is not None
+            decisions.append(d)
+        return ReviewResult(digest.run_id, out.status,
+                            out.reason or f"{len(out.proposals)} proposals", tuple(decisions),
+                            LearningCost(out.tokens, graded, out.prompt_tokens,
+                                         out.completion_tokens, out.turns, out.seconds))
+
+    def submit(self, proposal: Proposal, run_id: str = "", *, provenance=(),
+               by_person: bool = False) -> Decision:
+        """Validate, grade, then commit or stage one proposal, as :meth:`review` does with
+        each proposal of a reviewer (same checks, same counts in :meth:`safeguard_counts`).
+
+        For lessons that come from elsewhere than a review: a person's own
+        (``dyna skills add``, ``dyna memory add``), or another program's.
+
+        Parameters
+        ----------
+        proposal : Proposal
+        run_id : str
+            Recorded as the writer (history, ``source_run``; ``dyna skills undo-run`` finds
+            the change by it). A secret in it is refused.
+        provenance : iterable of str
+            Sources the lesson was drawn from, added to ``proposal.provenance`` and parsed
+            (:func:`dyna.loops.provenance.parse_source`): any untrusted or unknown source
+            stages the proposal for approval (when ``approval_for_untrusted`` is on).
+        by_person : bool
+            A person wrote the lesson (trusted provenance only): a fact is written with
+            trust ``user``, a skill with trust ``approved``, so no loop replaces them
+            without approval; and a person's lesson may replace another person's (no
+            owner check). Never set it for a reviewer's output.
+
+        Returns
+        -------
+        Decision
+            ``action`` is ``committed``, ``staged`` (``detail`` starts with the pending id),
+            ``invalid`` (``detail``: the validation reasons) or ``rejected`` (the grade's
+            reason); ``grade`` is None for ``invalid``.
+
+        Raises
+        ------
+        ConfigError
+            ``proposal`` is not a :class:`Proposal`; a ``run_id`` holding a secret.
+        """
+        if not isinstance(proposal, Proposal):
+            raise ConfigError("proposal", proposal, "must be a Proposal")
+        return self._decide(proposal, run_id, tuple(provenance), by_person)
+
+    def _decide(self, p: Proposal, run_id: str, taint: tuple, by_person: bool = False
+                ) -> Decision:
+        """validate -> grade -> commit or stage, for one proposal (``taint``: the untrusted
+        sources of its run, added to its provenance)."""
+        cfg = self.config
+        p = replace(p, provenance=tuple(dict.fromkeys(p.provenance + taint)))
+        v = validate(p, self.skills, self.memory, cfg)
+        if not v.ok:
+            if any(r.startswith("secret-looking") for r in v.reasons):
+                self.acted["secret_scan"] += 1
+            if any(r.startswith("not novel") for r in v.reasons):
+                self.acted["novelty_check"] += 1
+            return Decision(p, "invalid", "; ".join(v.reasons))
+        g = grade(p, self.skills, self.memory, cfg)
+        if cfg.novelty_check and cfg.grading and g.novelty < 1.0:
+            score_off = g.score + 0.25 * (1.0 - g.novelty)  # novelty 1 when it is off
+            if (score_off >= cfg.grade_threshold) != g.accepted:
+                self.acted["novelty_check"] += 1
+        if not g.accepted:
+            self.acted["grading"] += 1
+            return Decision(p, "rejected", g.reason, g)
+        return self._commit(p, run_id, g, by_person)
 
     def pending(self) -> list:
         """Every staged proposal of both stores: skills' (:class:`PendingItem`, ids
@@ -1253,9 +1342,10 @@ class LearningLoop:
                 return f"would replace the skill {s.name!r}, written or approved by a person"
         return None
 
-    def _commit(self, p: Proposal, run_id: str, g: Grade) -> Decision:
+    def _commit(self, p: Proposal, run_id: str, g: Grade, by_person: bool = False
+                ) -> Decision:
         approval = self.config.approval_for_untrusted
-        owner = self._owner_conflict(p)
+        owner = None if by_person else self._owner_conflict(p)
         if owner is not None:
             if p.kind == "memory":
                 item = self.memory.stage(p.text, run_id=run_id, provenance=p.provenance,
@@ -1268,14 +1358,17 @@ class LearningLoop:
                 item = self.memory.stage(p.text, run_id=run_id, provenance=p.provenance)
                 self.acted["approval_for_untrusted"] += 1
                 return Decision(p, "staged", item.id, g)
-            trust = "untrusted" if is_untrusted(p.provenance) else "trusted"
+            trust = ("untrusted" if is_untrusted(p.provenance)
+                     else "user" if by_person else "trusted")
             res = self.memory.add(p.text, run_id=run_id, trust=trust, approval=approval)
             if res.status == "staged":
                 return Decision(p, "staged", f"{res.pending.id}: {res.pending.reason}", g)
             self.acted["cap_eviction"] += len(res.evicted)
             return Decision(p, "committed", res.status, g)
-        res = self.skills.propose(p.to_skill(run_id), run_id, p.provenance,
-                                  require_approval=approval)
+        skill = p.to_skill(run_id)
+        if by_person:
+            skill = replace(skill, trust="approved")   # propose() demotes it if untrusted
+        res = self.skills.propose(skill, run_id, p.provenance, require_approval=approval)
         if isinstance(res, PendingItem):
             self.acted["approval_for_untrusted"] += 1
             return Decision(p, "staged", res.id, g)
