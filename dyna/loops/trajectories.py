@@ -1,0 +1,562 @@
+"""Real agent runs as the loops' records: the tau-bench trajectories importer.
+
+A *trajectories file* is a JSON list of runs in tau-bench's shape (Yao, Shinn, Razavi &
+Narasimhan, "tau-bench: A Benchmark for Tool-Agent-User Interaction in Real-World Domains",
+arXiv 2406.12045; ``historical_trajectories/*.json`` of ``sierra-research/tau-bench``): per
+run ``task_id``, ``trial``, ``reward``, ``info.task`` (``user_id``, ``instruction``, the
+ground-truth ``actions``) and ``traj``, the conversation in chat-completions form (assistant
+``tool_calls`` with ``function.arguments`` as JSON text, ``tool`` messages with each call's
+output). ``data/agent_trajectories/`` holds the 200 GPT-4o airline runs.
+
+* :func:`load_trajectories` parses and checks a file into :class:`TrajectoryRun` objects;
+  hostile input (not JSON, a run without ``traj``, tool-call arguments that are not a JSON
+  object, ...) raises :class:`TrajectoryError` naming the run and the field.
+* :func:`task_type` is the first state-changing tool the ground truth calls
+  (:data:`STATE_CHANGING`), or ``"no_change"``.
+* :meth:`TrajectoryRun.digest` builds the :class:`~dyna.loops.review.Digest` a reviewer
+  sees (redacted or not); :meth:`TrajectoryRun.episode` the experience-store episode;
+  :func:`import_runs` records them all in an :class:`~dyna.experience.ExperienceStore`.
+* :func:`harvest_personal_values` collects a run's personal data *by field* from its
+  structured tool outputs (not by the redactor, so that counting what the redactor missed
+  is not circular); :func:`find_personal_values` finds them in a text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dyna.errors import ConfigError, DynaError, MissingFileError
+
+__all__ = ["NO_CHANGE", "PERSONAL_FIELDS", "STATE_CHANGING", "TrajectoryError",
+           "TrajectoryRun", "find_personal_values", "harvest_by_field",
+           "harvest_personal_values", "import_runs", "load_trajectories", "parse_run",
+           "task_type"]
+
+#: Tools of the tau-bench airline domain that change the database (prefix match for
+#: ``update_reservation_*``).
+STATE_CHANGING = ("book_reservation", "cancel_reservation", "update_reservation_",
+                  "send_certificate")
+#: Task type of a task whose ground truth changes nothing.
+NO_CHANGE = "no_change"
+#: Categories of :func:`harvest_by_field`.
+PERSONAL_FIELDS = ("email", "address", "dob", "payment_id", "user_id")
+#: Postal-address fields harvested (``city``, ``province`` and ``country`` are left out:
+#: "Austin", "TX" or "USA" also occur as ordinary travel words, so a hit would not mean
+#: that a person's address leaked).
+ADDRESS_PARTS = ("address1", "address2", "zip")
+
+
+class TrajectoryError(ConfigError):
+    """A trajectories file or one of its runs is malformed.
+
+    The message names the file, the run (its index, and its task and trial when they
+    could be read) and the field, e.g. ``runs.json: run 3 (task 3, trial 0): traj:
+    missing``.
+
+    Attributes
+    ----------
+    path : str
+        The file.
+    run : str
+        ``"run <i> (task <t>, trial <k>)"``, or ``""`` for an error of the whole file.
+    field : str
+        The dotted field inside the run (``traj[7].tool_calls[0].function.arguments``).
+    value : object
+        The offending value (shortened to 80 characters when it is text).
+    reason : str
+    """
+
+    def __init__(self, path: object, run: str, field: str, value: object, reason: str):
+        self.path = str(path)
+        self.run = run
+        self.field = field
+        self.value = value
+        self.reason = reason
+        where = f"{self.path}: {run}: " if run else f"{self.path}: "
+        DynaError.__init__(self, f"{where}{field}: {reason}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.run, self.field, self.value, self.reason))
+
+
+# ============================================================================ the runs
+
+@dataclass(frozen=True)
+class TrajectoryRun:
+    """One agent run of a trajectories file.
+
+    Attributes
+    ----------
+    index : int
+        Position in the file (0-based).
+    task_id, trial : int
+    reward : float
+        The environment's reward; ``success`` is ``reward == 1.0`` (tau-bench gives 1.0 when
+        the final database and outputs match the ground truth).
+    user_id : str
+        ``info.task.user_id``.
+    instruction : str
+        The simulated user's goal (never shown to the agent).
+    first_message : str
+        The first user message: the task as the agent saw it (the digest's task).
+    ground_truth : tuple of (str, dict)
+        ``info.task.actions``: the tool calls that solve the task, name and arguments.
+    tool_calls : tuple of dict
+        The run's tool calls in order: ``name``, ``args`` (dict), ``output`` (str, ``""``
+        when no tool message answered) and ``error`` (the output starts with ``Error``).
+    tokens : int
+        Token usage when the run records it (``info.usage``/``usage`` with
+        ``prompt_tokens`` and ``completion_tokens``), else 0: tau-bench logs carry none.
+    tool_outputs : tuple of str
+        Every tool message's content, in order (what :func:`harvest_by_field` reads).
+    """
+
+    index: int
+    task_id: int
+    trial: int
+    reward: float
+    user_id: str
+    instruction: str
+    first_message: str
+    ground_truth: tuple
+    tool_calls: tuple
+    tokens: int = 0
+    tool_outputs: tuple = field(default=(), repr=False)
+
+    @property
+    def run_id(self) -> str:
+        """``task<task_id>-trial<trial>`` (unique in a file of distinct task/trial pairs)."""
+        return f"task{self.task_id}-trial{self.trial}"
+
+    @property
+    def success(self) -> bool:
+        return self.reward == 1.0
+
+    @property
+    def task_type(self) -> str:
+        """:func:`task_type` of the ground truth."""
+        return task_type(name for name, _ in self.ground_truth)
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The tool names the run called, in order."""
+        return tuple(c["name"] for c in self.tool_calls)
+
+    def digest(self, *, redaction: bool = True, trusted: bool = True):
+        """The :class:`~dyna.loops.review.Digest` of this run.
+
+        Parameters
+        ----------
+        redaction : bool
+            Redact the task, every argument and every output (the loop's ``redaction``
+            switch); outputs are cut to 200 characters after redaction.
+        trusted : bool
+            The tools declare their output trusted: the airline tools read the airline's
+            own database, no external content (True); False taints every lesson drawn
+            from the run (:meth:`Digest.taint`).
+
+        Returns
+        -------
+        Digest
+            ``success`` from the reward, ``verified`` True (the environment's reward),
+            ``steps`` = tool calls, ``tokens`` as :attr:`tokens`.
+        """
+        from dyna.loops.review import Digest
+        calls = [{"name": c["name"], "args": c["args"], "output": c["output"],
+                  "error": c["error"], "trusted": trusted} for c in self.tool_calls]
+        return Digest.from_run(self.run_id, self.first_message, success=self.success,
+                               verified=True, steps=len(calls), tokens=self.tokens,
+                               tool_calls=calls, actions=self.actions, redaction=redaction)
+
+    def episode(self) -> dict:
+        """The experience-store episode of this run (fields of
+        :meth:`dyna.experience.ExperienceStore.record`): ``task_type`` from the ground
+        truth, ``action_type`` the first state-changing tool the run itself called (or
+        ``no_change``), ``outcome`` and ``reward`` from the reward, the tool calls (names
+        and arguments) as ``action_taken``, the first user message as ``state_before``.
+        The store redacts the dicts before anything is written."""
+        return {"task_type": self.task_type, "action_type": task_type(self.actions),
+                "outcome": "success" if self.success else "failure",
+                "reward": float(self.reward), "run_id": self.run_id,
+                "outcome_source": "verifier",
+                "state_before": {"task": self.first_message},
+                "action_taken": {"tool_calls": [{"name": c["name"], "args": c["args"]}
+                                                for c in self.tool_calls]},
+                "state_after": {"errors": sum(c["error"] for c in self.tool_calls)},
+                "metadata": {"task_id": self.task_id, "trial": self.trial}}
+
+
+def task_type(tool_names: Iterable[str]) -> str:
+    """The first state-changing tool in ``tool_names`` (:data:`STATE_CHANGING`:
+    ``book_reservation``, ``cancel_reservation``, ``update_reservation_*``,
+    ``send_certificate``), or :data:`NO_CHANGE` when there is none.
+
+    >>> task_type(["get_user_details", "update_reservation_flights", "cancel_reservation"])
+    'update_reservation_flights'
+    """
+    for name in tool_names:
+        if any(name == s or (s.endswith("_") and name.startswith(s)) for s in STATE_CHANGING):
+            return name
+    return NO_CHANGE
+
+
+def _short(value) -> object:
+    if isinstance(value, str) and len(value) > 80:
+        return value[:77] + "..."
+    return value
+
+
+def _label(i: int, raw) -> str:
+    if isinstance(raw, Mapping):
+        t, k = raw.get("task_id"), raw.get("trial")
+        if isinstance(t, int) and isinstance(k, int) and not isinstance(t, bool):
+            return f"run {i} (task {t}, trial {k})"
+    return f"run {i}"
+
+
+def _usage(raw: Mapping) -> int:
+    """Token counts where the run has them (``usage`` at top level or under ``info``)."""
+    for usage in (raw.get("usage"), (raw.get("info") or {}).get("usage")):
+        if isinstance(usage, Mapping):
+            n = 0
+            for k in ("prompt_tokens", "completion_tokens"):
+                v = usage.get(k)
+                if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                    n += v
+            return n
+    return 0
+
+
+def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
+    """Check one run of a trajectories file and turn it into a :class:`TrajectoryRun`.
+
+    Parameters
+    ----------
+    raw : object
+        The run as parsed from JSON.
+    index : int
+        Its position in the file (named in errors).
+    path : str or Path
+        The file (named in errors).
+
+    Raises
+    ------
+    TrajectoryError
+        Naming the run and the field: not an object; ``task_id`` or ``trial`` not a
+        non-negative integer; ``reward`` not a finite number; ``traj`` missing or not a
+        list; a message that is not an object or has no ``role``; a tool call without a
+        ``function.name``; ``function.arguments`` that is not JSON text of an object;
+        ``info.task.actions`` not a list of ``{name, kwargs}``.
+    """
+    label = _label(index, raw)
+
+    def fail(fname, value, reason):
+        raise TrajectoryError(path, label, fname, _short(value), reason)
+
+    if not isinstance(raw, Mapping):
+        fail("run", type(raw).__name__, "must be a JSON object")
+    for key in ("task_id", "trial"):
+        v = raw.get(key)
+        if v is None:
+            fail(key, None, "missing")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            fail(key, v, "must be a non-negative integer")
+    reward = raw.get("reward")
+    if reward is None:
+        fail("reward", None, "missing")
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or \
+            not math.isfinite(reward):
+        fail("reward", reward, "must be a finite number")
+    info = raw.get("info")
+    if not isinstance(info, Mapping):
+        fail("info", info, "missing" if info is None else "must be an object")
+    task = info.get("task")
+    if not isinstance(task, Mapping):
+        fail("info.task", task, "missing" if task is None else "must be an object")
+    user_id = task.get("user_id", "")
+    if not isinstance(user_id, str):
+        fail("info.task.user_id", user_id, "must be a string")
+    instruction = task.get("instruction", "")
+    if not isinstance(instruction, str):
+        fail("info.task.instruction", instruction, "must be a string")
+    actions = task.get("actions")
+    if not isinstance(actions, list):
+        fail("info.task.actions", actions, "missing" if actions is None else "must be a list")
+    truth = []
+    for j, a in enumerate(actions):
+        if not isinstance(a, Mapping) or not isinstance(a.get("name"), str) or not a["name"]:
+            fail(f"info.task.actions[{j}].name", a, "must be an object with a tool name")
+        kw = a.get("kwargs", {})
+        if not isinstance(kw, Mapping):
+            fail(f"info.task.actions[{j}].kwargs", kw, "must be an object")
+        truth.append((a["name"], dict(kw)))
+    if "traj" not in raw:
+        fail("traj", None, "missing")
+    traj = raw["traj"]
+    if not isinstance(traj, list):
+        fail("traj", type(traj).__name__, "must be a list of messages")
+    calls: list[dict] = []
+    by_id: dict[str, dict] = {}
+    outputs: list[str] = []
+    first = None
+    for m, msg in enumerate(traj):
+        where = f"traj[{m}]"
+        if not isinstance(msg, Mapping):
+            fail(where, type(msg).__name__, "must be a message object")
+        role = msg.get("role")
+        if not isinstance(role, str):
+            fail(f"{where}.role", role, "missing" if role is None else "must be a string")
+        content = msg.get("content")
+        if content is not None and not isinstance(content, str):
+            fail(f"{where}.content", type(content).__name__, "must be a string or null")
+        if role == "user" and first is None and content:
+            first = content
+        if role == "assistant":
+            tcs = msg.get("tool_calls") or []
+            if not isinstance(tcs, list):
+                fail(f"{where}.tool_calls", type(tcs).__name__, "must be a list")
+            for c, tc in enumerate(tcs):
+                cw = f"{where}.tool_calls[{c}]"
+                fn = tc.get("function") if isinstance(tc, Mapping) else None
+                if not isinstance(fn, Mapping):
+                    fail(f"{cw}.function", fn, "missing" if fn is None else
+                         "must be an object")
+                name = fn.get("name")
+                if not isinstance(name, str) or not name:
+                    fail(f"{cw}.function.name", name, "must be a non-empty string")
+                text = fn.get("arguments", "{}")
+                if not isinstance(text, str):
+                    fail(f"{cw}.function.arguments", text, "must be JSON text")
+                try:
+                    args = json.loads(text) if text.strip() else {}
+                except ValueError as exc:
+                    fail(f"{cw}.function.arguments", text, f"not JSON ({exc})")
+                if not isinstance(args, dict):
+                    fail(f"{cw}.function.arguments", text, "must be a JSON object")
+                call = {"name": name, "args": args, "output": "", "error": False}
+                calls.append(call)
+                cid = tc.get("id")
+                if isinstance(cid, str) and cid:
+                    by_id[cid] = call
+        elif role == "tool":
+            text = content or ""
+            outputs.append(text)
+            call = by_id.get(msg.get("tool_call_id"))
+            if call is not None:
+                call["output"] = text
+                call["error"] = text.lstrip().startswith("Error")
+    return TrajectoryRun(index, raw["task_id"], raw["trial"], float(reward), user_id,
+                         instruction, first or "", tuple(truth), tuple(calls),
+                         _usage(raw), tuple(outputs))
+
+
+def load_trajectories(path) -> list[TrajectoryRun]:
+    """Read and check a trajectories file (module docstring).
+
+    Parameters
+    ----------
+    path : str or Path
+        A JSON file holding a list of runs.
+
+    Returns
+    -------
+    list of TrajectoryRun
+        In file order.
+
+    Raises
+    ------
+    MissingFileError
+        No such file (field ``data``).
+    TrajectoryError
+        The file is not UTF-8 or not JSON, is not a list, holds two runs with the same task
+        and trial, or a run is malformed (:func:`parse_run`).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise MissingFileError("data", p)
+    try:
+        raw = json.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TrajectoryError(p, "", "file", None, f"not UTF-8 (byte {exc.start})") from None
+    except ValueError as exc:
+        raise TrajectoryError(p, "", "file", None, f"not JSON ({exc})") from None
+    if not isinstance(raw, list):
+        raise TrajectoryError(p, "", "file", type(raw).__name__,
+                              "must be a JSON list of runs")
+    runs = [parse_run(r, i, p) for i, r in enumerate(raw)]
+    seen: dict[tuple, int] = {}
+    for r in runs:
+        key = (r.task_id, r.trial)
+        if key in seen:
+            raise TrajectoryError(p, _label(r.index, raw[r.index]), "task_id", r.task_id,
+                                  f"task {r.task_id} trial {r.trial} is also run "
+                                  f"{seen[key]}")
+        seen[key] = r.index
+    return runs
+
+
+def import_runs(store, runs: Sequence[TrajectoryRun], tenant_id: str = "taubench-airline"
+                ) -> dict:
+    """Record one experience-store episode per run (:meth:`TrajectoryRun.episode`), all in
+    one transaction.
+
+    Parameters
+    ----------
+    store : dyna.experience.ExperienceStore
+    runs : sequence of TrajectoryRun
+    tenant_id : str
+
+    Returns
+    -------
+    dict
+        ``ids`` and ``n``, as :meth:`ExperienceStore.record`.
+    """
+    return store.record(tenant_id, [r.episode() for r in runs])
+
+
+# ============================================================================ personal data
+
+def _json_objects(text: str):
+    """The parsed JSON of a tool output, or None (plain parsing, no detector)."""
+    s = text.strip()
+    if s[:1] not in "{[" or s[-1:] not in "}]":
+        return None
+    try:
+        return json.loads(s)
+    except ValueError:
+        return None
+
+
+def _walk(obj, found: dict) -> None:
+    if isinstance(obj, list):
+        for v in obj:
+            _walk(v, found)
+        return
+    if not isinstance(obj, dict):
+        return
+    for k, v in obj.items():
+        if k == "email" and isinstance(v, str) and v:
+            found["email"].add(v)
+        elif k == "dob" and isinstance(v, str) and v:
+            found["dob"].add(v)
+        elif k == "user_id" and isinstance(v, str) and v:
+            found["user_id"].add(v)
+        elif k == "payment_id" and isinstance(v, str) and v:
+            found["payment_id"].add(v)
+        elif k == "address" and isinstance(v, dict):
+            found["address"].update(str(v[p]) for p in ADDRESS_PARTS
+                                    if isinstance(v.get(p), (str, int)) and str(v[p]))
+        elif k == "payment_methods" and isinstance(v, dict):
+            for pid, method in v.items():
+                found["payment_id"].add(str(pid))
+                if isinstance(method, dict) and isinstance(method.get("id"), str):
+                    found["payment_id"].add(method["id"])
+        if isinstance(v, (dict, list)):
+            _walk(v, found)
+
+
+def _tool_outputs(run) -> tuple[str, ...]:
+    if isinstance(run, TrajectoryRun):
+        return run.tool_outputs
+    traj = run.get("traj") if isinstance(run, Mapping) else None
+    return tuple(m.get("content") or "" for m in traj or ()
+                 if isinstance(m, Mapping) and m.get("role") == "tool"
+                 and isinstance(m.get("content") or "", str))
+
+
+def harvest_by_field(run) -> dict[str, set[str]]:
+    """A run's personal data by category, read from its structured tool outputs.
+
+    Every tool output that parses as JSON is walked: ``email`` values (e-mail addresses),
+    ``address`` objects (their ``address1``, ``address2`` and ``zip``: :data:`ADDRESS_PARTS`),
+    ``dob`` values (a user's and each passenger's date of birth), payment-method ids (the
+    keys and ``id`` of ``payment_methods``, every ``payment_id``) and ``user_id`` values;
+    the task's own ``info.task.user_id`` is added to the user ids. Nothing is detected by
+    shape: the redactor (:mod:`dyna.redact`) plays no part, so what it misses can be
+    counted against this list.
+
+    Parameters
+    ----------
+    run : TrajectoryRun or Mapping
+        A parsed run, or a raw run object of a trajectories file (read leniently: what
+        is missing contributes nothing).
+
+    Returns
+    -------
+    dict of str to set of str
+        Keys :data:`PERSONAL_FIELDS`, every key present (possibly empty).
+    """
+    found: dict[str, set[str]] = {k: set() for k in PERSONAL_FIELDS}
+    for text in _tool_outputs(run):
+        data = _json_objects(text)
+        if data is not None:
+            _walk(data, found)
+    if isinstance(run, TrajectoryRun):
+        uid = run.user_id
+    else:
+        task = ((run.get("info") or {}).get("task") or {}) if isinstance(run, Mapping) else {}
+        uid = task.get("user_id") if isinstance(task, Mapping) else None
+    if isinstance(uid, str) and uid:
+        found["user_id"].add(uid)
+    return found
+
+
+def harvest_personal_values(run) -> set[str]:
+    """Every personal-data value of a run, harvested by field (:func:`harvest_by_field`):
+    e-mail addresses, postal address lines and zip codes, dates of birth, payment-method
+    ids and user ids.
+
+    Parameters
+    ----------
+    run : TrajectoryRun or Mapping
+        A parsed run or a raw run object.
+
+    Returns
+    -------
+    set of str
+    """
+    return set().union(*harvest_by_field(run).values())
+
+
+_BOUNDARY = r"(?<![A-Za-z0-9]){}(?![A-Za-z0-9])"
+
+
+def _pattern(values: frozenset) -> re.Pattern | None:
+    if not values:
+        return None
+    alts = "|".join(re.escape(v) for v in sorted(values, key=lambda s: (-len(s), s)))
+    return re.compile(_BOUNDARY.format(f"(?:{alts})"))
+
+
+_PATTERNS: dict[frozenset, re.Pattern | None] = {}
+
+
+def find_personal_values(text: str, values: Iterable[str]) -> set[str]:
+    """The values of ``values`` that occur in ``text`` as whole tokens (no letter or digit
+    right before or after: ``credit_card_4421486`` is not found in
+    ``credit_card_44214860``).
+
+    Parameters
+    ----------
+    text : str
+    values : iterable of str
+        E.g. :func:`harvest_personal_values` of a run.
+
+    Returns
+    -------
+    set of str
+    """
+    key = frozenset(v for v in values if v)
+    pat = _PATTERNS.get(key)
+    if pat is None and key not in _PATTERNS:
+        if len(_PATTERNS) > 4096:
+            _PATTERNS.clear()
+        pat = _PATTERNS[key] = _pattern(key)
+    if pat is None or not text:
+        return set()
+    return set(pat.findall(text))
