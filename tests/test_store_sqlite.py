@@ -339,17 +339,18 @@ def test_migration_path_and_newer_schema_refused(tmp_path, monkeypatch):
     path = tmp_path / "m.db"
     SQLiteStore(path, SCHEMA, DIM).append(batch(2))
     ran = []
+    now = sq.SCHEMA_VERSION
 
-    def v1_to_v2(conn, schema, dim):
+    def next_step(conn, schema, dim):
         conn.execute("ALTER TABLE episodes ADD COLUMN extra TEXT")
         ran.append(dim)
 
-    monkeypatch.setattr(sq, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(sq.MIGRATIONS, 1, v1_to_v2)
+    monkeypatch.setattr(sq, "SCHEMA_VERSION", now + 1)
+    monkeypatch.setitem(sq.MIGRATIONS, now, next_step)
     st = SQLiteStore(path, SCHEMA, DIM)
-    assert ran == [DIM] and st.schema_version() == 2 and st.count() == 2
+    assert ran == [DIM] and st.schema_version() == now + 1 and st.count() == 2
     st.close()
-    monkeypatch.setattr(sq, "SCHEMA_VERSION", 1)
+    monkeypatch.setattr(sq, "SCHEMA_VERSION", now)
     with pytest.raises(StoreError, match="newer"):
         SQLiteStore(path, SCHEMA, DIM)
 

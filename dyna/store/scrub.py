@@ -119,6 +119,9 @@ def scrub(db, schema: Sequence[tuple[str, str]], *, dry_run: bool = False,
                 conn.execute("BEGIN IMMEDIATE")
             out = _rewrite(conn, json_cols, label_cols, dry_run)
             if not dry_run:
+                if out["rows_changed"]:  # rows were rewritten: live readers read them again
+                    conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
+                                 "WHERE key = 'generation'")
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:

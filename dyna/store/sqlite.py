@@ -46,6 +46,30 @@ Schema versions
     :data:`MIGRATIONS` (``MIGRATIONS[v]`` upgrades v to v + 1) in one transaction; a store
     newer than this code raises :class:`dyna.errors.StoreError`.
 
+Live view: change tokens (issue 19)
+    Several connections and processes share one file. A reader finds out cheaply whether
+    anything changed since it last looked, and what:
+
+    * :meth:`SQLiteStore.data_version` is SQLite's ``PRAGMA data_version`` of this
+      connection: it changes when *another* connection commits (never for this one's own
+      commits) and costs one PRAGMA, no table read.
+    * :meth:`SQLiteStore.generation` is a counter in ``meta`` (``key = 'generation'``) that
+      every write deleting or rewriting rows (``delete``, ``delete_ids``, ``prune``,
+      ``keep_newest``, ``reset``, scrub) increases by one in its own transaction. Inserts
+      never change it: ids only grow (the ``next_id`` counter), so a reader that has seen
+      every row up to id m and the same generation catches up with
+      ``read(after_id=m)``; another generation means rows it holds may be gone or changed
+      (then it reads everything again).
+    * :meth:`SQLiteStore.snapshot` holds one read transaction, so a generation and the rows
+      read after it are of the same committed state.
+    * ``on_write`` (attribute, default None): a callable ``on_write(store)`` run inside every
+      write transaction right after ``BEGIN IMMEDIATE``, before the write itself; no other
+      writer can commit until this transaction ends, so what it reads is exactly the state
+      the write applies to. :class:`dyna.experience.ExperienceStore` uses it to bring its
+      in-memory view up to date before recording or deleting.
+      :attr:`SQLiteStore.last_generation` is the generation this connection's last write
+      left (set inside the transaction).
+
 Space (case PERS-05)
     ``DELETE`` (prune, delete) frees pages to the freelist but never shrinks the file;
     :meth:`SQLiteStore.vacuum` runs ``VACUUM`` outside any transaction and then
@@ -71,7 +95,7 @@ from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBus
 
 __all__ = ["KINDS", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "STATUSES", "stored_dim"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "missing", "write_degraded")
 KINDS = {"int": "INTEGER", "float": "REAL", "str": "TEXT", "json": "TEXT", "vector": "BLOB"}
 TABLE = "episodes"
@@ -81,6 +105,18 @@ FILTER_COLUMNS = ("id", "tenant_id", "task_type", "action_type", "outcome", "run
 
 #: ``MIGRATIONS[v](conn, schema, dim)`` upgrades a store from version v to v + 1.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection, Sequence[tuple[str, str]], int], None]] = {}
+
+
+def _v1_to_v2(conn: sqlite3.Connection, schema, dim) -> None:
+    """Version 2 (issue 19) adds the ``generation`` counter of destructive writes to ``meta``
+    (0: a version-1 file's deletions were all before any live reader could hold rows)."""
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('generation', '0')")
+
+
+MIGRATIONS[1] = _v1_to_v2
+#: Versions a read-only open accepts without migrating: version 1 lacks only the
+#: ``generation`` row, which a reader takes as 0.
+READ_ONLY_VERSIONS = (1, 2)
 
 #: Rows fetched per step of :meth:`SQLiteStore.read` (small enough to stay in cache).
 READ_CHUNK = 4096
@@ -242,6 +278,10 @@ class SQLiteStore:
             raise ConfigError("read_only", True, "an in-memory store cannot be read-only")
         self._lock = threading.RLock()
         self.status = "ok"
+        #: Called as ``on_write(self)`` inside each write transaction (see the module notes).
+        self.on_write: Callable[[SQLiteStore], None] | None = None
+        #: The generation this connection's last destructive write committed (None before).
+        self.last_generation: int | None = None
         if self.persistent:
             p = Path(self.path)
             if not p.exists() or p.stat().st_size == 0:
@@ -337,7 +377,7 @@ class SQLiteStore:
         if version is None or version > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: schema version {version} is newer than "
                              f"this dyna ({SCHEMA_VERSION}); upgrade dyna")
-        if version < SCHEMA_VERSION and self.read_only:
+        if version < SCHEMA_VERSION and self.read_only and version not in READ_ONLY_VERSIONS:
             raise StoreError(f"{self.path}: schema version {version} is older than this "
                              f"dyna ({SCHEMA_VERSION}); open it writable once to migrate")
         row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
@@ -368,6 +408,7 @@ class SQLiteStore:
                              (SCHEMA_VERSION, time.time()))
                 conn.executemany("INSERT INTO meta VALUES (?, ?)",
                                  [("dim", str(self.dim)), ("next_id", "0"),
+                                  ("generation", "0"),
                                   ("created_at", repr(time.time()))])
             else:
                 version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
@@ -395,6 +436,8 @@ class SQLiteStore:
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                if self.on_write is not None:
+                    self.on_write(self)
                 out = fn(conn)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -570,7 +613,22 @@ class SQLiteStore:
         if not where:
             raise ConfigError("where", where, "must name at least one column; use reset()")
         clause, args = self._where(where)
-        return self._write(lambda c: c.execute(f"DELETE FROM {TABLE}{clause}", args).rowcount)
+        return self._write(lambda c: self._bump(c, c.execute(f"DELETE FROM {TABLE}{clause}",
+                                                             args).rowcount))
+
+    def _bump(self, conn: sqlite3.Connection, n: int) -> int:
+        """Inside a write transaction that deleted or changed ``n`` rows: when n > 0, add one
+        to the ``generation`` counter (and note it in :attr:`last_generation`); returns n."""
+        if n:
+            gen = self._generation(conn) + 1
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(gen),))
+            self.last_generation = gen
+        return n
+
+    @staticmethod
+    def _generation(conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return 0 if row is None else int(row[0])
 
     def delete_ids(self, ids) -> int:
         """Delete rows by id (int64 array or sequence); returns rows deleted."""
@@ -582,7 +640,7 @@ class SQLiteStore:
             conn.executemany("INSERT OR IGNORE INTO _del VALUES (?)", ((i,) for i in ids.tolist()))
             n = conn.execute(f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM _del)").rowcount
             conn.execute("DELETE FROM _del")
-            return n
+            return self._bump(conn, n)
 
         return self._write(do) if ids.size else 0
 
@@ -594,8 +652,8 @@ class SQLiteStore:
         cutoff = float(check_range("cutoff", cutoff))
         clause, args = self._where(where)
         clause = (clause + " AND" if clause else " WHERE") + " timestamp < ?"
-        return self._write(
-            lambda c: c.execute(f"DELETE FROM {TABLE}{clause}", args + [cutoff]).rowcount)
+        return self._write(lambda c: self._bump(
+            c, c.execute(f"DELETE FROM {TABLE}{clause}", args + [cutoff]).rowcount))
 
     def keep_newest(self, n: int, by: Sequence[str] = ("tenant_id", "task_type")) -> int:
         """Keep the newest ``n`` rows (by timestamp, then id) per group; returns rows deleted."""
@@ -607,11 +665,11 @@ class SQLiteStore:
         sql = (f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() "
                f"OVER (PARTITION BY {part} ORDER BY timestamp DESC, id DESC) AS r "
                f"FROM {TABLE}) WHERE r > ?)")
-        return self._write(lambda c: c.execute(sql, (n,)).rowcount)
+        return self._write(lambda c: self._bump(c, c.execute(sql, (n,)).rowcount))
 
     def reset(self) -> int:
         """Delete every row (the id counter keeps counting); returns rows deleted."""
-        return self._write(lambda c: c.execute(f"DELETE FROM {TABLE}").rowcount)
+        return self._write(lambda c: self._bump(c, c.execute(f"DELETE FROM {TABLE}").rowcount))
 
     def vacuum(self) -> dict:
         """Rebuild the file without free pages and truncate the WAL (PERS-05).
@@ -669,7 +727,8 @@ class SQLiteStore:
     # ----------------------------------------------------------------- reading
     def read(self, where: Mapping[str, object] | None = None, *,
              columns: Sequence[str] | None = None,
-             categories: Sequence[str] = ()) -> dict[str, object]:
+             categories: Sequence[str] = (), after_id: int | None = None
+             ) -> dict[str, object]:
         """Rows matching ``where`` (exact), in id order, as numpy columns.
 
         One ``SELECT`` is stepped in chunks of :data:`READ_CHUNK` rows; each chunk is
@@ -685,6 +744,9 @@ class SQLiteStore:
             Columns to read (default all); ``id`` always comes first.
         categories : sequence of str
             ``str`` columns to return dictionary-encoded instead of as object arrays.
+        after_id : int, optional
+            Only rows with ``id > after_id`` (the rows committed since a reader saw id
+            ``after_id``; see the module notes on the live view).
 
         Returns
         -------
@@ -714,6 +776,9 @@ class SQLiteStore:
             if self._kinds.get(c) != "str":
                 raise ConfigError("categories", c, "must name a str column")
         clause, args = self._where(where)
+        if after_id is not None:
+            clause = (clause + " AND" if clause else " WHERE") + " id > ?"
+            args = args + [int(after_id)]
         sql = f"SELECT {', '.join(names)} FROM {TABLE}{clause} ORDER BY id"
         kinds = ["int" if name == "id" else self._kinds[name] for name in names]
         acc: list[list] = [[] for _ in names]
@@ -773,6 +838,97 @@ class SQLiteStore:
         with self._lock, self._reading():
             return int(self._conn.execute(f"SELECT COUNT(*) FROM {TABLE}{clause}", args)
                        .fetchone()[0])
+
+    # ----------------------------------------------------------------- live view
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version`` of this connection: it changes when another
+        connection (this process or another) commits, never for this connection's own
+        commits. One PRAGMA, no table read; 0 for an in-memory store."""
+        if not self.persistent:
+            return 0
+        with self._lock, self._reading():
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def generation(self) -> int:
+        """The counter of destructive writes (``meta.generation``; 0 when a version-1 file
+        opened read-only lacks it). It changes only when rows were deleted or rewritten."""
+        with self._lock, self._reading():
+            return self._generation(self._conn)
+
+    def max_id(self) -> int:
+        """The highest stored id, -1 for an empty table."""
+        with self._lock, self._reading():
+            row = self._conn.execute(f"SELECT MAX(id) FROM {TABLE}").fetchone()
+        return -1 if row[0] is None else int(row[0])
+
+    @contextlib.contextmanager
+    def snapshot(self):
+        """Hold one read transaction: every read inside sees the same committed state.
+
+        Inside a write transaction (e.g. from ``on_write``) it adds nothing: the write
+        transaction already is one state. The lock of this object is held throughout.
+        """
+        with self._lock:
+            if self._conn.in_transaction:
+                yield self
+                return
+            with self._reading():
+                self._conn.execute("BEGIN")
+            try:
+                yield self
+            finally:
+                if self._conn.in_transaction:
+                    self._conn.execute("COMMIT")
+
+    def summary(self, where: Mapping[str, object] | None = None) -> dict:
+        """Counts and time span of the rows matching ``where``, from SQL (no row is loaded).
+
+        Returns
+        -------
+        dict
+            ``n_records``, ``n_tenants``, ``n_task_types`` (distinct labels; NULL counts as
+            the empty label), ``oldest`` / ``newest`` (min / max ``timestamp``, seconds; None
+            when no row matches). Only counts and min / max: exact, whatever the row order.
+        """
+        clause, args = self._where(where)
+        sql = (f"SELECT COUNT(*), COUNT(DISTINCT COALESCE(tenant_id, '')), "
+               f"COUNT(DISTINCT COALESCE(task_type, '')), MIN(timestamp), MAX(timestamp) "
+               f"FROM {TABLE}{clause}")
+        with self._lock, self._reading():
+            n, nt, nk, lo, hi = self._conn.execute(sql, args).fetchone()
+        return {"n_records": int(n), "n_tenants": int(nt), "n_task_types": int(nk),
+                "oldest": None if lo is None else float(lo),
+                "newest": None if hi is None else float(hi)}
+
+    def consumption(self, where: Mapping[str, object] | None = None) -> list[dict]:
+        """Records and bytes per (tenant, task type), from SQL (integer sums only).
+
+        Bytes of a row: 8 per int or float column (``id`` included), 4 d per vector column,
+        and the UTF-8 length of each text (``str`` / ``json``) value (NULL: 0).
+
+        Returns
+        -------
+        list of dict
+            ``{"tenant_id", "task_type", "records", "bytes"}`` sorted by tenant then task
+            type (NULL labels as "").
+        """
+        parts = ["8"]
+        for name, kind in self.schema:
+            if kind in ("int", "float"):
+                parts.append("8")
+            elif kind == "vector":
+                parts.append(str(4 * self.dim))
+            else:
+                parts.append(f"COALESCE(LENGTH(CAST({name} AS BLOB)), 0)")
+        clause, args = self._where(where)
+        sql = (f"SELECT COALESCE(tenant_id, ''), COALESCE(task_type, ''), COUNT(*), "
+               f"SUM({' + '.join(parts)}) FROM {TABLE}{clause} GROUP BY 1, 2")
+        with self._lock, self._reading():
+            rows = self._conn.execute(sql, args).fetchall()
+        out = [{"tenant_id": t, "task_type": k, "records": int(n), "bytes": int(b)}
+               for t, k, n, b in rows]
+        out.sort(key=lambda r: (r["tenant_id"], r["task_type"]))
+        return out
 
     def file_bytes(self) -> int:
         """Size of the database file plus its WAL, in bytes (0 in memory)."""
