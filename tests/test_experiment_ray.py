@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import json
 import operator
+import signal
 import sys
 import time
 from pathlib import Path
@@ -58,9 +59,14 @@ def ray_backend():
     from dyna.experiment.ray_backend import RayBackend
 
     backend = RayBackend(2, keep_alive=True)
+    SIGTERM_BEFORE.append(signal.getsignal(signal.SIGTERM))
     backend.start()
     yield backend
     backend.close()
+    assert signal.getsignal(signal.SIGTERM) is SIGTERM_BEFORE[0]
+
+
+SIGTERM_BEFORE: list = []   # the SIGTERM disposition before the module's ray.init
 
 
 def test_tables_bit_identical_to_in_process_and_manifest_records_cluster(ray_backend,
@@ -271,6 +277,9 @@ def test_ctrl_c_cancels_tasks_and_shuts_down_own_instance(ray_backend):
     with pytest.raises(KeyboardInterrupt):
         ray_backend.map(slow_unless_first, jobs, on_result=interrupt)
     assert not ray.is_initialized()        # the owner shut its instance down
+    # and put back the SIGTERM disposition it found (Ray's handler, sys.exit(15), had
+    # outlived the instance before)
+    assert signal.getsignal(signal.SIGTERM) is SIGTERM_BEFORE[0]
 
 
 def test_agent_tasks_v1_two_scenarios_bit_identical_on_ray_and_the_process_pool(ray_backend,

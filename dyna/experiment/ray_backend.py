@@ -235,6 +235,7 @@ class RayBackend(Backend):
         self.keep_alive = keep_alive
         self._workers = workers if address is not None else (workers or os.cpu_count() or 1)
         self._own = False          # this backend called ray.init
+        self._sigterm_before = None  # SIGTERM disposition before that ray.init
         self._info: dict = {}      # cluster snapshot taken at start
         self._retried = 0          # re-submissions after job exceptions
 
@@ -259,6 +260,8 @@ class RayBackend(Backend):
         if not ray.is_initialized():
             common = dict(include_dashboard=False, log_to_driver=False,
                           logging_level=logging.WARNING)
+            if threading.current_thread() is threading.main_thread():
+                self._sigterm_before = signal.getsignal(signal.SIGTERM)
             with _keep_sigterm_handler():
                 if self.address is None:
                     ray.init(address="local", num_cpus=self._workers, **common)
@@ -290,10 +293,17 @@ class RayBackend(Backend):
         }
 
     def close(self) -> None:
-        """Shut down the Ray instance (or close the connection) this backend opened."""
+        """Shut down the Ray instance (or close the connection) this backend opened.
+
+        The SIGTERM disposition found before ``ray.init`` is put back: Ray's driver handler
+        (``sys.exit(15)``) would otherwise outlive the instance it was installed for.
+        """
         if self._own:
             self._own = False
             self._ray.shutdown()
+            before, self._sigterm_before = self._sigterm_before, None
+            if before is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, before)
 
     def __enter__(self) -> RayBackend:
         self.start()
