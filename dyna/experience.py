@@ -67,6 +67,7 @@ from dyna.redact import (DEFAULT_SENSITIVE_KEYS, REDACTED, hash_features, is_sen
                          redact)
 from dyna.store import jsonl as _jsonl
 from dyna.store import parquet as _parquet
+from dyna.store import postgres as _postgres
 from dyna.store.sqlite import SQLiteStore
 
 __all__ = ["ExperienceStore", "OPERATIONS", "Operation", "Param", "RECORD_SCHEMA"]
@@ -393,7 +394,9 @@ class ExperienceStore:
     Parameters
     ----------
     db_path : str or Path
-        SQLite file (created if missing); ``""`` keeps everything in memory.
+        SQLite file (created if missing); ``""`` keeps everything in memory; a
+        ``postgresql://`` DSN selects :class:`dyna.store.postgres.PostgresStore` (tables
+        created if missing; the password never appears in messages or stats).
     dim : int
         Feature dimension d of every episode.
     prior : {"uniform", "jeffreys"} or (a0, b0)
@@ -443,8 +446,11 @@ class ExperienceStore:
         if self.read_only and not str(db_path):
             raise ConfigError("read_only", True, "needs a db_path (an in-memory store is "
                               "always writable)")
-        self._db = SQLiteStore(db_path, RECORD_SCHEMA, self.dim, timeout=busy_timeout,
-                               verify=verify, read_only=self.read_only) \
+        backend = SQLiteStore
+        if _postgres.is_dsn(db_path):  # a PostgreSQL database shared between machines
+            backend = _postgres.PostgresStore
+        self._db = backend(db_path, RECORD_SCHEMA, self.dim, timeout=busy_timeout,
+                           verify=verify, read_only=self.read_only) \
             if str(db_path) else None
         try:
             self.buffer = self._new_buffer()
@@ -1416,7 +1422,8 @@ class ExperienceStore:
                                       "mutates": op.mutates, "destructive": op.destructive}
                                for name, op in OPERATIONS.items()},
                 "risk_classes": list(RISK_CLASSES),
-                "persistence": {"backend": "sqlite" if self._db is not None else "memory",
+                "persistence": {"backend": getattr(self._db, "backend", "sqlite")
+                                if self._db is not None else "memory",
                                 "path": self._db.path if self._db is not None else None,
                                 "export_formats": ["jsonl", "parquet"]},
                 "index": {"exact": "cosine", "ann": "faiss-hnsw" if ann else None},
