@@ -584,7 +584,26 @@ class ConsolidationReport:
 
 @dataclass(frozen=True)
 class PendingFact:
-    """A fact staged for approval (its destination, this store, is fixed)."""
+    """A fact staged for approval (its destination, this store, is fixed).
+
+    Attributes
+    ----------
+    id : str
+        ``m0001``, ``m0002``, ... in staging order, unique across processes sharing the
+        file.
+    entry : MemoryEntry
+        The fact as it would be written (text redacted, trust ``untrusted`` until
+        approved).
+    run_id : str
+        The run (or ``cli``) that proposed it.
+    staged_at : str
+        ISO time, seconds, UTC.
+    provenance : tuple of str
+        The sources it was drawn from (redacted).
+    reason : str
+        Why it waits (e.g. it would replace a fact a person wrote); empty for an
+        untrusted source alone.
+    """
 
     id: str
     entry: MemoryEntry
@@ -592,6 +611,11 @@ class PendingFact:
     staged_at: str
     provenance: tuple[str, ...] = field(default=())
     reason: str = ""
+
+    @property
+    def summary(self) -> str:
+        """One line: ``fact: TEXT`` (what an approver is asked about)."""
+        return f"fact: {self.entry.text}"
 
 
 def _pending_to_json(items) -> str:

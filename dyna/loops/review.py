@@ -1179,6 +1179,24 @@ class LearningLoop:
             self._executor.shutdown(wait=True)
             self._executor = None
 
+    def learning_cost(self) -> "LearningCost":
+        """The cost of learning so far, summed over every review that ended (skipped ones
+        cost nothing), kept apart from the runs' own cost
+        (``sum(r.tokens for r in loop.records)``).
+
+        Returns
+        -------
+        LearningCost
+            ``reviewer_tokens`` (with its ``prompt_tokens`` / ``completion_tokens`` split
+            when the reviewer reported one), ``grading_calls``, ``turns`` and ``seconds``,
+            each a sum; a background review still running is not counted yet
+            (:meth:`wait` first).
+        """
+        costs = [r.review.cost for r in self.records if r.review is not None]
+        return LearningCost(*(sum(getattr(c, f) for c in costs) for f in (
+            "reviewer_tokens", "grading_calls", "prompt_tokens", "completion_tokens",
+            "turns")), seconds=float(sum(c.seconds for c in costs)))
+
     def impact(self, **kwargs) -> "ImpactReport":
         """:func:`impact_report` of this loop's episodes."""
         return impact_report(self.records, **kwargs)

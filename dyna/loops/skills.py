@@ -794,6 +794,12 @@ class PendingItem:
     provenance: tuple[str, ...]
     reason: str = ""
 
+    @property
+    def summary(self) -> str:
+        """One line: ``skill NAME: DESCRIPTION`` (what an approver is asked about; the
+        whole text is in :attr:`skill`, shown by ``dyna skills pending``)."""
+        return f"{self.skill.kind} {self.dest}: {' '.join(self.skill.description.split())}"
+
 
 class MemorySkillBackend:
     """Skills, history and pending proposals held in memory (no files).
