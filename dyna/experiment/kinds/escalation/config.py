@@ -12,8 +12,8 @@ from dyna.errors import ConfigError, check_range
 from dyna.experiment.config import (NAME_RE, check_bool, check_keys, check_string, config_hash,
                                     table_of)
 
-__all__ = ["EscalationConfig", "FEEDBACK", "PolicyVariant", "RULES", "Scenario",
-           "build_policy", "class_costs", "parse_escalation"]
+__all__ = ["CostSetting", "EscalationConfig", "FEEDBACK", "PolicyVariant", "RULES",
+           "Scenario", "build_policy", "class_costs", "parse_escalation"]
 
 
 FEEDBACK = ("censored", "full")
@@ -39,6 +39,33 @@ class Scenario:
     name: str
     source: str
     params: dict
+
+
+@dataclass(frozen=True)
+class CostSetting:
+    """One cost setting of the benchmark: a risk class at one threshold p*.
+
+    Without a ``costs.p_star`` grid there is one setting per risk class, at the class's
+    preset p* (named after the class); with a grid, one per risk class and grid value
+    (named ``p*=0.4``, or ``low_stakes p*=0.4`` when several classes are run).
+
+    Attributes
+    ----------
+    name : str
+        Label in the tables (column ``cost_setting``), plots and report.
+    risk_class : str
+        Key of :data:`dyna.escalation.RISK_CLASSES` (which outcomes count, the preset rule
+        and delta).
+    p_star : float
+        The competence threshold in (0, 1): the threshold of every threshold rule whose
+        variant does not set its own, and the failure cost ``c_failure = c_escalate /
+        (1 - p*)`` unless ``costs.c_failure`` is given (so the type oracle acts iff the
+        type's rate is >= p* when attempts cost nothing).
+    """
+
+    name: str
+    risk_class: str
+    p_star: float
 
 
 @dataclass(frozen=True)
@@ -137,7 +164,7 @@ class EscalationConfig:
             variants.append(d)
         return {
             "kind": "escalation", "name": self.name, "description": self.description,
-            "seed": self.seed, "runs": self.runs, "costs": dict(self.costs),
+            "seed": self.seed, "runs": self.runs, "costs": _plain(self.costs),
             "risk_classes": list(self.risk_classes), "feedback": list(self.feedback),
             "scenarios": [{"name": s.name, "source": s.source, **_plain(s.params)}
                           for s in self.scenarios],
@@ -160,9 +187,20 @@ class EscalationConfig:
             changes["seed"] = check_range("--seed", seed, lo=0, integer=True)
         return dataclasses.replace(self, **changes) if changes else self
 
-    def groups(self) -> list[tuple[PolicyVariant, str]]:
-        """(variant, risk class) pairs in canonical order (variant-major)."""
-        return [(v, rc) for v in self.variants for rc in self.risk_classes]
+    def settings(self) -> list[CostSetting]:
+        """The cost settings in canonical order (risk class, then grid value)."""
+        from dyna.escalation import RISK_CLASSES
+
+        grid = self.costs.get("p_star", ())
+        if not grid:
+            return [CostSetting(rc, rc, RISK_CLASSES[rc].p_star) for rc in self.risk_classes]
+        many = len(self.risk_classes) > 1
+        return [CostSetting(f"{rc} p*={p:g}" if many else f"p*={p:g}", rc, p)
+                for rc in self.risk_classes for p in grid]
+
+    def groups(self) -> list[tuple[PolicyVariant, CostSetting]]:
+        """(variant, cost setting) pairs in canonical order (variant-major)."""
+        return [(v, st) for v in self.variants for st in self.settings()]
 
 
 def _plain(obj):
@@ -177,7 +215,7 @@ _TOP = ("name", "description", "seed", "runs", "costs", "risk_classes", "feedbac
         "scenarios", "defaults", "variants", "analysis")
 
 
-_COSTS = ("c_escalate", "c_failure", "c_act", "act_cost", "act_cost_scale")
+_COSTS = ("c_escalate", "c_failure", "c_act", "act_cost", "act_cost_scale", "p_star")
 
 
 _SYN = ("name", "source", "rates", "steps", "change_at", "rates_after", "drift_to",
@@ -226,6 +264,19 @@ def _parse_costs(raw: dict) -> dict:
     for k, v in out.items():
         if isinstance(v, float) and not math.isfinite(v):
             raise ConfigError(f"costs.{k}", v, "must be finite")
+    if "p_star" in raw:  # the cost-setting grid (left out when absent: older files' hash)
+        grid = raw["p_star"]
+        if not isinstance(grid, list) or not grid:
+            raise ConfigError("costs.p_star", grid, "must be a non-empty array of thresholds")
+        values = tuple(float(check_range(f"costs.p_star[{j}]", x, 0.0, 1.0, lo_open=True,
+                                         hi_open=True)) for j, x in enumerate(grid))
+        if any(b <= a for a, b in zip(values, values[1:])):
+            raise ConfigError("costs.p_star", grid, "values must be strictly increasing")
+        if "c_failure" in out:
+            raise ConfigError("costs.c_failure", out["c_failure"], "cannot be set with "
+                              "costs.p_star: each grid value sets its own failure cost "
+                              "c_escalate / (1 - p*)")
+        out["p_star"] = values
     return out
 
 
@@ -409,33 +460,49 @@ def parse_escalation(data: dict, *, runs=None, seed=None, base_dir=None) -> Esca
                            costs=costs, risk_classes=risk, feedback=feedback,
                            scenarios=scenarios, variants=variants, analysis=analysis,
                            base_dir=None if base_dir is None else str(base_dir))
-    for v in variants:  # every (variant, class) must build a policy
-        for rc in risk:
-            build_policy(cfg, v, rc)
+    for v, st in cfg.groups():  # every (variant, cost setting) must build a policy
+        build_policy(cfg, v, st)
     return cfg.with_overrides(runs=runs, seed=seed)
 
 
 # =========================================================================== policies
 
-def class_costs(costs: dict, risk_class: str) -> tuple[float, float, float]:
-    """``(c_escalate, c_failure, c_act)`` under a risk class.
-
-    ``c_failure`` defaults to ``c_escalate / (1 - p*)`` with the class's preset p*, so that
-    Chow's cost threshold equals the class's p* (higher stakes: a failure costs more).
-    """
+def _setting(setting) -> CostSetting:
+    """A :class:`CostSetting`, or a risk class name as the class's preset setting."""
+    if isinstance(setting, CostSetting):
+        return setting
     from dyna.escalation import RISK_CLASSES
 
+    return CostSetting(setting, setting, RISK_CLASSES[setting].p_star)
+
+
+def class_costs(costs: dict, setting) -> tuple[float, float, float]:
+    """``(c_escalate, c_failure, c_act)`` under a cost setting.
+
+    Parameters
+    ----------
+    costs : dict
+        The config's ``costs``.
+    setting : CostSetting or str
+        A cost setting, or a risk class name (its preset p*).
+
+    ``c_failure`` defaults to ``c_escalate / (1 - p*)`` with the setting's p*, so that
+    Chow's cost threshold equals p* when attempts cost nothing (higher stakes: a failure
+    costs more).
+    """
+    st = _setting(setting)
     c_e = costs["c_escalate"]
-    c_f = costs.get("c_failure") or c_e / (1.0 - RISK_CLASSES[risk_class].p_star)
+    c_f = costs.get("c_failure") or c_e / (1.0 - st.p_star)
     return c_e, c_f, costs.get("c_act", 0.0)
 
 
-def build_policy(config: EscalationConfig, variant: PolicyVariant, risk_class: str):
-    """The :class:`dyna.escalation.Policy` of a variant under a risk class.
+def build_policy(config: EscalationConfig, variant: PolicyVariant, setting):
+    """The :class:`dyna.escalation.Policy` of a variant under a cost setting.
 
-    Threshold rules take p* (and delta) from the variant or else from the risk class's
-    preset; ``"chow"`` takes its threshold from the class's costs (:func:`class_costs`);
-    ``"preset"`` is the class's own preset rule.
+    Threshold rules take p* (and delta) from the variant or else from the setting (its
+    p*; the risk class's preset delta); ``"chow"`` takes its threshold from the setting's
+    costs (:func:`class_costs`); ``"preset"`` is the risk class's own preset rule at the
+    setting's p*. ``setting`` is a :class:`CostSetting` or a risk class name.
 
     Raises
     ------
@@ -444,13 +511,14 @@ def build_policy(config: EscalationConfig, variant: PolicyVariant, risk_class: s
     """
     from dyna.escalation import RISK_CLASSES, make_policy
 
-    rc = RISK_CLASSES[risk_class]
-    c_e, c_f, c_a = class_costs(config.costs, risk_class)
+    st = _setting(setting)
+    rc = RISK_CLASSES[st.risk_class]
+    c_e, c_f, c_a = class_costs(config.costs, st)
     rule = variant.rule
     delta = variant.delta if variant.delta is not None else (rc.delta or 0.05)
     if rule == "preset":
         rule = "mean" if rc.delta is None else "lower_bound"
     return make_policy(rule, p_star=variant.p_star if variant.p_star is not None
-                       else rc.p_star, delta=delta, min_episodes=variant.min_episodes,
+                       else st.p_star, delta=delta, min_episodes=variant.min_episodes,
                        epsilon=variant.epsilon, c_escalate=c_e, c_failure=c_f, c_act=c_a,
                        field_prefix=f"variants.{variant.name}.")

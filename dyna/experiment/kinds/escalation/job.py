@@ -179,12 +179,14 @@ def run_job(job: Job) -> dict:
     cum = lambda x: np.cumsum(x, axis=1)[:, idx]  # noqa: E731
     losses = (~outcomes).astype(np.float64)
     grid = np.linspace(1.0 / p["coverage_points"], 1.0, p["coverage_points"])
-    rc_rows, aurc_v, aurc_opt = [], [], []
+    rc_rows, aurc_v, aurc_opt, aurc_type = [], [], [], []
     for i in range(R):
         cov, risk = risk_coverage(res["score"][i], losses[i])
         rc_rows.append(risk[np.ceil(grid * T).astype(np.int64) - 1])
         aurc_v.append(float(risk.mean()))
         aurc_opt.append(optimal_aurc(losses[i]))
+        # the type oracle's score: the true rate of the task's type when it arrives
+        aurc_type.append(float(risk_coverage(p_true[i], losses[i])[1].mean()))
     a_ck, b_ck = res["a_ck"], res["b_ck"]  # (C, R, K)
     mean_ck = a_ck / (a_ck + b_ck)
     rates_ck = np.stack([s["rates_tk"][idx] for s in streams], axis=1)  # (C, R, K)
@@ -202,6 +204,7 @@ def run_job(job: Job) -> dict:
         "evidence": (a_ck[-1] + b_ck[-1]).sum(axis=1) - K * sum(prior_shapes(p["prior"])),
         "agreement": (act == o_act).mean(axis=1),
         "aurc": np.asarray(aurc_v), "aurc_optimal": np.asarray(aurc_opt),
+        "aurc_type_oracle": np.asarray(aurc_type),
         "final_abs_error": abs_err[:, -1],
         "checkpoints": ck,
         "cum_cost": cum(cost), "cum_regret_type": cum(cost - o_cost),

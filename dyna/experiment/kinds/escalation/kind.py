@@ -92,9 +92,13 @@ class EscalationKind(ExperimentKind):
         points = _points(config, systems)
         manifest = {"points": points, "data": data_info,
                     "scenario_types": {k: v["type_names"] for k, v in sc_info.items()},
-                    "risk_class_costs": {rc: dict(zip(("c_escalate", "c_failure", "c_act"),
-                                                      class_costs(config.costs, rc)))
-                                         for rc in config.risk_classes}}
+                    # keyed by cost setting (the risk class's name without a p* grid)
+                    "risk_class_costs": {st.name: {**dict(zip(("c_escalate", "c_failure",
+                                                               "c_act"),
+                                                              class_costs(config.costs, st))),
+                                                   "risk_class": st.risk_class,
+                                                   "p_star": st.p_star}
+                                         for st in config.settings()}}
         return Prepared(manifest=manifest, state={"points": points, "sc": sc_info})
 
     def n_groups(self, config) -> int:
@@ -106,14 +110,15 @@ class EscalationKind(ExperimentKind):
         points, sc_info = prepared.state["points"], prepared.state["sc"]
         scen = {s.name: s for s in config.scenarios}
         jobs = []
-        for g, (variant, rc) in enumerate(config.groups()):
-            policy = build_policy(config, variant, rc)
-            c_e, c_f, c_a = class_costs(config.costs, rc)
+        for g, (variant, st) in enumerate(config.groups()):
+            policy = build_policy(config, variant, st)
+            c_e, c_f, c_a = class_costs(config.costs, st)
+            rc = st.risk_class
             for pi, pt in enumerate(points):
                 sc = scen[pt["scenario"]]
                 info = sc_info[sc.name]
                 payload = {
-                    "variant_name": f"{variant.name}/{rc}",
+                    "variant_name": f"{variant.name}/{st.name}",
                     "point_kwargs": {k: v for k, v in pt.items() if v},
                     "policy": policy, "prior": variant.prior, "discount": variant.discount,
                     "discount_clock": variant.discount_clock,

@@ -69,7 +69,7 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
     comp = out.tables.get("competence")
     if comp is None or comp.height == 0:
         return []
-    comp = _first_systems(comp.filter(pl.col("risk_class") == out.config.risk_classes[0]))
+    comp = _first_systems(comp.filter(pl.col("cost_setting") == out.config.settings()[0].name))
     paths = []
     several = comp["variant"].n_unique() > 1
     for (variant, scenario, system, feedback), g in comp.group_by(
@@ -95,7 +95,7 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
             for j in range(K, rows * cols):
                 axes[j // cols][j % cols].set_visible(False)
             axes[0][0].legend(fontsize=7)
-            fig.suptitle(f"competence of {variant!r} ({out.config.risk_classes[0]}, "
+            fig.suptitle(f"competence of {variant!r} ({out.config.settings()[0].name}, "
                          f"{feedback} feedback), run 0, {scenario} {system}\n"
                          "mean with 95% credible band; x: tasks seen", fontsize=9)
             fig.supxlabel("tasks", fontsize=8)
@@ -112,10 +112,11 @@ def _with_unit(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
-    """Cumulative pseudo-regret per policy: a row per risk class, linear and log task axis."""
+    """Cumulative pseudo-regret per policy: a row per cost setting, linear and log task
+    axis."""
     curves = _with_unit(out.tables["curves"])
     variants = [v.name for v in out.config.variants]
-    classes = list(out.config.risk_classes)
+    classes = [st.name for st in out.config.settings()]
     colors = _colors(len(variants))
     paths = []
     for (scenario, feedback), g in curves.group_by(["scenario", "feedback"],
@@ -123,7 +124,7 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
         with figure(figsize=(11.0, 3.6 * len(classes) + 0.6)) as fig:
             axes = fig.subplots(len(classes), 2, squeeze=False)
             for r, rc in enumerate(classes):
-                summary = curve_ci(g.filter(pl.col("risk_class") == rc), by=["variant"],
+                summary = curve_ci(g.filter(pl.col("cost_setting") == rc), by=["variant"],
                                    x="step", y="cum_pseudo_regret", run="unit", **_opts(out))
                 for (name,), s in summary.group_by(["variant"], maintain_order=True):
                     c = colors[variants.index(name) % len(colors)]
@@ -152,11 +153,11 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
 
 
 def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
-    """Risk-coverage curves per policy (first risk class), a panel per feedback mode, with
+    """Risk-coverage curves per policy (first cost setting), a panel per feedback mode, with
     the agent's failure rate (the expected curve of a random score)."""
-    rc0 = out.config.risk_classes[0]
-    rcov = out.tables["risk_coverage"].filter(pl.col("risk_class") == rc0)
-    runs = out.tables["runs"].filter(pl.col("risk_class") == rc0)
+    rc0 = out.config.settings()[0].name
+    rcov = out.tables["risk_coverage"].filter(pl.col("cost_setting") == rc0)
+    runs = out.tables["runs"].filter(pl.col("cost_setting") == rc0)
     variants = [v.name for v in out.config.variants]
     colors = _colors(len(variants))
     paths = []
@@ -188,7 +189,45 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
     return paths
 
 
+def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
+    """Regret per task against the type oracle as a function of p* (the ``costs.p_star``
+    grid), a line per policy, a panel per feedback mode; none without a grid."""
+    if not out.config.costs.get("p_star"):
+        return []
+    runs = _with_unit(out.tables["runs"]).with_columns(
+        (pl.col("regret_type") / pl.col("steps")).alias("regret_per_task"))
+    variants = [v.name for v in out.config.variants]
+    colors = _colors(len(variants))
+    paths = []
+    for (scenario,), g in runs.group_by(["scenario"], maintain_order=True):
+        modes = list(dict.fromkeys(g["feedback"].to_list()))
+        with figure(figsize=(5.5 * len(modes), 4.5)) as fig:
+            axes = fig.subplots(1, len(modes), squeeze=False)[0]
+            for ax, feedback in zip(axes, modes):
+                summary = curve_ci(g.filter(pl.col("feedback") == feedback), by=["variant"],
+                                   x="p_star", y="regret_per_task", run="unit", **_opts(out))
+                for (name,), s in summary.group_by(["variant"], maintain_order=True):
+                    c = colors[variants.index(name) % len(colors)]
+                    x = s.get_column("p_star").to_numpy()
+                    ax.plot(x, s.get_column("estimate").to_numpy(), color=c, marker=".",
+                            label=name)
+                    low, high = s.get_column("low").to_numpy(), s.get_column("high").to_numpy()
+                    if np.isfinite(low).any():
+                        ax.fill_between(x, low, high, color=c, alpha=0.12, linewidth=0)
+                ax.set_title(f"{feedback} feedback", fontsize=9)
+                ax.set_xlabel("p* (failure cost c_escalate / (1 - p*))")
+                ax.set_ylabel("regret per task vs the type oracle (cost units)")
+                ax.grid(alpha=0.3)
+            axes[0].legend(fontsize=7)
+            fig.suptitle(f"regret by cost setting: {scenario}; mean over runs and systems, "
+                         f"{out.config.analysis.confidence:.0%} bootstrap band", fontsize=9)
+            paths += save(fig, folder / f"cost_grid_{_slug(scenario)}",
+                          svg=out.config.analysis.svg)
+    return paths
+
+
 def draw_plots(out: "ExperimentOutput", folder: Path) -> list[Path]:
     """Every plot into ``folder / "plots"``; returns the files written."""
     dest = Path(folder) / "plots"
-    return plot_competence(out, dest) + plot_regret(out, dest) + plot_risk_coverage(out, dest)
+    return (plot_competence(out, dest) + plot_regret(out, dest) + plot_risk_coverage(out, dest)
+            + plot_cost_grid(out, dest))

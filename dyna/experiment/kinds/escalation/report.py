@@ -1,8 +1,9 @@
 """Kind ``escalation``: report.md.
 
 Report sections: a headline (what was run, the policy with the lowest regret per cost
-setting, where "always escalate" wins); setup; a cost table per policy and risk class for every scenario and
-feedback mode; the censoring trap; Thompson sampling's regret growth against log T;
+setting, where "always escalate" wins); setup; the lowest-regret policy per cost setting
+(a risk class, or a value of the ``costs.p_star`` grid) with the rank of "always escalate";
+a cost table per policy and cost setting for every scenario and feedback mode; the censoring trap; Thompson sampling's regret growth against log T;
 recovery after change points; per-system tables of replayed logs (cost, regret, AURC next
 to a random score).
 """
@@ -47,6 +48,10 @@ def _setup(out) -> list[str]:
               "class, scenario and feedback mode",
               f"- risk classes: {', '.join(cfg.risk_classes)}; feedback: "
               f"{', '.join(cfg.feedback)}"]
+    if cfg.costs.get("p_star"):
+        lines.append(f"- cost-setting grid: p* in {', '.join(f'{p:g}' for p in cfg.costs['p_star'])} "
+                     "(costs.p_star); each sets the failure cost c_escalate / (1 - p*) and the "
+                     "threshold of every threshold rule that does not set its own")
     for rc, c in m.get("risk_class_costs", {}).items():
         act = " + logged API cost" if cfg.costs.get("act_cost") else ""
         lines.append(f"- costs under {rc}: escalation {c['c_escalate']:g}, failure "
@@ -82,42 +87,96 @@ def _setup(out) -> list[str]:
     return lines
 
 
+def _lowest(g: pl.DataFrame) -> tuple[dict, list]:
+    """Mean regret per task (type oracle) per variant of one cost setting, and the
+    variants within 1e-12 of the lowest."""
+    per = {v: float(_per_task(s, "regret_type").mean())
+           for (v,), s in g.group_by(["variant"], maintain_order=True)}
+    if not per:
+        return per, []
+    low = min(per.values())
+    return per, [v for v, r in per.items() if r <= low + 1e-12]
+
+
 def _headline(out) -> list[str]:
     """At most five lines: what was run, the policy with the lowest regret per cost
     setting, and where "always escalate" is the best or tied-best policy."""
     cfg = out.config
     runs = out.tables["runs"]
     n_pts = runs.select(["scenario", "feedback"]).unique().height
+    n_set = len(cfg.settings())
+    grid = cfg.costs.get("p_star")
+    what = (f"{n_set} cost settings (p* in {', '.join(f'{p:g}' for p in grid)})" if grid
+            else f"{len(cfg.risk_classes)} risk classes")
     lines = ["## Headline", "",
-             f"- {len(cfg.variants)} policies x {len(cfg.risk_classes)} risk classes x "
+             f"- {len(cfg.variants)} policies x {what} x "
              f"{n_pts} scenario/feedback settings x {cfg.runs} runs."]
     best: dict[str, dict[str, int]] = {}
     always_wins = []
-    for (scenario, feedback, rc), g in runs.group_by(["scenario", "feedback", "risk_class"],
+    rules = {v.name: v.rule for v in cfg.variants}
+    for (scenario, feedback, st), g in runs.group_by(["scenario", "feedback", "cost_setting"],
                                                     maintain_order=True):
-        per = {v: float(_per_task(s, "regret_type").mean())
-               for (v,), s in g.group_by(["variant"], maintain_order=True)}
-        if not per:
-            continue
-        low = min(per.values())
-        winners = [v for v, r in per.items() if r <= low + 1e-12]
-        best.setdefault(rc, {})
+        _, winners = _lowest(g)
+        best.setdefault(st, {})
         for w in winners:
-            best[rc][w] = best[rc].get(w, 0) + 1
-        rules = {v.name: v.rule for v in cfg.variants}
+            best[st][w] = best[st].get(w, 0) + 1
         if any(rules.get(w) == "always" for w in winners):
-            always_wins.append(f"{scenario}/{feedback}/{rc}")
+            always_wins.append(f"{scenario}/{feedback}/{st}")
     parts = []
-    for rc, counts in best.items():
+    for st, counts in best.items():
         top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
-        parts.append(f"{rc}: " + ", ".join(f"`{v}` ({n})" for v, n in top))
-    lines.append("- lowest regret per task against the type oracle (settings won): "
-                 + "; ".join(parts) + ".")
+        parts.append(f"{st}: " + ", ".join(f"`{v}` ({n})" for v, n in top))
+    lines.append("- lowest regret per task against the type oracle (scenario/feedback "
+                 "settings won), per cost setting: " + "; ".join(parts) + ".")
     shown = ", ".join(always_wins[:4]) + (" and others" if len(always_wins) > 4 else "")
     lines.append("- \"always escalate\" is (tied) best in "
                  + (f"{len(always_wins)} setting(s): {shown}." if always_wins
                     else "no setting."))
     return lines + [""]
+
+
+def _per_setting(out) -> list[str]:
+    """Per scenario and feedback mode, a row per cost setting: the policy with the lowest
+    regret, the runner-up, and where "always escalate" stands."""
+    cfg = out.config
+    runs = out.tables["runs"]
+    rules = {v.name: v.rule for v in cfg.variants}
+    always = [v.name for v in cfg.variants if v.rule == "always"]
+    lines = ["", "## Lowest regret per cost setting", "",
+             "Mean regret per task against the type oracle (common random numbers: every "
+             "policy sees the same tasks), pooled over systems and runs; a policy within "
+             "1e-12 of the lowest is tied. A cost setting's p* is the threshold of the "
+             "threshold rules and sets the failure cost c_escalate / (1 - p*), so the type "
+             "oracle acts on a type iff its rate is >= p* (ties act) when attempts cost "
+             "nothing. \"always\" is the always-escalate policy; its rank is among all "
+             f"{len(cfg.variants)} policies (1 = lowest regret).", ""]
+    for (scenario, feedback), g in runs.group_by(["scenario", "feedback"], maintain_order=True):
+        rows, wins = [], []
+        for (st,), s in g.group_by(["cost_setting"], maintain_order=True):
+            per, winners = _lowest(s)
+            order = sorted(per, key=lambda v: (per[v], v))
+            runner = next((v for v in order if v not in winners), None)
+            row = [st, f"{float(s['p_star'][0]):g}", ", ".join(f"`{w}`" for w in winners),
+                   fmt(per[winners[0]]),
+                   f"`{runner}` ({fmt(per[runner])})" if runner else "-"]
+            if always:
+                a = always[0]
+                rank = 1 + sum(per[v] < per[a] - 1e-12 for v in per)
+                won = any(rules.get(w) == "always" for w in winners)
+                row += [fmt(per[a]), str(rank), "yes" if won else "no"]
+                if won:
+                    wins.append(st)
+            rows.append(row)
+        lines += [f"### {scenario}, {feedback} feedback", ""]
+        header = ["cost setting", "p*", "lowest regret", "regret/task", "runner-up"]
+        if always:
+            header += ["always: regret/task", "always: rank", "always escalate wins"]
+        lines += md_table(header, rows)
+        if always:
+            lines += ["", "\"Always escalate\" wins (is tied) best at: "
+                      + (", ".join(wins) if wins else "no cost setting") + "."]
+        lines.append("")
+    return lines
 
 
 def _cost_tables(out) -> list[str]:
@@ -127,16 +186,17 @@ def _cost_tables(out) -> list[str]:
         pooled = " (mean over systems and runs)" if g["system"].n_unique() > 1 else ""
         lines += [f"### {scenario}, {feedback} feedback{pooled}", ""]
         rows = []
-        for (variant, rc), s in g.group_by(["variant", "risk_class"], maintain_order=True):
-            rows.append([variant, rc, ci(per_run_ci(_per_task(s, "total_cost"), **_opts(out))),
+        for (variant, st), s in g.group_by(["variant", "cost_setting"], maintain_order=True):
+            rows.append([variant, st, ci(per_run_ci(_per_task(s, "total_cost"), **_opts(out))),
                          ci(per_run_ci(_per_task(s, "regret_type"), **_opts(out))),
                          fmt(float(_per_task(s, "regret_task").mean())),
                          f"{s['escalation_rate'].mean():.3f}",
                          f"{s['failure_rate'].mean():.3f}", f"{s['aurc'].mean():.3f}",
+                         f"{s['aurc_type_oracle'].mean():.3f}",
                          f"{s['final_abs_error'].mean():.3f}"])
-        lines += md_table(["policy", "risk class", "cost/task", "regret/task (type oracle)",
+        lines += md_table(["policy", "cost setting", "cost/task", "regret/task (type oracle)",
                          "regret/task (task oracle)", "escalation rate", "failure rate",
-                         "AURC", "competence error"], rows)
+                         "AURC", "AURC of the type oracle", "competence error"], rows)
         lines.append("")
     return lines
 
@@ -146,11 +206,11 @@ def _censoring(out) -> list[str]:
     if not {"censored", "full"} <= set(cfg.feedback):
         return []
     runs = out.tables["runs"]
-    rc = cfg.risk_classes[0]
+    rc = cfg.settings()[0].name
     scenario = cfg.scenarios[0].name
-    g = runs.filter((pl.col("scenario") == scenario) & (pl.col("risk_class") == rc))
+    g = runs.filter((pl.col("scenario") == scenario) & (pl.col("cost_setting") == rc))
     lines = ["", "## The censoring trap", "",
-             f"Scenario `{scenario}`, risk class {rc}. Under censored feedback an escalated "
+             f"Scenario `{scenario}`, cost setting {rc}. Under censored feedback an escalated "
              "task does not reveal whether the agent would have succeeded. A rule that acts "
              "only when a statistic of the posterior reaches p* and whose prior statistic "
              "sits below p* (uniform prior: mean 0.5) escalates the first task of every "
@@ -208,10 +268,10 @@ def _thompson(out) -> list[str]:
     rows = []
     for sc in stationary:
         for name in thompson + compare:
-            for rc in cfg.risk_classes:
+            for rc in (st.name for st in cfg.settings()):
                 for fb in cfg.feedback:
                     g = curves.filter((pl.col("scenario") == sc) & (pl.col("variant") == name)
-                                      & (pl.col("risk_class") == rc)
+                                      & (pl.col("cost_setting") == rc)
                                       & (pl.col("feedback") == fb))
                     m = g.group_by("step").agg(pl.col("cum_pseudo_regret").mean()).sort("step")
                     m = m.filter(pl.col("step") >= 10)
@@ -224,7 +284,7 @@ def _thompson(out) -> list[str]:
                     rows.append([sc, name, rc, fb, fmt(m["cum_pseudo_regret"][-1]),
                                  f"{f['slope_log']:.3g}", f"{f['r2_log']:.3f}",
                                  f"{f['r2_linear']:.3f}", f"{f['exponent']:.3f}", growth])
-    lines += md_table(["scenario", "policy", "risk class", "feedback", "R(T), cost units",
+    lines += md_table(["scenario", "policy", "cost setting", "feedback", "R(T), cost units",
                      "b (per ln t)",
                      "R² log fit", "R² linear fit", "exponent",
                      "best growth model (AIC: log, sqrt, linear)"], rows)
@@ -247,7 +307,7 @@ def _recovery(out) -> list[str]:
     discount = {v.name: v.discount for v in cfg.variants}
     rows, summary = [], []
     for (variant, rc, scenario, system, feedback), g in agree.group_by(
-            ["variant", "risk_class", "scenario", "system", "feedback"], maintain_order=True):
+            ["variant", "cost_setting", "scenario", "system", "feedback"], maintain_order=True):
         sc = next((s for s in cfg.scenarios if s.name == scenario), None)
         change = list(sc.params.get("change_at", [])) if sc and sc.source == "synthetic" \
             else []
@@ -270,7 +330,7 @@ def _recovery(out) -> list[str]:
                      f"{gv[-w:].mean():.3f}"])
     if not rows:
         return []
-    lines += md_table(["scenario", "policy", "discount", "risk class", "feedback",
+    lines += md_table(["scenario", "policy", "discount", "cost setting", "feedback",
                      "recovery (tasks)", "agreement before", "agreement at end"], rows)
     if summary:
         lines += ["", "Discounted variants after the change: " + "; ".join(summary) + ". "
@@ -292,9 +352,9 @@ def _replay(out) -> list[str]:
         g = runs.filter(pl.col("scenario") == sc.name)
         systems = list(dict.fromkeys(g["system"].to_list()))
         variants = [v.name for v in cfg.variants]
-        for rc in cfg.risk_classes:
+        for rc in (st.name for st in cfg.settings()):
             for fb in cfg.feedback:
-                s = g.filter((pl.col("risk_class") == rc) & (pl.col("feedback") == fb))
+                s = g.filter((pl.col("cost_setting") == rc) & (pl.col("feedback") == fb))
                 agg = s.group_by("system", "variant", maintain_order=True).agg(
                     (pl.col("total_cost") / pl.col("steps")).mean().alias("cost"),
                     (pl.col("regret_type") / pl.col("steps")).mean().alias("regret"))
@@ -308,23 +368,29 @@ def _replay(out) -> list[str]:
         fb = "full" if "full" in cfg.feedback else cfg.feedback[0]
         ref = next((v for v in cfg.variants if v.discount == 1.0), cfg.variants[0])
         s = g.filter((pl.col("feedback") == fb) & (pl.col("variant") == ref.name)
-                     & (pl.col("risk_class") == cfg.risk_classes[0]))
+                     & (pl.col("cost_setting") == cfg.settings()[0].name))
         agg = s.group_by("system", maintain_order=True).agg(
             pl.col("aurc").mean(), pl.col("agent_failure_rate").mean(),
-            pl.col("aurc_optimal").mean(), pl.col("e_aurc").mean())
+            pl.col("aurc_optimal").mean(), pl.col("e_aurc").mean(),
+            pl.col("aurc_type_oracle").mean())
         lines += ["", f"### `{sc.name}`: AURC of per-type competence next to a random score",
                   "", f"Score: posterior mean of the task's type when the task arrives "
                   f"({fb} feedback, policy `{ref.name}`, prior {ref.prior}); loss: the "
                   "system fails the task. Tasks with equal scores (every task of a type "
                   "until its posterior moves) are averaged over all orders within the tie, "
                   "so a random (or constant) score has expected AURC equal to the failure "
-                  "rate; the perfect score has the optimal AURC; E-AURC = AURC - optimal.",
-                  ""]
+                  "rate; the perfect score has the optimal AURC; E-AURC = AURC - optimal. "
+                  "The type oracle's score (each type's true rate in the log) is the "
+                  "baseline a per-type competence estimate can at best reach: the "
+                  "remaining gap to the optimal AURC is within-type variation no per-type "
+                  "score can see.", ""]
         rows = [[r["system"], f"{r['aurc']:.4f}", f"{r['agent_failure_rate']:.4f}",
-                 f"{r['aurc'] - r['agent_failure_rate']:+.4f}", f"{r['aurc_optimal']:.4f}",
+                 f"{r['aurc'] - r['agent_failure_rate']:+.4f}",
+                 f"{r['aurc_type_oracle']:.4f}", f"{r['aurc'] - r['aurc_type_oracle']:+.4f}",
+                 f"{r['aurc_optimal']:.4f}",
                  f"{r['e_aurc']:.4f}"] for r in agg.iter_rows(named=True)]
-        lines += md_table(["system", "AURC", "random score", "AURC - random", "optimal",
-                         "E-AURC"], rows)
+        lines += md_table(["system", "AURC", "random score", "AURC - random",
+                           "type oracle", "AURC - type oracle", "optimal", "E-AURC"], rows)
     if lines:
         lines = ["", "## Replayed outcome logs"] + lines
     return lines
@@ -334,7 +400,8 @@ def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> s
     """The Markdown text of report.md (sections in the module docstring)."""
     setup = _setup(out)
     at = setup.index("## Setup")
-    lines = (setup[:at] + _headline(out) + setup[at:] + _cost_tables(out) + _censoring(out)
+    lines = (setup[:at] + _headline(out) + setup[at:] + _per_setting(out) + _cost_tables(out)
+             + _censoring(out)
              + _thompson(out) + _recovery(out) + _replay(out))
     if folder is not None:
         lines += plots_section(Path(folder))

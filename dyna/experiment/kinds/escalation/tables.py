@@ -17,10 +17,14 @@ def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jo
     Returns
     -------
     dict of polars.DataFrame
-        ``runs``: variant, rule, risk_class, scenario, system, feedback, run, steps,
-        total_cost, oracle_type_cost, oracle_task_cost, regret_type, regret_task,
-        pseudo_regret, escalation_rate, failure_rate, agent_failure_rate, evidence,
-        agreement, aurc, aurc_optimal, e_aurc, final_abs_error. Costs are totals over the
+        ``runs``: variant, rule, risk_class, cost_setting, scenario, system, feedback,
+        p_star, run, steps, total_cost, oracle_type_cost, oracle_task_cost, regret_type,
+        regret_task, pseudo_regret, escalation_rate, failure_rate, agent_failure_rate,
+        evidence, agreement, aurc, aurc_optimal, aurc_type_oracle, e_aurc,
+        final_abs_error. ``cost_setting`` names the :class:`CostSetting` (the risk class
+        without a ``costs.p_star`` grid) and ``p_star`` is its threshold;
+        ``aurc_type_oracle`` is the AURC of the type oracle's score (the true rate of the
+        task's type), the baseline a learnt competence can at best approach. Costs are totals over the
         run's ``steps`` tasks; rates are per task (``failure_rate``: failed attempts,
         ``agent_failure_rate``: tasks the agent would fail); ``evidence`` is the counted
         evidence at the end, summed over types (decayed for discounted variants);
@@ -29,6 +33,7 @@ def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jo
         ``curves``: ids + step, cum_cost, cum_regret_type, cum_regret_task,
         cum_pseudo_regret, cum_escalations, abs_error.
         ``risk_coverage``: ids + coverage, risk.
+        Every table's ids include ``cost_setting`` after ``risk_class``.
         ``agreement``: variant, risk_class, scenario, system, feedback, step, agreement
         (fraction of runs), only for streams with change points.
         ``competence``: variant, risk_class, scenario, system, feedback, step, task_type,
@@ -42,9 +47,10 @@ def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jo
     for job, res in zip(jobs, results):
         slots.setdefault((job.variant, job.point), []).append((job, res))
     for (g, pi), parts in slots.items():
-        variant, rc = groups[g]
+        variant, st = groups[g]
         pt = points[pi]
-        ids = {"variant": variant.name, "rule": variant.rule, "risk_class": rc,
+        ids = {"variant": variant.name, "rule": variant.rule, "risk_class": st.risk_class,
+               "cost_setting": st.name,
                "scenario": pt["scenario"], "system": pt["system"],
                "feedback": pt["feedback"]}
 
@@ -57,7 +63,7 @@ def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jo
         steps = cat("steps").astype(np.float64)
         idcols = {k: pl.Series(k, [v] * R, dtype=pl.String) for k, v in ids.items()}
         runs_f.append(pl.DataFrame({
-            **idcols, "run": run_idx, "steps": cat("steps"),
+            **idcols, "p_star": np.full(R, st.p_star), "run": run_idx, "steps": cat("steps"),
             "total_cost": cat("total_cost"), "oracle_type_cost": cat("oracle_type_cost"),
             "oracle_task_cost": cat("oracle_task_cost"),
             "regret_type": cat("total_cost") - cat("oracle_type_cost"),
@@ -68,6 +74,7 @@ def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jo
             "agent_failure_rate": cat("agent_failures") / steps,
             "evidence": cat("evidence"), "agreement": cat("agreement"),
             "aurc": cat("aurc"), "aurc_optimal": cat("aurc_optimal"),
+            "aurc_type_oracle": cat("aurc_type_oracle"),
             "e_aurc": cat("aurc") - cat("aurc_optimal"),
             "final_abs_error": cat("final_abs_error"),
         }))
