@@ -19,8 +19,11 @@ Ids and concurrent writers
     Every write is one transaction that first locks the ``next_id`` row of ``meta``
     (``SELECT ... FOR UPDATE``): writers from any number of processes or machines queue on
     that row, get unique consecutive ids that are never reused, and commit in id order, so a
-    reader that has seen id k has seen every id below k. A batch is sent with ``COPY ...
-    FROM STDIN (FORMAT BINARY)``. A lock not granted within ``timeout`` seconds
+    reader that has seen id k has seen every id below k. A batch is sent with one ``COPY ...
+    FROM STDIN (FORMAT BINARY)``: straight into ``episodes`` for a session that bypasses
+    row-level security, else (PostgreSQL refuses ``COPY FROM`` where policies apply) into a
+    temporary staging table and from there by one ``INSERT ... SELECT``, which the policy
+    checks. A lock not granted within ``timeout`` seconds
     (``lock_timeout``) raises :class:`dyna.errors.StoreBusyError` (retryable, nothing
     written); so do a deadlock and a serialisation failure.
 
@@ -92,6 +95,7 @@ _COPY_TYPES = {"int": "int8", "float": "float8", "str": "text", "json": "text",
 #: Tables of a dyna store; the same names as the SQLite backend's.
 STORE_TABLES = (TABLE, "meta", "schema_version")
 _POLICY = "dyna_tenant_isolation"
+_STAGE = "pg_temp.dyna_staging"
 _VISIBLE = ("(current_setting('dyna.all_tenants', true) = 'on' "
             "OR tenant_id = current_setting('dyna.tenant', true))")
 # an advisory lock key shared by every dyna process creating or migrating a store
@@ -209,6 +213,7 @@ class PostgresStore:
         self.on_write: Callable[[PostgresStore], None] | None = None
         #: The generation this connection's last destructive write committed (None before).
         self.last_generation: int | None = None
+        self._staged = False
         self._conn = self._connect(str(dsn))
         try:
             self._open()
@@ -273,6 +278,8 @@ class PostgresStore:
                 self._rls_enforced = not self._conn.execute(
                     "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = "
                     "current_user").fetchone()[0]
+                if self._rls_enforced and not self.read_only:
+                    self._staging()
         except psycopg.Error as exc:
             raise self._typed(exc, "open") from None
 
@@ -424,17 +431,34 @@ class PostgresStore:
                 cols.append(vals)
         return cols
 
+    def _staging(self) -> str:
+        """The session's temporary staging table (created once per connection, outside any
+        write transaction, so a rolled-back write cannot take it away)."""
+        if not self._staged:
+            self._conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (LIKE "
+                               f"{self._t[TABLE]}) ON COMMIT DELETE ROWS")
+            self._staged = True
+        return _STAGE
+
     def _insert(self, conn, cols: list[list], ids: np.ndarray, start: int) -> None:
+        """Send a batch by one binary COPY, straight into ``episodes`` when this session
+        bypasses row-level security, else into the staging table and from there by one
+        ``INSERT ... SELECT`` (PostgreSQL refuses ``COPY FROM`` into a table whose policies
+        apply to the session; the INSERT is checked by the policy)."""
         names = ", ".join(["id"] + [_qid(c) for c, _ in self.schema])
         types = ["int8"] + [_COPY_TYPES[k] for _, k in self.schema]
+        target = self._t[TABLE] if not self._rls_enforced else _STAGE
         try:
-            with conn.cursor().copy(f"COPY {self._t[TABLE]} ({names}) FROM STDIN "
+            with conn.cursor().copy(f"COPY {target} ({names}) FROM STDIN "
                                     "(FORMAT BINARY)") as cp:
                 cp.set_types(types)
                 for row in zip(ids.tolist(), *cols):
                     cp.write_row(row)
         except UnicodeEncodeError:  # a lone surrogate: name the column and row
             raise _unencodable(self.schema, cols) from None
+        if target == _STAGE:
+            conn.execute(f"INSERT INTO {self._t[TABLE]} ({names}) SELECT {names} FROM {_STAGE}")
+            conn.execute(f"TRUNCATE {_STAGE}")
         top = int(ids.max()) + 1
         if top > start:
             conn.execute(f"UPDATE {self._t['meta']} SET value = %s WHERE key = 'next_id'",

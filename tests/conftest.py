@@ -1,0 +1,79 @@
+"""Shared fixtures: the PostgreSQL cluster of the store tests and the backend parameter.
+
+``pg_dsn`` (session): ``DYNA_TEST_POSTGRES_DSN`` when set (``.ci/run`` starts one cluster for
+the whole run), else a throw-away cluster started here (:mod:`pg_cluster`) and stopped at
+the end of the session; the tests that need it are skipped, with the reason, when neither is
+available. ``pg_store_dsn``: a DSN whose ``search_path`` is a fresh schema of its own, so
+every test starts from an empty store at the cost of one ``CREATE SCHEMA``.
+``store_target``: parametrises a store test over the three backends (``memory``,
+``sqlite``, ``postgresql``), returning what :class:`dyna.experience.ExperienceStore` takes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import urllib.parse
+
+import pytest
+
+import pg_cluster
+
+BACKENDS = ("memory", "sqlite", "postgresql")
+_schemas = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_dsn():
+    """Superuser DSN of a PostgreSQL server for the tests (see the module notes)."""
+    dsn = os.environ.get(pg_cluster.ENV_DSN)
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed (pip install -e '.[dev]')")
+    if dsn:
+        yield dsn
+        return
+    if pg_cluster.find_bin() is None:
+        pytest.skip(f"no PostgreSQL: {pg_cluster.ENV_DSN} is not set and no server binaries "
+                    f"under {pg_cluster.BIN_GLOB}")
+    cluster = pg_cluster.start()
+    try:
+        yield cluster.dsn
+    finally:
+        cluster.stop()
+
+
+def with_schema(dsn: str, schema: str) -> str:
+    """``dsn`` with its ``search_path`` set to ``schema`` (a libpq ``options`` parameter)."""
+    sep = "&" if "?" in dsn else "?"
+    return f"{dsn}{sep}options={urllib.parse.quote(f'-csearch_path={schema}')}"
+
+
+@pytest.fixture
+def pg_schema(pg_dsn):
+    """A fresh, empty schema (name) on the test server, dropped after the test."""
+    import psycopg
+
+    name = f"t{os.getpid()}_{next(_schemas)}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture
+def pg_store_dsn(pg_dsn, pg_schema):
+    """A DSN whose tables go to a fresh schema of this test."""
+    return with_schema(pg_dsn, pg_schema)
+
+
+@pytest.fixture(params=BACKENDS)
+def store_target(request, tmp_path):
+    """What ExperienceStore takes for each backend: ``""``, a file, a PostgreSQL DSN."""
+    if request.param == "memory":
+        return ""
+    if request.param == "sqlite":
+        return tmp_path / "x.db"
+    return request.getfixturevalue("pg_store_dsn")

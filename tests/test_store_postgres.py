@@ -1,0 +1,247 @@
+"""Tests of dyna.store.postgres: lossless values, row-level security, concurrent writers from
+many processes, redaction before the insert, the DSN's password kept out of every text."""
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+from conftest import with_schema
+from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBusyError,
+                         StoreError, StoreReadOnlyError, StoreWriteError)
+from dyna.experience import RECORD_SCHEMA, ExperienceStore
+
+psycopg = pytest.importorskip("psycopg")
+from dyna.store.postgres import PostgresStore, display_dsn  # noqa: E402
+
+SCHEMA = [("tenant_id", "str"), ("task_type", "str"), ("outcome", "str"), ("reward", "float"),
+          ("timestamp", "float"), ("run_id", "str"), ("metadata", "json"),
+          ("features", "vector")]
+DIM = 4
+
+
+def batch(n, tenant="t1", start=0):
+    i = np.arange(start, start + n)
+    return {"tenant_id": [tenant] * n, "task_type": [f"task{j % 3}" for j in i],
+            "outcome": ["success" if j % 2 else "failure" for j in i],
+            "reward": i * 0.1, "timestamp": i.astype(float), "run_id": [f"r{j // 4}" for j in i],
+            "metadata": [f'{{"i": {j}}}' for j in i],
+            "features": np.tile(i[:, None].astype(np.float32) / 3, (1, DIM))}
+
+
+def test_values_round_trip_bit_for_bit_and_ids_never_reused(pg_store_dsn):
+    st = PostgresStore(pg_store_dsn, SCHEMA, DIM)
+    assert st.status == "missing"
+    rewards = np.array([0.1, 1 / 3, -0.0, 5e-324, 1.7976931348623157e308, -2.5e-10, 7.0])
+    feats = np.random.default_rng(0).standard_normal((7, DIM)).astype(np.float32)
+    feats[0, 0] = np.float32(1e-45)  # a float32 subnormal
+    b = batch(7) | {"reward": rewards, "features": feats, "run_id": [None] * 7,
+                    "metadata": ['{"k":"é ☃ \\u0000"}'] + [None] * 6}
+    assert st.append(b).tolist() == list(range(7)) and st.status == "ok"
+    cols = st.read(categories=["task_type"])
+    assert cols["reward"].tobytes() == rewards.tobytes()  # -0.0 and the subnormal kept
+    assert cols["features"].dtype == np.float32 and cols["features"].tobytes() == feats.tobytes()
+    assert cols["metadata"][0] == '{"k":"é ☃ \\u0000"}' and cols["metadata"][1] is None
+    assert cols["run_id"].tolist() == [None] * 7
+    codes, labels = cols["task_type"]
+    assert labels == ["task0", "task1", "task2"] and codes.tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert st.delete({"id": [5, 6]}) == 2 and st.generation() == 1
+    assert st.append(batch(1)).tolist() == [7]  # deleted ids are never given again
+    assert st.read(after_id=4)["id"].tolist() == [7] and st.max_id() == 7
+    assert st.stats()["schema_version"] == 1 and st.stats()["rows"] == 6
+    st.close()
+
+
+def test_exact_filters_prune_keep_newest_summary(pg_store_dsn):
+    st = PostgresStore(pg_store_dsn, SCHEMA, DIM)
+    st.append(batch(6, "t1"))
+    st.append(batch(6, "t10", start=6))
+    st.append(batch(3, "t%", start=12))
+    assert st.count({"tenant_id": "t_"}) == 0 and st.count({"tenant_id": "t1"}) == 6
+    assert st.delete({"tenant_id": "t%", "run_id": ["r3", "r9"]}) == 3
+    with pytest.raises(ConfigError) as e:
+        st.delete({"metadata": "x"})
+    assert e.value.field == "metadata"
+    # timestamps 0..5 (t1), 6..11 (t10): prune t10 below 8 -> ids 6, 7
+    assert st.prune(8.0, where={"tenant_id": "t10"}) == 2
+    # newest 1 per (tenant, task): t1 keeps ids 3, 4, 5; t10 keeps 9, 10, 11
+    assert st.keep_newest(1) == 3 + 1
+    assert st.read()["id"].tolist() == [3, 4, 5, 9, 10, 11]
+    assert st.summary() == {"n_records": 6, "n_tenants": 2, "n_task_types": 3,
+                            "oldest": 3.0, "newest": 11.0}
+    # 8 (id) + 8 + 8 + 4 * DIM + len(tenant) + len(task) + len(outcome) + len(run) + len(json)
+    t1_task0 = st.consumption({"tenant_id": "t1", "task_type": "task0"})
+    assert t1_task0 == [{"tenant_id": "t1", "task_type": "task0", "records": 1,
+                         "bytes": 24 + 16 + 2 + 5 + 7 + 2 + len('{"i": 3}')}]
+    assert st.reset() == 6 and st.count() == 0
+    st.close()
+
+
+# ------------------------------------------------------------------ row-level security
+def _role(pg_dsn, schema, name):
+    """A login role without superuser or BYPASSRLS, owner of its store tables' schema."""
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        if c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone() is None:
+            c.execute(f"CREATE ROLE {name} LOGIN NOSUPERUSER NOBYPASSRLS")
+        c.execute(f"GRANT ALL ON SCHEMA {schema} TO {name}")
+    return with_schema(pg_dsn.replace("postgres@", f"{name}@"), schema)
+
+
+def test_rls_a_tenant_session_reads_zero_rows_of_another(pg_dsn, pg_schema):
+    dsn = _role(pg_dsn, pg_schema, "dyna_test_owner")
+    st = PostgresStore(dsn, SCHEMA, DIM)  # all-tenant session of the tables' owner
+    st.append(batch(5, "t1"))
+    st.append(batch(3, "t2", start=5))
+    assert st.stats()["rls_enforced"] is True
+    with psycopg.connect(dsn, autocommit=True) as raw:
+        q = f"SELECT count(*) FROM {pg_schema}.episodes"
+        assert raw.execute(q).fetchone()[0] == 0  # no setting: nothing (fails closed)
+        raw.execute("SELECT set_config('dyna.tenant', 't1', false)")
+        assert raw.execute(q).fetchone()[0] == 5
+        assert raw.execute(q + " WHERE tenant_id = 't2'").fetchone()[0] == 0
+        assert raw.execute(f"DELETE FROM {pg_schema}.episodes WHERE tenant_id = 't2'"
+                           ).rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            raw.execute(f"INSERT INTO {pg_schema}.episodes (id, tenant_id, task_type, "
+                        "\"timestamp\") VALUES (99, 't2', 'x', 0)")
+        raw.execute("SELECT set_config('dyna.tenant', 't2', false)")
+        assert raw.execute(q).fetchone()[0] == 3
+    one = PostgresStore(dsn, SCHEMA, DIM, tenant="t2")
+    assert one.read()["id"].tolist() == [5, 6, 7] and one.count({"tenant_id": "t1"}) == 0
+    assert one.reset() == 3 and st.count() == 5  # a tenant's reset reaches only its rows
+    one.close()
+    st.close()
+
+
+def test_superuser_session_is_reported_as_bypassing_rls(pg_store_dsn):
+    st = PostgresStore(pg_store_dsn, SCHEMA, DIM, tenant="t1")
+    assert st.stats()["rls_enforced"] is False and st.stats()["tenant"] == "t1"
+    st.close()
+
+
+# ------------------------------------------------------------------ many writers
+def _writer(dsn, tag):
+    """One writer process: 10 batches of 20 episodes (forked: dyna is already imported)."""
+    s = ExperienceStore(dsn, dim=4)
+    for b in range(10):
+        s.record(tag, episodes=[dict(task_type="t", action_type="a", outcome="success",
+                                     reward=float(b), timestamp=float(i),
+                                     state_features=[1.0, 0, 0, float(i)]) for i in range(20)])
+    s.close()
+
+
+def test_concurrent_writers_from_four_processes_lose_nothing(pg_store_dsn):
+    ExperienceStore(pg_store_dsn, dim=4).close()
+    warm = ExperienceStore("", dim=4)  # compiled kernels loaded once, before the fork
+    warm.record("w", task_type="t", action_type="a", outcome="success", reward=0.0,
+                state_features=[1.0, 0, 0, 0])
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(pg_store_dsn, f"p{i}")) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    s = ExperienceStore(pg_store_dsn, dim=4)
+    assert len(s) == 800 and [s.get_stats(f"p{i}")["n_records"] for i in range(4)] == [200] * 4
+    ids = s._db.read(columns=["tenant_id"])
+    assert ids["id"].tolist() == list(range(800))  # unique, consecutive, none lost
+    # each batch of 20 is one transaction: its ids are consecutive and of one writer
+    tags = ids["tenant_id"].reshape(40, 20)
+    assert all(len(set(row)) == 1 for row in tags.tolist())
+    s.close()
+
+
+def test_lock_held_longer_than_timeout_is_retryable_and_writes_nothing(pg_store_dsn):
+    s = ExperienceStore(pg_store_dsn, dim=DIM, busy_timeout=0.2)
+    s.record("t1", task_type="a", action_type="x", outcome="success", reward=1.0)
+    with psycopg.connect(pg_store_dsn) as holder:  # a transaction holding the id counter
+        holder.execute("SELECT value FROM meta WHERE key = 'next_id' FOR UPDATE")
+        with pytest.raises(StoreBusyError, match="retry"):
+            s.record("t1", task_type="a", action_type="x", outcome="failure", reward=0.0)
+    assert len(s) == 1 and s._db.count() == 1
+    assert s.record("t1", task_type="a", action_type="x", outcome="failure",
+                    reward=0.0)["ids"] == [1]
+    s.close()
+
+
+# ------------------------------------------------------------------ secrets
+def test_redaction_runs_before_the_rows_leave_the_process(pg_store_dsn, monkeypatch):
+    sent = []
+    real = PostgresStore._insert
+
+    def spy(self, conn, cols, ids, start):
+        sent.append(repr(cols))
+        return real(self, conn, cols, ids, start)
+
+    monkeypatch.setattr(PostgresStore, "_insert", spy)
+    s = ExperienceStore(pg_store_dsn, dim=DIM)
+    s.record("t1", task_type="a", action_type="x", outcome="success", reward=1.0,
+             state_before={"password": "pw-9f8e7d6c", "note": "Bearer abcdef0123456789xyz"},
+             metadata={"api_key": "sk-live-0123456789abcdef"})
+    assert len(sent) == 1 and "[REDACTED]" in sent[0]
+    for secret in ("pw-9f8e7d6c", "abcdef0123456789xyz", "sk-live-0123456789abcdef"):
+        assert secret not in sent[0]
+    with psycopg.connect(pg_store_dsn, autocommit=True) as raw:
+        raw.execute("SELECT set_config('dyna.all_tenants', 'on', false)")
+        text = raw.execute("SELECT state_before || metadata FROM episodes").fetchone()[0]
+    assert "pw-9f8e7d6c" not in text and "sk-live" not in text
+    s.close()
+
+
+def test_password_never_in_path_stats_capabilities_or_errors(pg_dsn, pg_schema):
+    pw = "Zq7-very-secret-pw"
+    dsn = with_schema(pg_dsn.replace("postgres@", f"postgres:{pw}@"), pg_schema)
+    s = ExperienceStore(dsn, dim=DIM)  # the test cluster trusts local logins
+    texts = [s._db.path, repr(s.get_stats()), repr(s.capabilities())]
+    s._db._conn.execute("SET default_transaction_read_only = on")
+    with pytest.raises(StoreWriteError) as e:
+        s.record("t1", task_type="a", action_type="x", outcome="success", reward=1.0)
+    texts.append(str(e.value))
+    assert s.persistence_status == "write_degraded" and len(s) == 0
+    s._db._conn.execute("SET default_transaction_read_only = off")
+    assert s.dispatch("record", tenant_id="t1", task_type="a", action_type="x",
+                      outcome="success", reward=1.0)["persistence_status"] == "ok"
+    s.close()
+    port = pg_dsn.rsplit(":", 1)[1].split("/")[0]
+    with pytest.raises(StoreError) as e:  # nothing listens on the port below
+        ExperienceStore(dsn.replace(f":{port}/", ":1/"), dim=DIM, busy_timeout=1)
+    texts.append(str(e.value))
+    assert all(pw not in t for t in texts), texts
+    assert s._db.path == display_dsn(pg_dsn)
+    assert display_dsn(f"host=h user=u password={pw} dbname=d") == "postgresql://u@h/d"
+
+
+# ------------------------------------------------------------------ opening
+def test_read_only_missing_foreign_and_dim(pg_dsn, pg_schema, pg_store_dsn):
+    with pytest.raises(MissingFileError, match="never creates"):
+        ExperienceStore(pg_store_dsn, dim=DIM, read_only=True)
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s",
+                         (pg_schema,)).fetchone()[0] == 0
+        c.execute(f"CREATE TABLE {pg_schema}.episodes (x int)")
+        c.execute(f"INSERT INTO {pg_schema}.episodes VALUES (1)")
+    with pytest.raises(NotAStoreError, match="without a meta table"):
+        ExperienceStore(pg_store_dsn, dim=DIM)
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        assert c.execute(f"SELECT x FROM {pg_schema}.episodes").fetchall() == [(1,)]
+        c.execute(f"DROP TABLE {pg_schema}.episodes")
+    ExperienceStore(pg_store_dsn, dim=DIM).close()
+    with pytest.raises(ConfigError) as e:
+        ExperienceStore(pg_store_dsn, dim=DIM + 1)
+    assert e.value.field == "dim"
+    ro = ExperienceStore(pg_store_dsn, dim=DIM, read_only=True)
+    with pytest.raises(StoreReadOnlyError):
+        ro.record("t1", task_type="a", action_type="x", outcome="success", reward=1.0)
+    assert ro.get_stats()["n_records"] == 0
+    ro.close()
+
+
+def test_text_with_nul_is_refused_naming_the_field(pg_store_dsn):
+    st = PostgresStore(pg_store_dsn, RECORD_SCHEMA, DIM)
+    b = {"tenant_id": ["t1"], "task_type": ["a\x00b"], "reward": [1.0], "timestamp": [0.0],
+         "features": np.zeros((1, DIM), np.float32)}
+    with pytest.raises(ConfigError) as e:
+        st.append(b)
+    assert e.value.field == "task_type[0]" and st.count() == 0 and st.next_id() == 0
+    st.close()
