@@ -2,6 +2,8 @@
 
 - :mod:`dyna.loops.skills`: :class:`SkillLibrary` of Agent Skills ``SKILL.md`` files.
 - :mod:`dyna.loops.memory`: :class:`MemoryStore` of facts in ``MEMORY.md``.
+- :mod:`dyna.loops.llm`: an OpenAI-compatible chat-completions client and
+  :class:`LLMReviewer` (optional dependency httpx: ``pip install -e ".[llm]"``).
 - :mod:`dyna.loops.review`: the review pipeline (digest, policy, reviewer, validate,
   grade), :class:`LoopConfig` with every safeguard as a switch, :class:`LearningLoop` and
   the impact report.
@@ -25,6 +27,7 @@ _LAZY = {
     "ReviewResult": "review", "Reviewer": "review", "ReviewerOutput": "review",
     "RuleBasedReviewer": "review", "ToolCall": "review", "grade": "review",
     "impact_report": "review", "validate": "review",
+    "ChatClient": "llm", "Endpoint": "llm", "LLMReviewer": "llm",
     "Match": "skills", "PendingItem": "skills", "Skill": "skills", "SkillLibrary": "skills",
     "SkillSnapshot": "skills",
 }
