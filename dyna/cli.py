@@ -103,6 +103,9 @@ EXAMPLES = {
     "dyna skills show": "dyna skills show ~/.agent/skills deploy-staging",
     "dyna skills match": 'dyna skills match ~/.agent/skills "deploy the web app to staging"',
     "dyna skills catalog": "dyna skills catalog ~/.agent/skills",
+    "dyna skills add": 'dyna skills add ~/.agent/skills --name deploy-staging --description '
+                       '"Deploy the web app to staging" --trigger deploy --trigger staging '
+                       '--body deploy.md',
     "dyna skills pending": "dyna skills pending ~/.agent/skills",
     "dyna skills approve": "dyna skills approve ~/.agent/skills p0001",
     "dyna skills reject": "dyna skills reject ~/.agent/skills p0001",
@@ -112,6 +115,8 @@ EXAMPLES = {
     "dyna skills undo-run": "dyna skills undo-run ~/.agent/skills run-42",
     "dyna memory": "dyna memory show ~/.agent/MEMORY.md",
     "dyna memory show": "dyna memory show ~/.agent/MEMORY.md",
+    "dyna memory add": 'dyna memory add ~/.agent/MEMORY.md "The staging host is '
+                       'staging.example.com" --source person',
     "dyna memory pending": "dyna memory pending ~/.agent/MEMORY.md",
     "dyna memory approve": "dyna memory approve ~/.agent/MEMORY.md m0001",
     "dyna memory reject": "dyna memory reject ~/.agent/MEMORY.md m0001",

@@ -91,3 +91,165 @@ def test_memory_show_and_consolidate(capsys, tmp_path):
     assert out == "nothing to consolidate\n\n1 -> 1 facts\n"
     rc, _, err = run(capsys, "memory", "show", str(tmp_path / "none.md"))
     assert rc == 2
+
+
+# ---------------------------------------------------------------- skills add / memory add
+
+def tree(root):
+    """Every file below ``root`` with its bytes (what a refused command must leave alone)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def body(tmp_path):
+    f = tmp_path / "body.md"
+    f.write_text("Run `make rollback-staging`, then open the health page.\n")
+    return f
+
+
+def test_skills_add_writes_a_persons_skill_and_undo_reverts_it(capsys, tmp_path, body):
+    d = tmp_path / "skills"                       # missing: created once the skill passes
+    rc, out, err = run(capsys, "skills", "add", str(d), "--name", "rollback-staging",
+                       "--description", "Roll back the staging web app", "--trigger",
+                       "roll back", "--trigger", "rollback", "--body", str(body))
+    assert (rc, err) == (0, "")
+    assert out == f"added skill rollback-staging (grade 1.00): {d}/rollback-staging/SKILL.md\n"
+    s = SkillLibrary(d)["rollback-staging"]
+    assert s.triggers == ("roll back", "rollback") and s.trust == "approved"
+    assert s.body == "Run `make rollback-staging`, then open the health page."
+    assert s.source_run == "cli" and s.provenance == ("person",)
+    assert [m.name for m in SkillLibrary(d).match("please roll back staging")] == \
+        ["rollback-staging"]
+    assert run(capsys, "skills", "undo-run", str(d), "cli")[1] == \
+        "reverted run cli: rollback-staging\n"
+    assert "rollback-staging" not in SkillLibrary(d)
+
+
+@pytest.mark.parametrize("source", ["web", "forum"])     # untrusted, and unknown (untrusted)
+def test_skills_add_from_an_untrusted_source_is_staged(capsys, lib_dir, body, source):
+    rc, out, _ = run(capsys, "skills", "add", str(lib_dir), "--name", "rollback-staging",
+                     "--description", "Roll back the staging web app", "--body", str(body),
+                     "--source", source)
+    assert rc == 0 and out == (f"staged p0002: skill rollback-staging (untrusted source "
+                               f"{source}); approve with: dyna skills approve {lib_dir} p0002\n")
+    lib = SkillLibrary(lib_dir)
+    assert "rollback-staging" not in lib
+    item = lib.pending()[-1]
+    assert (item.id, item.dest, item.provenance, item.skill.trust) == \
+        ("p0002", "rollback-staging", (source,), "untrusted")
+    assert run(capsys, "skills", "approve", str(lib_dir), "p0002")[1] == \
+        "approved p0002: wrote rollback-staging\n"
+    assert SkillLibrary(lib_dir)["rollback-staging"].trust == "approved"
+
+
+SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@pytest.mark.parametrize("argv, err", [
+    (["--name", "Bad"], "--name='Bad': must be lowercase letters, digits and single hyphens "
+                        "(no path separators)"),
+    (["--name", "git-push"], "--name='git-push': an active skill has this name (retire it "
+                             "first, or edit its SKILL.md)"),
+    (["--body", "none.md"], "--body='{tmp}/none.md': no such file"),
+    (["--body", "notutf8.md"], "--body='{tmp}/notutf8.md': is not UTF-8 text (byte 0)"),
+    (["--body", "secret.md"], "--name='rollback': refused (invalid): secret-looking value in "
+                              "body"),
+    (["--trigger", "x" * 129], "--name='rollback': refused (invalid): triggers: a trigger has "
+                               "at most 128 characters"),
+    (["--source", SECRET], "--source='[REDACTED]': a label must not hold a secret or personal "
+                           "data (detected: github_token); a redacted label would merge buckets"),
+])
+def test_skills_add_bad_input_is_one_line_and_writes_nothing(capsys, tmp_path, lib_dir, body,
+                                                             argv, err):
+    (tmp_path / "notutf8.md").write_bytes(b"\xff\xfe")
+    (tmp_path / "secret.md").write_text(f"Push with token {SECRET}.\n")
+    opts = {"--name": "rollback", "--description": "Roll back staging", "--body": str(body)}
+    for k, v in zip(argv[::2], argv[1::2]):
+        opts[k] = str(tmp_path / v) if k == "--body" else v
+    before = tree(tmp_path)
+    rc, out, got = run(capsys, "skills", "add", str(lib_dir),
+                       *[x for kv in opts.items() for x in kv])
+    assert (rc, out) == (2, "")
+    assert got == f"dyna: error: {err.format(tmp=tmp_path)}\n" and SECRET not in got
+    assert tree(tmp_path) == before
+
+
+def test_skills_add_refused_for_a_new_folder_creates_nothing(capsys, tmp_path, body):
+    (tmp_path / "secret.md").write_text(f"token {SECRET}\n")
+    before = tree(tmp_path)
+    rc, _, err = run(capsys, "skills", "add", str(tmp_path / "new"), "--name", "x",
+                     "--description", "Push code", "--body", str(tmp_path / "secret.md"))
+    assert rc == 2 and err == "dyna: error: --name='x': refused (invalid): secret-looking " \
+                              "value in body\n"
+    rc, _, err = run(capsys, "skills", "add", str(tmp_path / "a" / "b"), "--name", "x",
+                     "--description", "Push code", "--body", str(body))
+    assert rc == 2 and err == f"dyna: error: DIR='{tmp_path / 'a'}': no such folder\n"
+    rc, _, err = run(capsys, "skills", "add", str(body), "--name", "x",
+                     "--description", "Push code", "--body", str(body))
+    assert rc == 2 and err == f"dyna: error: DIR='{body}': is a file, not a skill library " \
+                              "folder\n"
+    assert tree(tmp_path) == before and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["body.md", "secret.md"]
+
+
+def test_memory_add_a_persons_fact_supersedes_and_untrusted_is_staged(capsys, tmp_path):
+    import re
+
+    p = tmp_path / "MEMORY.md"
+    assert run(capsys, "memory", "add", str(p), "The API port is 8080")[1] == \
+        "added fact (grade 1.00): The API port is 8080\n"
+    assert run(capsys, "memory", "add", str(p), "The API port is 9090")[1] == \
+        "superseded fact (grade 0.80): The API port is 9090\n"
+    assert re.fullmatch(r"- \[\d{4}-\d\d-\d\d \| cli \| user\] The API port is 9090",
+                        p.read_text().splitlines()[-1])
+    text = p.read_bytes()
+    rc, out, _ = run(capsys, "memory", "add", str(p), "The API host is api.example.com",
+                     "--source", "email")
+    assert rc == 0 and out == ("staged m0001: fact (untrusted source email); approve with: "
+                               f"dyna memory approve {p} m0001\n")
+    rc, out, _ = run(capsys, "memory", "add", str(p), "The API port is 7070",
+                     "--source", "internal")              # trusted, but a person wrote 9090
+    assert out == ("staged m0002: fact (would replace a fact a person wrote or approved: "
+                   f"'The API port is 9090'); approve with: dyna memory approve {p} m0002\n")
+    assert p.read_bytes() == text                          # staging writes no fact
+    pend = MemoryStore(p).pending()
+    assert [(f.id, f.provenance, f.entry.trust) for f in pend] == \
+        [("m0001", ("email",), "untrusted"), ("m0002", ("internal",), "untrusted")]
+    assert run(capsys, "memory", "approve", str(p), "m0001")[1] == \
+        "approved m0001: added 'The API host is api.example.com'\n"
+    assert [(e.trust, e.text) for e in MemoryStore(p)] == \
+        [("user", "The API port is 9090"), ("approved", "The API host is api.example.com")]
+
+
+@pytest.mark.parametrize("text, err", [
+    ("Be careful with tools.", "TEXT='Be careful with tools.': refused (rejected): score 0.40 "
+                               "< 0.5 (specificity 0.00, novelty 1.00, agreement 1.00)"),
+    (f"Push with token {SECRET}", "TEXT='Push with token [REDACTED]': refused (invalid): "
+                                  "secret-looking value in text"),
+    ("line one\nline two", "TEXT='line one line two': refused (invalid): a memory fact is one "
+                           "line"),
+    ("", "TEXT='': refused (invalid): text: must not be empty"),
+])
+def test_memory_add_bad_input_is_one_line_and_creates_no_file(capsys, tmp_path, text, err):
+    rc, out, got = run(capsys, "memory", "add", str(tmp_path / "MEMORY.md"), text)
+    assert (rc, out, got) == (2, "", f"dyna: error: {err}\n")
+    assert list(tmp_path.iterdir()) == []                  # no MEMORY.md, no .dyna/
+
+
+def test_memory_add_bad_paths(capsys, tmp_path):
+    rc, _, err = run(capsys, "memory", "add", str(tmp_path), "The API port is 8080")
+    assert rc == 2 and err == f"dyna: error: PATH='{tmp_path}': is a folder, not a MEMORY.md " \
+                              "file\n"
+    rc, _, err = run(capsys, "memory", "add", str(tmp_path / "no" / "MEMORY.md"), "x 8080")
+    assert rc == 2 and err == f"dyna: error: PATH='{tmp_path / 'no'}': no such folder\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_add_help_has_examples(capsys):
+    for cmd in (["skills", "add"], ["memory", "add"]):
+        with pytest.raises(SystemExit):
+            main(cmd + ["--help"])
+        out = capsys.readouterr().out
+        assert f"example:\n  dyna {' '.join(cmd)} ~/.agent/" in out
+        assert "--source SOURCE" in out and "(default: person)" in out

@@ -6,6 +6,9 @@
                                            and warnings: files loaded leniently)
     dyna skills show DIR NAME              one SKILL.md with competence
     dyna skills match DIR TEXT [--limit N] ranked matches
+    dyna skills add DIR --name N --description D [--trigger T ...] --body FILE [--source S]
+                                           a person's skill, through the loop's validation
+                                           and grading; an untrusted source is staged
     dyna skills catalog DIR                name and description of every active skill, as an
                                            agent gets them in context, with its token count
     dyna skills pending DIR                proposals waiting for approval: each whole, with
@@ -15,6 +18,7 @@
     dyna skills history DIR [--name NAME] [--run RUN]
     dyna skills undo-run DIR RUN [--force]
     dyna memory show PATH                  facts, and pairs that may contradict each other
+    dyna memory add PATH TEXT [--source S] a person's fact, as ``skills add``
     dyna memory pending PATH               facts waiting for approval, with the facts they
                                            would supersede
     dyna memory approve|reject PATH ID
@@ -234,6 +238,112 @@ def _undo(args) -> int:
     return 0
 
 
+def _submit(loop, proposal, source: str, field: str, shown: str):
+    """A person's lesson through the loop's pipeline (:meth:`LearningLoop.submit`):
+    validate, grade, then commit, or stage it when ``source`` is not a trusted one. A
+    refusal raises with the reason and nothing is written; ``shown`` is the value the
+    error names (redacted: a refused secret is never echoed)."""
+    from dyna.loops.provenance import Source, parse_source
+    from dyna.redact import check_label
+
+    check_label("--source", source)
+    person = parse_source(source) is Source.PERSON
+    d = loop.submit(proposal, _CLI_RUN, provenance=(source,), by_person=person)
+    if d.action not in ("committed", "staged"):
+        raise ConfigError(field, _shown(shown), f"refused ({d.action}): {d.detail}")
+    return d
+
+
+#: The run id a change made from the command line is recorded under (history, undo-run).
+_CLI_RUN = "cli"
+
+
+def _shown(text: str) -> str:
+    """``text`` as an error may show it: secret-looking parts redacted, cut at 60."""
+    from dyna.redact import redact_text
+
+    t = redact_text(" ".join(str(text).split()))
+    return t if len(t) <= 60 else t[:57] + "..."
+
+
+def _staged(dec, what: str, source: str, approve: str) -> str:
+    """The line saying a submitted lesson waits for approval, why, and how to approve."""
+    pid, _, why = dec.detail.partition(": ")
+    return (f"staged {pid}: {what} ({why or f'untrusted source {source}'}); "
+            f"approve with: dyna {approve} {pid}")
+
+
+def _read_body(path: str, limit: int) -> str:
+    """The body file's text: a regular UTF-8 file of at most ``limit`` characters."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError("--body", str(p), "is a folder, not a file")
+    if not p.is_file():
+        raise MissingFileError("--body", p)
+    with open(p, "rb") as f:
+        raw = f.read(4 * limit + 4)         # a UTF-8 character is at most 4 bytes
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("--body", str(p), f"is not UTF-8 text (byte {exc.start})") from None
+    if len(text) > limit:
+        raise ConfigError("--body", str(p), f"has more than {limit} characters")
+    return text
+
+
+def _skills_add(args) -> int:
+    from dyna.loops.memory import MemoryStore
+    from dyna.loops.review import LearningLoop, LoopConfig, Proposal, RuleBasedReviewer
+    from dyna.loops.skills import SkillLibrary, check_skill_name
+
+    cfg = LoopConfig()
+    check_skill_name(args.name, "--name")
+    d = Path(args.dir)
+    if d.exists() and not d.is_dir():
+        raise ConfigError("DIR", str(d), "is a file, not a skill library folder")
+    if not d.exists() and not d.parent.is_dir():
+        raise MissingFileError("DIR", d.parent, "no such folder")
+    body = _read_body(args.body, cfg.max_body_chars)
+    proposal = Proposal("skill", args.name, args.description, body, tuple(args.trigger))
+
+    def loop(lib):
+        return LearningLoop(lib, MemoryStore(None), RuleBasedReviewer(), cfg)
+
+    if not d.exists():                  # a new library: check first, create it only if it passes
+        _submit(loop(SkillLibrary(None)), proposal, args.source, "--name", args.name)
+    lib = SkillLibrary(d)
+    if args.name in lib:
+        raise ConfigError("--name", args.name, "an active skill has this name (retire it "
+                          "first, or edit its SKILL.md)")
+    dec = _submit(loop(lib), proposal, args.source, "--name", args.name)
+    if dec.action == "staged":
+        print(_staged(dec, f"skill {args.name}", args.source, f"skills approve {args.dir}"))
+    else:
+        print(f"added skill {args.name} (grade {dec.grade.score:.2f}): "
+              f"{d / lib[args.name].name / 'SKILL.md'}")
+    return 0
+
+
+def _mem_add(args) -> int:
+    from dyna.loops.memory import MemoryStore
+    from dyna.loops.review import LearningLoop, LoopConfig, Proposal, RuleBasedReviewer
+    from dyna.loops.skills import SkillLibrary
+
+    p = Path(args.path)
+    if p.is_dir():
+        raise ConfigError("PATH", str(p), "is a folder, not a MEMORY.md file")
+    if not p.parent.is_dir():
+        raise MissingFileError("PATH", p.parent, "no such folder")
+    store = MemoryStore(p, cap=None)     # reading creates no file
+    loop = LearningLoop(SkillLibrary(None), store, RuleBasedReviewer(), LoopConfig())
+    dec = _submit(loop, Proposal("memory", text=args.text), args.source, "TEXT", args.text)
+    if dec.action == "staged":
+        print(_staged(dec, "fact", args.source, f"memory approve {args.path}"))
+    else:
+        print(f"{dec.detail} fact (grade {dec.grade.score:.2f}): {dec.proposal.text}")
+    return 0
+
+
 def _memory(args):
     from dyna.loops.memory import MemoryStore
 
@@ -329,6 +439,20 @@ def register(sub) -> None:
         (("--limit",), {"type": int, "default": 3}))
     add("catalog", _catalog, "name and description of every active skill, with its "
         "token count")
+    add("add", _skills_add, "add a skill of your own (validated and graded as a loop's "
+        "lesson; an untrusted source is staged for approval)",
+        (("--name",), {"required": True, "help": "skill name: lowercase letters, digits, "
+                                                 "single hyphens (its folder)"}),
+        (("--description",), {"required": True, "help": "what it does and when to use it "
+                                                        "(1-1,024 characters)"}),
+        (("--trigger",), {"action": "append", "default": [], "metavar": "TEXT",
+                          "help": "a word or phrase that selects the skill; repeat for "
+                                  "more (none: it matches on its description)"}),
+        (("--body",), {"required": True, "metavar": "FILE",
+                       "help": "Markdown file with the instructions (UTF-8)"}),
+        (("--source",), {"default": "person", "help": "where it comes from: person, "
+                         "internal, verifier (trusted) or web, user_files, email, "
+                         "retrieved, tool_output, ... (untrusted: staged)"}))
     add("pending", _pending, "list proposals waiting for approval")
     add("approve", _approve, "approve a pending proposal", (("id",), {"metavar": "ID"}))
     add("reject", _reject, "reject a pending proposal", (("id",), {"metavar": "ID"}))
@@ -347,6 +471,14 @@ def register(sub) -> None:
     p = mes.add_parser("show", help="list the facts")
     p.add_argument("path", metavar="PATH")
     p.set_defaults(func=_mem_show)
+    p = mes.add_parser("add", help="add a fact of your own (validated and graded as a "
+                       "loop's lesson; an untrusted source is staged for approval)")
+    p.add_argument("path", metavar="PATH", help="MEMORY.md file (created if missing)")
+    p.add_argument("text", metavar="TEXT", help="the fact, one line")
+    p.add_argument("--source", default="person",
+                   help="where it comes from: person, internal, verifier (trusted) or web, "
+                        "user_files, email, retrieved, tool_output, ... (untrusted: staged)")
+    p.set_defaults(func=_mem_add)
     p = mes.add_parser("pending", help="facts waiting for approval")
     p.add_argument("path", metavar="PATH")
     p.set_defaults(func=_mem_pending)
