@@ -91,3 +91,29 @@ def test_readme_python_block_is_the_example():
     docstring, code = example.split('"""\n', 1)
     assert block == code.lstrip("\n")
     assert docstring.startswith('"""A learning loop around an agent')
+
+
+def test_readme_shell_block_runs_as_written(tmp_path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Use the loops from Python\n", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    lines = proc.stdout.splitlines()
+    assert re.fullmatch(r"== m0001  \(run cli, staged \S+, provenance web\)", lines.pop(3))
+    assert lines == [
+        "added skill rollback-staging (grade 1.00): skills/rollback-staging/SKILL.md",
+        "added fact (grade 1.00): The staging deploy needs the VPN: run `vpn up staging` first",
+        "staged m0001: fact (untrusted source web); approve with: dyna memory approve "
+        "MEMORY.md m0001",
+        "   + Release notes live at https://wiki.example.com/releases",
+        "",
+        "1 pending; approve or reject with: dyna memory approve|reject PATH ID",
+        "approved m0001: added 'Release notes live at https://wiki.example.com/releases'"]
+    from dyna.loops import MemoryStore, SkillLibrary
+
+    assert [e.trust for e in MemoryStore(tmp_path / "MEMORY.md")] == ["user", "approved"]
+    assert SkillLibrary(tmp_path / "skills")["rollback-staging"].triggers == \
+        ("roll back", "rollback")
