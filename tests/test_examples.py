@@ -117,3 +117,14 @@ def test_readme_shell_block_runs_as_written(tmp_path):
     assert [e.trust for e in MemoryStore(tmp_path / "MEMORY.md")] == ["user", "approved"]
     assert SkillLibrary(tmp_path / "skills")["rollback-staging"].triggers == \
         ("roll back", "rollback")
+
+
+def test_learning_loop_docstring_example_runs():
+    import doctest
+
+    import dyna.loops.review as review
+
+    finder = doctest.DocTestFinder(recurse=False)
+    (test,) = finder.find(review.LearningLoop, "LearningLoop", globs=vars(review).copy())
+    result = doctest.DocTestRunner().run(test)
+    assert (result.failed, result.attempted) == (0, 5)

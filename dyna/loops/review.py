@@ -306,7 +306,15 @@ class ReviewPolicy:
         check_range("min_tool_calls", self.min_tool_calls, 0, None, integer=True)
 
     def should_review(self, digest: Digest) -> tuple[bool, str]:
-        """``(review?, reason)`` for a digest."""
+        """Whether the policy reviews ``digest``, and why.
+
+        Returns
+        -------
+        tuple of (bool, str)
+            ``(True, "gate passed")``, or False with the reason: produced by a review
+            (``review_depth > 0``), fewer tool calls than ``min_tool_calls``, or the
+            outcome gate (``"outcome gate: no verified success"`` for ``"verified"``).
+        """
         if digest.review_depth > 0:
             return False, "produced by a review: a review never triggers another review"
         if len(digest.tool_calls) < self.min_tool_calls:
@@ -376,7 +384,17 @@ class Proposal:
 
 @dataclass(frozen=True)
 class ReviewContext:
-    """What a reviewer may look at besides the digest (read-only views)."""
+    """What a reviewer may look at besides the digest (read-only views).
+
+    Attributes
+    ----------
+    skills : SkillSnapshot
+        The library's active skills as the run started (or as the review starts).
+    memory : MemorySnapshot
+        The facts, likewise.
+    max_lessons : int
+        At most this many proposals are considered (later ones are ``dropped``).
+    """
 
     skills: SkillSnapshot
     memory: MemorySnapshot
@@ -421,8 +439,16 @@ class ReviewerOutput:
 
 @runtime_checkable
 class Reviewer(Protocol):
-    """Turns a digest into proposals. Return a :class:`ReviewerOutput` or a sequence of
-    :class:`Proposal`; an empty answer ("nothing learned") is valid. Plug an LLM call here.
+    """Turns a digest into proposals: any object with ``review(digest, context)``.
+
+    ``review`` returns a :class:`ReviewerOutput` (proposals, tokens, how the review ended)
+    or a sequence of :class:`Proposal`; an empty answer ("nothing learned") is valid. It
+    sees only the redacted :class:`Digest` and the read-only :class:`ReviewContext`, and
+    writes nothing: every proposal goes through :func:`validate` and :func:`grade` in
+    :meth:`LearningLoop.review`, so a reviewer needs no safeguard of its own. Whatever it
+    raises is caught by :meth:`LearningLoop.finish` (the review ends ``failed``, the run is
+    unchanged). :class:`RuleBasedReviewer` is deterministic; :class:`dyna.loops.llm.LLMReviewer`
+    asks an OpenAI-compatible chat-completions model.
     """
 
     def review(self, digest: Digest, context: ReviewContext):  # pragma: no cover - protocol
@@ -481,6 +507,15 @@ class RuleBasedReviewer:
         return np.random.default_rng([self.seed, zlib.crc32(run_id.encode("utf-8"))])
 
     def review(self, digest: Digest, context: ReviewContext) -> ReviewerOutput:
+        """Proposals for ``digest`` (see the class docstring); the same for the same
+        ``(seed, run_id)`` in every process.
+
+        Returns
+        -------
+        ReviewerOutput
+            At most one proposal per kind in :attr:`kinds` (0-3), in the order skill,
+            memory, workflow; ``tokens`` is ``tokens_per_review``.
+        """
         rng = self.rng(digest.run_id)
         cost = self.tokens_per_review
         if rng.random() >= self.propose_rate:
@@ -672,7 +707,15 @@ class LoopConfig:
         return ReviewPolicy(self.outcome_gate, self.min_tool_calls, self.review_mode)
 
     def skill_library(self, dir=None, **kwargs) -> SkillLibrary:
-        """A :class:`SkillLibrary` (folder ``dir``, or in memory) with these switches."""
+        """A :class:`SkillLibrary` (folder ``dir``, created if missing, or in memory) with
+        these switches (cap, dating, retirement, competence prior); ``kwargs`` override
+        (e.g. ``clock``).
+
+        Raises
+        ------
+        ConfigError
+            A bad keyword value, or a symbolic link in the way of the folder.
+        """
         kw = dict(cap=self.skill_cap if self.cap_eviction else None,
                   max_age_days=self.max_age_days if self.dating else None,
                   suspect_factor=self.suspect_factor,
@@ -683,7 +726,14 @@ class LoopConfig:
         return SkillLibrary(dir, **kw)
 
     def memory_store(self, path=None, **kwargs) -> MemoryStore:
-        """A :class:`MemoryStore` (file ``path``, or in memory) with these switches."""
+        """A :class:`MemoryStore` (file ``path``, created at the first write, or in memory)
+        with these switches (the cap); ``kwargs`` override (e.g. ``clock``).
+
+        Raises
+        ------
+        ConfigError
+            A bad keyword value, ``path`` a folder, or a MEMORY.md line that cannot be read.
+        """
         kw = dict(cap=self.memory_cap if self.cap_eviction else None)
         kw.update(kwargs)
         return MemoryStore(path, **kw)
@@ -693,7 +743,16 @@ class LoopConfig:
 
 @dataclass(frozen=True)
 class Validation:
-    """Result of :func:`validate`: ``ok`` and the reasons it is not."""
+    """Result of :func:`validate`.
+
+    Attributes
+    ----------
+    ok : bool
+        The proposal may go on to :func:`grade`.
+    reasons : tuple of str
+        Why not (empty when ``ok``), e.g. ``"secret-looking value in body"``,
+        ``"not novel: 0.83 similar to memory '...'"``.
+    """
 
     ok: bool
     reasons: tuple[str, ...] = ()
@@ -867,11 +926,24 @@ def grade(proposal: Proposal, skills=None, memory=None,
     """Score a proposal for specificity, novelty and agreement with existing learning.
 
     Below ``config.grade_threshold`` it is rejected with the reason (when
-    ``config.grading`` is off everything is accepted, the score still reported).
+    ``config.grading`` is off everything is accepted, the score still reported). Grade
+    only what :func:`validate` passed: grading does not look for secrets or bad names.
+
+    Parameters
+    ----------
+    proposal : Proposal
+    skills : SkillLibrary, SkillSnapshot or Mapping[str, Skill], optional
+        Stored skills, for novelty (and, for a library, agreement with a skill of the
+        same name retired as contradicted).
+    memory : MemoryStore, MemorySnapshot or sequence of MemoryEntry, optional
+        Stored facts, for novelty and agreement.
+    config : LoopConfig, optional
+        ``grading``, ``grade_threshold`` and ``novelty_check`` (defaults: on, 0.5, on).
 
     Returns
     -------
     Grade
+        Scores in [0, 1]; see :class:`Grade` for the formula.
     """
     config = config or LoopConfig()
     text = proposal.lesson_text()
@@ -902,7 +974,24 @@ def grade(proposal: Proposal, skills=None, memory=None,
 class Decision:
     """What happened to one proposal: ``action`` is ``committed``, ``staged``,
     ``invalid``, ``rejected`` (grade), ``dropped`` (over ``max_lessons``) or ``refused``
-    (a reviewer's tool call that never became a proposal, :attr:`ReviewerOutput.refused`)."""
+    (a reviewer's tool call that never became a proposal, :attr:`ReviewerOutput.refused`).
+
+    Attributes
+    ----------
+    proposal : Proposal
+        As decided on: its provenance includes the run's untrusted sources
+        (:meth:`Digest.taint`).
+    action : str
+        One of the above.
+    detail : str
+        ``committed``: what the store did (``"written"``, ``"evicted NAME"``, ``"added"``,
+        ``"superseded"``, ...); ``staged``: the pending id (``p0001`` a skill, ``m0001`` a
+        fact), then ``": "`` and the reason when it is not only untrusted provenance;
+        ``invalid``: the validation reasons joined by ``"; "``; ``rejected``: the grade's
+        reason.
+    grade : Grade or None
+        None when the proposal was not graded (``invalid``, ``dropped``, ``refused``).
+    """
 
     proposal: Proposal
     action: str
@@ -936,6 +1025,7 @@ class LearningCost:
 
     @property
     def tokens(self) -> int:
+        """``reviewer_tokens`` (what :attr:`EpisodeRecord.learning_tokens` records)."""
         return self.reviewer_tokens
 
 
@@ -944,7 +1034,22 @@ class ReviewResult:
     """Outcome of reviewing one run: ``status`` is ``reviewed``, ``skipped`` (policy),
     ``incomplete`` (the reviewer ran out of budget, was rate-limited or timed out) or
     ``failed`` (the reviewer raised or its endpoint kept failing; logged, never raised to
-    the run)."""
+    the run).
+
+    Attributes
+    ----------
+    run_id : str
+    status : str
+        One of the above.
+    reason : str
+        ``"N proposals"``, the policy's reason for ``skipped``, or the error / the
+        reviewer's reason.
+    decisions : tuple of Decision
+        One per proposal (and per refused tool call), in the reviewer's order; empty
+        unless ``reviewed`` or ``incomplete``.
+    cost : LearningCost
+        This review's learning cost (zero when skipped).
+    """
 
     run_id: str
     status: str
@@ -981,9 +1086,25 @@ class EpisodeContext:
 
 @dataclass
 class EpisodeRecord:
-    """One episode in the learning ledger (``learning_tokens`` is filled in when its
-    review ends, also for background reviews; ``retired`` names the skills that the
-    episode's outcome reports retired on contradiction)."""
+    """One episode in the learning ledger (:attr:`LearningLoop.records`).
+
+    Attributes
+    ----------
+    run_id : str
+    success : bool or None
+        The run's outcome as the digest gave it.
+    tokens, steps : int
+        The run's own cost, as the digest gave it (never changed by its review).
+    active_lessons : int
+        Skills injected plus memory facts the run saw.
+    learning_tokens : int
+        The review's tokens, filled in when the review ends (also for a background
+        review; 0 until then and when skipped).
+    review : ReviewResult or None
+        None until the review ends (background) or when none was started.
+    retired : tuple of str
+        Skills the episode's outcome reports retired on contradiction.
+    """
 
     run_id: str
     success: bool | None
@@ -1001,16 +1122,41 @@ class LearningLoop:
     Parameters
     ----------
     skills : SkillLibrary
+        Matched before each run; written by committed skill and workflow proposals. Build
+        it with :meth:`LoopConfig.skill_library` so its cap, dating and retirement follow
+        the config's switches.
     memory : MemoryStore
+        Read (as a snapshot) before each run; written by committed facts
+        (:meth:`LoopConfig.memory_store`).
     reviewer : Reviewer
-    config : LoopConfig
+        Any object with ``review(digest, context)``.
+    config : LoopConfig, optional
+        The safeguards (default: all on).
+
+    Attributes
+    ----------
+    records : list of EpisodeRecord
+        One per :meth:`finish`, in order: the runs' own cost and the learning cost apart.
+    policy : ReviewPolicy
+        The outcome gate and review mode of ``config``.
+
+    Raises
+    ------
+    ConfigError
+        ``reviewer`` has no ``review`` method.
 
     Examples
     --------
+    ``examples/learning_loop.py`` is a whole loop around a stand-in agent; in short:
+
+    >>> cfg = LoopConfig()
     >>> loop = LearningLoop(cfg.skill_library(), cfg.memory_store(), RuleBasedReviewer(), cfg)
-    ... ctx = loop.begin("run-1", task)                # inject ctx.skills, ctx.memory
-    ... digest = Digest.from_run("run-1", task, success=True, verified=True, ...)
-    ... loop.finish(ctx, digest)
+    >>> ctx = loop.begin("run-1", "deploy the web app")     # inject ctx.skills, ctx.memory
+    >>> digest = Digest.from_run("run-1", "deploy the web app", success=True, verified=True,
+    ...                          tool_calls=[{"name": "make", "args": {"target": "deploy"},
+    ...                                       "trusted": True}])
+    >>> [d.action for d in loop.finish(ctx, digest).review.decisions]
+    ['committed']
     """
 
     def __init__(self, skills: SkillLibrary, memory: MemoryStore, reviewer, config=None):
@@ -1057,7 +1203,28 @@ class LearningLoop:
         return dict(self.acted)
 
     def begin(self, run_id: str, task: str) -> EpisodeContext:
-        """Snapshot the stores and match skills for ``task``."""
+        """Start an episode: snapshot the stores and match skills for ``task``.
+
+        Parameters
+        ----------
+        run_id : str
+            The run's id (the same as its digest's).
+        task : str
+            The task statement, matched against the skills' triggers, then their
+            descriptions (:meth:`SkillLibrary.match`), and, with ``memory_k``, against the
+            facts (BM25).
+
+        Returns
+        -------
+        EpisodeContext
+            ``skills``: at most ``match_limit`` matches, best first; ``memory``: all facts,
+            or the ``memory_k`` most relevant; both frozen for the run.
+
+        Raises
+        ------
+        ConfigError
+            ``task`` is not a string.
+        """
         snap = self.skills.snapshot()
         limit = self.config.match_limit
         matches = snap.match(task, limit)
