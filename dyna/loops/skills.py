@@ -726,6 +726,7 @@ class SkillSnapshot(_Matcher):
         return self._skills
 
     def get(self, name: str) -> Skill | None:
+        """The active skill called ``name`` as the snapshot was taken (None if none)."""
         return self._skills.get(name)
 
 
@@ -1556,6 +1557,13 @@ class SkillLibrary(_Matcher):
         return self._skills.get(name) or self._retired.get(name)
 
     def __getitem__(self, name: str) -> Skill:
+        """The active or retired skill called ``name``.
+
+        Raises
+        ------
+        ConfigError
+            No such skill (``name='x': no such skill``).
+        """
         skill = self.get(name)
         if skill is None:
             raise ConfigError("name", name, "no such skill")
