@@ -253,3 +253,13 @@ def test_add_help_has_examples(capsys):
         out = capsys.readouterr().out
         assert f"example:\n  dyna {' '.join(cmd)} ~/.agent/" in out
         assert "--source SOURCE" in out and "(default: person)" in out
+
+
+def test_skills_add_without_triggers_matches_on_its_description(capsys, tmp_path, body):
+    d = tmp_path / "skills"
+    assert run(capsys, "skills", "add", str(d), "--name", "rollback-staging", "--description",
+               "Roll back the staging web app", "--body", str(body))[0] == 0
+    lib = SkillLibrary(d)
+    assert lib["rollback-staging"].triggers == ()
+    (m,) = lib.match("the staging app needs a roll back")
+    assert (m.name, m.by_trigger) == ("rollback-staging", False)

@@ -304,7 +304,7 @@ def _skills_add(args) -> int:
     if not d.exists() and not d.parent.is_dir():
         raise MissingFileError("DIR", d.parent, "no such folder")
     body = _read_body(args.body, cfg.max_body_chars)
-    proposal = Proposal("skill", args.name, args.description, body, tuple(args.trigger))
+    proposal = Proposal("skill", args.name, args.description, body, tuple(args.trigger or ()))
 
     def loop(lib):
         return LearningLoop(lib, MemoryStore(None), RuleBasedReviewer(), cfg)
@@ -445,7 +445,7 @@ def register(sub) -> None:
                                                  "single hyphens (its folder)"}),
         (("--description",), {"required": True, "help": "what it does and when to use it "
                                                         "(1-1,024 characters)"}),
-        (("--trigger",), {"action": "append", "default": [], "metavar": "TEXT",
+        (("--trigger",), {"action": "append", "metavar": "TEXT",
                           "help": "a word or phrase that selects the skill; repeat for "
                                   "more (none: it matches on its description)"}),
         (("--body",), {"required": True, "metavar": "FILE",
