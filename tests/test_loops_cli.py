@@ -1,5 +1,7 @@
 """`dyna skills ...` and `dyna memory ...` on real folders."""
 
+import os
+
 import pytest
 
 from dyna.cli import main
@@ -153,6 +155,8 @@ SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
                              "first, or edit its SKILL.md)"),
     (["--body", "none.md"], "--body='{tmp}/none.md': no such file"),
     (["--body", "notutf8.md"], "--body='{tmp}/notutf8.md': is not UTF-8 text (byte 0)"),
+    (["--body", "fifo"], "--body='{tmp}/fifo': is not a regular file"),
+    (["--body", "skills"], "--body='{tmp}/skills': is a folder, not a file"),
     (["--body", "secret.md"], "--name='rollback': refused (invalid): secret-looking value in "
                               "body"),
     (["--trigger", "x" * 129], "--name='rollback': refused (invalid): triggers: a trigger has "
@@ -163,6 +167,7 @@ SECRET = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
 def test_skills_add_bad_input_is_one_line_and_writes_nothing(capsys, tmp_path, lib_dir, body,
                                                              argv, err):
     (tmp_path / "notutf8.md").write_bytes(b"\xff\xfe")
+    os.mkfifo(tmp_path / "fifo")
     (tmp_path / "secret.md").write_text(f"Push with token {SECRET}.\n")
     opts = {"--name": "rollback", "--description": "Roll back staging", "--body": str(body)}
     for k, v in zip(argv[::2], argv[1::2]):

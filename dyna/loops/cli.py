@@ -278,8 +278,10 @@ def _read_body(path: str, limit: int) -> str:
     p = Path(path)
     if p.is_dir():
         raise ConfigError("--body", str(p), "is a folder, not a file")
-    if not p.is_file():
+    if not p.exists():
         raise MissingFileError("--body", p)
+    if not p.is_file():                 # a FIFO or a device would block or never end
+        raise ConfigError("--body", str(p), "is not a regular file")
     with open(p, "rb") as f:
         raw = f.read(4 * limit + 4)         # a UTF-8 character is at most 4 bytes
     try:
