@@ -4,9 +4,8 @@ LearningLoop.learning_cost (the reviews' cost summed, apart from the runs' own).
 import pytest
 
 from dyna.errors import ConfigError
-from dyna.loops import (Digest, LearningLoop, LoopConfig, MemoryStore, Proposal,
+from dyna.loops import (Digest, LearningCost, LearningLoop, LoopConfig, MemoryStore, Proposal,
                         ReviewerOutput, SkillLibrary)
-from dyna.loops.review import LearningCost
 
 
 class ListReviewer:
