@@ -38,12 +38,16 @@ could not take it (a full disk, a read-only file; the status is then ``write_deg
 until a write succeeds). The buffer never holds an episode the file lacks, so there is
 nothing to flush; :meth:`ExperienceStore.close` raises if there ever were.
 
-Several processes may share one file; each keeps its own in-memory view, which
-:meth:`ExperienceStore.reload` refreshes from disk.
+Several processes may share one file. Each keeps an in-memory view that every operation first
+brings up to date (the live view, issue 19): an operation sees every row committed before it
+started, by any process, and rows other processes deleted are gone from it; it costs one
+``PRAGMA data_version`` when nothing changed (see :class:`ExperienceStore`).
+:meth:`ExperienceStore.reload` is no longer needed for this.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -415,6 +419,23 @@ class ExperienceStore:
         ``delete_data`` raise :class:`dyna.errors.StoreReadOnlyError`.
     clock : callable
         Current time in seconds (UTC epoch); default :func:`time.time`.
+    eager : bool
+        Read the file's episodes at open (default). With False they are read by the first
+        operation that needs them; ``get_stats`` and ``get_data_consumption`` never need
+        them (they answer from SQL), so ``dyna store stats`` loads no episode.
+
+    Live view
+        Every operation sees every row committed to the file before it started, by this or
+        any other process or connection, without :meth:`reload`. It first asks SQLite's
+        ``PRAGMA data_version`` whether another connection committed since it last looked
+        (one PRAGMA); if so, in one read transaction, it compares the file's
+        ``generation`` (bumped by every delete, prune, compaction, reset or scrub) with the
+        one it read: the same means only inserts happened and it reads the rows with ids
+        above the highest it holds; another means rows it holds may be gone, and it reads
+        the file again. A write does the same inside its own write transaction before it
+        records or deletes (:attr:`dyna.store.sqlite.SQLiteStore.on_write`), so memory and
+        file stay row-for-row equal. The result is the buffer a fresh open would read, so
+        every answer is the one a fresh open would give.
 
     Raises
     ------
@@ -430,7 +451,8 @@ class ExperienceStore:
 
     def __init__(self, db_path="", dim: int = 64, *, prior="uniform", discount: float = 1.0,
                  redact_keys=DEFAULT_SENSITIVE_KEYS, busy_timeout: float = 10.0,
-                 verify: bool = True, read_only: bool = False, clock=time.time):
+                 verify: bool = True, read_only: bool = False, clock=time.time,
+                 eager: bool = True):
         self.dim = _checked("dim", dim, 1, None, integer=True)
         self.prior = prior_shapes(prior)
         self.discount = float(_checked("discount", discount, 0.0, 1.0, lo_open=True))
@@ -452,9 +474,20 @@ class ExperienceStore:
         self._db = backend(db_path, RECORD_SCHEMA, self.dim, timeout=busy_timeout,
                            verify=verify, read_only=self.read_only) \
             if str(db_path) else None
+        # The live view (issue 19): what of the file the buffer holds. ``_seen`` is the
+        # highest id read, ``_gen`` the file's generation and ``_dv`` the connection's
+        # data_version when it was read; ``_depth`` > 0 while an operation runs (it sees one
+        # state: nested calls do not refresh).
+        self._loaded = self._db is None
+        self._seen, self._gen, self._dv, self._depth = -1, None, None, 0
+        self._comp = None
         try:
-            self.buffer = self._new_buffer()
-            self._load()
+            self._buf = self._new_buffer()
+            if self._db is not None:
+                self._db.on_write = self._on_write
+                if eager:
+                    with self._view():
+                        pass
         except BaseException:
             self.close()
             raise
@@ -474,7 +507,7 @@ class ExperienceStore:
         return "ok" if self._db is None else self._db.status
 
     def _load(self) -> None:
-        """Fill the buffer from the SQLite file (all rows, id order), in bulk.
+        """Fill a new buffer from the SQLite file (all rows, id order), in bulk.
 
         The store returns whole columns (labels dictionary-encoded, features decoded from one
         joined buffer) and the buffer takes them in one :meth:`ExperienceBuffer.record_batch`
@@ -482,14 +515,80 @@ class ExperienceStore:
         The stored dict texts are already redacted JSON; they go into the buffer as they are,
         except rows holding a key that this store's ``redact_keys`` treat as sensitive and
         whose value is not yet ``"[REDACTED]"`` (see :func:`_rows_to_redact`): those are
-        parsed, redacted and serialised again, as every row used to be.
+        parsed, redacted and serialised again, as every row used to be. Called inside one
+        read (or write) transaction, with the generation read in it (see :meth:`_pull`).
         """
         self._comp = None
+        self._buf = self._new_buffer()
+        self._seen = -1
         if self._db is None:
             return
-        cols = self._db.read(categories=CATEGORICAL_FIELDS)
+        self._append_loaded(self._db.read(categories=CATEGORICAL_FIELDS))
+        self._loaded = True
+
+    def _append_loaded(self, cols: Mapping[str, Any]) -> None:
+        """Append rows read from the file (ids above every id held) to the buffer."""
         if len(cols["id"]):
-            self._record_loaded(self.buffer, cols)
+            n_before = len(self._buf)
+            self._record_loaded(self._buf, cols)
+            self._seen = int(cols["id"][-1])
+            self._update_competence(n_before)
+
+    def _pull(self) -> None:
+        """Bring the buffer up to the file's committed state (inside one transaction)."""
+        gen = self._db.generation()
+        if not self._loaded or gen != self._gen:
+            self._load()
+        else:
+            self._append_loaded(self._db.read(categories=CATEGORICAL_FIELDS,
+                                              after_id=self._seen))
+        self._gen = gen
+
+    def _refresh(self) -> None:
+        """Catch up with rows other connections committed (cheap when none did)."""
+        if self._db is None:
+            return
+        dv = self._db.data_version()   # read first: a commit after it is seen next time
+        if self._loaded and dv == self._dv:
+            return
+        with self._db.snapshot():
+            self._pull()
+        self._dv = dv
+
+    def _on_write(self, db) -> None:
+        """:attr:`SQLiteStore.on_write`: inside the write transaction, before the write."""
+        with self._lock:
+            dv = db.data_version()
+            if not self._loaded or dv != self._dv:
+                self._pull()
+                self._dv = dv
+
+    def _deleted(self, n: int) -> None:
+        """After this process's destructive write of ``n`` rows: note the generation it left
+        (its buffer made the same change) and drop the competence cache."""
+        if n and self._db is not None and self._db.last_generation is not None:
+            self._gen = self._db.last_generation
+        self._changed()
+
+    @contextlib.contextmanager
+    def _view(self):
+        """Hold the lock; the outermost operation first catches up with the file."""
+        with self._lock:
+            if self._depth == 0:
+                self._refresh()
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+
+    @property
+    def buffer(self) -> ExperienceBuffer:
+        """The in-memory episodes, caught up with the file (a live object: use it under no
+        assumption that it stays the same object; a deletion by another process replaces
+        it)."""
+        with self._view():
+            return self._buf
 
     def _record_loaded(self, buf: ExperienceBuffer, cols: Mapping[str, Any]) -> None:
         """Record columns read from the store (labels as (codes, labels) pairs) into ``buf``."""
@@ -546,12 +645,16 @@ class ExperienceStore:
         return buf.record_batch(ids=ids, **cls._batch_kwargs(cols))
 
     def reload(self) -> dict:
-        """Re-read the SQLite file (records written by other processes become visible)."""
+        """Re-read the whole SQLite file. Not needed to see other processes' writes (every
+        operation does, see the live view); kept for callers of earlier versions."""
         with self._lock:
             if self._db is not None:
-                self.buffer = self._new_buffer()
-                self._load()
-            return {"n_records": len(self.buffer)}
+                dv = self._db.data_version()
+                with self._db.snapshot():
+                    self._loaded = False
+                    self._pull()
+                self._dv = dv
+            return {"n_records": len(self._buf)}
 
     def _tenant(self, tenant_id) -> str:
         if tenant_id is None or not isinstance(tenant_id, str) or not tenant_id:
@@ -560,11 +663,11 @@ class ExperienceStore:
 
     def _rows(self, tenant_id: str, **filters) -> np.ndarray:
         """Row positions of a tenant, filtered exactly by categorical fields."""
-        return self.buffer.select(tenant_id=tenant_id, **filters)
+        return self._buf.select(tenant_id=tenant_id, **filters)
 
     def _persist_columns(self, rows: np.ndarray) -> dict[str, Any]:
         """Persisted-style columns of buffer rows: labels (None = missing), JSON, features."""
-        buf = self.buffer
+        buf = self._buf
         out: dict[str, Any] = {"id": buf.column("id")[rows]}
         for name in CATEGORICAL_FIELDS:
             table = np.array([None] + list(buf.categories(name)[1:]), dtype=object)
@@ -633,33 +736,38 @@ class ExperienceStore:
         buffer is rolled back to its state before the batch (:meth:`ExperienceBuffer.rollback`)
         and the error propagates. Competence is updated only after the commit.
         """
-        buf = self.buffer
-        n_before = len(buf)
         given = None if ids is None else np.asarray(ids, dtype=np.int64)
         if self._db is None:
-            ids_out = buf.record_batch(ids=given, **cols)
+            n_before = len(self._buf)
+            ids_out = self._buf.record_batch(ids=given, **cols)
             self._update_competence(n_before)
             return ids_out
+        state: dict[str, Any] = {}
 
         def make(start: int):
+            # the on_write hook has just caught the buffer up with the file
+            buf = self._buf
+            state.update(buf=buf, n_before=len(buf), mark=buf.savepoint())
             first = max(start, buf.next_id)
             use = np.arange(first, first + len(cols["reward"]), dtype=np.int64) \
                 if given is None else given
             if given is not None and given.size and int(given[0]) < first:
                 raise ConfigError("ids", int(given[0]), f"must be >= next id {first}")
             new_ids = buf.record_batch(ids=use, **cols)
-            self._unflushed = len(buf) - n_before
-            return self._persist_columns(np.arange(n_before, len(buf))), new_ids
+            self._unflushed = len(buf) - state["n_before"]
+            return self._persist_columns(np.arange(state["n_before"], len(buf))), new_ids
 
-        mark = buf.savepoint()
         try:
             written = self._db.append_from(make)
         except BaseException:
-            buf.rollback(mark)  # the file has none of it, so memory keeps none of it
+            if "mark" in state:  # the file has none of it, so memory keeps none of it
+                state["buf"].rollback(state["mark"])
             self._unflushed = 0
             raise
         self._unflushed = 0
-        self._update_competence(n_before)
+        if written.size:
+            self._seen = max(self._seen, int(written.max()))
+        self._update_competence(state["n_before"])
         return written
 
     def flush(self) -> dict:
@@ -684,7 +792,7 @@ class ExperienceStore:
         """Add rows ``from_row..`` to the cached competence (None = rebuild lazily)."""
         if self._comp is None:
             return
-        buf = self.buffer
+        buf = self._buf
         rows = np.arange(from_row, len(buf))
         if self.discount != 1.0 and rows.size:
             ts = buf.column("timestamp")
@@ -695,7 +803,7 @@ class ExperienceStore:
         self._feed(self._comp, rows)
 
     def _feed(self, comp: BetaCompetence, rows: np.ndarray) -> None:
-        buf = self.buffer
+        buf = self._buf
         if rows.size == 0:
             return
         tenants = np.array(buf.categories("tenant_id"), dtype=object)
@@ -710,12 +818,12 @@ class ExperienceStore:
 
     def competence(self) -> BetaCompetence:
         """Competence per ``(tenant_id, task_type)`` over every recorded outcome (cached)."""
-        with self._lock:
+        with self._view():
             if self._comp is None:
                 comp = BetaCompetence(self.prior, self.discount)
-                ts = self.buffer.column("timestamp")
+                ts = self._buf.column("timestamp")
                 rows = np.argsort(ts, kind="stable") if self.discount != 1.0 \
-                    else np.arange(len(self.buffer))
+                    else np.arange(len(self._buf))
                 self._feed(comp, rows)
                 self._comp = comp
             return self._comp
@@ -820,9 +928,9 @@ class ExperienceStore:
         q = self._query_vector(state_features, state_before=state_before,
                                action_taken=action_taken, state_after=state_after,
                                metadata=metadata)
-        with self._lock:
-            rows, scores = self.buffer.search(q, k, tenant_id=tenant_id, task_type=task_type)
-            eps = self.buffer.rows(rows) if len(rows) else []
+        with self._view():
+            rows, scores = self._buf.search(q, k, tenant_id=tenant_id, task_type=task_type)
+            eps = self._buf.rows(rows) if len(rows) else []
         return {"results": [{"score": float(s), "episode": e} for s, e in zip(scores, eps)]}
 
     def get_recommendation(self, tenant_id: str, task_type: str | None = None, k: int = 50,
@@ -851,8 +959,8 @@ class ExperienceStore:
         k = _positive_int("k", k, MAX_K)
         has_query = state_features is not None or any(
             v is not None for v in (state_before, action_taken, state_after, metadata))
-        with self._lock:
-            buf = self.buffer
+        with self._view():
+            buf = self._buf
             if has_query:
                 q = self._query_vector(state_features, state_before=state_before,
                                        action_taken=action_taken, state_after=state_after,
@@ -893,7 +1001,7 @@ class ExperienceStore:
         """
         tenant_id = self._tenant(tenant_id)
         _checked("level", level, 0.0, 1.0, lo_open=True, hi_open=True)
-        with self._lock:
+        with self._view():
             comp = self.competence()
             types = [task_type] if task_type is not None else self._task_types(tenant_id)
             s = comp.summary([(tenant_id, t) for t in types], level)
@@ -903,17 +1011,17 @@ class ExperienceStore:
 
     def _task_types(self, tenant_id: str) -> list[str]:
         rows = self._rows(tenant_id)
-        codes = np.unique(self.buffer.column("task_type")[rows])
-        names = self.buffer.categories("task_type")
+        codes = np.unique(self._buf.column("task_type")[rows])
+        names = self._buf.categories("task_type")
         return sorted(names[c] for c in codes.tolist())
 
     def list_task_types(self, tenant_id: str, level: float = 0.95) -> dict:
         """Task types of a tenant with episode counts and competence."""
-        comp = self.get_competence(tenant_id, level=level)["competence"]
-        with self._lock:
+        with self._view():  # one state for both halves
+            comp = self.get_competence(tenant_id, level=level)["competence"]
             rows = self._rows(tenant_id)
-            codes = self.buffer.column("task_type")[rows]
-            names = self.buffer.categories("task_type")
+            codes = self._buf.column("task_type")[rows]
+            names = self._buf.categories("task_type")
             counts = {names[c]: int(m) for c, m in
                       zip(*np.unique(codes, return_counts=True))}
         return {"task_types": [{"task_type": c["task_type"], "n_episodes": counts[c["task_type"]],
@@ -940,13 +1048,13 @@ class ExperienceStore:
         tenant_id = self._tenant(tenant_id)
         # (A * bins^2 keys must fit int64, and the table is built in memory)
         bin_count = _checked("bin_count", bin_count, 1, MAX_BIN_COUNT, integer=True)
-        with self._lock:
+        with self._view():
             rows = self._rows(tenant_id, task_type=task_type)
-            before = self.buffer.column("state_before")[rows]
-            after = self.buffer.column("state_after")[rows]
-            acts = self.buffer.column("action_type")[rows]
-            reward = self.buffer.column("reward")[rows]
-            names = self.buffer.categories("action_type")
+            before = self._buf.column("state_before")[rows]
+            after = self._buf.column("state_after")[rows]
+            acts = self._buf.column("action_type")[rows]
+            reward = self._buf.column("reward")[rows]
+            names = self._buf.categories("action_type")
         edges = None
         if state_key is None:
             def bins(texts):
@@ -999,11 +1107,11 @@ class ExperienceStore:
         if domain_risk_class not in RISK_CLASSES:
             raise ConfigError("domain_risk_class", domain_risk_class,
                               f"must be one of {list(RISK_CLASSES)}")
-        with self._lock:
+        with self._view():
             rows = self._rows(tenant_id, task_type=task_type)
-            hist = {"outcome": self.buffer.labels("outcome", rows),
-                    "outcome_verified_by": self.buffer.labels("outcome_verified_by", rows),
-                    "anti_gaming_policy": self.buffer.labels("anti_gaming_policy", rows)}
+            hist = {"outcome": self._buf.labels("outcome", rows),
+                    "outcome_verified_by": self._buf.labels("outcome_verified_by", rows),
+                    "anti_gaming_policy": self._buf.labels("anti_gaming_policy", rows)}
         d = should_escalate(hist, task_type, threshold, min_episodes, domain_risk_class,
                             level=level, prior=self.prior)
         return d.to_dict()
@@ -1031,8 +1139,8 @@ class ExperienceStore:
         if seed is not None:
             seed = _checked("seed", seed, 0, None, integer=True)
         rng = np.random.default_rng(seed)
-        with self._lock:
-            buf = self.buffer
+        with self._view():
+            buf = self._buf
             cand = self._rows(tenant_id, task_type=task_type)
             weights = None
             if strategy == "recency":
@@ -1084,15 +1192,17 @@ class ExperienceStore:
         now = float(self.clock()) if now is None else float(_checked("now", now))
         cutoff = now - age
         with self._lock:
+            # the file first: its write transaction catches the buffer up (on_write) before
+            # deleting, so both then drop the same rows
             if self._db is not None:
                 self._db.prune(cutoff, where=None if tenant_id is None
                                else {"tenant_id": tenant_id})
             if tenant_id is None:
-                n = self.buffer.prune_older_than(cutoff)
+                n = self._buf.prune_older_than(cutoff)
             else:
                 rows = self._rows(tenant_id)
-                n = self.buffer.delete(rows[self.buffer.column("timestamp")[rows] < cutoff])
-            self._changed()
+                n = self._buf.delete(rows[self._buf.column("timestamp")[rows] < cutoff])
+            self._deleted(n)
         return {"deleted": int(n), "cutoff": cutoff}
 
     def compact(self, compact_keep_records: int | None = None,
@@ -1114,18 +1224,21 @@ class ExperienceStore:
         if tenant_id is not None:
             tenant_id = self._tenant(tenant_id)
         deleted = 0
-        with self._lock:
+        with self._view():
             if compact_keep_records is not None:
                 if tenant_id is None:
-                    deleted = self.buffer.compact(keep)
-                    if self._db is not None:
+                    if self._db is not None:  # catches the buffer up first (on_write)
                         self._db.keep_newest(keep)
+                    deleted = self._buf.compact(keep)
                 else:
-                    rows = self._newest_excess(tenant_id, keep)
+                    # chosen on the view caught up now; rows another process commits before
+                    # the delete's transaction are kept (they are not among these ids)
+                    ids = self._buf.column("id")[self._newest_excess(tenant_id, keep)]
                     if self._db is not None:
-                        self._db.delete_ids(self.buffer.column("id")[rows])
-                    deleted = self.buffer.delete(rows)
-                self._changed()
+                        self._db.delete_ids(ids)
+                    deleted = self._buf.delete(np.flatnonzero(np.isin(
+                        self._buf.column("id"), ids)))
+                self._deleted(deleted)
             space = self._db.vacuum() if self._db is not None else \
                 {"bytes_before": 0, "bytes_after": 0, "freelist_count": 0}
         return {"deleted": int(deleted), "bytes_before": space["bytes_before"],
@@ -1133,7 +1246,7 @@ class ExperienceStore:
 
     def _newest_excess(self, tenant_id: str, keep: int) -> np.ndarray:
         """Rows of a tenant beyond the newest ``keep`` of each task type."""
-        buf = self.buffer
+        buf = self._buf
         rows = self._rows(tenant_id)
         ts = buf.column("timestamp")[rows]
         ident = buf.column("id")[rows]
@@ -1157,20 +1270,32 @@ class ExperienceStore:
         """
         tenant_id = self._tenant(tenant_id)
         sel = _selection(task_type, run_id, task_id, request_id)
-        with self._lock:
+        with self._view():
             return int(len(self._rows(tenant_id, **sel)))
 
     def tenant_ids(self) -> list[str]:
         """The tenants that have episodes, sorted."""
-        with self._lock:
-            buf = self.buffer
+        with self._view():
+            buf = self._buf
             names = buf.categories("tenant_id")
             return sorted(names[c] for c in np.unique(buf.column("tenant_id")) if names[c])
 
     def get_stats(self, tenant_id: str | None = None) -> dict:
-        """Counts (records, tenants, task types), time span, dim and store state."""
+        """Counts (records, tenants, task types), time span, dim and store state.
+
+        With a file, answered from SQL (:meth:`dyna.store.sqlite.SQLiteStore.summary`: counts
+        and min / max only, no episode loaded), so it is always live; in memory, from the
+        buffer. Both give the same numbers for the same rows.
+        """
+        if self._db is not None:
+            where = None if tenant_id is None else {"tenant_id": self._tenant(tenant_id)}
+            with self._lock:
+                out = self._db.summary(where)
+                out.update(dim=self.dim, persistent=True, n_unpersisted=self._unflushed,
+                           store=self._db.stats())
+            return out
         with self._lock:
-            buf = self.buffer
+            buf = self._buf
             rows = np.arange(len(buf)) if tenant_id is None else \
                 self._rows(self._tenant(tenant_id))
             ts = buf.column("timestamp")[rows]
@@ -1196,9 +1321,17 @@ class ExperienceStore:
         dict
             ``consumption``: list of ``{"tenant_id", "task_type", "records", "bytes"}``;
             ``total_records``, ``total_bytes``.
+
+        With a file, summed in SQL over the texts as stored (integer sums, no episode
+        loaded); in memory, over the buffer.
         """
+        if self._db is not None:
+            where = None if tenant_id is None else {"tenant_id": self._tenant(tenant_id)}
+            items = self._db.consumption(where)
+            return {"consumption": items, "total_records": sum(r["records"] for r in items),
+                    "total_bytes": sum(r["bytes"] for r in items)}
         with self._lock:
-            buf = self.buffer
+            buf = self._buf
             rows = np.arange(len(buf)) if tenant_id is None else \
                 self._rows(self._tenant(tenant_id))
             size = np.full(rows.size, 24 + 4 * self.dim, dtype=np.int64)
@@ -1234,10 +1367,10 @@ class ExperienceStore:
             return self.delete_data(tenant_id)
         with self._lock:
             if self._db is not None:
-                self._db.reset()
-            n = len(self.buffer)
-            self.buffer.clear()
-            self._changed()
+                self._db.reset()   # catches the buffer up first (on_write)
+            n = len(self._buf)
+            self._buf.clear()
+            self._deleted(n)
         return {"deleted": n}
 
     def delete_data(self, tenant_id: str, task_type: str | None = None,
@@ -1248,15 +1381,16 @@ class ExperienceStore:
         tenant_id = self._tenant(tenant_id)
         sel = _selection(task_type, run_id, task_id, request_id)
         with self._lock:
-            rows = self._rows(tenant_id, **sel)
-            if self._db is not None:
+            if self._db is not None:  # catches the buffer up first (on_write)
                 self._db.delete({"tenant_id": tenant_id, **sel})
-            n = self.buffer.delete(rows)
-            self._changed()
+            else:
+                self._refresh()
+            n = self._buf.delete(self._rows(tenant_id, **sel))
+            self._deleted(n)
         return {"deleted": int(n)}
 
     def _export_columns(self, tenant_id: str, **sel) -> dict[str, Any]:
-        with self._lock:
+        with self._view():
             rows = self._rows(tenant_id, **{k: v for k, v in sel.items() if v is not None})
             cols = self._persist_columns(rows)
         for name in DICT_FIELDS:  # redact again on the way out (keys may have changed)
@@ -1489,4 +1623,5 @@ class ExperienceStore:
         self.close()
 
     def __len__(self) -> int:
-        return len(self.buffer)
+        with self._view():
+            return len(self._buf)

@@ -429,14 +429,14 @@ def test_busy_store_raises_retryable_and_leaves_no_trace(tmp_path):
     assert s.record("t1", **ep(t=7.0))["ids"] == [2]
 
 
-def test_reload_sees_other_writers(tmp_path):
+def test_other_writers_seen_without_reload(tmp_path):
     a = ExperienceStore(tmp_path / "r.db", dim=DIM)
     b = ExperienceStore(tmp_path / "r.db", dim=DIM)
     a.record("t1", **ep())
     assert b.record("t1", **ep())["ids"] == [1]  # ids unique across handles
-    assert len(b) == 1
-    b.reload()
-    assert len(b) == 2
+    assert len(b) == 2 and len(a) == 2           # the live view (issue 19)
+    assert b.buffer.column("id").tolist() == [0, 1] == a.buffer.column("id").tolist()
+    assert b.reload() == {"n_records": 2}
 
 
 # ------------------------------------------------------------------ tenant isolation (property)

@@ -114,3 +114,146 @@ def test_version_1_file_of_earlier_code_is_migrated(tmp_path):
     assert st.schema_version() == sq.SCHEMA_VERSION == 2
     assert st.generation() == 0 and st.count() == 7 and st.next_id() == 8
     st.close()
+
+
+# ============================================================================ ExperienceStore
+def _episodes(n, start=0, tenant="t1"):
+    rng = np.random.default_rng(start)
+    return [{"task_type": f"k{(start + i) % 3}", "action_type": f"a{(start + i) % 2}",
+             "outcome": "success" if rng.random() < 0.6 else "failure",
+             "reward": float(rng.integers(0, 5)), "timestamp": 100.0 + ((start + i) * 7) % 13,
+             "run_id": f"r{(start + i) % 4}", "state_before": {"x": int(start + i)},
+             "state_features": rng.normal(size=4).round(3).tolist()} for i in range(n)]
+
+
+def _answers(store, tenant="t1"):
+    q = [0.5, -0.2, 0.1, 0.9]
+    return {"similar": store.query_similar(tenant, k=7, state_features=q),
+            "similar_k1": store.query_similar(tenant, k=5, task_type="k1", state_features=q),
+            "competence": store.get_competence(tenant),
+            "types": store.list_task_types(tenant),
+            "recommend": store.get_recommendation(tenant, state_features=q, k=9),
+            "table": store.get_transition_table(tenant, state_key="x", bin_count=3),
+            "stats": {k: v for k, v in store.get_stats(tenant).items() if k != "store"},
+            "consumption": store.get_data_consumption(),
+            "ids": store.buffer.column("id").tolist()}
+
+
+@pytest.mark.parametrize("discount", [1.0, 0.9])
+def test_live_view_answers_equal_a_fresh_open(tmp_path, discount):
+    """Another handle's inserts, deletes, prunes and compactions are seen at once, and every
+    answer equals the one of a store opened after the change (bit-identical)."""
+    from dyna.experience import ExperienceStore
+    path = tmp_path / "s.db"
+    writer = ExperienceStore(path, dim=4, discount=discount)
+    reader = ExperienceStore(path, dim=4, discount=discount)
+    assert reader.get_stats("t1")["n_records"] == 0
+    reader.get_competence("t1")  # competence cached: must follow the changes too
+    steps = [lambda: writer.record("t1", episodes=_episodes(20)),
+             lambda: writer.record("t2", episodes=_episodes(5, 50, tenant="t2")),
+             lambda: writer.record("t1", episodes=_episodes(1, 20)),
+             lambda: writer.delete_data("t1", task_type="k2"),
+             lambda: writer.record("t1", episodes=_episodes(6, 21)),
+             lambda: writer.prune_old(0.0, now=105.0),
+             lambda: writer.compact(3, tenant_id="t1"),
+             lambda: writer.record("t1", episodes=_episodes(4, 27)),
+             lambda: writer.compact(2),
+             lambda: writer.reset(all_tenants=True),
+             lambda: writer.record("t1", episodes=_episodes(3, 31))]
+    for step in steps:
+        step()
+        fresh = ExperienceStore(path, dim=4, discount=discount, read_only=True)
+        assert _answers(reader) == _answers(fresh)
+        fresh.close()
+    # the reader writes too: its write first catches up, ids stay unique and ordered
+    assert reader.record("t1", **_episodes(1, 40)[0])["ids"] == [39]   # 20+5+1+6+4+3 before
+    assert _answers(writer) == _answers(reader)
+    assert len(reader) == len(writer) == 4
+    writer.close(), reader.close()
+
+
+def test_own_delete_after_another_process_insert(tmp_path):
+    """A delete by this handle applies to rows another handle committed a moment before
+    (the write transaction catches the buffer up first), in memory as in the file."""
+    from dyna.experience import ExperienceStore
+    path = tmp_path / "s.db"
+    a, b = ExperienceStore(path, dim=4), ExperienceStore(path, dim=4)
+    a.record("t1", episodes=_episodes(6))
+    assert b.delete_data("t1", task_type="k0") == {"deleted": 2}   # rows 0 and 3
+    assert b._buf.column("id").tolist() == [1, 2, 4, 5]            # no reload in between
+    a.record("t1", episodes=_episodes(3, 6))
+    # timestamps 100 + 7i mod 13: ids 2, 4, 6 (101, 102, 103) are older than 104; 6 is a's
+    assert b.prune_old(0.0, now=104.0)["deleted"] == 3
+    assert a.buffer.column("id").tolist() == b._buf.column("id").tolist() == [1, 5, 7, 8]
+    a.close(), b.close()
+
+
+_CHILD = r"""
+import sys
+from dyna.experience import ExperienceStore
+sys.path.insert(0, sys.argv[2])
+from test_store_live import _episodes
+store = ExperienceStore(sys.argv[1], dim=4)
+n = int(sys.argv[3])
+for i in range(n):
+    store.record("t1", **_episodes(1, i)[0])
+    print(i + 1, flush=True)           # acknowledged, hence committed
+print("done", flush=True)
+sys.stdin.readline()                   # the reader has asked about every row
+store.delete_data("t1", task_type="k0")
+print("deleted", flush=True)
+store.close()
+"""
+
+
+def test_two_processes_every_answer_counts_every_committed_row(tmp_path):
+    """One process records one episode at a time while this one answers get_stats,
+    query_similar and get_competence through the MCP server's tool dispatch: each answer
+    counts at least every row whose record() had returned before the question."""
+    import subprocess
+    import sys
+
+    from dyna.experience import MAX_K, ExperienceStore
+    from dyna.mcp_server import ExperienceTools
+    pytest.importorskip("jsonschema")
+    path = tmp_path / "s.db"
+    n = 150
+    ExperienceStore(path, dim=4).close()
+    server = ExperienceStore(path, dim=4)
+    tools = ExperienceTools(server, "t1")
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(path),
+                              str(Path(__file__).parent), str(n)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    q = {"state_features": [1.0, 0.0, 0.0, 0.0], "k": MAX_K}
+
+    def counts():
+        stats, err1 = tools.call("get_stats", {})
+        sim, err2 = tools.call("query_similar", q)
+        comp, err3 = tools.call("get_competence", {})
+        assert not (err1 or err2 or err3)
+        n_comp = sum(c["n_success"] + c["n_failure"] for c in comp["competence"])
+        return stats["n_records"], len(sim["results"]), int(n_comp)
+
+    asked = 0
+    try:
+        for line in child.stdout:
+            if line.strip() == "done":
+                break
+            committed = int(line)
+            for got in counts():
+                assert committed <= got <= n
+            asked += 1
+        assert counts() == (n, n, n)
+        child.stdin.write("delete\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "deleted"
+        assert child.wait(timeout=60) == 0
+    finally:
+        child.kill()
+    assert asked == n
+    left = n - sum(1 for i in range(n) if i % 3 == 0)        # k0 deleted by the child
+    assert counts() == (left, left, left)
+    fresh = ExperienceStore(path, dim=4, read_only=True)
+    assert server.query_similar("t1", **q) == fresh.query_similar("t1", **q)
+    assert server.get_competence("t1") == fresh.get_competence("t1")
+    fresh.close(), server.close()

@@ -18,7 +18,8 @@ Each runs the operation of the same name through
 feature dimension is read from the file. Selectors match exactly, never as prefixes. Bad
 input prints one line and exits 2 (handled by :mod:`dyna.cli`).
 
-``stats`` and ``export`` open the store read-only: they never rename, create or write the
+``stats`` answers from SQL (counts, time span, bytes per tenant and task type) without
+loading any episode. ``stats`` and ``export`` open the store read-only: they never rename, create or write the
 database (SQLite's ``-wal`` / ``-shm`` companions excepted). A damaged store makes every
 command fail with one line naming the file and what SQLite found; ``recover`` copies its
 readable rows into the new store NEW (refused if NEW exists; written to a temporary file
@@ -42,8 +43,14 @@ __all__ = ["register"]
 
 def _open(db: str, read_only: bool):
     from dyna.experience import ExperienceStore  # noqa: PLC0415 - keeps `dyna --help` fast
+    from dyna.store import postgres as _postgres  # noqa: PLC0415
     from dyna.store.sqlite import stored_dim  # noqa: PLC0415
 
+    if _postgres.is_dsn(db):  # a PostgreSQL store: never shown with its password
+        pg_dim = _postgres.stored_dim(db)
+        if pg_dim is None:
+            raise MissingFileError("DB", _postgres.display_dsn(db), "no dyna store there")
+        return ExperienceStore(db, dim=pg_dim, read_only=read_only)
     path = Path(db)
     if path.is_dir():
         raise ConfigError("DB", str(path), "is a folder, not a store file")
@@ -52,7 +59,8 @@ def _open(db: str, read_only: bool):
     dim = stored_dim(path)
     if dim is None:
         raise NotAStoreError(path, "no dim in a meta table")
-    return ExperienceStore(path, dim=dim, read_only=read_only)
+    # episodes are read by the first operation that needs them: stats never does (SQL)
+    return ExperienceStore(path, dim=dim, read_only=read_only, eager=False)
 
 
 def _selectors(args) -> dict:
