@@ -122,24 +122,32 @@ def parse_layout(text: str):
     return walls, starts[0], goals
 
 
-def scale_layout(walls: np.ndarray, start, goals, resolution: int):
+def scale_layout(walls: np.ndarray, start, goals, resolution: int, goal_block: bool = False):
     """Refine a maze: each cell becomes ``resolution x resolution`` cells (Example 8.4).
 
-    Walls become wall blocks; the start and each goal become the top-left cell of their block
-    (so a maze keeps one start and as many goal cells as before). Shortest paths grow about
-    linearly in ``resolution`` and the number of states quadratically.
+    Walls become wall blocks; the start becomes the top-left cell of its block. Each goal
+    becomes the top-left cell of its block (default: a maze keeps as many goal cells as
+    before), or with ``goal_block`` every cell of its block, as in the widely used reference
+    implementation of Example 8.4 (ShangtongZhang/reinforcement-learning-an-introduction,
+    ``chapter08/maze.py``: the goal of the k-refined maze is a k x k block). Shortest paths
+    grow about linearly in ``resolution`` and the number of states quadratically.
 
     Raises
     ------
     ConfigError
-        ``resolution`` not an integer >= 1.
+        ``resolution`` not an integer >= 1, ``goal_block`` not a bool.
     """
     if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) or resolution < 1:
         raise ConfigError("resolution", resolution, "must be an integer >= 1")
+    if not isinstance(goal_block, (bool, np.bool_)):
+        raise ConfigError("goal_block", goal_block, "must be true or false")
     k = int(resolution)
     walls_k = np.kron(walls, np.ones((k, k), dtype=bool)).astype(bool)
     start_k = (start[0] * k, start[1] * k)
-    goals_k = [(g[0] * k, g[1] * k) for g in goals]
+    if goal_block:
+        goals_k = [(g[0] * k + i, g[1] * k + j) for g in goals for i in range(k) for j in range(k)]
+    else:
+        goals_k = [(g[0] * k, g[1] * k) for g in goals]
     return walls_k, start_k, goals_k
 
 
@@ -203,15 +211,21 @@ class GridMaze(gym.Env):
         layout and step 1001 onward the second.
     resolution : int
         Each cell becomes ``resolution x resolution`` cells (:func:`scale_layout`).
+    goal_block : bool
+        With ``resolution`` k > 1, the goal is the whole k x k block of each goal cell
+        instead of its top-left cell (:func:`scale_layout`; default False).
     render_mode : {"ansi", "rgb_array", None}
 
-    See the module docstring for spaces, rewards and termination.
+    See the module docstring for spaces, rewards and termination. The table's metadata
+    also give ``free_states`` (non-wall cells, goals included: 47 k^2 for the Dyna maze;
+    ``n_states`` counts every grid cell) and ``unscaled_optimal_path_length`` (the
+    shortest path of the first layout before refinement; 14 for the Dyna maze).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(self, layouts: str | Sequence[str] = DYNA_MAZE, change_at: Sequence[int] = (),
-                 resolution: int = 1, render_mode: str | None = None):
+                 resolution: int = 1, render_mode: str | None = None, goal_block: bool = False):
         if isinstance(layouts, str):
             layouts = [layouts]
         if not isinstance(layouts, (list, tuple)) or not layouts:
@@ -230,7 +244,8 @@ class GridMaze(gym.Env):
             raise ConfigError("change_at", change_at, "must be positive and strictly increasing")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError("render_mode", render_mode, "must be 'ansi', 'rgb_array' or None")
-        parsed = [scale_layout(*parse_layout(t), resolution) for t in layouts]
+        parsed = [scale_layout(*parse_layout(t), resolution, goal_block) for t in layouts]
+        unscaled = shortest_path_length(*parse_layout(layouts[0]))
         walls0, start, goals = parsed[0]
         for w, st, g in parsed[1:]:
             if w.shape != walls0.shape or st != start or g != goals:
@@ -252,7 +267,9 @@ class GridMaze(gym.Env):
             meta={"optimal_path_length": self.optimal_path_lengths[0],
                   "optimal_path_lengths": self.optimal_path_lengths,
                   "rows": self.rows, "cols": self.cols, "resolution": self.resolution,
-                  "change_at": change_at})
+                  "change_at": change_at, "free_states": int((~walls0).sum()),
+                  "unscaled_optimal_path_length": unscaled,
+                  "goal_block": bool(goal_block)})
         self.P = self.table.to_P(0)  # toy-text form of the first phase
         self.observation_space = spaces.Discrete(n)
         self.action_space = spaces.Discrete(4)
@@ -357,10 +374,13 @@ class ShortcutMaze(GridMaze):
 class AsciiMaze(GridMaze):
     """A maze from an ASCII layout, refined by ``resolution`` (Example 8.4, Section 8.4).
 
-    With the default layout (the Dyna maze) and ``resolution`` k the maze has 54 k^2 cells;
-    Example 8.4 runs prioritized sweeping and Dyna-Q on such mazes of growing size.
+    With the default layout (the Dyna maze) and ``resolution`` k the maze has 54 k^2 cells,
+    47 k^2 of them free; ``goal_block=True`` makes the goal the k x k block at the top right
+    (shortest path 13 k + 1 steps instead of 14 k). Example 8.4 runs prioritized sweeping and Dyna-Q on such mazes of growing size.
     Registered as ``dyna/AsciiMaze-v0``.
     """
 
-    def __init__(self, layout: str = DYNA_MAZE, resolution: int = 1, render_mode: str | None = None):
-        super().__init__(layout, resolution=resolution, render_mode=render_mode)
+    def __init__(self, layout: str = DYNA_MAZE, resolution: int = 1, render_mode: str | None = None,
+                 goal_block: bool = False):
+        super().__init__(layout, resolution=resolution, render_mode=render_mode,
+                         goal_block=goal_block)

@@ -215,7 +215,7 @@ def _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, max_steps, st):
 def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, keep_last,
                 nxt, cum, rew, trm, nout, isd_cum, phase_start, max_steps,
                 n_episodes, total_steps, eval_every, eval_episodes, eval_max_steps, optimal_length,
-                max_total_steps, train_st, eval_st, out, rew_m, pair, seen_s, seen_a, pred_head, pred_link, info,
+                optimal_checks, max_total_steps, train_st, eval_st, out, rew_m, pair, seen_s, seen_a, pred_head, pred_link, info,
                 hkey, hprio, hpos, hinfo,
                 ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
                 Q_out, overflow, budget_hit):
@@ -297,9 +297,10 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
                 n_eval += 1
             if optimal_length > 0 and upd_to_opt[r] < 0:
                 # the greedy path must reach a goal within optimal_length steps in every one
-                # of OPTIMAL_CHECKS rollouts (ties random), so a lucky tie-break cannot pass
+                # of optimal_checks rollouts (ties random; default OPTIMAL_CHECKS = 5, so a
+                # lucky tie-break cannot pass)
                 found = True
-                for _ in range(OPTIMAL_CHECKS):
+                for _ in range(optimal_checks):
                     _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p,
                                                          optimal_length, est)
                     if not (reached and n_steps <= optimal_length):
@@ -345,7 +346,8 @@ class RunResult:
 def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
               episodes: int | None = None, total_steps: int | None = None,
               eval_every: int = 0, eval_episodes: int = 0, eval_max_steps: int | None = None,
-              optimal_length: int = 0, max_total_steps: int = MAX_TOTAL_STEPS) -> RunResult:
+              optimal_length: int = 0, max_total_steps: int = MAX_TOTAL_STEPS,
+              optimal_checks: int = OPTIMAL_CHECKS) -> RunResult:
     """Run R independent runs of a tabular agent on a transition table, in one kernel call.
 
     Parameters
@@ -375,6 +377,9 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
         ``updates_to_optimal`` and stops (Example 8.4). Pass the shortest path length times a
         tolerance (e.g. 1.2): with ε-greedy exploration a model can settle on a
         near-shortest path long before it has seen the shortest one.
+    optimal_checks : int
+        Greedy rollouts of that check, all of which must succeed (>= 1; default
+        :data:`OPTIMAL_CHECKS`; the reference implementation of Example 8.4 makes one).
     max_total_steps : int
         Budget of time steps per run in episodes mode (default :data:`MAX_TOTAL_STEPS`): an
         environment without a step limit where the policy never reaches a goal would
@@ -432,6 +437,7 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
     if eval_every > 0 and eval_episodes < 1:
         raise ConfigError("eval_episodes", eval_episodes, "must be >= 1 when eval_every > 0")
     optimal_length = check_range("optimal_length", optimal_length, 0, 2**62, integer=True)
+    optimal_checks = check_range("optimal_checks", optimal_checks, 1, 1000, integer=True)
     max_total_steps = check_range("max_total_steps", max_total_steps, 1, 2**62, integer=True)
     S, A, K = table.n_states, table.n_actions, table.max_outcomes
     if eval_max_steps is None:
@@ -460,7 +466,7 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
                 hp.get("kappa", 0.0), hp.get("theta", 0.0), hp["q_init"], hp.get("model") == "last",
                 table.next_state, table.cum_prob, table.reward, table.terminated, table.n_outcomes,
                 table.isd_cum, table.phase_start, table.max_episode_steps,
-                E, T, eval_every, eval_episodes, eval_max_steps, optimal_length,
+                E, T, eval_every, eval_episodes, eval_max_steps, optimal_length, optimal_checks,
                 max_total_steps if E else 2**62, run_states(seed, runs, STREAM_TRAIN), run_states(seed, runs, STREAM_EVAL), *m, *q,
                 ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
                 Q, overflow, budget_hit)

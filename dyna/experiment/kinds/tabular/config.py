@@ -48,8 +48,8 @@ from dyna.experiment.config import (NAME_RE, check_bool, check_keys, check_scala
                                     config_hash, name_list, table_of)
 
 __all__ = [
-    "AnalysisSpec", "EnvSpec", "ExperimentConfig", "METRICS", "CHECKS", "Schedule", "Variant",
-    "parse_tabular",
+    "AnalysisSpec", "EnvSpec", "ExperimentConfig", "METRICS", "CHECKS", "OPTIMAL_PROTOCOLS",
+    "Schedule", "Variant", "parse_tabular",
 ]
 
 
@@ -113,6 +113,19 @@ class Schedule:
         With ``stop_at_optimal``, a greedy path of at most
         ``floor(optimal_path_length * optimal_tolerance)`` steps counts as optimal (>= 1;
         1.0 demands the shortest path).
+    optimal_protocol : {"dyna", "reference"}
+        With ``stop_at_optimal``, how Example 8.4 is measured. ``"dyna"`` (default): the
+        env as configured (the refined Dyna maze keeps a single goal cell), the check
+        passes when 5 greedy rollouts (ties random) all reach a goal within the limit
+        above, and updates are counted as done (prioritized sweeping: its popped
+        backups). ``"reference"``: the protocol of the widely used reference
+        implementation (ShangtongZhang/reinforcement-learning-an-introduction,
+        ``chapter08/maze.py``, ``example_8_4``): the goal is the k x k block (env keyword
+        ``goal_block = true``, set by this key), one greedy rollout, the limit is
+        ``floor(optimal_tolerance * k * L1)`` steps with ``L1`` the unrefined maze's
+        shortest path (the code's ``14 * resolution * 1.2``), and prioritized sweeping
+        counts one more update per real step (the code's ``+ 1``). The reference's greedy
+        check breaks ties by lowest action index; here ties stay random.
     """
 
     episodes: int | None = None
@@ -122,6 +135,11 @@ class Schedule:
     eval_episodes: int = 0
     stop_at_optimal: bool = False
     optimal_tolerance: float = 1.0
+    optimal_protocol: str = "dyna"
+
+
+#: Values of ``schedule.optimal_protocol`` (see :class:`Schedule`).
+OPTIMAL_PROTOCOLS = ("dyna", "reference")
 
 
 @dataclass(frozen=True)
@@ -237,9 +255,12 @@ class ExperimentConfig:
 
     def env_kwargs(self, point: dict) -> dict:
         """Environment kwargs of one sweep point (``env.kwargs`` updated by the point's env
-        keys)."""
+        keys; ``goal_block = True`` under ``schedule.optimal_protocol = "reference"``)."""
         hp = set(self.swept_hparams)
-        return {**self.env.kwargs, **{k: v for k, v in point.items() if k not in hp}}
+        out = {**self.env.kwargs, **{k: v for k, v in point.items() if k not in hp}}
+        if self.schedule.optimal_protocol == "reference":
+            out["goal_block"] = True
+        return out
 
     def hparams(self, variant, point: dict) -> dict:
         """A variant's hyper-parameters at one sweep point (the point's swept ones win)."""
@@ -254,8 +275,9 @@ class ExperimentConfig:
             "seed": self.seed,
             "runs": self.runs,
             "env": {"id": self.env.id, "kwargs": dict(self.env.kwargs)},
+            # optimal_protocol at its default is left out, so older configs keep their hash
             "schedule": {k: v for k, v in dataclasses.asdict(self.schedule).items()
-                         if v is not None},
+                         if v is not None and not (k == "optimal_protocol" and v == "dyna")},
             "variants": [{"name": v.name, "agent": v.agent,
                           **{k: x for k, x in v.hparams.items()
                              if k not in self.swept_hparams}}
@@ -358,9 +380,16 @@ def _parse_schedule(raw: dict) -> Schedule:
     if "optimal_tolerance" in raw and not stop and tolerance != 1.0:
         raise ConfigError("schedule.optimal_tolerance", tolerance,
                           "only applies with schedule.stop_at_optimal = true")
+    protocol = raw.get("optimal_protocol", "dyna")
+    if protocol not in OPTIMAL_PROTOCOLS:
+        raise ConfigError("schedule.optimal_protocol", protocol,
+                          f"must be one of {', '.join(OPTIMAL_PROTOCOLS)}")
+    if protocol != "dyna" and not stop:
+        raise ConfigError("schedule.optimal_protocol", protocol,
+                          "only applies with schedule.stop_at_optimal = true")
     return Schedule(episodes=episodes, total_steps=total_steps, log_every=log_every,
                     eval_every=eval_every, eval_episodes=eval_episodes, stop_at_optimal=stop,
-                    optimal_tolerance=tolerance)
+                    optimal_tolerance=tolerance, optimal_protocol=protocol)
 
 
 def _parse_variants(data: dict) -> tuple:
@@ -540,6 +569,14 @@ def parse_tabular(data: dict, *, runs: int | None = None, seed: int | None = Non
     variants = _parse_variants(data)
     sweep = _parse_sweep(data, kwargs, variants)
     analysis = _parse_analysis(table_of(data, "analysis", "analysis"), schedule)
+    if schedule.optimal_protocol == "reference":
+        if "goal_block" in sweep:
+            raise ConfigError("sweep.goal_block", sweep["goal_block"],
+                              "is set by schedule.optimal_protocol = 'reference'")
+        if kwargs.get("goal_block", True) is not True:
+            raise ConfigError("env.kwargs.goal_block", kwargs["goal_block"],
+                              "must be true (or absent) with schedule.optimal_protocol = "
+                              "'reference'")
     config = ExperimentConfig(name=name, description=description, seed=cfg_seed,
                               runs=cfg_runs, env=env, schedule=schedule, variants=variants,
                               sweep=sweep, analysis=analysis)

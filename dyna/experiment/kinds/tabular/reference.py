@@ -32,6 +32,7 @@ below 0.05.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,8 +178,10 @@ def welch(ours, ref, *, confidence: float = 0.95) -> dict:
            "low": math.nan, "high": math.nan, "t": math.nan, "df": math.nan, "p": math.nan}
     if x.size < 2 or y.size < 2 or (x.var() == 0 and y.var() == 0):
         return nan
-    res = stats.ttest_ind(x, y, equal_var=False)
-    ci = res.confidence_interval(confidence)
+    with warnings.catch_warnings():  # nearly constant samples: scipy warns, values stand
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = stats.ttest_ind(x, y, equal_var=False)
+        ci = res.confidence_interval(confidence)
     return {"diff": float(x.mean() - y.mean()), "low": float(ci.low), "high": float(ci.high),
             "t": float(res.statistic), "df": float(res.df), "p": float(res.pvalue)}
 
@@ -191,8 +194,10 @@ def tost(ours, ref, margin: float) -> float:
     x, y = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
     if x.size < 2 or y.size < 2 or (x.var() == 0 and y.var() == 0):
         return math.nan
-    lower = stats.ttest_ind(x + margin, y, equal_var=False, alternative="greater").pvalue
-    upper = stats.ttest_ind(x - margin, y, equal_var=False, alternative="less").pvalue
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lower = stats.ttest_ind(x + margin, y, equal_var=False, alternative="greater").pvalue
+        upper = stats.ttest_ind(x - margin, y, equal_var=False, alternative="less").pvalue
     return float(max(lower, upper))
 
 

@@ -30,14 +30,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from dyna.experiment.kinds.tabular.reference import ALPHA
 from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
 from dyna.experiment.stats import diff_ci, per_run_ci
 
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
-
-__all__ = ["build_report", "shortcut_bound", "write_report"]
-
 
 __all__ = ["build_report", "shortcut_bound", "write_report"]
 
@@ -105,7 +103,11 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
         sched += f", greedy evaluation every {s.eval_every} episodes ({s.eval_episodes} " \
                  f"episodes each)"
     if s.stop_at_optimal:
-        sched += ", each run stops once its greedy path is optimal"
+        base = ("k x the unrefined maze's shortest path" if s.optimal_protocol == "reference"
+                else "the shortest path")
+        sched += (f", each run stops once its greedy path is optimal, i.e. within "
+                  f"optimal_tolerance = {s.optimal_tolerance:g} of {base} "
+                  f"(optimal_protocol = {s.optimal_protocol!r})")
     lines = [f"# {c.name}", ""]
     if c.description:
         lines += [c.description, ""]
@@ -180,6 +182,13 @@ def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
            + text.count("-> partly consistent"))
     if check_lines:
         lines.append(f"- checks against the book: {good} consistent, {bad} not (see Checks).")
+    differ, same = text.count("| **differs** |"), text.count("| no difference detected |")
+    if differ + same:
+        equiv = text.count("| equivalent |")
+        tested = equiv + text.count("| equivalence not shown |")
+        extra = f"; {equiv} of {tested} shown equivalent (TOST)" if tested else ""
+        lines.append(f"- against the reference implementation: {differ} of {differ + same} "
+                     f"declared summaries differ (Welch, Holm {ALPHA:g}){extra}.")
     return lines + [""]
 
 
@@ -198,7 +207,8 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
     if c.schedule.eval_every:
         header += ["final evaluation score"]
     if c.schedule.stop_at_optimal:
-        header += ["runs that found an optimal path", "updates until optimal"]
+        tol = f"optimal_tolerance = {c.schedule.optimal_tolerance:g}"
+        header += [f"runs that found an optimal path ({tol})", f"updates until optimal ({tol})"]
     rows = []
     for variant, _p, point in _groups(out):
         res = _select(out.results, variant.name, point)
@@ -272,7 +282,96 @@ def _check_figure_8_2(out: "ExperimentOutput") -> list[str]:
         rows = [row[:drop] + row[drop + 1:] for row in rows]
     return ["", "### Figure 8.2 (Sutton & Barto Section 8.2)", "",
             f"Cells: {stat} over runs [{out.config.analysis.confidence:.0%} bootstrap "
-            "confidence interval].", "", *md_table(header, rows), "", *verdicts]
+            "confidence interval].", "", *md_table(header, rows), "",
+            "Loose checks against the book's text (they can hardly fail; the comparison "
+            "with the reference implementation below is the real test):", "", *verdicts,
+            *_reference_section(out, "figure_8_2")]
+
+
+def _ours(out: "ExperimentOutput", summary) -> np.ndarray | None:
+    """Our per-run values of a declared reference summary (None: not in this output)."""
+    c = out.config
+    points = c.sweep_points()
+    if summary.check == "figure_8_2":
+        if len(points) != 1:
+            return None
+        v = next((v for v in c.variants if _n_of(v) == summary.who), None)
+        E = c.schedule.episodes or 0
+        if v is None or E < max(summary.at, summary.until):
+            return None
+        res = _select(out.results, v.name, points[0])
+        if summary.kind == "episode":
+            return res.filter(pl.col("episode") == summary.at).sort("run")["steps"].to_numpy()
+        return _per_run(res.filter((pl.col("episode") >= summary.at)
+                                   & (pl.col("episode") <= summary.until)), "steps")
+    v = next((v for v in c.variants if v.agent == summary.who), None)
+    if v is None:
+        return None
+    if summary.kind == "cumulative_reward":
+        if len(points) != 1 or (c.schedule.total_steps or 0) < summary.at:
+            return None
+        res = _select(out.results, v.name, points[0]).filter(pl.col("step") == summary.at)
+        return res.sort("run")["cumulative_reward"].to_numpy() if res.height else None
+    point = next((pt for pt in points if pt.get("resolution") == summary.at), None)
+    if point is None:
+        return None
+    runs = _select(out.runs, v.name, point)
+    return runs.get_column("updates_to_optimal").drop_nulls().to_numpy()
+
+
+def _reference_section(out: "ExperimentOutput", check: str) -> list[str]:
+    """Our declared summaries against the reference implementation's per-run values
+    (:mod:`dyna.experiment.kinds.tabular.reference`)."""
+    from dyna.errors import MissingFileError
+    from dyna.experiment.kinds.tabular import reference as ref
+
+    declared = [s for s in ref.DECLARED if s.check == check]
+    ours = {}
+    for s in declared:
+        values = _ours(out, s)
+        if values is not None and values.size:
+            ours[s] = values
+    lines = ["", "#### Against the reference implementation", "",
+             "Declared in advance (dyna/experiment/kinds/tabular/reference.py, before our "
+             "numbers were set against them): "
+             + "; ".join(s.label for s in declared) + ". Reference values: per-run results "
+             "of the widely used reference implementation (ShangtongZhang/reinforcement-"
+             "learning-an-introduction, chapter08/maze.py; data/sutton_barto_reference/), "
+             "not the book's. Test: Welch's two-sided t-test per summary, Holm-corrected "
+             f"over this table at {ALPHA:g} (\"differs\" when the adjusted p < {ALPHA:g}; no "
+             "detected difference is not proof of sameness)"
+             + ("; the plateau also gets a TOST equivalence test with a margin of "
+                f"{max(s.margin for s in declared):g} steps per episode, Holm-corrected over "
+                "its own family (\"equivalent\" when the adjusted p < "
+                f"{ALPHA:g})" if any(s.margin for s in declared) else "") + "."]
+    if not ours:
+        return lines + ["", "None of the declared summaries is in this output (variants, "
+                        "sweep points or schedule differ)."]
+    try:
+        results = ref.compare(ours)
+    except MissingFileError as exc:
+        return lines + ["", f"Reference data not found ({exc}); no comparison."]
+    tost = any(r.summary.margin for r in results)
+    rows = []
+    for r in results:
+        w = r.welch
+        verdict = ("-" if r.differs is None else "**differs**" if r.differs
+                   else "no difference detected")
+        row = [r.summary.label, f"{fmt(r.ours_mean)} ± {fmt(r.ours_sem)} ({r.ours_n})",
+               f"{fmt(r.ref_mean)} ± {fmt(r.ref_sem)} ({r.ref_n})",
+               f"{fmt(w['diff'])} [{fmt(w['low'])}, {fmt(w['high'])}]",
+               f"{w['p']:.3g}", f"{r.p_holm:.3g}", verdict]
+        if tost:
+            row += (["-", "-"] if not r.summary.margin else
+                    [f"{r.tost_p_holm:.3g}",
+                     "equivalent" if r.equivalent else "equivalence not shown"])
+        rows.append(row)
+    header = ["summary", "ours: mean ± SEM (runs)", "reference: mean ± SEM (runs)",
+              "difference [95% Welch CI]", "Welch p", "Holm p", "verdict"]
+    if tost:
+        header += ["TOST p (Holm)", "equivalence"]
+    lines += ["", *md_table(header, rows)]
+    return lines
 
 
 def _pair(out: "ExperimentOutput", first: str, second: str):
@@ -341,6 +440,10 @@ def _check_changing_maze(out: "ExperimentOutput", kind: str) -> list[str]:
         lines += ["", f"A run found the shortcut when it reached the goal more than {bound} "
                   f"times in the last {window} steps: the most possible with episodes of at "
                   f"least {lengths[0]} steps (the old optimal path)."]
+    lines += _reference_section(out, kind)
+    lines += ["", "The reference switches the maze at the end of the first episode that ends "
+              "after the switch step (measured: mean step 1030 in the blocking maze, about "
+              "3008-3011 in the shortcut maze), this env at the step itself."]
     return lines
 
 
@@ -370,14 +473,34 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
         ratio = means[0] / means[1] if all(math.isfinite(x) and x > 0 for x in means) \
             else float("nan")
         ratios.append(ratio)
-        rows.append([*[point[k] for k in keys], meta.get("n_states", "-"), *cells,
-                     fmt(ratio)])
+        rows.append([*[point[k] for k in keys], meta.get("free_states", meta.get("n_states", "-")),
+                     *cells, fmt(ratio)])
         if has_steps:
             split.append([*[point[k] for k in keys], *(f"{s:.0f}" if math.isfinite(s) else "-" for s in steps),
                           *(fmt(m / s) if s > 0 else "-" for m, s in zip(means, steps)),
                           fmt(steps[0] / steps[1]) if steps[1] > 0 else "-"])
-    lines += md_table([*keys, "states", f"{dq.name} updates", "found", f"{ps.name} updates",
-                     "found", "ratio"], rows)
+    sc = out.config.schedule
+    tol = f"optimal_tolerance = {sc.optimal_tolerance:g}"
+    if sc.optimal_protocol == "reference":
+        proto = ("Protocol `reference` (schedule.optimal_protocol; the reference "
+                 "implementation's example_8_4): the goal is the k x k block, after each "
+                 "episode one greedy rollout (ties random) must reach it within "
+                 f"floor({sc.optimal_tolerance:g} x k x L1) steps, L1 the unrefined maze's "
+                 "shortest path (the code's 14 x k x 1.2), and prioritized sweeping counts "
+                 "one update more per real step (the code's + 1).")
+    else:
+        proto = ("Protocol `dyna` (schedule.optimal_protocol, the default): the env's goal "
+                 "as configured (a single goal cell in the refined Dyna maze), after each "
+                 "episode 5 greedy rollouts (ties random) must all reach it within "
+                 f"floor({sc.optimal_tolerance:g} x L) steps, L the shortest path, and "
+                 "updates are counted as done (prioritized sweeping: its popped backups). "
+                 "optimal_protocol = 'reference' gives the reference implementation's.")
+    lines += [f"Updates until optimal: Q updates until the greedy path is accepted as optimal "
+              f"({tol}: a greedy path of at most floor({sc.optimal_tolerance:g} x shortest) "
+              "steps counts as optimal). " + proto + " States: free (non-wall) cells.", ""]
+    lines += md_table([*keys, "free states", f"{dq.name} updates until optimal ({tol})",
+                       "found", f"{ps.name} updates until optimal ({tol})", "found", "ratio"],
+                      rows)
     finite = [r for r in ratios if math.isfinite(r)]
     fewer = all(r > 1 for r in ratios) and len(finite) == len(ratios)
     in_range = [5 <= r <= 10 for r in finite]
@@ -393,9 +516,15 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
               "", "Means are over the runs that found a path within the episode budget (the "
               "'found' columns); runs that never found one are left out, which favours the "
               "variant with more failures."]
+    lines += _reference_section(out, "prioritized_sweeping")
+    if sc.optimal_protocol != "reference":
+        lines += ["", "This run's protocol is not the reference implementation's (above), so "
+                  "differences are expected: compare the `optimal_protocol = 'reference'` "
+                  "run (experiments/prioritized_sweeping_reference.toml)."]
     if split:
         n = dq.hparams.get("n_planning", "n")
-        lines += ["", "Where the updates go (same runs): real steps until the path was found, "
+        lines += ["", "#### Where the updates go", "",
+                  "Same runs: real steps until the path was found, "
                   "updates per real step, and the real-step ratio. The update ratio is the "
                   "real-step ratio times the ratio of updates per real step. Dyna-Q makes "
                   f"1 + n = {n + 1 if isinstance(n, int) else '1 + n'} updates on every real step, "
