@@ -47,8 +47,10 @@ class ChatServer:
 
     Each script item is a dict: ``status`` (HTTP status, default 200), ``body`` (JSON
     answer), ``headers`` (extra headers, e.g. ``{"Retry-After": "1"}``), ``delay``
-    (seconds to wait before answering). A request beyond the script gets a 500 with a
-    message saying so (and is counted), so a test that sends more than it expects fails.
+    (seconds to wait before answering). After the script, ``responder(body)`` gives the
+    item (a recorded answer chosen by what was asked); without one a request beyond the
+    script gets a 500 saying so (and is counted), so a test that sends more than it
+    expects fails.
 
     Attributes
     ----------
@@ -58,8 +60,9 @@ class ChatServer:
         ``http://127.0.0.1:<port>/v1``.
     """
 
-    def __init__(self, script=()):
+    def __init__(self, script=(), responder=None):
         self.script = list(script)
+        self.responder = responder
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         server = self
@@ -76,8 +79,13 @@ class ChatServer:
                     server.requests.append({"t": t, "path": self.path,
                                             "headers": dict(self.headers),
                                             "body": json.loads(raw)})
-                    item = server.script.pop(0) if server.script else {
-                        "status": 500, "body": {"error": "request beyond the script"}}
+                    body = server.requests[-1]["body"]
+                    if server.script:
+                        item = server.script.pop(0)
+                    elif server.responder is not None:
+                        item = server.responder(body)
+                    else:
+                        item = {"status": 500, "body": {"error": "request beyond the script"}}
                 if self.path != "/v1/chat/completions":
                     item = {"status": 404, "body": {"error": "not found"}}
                 if item.get("delay"):

@@ -1,9 +1,10 @@
 """CLI commands of the experiment layer: ``dyna run`` and ``dyna plot``.
 
 ``dyna run FILE [--runs N] [--out DIR] [--seed S] [--backend inprocess|process|ray]
-[--address ADDR] [--workers N] [--block-size N] [--no-progress]``
+[--address ADDR] [--workers N] [--block-size N] [--no-progress] [--replay DIR]``
     Runs the experiment in the TOML file FILE (any kind: ``kind = "tabular"`` by default,
-    see :mod:`dyna.experiment.kinds`) and prints the output folder.
+    see :mod:`dyna.experiment.kinds`) and prints the output folder. ``--replay DIR``
+    answers an ``agent = "llm"`` experiment's model requests from DIR's recording.
 ``dyna plot DIR``
     Redraws the plots of an output folder from its Parquet tables.
 
@@ -25,6 +26,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dyna.experiment.runner import run_experiment
 
     config = load_experiment(args.file, runs=args.runs, seed=args.seed)
+    if args.replay is not None:
+        config = _replay_config(config, Path(args.replay))
     # the file's [run] table, overridden by the command line
     run_opts = load_run_options(args.file)
     backend_name = args.backend or run_opts.get("backend", "inprocess")
@@ -44,6 +47,35 @@ def _cmd_run(args: argparse.Namespace) -> int:
                          progress=False if args.no_progress else None, source=args.file)
     print(out)
     return 0
+
+
+def _replay_config(config, folder: Path):
+    """``config`` answering its model requests from ``folder``'s recording (``--replay``).
+
+    Raises
+    ------
+    MissingFileError
+        ``folder`` holds no recording.
+    ConfigError
+        The experiment asks no model, or ``folder`` was recorded with another config.
+    """
+    import json
+
+    if not (folder / "llm_exchanges.parquet").is_file():
+        raise MissingFileError("--replay", folder, "holds no llm_exchanges.parquet (the "
+                               "output folder of a run with agent = 'llm')")
+    if not hasattr(config, "with_replay"):
+        raise ConfigError("--replay", str(folder), "only for an experiment with "
+                          "agent = 'llm'")
+    try:
+        recorded = json.loads((folder / "manifest.json").read_text())["config_hash"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ConfigError("--replay", str(folder), "has no readable manifest.json") from None
+    if recorded != config.hash:
+        raise ConfigError("--replay", str(folder), f"was recorded with another config "
+                          f"(hash {str(recorded)[:12]}, this one {config.hash[:12]}): give "
+                          "the same file, --runs and --seed")
+    return config.with_replay(folder.resolve())
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -82,6 +114,10 @@ def register(sub) -> None:
     run.add_argument("--block-size", type=int, default=None, metavar="N",
                      help="runs per job (results do not depend on it)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--replay", default=None, metavar="DIR",
+                     help="answer every model request from the recording in DIR (the output "
+                     "folder of an earlier run of the same agent = 'llm' experiment): offline, "
+                     "same tables; default: ask the endpoint")
     run.set_defaults(func=_cmd_run)
 
     plot = sub.add_parser("plot", help="redraw the plots of an output folder",

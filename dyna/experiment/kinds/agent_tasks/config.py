@@ -21,7 +21,10 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 _TOP = ("name", "description", "seed", "runs", "episodes", "store", "variants", "env",
-        "policy", "loop", "scenarios", "sweeps", "analysis", "hypotheses")
+        "policy", "loop", "scenarios", "sweeps", "analysis", "hypotheses", "agent", "llm")
+#: Who acts: the simulated policy of :mod:`dyna.agents.loop_agents`, or a chat model
+#: (:mod:`dyna.agents.llm`, with an ``[llm]`` table).
+AGENTS = ("simulated", "llm")
 
 
 _ANALYSIS = {"final_window": 100, "window": 50, "recovery_window": 10,
@@ -350,6 +353,10 @@ class AgentTasksConfig:
     description: str = ""
     hypotheses: tuple = ()
     sweeps: tuple = ()
+    agent: str = "simulated"
+    llm: dict = field(default_factory=dict)
+    #: ``--replay DIR``: answer the model's requests from DIR's recording (not hashed).
+    replay: str | None = None
 
     kind = "agent_tasks"
 
@@ -364,7 +371,9 @@ class AgentTasksConfig:
                 "analysis": dict(self.analysis),
                 **({"sweeps": [sw.to_dict() for sw in self.sweeps]} if self.sweeps else {}),
                 **({"hypotheses": [h.to_dict() for h in self.hypotheses]}
-                   if self.hypotheses else {})}
+                   if self.hypotheses else {}),
+                **({"agent": self.agent, "llm": dict(self.llm)}
+                   if self.agent != "simulated" else {})}
 
     @property
     def declared_scenarios(self) -> tuple:
@@ -387,6 +396,19 @@ class AgentTasksConfig:
             new = dataclasses.replace(new, seed=check_range("--seed", seed, 0, None,
                                                             integer=True))
         return new
+
+    def with_replay(self, folder) -> "AgentTasksConfig":
+        """Copy that answers the model's requests from ``folder``'s recording.
+
+        Raises
+        ------
+        ConfigError
+            The experiment has no model (``agent`` is not ``"llm"``).
+        """
+        if self.agent != "llm":
+            raise ConfigError("--replay", str(folder), "only for an experiment with "
+                              "agent = 'llm' (nothing else asks a model)")
+        return dataclasses.replace(self, replay=str(folder))
 
     def env_kwargs(self, scenario: int) -> dict:
         """AgentTaskEnv keywords of scenario ``scenario``."""
@@ -492,11 +514,22 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
         scenarios.append((sname, dict(kw)))
     if len({n for n, _ in scenarios}) != len(scenarios):
         raise ConfigError("scenarios", [n for n, _ in scenarios], "names must be distinct")
+    agent = data.get("agent", "simulated")
+    if agent not in AGENTS:
+        raise ConfigError("agent", agent, f"must be one of {AGENTS}")
+    llm = {}
+    if agent == "llm":
+        from dyna.agents.llm import check_llm_variant, parse_llm_table
+        llm = parse_llm_table(data.get("llm", {}))
+        for i, v in enumerate(variants):
+            check_llm_variant(v, make_variant(v, store).learner, f"variants[{i}]")
+    elif "llm" in data:
+        raise ConfigError("llm", "(table)", "only with agent = 'llm'")
     cfg = AgentTasksConfig(name=name, seed=seed_v, runs=runs_v, episodes=episodes,
                            store=store, variants=tuple(variants), scenarios=tuple(scenarios),
                            env=tables["env"], policy=tables["policy"], loop=tables["loop"],
                            analysis=analysis, description=description,
                            hypotheses=_parse_hypotheses(data.get("hypotheses"), tuple(variants),
                                                         tuple(n for n, _ in scenarios), sweeps),
-                           sweeps=sweeps)
+                           sweeps=sweeps, agent=agent, llm=llm)
     return cfg.with_overrides(runs=runs, seed=seed)

@@ -50,6 +50,8 @@ class AgentTasksKind(ExperimentKind):
                            "store": config.store, "env_kwargs": config.env_kwargs(p),
                            "episodes": config.episodes, "seed": config.seed,
                            "policy": dict(config.policy), "loop": dict(config.loop)}
+                if config.agent == "llm":
+                    payload.update(agent="llm", llm=dict(config.llm), replay=config.replay)
                 for block in split_runs(config.runs, block_size):
                     jobs.append(Job(variant=v, point=p, run_indices=block, payload=payload))
         return jobs
@@ -81,7 +83,11 @@ class AgentTasksKind(ExperimentKind):
                 "variant": pl.Series([config.variants[v]] * R, dtype=pl.String),
                 "scenario": pl.Series([config.scenarios[p][0]] * R, dtype=pl.String),
                 "run": np.arange(R, dtype=np.int64), **summ}))
-        return {"episodes": pl.concat(ep_frames), "runs": pl.concat(run_frames)}
+        tables = {"episodes": pl.concat(ep_frames), "runs": pl.concat(run_frames)}
+        if config.agent == "llm":
+            from dyna.experiment.kinds.agent_tasks.job import exchanges_table
+            tables["llm_exchanges"] = exchanges_table(config, jobs, results)
+        return tables
 
     def draw_plots(self, out, folder):
         from dyna.experiment.kinds.agent_tasks.plots import draw_plots
