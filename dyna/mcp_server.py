@@ -910,8 +910,17 @@ async def serve_http(tools: ExperienceTools, port: int, *, token: str, announce=
 # ============================================================================ CLI
 def _open_store(db: str, dim: int | None, read_only: bool):
     from dyna.experience import ExperienceStore  # noqa: PLC0415
+    from dyna.store import postgres  # noqa: PLC0415
     from dyna.store.sqlite import stored_dim  # noqa: PLC0415
 
+    if postgres.is_dsn(db):  # a PostgreSQL store: never shown with its password
+        have = postgres.stored_dim(db)
+        if have is None and read_only:
+            raise MissingFileError("db", postgres.display_dsn(db), "no dyna store there")
+        if have is not None and dim is not None and dim != have:
+            raise ConfigError("dim", dim, f"the store at {postgres.display_dsn(db)} has "
+                              f"dim {have}")
+        return ExperienceStore(db, dim=have or dim or 64, read_only=read_only)
     path = Path(db)
     if path.is_file() and path.stat().st_size:
         have = stored_dim(path)

@@ -245,3 +245,24 @@ def test_text_with_nul_is_refused_naming_the_field(pg_store_dsn):
         st.append(b)
     assert e.value.field == "task_type[0]" and st.count() == 0 and st.next_id() == 0
     st.close()
+
+
+def test_store_cli_on_a_dsn_never_prints_the_password(pg_dsn, pg_schema, capsys):
+    from dyna.cli import main
+    pw = "Cli-secret-4f3e2d"
+    dsn = with_schema(pg_dsn.replace("postgres@", f"postgres:{pw}@"), pg_schema)
+    with ExperienceStore(dsn, dim=DIM) as s:
+        s.record("t1", episodes=[dict(task_type="a", action_type="x", outcome="success",
+                                      reward=float(i)) for i in range(3)])
+    assert main(["store", "stats", dsn]) == 0
+    out, err = capsys.readouterr()
+    stats = __import__("json").loads(out)
+    assert stats["n_records"] == 3 and stats["store"]["backend"] == "postgresql"
+    assert stats["store"]["read_only"] is True and pw not in out + err
+    other = with_schema(pg_dsn.replace("postgres@", f"postgres:{pw}@"), pg_schema + "x")
+    port = pg_dsn.rsplit(":", 1)[1].split("/")[0]
+    for target in (other, dsn.replace(f":{port}/", ":1/")):  # no store there / no server
+        assert main(["store", "stats", target]) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith("dyna: error: DB=") and err.count("\n") == 1, err
+        assert pw not in out + err

@@ -80,7 +80,7 @@ from dyna.redact import REDACTED, redact_text
 from dyna.store.sqlite import (FILTER_COLUMNS, KINDS, READ_CHUNK, TABLE, _encode_labels,
                                _gc_paused, _unencodable)
 
-__all__ = ["PG_TYPES", "PostgresStore", "SCHEMA_VERSION", "display_dsn", "is_dsn"]
+__all__ = ["PG_TYPES", "PostgresStore", "SCHEMA_VERSION", "display_dsn", "is_dsn", "stored_dim"]
 
 #: Schema version of the PostgreSQL tables (its own line of versions; version 1 already
 #: has the ``generation`` counter that SQLite stores gained in their version 2).
@@ -134,6 +134,39 @@ def _password(dsn: str) -> str | None:
     try:
         return conninfo_to_dict(dsn).get("password") or None
     except Exception:
+        return None
+
+
+def _scrub(text: object, secret: str | None) -> str:
+    """An error text with the DSN's password (and any other secret) redacted."""
+    text = " ".join(str(text).split())  # libpq's messages span lines: one line here
+    if secret:
+        text = text.replace(secret, REDACTED)
+    return redact_text(text)
+
+
+def stored_dim(dsn: str, timeout: float = 10.0) -> int | None:
+    """The vector dim of the dyna store in the DSN's schema, or None when it holds none.
+
+    Reads only (``meta``'s ``dim`` row; nothing is created). Raises
+    :class:`dyna.errors.StoreError` when the server cannot be reached (no password in it).
+    """
+    import psycopg  # noqa: PLC0415
+
+    try:
+        with psycopg.connect(dsn, autocommit=True,
+                             connect_timeout=max(1, int(round(timeout)))) as conn:
+            ns = conn.execute("SELECT current_schema()").fetchone()[0]
+            if ns is None or conn.execute("SELECT to_regclass(%s)", (f"{_qid(ns)}.meta",)
+                                          ).fetchone()[0] is None:
+                return None
+            row = conn.execute(f"SELECT value FROM {_qid(ns)}.meta WHERE key = 'dim'"
+                               ).fetchone()
+    except psycopg.Error as exc:
+        raise StoreError(f"DB={display_dsn(dsn)}: {_scrub(exc, _password(dsn))}") from None
+    try:
+        return int(row[0]) if row else None
+    except ValueError:
         return None
 
 
@@ -223,11 +256,7 @@ class PostgresStore:
 
     # ----------------------------------------------------------------- opening
     def _scrub(self, text: object) -> str:
-        """An error text with the DSN's password (and any other secret) redacted."""
-        text = str(text).strip()
-        if self._secret:
-            text = text.replace(self._secret, REDACTED)
-        return redact_text(text)
+        return _scrub(text, self._secret)
 
     def _connect(self, dsn: str):
         import psycopg  # noqa: PLC0415
