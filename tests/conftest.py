@@ -6,7 +6,8 @@ the end of the session; the tests that need it are skipped, with the reason, whe
 available. ``pg_store_dsn``: a DSN whose ``search_path`` is a fresh schema of its own, so
 every test starts from an empty store at the cost of one ``CREATE SCHEMA``.
 ``store_target``: parametrises a store test over the three backends (``memory``,
-``sqlite``, ``postgresql``), returning what :class:`dyna.experience.ExperienceStore` takes.
+``sqlite``, ``postgresql``), returning what :class:`dyna.experience.ExperienceStore` takes;
+``persistent_target`` over the two persistent ones.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 import pg_cluster
 
 BACKENDS = ("memory", "sqlite", "postgresql")
+PERSISTENT = ("sqlite", "postgresql")
 _schemas = itertools.count()
 
 
@@ -77,3 +79,27 @@ def store_target(request, tmp_path):
     if request.param == "sqlite":
         return tmp_path / "x.db"
     return request.getfixturevalue("pg_store_dsn")
+
+
+@pytest.fixture(params=PERSISTENT)
+def persistent_target(request, tmp_path):
+    """The persistent backends only: a SQLite file or a PostgreSQL DSN (fresh each test)."""
+    if request.param == "sqlite":
+        return tmp_path / "x.db"
+    return request.getfixturevalue("pg_store_dsn")
+
+
+def stored_rows(store, tenant_id: str | None = None) -> int:
+    """Rows the store's persistence holds (of one tenant); in memory, the buffer's rows."""
+    if store._db is None:
+        return len(store) if tenant_id is None else store.count_matching(tenant_id)
+    return store._db.count(None if tenant_id is None else {"tenant_id": tenant_id})
+
+
+def block_writes(store, on: bool) -> None:
+    """Make the store's connection refuse (or take again) every write, as a read-only file
+    or a read-only server would."""
+    if getattr(store._db, "backend", "sqlite") == "postgresql":
+        store._db._conn.execute(f"SET default_transaction_read_only = {'on' if on else 'off'}")
+    else:
+        store._db._conn.execute(f"PRAGMA query_only = {'ON' if on else 'OFF'}")
