@@ -256,9 +256,11 @@ def test_the_api_key_is_sent_and_never_recorded_logged_or_raised(caplog):
     assert r2.review.status == "failed" and r2.review.reason == "http_error: 401"
     text = json.dumps(rec_.exchanges) + caplog.text + repr(r1) + repr(r2)
     assert KEY not in text and "(redacted)" in rec_.exchanges[0]["response"]
-    with pytest.raises(ConfigError) as e:
-        Endpoint(f"https://user:{KEY}@api.example.com/v1", "m")
-    assert KEY not in str(e.value)
+    for url in (f"https://user:{KEY}@api.example.com/v1",
+                f"https://api.example.com/v1?api-key={KEY}"):
+        with pytest.raises(ConfigError) as e:
+            Endpoint(url, "m")
+        assert e.value.field == "base_url" and KEY not in str(e.value)
 
 
 def test_replay_answers_offline_with_the_same_decisions():

@@ -122,8 +122,10 @@ class Endpoint:
             raise ConfigError("base_url", "(a URL with credentials)",
                               "must not hold credentials; put the key in the environment "
                               "variable named by api_key_env")
-        if parts.query or parts.fragment:
-            raise ConfigError("base_url", self.base_url, "must have no query or fragment")
+        if parts.query or parts.fragment:   # not echoed: a query may carry a key
+            raise ConfigError("base_url", "(a URL with a query or fragment)",
+                              "must have no query or fragment; put the key in the "
+                              "environment variable named by api_key_env")
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError("model", self.model, "must be a non-empty string")
         if not isinstance(self.api_key_env, str) or not _ENV_NAME_RE.match(self.api_key_env):
