@@ -119,7 +119,7 @@ def test_same_results_whatever_the_blocks_and_backend(output, tmp_path, capsys):
 
 def test_report_and_load_output(output):
     text = (output / "report.md").read_text()
-    for heading in ("## Cost per policy and risk class", "## The censoring trap",
+    for heading in ("## Cost per policy and cost setting", "## The censoring trap",
                     "## Thompson sampling: regret against log T",
                     "## Recovery after change points", "## Replayed outcome logs"):
         assert heading in text
@@ -130,7 +130,7 @@ def test_report_and_load_output(output):
     # the same short config hash as the other kinds' reports, the full one in manifest.json
     assert f"config sha256 `{manifest['config_hash'][:12]}` (in full in manifest.json)" in text
     assert manifest["config_hash"][:13] not in text
-    assert "runs per policy, risk class, scenario and feedback mode" in text
+    assert "runs per policy, cost setting, scenario and feedback mode" in text
     # a policy's rule is named once: alone when the name is the rule, else in parentheses
     assert ("| policy (rule) | escalation rate (censored) | escalation rate (full) | outcomes "
             "counted (censored) | outcomes counted (full) |") in text

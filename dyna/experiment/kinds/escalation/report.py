@@ -44,8 +44,8 @@ def _setup(out) -> list[str]:
         lines += [cfg.description, ""]
     lines += ["## Setup", "",
               f"- kind: escalation; config sha256 `{short_hash(m.get('config_hash'))}` (in "
-              f"full in manifest.json); seed {cfg.seed}; {cfg.runs} runs per policy, risk "
-              "class, scenario and feedback mode",
+              f"full in manifest.json); seed {cfg.seed}; {cfg.runs} runs per policy, cost "
+              "setting, scenario and feedback mode",
               f"- risk classes: {', '.join(cfg.risk_classes)}; feedback: "
               f"{', '.join(cfg.feedback)}"]
     if cfg.costs.get("p_star"):
@@ -111,23 +111,19 @@ def _headline(out) -> list[str]:
     lines = ["## Headline", "",
              f"- {len(cfg.variants)} policies x {what} x "
              f"{n_pts} scenario/feedback settings x {cfg.runs} runs."]
-    best: dict[str, dict[str, int]] = {}
+    best: dict[str, list[str]] = {}
     always_wins = []
     rules = {v.name: v.rule for v in cfg.variants}
+    several = len(cfg.scenarios) > 1
     for (scenario, feedback, st), g in runs.group_by(["scenario", "feedback", "cost_setting"],
                                                     maintain_order=True):
         _, winners = _lowest(g)
-        best.setdefault(st, {})
-        for w in winners:
-            best[st][w] = best[st].get(w, 0) + 1
+        where = f"{scenario}/{feedback}" if several else feedback
+        best.setdefault(st, []).append(f"{', '.join(f'`{w}`' for w in winners)} ({where})")
         if any(rules.get(w) == "always" for w in winners):
             always_wins.append(f"{scenario}/{feedback}/{st}")
-    parts = []
-    for st, counts in best.items():
-        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
-        parts.append(f"{st}: " + ", ".join(f"`{v}` ({n})" for v, n in top))
-    lines.append("- lowest regret per task against the type oracle (scenario/feedback "
-                 "settings won), per cost setting: " + "; ".join(parts) + ".")
+    lines.append("- lowest regret per task against the type oracle, per cost setting: "
+                 + "; ".join(f"{st}: " + " | ".join(w) for st, w in best.items()) + ".")
     shown = ", ".join(always_wins[:4]) + (" and others" if len(always_wins) > 4 else "")
     lines.append("- \"always escalate\" is (tied) best in "
                  + (f"{len(always_wins)} setting(s): {shown}." if always_wins
@@ -181,7 +177,7 @@ def _per_setting(out) -> list[str]:
 
 def _cost_tables(out) -> list[str]:
     runs = out.tables["runs"]
-    lines = ["", "## Cost per policy and risk class", ""]
+    lines = ["", "## Cost per policy and cost setting", ""]
     for (scenario, feedback), g in runs.group_by(["scenario", "feedback"], maintain_order=True):
         pooled = " (mean over systems and runs)" if g["system"].n_unique() > 1 else ""
         lines += [f"### {scenario}, {feedback} feedback{pooled}", ""]
