@@ -246,7 +246,7 @@ LAYERS = (
     ("dyna.store",),
     ("dyna.experience",),
     ("dyna.loops",),
-    ("dyna.agents.loop_agents", "dyna.agents.baselines"),
+    ("dyna.agents.loop_agents", "dyna.agents.baselines", "dyna.agents.llm"),
     ("dyna.mcp_server", "dyna.experiment"),
     ("dyna.cli",),
 )
