@@ -539,7 +539,9 @@ class LLMReviewer:
     ``NOTHING_LEARNED``, or proposed and stopped, or proposed its ``max_lessons``);
     ``incomplete`` (a budget was reached: a reply that pushes the tokens over the budget
     is not used; or rate-limited, or timed out); ``failed`` (the endpoint kept failing or
-    answered nonsense). The run's own outcome is never touched.
+    answered nonsense). Proposals from the turns before such an end are kept (each was a
+    whole tool call) and go through the loop's checks. The run's own outcome is never
+    touched.
 
     Parameters
     ----------
