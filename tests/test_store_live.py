@@ -56,23 +56,36 @@ def test_change_tokens_and_reads_since_an_id(tmp_path):
     a.close(), b.close()
 
 
-def test_snapshot_holds_one_state(tmp_path):
-    path = tmp_path / "s.db"
-    a, b = SQLiteStore(path, SCHEMA, DIM), SQLiteStore(path, SCHEMA, DIM)
+def open_store(target):
+    """A store-level handle on a SQLite file or a PostgreSQL DSN (issue 19: both backends)."""
+    if isinstance(target, str):
+        from dyna.store.postgres import PostgresStore
+        return PostgresStore(target, SCHEMA, DIM)
+    return SQLiteStore(target, SCHEMA, DIM)
+
+
+def in_transaction(st) -> bool:
+    if isinstance(st, SQLiteStore):
+        return st._conn.in_transaction
+    from psycopg.pq import TransactionStatus
+    return st._conn.info.transaction_status != TransactionStatus.IDLE
+
+
+def test_snapshot_holds_one_state(persistent_target):
+    a, b = open_store(persistent_target), open_store(persistent_target)
     a.append(batch(2))
     with b.snapshot():
         n1 = b.count()
-        a.append(batch(3, start=2))      # WAL: the writer is not blocked by the reader
+        a.append(batch(3, start=2))      # the writer is not blocked by the reader
         assert b.count() == n1 == 2 and b.max_id() == 1
     assert b.count() == 5
     a.close(), b.close()
 
 
-def test_on_write_runs_inside_the_write_transaction(tmp_path):
-    path = tmp_path / "s.db"
-    a, b = SQLiteStore(path, SCHEMA, DIM), SQLiteStore(path, SCHEMA, DIM)
+def test_on_write_runs_inside_the_write_transaction(persistent_target):
+    a, b = open_store(persistent_target), open_store(persistent_target)
     seen = []
-    a.on_write = lambda st: seen.append((st._conn.in_transaction, st.max_id()))
+    a.on_write = lambda st: seen.append((in_transaction(st), st.max_id()))
     b.append(batch(2))
     a.append(batch(1, start=2))
     a.delete({"run_id": "r0"})
@@ -80,8 +93,8 @@ def test_on_write_runs_inside_the_write_transaction(tmp_path):
     a.close(), b.close()
 
 
-def test_sql_summary_and_consumption(tmp_path):
-    st = SQLiteStore(tmp_path / "s.db", SCHEMA, DIM)
+def test_sql_summary_and_consumption(persistent_target):
+    st = open_store(persistent_target)
     st.append(batch(4))
     st.append(batch(1, start=4, tenant="t2"))
     assert st.summary() == {"n_records": 5, "n_tenants": 2, "n_task_types": 3,
@@ -140,11 +153,11 @@ def _answers(store, tenant="t1"):
 
 
 @pytest.mark.parametrize("discount", [1.0, 0.9])
-def test_live_view_answers_equal_a_fresh_open(tmp_path, discount):
+def test_live_view_answers_equal_a_fresh_open(persistent_target, discount):
     """Another handle's inserts, deletes, prunes and compactions are seen at once, and every
     answer equals the one of a store opened after the change (bit-identical)."""
     from dyna.experience import ExperienceStore
-    path = tmp_path / "s.db"
+    path = persistent_target
     writer = ExperienceStore(path, dim=4, discount=discount)
     reader = ExperienceStore(path, dim=4, discount=discount)
     assert reader.get_stats("t1")["n_records"] == 0
@@ -172,11 +185,11 @@ def test_live_view_answers_equal_a_fresh_open(tmp_path, discount):
     writer.close(), reader.close()
 
 
-def test_own_delete_after_another_process_insert(tmp_path):
+def test_own_delete_after_another_process_insert(persistent_target):
     """A delete by this handle applies to rows another handle committed a moment before
     (the write transaction catches the buffer up first), in memory as in the file."""
     from dyna.experience import ExperienceStore
-    path = tmp_path / "s.db"
+    path = persistent_target
     a, b = ExperienceStore(path, dim=4), ExperienceStore(path, dim=4)
     a.record("t1", episodes=_episodes(6))
     assert b.delete_data("t1", task_type="k0") == {"deleted": 2}   # rows 0 and 3
@@ -206,7 +219,7 @@ store.close()
 """
 
 
-def test_two_processes_every_answer_counts_every_committed_row(tmp_path):
+def test_two_processes_every_answer_counts_every_committed_row(persistent_target):
     """One process records one episode at a time while this one answers get_stats,
     query_similar and get_competence through the MCP server's tool dispatch: each answer
     counts at least every row whose record() had returned before the question."""
@@ -216,7 +229,7 @@ def test_two_processes_every_answer_counts_every_committed_row(tmp_path):
     from dyna.experience import MAX_K, ExperienceStore
     from dyna.mcp_server import ExperienceTools
     pytest.importorskip("jsonschema")
-    path = tmp_path / "s.db"
+    path = persistent_target
     n = 150
     ExperienceStore(path, dim=4).close()
     server = ExperienceStore(path, dim=4)

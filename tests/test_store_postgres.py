@@ -49,6 +49,16 @@ def test_values_round_trip_bit_for_bit_and_ids_never_reused(pg_store_dsn):
     assert st.append(batch(1)).tolist() == [7]  # deleted ids are never given again
     assert st.read(after_id=4)["id"].tolist() == [7] and st.max_id() == 7
     assert st.stats()["schema_version"] == 1 and st.stats()["rows"] == 6
+    # the fast single write: one statement, the next id, the same bits back
+    vec = np.array([0.1, -0.0, 3.5, 1e-40], dtype=np.float32)
+    row = ["t2", "task9", "success", 1 / 7, 12.5, None, '{"x":1}', vec.tobytes()]
+    assert st.append_row(row) == 8 and st.append_row(row) == 9
+    back = st.read({"id": 8})
+    assert back["reward"][0] == 1 / 7 and back["features"][0].tobytes() == vec.tobytes()
+    assert back["tenant_id"].tolist() == ["t2"] and back["run_id"].tolist() == [None]
+    with pytest.raises(ConfigError) as e:
+        st.append_row(row[:-1] + [b"short"])
+    assert e.value.field == "features" and st.next_id() == 10
     st.close()
 
 

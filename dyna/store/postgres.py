@@ -247,6 +247,7 @@ class PostgresStore:
         #: The generation this connection's last destructive write committed (None before).
         self.last_generation: int | None = None
         self._staged = False
+        self._row_insert: str | None = None
         self._conn = self._connect(str(dsn))
         try:
             self._open()
@@ -411,8 +412,9 @@ class PostgresStore:
                 raise self._typed(exc, "read") from None
 
     # ----------------------------------------------------------------- writing
-    def _write(self, fn):
-        """Run ``fn(conn)`` in one transaction holding the id counter's row lock."""
+    def _write(self, fn, hook: bool = True):
+        """Run ``fn(conn, start)`` in one transaction holding the id counter's row lock
+        (``on_write`` runs first unless ``hook`` is False)."""
         import psycopg  # noqa: PLC0415
 
         if self.read_only:
@@ -423,7 +425,7 @@ class PostgresStore:
                     start = int(self._conn.execute(
                         f"SELECT value FROM {self._t['meta']} WHERE key = 'next_id' "
                         "FOR UPDATE").fetchone()[0])
-                    if self.on_write is not None:
+                    if hook and self.on_write is not None:
                         self.on_write(self)
                     out = fn(self._conn, start)
             except psycopg.errors.UniqueViolation:
@@ -520,6 +522,66 @@ class PostgresStore:
             return out
 
         return self._write(do)
+
+    def append_row(self, values: Sequence[object]) -> int:
+        """Insert one record and return its id (the fast single write of
+        :meth:`dyna.store.sqlite.SQLiteStore.append_row`).
+
+        One statement, hence one round trip and its own transaction: ``UPDATE`` of the id
+        counter ``RETURNING`` the id (the row lock orders it after every other writer, as
+        :meth:`append` does) feeding the ``INSERT``. It returns after its commit.
+        ``on_write`` is not run: the caller's in-memory view catches up on its next read.
+
+        Parameters
+        ----------
+        values : sequence
+            One value per schema column, in schema order (None for NULL); a vector column as
+            ``bytes`` of ``dim`` float32 values (native byte order; stored little-endian).
+
+        Raises
+        ------
+        ConfigError
+            The wrong number of values, a vector of the wrong length, text holding NUL or
+            that UTF-8 cannot encode (nothing written).
+        StoreBusyError, StoreWriteError, StoreDamagedError
+            As :meth:`append`; nothing written.
+        """
+        import psycopg  # noqa: PLC0415
+
+        if self.read_only:
+            raise StoreReadOnlyError(f"DB={self.path}: opened read-only; nothing was written")
+        values = list(values)
+        if len(values) != len(self.schema):
+            raise ConfigError("values", len(values), f"must have {len(self.schema)} values")
+        for j, ((name, kind), v) in enumerate(zip(self.schema, values)):
+            if kind == "vector" and v is not None:
+                if type(v) is not bytes or len(v) != 4 * self.dim:
+                    raise ConfigError(name, type(v).__name__, f"must be bytes of {self.dim} "
+                                      "float32 values")
+                values[j] = np.frombuffer(v, dtype=np.float32).astype("<f4").tobytes()
+            elif isinstance(v, str) and "\x00" in v:
+                raise ConfigError(name, "\\x00", "PostgreSQL text cannot hold a NUL character")
+        with self._lock:
+            try:
+                row = self._conn.execute(self._row_sql(), values).fetchone()
+            except UnicodeEncodeError:
+                raise _unencodable(self.schema, [[v] for v in values]) from None
+            except psycopg.Error as exc:
+                raise self._typed(exc, "write") from None
+        if self.status in ("missing", "write_degraded"):
+            self.status = "ok"
+        return int(row[0])
+
+    def _row_sql(self) -> str:
+        if self._row_insert is None:
+            names = ", ".join(["id"] + [_qid(c) for c, _ in self.schema])
+            marks = ", ".join(f"%s::{PG_TYPES[k]}" for _, k in self.schema)
+            self._row_insert = (
+                f"WITH c AS (UPDATE {self._t['meta']} SET value = (value::bigint + 1)::text "
+                "WHERE key = 'next_id' RETURNING value::bigint - 1 AS id) "
+                f"INSERT INTO {self._t[TABLE]} ({names}) SELECT c.id, {marks} FROM c "
+                "RETURNING id")
+        return self._row_insert
 
     def append_from(self, make: Callable[[int], tuple[Mapping[str, object], np.ndarray]]
                     ) -> np.ndarray:
