@@ -15,6 +15,7 @@ kind            what it runs                                package
 tabular         tabular Dyna agents on Gymnasium tables     :mod:`dyna.experiment.kinds.tabular`
 escalation      escalation policies on task streams         :mod:`dyna.experiment.kinds.escalation`
 agent_tasks     skill / memory loops on agent tasks         :mod:`dyna.experiment.kinds.agent_tasks`
+trajectories    recorded agent runs through the loops       :mod:`dyna.experiment.kinds.trajectories`
 ==============  ==========================================  ==================================
 
 Adding a kind: a package with a module-level instance of a subclass of
@@ -44,6 +45,7 @@ KINDS: dict[str, str] = {
     "tabular": "dyna.experiment.kinds.tabular:KIND",
     "escalation": "dyna.experiment.kinds.escalation:KIND",
     "agent_tasks": "dyna.experiment.kinds.agent_tasks:KIND",
+    "trajectories": "dyna.experiment.kinds.trajectories:KIND",
 }
 
 

@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dyna.errors import ConfigError, DynaError, MissingFileError
+from dyna.redact import DEFAULT_SENSITIVE_KEYS
 
-__all__ = ["NO_CHANGE", "PERSONAL_FIELDS", "STATE_CHANGING", "TrajectoryError",
-           "TrajectoryRun", "find_personal_values", "harvest_by_field",
-           "harvest_personal_values", "import_runs", "load_trajectories", "parse_run",
-           "task_type"]
+__all__ = ["DIGEST_SENSITIVE_KEYS", "NOT_ACTIONS", "NO_CHANGE", "PERSONAL_FIELDS", "PREDICTORS",
+           "STATE_CHANGING", "TrajectoryError", "TrajectoryRun", "abstract_call",
+           "find_personal_values", "harvest_by_field", "harvest_personal_values",
+           "import_runs", "induce_workflow", "leave_one_task_out", "load_trajectories",
+           "parse_run", "run_workflow", "sequence_scores", "task_type", "truth_workflow"]
 
 #: Tools of the tau-bench airline domain that change the database (prefix match for
 #: ``update_reservation_*``).
@@ -43,6 +45,11 @@ STATE_CHANGING = ("book_reservation", "cancel_reservation", "update_reservation_
                   "send_certificate")
 #: Task type of a task whose ground truth changes nothing.
 NO_CHANGE = "no_change"
+#: Keys whose values a tau-bench digest redacts: the redactor's defaults
+#: (:data:`dyna.redact.DEFAULT_SENSITIVE_KEYS`) plus the airline tools' payment fields,
+#: whose values are payment-method ids (``payment_id``; ``payment_methods``, the list of
+#: ``{payment_id, amount}`` a booking pays with and the user's saved methods keyed by id).
+DIGEST_SENSITIVE_KEYS = frozenset(DEFAULT_SENSITIVE_KEYS | {"payment_id", "payment_methods"})
 #: Categories of :func:`harvest_by_field`.
 PERSONAL_FIELDS = ("email", "address", "dob", "payment_id", "user_id")
 #: Postal-address fields harvested (``city``, ``province`` and ``country`` are left out:
@@ -114,6 +121,9 @@ class TrajectoryRun:
         ``prompt_tokens`` and ``completion_tokens``), else 0: tau-bench logs carry none.
     tool_outputs : tuple of str
         Every tool message's content, in order (what :func:`harvest_by_field` reads).
+    messages : tuple of str
+        The user's and the assistant's message texts, in order (read by the digest's
+        redaction only, to learn which ids the conversation names).
     """
 
     index: int
@@ -127,6 +137,7 @@ class TrajectoryRun:
     tool_calls: tuple
     tokens: int = 0
     tool_outputs: tuple = field(default=(), repr=False)
+    messages: tuple = field(default=(), repr=False)
 
     @property
     def run_id(self) -> str:
@@ -147,48 +158,151 @@ class TrajectoryRun:
         """The tool names the run called, in order."""
         return tuple(c["name"] for c in self.tool_calls)
 
-    def digest(self, *, redaction: bool = True, trusted: bool = True):
+    def digest(self, *, redaction: bool = True, trusted: bool = True,
+               sensitive_keys: Iterable[str] | None = None):
         """The :class:`~dyna.loops.review.Digest` of this run.
 
         Parameters
         ----------
         redaction : bool
             Redact the task, every argument and every output (the loop's ``redaction``
-            switch); outputs are cut to 200 characters after redaction.
+            switch); outputs are cut to 200 characters after redaction. First the whole
+            run, its messages included, is redacted as one object (:func:`_redact_run`),
+            so an id the redactor finds anywhere (a ``user_id`` field, "my user id is
+            ...") is redacted in every text of the run, and an id-like value of a
+            sensitive field (a ``payment_id``) wherever else it occurs (an error message
+            naming the payment method); then each text is redacted again as the digest
+            is built.
         trusted : bool
             The tools declare their output trusted: the airline tools read the airline's
             own database, no external content (True); False taints every lesson drawn
             from the run (:meth:`Digest.taint`).
+        sensitive_keys : iterable of str, optional
+            Key names whose values are redacted (default
+            :data:`DIGEST_SENSITIVE_KEYS`: the redactor's defaults plus the payment fields
+            of the airline tools).
 
         Returns
         -------
         Digest
             ``success`` from the reward, ``verified`` True (the environment's reward),
-            ``steps`` = tool calls, ``tokens`` as :attr:`tokens`.
+            ``steps`` = tool calls, ``tokens`` as :attr:`tokens`, ``redactions`` the texts
+            redaction changed.
         """
         from dyna.loops.review import Digest
+        keys = DIGEST_SENSITIVE_KEYS if sensitive_keys is None else frozenset(sensitive_keys)
+        task = self.first_message
         calls = [{"name": c["name"], "args": c["args"], "output": c["output"],
                   "error": c["error"], "trusted": trusted} for c in self.tool_calls]
-        return Digest.from_run(self.run_id, self.first_message, success=self.success,
-                               verified=True, steps=len(calls), tokens=self.tokens,
-                               tool_calls=calls, actions=self.actions, redaction=redaction)
+        if redaction:
+            task, texts = _redact_run(task, [(c["args"], c["output"]) for c in calls],
+                                      self.messages, keys)
+            for c, (args, output) in zip(calls, texts):
+                c["args"], c["output"] = args, output
+        return Digest.from_run(self.run_id, task, success=self.success, verified=True,
+                               steps=len(calls), tokens=self.tokens, tool_calls=calls,
+                               actions=self.actions, redaction=redaction,
+                               sensitive_keys=keys)
 
-    def episode(self) -> dict:
+    def episode(self, *, redaction: bool = True,
+                sensitive_keys: Iterable[str] | None = None) -> dict:
         """The experience-store episode of this run (fields of
-        :meth:`dyna.experience.ExperienceStore.record`): ``task_type`` from the ground
-        truth, ``action_type`` the first state-changing tool the run itself called (or
-        ``no_change``), ``outcome`` and ``reward`` from the reward, the tool calls (names
-        and arguments) as ``action_taken``, the first user message as ``state_before``.
-        The store redacts the dicts before anything is written."""
+        :meth:`dyna.experience.ExperienceStore.record`).
+
+        ``task_type`` from the ground truth (:attr:`task_type`), ``action_type`` the first
+        state-changing tool the run itself called (or ``no_change``), ``outcome`` and
+        ``reward`` from the reward (``outcome_source`` ``verifier``), the run's tool calls
+        (names and arguments) as ``action_taken``, the first user message as
+        ``state_before``, the count of failed calls as ``state_after`` and the task id and
+        trial as ``metadata``.
+
+        Parameters
+        ----------
+        redaction : bool
+            Redact the task and the arguments as the digest does (:meth:`digest`: the
+            whole run at once, with ``sensitive_keys``) before the store's own redaction,
+            which does not know payment-method ids.
+        sensitive_keys : iterable of str, optional
+            Default :data:`DIGEST_SENSITIVE_KEYS`.
+
+        Returns
+        -------
+        dict
+        """
+        task = self.first_message
+        args = [c["args"] for c in self.tool_calls]
+        if redaction:
+            keys = DIGEST_SENSITIVE_KEYS if sensitive_keys is None else \
+                frozenset(sensitive_keys)
+            task, texts = _redact_run(task, [(a, c["output"]) for a, c in
+                                             zip(args, self.tool_calls)],
+                                      self.messages, keys)
+            args = [a for a, _ in texts]
         return {"task_type": self.task_type, "action_type": task_type(self.actions),
                 "outcome": "success" if self.success else "failure",
                 "reward": float(self.reward), "run_id": self.run_id,
                 "outcome_source": "verifier",
-                "state_before": {"task": self.first_message},
-                "action_taken": {"tool_calls": [{"name": c["name"], "args": c["args"]}
-                                                for c in self.tool_calls]},
+                "state_before": {"task": task},
+                "action_taken": {"tool_calls": [{"name": c["name"], "args": a}
+                                                for c, a in zip(self.tool_calls, args)]},
                 "state_after": {"errors": sum(c["error"] for c in self.tool_calls)},
                 "metadata": {"task_id": self.task_id, "trial": self.trial}}
+
+
+_ID_LIKE = re.compile(r"^(?=[^\s]*\d)[^\s\"']{6,}$")
+
+
+def _field_values(obj, keys: frozenset, out: set, inside: bool = False) -> None:
+    """Collect into ``out`` the id-like strings (6 or more characters without spaces, one
+    a digit: ``gift_card_5094406``, ``1990-04-05``) inside the values of sensitive keys
+    (:func:`dyna.redact.is_sensitive_key`), dict keys included; JSON embedded in strings
+    is parsed."""
+    from dyna.redact import is_sensitive_key
+    if isinstance(obj, str):
+        parsed = _json_objects(obj)
+        if parsed is not None:
+            _field_values(parsed, keys, out, inside)
+        elif inside and _ID_LIKE.match(obj):
+            out.add(obj)
+    elif isinstance(obj, Mapping):
+        for k, v in obj.items():
+            hit = inside or is_sensitive_key(str(k), keys)
+            if inside and isinstance(k, str) and _ID_LIKE.match(k):
+                out.add(k)
+            _field_values(v, keys, out, hit)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _field_values(v, keys, out, inside)
+
+
+def _redact_run(task: str, calls: list, messages: Sequence[str], keys: frozenset):
+    """Redact a run's texts together: ``(task, [(args, output), ...])`` redacted.
+
+    The task, every call's arguments and output and the conversation's ``messages`` form
+    one object for :func:`dyna.redact.redact` (a user id it learns anywhere is redacted
+    everywhere); then every id-like value found under a sensitive key of the original run
+    (:func:`_field_values`) is replaced by the redaction marker wherever else it occurs as a
+    whole token. The messages only teach: they are not returned.
+    """
+    from dyna.redact import REDACTED, redact
+    whole = {"task": task, "calls": [{"args": a, "output": o} for a, o in calls],
+             "messages": list(messages)}
+    ids: set[str] = set()
+    _field_values(whole, keys, ids)
+    out = redact(whole, keys)
+    pat = _pattern(frozenset(ids))
+    if pat is not None:
+        def forget(obj):
+            if isinstance(obj, str):
+                return pat.sub(REDACTED, obj)
+            if isinstance(obj, Mapping):
+                return {(pat.sub(REDACTED, k) if isinstance(k, str) else k): forget(v)
+                        for k, v in obj.items()}
+            if isinstance(obj, list):
+                return [forget(v) for v in obj]
+            return obj
+        out = forget(out)
+    return out["task"], [(c["args"], c["output"]) for c in out["calls"]]
 
 
 def task_type(tool_names: Iterable[str]) -> str:
@@ -303,6 +417,7 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
     calls: list[dict] = []
     by_id: dict[str, dict] = {}
     outputs: list[str] = []
+    texts: list[str] = []
     first = None
     for m, msg in enumerate(traj):
         where = f"traj[{m}]"
@@ -316,6 +431,8 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
             fail(f"{where}.content", type(content).__name__, "must be a string or null")
         if role == "user" and first is None and content:
             first = content
+        if role in ("user", "assistant") and content:
+            texts.append(content)
         if role == "assistant":
             tcs = msg.get("tool_calls") or []
             if not isinstance(tcs, list):
@@ -352,7 +469,7 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
                 call["error"] = text.lstrip().startswith("Error")
     return TrajectoryRun(index, raw["task_id"], raw["trial"], float(reward), user_id,
                          instruction, first or "", tuple(truth), tuple(calls),
-                         _usage(raw), tuple(outputs))
+                         _usage(raw), tuple(outputs), tuple(texts))
 
 
 def load_trajectories(path) -> list[TrajectoryRun]:
@@ -400,8 +517,8 @@ def load_trajectories(path) -> list[TrajectoryRun]:
     return runs
 
 
-def import_runs(store, runs: Sequence[TrajectoryRun], tenant_id: str = "taubench-airline"
-                ) -> dict:
+def import_runs(store, runs: Sequence[TrajectoryRun], tenant_id: str = "taubench-airline",
+                *, redaction: bool = True) -> dict:
     """Record one experience-store episode per run (:meth:`TrajectoryRun.episode`), all in
     one transaction.
 
@@ -410,13 +527,15 @@ def import_runs(store, runs: Sequence[TrajectoryRun], tenant_id: str = "taubench
     store : dyna.experience.ExperienceStore
     runs : sequence of TrajectoryRun
     tenant_id : str
+    redaction : bool
+        Redact each episode as the digest does before the store's own redaction.
 
     Returns
     -------
     dict
         ``ids`` and ``n``, as :meth:`ExperienceStore.record`.
     """
-    return store.record(tenant_id, [r.episode() for r in runs])
+    return store.record(tenant_id, [r.episode(redaction=redaction) for r in runs])
 
 
 # ============================================================================ personal data
@@ -533,9 +652,6 @@ def _pattern(values: frozenset) -> re.Pattern | None:
     return re.compile(_BOUNDARY.format(f"(?:{alts})"))
 
 
-_PATTERNS: dict[frozenset, re.Pattern | None] = {}
-
-
 def find_personal_values(text: str, values: Iterable[str]) -> set[str]:
     """The values of ``values`` that occur in ``text`` as whole tokens (no letter or digit
     right before or after: ``credit_card_4421486`` is not found in
@@ -551,12 +667,157 @@ def find_personal_values(text: str, values: Iterable[str]) -> set[str]:
     -------
     set of str
     """
-    key = frozenset(v for v in values if v)
-    pat = _PATTERNS.get(key)
-    if pat is None and key not in _PATTERNS:
-        if len(_PATTERNS) > 4096:
-            _PATTERNS.clear()
-        pat = _PATTERNS[key] = _pattern(key)
-    if pat is None or not text:
+    if not text:
         return set()
-    return set(pat.findall(text))
+    return {v for v in values if v and v in text
+            and re.search(_BOUNDARY.format(re.escape(v)), text) is not None}
+
+
+# ============================================================================ workflow induction
+
+#: Tools that are notes to self, not actions on the world (dropped from workflows).
+NOT_ACTIONS = ("think",)
+#: Workflow predictors scored by :func:`leave_one_task_out`.
+PREDICTORS = ("induced", "mode_ground_truth", "mode_success")
+
+
+def abstract_call(name: str, args: Mapping) -> str:
+    """A tool call with its arguments abstracted to their names, the way Agent Workflow
+    Memory abstracts example-specific values into variables (Wang, Mao, Fried & Neubig,
+    "Agent Workflow Memory", ICML 2025, arXiv 2409.07429, section 2.2):
+    ``book_reservation(cabin,flights,...)``.
+
+    >>> abstract_call("get_user_details", {"user_id": "mia_li_3668"})
+    'get_user_details(user_id)'
+    """
+    return f"{name}({','.join(sorted(str(k) for k in args))})"
+
+
+def run_workflow(run: TrajectoryRun) -> tuple[str, ...]:
+    """The abstracted calls of a run that returned no error, in order, without
+    :data:`NOT_ACTIONS` (a failed call does not advance the task)."""
+    return tuple(abstract_call(c["name"], c["args"]) for c in run.tool_calls
+                 if not c["error"] and c["name"] not in NOT_ACTIONS)
+
+
+def truth_workflow(run: TrajectoryRun) -> tuple[str, ...]:
+    """The run's ground-truth tool calls (``info.task.actions``), abstracted."""
+    return tuple(abstract_call(n, kw) for n, kw in run.ground_truth if n not in NOT_ACTIONS)
+
+
+def induce_workflow(examples: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """The consensus workflow of example call sequences.
+
+    A call is kept when it occurs in more than half of the examples, as many times as the
+    median example has it (rounded down, examples without it counting 0); its j-th
+    occurrence is placed at the mean relative position (index / length) of the j-th
+    occurrences in the examples that have one; ties by name. It is a deterministic
+    stand-in for AWM's LM induction, which keeps the sub-routines common to the examples
+    and drops the example-specific steps.
+
+    Parameters
+    ----------
+    examples : sequence of sequence of str
+        Abstracted call sequences (:func:`run_workflow`).
+
+    Returns
+    -------
+    tuple of str
+        Empty when there are no examples.
+    """
+    import numpy as np
+    n = len(examples)
+    if n == 0:
+        return ()
+    names = sorted({c for e in examples for c in e})
+    items = []
+    for c in names:
+        counts = [list(e).count(c) for e in examples]
+        if sum(k > 0 for k in counts) * 2 <= n:
+            continue
+        for j in range(int(np.median(counts))):
+            where = [[i for i, x in enumerate(e) if x == c][j] / max(len(e), 1)
+                     for e in examples if list(e).count(c) > j]
+            items.append((float(np.mean(where)), c, j))
+    return tuple(c for _, c, _ in sorted(items))
+
+
+def _mode(seqs: Sequence[tuple]) -> tuple:
+    """The most frequent sequence, ties to the one seen first."""
+    counts: dict[tuple, int] = {}
+    for s in seqs:
+        counts[s] = counts.get(s, 0) + 1
+    return max(counts, key=lambda s: (counts[s], -seqs.index(s))) if counts else ()
+
+
+def sequence_scores(predicted: Sequence[str], truth: Sequence[str]) -> tuple[float, float, bool]:
+    """``(precision, recall, exact)`` of a predicted call sequence against the truth.
+
+    Precision and recall are over calls as multisets (a call predicted twice but needed
+    once counts once); ``exact`` is sequence equality. An empty prediction has precision
+    0 (against a non-empty truth); the truth must not be empty.
+
+    Raises
+    ------
+    ConfigError
+        Empty ``truth`` (recall is undefined; such tasks are reported apart).
+    """
+    if not truth:
+        raise ConfigError("truth", list(truth), "must not be empty: recall is undefined")
+    from collections import Counter
+    hit = sum((Counter(predicted) & Counter(truth)).values())
+    precision = hit / len(predicted) if predicted else 0.0
+    return precision, hit / len(truth), tuple(predicted) == tuple(truth)
+
+
+def leave_one_task_out(runs: Sequence[TrajectoryRun]) -> list[dict]:
+    """Workflow induction evaluated leave-one-task-out within each task type.
+
+    For each task: the workflow induced (:func:`induce_workflow`) from the successful runs
+    of the *other* tasks of its type, and two baselines from the same tasks: the type's
+    most frequent ground-truth sequence (``mode_ground_truth``) and the most frequent
+    successful-run sequence (``mode_success``); each scored against the held-out task's
+    ground truth (:func:`sequence_scores`).
+
+    Parameters
+    ----------
+    runs : sequence of TrajectoryRun
+        Every trial of every task (the ground truth of a task is read from its first run).
+
+    Returns
+    -------
+    list of dict
+        One per task, by task id: ``task_id``, ``task_type``, ``status`` (``"scored"``,
+        ``"nothing_to_induce"``: no other task of the type has a successful run, or
+        ``"empty_ground_truth"``), ``n_examples`` (successful runs induced from),
+        ``n_truth`` (ground-truth calls), and per predictor of :data:`PREDICTORS`
+        ``<p>_len`` and, when scored, ``<p>_precision``, ``<p>_recall``, ``<p>_exact``
+        (NaN / None otherwise).
+    """
+    tasks: dict[int, list[TrajectoryRun]] = {}
+    for r in sorted(runs, key=lambda r: (r.trial, r.task_id)):
+        tasks.setdefault(r.task_id, []).append(r)
+    out = []
+    for tid in sorted(tasks):
+        own = tasks[tid][0]
+        ttype, truth = own.task_type, truth_workflow(own)
+        others = [t for t in sorted(tasks) if t != tid and tasks[t][0].task_type == ttype]
+        examples = [run_workflow(r) for t in others for r in tasks[t] if r.success]
+        preds = {"induced": induce_workflow(examples),
+                 "mode_ground_truth": _mode([truth_workflow(tasks[t][0]) for t in others]),
+                 "mode_success": _mode(examples)}
+        status = ("empty_ground_truth" if not truth else
+                  "nothing_to_induce" if not examples else "scored")
+        row = {"task_id": tid, "task_type": ttype, "status": status,
+               "n_examples": len(examples), "n_truth": len(truth),
+               "truth": " ".join(truth)}
+        for p, seq in preds.items():
+            row[f"{p}_len"] = len(seq)
+            row[f"{p}_workflow"] = " ".join(seq)
+            if status == "scored":
+                pr, rc, ex = sequence_scores(seq, truth)
+            else:
+                pr, rc, ex = float("nan"), float("nan"), None
+            row.update({f"{p}_precision": pr, f"{p}_recall": rc, f"{p}_exact": ex})
+        out.append(row)
+    return out

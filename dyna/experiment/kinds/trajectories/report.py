@@ -1,0 +1,224 @@
+"""Kind ``trajectories``: ``report.md``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from dyna.experiment.reporting import fmt, md_table, plots_section, short_hash
+
+__all__ = ["build_report"]
+
+_PAIRS = (("skill_loop", "skill_loop-no_redaction"), ("memory_loop", "memory_loop-no_redaction"))
+_GATES = (("skill_loop", "skill_loop-no_outcome_gate"),
+          ("memory_loop", "memory_loop-no_outcome_gate"))
+
+
+def _means(runs: pl.DataFrame) -> dict[str, dict]:
+    cols = [c for c in runs.columns if c not in ("variant", "learner", "run")]
+    frame = runs.group_by("variant", maintain_order=True).agg(
+        [pl.col(c).mean() for c in cols] + [pl.col("learner").first()])
+    return {r["variant"]: r for r in frame.iter_rows(named=True)}
+
+
+def _n(x) -> str:
+    return fmt(x) if x is not None else "n/a"
+
+
+def _ci(row) -> str:
+    if row is None:
+        return "n/a"
+    return f"{fmt(row['mean'])} [{fmt(row['low'])}, {fmt(row['high'])}]"
+
+
+def build_report(out, folder: Path) -> str:
+    """The report: headline, data, personal data, the outcome gate, what each variant
+    wrote, the baselines, the importer's store, workflow induction, plots."""
+    cfg, man = out.config, out.manifest
+    runs, induction = out.tables["runs"], out.tables["induction"]
+    summary = out.tables["induction_summary"]
+    data = man.get("data", {})
+    R = runs.get_column("run").n_unique()
+    m = _means(runs)
+    loops = [v for v in m if m[v]["learner"] == "loop"]
+    baselines = [v for v in m if m[v]["learner"] == "baseline"]
+    summ = {(r["predictor"], r["metric"]): r for r in summary.iter_rows(named=True)}
+    lines = [f"# {cfg.name}", ""]
+
+    # ------------------------------------------------------------------ headline
+    head = [f"- Replayed {data.get('runs', '?')} recorded runs ({data.get('tasks', '?')} tasks "
+            f"x {data.get('trials', '?')} trials, {data.get('successes', '?')} rewarded 1) "
+            f"through {len(loops)} loop variants and {len(baselines)} literature baselines, "
+            f"{R} reviewer seed{'s' if R != 1 else ''}."]
+    pd_bits = []
+    for on, off in _PAIRS:
+        if on in m and off in m:
+            pd_bits.append(f"{on}: {_n(m[on]['pd_reviewer'])} with redaction, "
+                           f"{_n(m[off]['pd_reviewer'])} without; store files "
+                           f"{_n(m[on]['pd_store'])} and {_n(m[off]['pd_store'])}")
+    if pd_bits:
+        head.append("- Harvested personal values reaching the reviewer (digest + proposals) "
+                    "and the store files, mean per run: " + "; ".join(pd_bits) + ".")
+    gate_bits = [f"{on} {_n(m[on]['lessons_from_failed'])} vs {_n(m[off]['lessons_from_failed'])}"
+                 f" without the gate" for on, off in _GATES if on in m and off in m]
+    if gate_bits:
+        head.append("- Lessons written from failed runs: " + "; ".join(gate_bits) + ".")
+    if ("induced", "recall") in summ:
+        n = summ[("induced", "recall")]["n_tasks"]
+        head.append(
+            f"- Workflow induction over {n} held-out tasks: recall {_ci(summ[('induced', 'recall')])}"
+            f", precision {_ci(summ[('induced', 'precision')])}; the type's most frequent "
+            f"ground-truth sequence: recall {_ci(summ.get(('mode_ground_truth', 'recall')))}"
+            f", precision {_ci(summ.get(('mode_ground_truth', 'precision')))}.")
+    lines += ["## Headline", ""] + head[:5] + [""]
+
+    # ------------------------------------------------------------------ setup
+    lines += ["## Setup", "",
+              f"- Data: `{Path(data.get('path', cfg.data)).name}`, sha256 "
+              f"`{short_hash(data.get('sha256'))}`, {data.get('tool_calls', '?')} tool calls; "
+              f"token counts recorded: {data.get('tokens_recorded', 0)} (tau-bench logs "
+              "carry none, so learning cost is the reviewer's simulated tokens only).",
+              "- Task types (first state-changing tool of the ground truth; tasks): "
+              + ", ".join(f"{k} {v}" for k, v in data.get("task_types", {}).items()) + ".",
+              "- Personal values harvested by field from the structured tool outputs: "
+              + ", ".join(f"{k} {v}" for k, v in data.get("personal_values", {}).items())
+              + " (distinct values over all runs).",
+              "- Replay: trial by trial (all tasks of trial 0, then trial 1, ...). The runs are "
+              "not re-acted: what a variant injects does not change a recorded run, so the "
+              "tables say what each variant *would have written*. Reviewer: rule-based, "
+              + ", ".join(f"{k} = {v}" for k, v in cfg.reviewer.items()) + ".",
+              f"- Digest redaction: the redactor's keys plus "
+              f"{', '.join(cfg.digest['extra_sensitive_keys']) or 'nothing'}; tools declared "
+              f"trusted: {cfg.digest['tools_trusted']}. Config hash "
+              f"`{short_hash(man.get('config_hash'))}`.", ""]
+
+    # ------------------------------------------------------------------ personal data
+    cats = [c.removeprefix("pd_store_") for c in runs.columns if c.startswith("pd_store_")]
+    lines += ["## Personal data", "",
+              "Counts are distinct (run, value) pairs for the reviewer and distinct values for "
+              "the store files (every file under the library folder and MEMORY.md: SKILL.md "
+              "files, retired skills, staged proposals, history logs), mean per run. "
+              "`safety net` counts the always-on redaction of the stores (catches per "
+              "write).", ""]
+    rows = []
+    for v in loops:
+        r = m[v]
+        rows.append([v, _n(r["pd_digest"]), _n(r["pd_proposals"]), _n(r["pd_reviewer"]),
+                     _n(r["pd_store"]),
+                     ", ".join(f"{c} {_n(r.get('pd_store_' + c))}" for c in cats
+                               if r.get("pd_store_" + c)) or "-",
+                     _n(r["safety_net_catches"])])
+    lines += md_table(["variant", "in digests", "in proposals", "reached the reviewer",
+                       "in store files", "store, by category", "safety net"], rows) + [""]
+    for on, off in _PAIRS:
+        if on in m and off in m:
+            ok_on = m[on]["pd_reviewer"] == 0
+            ok_off = m[off]["pd_reviewer"] > 0
+            store0 = m[on]["pd_store"] == 0 and m[off]["pd_store"] == 0
+            lines.append(
+                f"- {on}: reviewer {'0 with redaction' if ok_on else 'NOT 0 with redaction'}"
+                f", {'> 0' if ok_off else '0 (the measurement is vacuous)'} without; store "
+                f"files {'0 in both' if store0 else 'NOT 0: ' + _n(m[on]['pd_store']) + ' with, ' + _n(m[off]['pd_store']) + ' without redaction'}.")
+    lines.append("")
+
+    # ------------------------------------------------------------------ outcome gate
+    lines += ["## The outcome gate and lessons from failed runs", ""]
+    rows = []
+    for on, off in _GATES:
+        for v in (on, off):
+            if v in m:
+                rows.append([v, _n(m[v]["reviews"]), _n(m[v]["acted_outcome_gate"]),
+                             _n(m[v]["lessons_from_failed"]),
+                             _n(m[v]["committed_from_failed"]), _n(m[v]["entries_end"])])
+    if "naive_loop" in m:
+        v = "naive_loop"
+        rows.append([v, _n(m[v]["reviews"]), _n(m[v]["acted_outcome_gate"]),
+                     _n(m[v]["lessons_from_failed"]), _n(m[v]["committed_from_failed"]),
+                     _n(m[v]["entries_end"])])
+    lines += md_table(["variant", "reviews", "reviews the gate blocked",
+                       "lessons from failed runs (committed + staged)",
+                       "committed from failed runs", "entries at the end"], rows) + [""]
+
+    # ------------------------------------------------------------------ all loop variants
+    lines += ["## What each loop variant wrote", "",
+              "Mean per run. `near-dup` = pairs of stored lessons with content-word Jaccard "
+              f">= {cfg.analysis['near_duplicate']}.", ""]
+    rows = [[v, _n(m[v]["reviews"]), _n(m[v]["proposals"]), _n(m[v]["committed"]),
+             _n(m[v]["staged"]), _n(m[v]["invalid"]), _n(m[v]["rejected"]),
+             _n(m[v]["lessons_from_failed"]), _n(m[v]["near_duplicates"]),
+             _n(m[v]["skills_end"]), _n(m[v]["facts_end"]), _n(m[v]["pending_end"]),
+             _n(m[v]["learning_tokens"])] for v in loops]
+    lines += md_table(["variant", "reviews", "proposals", "committed", "staged", "invalid",
+                       "rejected", "from failed", "near-dup", "skills", "facts", "pending",
+                       "learning tokens"], rows) + [""]
+    inert = [s for s in ("outcome_gate", "redaction", "secret_scan", "novelty_check",
+                         "grading", "cap_eviction", "dating", "retire_on_contradiction",
+                         "approval_for_untrusted", "consolidation_every")
+             if f"acted_{s}" in runs.columns
+             and runs.filter(pl.col("learner") == "loop").get_column(f"acted_{s}").max() == 0]
+    if inert:
+        lines += [f"Safeguards that never acted in any loop run (their ablation is the same "
+                  f"replay as the full loop): {', '.join(inert)}.", ""]
+
+    # ------------------------------------------------------------------ baselines
+    if baselines:
+        lines += ["## Literature baselines", "",
+                  "Each baseline's own rule on the same runs (dyna/agents/baselines.py), with "
+                  "the reward as its judge (tau-bench records no self-assessment) and calls "
+                  "kept as they were made: no redaction step, so `personal values kept` is "
+                  "what their stores hold. `writes` = runs after which the store changed.", ""]
+        rows = [[v, _n(m[v]["committed"]), _n(m[v]["lessons_from_failed"]),
+                 _n(m[v]["entries_end"]), _n(m[v]["pd_store"]),
+                 _n(m[v]["learning_tokens"])] for v in baselines]
+        lines += md_table(["baseline", "writes", "writes after failed runs", "entries at the end",
+                           "personal values kept", "learning tokens"], rows) + [""]
+
+    # ------------------------------------------------------------------ experience store
+    se = out.tables.get("store_episodes")
+    if se is not None:
+        lines += ["## The importer's experience-store episodes", "",
+                  f"{int(se.get_column('episodes')[0])} episodes recorded in an in-memory "
+                  "ExperienceStore and exported; harvested values found in the export:", ""]
+        lines += md_table(["category", "harvested", "in the store"],
+                          [[r["category"], r["harvested"], r["in_store"]]
+                           for r in se.iter_rows(named=True)]) + [""]
+
+    # ------------------------------------------------------------------ induction
+    status = induction.group_by("status").len().sort("status")
+    lines += ["## Workflow induction (leave one task out within each task type)", "",
+              "Induced: the consensus of the other tasks' successful runs of the type (calls "
+              "in more than half of them, arguments abstracted to their names, AWM's "
+              "abstraction); baselines: the type's most frequent ground-truth sequence and "
+              "its most frequent successful-run sequence. Scored against the held-out task's "
+              f"ground truth; {int(cfg.analysis['confidence'] * 100)}% percentile bootstrap "
+              "intervals over tasks.", "",
+              "Tasks: " + ", ".join(f"{r['status']} {r['len']}"
+                                    for r in status.iter_rows(named=True)) + ".", ""]
+    rows = []
+    for p in dict.fromkeys(summary.get_column("predictor").to_list()):
+        rows.append([p] + [_ci(summ.get((p, t))) for t in ("precision", "recall", "exact")])
+    lines += md_table(["predictor", "precision", "recall", "exact sequence"], rows) + [""]
+    apart = induction.filter(pl.col("status") != "scored")
+    if apart.height:
+        lines += ["Reported apart:", ""]
+        lines += md_table(["task", "type", "status", "examples", "ground-truth calls",
+                           "induced calls"],
+                          [[r["task_id"], r["task_type"], r["status"], r["n_examples"],
+                            r["n_truth"], r["induced_len"]]
+                           for r in apart.iter_rows(named=True)]) + [""]
+    by_type = (induction.filter(pl.col("status") == "scored").group_by("task_type")
+               .agg(pl.len().alias("tasks"), pl.col("induced_recall").mean(),
+                    pl.col("mode_ground_truth_recall").mean(),
+                    pl.col("induced_precision").mean(),
+                    pl.col("mode_ground_truth_precision").mean())
+               .sort("tasks", "task_type", descending=[True, False]))
+    if by_type.height:
+        lines += md_table(["type", "tasks", "recall induced", "recall mode GT",
+                           "precision induced", "precision mode GT"],
+                          [[r["task_type"], r["tasks"], fmt(r["induced_recall"]),
+                            fmt(r["mode_ground_truth_recall"]), fmt(r["induced_precision"]),
+                            fmt(r["mode_ground_truth_precision"])]
+                           for r in by_type.iter_rows(named=True)]) + [""]
+    lines += plots_section(Path(folder))
+    return "\n".join(lines) + "\n"
