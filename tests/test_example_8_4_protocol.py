@@ -124,6 +124,11 @@ def test_reference_run_matches_the_kernel_by_hand(tmp_path):
             or line.startswith("| 2 | 188 |")]
     assert len(rows) == 2
     assert "updates until optimal (optimal_tolerance = 1.2)" in text
+    # the headline's measure is updates until optimal, not steps of episodes never played
+    head = text.split("## Headline")[1].split("\n\n- config")[0]
+    assert "fewest mean updates until optimal (optimal_tolerance = 1.2, protocol " \
+        "'reference') per sweep point: " in head
+    assert "steps per episode over the last" not in head
 
 
 def test_one_check_is_never_stricter_than_five():

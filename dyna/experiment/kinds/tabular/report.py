@@ -160,7 +160,9 @@ def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
              f"- {len(c.variants)} variant(s) x {n_pts} sweep point(s) x {c.runs} runs on "
              f"`{c.env.id}`, {sched} each."]
     best = None
-    for variant, _p, point in _groups(out):
+    if c.schedule.stop_at_optimal:   # the measure is updates until optimal, per sweep point
+        lines.append(_headline_updates(out))
+    for variant, _p, point in _groups(out) if not c.schedule.stop_at_optimal else ():
         res = _select(out.results, variant.name, point)
         if c.schedule.episodes is not None:
             iv = per_run_ci(_per_run(res, "steps", last=K), **opts)
@@ -180,7 +182,7 @@ def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
     good = text.count("-> consistent")
     bad = (text.count("NOT consistent") + text.count("-> inconsistent")
            + text.count("-> partly consistent"))
-    if check_lines:
+    if check_lines and good + bad:
         lines.append(f"- checks against the book: {good} consistent, {bad} not (see Checks).")
     differ, same = text.count("| **differs** |"), text.count("| no difference detected |")
     if differ + same:
@@ -190,6 +192,29 @@ def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
         lines.append(f"- against the reference implementation: {differ} of {differ + same} "
                      f"declared summaries differ (Welch, Holm {ALPHA:g}){extra}.")
     return lines + [""]
+
+
+def _headline_updates(out: "ExperimentOutput") -> str:
+    """One headline line for ``stop_at_optimal`` runs: which variant needs the fewest mean
+    updates until optimal at how many sweep points."""
+    c = out.config
+    wins: dict[str, int] = {}
+    points = c.sweep_points()
+    for point in points:
+        means = {}
+        for v in c.variants:
+            found = _select(out.runs, v.name, point).get_column("updates_to_optimal")
+            found = found.drop_nulls().to_numpy()
+            if found.size:
+                means[v.name] = float(found.mean())
+        if means:
+            w = min(means, key=means.get)
+            wins[w] = wins.get(w, 0) + 1
+    tol = f"optimal_tolerance = {c.schedule.optimal_tolerance:g}"
+    told = ", ".join(f"`{v}` at {n} of {len(points)}" for v, n in
+                     sorted(wins.items(), key=lambda kv: -kv[1]))
+    return (f"- fewest mean updates until optimal ({tol}, protocol "
+            f"{c.schedule.optimal_protocol!r}) per sweep point: {told or 'none found'}.")
 
 
 def _final_section(out: "ExperimentOutput") -> list[str]:
@@ -341,7 +366,7 @@ def _reference_section(out: "ExperimentOutput", check: str) -> list[str]:
              f"over this table at {ALPHA:g} (\"differs\" when the adjusted p < {ALPHA:g}; no "
              "detected difference is not proof of sameness)"
              + ("; the plateau also gets a TOST equivalence test with a margin of "
-                f"{max(s.margin for s in declared):g} steps per episode, Holm-corrected over "
+                f"{max(s.margin for s in declared):g} step(s) per episode, Holm-corrected over "
                 "its own family (\"equivalent\" when the adjusted p < "
                 f"{ALPHA:g})" if any(s.margin for s in declared) else "") + "."]
     if not ours:
