@@ -103,3 +103,13 @@ def block_writes(store, on: bool) -> None:
         store._db._conn.execute(f"SET default_transaction_read_only = {'on' if on else 'off'}")
     else:
         store._db._conn.execute(f"PRAGMA query_only = {'ON' if on else 'OFF'}")
+
+
+def open_backend(target, schema, dim, **kw):
+    """The store-level backend for ``target``: :class:`dyna.store.postgres.PostgresStore`
+    for a DSN, else :class:`dyna.store.sqlite.SQLiteStore` (``""``: in memory)."""
+    from dyna.store.postgres import PostgresStore, is_dsn
+    from dyna.store.sqlite import SQLiteStore
+
+    target = str(target)
+    return (PostgresStore if is_dsn(target) else SQLiteStore)(target, schema, dim, **kw)

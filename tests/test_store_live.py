@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import open_backend
 from dyna.store import sqlite as sq
 from dyna.store.sqlite import SQLiteStore
 
@@ -58,10 +59,7 @@ def test_change_tokens_and_reads_since_an_id(tmp_path):
 
 def open_store(target):
     """A store-level handle on a SQLite file or a PostgreSQL DSN (issue 19: both backends)."""
-    if isinstance(target, str):
-        from dyna.store.postgres import PostgresStore
-        return PostgresStore(target, SCHEMA, DIM)
-    return SQLiteStore(target, SCHEMA, DIM)
+    return open_backend(target, SCHEMA, DIM)
 
 
 def in_transaction(st) -> bool:

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import open_backend
 from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBusyError,
                          StoreDamagedError, StoreError, StoreReadOnlyError)
 from dyna.store import sqlite as sq
@@ -33,8 +34,8 @@ def batch(n, start=0, tenant="t1", dim=DIM, meta=None):
             "features": np.tile(i[:, None].astype(np.float32), (1, dim))}
 
 
-def test_append_read_round_trip_and_ids(tmp_path):
-    st = SQLiteStore(tmp_path / "s.db", SCHEMA, DIM)
+def test_append_read_round_trip_and_ids(persistent_target):
+    st = open_backend(persistent_target, SCHEMA, DIM)
     assert st.status == "missing"
     ids = st.append(batch(5))
     assert ids.tolist() == [0, 1, 2, 3, 4] and st.status == "ok"
@@ -49,12 +50,12 @@ def test_append_read_round_trip_and_ids(tmp_path):
     assert cols["features"].dtype == np.float32 and cols["features"].shape == (8, DIM)
     assert cols["metadata"][3] == '{"i": 3}'
     st.close()
-    st = SQLiteStore(tmp_path / "s.db", SCHEMA, DIM)
+    st = open_backend(persistent_target, SCHEMA, DIM)
     assert st.status == "ok" and st.count() == 8
     # deleted ids are never reused
     st.delete({"id": [6, 7]})
     assert st.append(batch(1)).tolist() == [8]
-    assert st.stats()["schema_version"] == sq.SCHEMA_VERSION
+    assert st.stats()["schema_version"] == sys.modules[type(st).__module__].SCHEMA_VERSION
 
 
 def test_wal_and_busy_timeout_configured(tmp_path):
@@ -63,8 +64,8 @@ def test_wal_and_busy_timeout_configured(tmp_path):
     assert st._conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
 
 
-def test_exact_delete_never_prefix(tmp_path):
-    st = SQLiteStore("", SCHEMA, DIM)
+def test_exact_delete_never_prefix(store_target):
+    st = open_backend(store_target, SCHEMA, DIM)
     st.append(batch(4, tenant="t1"))
     st.append(batch(4, tenant="t10"))
     st.append(batch(4, tenant="t%"))
@@ -79,8 +80,8 @@ def test_exact_delete_never_prefix(tmp_path):
     assert e.value.field == "metadata"
 
 
-def test_bad_column_writes_nothing(tmp_path):
-    st = SQLiteStore(tmp_path / "s.db", SCHEMA, DIM)
+def test_bad_column_writes_nothing(store_target):
+    st = open_backend(store_target, SCHEMA, DIM)
     b = batch(3)
     b["features"] = np.zeros((3, DIM + 1), np.float32)
     with pytest.raises(ConfigError) as e:
@@ -223,8 +224,8 @@ def test_vacuum_with_open_transaction_commits_first(tmp_path):
     assert st.count() == 10
 
 
-def test_keep_newest_per_group_and_prune_filter():
-    st = SQLiteStore("", SCHEMA, DIM)
+def test_keep_newest_per_group_and_prune_filter(store_target):
+    st = open_backend(store_target, SCHEMA, DIM)
     st.append(batch(30))
     # task0/1/2 each have 10 rows; keep newest 2 of each
     assert st.keep_newest(2) == 24
