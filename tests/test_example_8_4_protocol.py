@@ -129,6 +129,11 @@ def test_reference_run_matches_the_kernel_by_hand(tmp_path):
     assert "fewest mean updates until optimal (optimal_tolerance = 1.2, protocol " \
         "'reference') per sweep point: " in head
     assert "steps per episode over the last" not in head
+    # the size axis counts free states; no steps-per-episode 'sensitivity' of stopped runs
+    plots = sorted(p.name for p in (tmp_path / "o" / "plots").iterdir())
+    assert plots == ["updates_to_optimal.png", "updates_to_optimal.svg"]
+    assert "maze size (free states)" in (tmp_path / "o" / "plots" /
+                                         "updates_to_optimal.svg").read_text()
 
 
 def test_one_check_is_never_stricter_than_five():

@@ -9,8 +9,9 @@ Plots (each a function of an :class:`dyna.experiment.protocol.ExperimentOutput`)
 * ``cumulative_reward`` -- Figures 8.4 / 8.5: cumulative reward against time steps.
 * ``eval_score`` -- greedy-policy evaluation score against training episodes.
 * ``updates_to_optimal`` -- Example 8.4: updates until an optimal path is found against maze
-  size (number of states), log-log.
-* ``sensitivity_<key>`` -- with a sweep: final performance against each swept value (a
+  size (free states of a maze, else the table's states), log-log.
+* ``sensitivity_<key>`` -- with a sweep (not with ``stop_at_optimal``, whose runs stop
+  early): final performance against each swept value (a
   parameter study, as Sutton & Barto's Figures 8.2-8.4 discussions vary n and alpha), one
   line per variant (and per combination of the other swept values), with bootstrap
   intervals.
@@ -186,6 +187,8 @@ def plot_eval_score(out: "ExperimentOutput", folder: Path) -> list[Path]:
 
 def _size_axis(out: "ExperimentOutput") -> tuple[list, str]:
     metas = out.env_metas
+    if metas and all("free_states" in m for m in metas):  # mazes: non-wall cells
+        return [int(m["free_states"]) for m in metas], "maze size (free states)"
     if metas and all("n_states" in m for m in metas):
         return [int(m["n_states"]) for m in metas], "maze size (number of states)"
     keys = out.sweep_keys
@@ -301,7 +304,7 @@ def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
     factor of 10 and are all positive.
     """
     cfg = out.config
-    if not cfg.sweep:
+    if not cfg.sweep or cfg.schedule.stop_at_optimal:  # runs stop: updates_to_optimal plots it
         return []
     episodic = cfg.schedule.episodes is not None
     value, last = ("steps", cfg.analysis.final_episodes) if episodic else \
