@@ -243,7 +243,7 @@ class TrajectoryRun:
                 "reward": float(self.reward), "run_id": self.run_id,
                 "outcome_source": "verifier",
                 "state_before": {"task": task},
-                "action_taken": {"tool_calls": [{"name": c["name"], "args": a}
+                "action_taken": {"tool_calls": [{"tool": c["name"], "args": a}
                                                 for c, a in zip(self.tool_calls, args)]},
                 "state_after": {"errors": sum(c["error"] for c in self.tool_calls)},
                 "metadata": {"task_id": self.task_id, "trial": self.trial}}

@@ -154,7 +154,7 @@ def _store_episodes(runs) -> pl.DataFrame:
     from dyna.loops.trajectories import find_personal_values as find
     with ExperienceStore("", dim=64) as store:
         n = import_runs(store, runs)["n"]
-        rows = store.export_data("taubench-airline")
+        rows = store.export_data("taubench-airline")["records"]
     text = json.dumps(rows, sort_keys=True, default=str)
     by: dict[str, set] = {k: set() for k in PERSONAL_FIELDS}
     for r in runs:

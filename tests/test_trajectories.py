@@ -1,0 +1,379 @@
+"""The tau-bench importer, personal-data harvest, workflow induction and the
+``trajectories`` experiment kind (issue 18)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dyna.cli import main
+from dyna.errors import ConfigError, DynaError
+from dyna.loops.trajectories import (TrajectoryError, TrajectoryRun, find_personal_values,
+                                     harvest_by_field, harvest_personal_values, import_runs,
+                                     induce_workflow, leave_one_task_out, load_trajectories,
+                                     parse_run, sequence_scores, task_type)
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "tests" / "data" / "tau_bench_sample" / "runs.json"
+FULL = ROOT / "data" / "agent_trajectories" / "taubench_airline_gpt4o_trajectories.json"
+
+
+def _digest_text(d) -> str:
+    return "\n".join([d.task] + [json.dumps(dict(c.args), default=str) + "\n" + c.output
+                                 for c in d.tool_calls])
+
+
+# ============================================================================ importer
+
+def test_sample_runs_task_types_and_outcomes_by_hand():
+    runs = {(r.task_id, r.trial): r for r in load_trajectories(SAMPLE)}
+    assert sorted(runs) == [(3, 0), (32, 2), (37, 0)]
+    # task 3: the ground truth changes the flights, then the bags
+    r = runs[(3, 0)]
+    assert [n for n, _ in r.ground_truth] == ["update_reservation_flights",
+                                              "update_reservation_baggages"]
+    assert r.task_type == "update_reservation_flights"
+    assert (r.reward, r.success, len(r.tool_calls)) == (0.0, False, 20)
+    assert sum(c["error"] for c in r.tool_calls) == 5
+    # task 37: the ground truth only reads the user; the agent sent a certificate anyway
+    r = runs[(37, 0)]
+    assert [n for n, _ in r.ground_truth] == ["get_user_details"]
+    assert r.task_type == "no_change" and r.success is False
+    ep = r.episode()
+    assert (ep["task_type"], ep["action_type"], ep["outcome"], ep["reward"]) == \
+        ("no_change", "send_certificate", "failure", 0.0)
+    assert [c["tool"] for c in ep["action_taken"]["tool_calls"]][-2:] == \
+        ["send_certificate", "transfer_to_human_agents"]
+    # task 32: reads, a search, then the booking
+    r = runs[(32, 2)]
+    assert r.task_type == "book_reservation" and r.actions == (
+        "get_user_details", "search_direct_flight", "book_reservation")
+    assert r.first_message == "Hi there! I'd like to book a flight from ORD to PHL."
+    assert r.run_id == "task32-trial2" and r.tokens == 0
+
+
+def test_task_type_rule():
+    assert task_type(["get_user_details", "update_reservation_baggages",
+                      "cancel_reservation"]) == "update_reservation_baggages"
+    assert task_type(["send_certificate"]) == "send_certificate"
+    assert task_type(["get_user_details", "transfer_to_human_agents"]) == "no_change"
+    assert task_type([]) == "no_change"
+    assert task_type(["update_reservation"]) == "no_change"   # not update_reservation_*
+
+
+def test_full_file_task_types():
+    runs = load_trajectories(FULL)
+    assert len(runs) == 200 and sum(r.success for r in runs) == 84
+    types = {}
+    for r in runs:
+        if r.trial == 0:
+            types[r.task_type] = types.get(r.task_type, 0) + 1
+    assert types == {"no_change": 20, "update_reservation_flights": 11,
+                     "cancel_reservation": 10, "book_reservation": 4, "send_certificate": 3,
+                     "update_reservation_baggages": 1, "update_reservation_passengers": 1}
+
+
+def test_import_runs_into_the_experience_store_keeps_no_personal_data():
+    from dyna.experience import ExperienceStore
+    runs = load_trajectories(SAMPLE)
+    with ExperienceStore("", dim=32) as store:
+        assert import_runs(store, runs)["n"] == 3
+        rows = store.export_data("taubench-airline")["records"]
+        (comp,) = store.get_competence("taubench-airline", "no_change")["competence"]
+    assert sorted(r["run_id"] for r in rows) == ["task3-trial0", "task32-trial2",
+                                                 "task37-trial0"]
+    assert (comp["a"], comp["b"]) == (1.0, 2.0)        # uniform prior + one failure
+    text = json.dumps(rows, default=str)
+    values = set().union(*(harvest_personal_values(r) for r in runs))
+    assert find_personal_values(text, values) == set()
+    assert "get_reservation_details" in text and "HAT" in text
+
+
+# ============================================================================ personal data
+
+def test_harvest_by_field_of_a_sample_run():
+    raw = [r for r in json.loads(SAMPLE.read_text()) if (r["task_id"], r["trial"]) == (3, 0)]
+    got = harvest_by_field(raw[0])
+    assert got == {
+        "email": {"sofia.kim1937@example.com"},
+        "address": {"825 Laurel Lane", "Suite 595", "77243"},
+        "dob": {"1950-06-24", "1962-04-02", "1968-11-03", "1982-12-20", "1986-05-05"},
+        "payment_id": {"certificate_8544743", "certificate_9932251", "credit_card_9879898",
+                       "gift_card_6276644", "gift_card_7091239", "gift_card_7480005"},
+        "user_id": {"sofia_kim_7287"}}
+    # the parsed run gives the same values as the raw object
+    assert harvest_personal_values(parse_run(raw[0])) == set().union(*got.values())
+    assert [len(harvest_personal_values(r)) for r in load_trajectories(SAMPLE)] == [16, 16, 13]
+
+
+def test_harvest_ignores_what_is_not_structured():
+    run = {"info": {"task": {"user_id": "ann_lee_1234"}},
+           "traj": [{"role": "tool", "content": "Error: user ann_lee_1234 not found"},
+                    {"role": "tool", "content": '{"email": "a@b.example", "address": '
+                     '{"address1": "1 Main St", "city": "Austin", "zip": "10001"}}'},
+                    {"role": "user", "content": '{"dob": "1990-01-01"}'}]}
+    assert harvest_by_field(run) == {"email": {"a@b.example"}, "address": {"1 Main St", "10001"},
+                                     "dob": set(), "payment_id": set(),
+                                     "user_id": {"ann_lee_1234"}}
+
+
+def test_find_personal_values_whole_tokens():
+    vals = {"credit_card_4421486", "77243", "mia_li_3668"}
+    assert find_personal_values("pay with credit_card_4421486.", vals) == {"credit_card_4421486"}
+    assert find_personal_values("credit_card_44214860 and 772431", vals) == set()
+    assert find_personal_values("id=mia_li_3668,zip 77243", vals) == {"mia_li_3668", "77243"}
+    assert find_personal_values("", vals) == set()
+
+
+def test_digest_redaction_on_and_off_on_the_sample_runs():
+    runs = load_trajectories(SAMPLE)
+    on = off = 0
+    for r in runs:
+        values = harvest_personal_values(r)
+        on += len(find_personal_values(_digest_text(r.digest(redaction=True)), values))
+        off += len(find_personal_values(_digest_text(r.digest(redaction=False)), values))
+    assert on == 0
+    assert off == 20      # the measurement is not vacuous: without redaction they are there
+    # task 37 without redaction: the user id in the arguments, and the address, which the
+    # first 200 characters of get_user_details' output hold (its e-mail comes later)
+    r = [r for r in runs if r.task_id == 37][0]
+    text = _digest_text(r.digest(redaction=False))
+    assert {k: find_personal_values(text, v) for k, v in harvest_by_field(r).items()} == {
+        "email": set(), "address": {"853 Chestnut Street", "Suite 497", "20195"},
+        "dob": set(), "payment_id": set(), "user_id": {"mei_brown_7075"}}
+    assert r.digest(redaction=False).tool_calls[0].output.startswith(
+        '{"name": {"first_name": "Mei", "last_name": "Brown"}, "address": {"address1": '
+        '"853 Chestnut Street", "address2": "Suite 497"')
+    d = runs[0].digest()
+    assert d.success is False and d.verified is True and d.steps == 20
+    assert d.tool_calls[0].args == {"user_id": "(redacted)"}
+    assert d.redactions > 0 and d.taint() == ()          # the airline tools are trusted
+    assert runs[0].digest(trusted=False).taint() == ("tool_output", "tool_argument")
+
+
+def test_digest_forgets_ids_of_sensitive_fields_elsewhere_in_the_run():
+    # a payment id named by a payment_id argument is also gone from the error message
+    raw = {"task_id": 1, "trial": 0, "reward": 0.0,
+           "info": {"task": {"user_id": "ann_lee_1234", "actions": []}},
+           "traj": [{"role": "user", "content": "My user id is ann_lee_1234."},
+                    {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": "c1", "function": {"name": "book_reservation", "arguments":
+                                                  '{"payment_id": "gift_card_5094406"}'}},
+                        {"id": "c2", "function": {"name": "think", "arguments":
+                                                  '{"thought": "The user, ann_lee_1234, '
+                                                  'pays."}'}}]},
+                    {"role": "tool", "tool_call_id": "c1", "name": "book_reservation",
+                     "content": "Error: not enough balance in payment method gift_card_5094406"},
+                    {"role": "tool", "tool_call_id": "c2", "name": "think", "content": ""}]}
+    run = parse_run(raw)
+    d = run.digest()
+    assert d.tool_calls[0].args == {"payment_id": "(redacted)"}
+    assert d.tool_calls[0].output == "Error: not enough balance in payment method (redacted)"
+    assert d.tool_calls[0].error is True
+    assert d.tool_calls[1].args == {"thought": "The user, (redacted), pays."}
+    plain = run.digest(redaction=False)
+    assert "gift_card_5094406" in plain.tool_calls[0].output
+
+
+# ============================================================================ bad input
+
+def _run(**over):
+    run = {"task_id": 3, "trial": 0, "reward": 1.0,
+           "info": {"task": {"user_id": "u", "instruction": "", "actions": []}},
+           "traj": [{"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": "c1", "function": {"name": "get_user_details",
+                                                  "arguments": '{"user_id": "u"}'}}]}]}
+    run.update(over)
+    return run
+
+
+def test_bad_input_messages(tmp_path):
+    p = tmp_path / "runs.json"
+    p.write_text("{not json")
+    with pytest.raises(TrajectoryError) as e:
+        load_trajectories(p)
+    assert str(e.value) == (f"{p}: file: not JSON (Expecting property name enclosed in "
+                            "double quotes: line 1 column 2 (char 1))")
+    assert isinstance(e.value, DynaError) and isinstance(e.value, ConfigError)
+
+    run = _run()
+    del run["traj"]
+    p.write_text(json.dumps([run]))
+    with pytest.raises(TrajectoryError) as e:
+        load_trajectories(p)
+    assert str(e.value) == f"{p}: run 0 (task 3, trial 0): traj: missing"
+    assert (e.value.run, e.value.field) == ("run 0 (task 3, trial 0)", "traj")
+
+    run = _run()
+    run["traj"][1]["tool_calls"][0]["function"]["arguments"] = '{"user_id": '
+    p.write_text(json.dumps([_run(task_id=4), run]))
+    with pytest.raises(TrajectoryError) as e:
+        load_trajectories(p)
+    assert str(e.value) == (f"{p}: run 1 (task 3, trial 0): "
+                            "traj[1].tool_calls[0].function.arguments: not JSON (Expecting "
+                            "value: line 1 column 13 (char 12))")
+
+    run = _run()
+    run["traj"][1]["tool_calls"][0]["function"]["arguments"] = '["u"]'
+    with pytest.raises(TrajectoryError, match=r"arguments: must be a JSON object"):
+        parse_run(run, 0, "x.json")
+    with pytest.raises(TrajectoryError, match=r"^x.json: run 0: task_id: must be a "
+                                              r"non-negative integer$"):
+        parse_run(_run(task_id="3"), 0, "x.json")
+    with pytest.raises(TrajectoryError, match=r"^x.json: run 0 \(task 3, trial 0\): reward: "
+                                              r"must be a finite number$"):
+        parse_run(_run(reward=float("nan")), 0, "x.json")
+    p.write_text(json.dumps([_run(), _run()]))
+    with pytest.raises(TrajectoryError, match=r"run 1 \(task 3, trial 0\): task_id: task 3 "
+                                              r"trial 0 is also run 0$"):
+        load_trajectories(p)
+    p.write_text(json.dumps({"runs": []}))
+    with pytest.raises(TrajectoryError, match=r"file: must be a JSON list of runs$"):
+        load_trajectories(p)
+
+
+def test_cli_on_a_bad_trajectories_file_one_line_exit_2_nothing_written(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    run = _run()
+    del run["traj"]
+    bad.write_text(json.dumps([run]))
+    toml = tmp_path / "t.toml"
+    toml.write_text('kind = "trajectories"\nname = "t"\ndata = "bad.json"\n'
+                    'variants = ["memory_loop"]\n')
+    out = tmp_path / "out"
+    assert main(["run", str(toml), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"dyna: error: {bad}: run 0 (task 3, trial 0): traj: missing\n"
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "t.toml"]
+
+
+# ============================================================================ induction
+
+def _mk(task_id, trial, reward, truth, calls):
+    return TrajectoryRun(0, task_id, trial, reward, "u", "", "", tuple((n, {}) for n in truth),
+                         tuple({"name": n, "args": {}, "output": "", "error": err}
+                               for n, err in calls))
+
+
+def test_induce_workflow_by_hand():
+    # a in 3/3, b in 2/3, c in 3/3, d in 1/3 (dropped); mean relative positions
+    # a 0, b (1/3 + 1/4) / 2 = 0.29, c (2/3 + 1/2 + 2/4) / 3 = 0.56
+    assert induce_workflow([("a", "b", "c"), ("a", "c"), ("a", "b", "c", "d")]) == \
+        ("a", "b", "c")
+    # a twice in the median example is kept twice, in order of position
+    assert induce_workflow([("a", "x", "a"), ("a", "a"), ("a",)]) == ("a", "a")
+    assert induce_workflow([]) == ()
+    assert sequence_scores(("a", "b", "c"), ("a", "c", "c")) == (2 / 3, 2 / 3, False)
+    assert sequence_scores((), ("a",)) == (0.0, 0.0, False)
+    assert sequence_scores(("a", "b"), ("a", "b")) == (1.0, 1.0, True)
+    with pytest.raises(ConfigError, match="truth"):
+        sequence_scores(("a",), ())
+
+
+def test_leave_one_task_out_by_hand():
+    g = "get_reservation_details"
+    c = "cancel_reservation"
+    runs = [
+        # three cancel tasks
+        _mk(0, 0, 1.0, [g, c], [(g, False), (c, False)]),
+        _mk(1, 0, 1.0, [c], [(g, False), ("think", False), (c, False)]),
+        _mk(2, 0, 0.0, [g, c], [(g, False), (c, True)]),
+        _mk(2, 1, 1.0, [g, c], [(c, False)]),
+        # a no_change task with an empty ground truth, and a lone booking type
+        _mk(3, 0, 1.0, [], [(g, False)]),
+        _mk(4, 0, 0.0, ["book_reservation"], [("book_reservation", True)]),
+    ]
+    rows = {r["task_id"]: r for r in leave_one_task_out(runs)}
+    assert [rows[t]["status"] for t in range(5)] == ["scored", "scored", "scored",
+                                                     "empty_ground_truth", "nothing_to_induce"]
+    # task 0 induced from task 1 (g, c: think dropped) and task 2 trial 1 (c): c in 2/2,
+    # g in 1/2 (not a majority) -> (c); truth (g, c): precision 1, recall 1/2
+    r = rows[0]
+    assert r["n_examples"] == 2 and r["induced_workflow"] == "cancel_reservation()"
+    assert (r["induced_precision"], r["induced_recall"], r["induced_exact"]) == (1.0, 0.5, False)
+    # the type's most frequent ground truth among tasks 1 and 2: (c) and (g, c) tie at one
+    # each, the first seen (task 1: c) wins
+    assert r["mode_ground_truth_workflow"] == "cancel_reservation()"
+    # task 1 induced from task 0 (g, c) and task 2 trial 1 (c) -> (c): exact
+    r = rows[1]
+    assert (r["induced_precision"], r["induced_recall"], r["induced_exact"]) == (1.0, 1.0, True)
+    # task 2 (its failed trial 0 is never an example) from tasks 0 and 1: (g, c) twice
+    r = rows[2]
+    assert r["induced_workflow"] == "get_reservation_details() cancel_reservation()"
+    assert r["induced_exact"] is True and r["mode_success_exact"] is True
+    assert rows[3]["n_truth"] == 0 and rows[4]["n_examples"] == 0
+
+
+# ============================================================================ the kind
+
+def test_shipped_experiment_file_parses():
+    from dyna.experiment.registry import load_config
+    cfg = load_config(ROOT / "experiments" / "taubench_airline_loops.toml")
+    assert cfg.kind == "trajectories" and len(cfg.variants) == 31
+    assert cfg.variants[:2] == ("naive_loop", "skill_loop") and "awm" in cfg.variants
+    assert cfg.to_dict()["variants"] == list(cfg.variants)
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"variants": ["oracle"]}, "variants[0]"),
+    ({"variants": ["skill_loop-self_gate"]}, "variants[0]"),
+    ({"variants": ["skil_loop"]}, "variants[0]"),
+    ({"reviewer": {"copy_rate": 2.0}}, "reviewer.copy_rate"),
+    ({"reviewer": {"copyrate": 0.5}}, "reviewer.copyrate"),
+    ({"loop": {"skill_cap": 0}}, "loop.skill_cap"),
+    ({"digest": {"tools_trusted": "yes"}}, "digest.tools_trusted"),
+    ({"data": 3}, "data"),
+])
+def test_config_errors_name_the_field(bad, field):
+    from dyna.experiment.kinds.trajectories.config import parse_trajectories
+    data = {"name": "t", "data": "x.json", **bad}
+    with pytest.raises(ConfigError) as e:
+        parse_trajectories(data)
+    assert e.value.field == field
+
+
+def test_run_end_to_end_on_a_cut_down_file(tmp_path):
+    raw = [r for r in json.loads(FULL.read_text()) if r["task_id"] < 8]
+    data = tmp_path / "runs.json"
+    data.write_text(json.dumps(raw))
+    successes = sum(r["reward"] == 1.0 for r in raw)
+    toml = tmp_path / "t.toml"
+    toml.write_text('kind = "trajectories"\nname = "small"\nruns = 1\ndata = "runs.json"\n'
+                    'variants = ["memory_loop", "memory_loop-no_redaction", '
+                    '"memory_loop-no_outcome_gate", "awm"]\n'
+                    "[analysis]\nn_resamples = 200\n")
+    out = tmp_path / "out"
+    assert main(["run", str(toml), "--out", str(out), "--no-progress"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["episodes.parquet", "induction.parquet", "induction_summary.parquet",
+                     "manifest.json", "plots", "report.md", "runs.parquet",
+                     "store_episodes.parquet"]
+    assert sorted(p.name for p in (out / "plots").glob("*.png")) == [
+        "entries.png", "induction.png", "lessons_from_failed.png", "personal_data.png"]
+    runs = pl.read_parquet(out / "runs.parquet")
+    row = {r["variant"]: r for r in runs.iter_rows(named=True)}
+    assert len(raw) == 32 and row["memory_loop"]["reviews"] == successes
+    assert row["memory_loop-no_outcome_gate"]["reviews"] == 32
+    assert row["memory_loop"]["acted_outcome_gate"] == 32 - successes
+    assert row["memory_loop"]["lessons_from_failed"] == 0
+    assert row["memory_loop-no_outcome_gate"]["lessons_from_failed"] > 0
+    assert row["memory_loop"]["pd_reviewer"] == 0 and row["memory_loop"]["pd_store"] == 0
+    assert row["memory_loop-no_redaction"]["pd_reviewer"] > 0
+    assert row["awm"]["learner"] == "baseline" and row["awm"]["pd_store"] > 0
+    eps = pl.read_parquet(out / "episodes.parquet")
+    first = eps.filter(pl.col("variant") == "awm").head(9)
+    assert first.get_column("trial").to_list() == [0] * 8 + [1]   # trial by trial
+    assert first.get_column("task_id").to_list() == list(range(8)) + [0]
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["kind"] == "trajectories" and man["data"]["runs"] == 32
+    report = (out / "report.md").read_text()
+    head = report.split("## Headline\n\n")[1].split("\n\n")[0].splitlines()
+    assert 1 <= len(head) <= 5 and all(line.startswith("- ") for line in head)
+    assert "memory_loop: 0 with redaction" in head[1]
+    se = pl.read_parquet(out / "store_episodes.parquet")
+    assert se.get_column("in_store").sum() == 0 and se.get_column("episodes")[0] == 32
