@@ -12,7 +12,8 @@ asserted.
 Also measured and asserted in the same run: the store opened as a role that row-level
 security binds (PostgreSQL refuses ``COPY FROM`` there, so the batch goes through a
 temporary staging table and one ``INSERT ... SELECT``) against the same bare COPY.
-Measured on the 2-core machine (100,000 rows): 1.10x direct, 1.36x RLS-bound.
+Measured on the 2-core machine (100,000 rows, two runs): 1.10-1.21x direct, 1.28-1.36x
+RLS-bound.
 
 Size: ``DYNA_BENCH_PG_N`` rows (default 100,000) of d = 64. The server is the one in
 ``DYNA_TEST_POSTGRES_DSN`` or a throw-away cluster started here (skipped without binaries).
@@ -28,12 +29,13 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pg_cluster  # noqa: E402
 
+from bench_store import DIM, make_columns as store_columns  # noqa: E402
 from dyna.store.postgres import PG_TYPES, PostgresStore  # noqa: E402
 
 N = int(os.environ.get("DYNA_BENCH_PG_N", 100_000))
-DIM = 64
 ROUNDS = 5
 SCHEMA = [("tenant_id", "str"), ("task_type", "str"), ("action_type", "str"), ("outcome", "str"),
           ("reward", "float"), ("timestamp", "float"), ("run_id", "str"), ("task_id", "str"),
@@ -43,32 +45,17 @@ COPY_TYPES = ["int8"] + [{"bytea": "bytea", "float8": "float8", "text": "text"}[
 
 
 def make_columns(n):
-    rng = np.random.default_rng(0)
-    labels = np.array([f"task{i}" for i in range(100)], dtype=object)
-    return {"tenant_id": labels[rng.integers(0, 10, n)], "task_type": labels[rng.integers(0, 100, n)],
-            "action_type": labels[rng.integers(0, 5, n)],
-            "outcome": np.where(rng.random(n) < 0.7, "success", "failure").astype(object),
-            "reward": rng.standard_normal(n), "timestamp": 1.7e9 + np.arange(n, dtype=float),
-            "run_id": labels[rng.integers(0, 100, n)], "task_id": labels[rng.integers(0, 100, n)],
-            "metadata": np.array([f'{{"step":{i},"note":"n{i % 7}"}}' for i in range(n)],
-                                 dtype=object),
-            "features": rng.standard_normal((n, DIM)).astype(np.float32)}
+    """bench_store's columns (the SQLite insert benchmark's rows) plus a JSON text column."""
+    return store_columns(n) | {"metadata": np.array(
+        [f'{{"step":{i},"note":"n{i % 7}"}}' for i in range(n)], dtype=object)}
 
 
 @pytest.fixture(scope="module")
 def server():
-    dsn = os.environ.get(pg_cluster.ENV_DSN)
-    if dsn:
+    with pg_cluster.running() as dsn:
+        if dsn is None:
+            pytest.skip(pg_cluster.NO_SERVER)
         yield dsn
-        return
-    if pg_cluster.find_bin() is None:
-        pytest.skip(f"no PostgreSQL: {pg_cluster.ENV_DSN} unset and no binaries under "
-                    f"{pg_cluster.BIN_GLOB}")
-    cluster = pg_cluster.start()
-    try:
-        yield cluster.dsn
-    finally:
-        cluster.stop()
 
 
 def test_postgres_batched_insert_within_1_5x_of_bare_copy(server, compare):

@@ -28,22 +28,11 @@ _schemas = itertools.count()
 @pytest.fixture(scope="session")
 def pg_dsn():
     """Superuser DSN of a PostgreSQL server for the tests (see the module notes)."""
-    dsn = os.environ.get(pg_cluster.ENV_DSN)
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        pytest.skip("psycopg is not installed (pip install -e '.[dev]')")
-    if dsn:
+    pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[dev]')")
+    with pg_cluster.running() as dsn:
+        if dsn is None:
+            pytest.skip(pg_cluster.NO_SERVER)
         yield dsn
-        return
-    if pg_cluster.find_bin() is None:
-        pytest.skip(f"no PostgreSQL: {pg_cluster.ENV_DSN} is not set and no server binaries "
-                    f"under {pg_cluster.BIN_GLOB}")
-    cluster = pg_cluster.start()
-    try:
-        yield cluster.dsn
-    finally:
-        cluster.stop()
 
 
 def with_schema(dsn: str, schema: str) -> str:

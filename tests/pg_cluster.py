@@ -25,6 +25,8 @@ from pathlib import Path
 #: Where Debian's PostgreSQL packages put the server binaries (newest version first).
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 ENV_DSN = "DYNA_TEST_POSTGRES_DSN"
+#: Why the PostgreSQL tests skip when :func:`running` finds no server.
+NO_SERVER = f"no PostgreSQL: {ENV_DSN} is not set and no server binaries under {BIN_GLOB}"
 
 
 def find_bin() -> Path | None:
@@ -98,3 +100,21 @@ def start(bin_dir: Path | None = None) -> Cluster:
             shutil.rmtree(root, ignore_errors=True)
             raise RuntimeError(f"{Path(argv[0]).name} failed: {res.stdout}{res.stderr}{log}")
     return Cluster(root, port, bin_dir, as_user)
+
+
+@contextlib.contextmanager
+def running():
+    """A superuser DSN: ``DYNA_TEST_POSTGRES_DSN`` when set, else a cluster started here and
+    stopped on exit; None when neither is possible (no binaries)."""
+    dsn = os.environ.get(ENV_DSN)
+    if dsn:
+        yield dsn
+        return
+    if find_bin() is None:
+        yield None
+        return
+    cluster = start()
+    try:
+        yield cluster.dsn
+    finally:
+        cluster.stop()

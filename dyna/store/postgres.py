@@ -67,6 +67,7 @@ Space
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -77,8 +78,8 @@ from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBus
                          StoreDamagedError, StoreError, StoreReadOnlyError, StoreWriteError,
                          check_range)
 from dyna.redact import REDACTED, redact_text
-from dyna.store.sqlite import (FILTER_COLUMNS, KINDS, READ_CHUNK, TABLE, _encode_labels,
-                               _gc_paused, _unencodable)
+from dyna.store.sqlite import (FILTER_COLUMNS, KINDS, READ_CHUNK, TABLE, SQLiteStore,
+                               _encode_labels, _gc_paused, _unencodable)
 
 __all__ = ["PG_TYPES", "PostgresStore", "SCHEMA_VERSION", "display_dsn", "is_dsn", "stored_dim"]
 
@@ -231,6 +232,9 @@ class PostgresStore:
         for need in ("tenant_id", "task_type", "timestamp"):
             if need not in names:
                 raise ConfigError("schema", names, f"must contain {need!r}")
+        if sys.byteorder != "little":
+            raise StoreError("PostgreSQL stores hold little-endian float32 vectors; this "
+                             "machine is big-endian")
         if tenant is not None and (not isinstance(tenant, str) or not tenant):
             raise ConfigError("tenant", tenant, "must be a non-empty string or None")
         self._kinds = dict(self.schema)
@@ -436,30 +440,22 @@ class PostgresStore:
                 self.status = "ok"
             return out
 
+    # Column conversion shared with the SQLite backend (one implementation): vectors as
+    # float32 bytes in native order, which __init__ checks is little-endian.
+    _prepare_values = SQLiteStore._prepare
+    _join_vectors = SQLiteStore._join_vectors
+    _column = SQLiteStore._column
+
     def _prepare(self, columns: Mapping[str, object], n: int) -> list[list]:
-        """Validated per-column lists (vectors as little-endian float32 bytes), schema order."""
-        cols: list[list] = []
-        w = self.dim * 4
-        for name, kind in self.schema:
-            v = columns.get(name)
-            if v is None:
-                cols.append([None] * n)
-            elif kind == "vector":
-                arr = np.asarray(v, dtype=np.float32)
-                if arr.shape != (n, self.dim):
-                    raise ConfigError(name, arr.shape, f"must have shape ({n}, {self.dim})")
-                raw = np.ascontiguousarray(arr, dtype="<f4").tobytes()
-                cols.append([raw[i:i + w] for i in range(0, n * w, w)])
-            else:
-                vals = v.tolist() if isinstance(v, np.ndarray) else list(v)
-                if len(vals) != n:
-                    raise ConfigError(name, len(vals), f"column length must be {n}")
-                if kind in ("str", "json"):
-                    for i, s in enumerate(vals):
-                        if isinstance(s, str) and "\x00" in s:
-                            raise ConfigError(f"{name}[{i}]", "\\x00", "PostgreSQL text "
-                                              "cannot hold a NUL character")
-                cols.append(vals)
+        """Validated per-column lists in schema order (:meth:`SQLiteStore._prepare`), with
+        text holding NUL refused (PostgreSQL text cannot store it)."""
+        cols = self._prepare_values(columns, n)
+        for (name, kind), vals in zip(self.schema, cols):
+            if kind in ("str", "json"):
+                for i, v in enumerate(vals):
+                    if isinstance(v, str) and "\x00" in v:
+                        raise ConfigError(f"{name}[{i}]", "\\x00", "PostgreSQL text cannot "
+                                          "hold a NUL character")
         return cols
 
     def _staging(self) -> str:
@@ -536,7 +532,7 @@ class PostgresStore:
         ----------
         values : sequence
             One value per schema column, in schema order (None for NULL); a vector column as
-            ``bytes`` of ``dim`` float32 values (native byte order; stored little-endian).
+            ``bytes`` of ``dim`` float32 values (native byte order, little-endian here).
 
         Raises
         ------
@@ -553,12 +549,11 @@ class PostgresStore:
         values = list(values)
         if len(values) != len(self.schema):
             raise ConfigError("values", len(values), f"must have {len(self.schema)} values")
-        for j, ((name, kind), v) in enumerate(zip(self.schema, values)):
+        for (name, kind), v in zip(self.schema, values):
             if kind == "vector" and v is not None:
                 if type(v) is not bytes or len(v) != 4 * self.dim:
                     raise ConfigError(name, type(v).__name__, f"must be bytes of {self.dim} "
                                       "float32 values")
-                values[j] = np.frombuffer(v, dtype=np.float32).astype("<f4").tobytes()
             elif isinstance(v, str) and "\x00" in v:
                 raise ConfigError(name, "\\x00", "PostgreSQL text cannot hold a NUL character")
         with self._lock:
@@ -748,27 +743,6 @@ class PostgresStore:
         cats = set(categories)
         return {name: _encode_labels(vals) if name in cats else self._column(kind, vals)
                 for name, kind, vals in zip(names, kinds, acc)}
-
-    def _join_vectors(self, vals) -> bytes:
-        """One chunk of vector values as one bytes object; NULL or a wrong length -> zeros."""
-        w = self.dim * 4
-        zero = bytes(w)
-        return b"".join(bytes(v) if v is not None and len(v) == w else zero for v in vals)
-
-    def _column(self, kind: str, vals: list) -> np.ndarray:
-        n = len(vals)
-        if kind == "vector":
-            raw = bytearray().join(vals)
-            return np.frombuffer(raw, dtype="<f4").astype(np.float32, copy=False
-                                                          ).reshape(-1, self.dim)
-        if kind == "float":
-            return np.array([np.nan if v is None else v for v in vals] if None in vals
-                            else vals, dtype=np.float64).reshape(n)
-        if kind == "int" and None not in vals:
-            return np.array(vals, dtype=np.int64).reshape(n)
-        arr = np.empty(n, dtype=object)
-        arr[:] = vals
-        return arr
 
     def count(self, where: Mapping[str, object] | None = None) -> int:
         """Number of (visible) rows matching ``where`` exactly."""
