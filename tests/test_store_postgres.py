@@ -276,3 +276,15 @@ def test_store_cli_on_a_dsn_never_prints_the_password(pg_dsn, pg_schema, capsys)
         out, err = capsys.readouterr()
         assert err.startswith("dyna: error: DB=") and err.count("\n") == 1, err
         assert pw not in out + err
+
+
+def test_store_commands_never_echo_a_dsn_password(pg_dsn, pg_schema, capsys):
+    from dyna.cli import main
+    pw = "Echo-secret-9a8b7c"
+    dsn = with_schema(pg_dsn.replace("postgres@", f"postgres:{pw}@"), pg_schema)
+    ExperienceStore(dsn, dim=DIM).close()
+    for argv in (["delete", dsn, "--tenant", "nobody", "--yes"], ["scrub", dsn],
+                 ["recover", dsn, "--out", "x.db"]):
+        assert main(["store", *argv]) == 2, argv
+        out, err = capsys.readouterr()
+        assert err.startswith("dyna: error: ") and pw not in out + err, err

@@ -63,6 +63,23 @@ def _open(db: str, read_only: bool):
     return ExperienceStore(path, dim=dim, read_only=read_only, eager=False)
 
 
+def _shown(db: str) -> str:
+    """DB as it may be shown: a PostgreSQL DSN without its password."""
+    from dyna.store import postgres  # noqa: PLC0415
+
+    return postgres.display_dsn(db) if postgres.is_dsn(db) else db
+
+
+def _file_only(db: str, command: str) -> None:
+    """Refuse a PostgreSQL DSN for a command that works on SQLite files (without echoing
+    the password)."""
+    from dyna.store import postgres  # noqa: PLC0415
+
+    if postgres.is_dsn(db):
+        raise ConfigError("DB", _shown(db), f"store {command} works on SQLite files; "
+                          "PostgreSQL checks and repairs its own pages")
+
+
 def _selectors(args) -> dict:
     return {k: getattr(args, k) for k in ("task_type", "run_id", "task_id", "request_id")
             if getattr(args, k, None) is not None}
@@ -148,8 +165,8 @@ def _delete(args) -> int:
             tenants = store.tenant_ids()
             shown = ", ".join(repr(t) for t in tenants[:5]) + (", ..." if len(tenants) > 5
                                                               else "")
-            raise ConfigError("--tenant", args.tenant, f"has no episodes in {args.db} "
-                              f"(tenants: {shown or 'none'})")
+            raise ConfigError("--tenant", args.tenant, "has no episodes in "
+                              f"{_shown(args.db)} (tenants: {shown or 'none'})")
         n = store.count_matching(args.tenant, **sel)
     finally:
         store.close()
@@ -161,8 +178,8 @@ def _delete(args) -> int:
         if not sys.stdin.isatty():
             raise ConfigError("--yes", False, f"would delete {n} episodes: give --yes to "
                               "delete without a terminal (or --dry-run to count)")
-        answer = input(f"delete {n} episodes of tenant {args.tenant!r} from {args.db}? "
-                       "[y/N] ")
+        answer = input(f"delete {n} episodes of tenant {args.tenant!r} from "
+                       f"{_shown(args.db)}? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("dyna: nothing deleted", file=sys.stderr)
             return 1
@@ -247,6 +264,7 @@ def _scrub(args) -> int:
     from dyna.experience import RECORD_SCHEMA  # noqa: PLC0415
     from dyna.store.scrub import scrub  # noqa: PLC0415
 
+    _file_only(args.db, "scrub")
     out = scrub(args.db, RECORD_SCHEMA, dry_run=args.dry_run)
     print(json.dumps(out, indent=2, sort_keys=True))
     return 0
@@ -255,6 +273,7 @@ def _scrub(args) -> int:
 def _recover(args) -> int:
     from dyna.store.recover import recover  # noqa: PLC0415
 
+    _file_only(args.db, "recover")
     out = recover(args.db, args.out)
     print(json.dumps(out, indent=2, sort_keys=True))
     return 0
