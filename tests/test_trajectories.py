@@ -377,3 +377,17 @@ def test_run_end_to_end_on_a_cut_down_file(tmp_path):
     assert "memory_loop: 0 with redaction" in head[1]
     se = pl.read_parquet(out / "store_episodes.parquet")
     assert se.get_column("in_store").sum() == 0 and se.get_column("episodes")[0] == 32
+
+
+def test_readme_trajectories_snippet_runs_as_written(monkeypatch):
+    import re
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Real agent runs", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    monkeypatch.chdir(ROOT)
+    ns: dict = {}
+    exec(compile(code, "README.md", "exec"), ns)
+    r = ns["r"]
+    assert (r.task_type, r.success, r.actions[:2]) == (
+        "update_reservation_flights", False, ("get_user_details", "get_reservation_details"))
+    assert r.run_id == "task3-trial0" and ns["d"].tool_calls[0].args == {"user_id": "(redacted)"}

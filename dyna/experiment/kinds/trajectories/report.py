@@ -116,10 +116,19 @@ def build_report(out, folder: Path) -> str:
             ok_on = m[on]["pd_reviewer"] == 0
             ok_off = m[off]["pd_reviewer"] > 0
             store0 = m[on]["pd_store"] == 0 and m[off]["pd_store"] == 0
+            if store0:
+                store = "0 in both"
+            else:
+                missed = ", ".join(f"{c} {_n(m[off].get('pd_store_' + c))}" for c in cats
+                                   if m[off].get("pd_store_" + c))
+                store = (f"NOT 0: {_n(m[on]['pd_store'])} with redaction, "
+                         f"{_n(m[off]['pd_store'])} without ({missed or '-'}), values the "
+                         "stores' always-on safety net "
+                         f"({_n(m[off]['safety_net_catches'])} catches) did not redact")
             lines.append(
                 f"- {on}: reviewer {'0 with redaction' if ok_on else 'NOT 0 with redaction'}"
                 f", {'> 0' if ok_off else '0 (the measurement is vacuous)'} without; store "
-                f"files {'0 in both' if store0 else 'NOT 0: ' + _n(m[on]['pd_store']) + ' with, ' + _n(m[off]['pd_store']) + ' without redaction'}.")
+                f"files {store}.")
     lines.append("")
 
     # ------------------------------------------------------------------ outcome gate
