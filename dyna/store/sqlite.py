@@ -121,6 +121,13 @@ READ_ONLY_VERSIONS = (1, 2)
 #: Rows fetched per step of :meth:`SQLiteStore.read` (small enough to stay in cache).
 READ_CHUNK = 4096
 
+#: The next id: past the ``next_id`` counter and past every stored id (a single-row insert
+#: leaves the counter alone; destructive writes move it past the rows they delete first).
+_NEXT_ID = (f"SELECT MAX(COALESCE((SELECT MAX(id) + 1 FROM {TABLE}), 0), "
+            "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'next_id'))")
+#: Before a delete: the counter moves past every stored id, so no id is ever given again.
+_HOLD_IDS = (f"UPDATE meta SET value = MAX(CAST(value AS INTEGER), COALESCE((SELECT MAX(id) + 1 "
+             f"FROM {TABLE}), 0)) WHERE key = 'next_id'")
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
 _BUSY = {"SQLITE_BUSY", "SQLITE_LOCKED"}
 
@@ -271,6 +278,11 @@ class SQLiteStore:
             if need not in names:
                 raise ConfigError("schema", names, f"must contain {need!r}")
         self._kinds = dict(self.schema)
+        self._insert_sql = (f"INSERT INTO {TABLE} ({', '.join(['id'] + names)}) "
+                            f"VALUES ({', '.join('?' * (len(names) + 1))})")
+        self._insert_one_sql = (f"INSERT INTO {TABLE} ({', '.join(['id'] + names)}) "
+                                f"VALUES (({_NEXT_ID}), {', '.join('?' * len(names))}) "
+                                "RETURNING id")
         self.path = "" if str(path) in ("", ":memory:") else str(path)
         self.persistent = bool(self.path)
         self.read_only = bool(read_only)
@@ -428,18 +440,23 @@ class SQLiteStore:
             raise
 
     # ----------------------------------------------------------------- writing
-    def _write(self, fn):
-        """Run ``fn(conn)`` in one IMMEDIATE transaction, mapping errors to typed ones."""
+    def _write(self, fn, hook: bool = True, begin: bool = True):
+        """Run ``fn(conn)`` in one IMMEDIATE transaction, mapping errors to typed ones
+        (``on_write`` runs first unless ``hook`` is False; ``begin=False``: ``fn`` runs one
+        statement in autocommit mode, its own transaction)."""
         if self.read_only:
             raise StoreReadOnlyError(f"DB={self.path}: opened read-only; nothing was written")
         with self._lock:
             conn = self._conn
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                if self.on_write is not None:
-                    self.on_write(self)
-                out = fn(conn)
-                conn.execute("COMMIT")
+                if begin:
+                    conn.execute("BEGIN IMMEDIATE")
+                    if hook and self.on_write is not None:
+                        self.on_write(self)
+                    out = fn(conn)
+                    conn.execute("COMMIT")
+                else:
+                    out = fn(conn)
             except sqlite3.Error as exc:
                 if conn.in_transaction:
                     try:
@@ -484,16 +501,13 @@ class SQLiteStore:
         return cols
 
     def _insert(self, conn: sqlite3.Connection, cols: list[list], ids: np.ndarray) -> None:
-        names = ", ".join(["id"] + [c for c, _ in self.schema])
-        marks = ", ".join("?" * (len(self.schema) + 1))
         try:
-            conn.executemany(f"INSERT INTO {TABLE} ({names}) VALUES ({marks})",
-                             zip(ids.tolist(), *cols))
+            conn.executemany(self._insert_sql, zip(ids.tolist(), *cols))
         except sqlite3.IntegrityError as exc:
             raise ConfigError("ids", int(ids[0]), f"an id is already stored ({exc})") from None
         except UnicodeEncodeError:  # a lone surrogate in some text: name the column and row
             raise _unencodable(self.schema, cols) from None
-        start = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'").fetchone()[0])
+        start = int(conn.execute(_NEXT_ID).fetchone()[0])
         if ids.size and int(ids.max()) + 1 > start:
             conn.execute("UPDATE meta SET value = ? WHERE key = 'next_id'",
                          (str(int(ids.max()) + 1),))
@@ -501,8 +515,7 @@ class SQLiteStore:
     def next_id(self) -> int:
         """The id the next :meth:`append` without explicit ids would start at."""
         with self._lock:
-            return int(self._conn.execute("SELECT value FROM meta WHERE key = 'next_id'")
-                       .fetchone()[0])
+            return int(self._conn.execute(_NEXT_ID).fetchone()[0])
 
     def append(self, columns: Mapping[str, object], n: int | None = None, *,
                ids=None) -> np.ndarray:
@@ -546,8 +559,7 @@ class SQLiteStore:
 
         def do(conn):
             if given is None:
-                start = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'")
-                            .fetchone()[0])
+                start = int(conn.execute(_NEXT_ID).fetchone()[0])
                 out = np.arange(start, start + n, dtype=np.int64)
             else:
                 out = given
@@ -555,6 +567,53 @@ class SQLiteStore:
             return out
 
         return self._write(do)
+
+    def append_row(self, values: Sequence[object]) -> int:
+        """Insert one record in its own transaction and return its id (the fast single write).
+
+        One ``INSERT ... RETURNING id`` statement in autocommit mode (a statement is its own
+        transaction in SQLite): the id is computed inside it (past the ``next_id`` counter
+        and every stored id), so it is unique across processes and never reused; the
+        counter row is not written (destructive writes move it past the ids they delete).
+        It returns after its own commit, with the durability of every write (see the module
+        notes). ``on_write`` is not run: the caller's in-memory view catches up on its next
+        read.
+
+        Parameters
+        ----------
+        values : sequence
+            One value per schema column, in schema order (None for NULL); a vector column as
+            ``bytes`` of ``dim`` float32 values (native byte order).
+
+        Returns
+        -------
+        int
+            The id, unique across every process writing to this file.
+
+        Raises
+        ------
+        ConfigError
+            The wrong number of values, a vector of the wrong length, text UTF-8 cannot
+            encode (nothing written).
+        StoreBusyError, StoreWriteError, StoreDamagedError
+            As :meth:`append`; nothing written.
+        """
+        values = tuple(values)
+        if len(values) != len(self.schema):
+            raise ConfigError("values", len(values), f"must have {len(self.schema)} values")
+        for (name, kind), v in zip(self.schema, values):
+            if kind == "vector" and v is not None and (type(v) is not bytes
+                                                        or len(v) != 4 * self.dim):
+                raise ConfigError(name, type(v).__name__, f"must be bytes of {self.dim} "
+                                  "float32 values")
+
+        def do(conn):
+            try:
+                return int(conn.execute(self._insert_one_sql, values).fetchall()[0][0])
+            except UnicodeEncodeError:
+                raise _unencodable(self.schema, [[v] for v in values]) from None
+
+        return self._write(do, hook=False, begin=False)
 
     def append_from(self, make: Callable[[int], tuple[Mapping[str, object], np.ndarray]]
                     ) -> np.ndarray:
@@ -573,8 +632,7 @@ class SQLiteStore:
             The ids inserted.
         """
         def do(conn):
-            start = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'")
-                        .fetchone()[0])
+            start = int(conn.execute(_NEXT_ID).fetchone()[0])
             columns, ids = make(start)
             ids = np.asarray(ids, dtype=np.int64).reshape(-1)
             if ids.size:
@@ -613,8 +671,8 @@ class SQLiteStore:
         if not where:
             raise ConfigError("where", where, "must name at least one column; use reset()")
         clause, args = self._where(where)
-        return self._write(lambda c: self._bump(c, c.execute(f"DELETE FROM {TABLE}{clause}",
-                                                             args).rowcount))
+        return self._write(lambda c: self._bump(c, self._hold(c).execute(
+            f"DELETE FROM {TABLE}{clause}", args).rowcount))
 
     def _bump(self, conn: sqlite3.Connection, n: int) -> int:
         """Inside a write transaction that deleted or changed ``n`` rows: when n > 0, add one
@@ -624,6 +682,14 @@ class SQLiteStore:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(gen),))
             self.last_generation = gen
         return n
+
+    @staticmethod
+    def _hold(conn: sqlite3.Connection) -> sqlite3.Connection:
+        """Inside a write transaction, before deleting: move the ``next_id`` counter past
+        every stored id (single-row inserts do not advance it), so a deleted row's id is
+        never given again. Returns ``conn``."""
+        conn.execute(_HOLD_IDS)
+        return conn
 
     @staticmethod
     def _generation(conn: sqlite3.Connection) -> int:
@@ -638,7 +704,8 @@ class SQLiteStore:
             conn.execute("CREATE TEMP TABLE IF NOT EXISTS _del (id INTEGER PRIMARY KEY)")
             conn.execute("DELETE FROM _del")
             conn.executemany("INSERT OR IGNORE INTO _del VALUES (?)", ((i,) for i in ids.tolist()))
-            n = conn.execute(f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM _del)").rowcount
+            n = self._hold(conn).execute(
+                f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM _del)").rowcount
             conn.execute("DELETE FROM _del")
             return self._bump(conn, n)
 
@@ -653,7 +720,7 @@ class SQLiteStore:
         clause, args = self._where(where)
         clause = (clause + " AND" if clause else " WHERE") + " timestamp < ?"
         return self._write(lambda c: self._bump(
-            c, c.execute(f"DELETE FROM {TABLE}{clause}", args + [cutoff]).rowcount))
+            c, self._hold(c).execute(f"DELETE FROM {TABLE}{clause}", args + [cutoff]).rowcount))
 
     def keep_newest(self, n: int, by: Sequence[str] = ("tenant_id", "task_type")) -> int:
         """Keep the newest ``n`` rows (by timestamp, then id) per group; returns rows deleted."""
@@ -665,11 +732,12 @@ class SQLiteStore:
         sql = (f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM (SELECT id, ROW_NUMBER() "
                f"OVER (PARTITION BY {part} ORDER BY timestamp DESC, id DESC) AS r "
                f"FROM {TABLE}) WHERE r > ?)")
-        return self._write(lambda c: self._bump(c, c.execute(sql, (n,)).rowcount))
+        return self._write(lambda c: self._bump(c, self._hold(c).execute(sql, (n,)).rowcount))
 
     def reset(self) -> int:
         """Delete every row (the id counter keeps counting); returns rows deleted."""
-        return self._write(lambda c: self._bump(c, c.execute(f"DELETE FROM {TABLE}").rowcount))
+        return self._write(lambda c: self._bump(
+            c, self._hold(c).execute(f"DELETE FROM {TABLE}").rowcount))
 
     def vacuum(self) -> dict:
         """Rebuild the file without free pages and truncate the WAL (PERS-05).
@@ -876,7 +944,12 @@ class SQLiteStore:
                 self._conn.execute("BEGIN")
             try:
                 yield self
-            finally:
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                raise
+            with self._reading():
                 if self._conn.in_transaction:
                     self._conn.execute("COMMIT")
 
