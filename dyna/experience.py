@@ -63,7 +63,7 @@ import numpy as np
 
 from dyna import __version__
 from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Categorical,
-                         ExperienceBuffer, JsonText, check_value, short_value)
+                         ExperienceBuffer, JsonText, _to_json, check_value, short_value)
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
 from dyna.errors import ConfigError, StoreReadOnlyError, StoreWriteError, check_range
 from dyna.escalation import RISK_CLASSES, should_escalate
@@ -86,6 +86,8 @@ RECORD_SCHEMA: tuple[tuple[str, str], ...] = (
 SUCCESS = "success"
 _EPISODE_FIELDS = CATEGORICAL_FIELDS + ("reward", "timestamp") + DICT_FIELDS + ("state_features",)
 _SELECTORS = ("task_type", "run_id", "task_id", "request_id")
+#: Keys an episode may have to take the fast single write (see ExperienceStore._fast_row).
+_FAST_KEYS = frozenset(_EPISODE_FIELDS)
 
 
 # ============================================================================ loading
@@ -480,6 +482,7 @@ class ExperienceStore:
         # state: nested calls do not refresh).
         self._loaded = self._db is None
         self._seen, self._gen, self._dv, self._depth = -1, None, None, 0
+        self._pending = False  # a fast single write of ours is in the file, not yet here
         self._comp = None
         try:
             self._buf = self._new_buffer()
@@ -537,6 +540,7 @@ class ExperienceStore:
     def _pull(self) -> None:
         """Bring the buffer up to the file's committed state (inside one transaction)."""
         gen = self._db.generation()
+        self._pending = False
         if not self._loaded or gen != self._gen:
             self._load()
         else:
@@ -549,7 +553,7 @@ class ExperienceStore:
         if self._db is None:
             return
         dv = self._db.data_version()   # read first: a commit after it is seen next time
-        if self._loaded and dv == self._dv:
+        if self._loaded and dv == self._dv and not self._pending:
             return
         with self._db.snapshot():
             self._pull()
@@ -559,7 +563,7 @@ class ExperienceStore:
         """:attr:`SQLiteStore.on_write`: inside the write transaction, before the write."""
         with self._lock:
             dv = db.data_version()
-            if not self._loaded or dv != self._dv:
+            if not self._loaded or dv != self._dv or self._pending:
                 self._pull()
                 self._dv = dv
 
@@ -837,6 +841,11 @@ class ExperienceStore:
                **episode) -> dict:
         """Record one episode (fields as keywords) or many (``episodes``), atomically.
 
+        Every call returns after its own commit (no group commit). One plain episode given
+        as keywords (labels this store already knows) takes the fast single write
+        (:meth:`_fast_row`, one ``INSERT`` statement); it stores the row the general path
+        stores and joins the in-memory view on the next operation.
+
         Parameters
         ----------
         tenant_id : str
@@ -877,9 +886,79 @@ class ExperienceStore:
         if isinstance(episodes, (str, bytes, Mapping)):
             raise ConfigError("episodes", type(episodes).__name__, "must be a list of objects")
         with self._lock:
+            append_row = getattr(self._db, "append_row", None)  # backends that have it
+            if single and append_row is not None:
+                row = self._fast_row(tenant_id, episode)
+                if row is not None:
+                    ident = append_row(row)
+                    self._pending = True   # the next operation reads it back (live view)
+                    return {"ids": [ident], "n": 1}
             cols = self._episode_columns(tenant_id, list(episodes), single)
             ids = self._write_batch(cols)
         return {"ids": ids.tolist(), "n": int(ids.size)}
+
+    def _fast_row(self, tenant_id: str, ep: Mapping) -> tuple | None:
+        """The file row of one plain episode, or None to take the general path.
+
+        The fast single write (issue 19): an episode whose labels the buffer already knows
+        (and has not found tainted), whose reward and timestamp are plain finite numbers and
+        whose features, if given, are d finite numbers, is checked, redacted and serialised
+        here exactly as :meth:`_write_batch` would store it (the dicts through the buffer's
+        own redaction and JSON, the feature hash over the dicts given) and written by
+        :meth:`SQLiteStore.append_row`; it reaches the buffer on the next operation, read
+        back from the file like any other process's row. Anything else (a new label, a
+        value to convert, an input to refuse) returns None, so the general path records it
+        or raises its usual error; this path never refuses anything itself.
+        """
+        buf = self._buf
+        if not self._loaded or not _FAST_KEYS.issuperset(ep):
+            return None
+        row: list[Any] = []
+        tainted = buf._tainted
+        for name in CATEGORICAL_FIELDS:
+            v = tenant_id if name == "tenant_id" else ep.get(name)
+            if v is None or v == "":
+                if name in REQUIRED_FIELDS:
+                    return None
+                row.append(None)
+                continue
+            if type(v) is not str or v not in buf._dicts[name].lookup or \
+                    (tainted and v in tainted.get(name, ())):
+                return None
+            row.append(v)
+        reward, ts = ep.get("reward"), ep.get("timestamp")
+        if ts is None:
+            ts = float(self.clock())
+        for v in (reward, ts):
+            if type(v) not in (float, int) or abs(v) > _FLOAT_MAX or not math.isfinite(v):
+                return None
+        row += [float(reward), float(ts)]
+        redacted = {}
+        try:
+            for name in DICT_FIELDS:
+                if name in ep:
+                    redacted[name] = buf._redacted(name, ep[name])
+                row.append(_to_json(name, redacted[name]) if name in redacted else None)
+        except ConfigError:
+            return None
+        sf = ep.get("state_features")
+        if sf is not None:
+            if not isinstance(sf, (list, tuple, np.ndarray)):
+                return None
+            try:
+                feat = np.asarray(sf, dtype=np.float32)
+            except (TypeError, ValueError, OverflowError):
+                return None
+            if feat.shape != (self.dim,) or not np.isfinite(feat).all():
+                return None
+        elif "state_features" in ep:
+            return None
+        elif redacted:
+            feat = hash_features(redacted, self.dim)
+        else:
+            feat = np.zeros(self.dim, dtype=np.float32)
+        row.append(np.ascontiguousarray(feat, dtype=np.float32).tobytes())
+        return tuple(row)
 
     def _query_vector(self, state_features=None, **dicts) -> np.ndarray:
         if state_features is not None:

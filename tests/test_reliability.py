@@ -281,6 +281,38 @@ def test_sigkill_sqlite_keeps_every_acknowledged_batch_and_no_partial_one(tmp_pa
     assert len(_stored(path)[1]) == len(rows) + 7
 
 
+def _single_child(path, life, conn, deadline):
+    """Record one episode per call (the fast single write) until killed, reporting each."""
+    store = ExperienceStore(path, dim=DIM)
+    store.record("k", _episodes({"life": life, "b": -1}, 1))  # labels known: fast path next
+    b = 0
+    while time.time() < deadline:
+        conn.send(("begin", life, b, 1))
+        ids = store.record("k", **_episodes({"life": life, "b": b}, 1)[0])["ids"]
+        conn.send(("ack", life, b, ids))
+        if b == 0:
+            conn.send(("ready", life, b, None))
+        b += 1
+    store.close()
+
+
+@pytest.mark.slow
+def test_sigkill_single_records_keep_every_acknowledged_episode(tmp_path):
+    """record() of one episode returns after its own commit (issue 19): after 10 SIGKILLs
+    every acknowledged episode is stored with its id, at most the one in flight besides."""
+    path = str(tmp_path / "one.db")
+    ExperienceStore(path, dim=DIM).close()
+    acked, in_flight, delays = _kill_lives(_single_child, path, seed=19, max_delay=0.2)
+    assert len(delays) == N_KILLS and len(acked) >= N_KILLS
+    check, rows = _stored(path)
+    assert check == "ok"
+    stored = {(m["life"], m["b"]): i for i, m in rows if m["b"] >= 0}
+    for key, ids in acked.items():
+        assert stored.get(key) == ids[0], f"acknowledged episode {key} lost"
+    assert set(stored) - set(acked) <= in_flight
+    assert len({i for i, _ in rows}) == len(rows)
+
+
 # ============================================================== SIGKILL, JSON Lines
 def _check_jsonl(path, acked, in_flight):
     recs, report = read_jsonl(path)
