@@ -177,25 +177,33 @@ def test_lock_held_longer_than_timeout_is_retryable_and_writes_nothing(pg_store_
 
 # ------------------------------------------------------------------ secrets
 def test_redaction_runs_before_the_rows_leave_the_process(pg_store_dsn, monkeypatch):
-    sent = []
-    real = PostgresStore._insert
+    sent = []  # every row handed to the server, by the batch path and the single-row path
+    real_insert, real_row = PostgresStore._insert, PostgresStore.append_row
 
-    def spy(self, conn, cols, ids, start):
-        sent.append(repr(cols))
-        return real(self, conn, cols, ids, start)
+    def spy_insert(self, conn, cols, ids, start):
+        sent.extend(repr(row) for row in zip(*cols))
+        return real_insert(self, conn, cols, ids, start)
 
-    monkeypatch.setattr(PostgresStore, "_insert", spy)
+    def spy_row(self, values):
+        sent.append(repr(tuple(values)))
+        return real_row(self, values)
+
+    monkeypatch.setattr(PostgresStore, "_insert", spy_insert)
+    monkeypatch.setattr(PostgresStore, "append_row", spy_row)
     s = ExperienceStore(pg_store_dsn, dim=DIM)
-    s.record("t1", task_type="a", action_type="x", outcome="success", reward=1.0,
-             state_before={"password": "pw-9f8e7d6c", "note": "Bearer abcdef0123456789xyz"},
-             metadata={"api_key": "sk-live-0123456789abcdef"})
-    assert len(sent) == 1 and "[REDACTED]" in sent[0]
-    for secret in ("pw-9f8e7d6c", "abcdef0123456789xyz", "sk-live-0123456789abcdef"):
-        assert secret not in sent[0]
+    secret = dict(state_before={"password": "pw-9f8e7d6c", "note": "Bearer abcdef0123456789xyz"},
+                  metadata={"api_key": "sk-live-0123456789abcdef"})
+    for _ in range(2):  # the second one's labels are known: the single-row path may take it
+        s.record("t1", task_type="a", action_type="x", outcome="success", reward=1.0, **secret)
+    s.record("t1", episodes=[dict(task_type="a", action_type="x", outcome="failure",
+                                  reward=0.0, **secret)])
+    assert len(sent) == 3 and all("[REDACTED]" in row for row in sent)
+    for secret_text in ("pw-9f8e7d6c", "abcdef0123456789xyz", "sk-live-0123456789abcdef"):
+        assert not any(secret_text in row for row in sent)
     with psycopg.connect(pg_store_dsn, autocommit=True) as raw:
         raw.execute("SELECT set_config('dyna.all_tenants', 'on', false)")
-        text = raw.execute("SELECT state_before || metadata FROM episodes").fetchone()[0]
-    assert "pw-9f8e7d6c" not in text and "sk-live" not in text
+        texts = [r[0] for r in raw.execute("SELECT state_before || metadata FROM episodes")]
+    assert len(texts) == 3 and not any("pw-9f8e7d6c" in t or "sk-live" in t for t in texts)
     s.close()
 
 
