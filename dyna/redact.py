@@ -647,6 +647,8 @@ def detect(text: str) -> list[str]:
     Detectors run as :func:`redact_text` runs them, each on the text the previous ones left,
     so one secret is normally counted once. ``"[REDACTED]"`` markers never fire.
     """
+    if len(text) < 6:   # _scan_text looks at nothing shorter
+        return []
     if len(text) > DETECT_CACHE_MAX_CHARS:
         return list(_detect_uncached(text))
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -781,6 +783,9 @@ def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = 
         If ``keys`` is a single string.
     """
     key_set = (_cached_key_set(keys) if isinstance(keys, frozenset) else _key_set(keys))
+    if (values and type(obj) is str and len(obj) <= DETECT_CACHE_MAX_CHARS
+            and _embedded_json(obj) is None and not detect(obj)):
+        return obj   # a plain text no detector fires in: nothing to redact or learn
     learned: set[str] | None = set() if values else None
     out = _redact(obj, key_set, values, hmac_key, learned)
     if learned:
@@ -835,6 +840,11 @@ def _redact_string(text: str, key_set: frozenset[str], hmac_key,
     if parsed is not None:
         out = _redact(parsed, key_set, True, hmac_key, learned)
         return text if out == parsed else json.dumps(out, ensure_ascii=False)
+    if len(text) <= DETECT_CACHE_MAX_CHARS and not detect(text):
+        # no detector fires (remembered by digest): _scan_text would return ``text``
+        # unchanged and learn no user id; the loops redact the same tool outputs and
+        # task texts on every episode
+        return text
     return _scan_text(text, None, learned)
 
 
@@ -882,11 +892,15 @@ def scan(obj) -> collections.Counter:
             if parsed is not None:
                 walk(parsed)
                 return
-            counts.update(detect(o))
+            found = detect(o)
+            if found:
+                counts.update(found)
         elif isinstance(o, Mapping):
             for k, v in o.items():
                 if isinstance(k, str):
-                    counts.update(detect(k))
+                    found = detect(k)
+                    if found:
+                        counts.update(found)
                 catch = _keyed_catch(k, v)
                 if catch is not None:
                     counts[catch] += 1

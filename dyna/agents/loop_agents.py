@@ -72,7 +72,9 @@ Time
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
+import operator
 import re
 import zlib
 from dataclasses import dataclass, field, replace
@@ -499,7 +501,7 @@ class LoopAgent:
         self._last_calls: list = []
         self._key_family: dict = {}
         self._written: dict = {}
-        self._meta: dict = {}
+        self._store_audit: _StoreAudit | None = None
         self._staged_at: dict = {}
         self.loop = None
         self.tabular = None
@@ -564,11 +566,14 @@ class LoopAgent:
             self._parsed.clear()
 
     def _skill_calls(self, skill) -> list:
-        got = self._parsed.get(skill.body)
+        return self._skill_calls_of(skill.body)
+
+    def _skill_calls_of(self, body: str) -> list:
+        got = self._parsed.get(body)
         if got is None:
             got = [(self._tool_ix.get(t, -1), self._value_ix.get(v, -1))
-                   for t, v in _SKILL_CALL_RE.findall(skill.body)]
-            self._parsed[skill.body] = got
+                   for t, v in _SKILL_CALL_RE.findall(body)]
+            self._parsed[body] = got
         return got
 
     def _fact(self, text: str):
@@ -903,52 +908,117 @@ class LoopAgent:
             return
         if self.loop is None:
             return
-        env = self.env
-        poisoned = stale = 0
-        procs: dict = {}
-
-        def truth(fam):
-            got = procs.get(fam)
-            if got is None:
-                got = procs[fam] = env.procedure(fam)
-            return got
-
+        if self._store_audit is None:
+            self._store_audit = _StoreAudit(self.env, self._written, self._claim)
         if self.spec.store == "skill":
-            entries = self.loop.skills._skills.values()
-            row["library_size"] = len(self.loop.skills)
-            for s in entries:
-                key = (s.name, s.body)
-                meta = self._meta.get(key)
-                if meta is None:  # family and calls of a skill never change with its text
-                    meta = self._meta[key] = (self._family_of_key(s.triggers),
-                                              tuple(self._skill_calls(s)))
-                fam, calls = meta
-                right_now = fam is not None and calls == truth(fam)
-                ok_at_write = self._written.setdefault(key, right_now)
-                if not ok_at_write:
-                    poisoned += 1
-                elif not right_now:
-                    stale += 1
+            lib = self.loop.skills._skills
+            row["library_size"] = len(lib)
+            # an entry is its (name, body): family and calls never change with its text
+            keys = dict.fromkeys(zip(lib, map(_BODY, lib.values())), 1)
         else:
             entries = self.loop.memory.entries()
             row["library_size"] = len(entries)
-            for e in entries:
-                meta = self._meta.get(e.text)
-                if meta is None:
-                    key, step, kind, ix = self._fact(e.text)
-                    meta = self._meta[e.text] = (self._family_of_key(key) if key else None,
-                                                 step, kind, ix)
-                fam, step, kind, ix = meta
-                right_now = False
-                if fam is not None and 1 <= step <= env.length:
-                    t, v = truth(fam)[step - 1]
-                    right_now = ix == (v if kind == "value" else t)
-                ok_at_write = self._written.setdefault(e.text, right_now)
-                if not ok_at_write:
-                    poisoned += 1
-                elif not right_now:
-                    stale += 1
-        row["poisoned"], row["stale"] = poisoned, stale
+            keys = dict(collections.Counter(map(_TEXT, entries)))
+        row["poisoned"], row["stale"] = self._store_audit.counts(keys)
+
+    def _claim(self, key) -> tuple:
+        """``(group, claim)`` of a store entry for :class:`_StoreAudit`: a skill's
+        ``(name, body)`` claims its calls for its family's procedure; a fact claims a tool
+        or value index for one step of its family's procedure; group None: the entry
+        names no family (or no step of one), so it is right for none."""
+        if self.spec.store == "skill":
+            fam = self._family_of_key(self.loop.skills._skills[key[0]].triggers)
+            calls = tuple(self._skill_calls_of(key[1]))
+            return (None if fam is None else (fam, None, "")), calls
+        words, step, kind, ix = self._fact(key)
+        fam = self._family_of_key(words) if words else None
+        if fam is None or not 1 <= step <= self.env.length:
+            return None, ix
+        return (fam, step - 1, kind), ix
+
+
+_BODY = operator.attrgetter("body")
+_TEXT = operator.attrgetter("text")
+
+
+class _StoreAudit:
+    """Poisoned and stale counts of a loop's store (:meth:`LoopAgent._audit`), kept up to
+    date from the entries that changed since the last episode.
+
+    Every entry (a hashable key: a skill's ``(name, body)``, a fact's text) makes one
+    claim about one *group* of the hidden world (:meth:`LoopAgent._claim`): a family's
+    whole procedure, or one step's tool or value. It is right now when its claim equals
+    the group's truth now, and right when written if it was right now at the first audit
+    that saw it (remembered in ``written`` for the run, so a restored entry keeps its
+    verdict). Poisoned: entries not right when written; stale: entries right when written
+    and wrong now. Per group the counts of entries not right when written, of the others,
+    and of the others' claims are kept, so an audit costs one look-up per group, and the
+    truths are read again only after a drift (the env changes procedures only then, each
+    appended to its ``drift_log``).
+    """
+
+    def __init__(self, env, written: dict, claim):
+        self.env = env
+        self._written = written
+        self._claim = claim
+        self._info: dict = {}     # key -> (group, claim), for the run
+        self._keys: dict = {}     # key -> multiplicity in the store at the last audit
+        self._groups: dict = {}   # group -> [not right when written, right, Counter]
+        self._truths: dict = {}
+        self._drifts = None
+        self._counts: tuple[int, int] | None = None
+
+    def _truth(self, group):
+        got = self._truths.get(group, self)
+        if got is self:
+            fam, step, kind = group
+            proc = self.env.procedure(fam)
+            got = proc if step is None else proc[step][1 if kind == "value" else 0]
+            self._truths[group] = got
+        return got
+
+    def _move(self, key, n: int) -> None:
+        """Add ``n`` (negative: remove ``-n``) copies of entry ``key``."""
+        info = self._info.get(key)
+        if info is None:
+            info = self._info[key] = self._claim(key)
+        group, claim = info
+        ok = self._written.get(key)
+        if ok is None:   # first seen: judged against the world now
+            ok = self._written[key] = group is not None and claim == self._truth(group)
+        g = self._groups.get(group)
+        if g is None:
+            g = self._groups[group] = [0, 0, collections.Counter()]
+        if ok:
+            g[1] += n
+            g[2][claim] += n
+        else:
+            g[0] += n
+
+    def counts(self, keys: dict) -> tuple[int, int]:
+        """``(poisoned, stale)`` of a store holding ``keys`` (key -> multiplicity)."""
+        log = getattr(self.env, "drift_log", None)
+        drifts = (id(log), len(log)) if log is not None else None
+        if drifts is None or drifts != self._drifts:   # a drift (or a new world)
+            self._truths.clear()
+            self._drifts = drifts
+            self._counts = None
+        if keys != self._keys:
+            old = self._keys
+            for key, n in old.items() - keys.items():
+                if key not in keys:
+                    self._move(key, -n)
+            for key, n in keys.items() - old.items():
+                self._move(key, n - old.get(key, 0))
+            self._keys = keys
+            self._counts = None
+        if self._counts is None:
+            poisoned = stale = 0
+            for group, (bad, good, claims) in self._groups.items():
+                poisoned += bad
+                stale += good - (claims[self._truth(group)] if group is not None else 0)
+            self._counts = (poisoned, stale)
+        return self._counts
 
 
 def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | None = None,

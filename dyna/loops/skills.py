@@ -25,6 +25,7 @@ same code path with no files, for simulations with many episodes.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import weakref
 
@@ -33,6 +34,7 @@ import datetime as _dt
 import heapq
 import json
 import math
+import operator
 import os
 import re
 import threading
@@ -527,75 +529,109 @@ class MatchIndex:
     Every trigger is tokenised with :func:`dyna.loops._text.tokenize`; it matches where the
     query has the same tokens in a row with the same spacing between them (so ``"/plan"``
     matches ``"run /plan now"``, ``"git"`` never matches ``"github"`` and ``"deploy"``
-    never matches ``"redeployment-notes"``). A query costs one dictionary look-up per query
-    token plus the triggers that start with that token. A skill without triggers is ranked
+    never matches ``"redeployment-notes"``). Skills with the same triggers share their
+    postings (a *trigger set*: a loop writes many skills under one task's key words), so a
+    query costs one dictionary look-up per query token plus the distinct trigger sets with
+    a trigger that starts with that token. A skill without triggers is ranked
     by :class:`dyna.loops.bm25.BM25Index` over its name and description (stemmed; negated
     mentions such as "Do NOT use for PDFs" left out).
     """
 
     def __init__(self):
-        self._post: dict[str, list[tuple]] = {}
-        self._keys: dict[str, tuple[str, ...]] = {}
+        # first token -> ((trigger set, label, tokens, glue, weight), ...) and trigger set
+        # -> its skills' names, sorted; tuples, replaced (never changed in place) by every
+        # add or remove, so that a copy shares them
+        self._post: dict[str, tuple[tuple, ...]] = {}
+        self._names: dict[tuple, tuple[str, ...]] = {}
+        self._keys: dict[str, tuple | None] = {}   # name -> its trigger set (None: BM25)
         self._bm25 = BM25Index()
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def copy(self) -> "MatchIndex":
-        """An independent copy (the lists are copied; their entries are immutable)."""
+        """An independent copy (the tuples are shared: they are immutable and replaced,
+        not changed, by later adds and removes)."""
         new = MatchIndex()
-        new._post = {k: list(v) for k, v in self._post.items()}
+        new._post = dict(self._post)
+        new._names = dict(self._names)
         new._keys = dict(self._keys)
         new._bm25 = self._bm25.copy()
         return new
 
     def add(self, skill: Skill) -> None:
         """Index an active skill's triggers (or its description words)."""
-        if skill.name in self._keys:
-            self.remove(skill.name)
-        firsts = []
-        if skill.triggers:
-            for trig in skill.triggers:
-                toks, glue = tokenize(trig)
-                weight = float(max(1, sum(1 for t in toks if t[0].isalnum() or t[0] == "_")))
-                entry = (skill.name, trig.casefold(), toks, glue, weight)
-                self._post.setdefault(toks[0], []).append(entry)
-                firsts.append(toks[0])
+        name = skill.name
+        if name in self._keys:
+            self.remove(name)
+        if not skill.triggers:
+            self._bm25.add(name, document_terms(name, skill.description))
+            self._keys[name] = None
+            return
+        tset = []
+        for trig in skill.triggers:
+            toks, glue = tokenize(trig)
+            weight = float(max(1, sum(1 for t in toks if t[0].isalnum() or t[0] == "_")))
+            tset.append((trig.casefold(), toks, glue, weight))
+        tset = tuple(sorted(tset))   # labels are distinct within a skill
+        names = self._names.get(tset)
+        if names is None:
+            self._names[tset] = (name,)
+            for label, toks, glue, weight in tset:
+                self._post[toks[0]] = self._post.get(toks[0], ()) + (
+                    (tset, label, toks, glue, weight),)
         else:
-            self._bm25.add(skill.name, document_terms(skill.name, skill.description))
-        self._keys[skill.name] = tuple(dict.fromkeys(firsts))
+            i = bisect.bisect(names, name)
+            self._names[tset] = names[:i] + (name,) + names[i:]
+        self._keys[name] = tset
 
     def remove(self, name: str) -> None:
         """Drop a skill from the index (no-op if absent)."""
-        self._bm25.remove(name)
-        for tok in self._keys.pop(name, ()):
-            lst = [e for e in self._post[tok] if e[0] != name]
+        if name not in self._keys:
+            return
+        tset = self._keys.pop(name)
+        if tset is None:
+            self._bm25.remove(name)
+            return
+        names = tuple(n for n in self._names[tset] if n != name)
+        if names:
+            self._names[tset] = names
+            return
+        del self._names[tset]
+        for tok in {t[1][0] for t in tset}:
+            lst = tuple(e for e in self._post[tok] if e[0] != tset)
             if lst:
                 self._post[tok] = lst
             else:
                 del self._post[tok]
 
-    def hits(self, text: str) -> dict[str, dict[str, float]]:
-        """Matched triggers per skill: ``{name: {trigger: weight}}``."""
+    def set_hits(self, text: str) -> dict[tuple, tuple[tuple[str, ...], dict[str, float]]]:
+        """Matched triggers per trigger set: ``{trigger set: (its skills' names, sorted,
+        {trigger: weight})}``."""
         toks, glue = tokenize(text)
         post = self._post
         n = len(toks)
-        out: dict[str, dict[str, float]] = {}
+        out: dict = {}
         for i, tok in enumerate(toks):
             entries = post.get(tok)
             if entries is None:
                 continue
-            for name, label, ttoks, tglue, w in entries:
+            for tset, label, ttoks, tglue, w in entries:
                 k = len(ttoks)
                 if k > 1 and (i + k > n or toks[i:i + k] != ttoks
                               or glue[i + 1:i + k] != tglue[1:]):
                     continue
-                h = out.get(name)
+                h = out.get(tset)
                 if h is None:
-                    out[name] = {label: w}
+                    out[tset] = {label: w}
                 else:
                     h[label] = w
-        return out
+        names = self._names
+        return {tset: (names[tset], h) for tset, h in out.items()}
+
+    def hits(self, text: str) -> dict[str, dict[str, float]]:
+        """Matched triggers per skill: ``{name: {trigger: weight}}``."""
+        return {name: dict(h) for names, h in self.set_hits(text).values() for name in names}
 
     def described(self, text: str, limit: int | None = None) -> list[tuple[float, str, tuple]]:
         """Skills without triggers ranked by BM25 for ``text``: ``(score, name, stems
@@ -677,18 +713,21 @@ class _Matcher:
             raise ConfigError("text", text, "must be a string")
         if limit == 0:
             return []
-        hits = self._index.hits(text)
         dated = dating and self.max_age_days is not None
         today = self.today() if dated else None
         ranked = []
         skills = self._skills
-        for name, h in hits.items():
-            skill = skills[name]
+        for names, h in self._index.set_hits(text).values():
             score = sum(h.values())
-            suspect = dated and self.is_suspect(skill, today)
-            if suspect:
-                score *= self.suspect_factor
-            ranked.append((0, -score, name, suspect, tuple(sorted(h))))
+            if not dated:
+                # a trigger set's skills score alike and rank by name: its first
+                # ``limit`` names are the only ones that can be among the results
+                ranked += [(0, -score, name, False, h) for name in names[:limit]]
+                continue
+            for name in names:
+                suspect = self.is_suspect(skills[name], today)
+                ranked.append((0, -score * self.suspect_factor if suspect else -score,
+                               name, suspect, h))
         if len(ranked) < limit and len(self._index._bm25):
             # dating can reorder description matches: then rank them all, else the top ones
             for score, name, stems in self._index.described(
@@ -697,8 +736,11 @@ class _Matcher:
                 if suspect:
                     score *= self.suspect_factor
                 ranked.append((1, -score, name, suspect, stems))
-        best = heapq.nsmallest(limit, ranked, key=lambda r: (r[0], r[1], r[2]))
-        return [Match(name, -neg, matched, suspect, skills[name], tier == 0)
+        # (tier, -score, name) is unique (a name is in one tier once), so the tuples order
+        # by it alone; a trigger match's triggers are sorted only for the results
+        best = heapq.nsmallest(limit, ranked)
+        return [Match(name, -neg, tuple(sorted(matched)) if tier == 0 else matched, suspect,
+                      skills[name], tier == 0)
                 for tier, neg, name, suspect, matched in best]
 
 
@@ -1359,6 +1401,9 @@ class AddResult:
     evicted: Skill | None = None
 
 
+_NAME = operator.attrgetter("name")
+
+
 def _with_counts(skill: "Skill", changes: dict) -> "Skill":
     """``skill`` with bookkeeping fields changed (the posterior's ``a`` and ``b`` as floats,
     ``successes``/``failures`` as ints, ``last_verified`` as an ISO date): a copy that skips
@@ -1574,7 +1619,9 @@ class SkillLibrary(_Matcher):
         out = list(self._skills.values())
         if include_retired:
             out += list(self._retired.values())
-        return sorted(out, key=lambda s: (s.name, s.status))
+        # a name is active or retired, never both: (name, status) orders as name alone
+        out.sort(key=_NAME)
+        return out
 
     def summary(self) -> dict:
         """Counts shown to users: ``active``, ``retired``, ``pending``, ``failed`` (files
@@ -1601,6 +1648,19 @@ class SkillLibrary(_Matcher):
     def _place(self, skill: Skill | None, name: str | None = None) -> None:
         """Put ``skill`` in the in-memory view (index, competence); None removes ``name``."""
         name = skill.name if skill is not None else name
+        old = self._skills.get(name) if skill is not None else None
+        if (old is not None and skill.active and old.triggers == skill.triggers
+                and old.description == skill.description):
+            # still active, indexed under the same triggers and description (an outcome, a
+            # patched body): the index is unchanged; the skill moves to the end, as a
+            # removal and an insertion would move it
+            del self._skills[name]
+            self._skills[name] = skill
+            if skill.a is not None:
+                self.competence.set_posterior(name, skill.a, skill.b)
+            else:
+                self.competence.reset(name)
+            return
         if self._shared:
             self._index = self._index.copy()
             self._shared = False
