@@ -832,9 +832,10 @@ class PostgresStore:
     def file_bytes(self) -> int:
         """Bytes on the server of the store's tables with their indexes and TOAST data."""
         with self._reading() as conn:
+            tables = list(self._t.values())  # names passed as values, never spliced in
             return int(conn.execute(
-                "SELECT " + " + ".join(f"pg_total_relation_size('{t}'::regclass)"
-                                       for t in self._t.values())).fetchone()[0])
+                "SELECT " + " + ".join(["pg_total_relation_size(%s::regclass)"] * len(tables)),
+                tables).fetchone()[0])
 
     def schema_version(self) -> int:
         """Highest applied schema version."""
@@ -846,8 +847,8 @@ class PostgresStore:
         with self._reading() as conn:
             rows = conn.execute(f"SELECT count(*) FROM {self._t[TABLE]}").fetchone()[0]
             page_size = int(conn.execute("SHOW block_size").fetchone()[0])
-            table_bytes = conn.execute(f"SELECT pg_relation_size('{self._t[TABLE]}'::regclass)"
-                                       ).fetchone()[0]
+            table_bytes = conn.execute("SELECT pg_relation_size(%s::regclass)",
+                                       (self._t[TABLE],)).fetchone()[0]
         return {"path": self.path, "backend": self.backend, "persistent": True,
                 "status": self.status, "rows": int(rows),
                 "page_count": int(table_bytes) // page_size, "freelist_count": 0,
