@@ -37,7 +37,7 @@ from dyna.errors import ConfigError, check_range
 from dyna.loops._text import (FEATURE_CACHE_SIZE, TextFeatures, concrete_parts, content_words,
                               is_concrete, jaccard, text_features)
 from dyna.loops.memory import MemoryEntry, MemorySnapshot, MemoryStore, relation
-from dyna.loops.provenance import Source, skeleton, untrusted_sources
+from dyna.loops.provenance import Source, untrusted_sources
 from dyna.loops.skills import (ACTION_RE, AddResult, Match, PendingItem, Skill, SkillLibrary,
                                SkillSnapshot, check_skill_name, is_untrusted)
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact, redact_text
@@ -948,10 +948,10 @@ def grade(proposal: Proposal, skills=None, memory=None,
     config = config or LoopConfig()
     text = proposal.lesson_text()
     spec = specificity(text)
-    skills_map, mem = _skills_of(skills), _memory_of(memory)
+    mem = _memory_of(memory)
     novelty = 1.0
     if config.novelty_check:
-        novelty = 1.0 - _closest(proposal, skills_map, mem)[0]
+        novelty = 1.0 - _closest(proposal, _skills_of(skills), mem)[0]
     agreement = 1.0
     if proposal.kind == "memory" and any(relation(proposal.text, e.text) == "conflict"
                                          for e in mem):
@@ -1517,10 +1517,7 @@ class LearningLoop:
                 if e.trust in ("user", "approved") and rel != "unsure" and e.text != p.text:
                     return f"would replace a fact a person wrote or approved: {e.text!r}"
             return None
-        mine = skeleton(p.name)
-        for s in self.skills.skills(include_retired=True):
-            if skeleton(s.name) != mine:
-                continue
+        for s in self.skills.look_alikes(p.name):
             if s.name != p.name:
                 return f"name {p.name!r} looks like the skill {s.name!r}"
             if s.trust == "approved" or not s.source_run:

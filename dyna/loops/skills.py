@@ -1516,6 +1516,7 @@ class SkillLibrary(_Matcher):
         self._cleaned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._skills: dict[str, Skill] = {}
         self._retired: dict[str, Skill] = {}
+        self._skeletons: dict[str, set[str]] = {}   # skeleton -> names, active or retired
         self._index = MatchIndex()
         self._shared = False
         self.errors: list = []
@@ -1623,6 +1624,13 @@ class SkillLibrary(_Matcher):
         out.sort(key=_NAME)
         return out
 
+    def look_alikes(self, name: str) -> list[Skill]:
+        """The active and retired skills whose name has the confusable skeleton of
+        ``name`` (:func:`dyna.loops.provenance.skeleton`; a skill called ``name`` among
+        them), sorted by name."""
+        names = self._skeletons.get(skeleton(name), ())
+        return sorted((self._skills.get(n) or self._retired[n] for n in names), key=_NAME)
+
     def summary(self) -> dict:
         """Counts shown to users: ``active``, ``retired``, ``pending``, ``failed`` (files
         that could not be read), ``warned`` (loaded with a :class:`LoadWarning`, counted
@@ -1668,8 +1676,12 @@ class SkillLibrary(_Matcher):
         self._retired.pop(name, None)
         self._index.remove(name)
         if skill is None:
+            same = self._skeletons.get(skeleton(name))
+            if same is not None:
+                same.discard(name)
             self.competence.reset(name)
             return
+        self._skeletons.setdefault(skeleton(name), set()).add(name)
         if skill.active:
             self._skills[name] = skill
             self._index.add(skill)
