@@ -48,7 +48,16 @@ def _needles(secret: str) -> list[bytes]:
     return [f.encode("utf-8") for f in forms if f]
 
 
-def _file_bytes(path: Path) -> bytes:
+def _file_bytes(path) -> bytes:
+    """A SQLite file's bytes with its -wal; for a PostgreSQL DSN, every stored value (all
+    tenants' rows, as the server returns them)."""
+    if isinstance(path, str):
+        import psycopg
+        with psycopg.connect(path, autocommit=True) as conn:
+            conn.execute("SELECT set_config('dyna.all_tenants', 'on', false)")
+            rows = conn.cursor(binary=True).execute("SELECT * FROM episodes").fetchall()
+        return b"\x00".join(v if isinstance(v, bytes) else str(v).encode("utf-8")
+                             for row in rows for v in row if v is not None)
     out = b""
     for p in (path, Path(str(path) + "-wal")):
         if p.exists():
@@ -70,12 +79,13 @@ def _free_text_episode(i: int, text: str) -> dict:
                 metadata={"log": f"step 3\nNOTE={text}\ndone", "k": text})
 
 
-def test_corpus_planted_in_every_free_text_field_never_stored_in_clear(tmp_path):
+def test_corpus_planted_in_every_free_text_field_never_stored_in_clear(tmp_path,
+                                                                       persistent_target):
     assert len(SECRETS) >= 60
     control = tmp_path / "control.db"            # the search itself finds every planted value
     control.write_text(json.dumps([t for _, t, _ in SECRETS]), encoding="utf-8")
     assert len(_leaked(control)) == len(SECRETS)
-    db = tmp_path / "s.db"
+    db = persistent_target                       # a SQLite file, or a PostgreSQL DSN (issue 19)
     store = ExperienceStore(db, dim=8)
     store.record("acme", episodes=[_free_text_episode(i, text)
                                    for i, (_, text, _) in enumerate(SECRETS)])
@@ -93,11 +103,17 @@ def test_corpus_planted_in_every_free_text_field_never_stored_in_clear(tmp_path)
     again = ExperienceStore(db, dim=8)
     assert len(again) == 2 * len(SECRETS)
     again.close()
+    if isinstance(db, str):  # the server's dump finds a value stored in clear
+        import psycopg
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("INSERT INTO episodes (id, tenant_id, task_type, \"timestamp\", "
+                         "metadata) VALUES (-1, 'x', 'x', 0, %s)", (SECRETS[0][1],))
+        assert SECRETS[0][0] in _leaked(db)
 
 
 @pytest.mark.parametrize("field", [f for f in CATEGORICAL_FIELDS])
-def test_label_holding_a_secret_is_refused_naming_the_field(tmp_path, field):
-    db = tmp_path / "s.db"
+def test_label_holding_a_secret_is_refused_naming_the_field(persistent_target, field):
+    db = persistent_target
     store = ExperienceStore(db, dim=4)
     secret = "ghp_9sUtE9UzQn2JRXBjNO2Dz7sTKOaYVSb4azlJ"
     ep = dict(task_type="t", action_type="a", outcome="success", reward=1.0)
