@@ -23,7 +23,7 @@ from dyna.loops.trajectories import (
 )
 
 __all__ = ["EPISODE_FIELDS", "RUN_FIELDS", "cached_runs", "file_sha", "replay_order",
-           "resolve_data_path", "run_job", "reviewer_seed"]
+           "resolve_data_path", "reviewer_seed", "run_job", "store_episodes"]
 
 #: Per-episode columns of a job's result, each of shape ``(runs, episodes)``.
 EPISODE_FIELDS = ("reviewed", "committed", "staged", "from_failed", "entries")
@@ -281,6 +281,27 @@ def _replay_baseline(p: dict, runs, values, category, r: int) -> tuple[dict, dic
     return row, ep
 
 
+def store_episodes(runs) -> dict:
+    """The importer's experience-store episodes, recorded in an in-memory store and read
+    back: per category, harvested values found in the stored rows (the store redacts
+    every dict before writing)."""
+    from dyna.experience import ExperienceStore
+    from dyna.loops.trajectories import import_runs
+    find = find_personal_values
+    with ExperienceStore("", dim=64) as store:
+        n = import_runs(store, runs)["n"]
+        rows = store.export_data("taubench-airline")["records"]
+    text = json.dumps(rows, sort_keys=True, default=str)
+    by: dict[str, set] = {k: set() for k in PERSONAL_FIELDS}
+    for r in runs:
+        for k, vs in harvest_by_field(r).items():
+            by[k] |= vs
+    return {"category": list(PERSONAL_FIELDS),
+            "harvested": [len(by[k]) for k in PERSONAL_FIELDS],
+            "in_store": [len(find(text, by[k])) for k in PERSONAL_FIELDS],
+            "episodes": [n] * len(PERSONAL_FIELDS)}
+
+
 def run_job(job: Job) -> dict:
     """Replay every recorded run, trial by trial, through one variant, for each run index
     of the job (the reviewer's seed differs by run index; the recorded runs do not).
@@ -290,10 +311,13 @@ def run_job(job: Job) -> dict:
     dict
         ``episodes``: each of :data:`EPISODE_FIELDS` as int64 arrays of shape ``(runs,
         episodes)``; ``runs``: a list of per-run dicts (:data:`RUN_FIELDS` and
-        ``acted_<switch>`` for loops).
+        ``acted_<switch>`` for loops). The extra job of learner ``"store"`` returns
+        ``store_episodes`` instead (:func:`store_episodes`).
     """
     p = job.payload
     runs = cached_runs(p["data"], p["data_sha"])
+    if p["learner"] == "store":
+        return {"store_episodes": store_episodes(runs)}
     values, category = _personal(p["data"], p["data_sha"])
     rows, eps = [], []
     for r in job.run_indices:

@@ -64,7 +64,7 @@ class TrajectoriesKind(ExperimentKind):
         return Prepared(manifest={"data": info}, state={"path": path, "sha": sha})
 
     def n_groups(self, config) -> int:
-        return len(config.variants)
+        return len(config.variants) + 1
 
     def plan_jobs(self, config, prepared, *, block_size):
         jobs = []
@@ -80,6 +80,13 @@ class TrajectoriesKind(ExperimentKind):
                        "near_duplicate": config.analysis["near_duplicate"]}
             for block in split_runs(config.runs, block_size):
                 jobs.append(Job(variant=v, point=0, run_indices=block, payload=payload))
+        # one more group, computed once for all its runs: the importer's episodes in an
+        # experience store (it depends on the data only)
+        jobs.append(Job(variant=len(config.variants), point=0,
+                        run_indices=tuple(range(config.runs)),
+                        payload={"variant_name": "experience_store", "point_kwargs": {},
+                                 "learner": "store", "data": prepared.state["path"],
+                                 "data_sha": prepared.state["sha"]}))
         return jobs
 
     @property
@@ -90,7 +97,11 @@ class TrajectoriesKind(ExperimentKind):
         from dyna.loops.trajectories import leave_one_task_out
         runs = cached_runs(prepared.state["path"], prepared.state["sha"])
         groups: dict[int, list] = {}
+        store = None
         for job, res in zip(jobs, results):
+            if job.payload["learner"] == "store":
+                store = res["store_episodes"]
+                continue
             groups.setdefault(job.variant, []).append(res)
         ep_frames, run_frames = [], []
         E = len(runs)
@@ -125,7 +136,7 @@ class TrajectoriesKind(ExperimentKind):
                 "induction": induction,
                 "induction_summary": induction_summary(induction, config.analysis,
                                                        config.seed),
-                "store_episodes": _store_episodes(runs)}
+                "store_episodes": pl.DataFrame(store)}
 
     def draw_plots(self, out, folder):
         from dyna.experiment.kinds.trajectories.plots import draw_plots
@@ -141,29 +152,6 @@ class TrajectoriesKind(ExperimentKind):
 
     def required_tables(self):
         return ("episodes", "runs", "induction", "induction_summary")
-
-
-def _store_episodes(runs) -> pl.DataFrame:
-    """The importer's experience-store episodes, recorded in an in-memory store and read
-    back: per category, harvested values found in the stored rows (the store redacts
-    every dict before writing)."""
-    import json
-
-    from dyna.experience import ExperienceStore
-    from dyna.loops.trajectories import PERSONAL_FIELDS, harvest_by_field, import_runs
-    from dyna.loops.trajectories import find_personal_values as find
-    with ExperienceStore("", dim=64) as store:
-        n = import_runs(store, runs)["n"]
-        rows = store.export_data("taubench-airline")["records"]
-    text = json.dumps(rows, sort_keys=True, default=str)
-    by: dict[str, set] = {k: set() for k in PERSONAL_FIELDS}
-    for r in runs:
-        for k, vs in harvest_by_field(r).items():
-            by[k] |= vs
-    return pl.DataFrame({"category": list(PERSONAL_FIELDS),
-                         "harvested": [len(by[k]) for k in PERSONAL_FIELDS],
-                         "in_store": [len(find(text, by[k])) for k in PERSONAL_FIELDS],
-                         "episodes": [n] * len(PERSONAL_FIELDS)})
 
 
 def personal_data_table(runs_table: pl.DataFrame) -> pl.DataFrame:

@@ -102,7 +102,7 @@ def draw_plots(out, folder: Path) -> list[Path]:
                                 ha="center", va="bottom", fontsize=6)
             ax.set_xticks(x, shown, rotation=35, ha="right", fontsize=7)
             ax.set_yscale("symlog", linthresh=1)
-            ax.set_ylabel("harvested personal values (symlog)")
+            ax.set_ylabel("harvested values (catches for the safety net), symlog")
             ax.set_title("Personal values harvested by field from the tool outputs: where "
                          f"they went ({caption})\na baseline keeps runs as made: no reviewer,"
                          " no redaction, no safety net", fontsize=10)
