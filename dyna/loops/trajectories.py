@@ -249,12 +249,13 @@ class TrajectoryRun:
                 "metadata": {"task_id": self.task_id, "trial": self.trial}}
 
 
-_ID_LIKE = re.compile(r"^(?=[^\s]*\d)[^\s\"']{6,}$")
+_ID_LIKE = re.compile(r"^(?=[^\s]*\d)(?=[^\s]*[A-Za-z])[^\s\"']{6,}$")
 
 
 def _field_values(obj, keys: frozenset, out: set, inside: bool = False) -> None:
-    """Collect into ``out`` the id-like strings (6 or more characters without spaces, one
-    a digit: ``gift_card_5094406``, ``1990-04-05``) inside the values of sensitive keys
+    """Collect into ``out`` the id-like strings (6 or more characters without spaces, with a
+    letter and a digit: ``gift_card_5094406``, ``mia.li3818@example.com``; not an amount
+    such as ``1023.0``) inside the values of sensitive keys
     (:func:`dyna.redact.is_sensitive_key`), dict keys included; JSON embedded in strings
     is parsed."""
     from dyna.redact import is_sensitive_key
