@@ -119,7 +119,9 @@ def _headline(out) -> list[str]:
                                                     maintain_order=True):
         _, winners = _lowest(g)
         where = f"{scenario}/{feedback}" if several else feedback
-        best.setdefault(st, []).append(f"{', '.join(f'`{w}`' for w in winners)} ({where})")
+        names = ", ".join(f"`{w}`" for w in winners[:2]) + (
+            f" +{len(winners) - 2} tied" if len(winners) > 2 else "")  # the section lists all
+        best.setdefault(st, []).append(f"{names} ({where})")
         if any(rules.get(w) == "always" for w in winners):
             always_wins.append(f"{scenario}/{feedback}/{st}")
     lines.append("- lowest regret per task against the type oracle, per cost setting: "
