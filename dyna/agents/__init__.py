@@ -3,7 +3,7 @@
 Contract used by :mod:`dyna.experiment` (implemented in :mod:`dyna.agents.tabular`):
 
 ``run_agent(agent, hparams, table, *, seed, run_indices, episodes=None, total_steps=None,
-eval_every=0, eval_episodes=0, optimal_length=0) -> RunResult``
+eval_every=0, eval_episodes=0, optimal_length=0, optimal_checks=5) -> RunResult``
 
 * ``agent``: one of :data:`AGENTS`.
 * ``hparams``: dict of ``alpha, gamma, epsilon, n_planning, kappa, theta, q_init``
