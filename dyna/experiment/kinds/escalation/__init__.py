@@ -53,6 +53,7 @@ Experiment file (``kind = "escalation"``)
 
     [costs]                # c_failure defaults to c_escalate / (1 - p*) of each risk class
     c_escalate = 1.0
+    # p_star = [0.4, 0.6, 0.8]   optional cost-setting grid: each value a cost setting
 
     [[scenarios]]
     name = "stationary"
@@ -75,8 +76,9 @@ Experiment file (``kind = "escalation"``)
 
 A *variant* is a policy (``rule`` in :data:`dyna.escalation.POLICY_RULES` or ``"preset"``,
 the risk class's own (p*, delta) rule; ``p_star``, ``delta``, ``min_episodes``, ``epsilon``,
-``prior``, ``discount``); each variant runs under every risk class (groups are variant x
-risk class); each scenario stream (one per system for replays) runs under every feedback
+``prior``, ``discount``); each variant runs under every cost setting (groups are variant x
+cost setting: a risk class at its preset p*, or with ``costs.p_star`` a risk class at each
+grid value, failure cost ``c_escalate / (1 - p*)``); each scenario stream (one per system for replays) runs under every feedback
 mode (points). Runs differ in the stream's random draws and order; a run's stream depends
 only on ``(seed, scenario, system, run)``, so every policy and both feedback modes see the
 same tasks (common random numbers).
