@@ -115,12 +115,11 @@ def display_dsn(dsn: str) -> str:
     ``postgresql://user@host:5432/db`` (the connection options other than user, host, port
     and database are left out: any of them may carry a secret).
     """
-    from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
-
     try:
+        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
         parts = conninfo_to_dict(dsn)
-    except Exception:  # unparsable: show nothing of it
-        return "postgresql://[unparsable DSN]"
+    except Exception:  # unparsable, or no psycopg: show nothing of it
+        return "postgresql://[DSN not shown]"
     user = parts.get("user")
     host = parts.get("host") or ""
     port = parts.get("port")
@@ -130,9 +129,8 @@ def display_dsn(dsn: str) -> str:
 
 
 def _password(dsn: str) -> str | None:
-    from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
-
     try:
+        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
         return conninfo_to_dict(dsn).get("password") or None
     except Exception:
         return None
@@ -146,14 +144,23 @@ def _scrub(text: object, secret: str | None) -> str:
     return redact_text(text)
 
 
+def _psycopg(dsn: str):
+    """The psycopg module, or a StoreError saying how to install it."""
+    try:
+        import psycopg  # noqa: PLC0415
+    except ImportError:
+        raise StoreError(f"DB={display_dsn(dsn)}: the PostgreSQL backend needs psycopg 3: "
+                         "pip install 'dyna[postgres]'") from None
+    return psycopg
+
+
 def stored_dim(dsn: str, timeout: float = 10.0) -> int | None:
     """The vector dim of the dyna store in the DSN's schema, or None when it holds none.
 
     Reads only (``meta``'s ``dim`` row; nothing is created). Raises
     :class:`dyna.errors.StoreError` when the server cannot be reached (no password in it).
     """
-    import psycopg  # noqa: PLC0415
-
+    psycopg = _psycopg(dsn)
     try:
         with psycopg.connect(dsn, autocommit=True,
                              connect_timeout=max(1, int(round(timeout)))) as conn:
@@ -264,7 +271,7 @@ class PostgresStore:
         return _scrub(text, self._secret)
 
     def _connect(self, dsn: str):
-        import psycopg  # noqa: PLC0415
+        psycopg = _psycopg(dsn)
 
         try:
             conn = psycopg.connect(dsn, autocommit=True,
