@@ -147,7 +147,10 @@ def _per_setting(out) -> list[str]:
              "threshold rules and sets the failure cost c_escalate / (1 - p*), so the type "
              "oracle acts on a type iff its rate is >= p* (ties act) when attempts cost "
              "nothing. \"always\" is the always-escalate policy; its rank is among all "
-             f"{len(cfg.variants)} policies (1 = lowest regret).", ""]
+             f"{len(cfg.variants)} policies (1 = lowest regret)."
+             + (" Under censored feedback a threshold rule whose prior statistic sits below "
+                "p* never acts (the censoring trap, below), so it ties with always escalate "
+                "exactly." if "censored" in cfg.feedback else ""), ""]
     for (scenario, feedback), g in runs.group_by(["scenario", "feedback"], maintain_order=True):
         rows, wins = [], []
         for (st,), s in g.group_by(["cost_setting"], maintain_order=True):
