@@ -82,7 +82,11 @@ def start(bin_dir: Path | None = None) -> Cluster:
     if os.geteuid() == 0:
         if shutil.which("runuser") is None:
             raise RuntimeError("running as root and no runuser to drop to the postgres user")
-        subprocess.run(["id", "-u", "postgres"], check=True, capture_output=True)
+        if subprocess.run(["id", "-u", "postgres"], capture_output=True).returncode != 0:
+            shutil.rmtree(root, ignore_errors=True)
+            raise RuntimeError("running as root and no 'postgres' user to run the server: "
+                               "create it (useradd --system postgres, as .ci/run does) or "
+                               f"set {ENV_DSN}")
         shutil.chown(root, "postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
     data, port = root / "data", free_port()
