@@ -497,6 +497,11 @@ class PostgresStore:
         if top > start:
             conn.execute(f"UPDATE {self._t['meta']} SET value = %s WHERE key = 'next_id'",
                          (str(top),))
+        if int(ids.min()) < start:
+            # explicit ids below the counter (append(ids=...)): rows appeared below ids a
+            # reader may have seen, so a read after its highest id would miss them; count
+            # it as a rewrite (the generation moves), and readers read everything again
+            self._bump(conn)
 
     def next_id(self) -> int:
         """The id the next :meth:`append` without explicit ids would start at."""
@@ -628,13 +633,17 @@ class PostgresStore:
         def do(conn, _):
             n = conn.execute(sql, args).rowcount
             if n:
-                gen = self._generation(conn) + 1
-                conn.execute(f"UPDATE {self._t['meta']} SET value = %s WHERE key = "
-                             "'generation'", (str(gen),))
-                self.last_generation = gen
+                self._bump(conn)
             return n
 
         return self._write(do)
+
+    def _bump(self, conn) -> None:
+        """Inside a write transaction: add one to the ``generation`` counter."""
+        gen = self._generation(conn) + 1
+        conn.execute(f"UPDATE {self._t['meta']} SET value = %s WHERE key = 'generation'",
+                     (str(gen),))
+        self.last_generation = gen
 
     def _generation(self, conn) -> int:
         return int(conn.execute(f"SELECT value FROM {self._t['meta']} WHERE key = "
