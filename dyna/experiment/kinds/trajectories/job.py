@@ -240,10 +240,21 @@ class _Names:
         return self._t[c["name"]], self._v[json.dumps(c["args"], sort_keys=True)]
 
 
-def _state_text(baseline) -> str:
-    """Everything a baseline stores, as text (its attributes but the env and caches)."""
-    skip = {"env", "_names", "_tix", "_vix", "_calls_ix"}
-    return repr({k: v for k, v in sorted(vars(baseline).items()) if k not in skip})
+#: A baseline's attributes that are settings, caches or counters, not what it keeps.
+_NOT_KEPT = frozenset({"env", "seed", "title_words", "tokens_per_review", "copy_rate",
+                       "_names", "_tix", "_vix", "_calls_ix", "ops", "_clock"})
+
+
+def _kept_text(baseline) -> str:
+    """Everything a baseline keeps, as text (its attributes but settings, caches and
+    counters), searched for harvested values."""
+    return repr({k: v for k, v in vars(baseline).items() if k not in _NOT_KEPT})
+
+
+def _entries(baseline) -> tuple:
+    """What a baseline stores, by its own account (:meth:`Baseline.audit_entries`, with the
+    size): a run after which this changed is a write."""
+    return baseline.size(), tuple(baseline.audit_entries())
 
 
 def _replay_baseline(p: dict, runs, values, category, r: int) -> tuple[dict, dict]:
@@ -254,14 +265,14 @@ def _replay_baseline(p: dict, runs, values, category, r: int) -> tuple[dict, dic
     E = len(runs)
     ep = {k: np.zeros(E, dtype=np.int64) for k in EPISODE_FIELDS}
     row = dict.fromkeys(RUN_FIELDS, 0)
-    before = _state_text(b)
+    before = _entries(b)
     for i, run in enumerate(runs):
         rec = RunRecord(run.run_id, run.task_id, run.first_message,
                         tuple((names.call(c), c["output"], c["error"])
                               for c in run.tool_calls),
                         run.success, run.success, run.tokens)
         row["learning_tokens"] += b.learn(rec)
-        after = _state_text(b)
+        after = _entries(b)
         if after != before:
             ep["reviewed"][i] = 1
             ep["committed"][i] = 1
@@ -273,7 +284,7 @@ def _replay_baseline(p: dict, runs, values, category, r: int) -> tuple[dict, dic
     row["lessons_from_failed"] = row["committed_from_failed"] = int(ep["from_failed"].sum())
     row["reviews"] = int(ep["reviewed"].sum())
     everything = frozenset().union(*values)
-    stored = find_personal_values(before, everything)
+    stored = find_personal_values(_kept_text(b), everything)
     row["pd_store"] = len(stored)
     _by_category(row, "pd_store", stored, category)
     row["entries_end"] = row["skills_end"] = b.size()

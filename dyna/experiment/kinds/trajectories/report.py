@@ -176,7 +176,7 @@ def build_report(out, folder: Path) -> str:
                   "Each baseline's own rule on the same runs (dyna/agents/baselines.py), with "
                   "the reward as its judge (tau-bench records no self-assessment) and calls "
                   "kept as they were made: no redaction step, so `personal values kept` is "
-                  "what their stores hold. `writes` = runs after which the store changed.", ""]
+                  "what their stores hold. `writes` = runs after which the entries it stores (its `audit_entries`) changed.", ""]
         rows = [[v, _n(m[v]["committed"]), _n(m[v]["lessons_from_failed"]),
                  _n(m[v]["entries_end"]), _n(m[v]["pd_store"]),
                  _n(m[v]["learning_tokens"])] for v in baselines]
