@@ -67,8 +67,8 @@ def build_report(out, folder: Path) -> str:
     if ("induced", "recall") in summ:
         n = summ[("induced", "recall")]["n_tasks"]
         head.append(
-            f"- Workflow induction over {n} held-out tasks: recall {_ci(summ[('induced', 'recall')])}"
-            f", precision {_ci(summ[('induced', 'precision')])}; the type's most frequent "
+            f"- Workflow induction over {n} held-out tasks: recall "
+            f"{_ci(summ[('induced', 'recall')])}, precision {_ci(summ[('induced', 'precision')])}; the type's most frequent "
             f"ground-truth sequence: recall {_ci(summ.get(('mode_ground_truth', 'recall')))}"
             f", precision {_ci(summ.get(('mode_ground_truth', 'precision')))}.")
     lines += ["## Headline", ""] + head[:5] + [""]
@@ -176,7 +176,8 @@ def build_report(out, folder: Path) -> str:
                   "Each baseline's own rule on the same runs (dyna/agents/baselines.py), with "
                   "the reward as its judge (tau-bench records no self-assessment) and calls "
                   "kept as they were made: no redaction step, so `personal values kept` is "
-                  "what their stores hold. `writes` = runs after which the entries it stores (its `audit_entries`) changed.", ""]
+                  "what their stores hold. `writes` = runs after which the entries it "
+                  "stores (its `audit_entries`) changed.", ""]
         rows = [[v, _n(m[v]["committed"]), _n(m[v]["lessons_from_failed"]),
                  _n(m[v]["entries_end"]), _n(m[v]["pd_store"]),
                  _n(m[v]["learning_tokens"])] for v in baselines]
