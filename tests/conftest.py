@@ -102,3 +102,40 @@ def open_backend(target, schema, dim, **kw):
 
     target = str(target)
     return (PostgresStore if is_dsn(target) else SQLiteStore)(target, schema, dim, **kw)
+
+
+@pytest.fixture
+def second_target(request, persistent_target):
+    """Another empty store of the same backend as ``persistent_target`` (a second file, or a
+    second fresh schema dropped after the test)."""
+    if not isinstance(persistent_target, str):
+        return persistent_target.with_name("second.db")
+    import psycopg
+
+    dsn = request.getfixturevalue("pg_dsn")
+    name = f"t{os.getpid()}_{next(_schemas)}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+
+    def drop():
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+    request.addfinalizer(drop)
+    return with_schema(dsn, name)
+
+
+def stored_table(target) -> list[tuple]:
+    """Every stored row of a store, as its backend returns it (id order, all tenants)."""
+    if isinstance(target, str):
+        import psycopg
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute("SELECT set_config('dyna.all_tenants', 'on', false)")
+            return conn.cursor(binary=True).execute("SELECT * FROM episodes ORDER BY id"
+                                                    ).fetchall()
+    import sqlite3
+    con = sqlite3.connect(target)
+    try:
+        return con.execute("SELECT * FROM episodes ORDER BY id").fetchall()
+    finally:
+        con.close()

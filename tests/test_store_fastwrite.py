@@ -7,14 +7,12 @@ same inputs must be refused with the same errors, and the buffer reads the row b
 next operation.
 """
 
-import sqlite3
-
 import numpy as np
 import pytest
 
+from conftest import stored_table
 from dyna.errors import ConfigError
 from dyna.experience import ExperienceStore
-from dyna.store.sqlite import SQLiteStore
 
 DIM = 4
 
@@ -38,37 +36,36 @@ def _plain(i):
     return eps[i % len(eps)]
 
 
-def _rows(path):
-    con = sqlite3.connect(path)
-    try:
-        return con.execute("SELECT * FROM episodes ORDER BY id").fetchall()
-    finally:
-        con.close()
+_rows = stored_table
 
 
-def test_fast_single_write_stores_the_rows_of_the_batch_path(tmp_path, monkeypatch):
+def test_fast_single_write_stores_the_rows_of_the_batch_path(persistent_target, second_target,
+                                                              monkeypatch):
+    """On SQLite and on PostgreSQL (issue 19: each backend has its own append_row)."""
     calls = []
-    real = SQLiteStore.append_row
-    monkeypatch.setattr(SQLiteStore, "append_row",
+    fast_target, slow_target = persistent_target, second_target
+    fast = ExperienceStore(fast_target, dim=DIM, clock=lambda: 77.0)
+    slow = ExperienceStore(slow_target, dim=DIM, clock=lambda: 77.0)
+    backend = type(fast._db)
+    real = backend.append_row
+    monkeypatch.setattr(backend, "append_row",
                         lambda self, row: calls.append(1) or real(self, row))
-    fast = ExperienceStore(tmp_path / "fast.db", dim=DIM, clock=lambda: 77.0)
-    slow = ExperienceStore(tmp_path / "slow.db", dim=DIM, clock=lambda: 77.0)
     for i in range(18):
         a = fast.record("t1", **_plain(i))["ids"]
         b = slow.record("t1", episodes=[_plain(i)])["ids"]
         assert a == b == [i]
-    assert _rows(tmp_path / "fast.db") == _rows(tmp_path / "slow.db")
+    assert _rows(fast_target) == _rows(slow_target)
     # the first episode and the first with each new label took the general path
     assert len(calls) == 18 - 4
     q = [1.0, 0.5, 0.0, 0.0]
     assert fast.query_similar("t1", k=18, state_features=q) == \
         slow.query_similar("t1", k=18, state_features=q)
     assert fast.get_competence("t1") == slow.get_competence("t1")
-    fresh = ExperienceStore(tmp_path / "fast.db", dim=DIM, read_only=True)
+    fresh = ExperienceStore(fast_target, dim=DIM, read_only=True)
     assert fast.buffer.column("features").tobytes() == fresh.buffer.column("features").tobytes()
     assert fast.buffer.column("state_before").tolist() == \
         fresh.buffer.column("state_before").tolist()
-    assert "sk-live-123" not in str(_rows(tmp_path / "fast.db"))
+    assert "sk-live-123" not in str(_rows(fast_target))
     fresh.close(), fast.close(), slow.close()
 
 
@@ -101,9 +98,9 @@ def test_refusals_are_the_general_paths(tmp_path, bad, monkeypatch):
     store.close()
 
 
-def test_fast_write_is_seen_by_the_next_read_and_by_other_handles(tmp_path):
-    a = ExperienceStore(tmp_path / "s.db", dim=DIM)
-    b = ExperienceStore(tmp_path / "s.db", dim=DIM)
+def test_fast_write_is_seen_by_the_next_read_and_by_other_handles(persistent_target):
+    a = ExperienceStore(persistent_target, dim=DIM)
+    b = ExperienceStore(persistent_target, dim=DIM)
     ep = dict(task_type="k", action_type="a", outcome="success", reward=1.0,
               state_features=[0.0, 1.0, 0.0, 0.0])
     a.record("t1", **ep)
@@ -116,10 +113,10 @@ def test_fast_write_is_seen_by_the_next_read_and_by_other_handles(tmp_path):
     a.close(), b.close()
 
 
-def test_ids_of_deleted_rows_are_never_given_again(tmp_path):
+def test_ids_of_deleted_rows_are_never_given_again(persistent_target):
     """Single-row inserts leave the next_id counter alone; a delete moves it past every
     stored id first, so the id of a deleted newest row is not reused (by either path)."""
-    s = ExperienceStore(tmp_path / "s.db", dim=DIM)
+    s = ExperienceStore(persistent_target, dim=DIM)
     ep = dict(task_type="k", action_type="a", outcome="success", reward=1.0,
               state_features=[1.0, 0.0, 0.0, 0.0])
     assert [s.record("t1", **ep)["ids"][0] for _ in range(3)] == [0, 1, 2]
