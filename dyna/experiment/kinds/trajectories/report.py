@@ -68,8 +68,9 @@ def build_report(out, folder: Path) -> str:
         n = summ[("induced", "recall")]["n_tasks"]
         head.append(
             f"- Workflow induction over {n} held-out tasks: recall "
-            f"{_ci(summ[('induced', 'recall')])}, precision {_ci(summ[('induced', 'precision')])}; the type's most frequent "
-            f"ground-truth sequence: recall {_ci(summ.get(('mode_ground_truth', 'recall')))}"
+            f"{_ci(summ[('induced', 'recall')])}, precision "
+            f"{_ci(summ[('induced', 'precision')])}; the type's most frequent ground-truth "
+            f"sequence: recall {_ci(summ.get(('mode_ground_truth', 'recall')))}"
             f", precision {_ci(summ.get(('mode_ground_truth', 'precision')))}.")
     lines += ["## Headline", ""] + head[:5] + [""]
 
