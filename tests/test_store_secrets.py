@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import stored_table
 from dyna.buffer import CATEGORICAL_FIELDS, ExperienceBuffer
 from dyna.cli import main
 from dyna.errors import ConfigError
@@ -52,12 +53,8 @@ def _file_bytes(path) -> bytes:
     """A SQLite file's bytes with its -wal; for a PostgreSQL DSN, every stored value (all
     tenants' rows, as the server returns them)."""
     if isinstance(path, str):
-        import psycopg
-        with psycopg.connect(path, autocommit=True) as conn:
-            conn.execute("SELECT set_config('dyna.all_tenants', 'on', false)")
-            rows = conn.cursor(binary=True).execute("SELECT * FROM episodes").fetchall()
         return b"\x00".join(v if isinstance(v, bytes) else str(v).encode("utf-8")
-                             for row in rows for v in row if v is not None)
+                             for row in stored_table(path) for v in row if v is not None)
     out = b""
     for p in (path, Path(str(path) + "-wal")):
         if p.exists():
