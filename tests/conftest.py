@@ -50,8 +50,20 @@ def pg_schema(pg_dsn):
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {name}")
     yield name
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    _drop_schema(pg_dsn, name)
+
+
+def _drop_schema(dsn: str, name: str) -> None:
+    """Drop a test schema; a store a test left open cannot hang the teardown (lock_timeout:
+    the schema then stays, on a throw-away server)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '5s'")
+        try:
+            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+        except psycopg.errors.LockNotAvailable:
+            pass
 
 
 @pytest.fixture
@@ -117,11 +129,7 @@ def second_target(request, persistent_target):
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {name}")
 
-    def drop():
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-
-    request.addfinalizer(drop)
+    request.addfinalizer(lambda: _drop_schema(dsn, name))
     return with_schema(dsn, name)
 
 

@@ -95,7 +95,7 @@ def start(bin_dir: Path | None = None) -> Cluster:
          "UTF8", "--locale=C", "--no-sync"],
         [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60",
          "-o", f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root}"
-               " -c fsync=off -c max_connections=60", "start"],
+               " -c fsync=off -c max_connections=200", "start"],
     ]
     for argv in steps:
         res = subprocess.run(as_user + argv, capture_output=True, text=True, timeout=120)
