@@ -136,3 +136,26 @@ def test_risk_coverage_of_a_constant_score_is_the_failure_rate():
     assert risk.mean() == pytest.approx(0.4)
     # the perfect score: (1/5) * ((4-3)/4 + (5-3)/5) = 0.13
     assert optimal_aurc(losses) == pytest.approx((1 / 4 + 2 / 5) / 5)
+
+
+def test_a_folder_from_before_cost_settings_still_plots_and_reports(output, tmp_path):
+    import dataclasses
+
+    from dyna.experiment.kinds.escalation.kind import KIND
+    from dyna.experiment.runner import load_output
+
+    out = load_output(output)
+    new_cols = ("cost_setting", "p_star", "aurc_type_oracle")
+    # the tables as an older version wrote them: one risk class, none of the new columns
+    old = {k: t.filter(pl.col("cost_setting") == "p*=0.5")
+           .drop([c for c in new_cols if c in t.columns]) for k, t in out.tables.items()}
+    plain = raw(analysis={"checkpoints": 5, "n_resamples": 200, "svg": False})
+    plain["costs"] = {"c_escalate": 1.0}
+    past = dataclasses.replace(out, config=parse_experiment(plain), tables=old)
+    (tmp_path / "plots").mkdir()
+    assert KIND.draw_plots(past, tmp_path)
+    text = KIND.write_report(past, tmp_path).read_text()
+    assert "| low_stakes | 0.8 |" in text          # the class's preset p*, filled in
+    cost = text.split("## Cost per policy and cost setting")[1].split("\n## ")[0]
+    row = next(line for line in cost.splitlines() if line.startswith("| always | low_stakes"))
+    assert row.split(" | ")[8] == "-"              # no type-oracle AURC was measured then

@@ -149,15 +149,26 @@ class EscalationKind(ExperimentKind):
     def draw_plots(self, out, folder):
         from dyna.experiment.kinds.escalation.plots import draw_plots
 
-        return draw_plots(out, Path(folder))
+        return draw_plots(_complete(out), Path(folder))
 
     def write_report(self, out, folder):
         from dyna.experiment.kinds.escalation.report import write_report
 
-        return write_report(out, Path(folder))
+        return write_report(_complete(out), Path(folder))
 
     def required_tables(self):
         return ("runs", "curves")
+
+
+def _complete(out):
+    """``out`` with tables of an older folder completed (:func:`.tables.with_cost_settings`)."""
+    import dataclasses
+
+    from dyna.experiment.kinds.escalation.tables import with_cost_settings
+
+    tables = with_cost_settings(out.tables, out.config)
+    return out if all(tables[k] is out.tables[k] for k in tables) else \
+        dataclasses.replace(out, tables=tables)
 
 
 #: The ``escalation`` kind registered in :data:`dyna.experiment.registry.KINDS`.

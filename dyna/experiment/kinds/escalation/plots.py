@@ -177,10 +177,10 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
                             s.get_column("risk").to_numpy(), color=c, marker=".", label=name)
                 ax.axhline(float(base.get_column("agent_failure_rate").mean()), color="k",
                            linestyle=":", label="random score (failure rate)")
-                oracle = float(base.get_column("aurc_type_oracle").mean()) \
-                    if "aurc_type_oracle" in base.columns else float("nan")
-                ax.set_title(f"{feedback} feedback; AURC of the type oracle's score "
-                             f"(true type rates): {oracle:.3f}", fontsize=9)
+                oracle = base.get_column("aurc_type_oracle").mean()  # None: an older folder
+                ax.set_title(f"{feedback} feedback" + (
+                    "" if oracle is None else f"; AURC of the type oracle's score (true "
+                    f"type rates): {oracle:.3f}"), fontsize=9)
                 ax.set_xlabel("coverage (tasks accepted, highest competence first)")
                 ax.set_ylabel("risk (agent failure rate among accepted)")
                 ax.grid(alpha=0.3)

@@ -33,6 +33,15 @@ def _per_task(frame: pl.DataFrame, col: str) -> np.ndarray:
     return (frame.get_column(col) / frame.get_column("steps")).to_numpy()
 
 
+def _f3(x, digits: int = 3, minus: float | None = None) -> str:
+    """``x`` to ``digits`` decimals, or with ``minus`` the signed difference ``x - minus``;
+    "-" when a value is missing (a folder written before the type-oracle AURC existed)."""
+    vals = [x] if minus is None else [x, minus]
+    if any(v is None or not np.isfinite(v) for v in vals):
+        return "-"
+    return f"{x:.{digits}f}" if minus is None else f"{x - minus:+.{digits}f}"
+
+
 def _systems_label(systems) -> str:
     return systems if isinstance(systems, str) else f"{len(systems)} listed"
 
@@ -193,7 +202,7 @@ def _cost_tables(out) -> list[str]:
                          fmt(float(_per_task(s, "regret_task").mean())),
                          f"{s['escalation_rate'].mean():.3f}",
                          f"{s['failure_rate'].mean():.3f}", f"{s['aurc'].mean():.3f}",
-                         f"{s['aurc_type_oracle'].mean():.3f}",
+                         _f3(s['aurc_type_oracle'].mean()),
                          f"{s['final_abs_error'].mean():.3f}"])
         lines += md_table(["policy", "cost setting", "cost/task", "regret/task (type oracle)",
                          "regret/task (task oracle)", "escalation rate", "failure rate",
@@ -387,7 +396,7 @@ def _replay(out) -> list[str]:
                   "score can see.", ""]
         rows = [[r["system"], f"{r['aurc']:.4f}", f"{r['agent_failure_rate']:.4f}",
                  f"{r['aurc'] - r['agent_failure_rate']:+.4f}",
-                 f"{r['aurc_type_oracle']:.4f}", f"{r['aurc'] - r['aurc_type_oracle']:+.4f}",
+                 _f3(r["aurc_type_oracle"], 4), _f3(r["aurc"], 4, minus=r["aurc_type_oracle"]),
                  f"{r['aurc_optimal']:.4f}",
                  f"{r['e_aurc']:.4f}"] for r in agg.iter_rows(named=True)]
         lines += md_table(["system", "AURC", "random score", "AURC - random",

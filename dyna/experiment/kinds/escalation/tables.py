@@ -7,7 +7,28 @@ import polars as pl
 
 from dyna.experiment.kinds.escalation.config import EscalationConfig
 
-__all__ = ["build_tables"]
+__all__ = ["build_tables", "with_cost_settings"]
+
+
+def with_cost_settings(tables: dict, config: EscalationConfig) -> dict:
+    """Tables of an output folder written before cost settings existed, completed: every
+    table gets ``cost_setting`` (the risk class's name, as :meth:`EscalationConfig.settings`
+    names it without a grid), ``runs`` also ``p_star`` (the class's preset) and
+    ``aurc_type_oracle`` (null: not measured then). Newer tables are returned unchanged."""
+    from dyna.escalation import RISK_CLASSES
+
+    out = {}
+    for name, t in tables.items():
+        if "risk_class" in t.columns and "cost_setting" not in t.columns:
+            t = t.with_columns(pl.col("risk_class").alias("cost_setting"))
+            if name == "runs":
+                t = t.with_columns(
+                    pl.col("risk_class").replace_strict(
+                        {k: v.p_star for k, v in RISK_CLASSES.items()},
+                        return_dtype=pl.Float64).alias("p_star"),
+                    pl.lit(None, dtype=pl.Float64).alias("aurc_type_oracle"))
+        out[name] = t
+    return out
 
 
 def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jobs,
