@@ -391,3 +391,13 @@ def test_readme_trajectories_snippet_runs_as_written(monkeypatch):
     assert (r.task_type, r.success, r.actions[:2]) == (
         "update_reservation_flights", False, ("get_user_details", "get_reservation_details"))
     assert r.run_id == "task3-trial0" and ns["d"].tool_calls[0].args == {"user_id": "(redacted)"}
+
+
+def test_all_200_redacted_digests_hold_no_harvested_value():
+    runs = load_trajectories(FULL)
+    on = off = 0
+    for r in runs:
+        values = harvest_personal_values(r)
+        on += len(find_personal_values(_digest_text(r.digest()), values))
+        off += len(find_personal_values(_digest_text(r.digest(redaction=False)), values))
+    assert (on, off) == (0, 692)
