@@ -78,8 +78,8 @@ from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBus
                          StoreDamagedError, StoreError, StoreReadOnlyError, StoreWriteError,
                          check_range)
 from dyna.redact import REDACTED, redact_text
-from dyna.store.sqlite import (FILTER_COLUMNS, KINDS, READ_CHUNK, TABLE, SQLiteStore,
-                               _encode_labels, _gc_paused, _unencodable)
+from dyna.store.sqlite import (FILTER_COLUMNS, READ_CHUNK, TABLE, SQLiteStore,
+                               _encode_labels, _gc_paused, _unencodable, check_schema)
 
 __all__ = ["PG_TYPES", "PostgresStore", "SCHEMA_VERSION", "display_dsn", "is_dsn", "stored_dim"]
 
@@ -229,16 +229,7 @@ class PostgresStore:
         del verify  # the server checks its pages; kept for SQLiteStore's signature
         self.dim = check_range("dim", dim, 1, None, integer=True)
         self.timeout = float(check_range("timeout", timeout, 0.0, None))
-        self.schema = tuple((str(n), str(k)) for n, k in schema)
-        names = [n for n, _ in self.schema]
-        for n, k in self.schema:
-            if k not in KINDS:
-                raise ConfigError(f"schema.{n}", k, f"kind must be one of {sorted(KINDS)}")
-            if not n.isidentifier() or n == "id":
-                raise ConfigError("schema", n, "column names must be identifiers other than id")
-        for need in ("tenant_id", "task_type", "timestamp"):
-            if need not in names:
-                raise ConfigError("schema", names, f"must contain {need!r}")
+        self.schema = check_schema(schema)
         if sys.byteorder != "little":
             raise StoreError("PostgreSQL stores hold little-endian float32 vectors; this "
                              "machine is big-endian")
@@ -451,6 +442,7 @@ class PostgresStore:
     # float32 bytes in native order, which __init__ checks is little-endian.
     _prepare_values = SQLiteStore._prepare
     _join_vectors = SQLiteStore._join_vectors
+    _read_names = SQLiteStore._read_names
     _column = SQLiteStore._column
 
     def _prepare(self, columns: Mapping[str, object], n: int) -> list[list]:
@@ -729,14 +721,7 @@ class PostgresStore:
         ``id > after_id`` (ids commit in increasing order, so these are exactly the rows
         committed since a reader saw id ``after_id``).
         """
-        names = ["id"] + [c for c, _ in self.schema] if columns is None else \
-            ["id"] + [c for c in columns if c != "id"]
-        for c in names[1:]:
-            if c not in self._kinds:
-                raise ConfigError("columns", c, "unknown column")
-        for c in categories:
-            if self._kinds.get(c) != "str":
-                raise ConfigError("categories", c, "must name a str column")
+        names = self._read_names(columns, categories)
         clause, args = self._where(where)
         if after_id is not None:
             clause = (clause + " AND" if clause else " WHERE") + " id > %s::bigint"

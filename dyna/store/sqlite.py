@@ -227,6 +227,28 @@ def check_is_store(conn: sqlite3.Connection, path: str, *, allow_empty: bool) ->
     return True
 
 
+def check_schema(schema: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """A store's columns after ``id`` as ``(name, kind)`` pairs, checked (every backend).
+
+    Raises
+    ------
+    ConfigError
+        A kind not in :data:`KINDS`, a name that is not an identifier or is ``id``, or no
+        ``tenant_id``, ``task_type`` or ``timestamp`` column.
+    """
+    out = tuple((str(n), str(k)) for n, k in schema)
+    names = [n for n, _ in out]
+    for n, k in out:
+        if k not in KINDS:
+            raise ConfigError(f"schema.{n}", k, f"kind must be one of {sorted(KINDS)}")
+        if not n.isidentifier() or n == "id":
+            raise ConfigError("schema", n, "column names must be identifiers other than id")
+    for need in ("tenant_id", "task_type", "timestamp"):
+        if need not in names:
+            raise ConfigError("schema", names, f"must contain {need!r}")
+    return out
+
+
 class SQLiteStore:
     """Experience records in one SQLite file.
 
@@ -267,16 +289,8 @@ class SQLiteStore:
                  timeout: float = 10.0, verify: bool = True, read_only: bool = False):
         self.dim = check_range("dim", dim, 1, None, integer=True)
         self.timeout = float(check_range("timeout", timeout, 0.0, None))
-        self.schema = tuple((str(n), str(k)) for n, k in schema)
+        self.schema = check_schema(schema)
         names = [n for n, _ in self.schema]
-        for n, k in self.schema:
-            if k not in KINDS:
-                raise ConfigError(f"schema.{n}", k, f"kind must be one of {sorted(KINDS)}")
-            if not n.isidentifier() or n == "id":
-                raise ConfigError("schema", n, "column names must be identifiers other than id")
-        for need in ("tenant_id", "task_type", "timestamp"):
-            if need not in names:
-                raise ConfigError("schema", names, f"must contain {need!r}")
         self._kinds = dict(self.schema)
         self._insert_sql = (f"INSERT INTO {TABLE} ({', '.join(['id'] + names)}) "
                             f"VALUES ({', '.join('?' * (len(names) + 1))})")
@@ -835,14 +849,7 @@ class SQLiteStore:
         StoreError
             Another read error.
         """
-        names = ["id"] + [c for c, _ in self.schema] if columns is None else \
-            ["id"] + [c for c in columns if c != "id"]
-        for c in names[1:]:
-            if c not in self._kinds:
-                raise ConfigError("columns", c, "unknown column")
-        for c in categories:
-            if self._kinds.get(c) != "str":
-                raise ConfigError("categories", c, "must name a str column")
+        names = self._read_names(columns, categories)
         clause, args = self._where(where)
         if after_id is not None:
             clause = (clause + " AND" if clause else " WHERE") + " id > ?"
@@ -866,6 +873,19 @@ class SQLiteStore:
         for name, kind, vals in zip(names, kinds, acc):
             out[name] = _encode_labels(vals) if name in cats else self._column(kind, vals)
         return out
+
+    def _read_names(self, columns: Sequence[str] | None, categories: Sequence[str]
+                    ) -> list[str]:
+        """The columns :meth:`read` returns (``id`` first), checked with ``categories``."""
+        names = ["id"] + [c for c, _ in self.schema] if columns is None else \
+            ["id"] + [c for c in columns if c != "id"]
+        for c in names[1:]:
+            if c not in self._kinds:
+                raise ConfigError("columns", c, "unknown column")
+        for c in categories:
+            if self._kinds.get(c) != "str":
+                raise ConfigError("categories", c, "must name a str column")
+        return names
 
     def _join_vectors(self, vals) -> bytes:
         """One chunk of vector BLOBs as one bytes object; NULL or a wrong length -> zeros."""
