@@ -11,7 +11,8 @@ Tables (in the connection's current schema, named by ``search_path``)
     ``episodes`` (``id bigint`` primary key, then the caller's schema: ``int`` -> bigint,
     ``float`` -> float8, ``str`` / ``json`` -> text (JSON kept as the exact text dyna wrote,
     not jsonb, which would reorder keys and reformat numbers), ``vector`` -> bytea holding
-    ``dim`` little-endian float32 values), ``meta`` (``dim``, ``next_id``, ``created_at``) and
+    ``dim`` little-endian float32 values), ``meta`` (``dim``, ``next_id``, ``generation``,
+    ``created_at``) and
     ``schema_version``. Floats travel in binary and are stored as float8: lossless. The
     database must use the UTF8 encoding.
 
@@ -23,9 +24,19 @@ Ids and concurrent writers
     FROM STDIN (FORMAT BINARY)``: straight into ``episodes`` for a session that bypasses
     row-level security, else (PostgreSQL refuses ``COPY FROM`` where policies apply) into a
     temporary staging table and from there by one ``INSERT ... SELECT``, which the policy
-    checks. A lock not granted within ``timeout`` seconds
-    (``lock_timeout``) raises :class:`dyna.errors.StoreBusyError` (retryable, nothing
-    written); so do a deadlock and a serialisation failure.
+    checks. A single record (:meth:`PostgresStore.append_row`) is one statement whose
+    ``UPDATE`` of the counter takes the same row lock. A lock not granted within
+    ``timeout`` seconds (``lock_timeout``) raises :class:`dyna.errors.StoreBusyError`
+    (retryable, nothing written); so do a deadlock and a serialisation failure.
+
+Live view (as :mod:`dyna.store.sqlite`)
+    ``generation`` moves, in the same transaction, with every write that deletes rows (and
+    with an insert of explicit ids below the counter); ``read(after_id=m)`` returns the
+    rows committed since a reader saw id m; :meth:`PostgresStore.snapshot` holds one
+    ``REPEATABLE READ`` transaction. The change token :meth:`PostgresStore.data_version` is
+    ``next_id + generation``: unlike SQLite's ``PRAGMA data_version`` it moves with this
+    connection's own commits too, which costs a reader one cheap catch-up read and never
+    hides another connection's commit.
 
 Tenant isolation (row-level security)
     ``episodes`` has row-level security enabled and forced (the table's owner is subject to
