@@ -976,6 +976,13 @@ class SQLiteStore:
     def summary(self, where: Mapping[str, object] | None = None) -> dict:
         """Counts and time span of the rows matching ``where``, from SQL (no row is loaded).
 
+        For all rows or one tenant (``{"tenant_id": t}``) it reads indexes only, in time
+        that grows with the number of distinct labels, not of rows (besides one ``COUNT``):
+        distinct tenants and task types by skip-scans of the (tenant_id, task_type) index,
+        the oldest and newest timestamps by the timestamp index (``MIN`` / ``MAX``, or the
+        first row of the tenant in time order from either end). Other filters are one
+        aggregate query.
+
         Returns
         -------
         dict
@@ -984,14 +991,49 @@ class SQLiteStore:
             when no row matches). Only counts and min / max: exact, whatever the row order.
         """
         clause, args = self._where(where)
-        sql = (f"SELECT COUNT(*), COUNT(DISTINCT COALESCE(tenant_id, '')), "
-               f"COUNT(DISTINCT COALESCE(task_type, '')), MIN(timestamp), MAX(timestamp) "
-               f"FROM {TABLE}{clause}")
-        with self._lock, self._reading():
-            n, nt, nk, lo, hi = self._conn.execute(sql, args).fetchone()
+        tenant = where.get("tenant_id") if where else None
+        if where and (set(where) != {"tenant_id"} or not isinstance(tenant, str)):
+            sql = (f"SELECT COUNT(*), COUNT(DISTINCT COALESCE(tenant_id, '')), "
+                   f"COUNT(DISTINCT COALESCE(task_type, '')), MIN(timestamp), MAX(timestamp) "
+                   f"FROM {TABLE}{clause}")
+            with self._lock, self._reading():
+                n, nt, nk, lo, hi = self._conn.execute(sql, args).fetchone()
+        else:
+            with self._lock, self._reading():
+                q = self._conn.execute
+                n = q(f"SELECT COUNT(*) FROM {TABLE}{clause}", args).fetchone()[0]
+                tenants = [tenant] if tenant is not None else self._distinct("tenant_id")
+                nt = len(tenants) + (tenant is None and "" not in tenants and q(
+                    f"SELECT EXISTS(SELECT 1 FROM {TABLE} WHERE tenant_id IS NULL)"
+                ).fetchone()[0]) if n else 0
+                tasks: set = set()
+                for t in tenants:
+                    tasks.update(self._distinct("task_type", t))
+                nk = len(tasks) + ("" not in tasks and q(
+                    f"SELECT EXISTS(SELECT 1 FROM {TABLE}{clause}"
+                    f"{' AND' if clause else ' WHERE'} task_type IS NULL)", args).fetchone()[0]
+                ) if n else 0
+                if tenant is None:
+                    lo = q(f"SELECT MIN(timestamp) FROM {TABLE}").fetchone()[0]
+                    hi = q(f"SELECT MAX(timestamp) FROM {TABLE}").fetchone()[0]
+                else:
+                    lo, hi = (q(f"SELECT timestamp FROM {TABLE} INDEXED BY ix_{TABLE}_timestamp"
+                                f"{clause} AND timestamp IS NOT NULL ORDER BY timestamp {o} "
+                                "LIMIT 1", args).fetchone() for o in ("ASC", "DESC"))
+                    lo, hi = (None if r is None else r[0] for r in (lo, hi))
         return {"n_records": int(n), "n_tenants": int(nt), "n_task_types": int(nk),
                 "oldest": None if lo is None else float(lo),
                 "newest": None if hi is None else float(hi)}
+
+    def _distinct(self, column: str, tenant: str | None = None) -> list:
+        """Distinct non-NULL values of ``tenant_id``, or of ``task_type`` within one tenant,
+        by a skip-scan of the (tenant_id, task_type) index: one index probe per value."""
+        cond, args = ("tenant_id = ?1 AND ", [tenant]) if tenant is not None else ("", [])
+        sql = (f"WITH RECURSIVE d(x) AS (SELECT (SELECT MIN({column}) FROM {TABLE} WHERE "
+               f"{cond}{column} IS NOT NULL) UNION ALL SELECT (SELECT MIN({column}) FROM "
+               f"{TABLE} WHERE {cond}{column} > d.x) FROM d WHERE d.x IS NOT NULL) "
+               "SELECT x FROM d WHERE x IS NOT NULL")
+        return [r[0] for r in self._conn.execute(sql, args)]
 
     def consumption(self, where: Mapping[str, object] | None = None) -> list[dict]:
         """Records and bytes per (tenant, task type), from SQL (integer sums only).

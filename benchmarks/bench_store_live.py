@@ -1,0 +1,282 @@
+"""Benchmarks of the shared experience store (issue 19), each against a peer in the same run.
+
+Single writes. ``ExperienceStore.record`` of one episode at a time (labels already known, a
+dict with a sensitive key to redact, d = 64 features), each call returning after its own
+commit, against the bare peer: one ``INSERT`` of the already-built row (JSON text and feature
+bytes ready) plus ``COMMIT`` per row on a sqlite3 connection with the same durability (WAL,
+``synchronous=NORMAL``), into the same table. Rounds alternate; target: ratio of the medians
+<= 2.
+
+Live view. A child process records ``DYNA_BENCH_LIVE_N`` (default 1,000) episodes one at a
+time, a few milliseconds apart, each with its own feature vector, and notes the
+``time.monotonic()`` (one clock for every process on Linux) at which each ``record`` returned.
+This process polls ``query_similar(k=1)`` for the next row's vector and notes when the row is
+returned. Latency = returned - acknowledged; p50 and p99 printed; target p99 < 100 ms. Peer in
+the same run: a bare sqlite3 poller of ``SELECT MAX(id)`` on the same file during a second
+child's run, i.e. the floor any reader of the file pays.
+
+Open. A store of ``DYNA_BENCH_OPEN_N`` (default 10,000,000) episodes of d = 64 is built once
+into ``DYNA_BENCH_DIR`` (default ``/tmp/dyna_bench_store``, never the repository) together
+with the same feature matrix as ``features.npy``; it is reused by later runs. The build
+checks free disk first and skips with the reason when there is too little. Timed in a fresh
+child process each (so resident memory is its own): ``ExperienceStore(path, eager=False,
+verify=False)`` plus ``get_stats(tenant)`` (answered from SQL) against
+``np.load("features.npy", mmap_mode="r")`` plus a bare ``SELECT count(*)``; the rise of
+resident memory (VmRSS) of each is printed. The issue's open target (< 1 s to the first
+*query* and < 0.5 GB for open plus a tenant-filtered top-10 query) needs queries that do not
+load every row; that is not built yet, so the query part is reported as skipped.
+
+Run: ``pytest benchmarks/bench_store_live.py -s``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dyna.experience import RECORD_SCHEMA, ExperienceStore
+
+DIM = 64
+N_WRITES = int(os.environ.get("DYNA_BENCH_WRITES_N", 2000))
+N_LIVE = int(os.environ.get("DYNA_BENCH_LIVE_N", 1000))
+N_OPEN = int(os.environ.get("DYNA_BENCH_OPEN_N", 10_000_000))
+BENCH_DIR = Path(os.environ.get("DYNA_BENCH_DIR", "/tmp/dyna_bench_store"))
+
+
+def _episode(i: int, feats: np.ndarray) -> dict:
+    return {"task_type": f"task{i % 5}", "action_type": f"a{i % 3}",
+            "outcome": "success" if i % 4 else "failure", "reward": float(i % 7),
+            "timestamp": 1.7e9 + i, "run_id": "r1",
+            "state_before": {"step": i, "api_key": "sk-not-a-real-key", "note": "hello"},
+            "state_features": feats[i].tolist()}
+
+
+def _fresh_db(path: Path) -> None:
+    for s in ("", "-wal", "-shm"):
+        if os.path.exists(f"{path}{s}"):
+            os.unlink(f"{path}{s}")
+
+
+# ============================================================================ single writes
+def test_single_record_within_2x_of_bare_insert_commit(tmp_path):
+    feats = np.random.default_rng(0).standard_normal((N_WRITES + 16, DIM)).astype(np.float32)
+    eps = [_episode(i, feats) for i in range(N_WRITES + 16)]
+    names = ["id"] + [n for n, _ in RECORD_SCHEMA]
+    sql = f"INSERT INTO episodes ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+
+    def bare_row(i: int, ep: dict) -> tuple:
+        vals = {"tenant_id": "t1", **{k: v for k, v in ep.items() if k != "state_features"}}
+        out = [i]
+        for name, kind in RECORD_SCHEMA:
+            if kind == "json":
+                v = vals.get(name)
+                out.append(None if v is None else json.dumps(v, separators=(",", ":")))
+            elif kind == "vector":
+                out.append(feats[i].tobytes())
+            else:
+                out.append(vals.get(name))
+        return tuple(out)
+
+    rows = [bare_row(i, ep) for i, ep in enumerate(eps)]
+    ours_t, peer_t = [], []
+    for rnd in range(5):
+        path = tmp_path / f"ours{rnd}.db"
+        _fresh_db(path)
+        store = ExperienceStore(path, dim=DIM)
+        for ep in eps[:16]:                     # the labels become known (general path)
+            store.record("t1", **ep)
+        t0 = time.perf_counter()
+        for ep in eps[16:]:
+            store.record("t1", **ep)
+        ours_t.append((time.perf_counter() - t0) / N_WRITES)
+        assert len(store) == N_WRITES + 16
+        store.close()
+
+        path = tmp_path / f"peer{rnd}.db"
+        _fresh_db(path)
+        ExperienceStore(path, dim=DIM).close()          # the same table and indexes
+        conn = sqlite3.connect(path)                     # implicit BEGIN, then COMMIT
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        t0 = time.perf_counter()
+        for row in rows[16:]:
+            conn.execute(sql, row)
+            conn.commit()
+        peer_t.append((time.perf_counter() - t0) / N_WRITES)
+        conn.close()
+    ours, peer = statistics.median(ours_t), statistics.median(peer_t)
+    ratio = ours / peer
+    print(f"\nsingle writes, {N_WRITES} x 5 rounds (d={DIM}): record {1 / ours:,.0f}/s "
+          f"({ours * 1e6:.1f} us), bare INSERT+COMMIT {1 / peer:,.0f}/s ({peer * 1e6:.1f} us), "
+          f"ratio {ratio:.2f} (target <= 2)")
+    assert ratio <= 2.0
+
+
+# ============================================================================ live view
+def _live_writer(path: str, n: int, feats: np.ndarray, pace: float, conn) -> None:
+    store = ExperienceStore(path, dim=DIM)
+    acks = []
+    conn.send("ready")
+    conn.recv()
+    for i in range(n):
+        store.record("t1", **_episode(i, feats))
+        acks.append(time.monotonic())
+        time.sleep(pace)
+    store.close()
+    conn.send(acks)
+
+
+def _run_writer(path, n, feats, pace, poll):
+    """Start a writer child, run ``poll(i) -> bool`` (row i visible?) until all n are seen;
+    return (acks, seen) monotonic times."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_live_writer, args=(path, n, feats, pace, child))
+    p.start()
+    assert parent.poll(120) and parent.recv() == "ready"
+    seen = []
+    parent.send("go")
+    deadline = time.monotonic() + 300
+    i = 0
+    while i < n and time.monotonic() < deadline:
+        if poll(i):
+            seen.append(time.monotonic())
+            i += 1
+    assert parent.poll(120)
+    acks = parent.recv()
+    p.join(60)
+    assert len(seen) == n, "the reader did not see every row"
+    return np.array(acks), np.array(seen)
+
+
+def test_live_view_latency_p99_under_100ms(tmp_path):
+    feats = np.random.default_rng(1).standard_normal((N_LIVE, DIM)).astype(np.float32)
+    path = str(tmp_path / "live.db")
+    ExperienceStore(path, dim=DIM).close()
+    reader = ExperienceStore(path, dim=DIM)
+
+    def ours(i):
+        res = reader.query_similar("t1", k=1, state_features=feats[i].tolist())["results"]
+        return bool(res) and res[0]["episode"]["id"] >= i
+
+    acks, seen = _run_writer(path, N_LIVE, feats, 0.003, ours)
+    lat = (seen - acks) * 1e3
+    reader.close()
+
+    peer_path = str(tmp_path / "peer.db")
+    ExperienceStore(peer_path, dim=DIM).close()
+    bare = sqlite3.connect(peer_path, isolation_level=None)
+
+    def peer(i):
+        top = bare.execute("SELECT MAX(id) FROM episodes").fetchone()[0]
+        return top is not None and top >= i
+
+    acks2, seen2 = _run_writer(peer_path, N_LIVE, feats, 0.003, peer)
+    lat2 = (seen2 - acks2) * 1e3
+    bare.close()
+    p = {q: float(np.percentile(lat, q)) for q in (50, 99)}
+    p2 = {q: float(np.percentile(lat2, q)) for q in (50, 99)}
+    print(f"\nlive view over {N_LIVE} writes from another process: query_similar returns the "
+          f"row p50 {p[50]:.2f} ms, p99 {p[99]:.2f} ms, max {lat.max():.2f} ms (target p99 < "
+          f"100 ms); bare SELECT MAX(id) poller p50 {p2[50]:.2f} ms, p99 {p2[99]:.2f} ms")
+    assert p[99] < 100.0
+
+
+# ============================================================================ open
+_MEASURE = textwrap.dedent("""
+    import json, sys, time
+    def rss():
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    which, db, npy = sys.argv[1:4]
+    import numpy as np, sqlite3
+    from dyna.experience import ExperienceStore
+    before = rss()
+    t0 = time.perf_counter()
+    if which == "dyna":
+        s = ExperienceStore(db, dim=64, read_only=True, eager=False, verify=False)
+        n = s.get_stats("tenant3")["n_records"]
+    else:
+        m = np.load(npy, mmap_mode="r")
+        c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        n = c.execute("SELECT count(*) FROM episodes WHERE tenant_id = ?",
+                      ("tenant3",)).fetchone()[0]
+    dt = time.perf_counter() - t0
+    print(json.dumps({"seconds": dt, "rss_rise": rss() - before, "n": n}))
+""")
+
+
+def _build_open_store(n: int) -> tuple[Path, Path]:
+    db, npy = BENCH_DIR / "store.db", BENCH_DIR / "features.npy"
+    done = BENCH_DIR / f"built-{n}"
+    if done.exists():
+        return db, npy
+    need = n * (DIM * 4 * 2 + 200)           # features twice (file and .npy) + the rest
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(BENCH_DIR).free
+    if free < need * 1.2:
+        pytest.skip(f"needs about {need * 1.2 / 1e9:.1f} GB free in {BENCH_DIR}, "
+                    f"{free / 1e9:.1f} GB there")
+    from dyna.store.sqlite import SQLiteStore
+    _fresh_db(db)
+    st = SQLiteStore(db, RECORD_SCHEMA, DIM)
+    mm = np.lib.format.open_memmap(npy, mode="w+", dtype=np.float32, shape=(n, DIM))
+    rng = np.random.default_rng(0)
+    step = 200_000
+    tenants = np.array([f"tenant{i}" for i in range(10)], dtype=object)
+    tasks = np.array([f"task{i}" for i in range(100)], dtype=object)
+    for start in range(0, n, step):
+        m = min(step, n - start)
+        f = rng.standard_normal((m, DIM)).astype(np.float32)
+        mm[start:start + m] = f
+        st.append({"tenant_id": tenants[rng.integers(0, 10, m)],
+                   "task_type": tasks[rng.integers(0, 100, m)],
+                   "action_type": tasks[rng.integers(0, 5, m)],
+                   "outcome": np.where(rng.random(m) < 0.7, "success", "failure").astype(object),
+                   "reward": rng.standard_normal(m),
+                   "timestamp": 1.7e9 + np.arange(start, start + m, dtype=float),
+                   "features": f})
+    mm.flush()
+    del mm
+    st.checkpoint()
+    st.close()
+    done.write_text(str(n))
+    return db, npy
+
+
+def test_open_large_store_against_mmap_and_count():
+    db, npy = _build_open_store(N_OPEN)
+    runs: dict[str, list[dict]] = {"dyna": [], "peer": []}
+    for _ in range(3):
+        for which in ("dyna", "peer"):
+            out = subprocess.run([sys.executable, "-c", _MEASURE, which, str(db), str(npy)],
+                                 capture_output=True, text=True, check=True)
+            runs[which].append(json.loads(out.stdout))
+    assert runs["dyna"][0]["n"] == runs["peer"][0]["n"] > 0
+    med = {w: statistics.median(r["seconds"] for r in rs) for w, rs in runs.items()}
+    rss = {w: max(r["rss_rise"] for r in rs) for w, rs in runs.items()}
+    ratio = med["dyna"] / med["peer"]
+    print(f"\nopen of {N_OPEN:,} episodes (d={DIM}) + tenant count: ExperienceStore(eager=False)"
+          f" + get_stats {med['dyna']:.3f} s (RSS +{rss['dyna'] / 1e6:.0f} MB), "
+          f"np.load(mmap) + SELECT count(*) {med['peer']:.3f} s (RSS +{rss['peer'] / 1e6:.0f} "
+          f"MB), ratio {ratio:.2f}")
+    assert med["dyna"] < 1.0 and rss["dyna"] < 0.5e9
+
+
+def test_open_plus_tenant_top10_query_under_half_a_gigabyte():
+    pytest.skip("not built yet: query_similar loads every row into memory first (issue 19, "
+                "'open in a second'); 10M rows of d=64 would take tens of seconds and > 3 GB")
