@@ -855,6 +855,13 @@ def _key_has_secret(key: str) -> bool:
     return bool(detect(key))
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def _key_detect(key: str) -> tuple[str, ...]:
+    # :func:`detect` of a dict key: keys are schema names that repeat on every record
+    # (cached by name, as _key_has_secret is)
+    return tuple(detect(key))
+
+
 def _redact(obj, key_set: frozenset[str], values: bool, hmac_key=None,
             learned: set[str] | None = None):
     if isinstance(obj, str):
@@ -880,33 +887,47 @@ def _redact(obj, key_set: frozenset[str], values: bool, hmac_key=None,
     return obj
 
 
+#: Exact types that hold no text (:func:`scan` passes over them without the checks).
+_SCALAR_TYPES = frozenset({int, float, bool, type(None)})
+
+
 def scan(obj) -> collections.Counter:
     """Count detector catches over a JSON-like object: string values, string dict keys and
     JSON embedded in strings, per detector name (:func:`detect`); an entry whose key is a cue
     (``"user_id": "mia_li_3668"``, ``"dob": "1990-04-05"``) counts as its detector's catch."""
     counts: collections.Counter = collections.Counter()
 
+    def text(o):
+        parsed = _embedded_json(o)
+        if parsed is not None:
+            walk(parsed)
+            return
+        found = detect(o)
+        if found:
+            counts.update(found)
+
     def walk(o):
-        if isinstance(o, str):
-            parsed = _embedded_json(o)
-            if parsed is not None:
-                walk(parsed)
-                return
-            found = detect(o)
-            if found:
-                counts.update(found)
-        elif isinstance(o, Mapping):
+        t = type(o)
+        if t in _SCALAR_TYPES:   # nothing to scan (the checks below, made quick)
+            return
+        if t is str or (t is not dict and t is not list and t is not tuple
+                        and isinstance(o, str)):
+            text(o)
+        elif t is dict or (t is not list and t is not tuple and isinstance(o, Mapping)):
             for k, v in o.items():
                 if isinstance(k, str):
-                    found = detect(k)
+                    found = _key_detect(k)
                     if found:
                         counts.update(found)
                 catch = _keyed_catch(k, v)
                 if catch is not None:
                     counts[catch] += 1
                     continue
-                walk(v)
-        elif isinstance(o, (list, tuple)):
+                if type(v) is str:
+                    text(v)
+                else:
+                    walk(v)
+        elif t is list or t is tuple or isinstance(o, (list, tuple)):
             for v in o:
                 walk(v)
 

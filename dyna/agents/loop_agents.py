@@ -426,9 +426,12 @@ class ProcedureReviewer:
         return calls, planted is not None
 
     def review(self, digest: Digest, context) -> ReviewerOutput:
-        rng = np.random.default_rng([self.seed, zlib.crc32(digest.run_id.encode())])
-        copy = rng.random() < self.copy_rate
-        misattribute = rng.random() < self.misattribution   # drawn always: fixed count
+        # default_rng([seed, crc])'s first two uniforms (the same generator, built
+        # directly, both drawn at once)
+        u = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+            [self.seed, zlib.crc32(digest.run_id.encode())]))).random(2)
+        copy = u[0] < self.copy_rate
+        misattribute = u[1] < self.misattribution   # drawn always: fixed count
         calls, copied = self.procedure(digest, copy, misattribute)
         key = content_words(digest.task)[:self.title_words]
         if not calls or not key:
@@ -502,6 +505,8 @@ class LoopAgent:
         self._key_family: dict = {}
         self._written: dict = {}
         self._store_audit: _StoreAudit | None = None
+        self._placed: int | None = None      # the skill library's mark at the last audit
+        self._entries_seen = None            # the memory's facts at the last audit
         self._staged_at: dict = {}
         self.loop = None
         self.tabular = None
@@ -910,16 +915,25 @@ class LoopAgent:
             return
         if self._store_audit is None:
             self._store_audit = _StoreAudit(self.env, self._written, self._claim)
+        audit = self._store_audit
         if self.spec.store == "skill":
-            lib = self.loop.skills._skills
-            row["library_size"] = len(lib)
             # an entry is its (name, body): family and calls never change with its text
-            keys = dict.fromkeys(zip(lib, map(_BODY, lib.values())), 1)
+            library = self.loop.skills
+            lib = library._skills
+            row["library_size"] = len(lib)
+            names, self._placed = library.placed_since(self._placed)
+            if names is None:   # look at every skill, and at every one audited before
+                names = [*lib, *audit.slots()]
+            for name in dict.fromkeys(names):
+                s = lib.get(name)
+                audit.set_key(name, None if s is None else (name, s.body))
         else:
             entries = self.loop.memory.entries()
             row["library_size"] = len(entries)
-            keys = dict(collections.Counter(map(_TEXT, entries)))
-        row["poisoned"], row["stale"] = self._store_audit.counts(keys)
+            if entries is not self._entries_seen:
+                audit.set_keys(dict(collections.Counter(map(_TEXT, entries))))
+                self._entries_seen = entries
+        row["poisoned"], row["stale"] = audit.counts()
 
     def _claim(self, key) -> tuple:
         """``(group, claim)`` of a store entry for :class:`_StoreAudit`: a skill's
@@ -937,7 +951,6 @@ class LoopAgent:
         return (fam, step - 1, kind), ix
 
 
-_BODY = operator.attrgetter("body")
 _TEXT = operator.attrgetter("text")
 
 
@@ -963,6 +976,7 @@ class _StoreAudit:
         self._claim = claim
         self._info: dict = {}     # key -> (group, claim), for the run
         self._keys: dict = {}     # key -> multiplicity in the store at the last audit
+        self._slots: dict = {}    # skill name -> its key in the store
         self._groups: dict = {}   # group -> [not right when written, right, Counter]
         self._truths: dict = {}
         self._drifts = None
@@ -995,14 +1009,8 @@ class _StoreAudit:
         else:
             g[0] += n
 
-    def counts(self, keys: dict) -> tuple[int, int]:
-        """``(poisoned, stale)`` of a store holding ``keys`` (key -> multiplicity)."""
-        log = getattr(self.env, "drift_log", None)
-        drifts = (id(log), len(log)) if log is not None else None
-        if drifts is None or drifts != self._drifts:   # a drift (or a new world)
-            self._truths.clear()
-            self._drifts = drifts
-            self._counts = None
+    def set_keys(self, keys: dict) -> None:
+        """The store holds ``keys`` (key -> multiplicity) now."""
         if keys != self._keys:
             old = self._keys
             for key, n in old.items() - keys.items():
@@ -1011,6 +1019,35 @@ class _StoreAudit:
             for key, n in keys.items() - old.items():
                 self._move(key, n - old.get(key, 0))
             self._keys = keys
+            self._counts = None
+
+    def slots(self) -> list:
+        """The slots :meth:`set_key` filled."""
+        return list(self._slots)
+
+    def set_key(self, slot, key) -> None:
+        """Slot ``slot`` (a skill's name) holds entry ``key`` now (None: nothing); a
+        slot's entry is in the store once. Not to be mixed with :meth:`set_keys`."""
+        old = self._slots.get(slot)
+        if old == key:
+            return
+        if old is not None:
+            self._move(old, -1)
+            del self._keys[old]
+            del self._slots[slot]
+        if key is not None:
+            self._move(key, 1)
+            self._keys[key] = 1
+            self._slots[slot] = key
+        self._counts = None
+
+    def counts(self) -> tuple[int, int]:
+        """``(poisoned, stale)`` of the store now."""
+        log = getattr(self.env, "drift_log", None)
+        drifts = (id(log), len(log)) if log is not None else None
+        if drifts is None or drifts != self._drifts:   # a drift (or a new world)
+            self._truths.clear()
+            self._drifts = drifts
             self._counts = None
         if self._counts is None:
             poisoned = stale = 0

@@ -26,6 +26,7 @@ up us was we were what when where which while who why will with you your use usi
 """.split())
 
 
+@lru_cache(maxsize=1 << 13)
 def tokenize(text: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
     """Split text into case-folded tokens and "glued" flags.
 
@@ -41,6 +42,8 @@ def tokenize(text: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
     glued : tuple of bool, length n
         ``glued[i]`` is True when token ``i`` starts exactly where token ``i - 1`` ends
         (no whitespace between), e.g. the ``plan`` of ``/plan``. ``glued[0]`` is False.
+
+    Results are remembered (triggers and task texts repeat); they are immutable.
     """
     toks: list[str] = []
     glued: list[bool] = []
@@ -110,6 +113,7 @@ _COMMAND_RE = re.compile(r"\b(?:make|git|pip|uv|npm|npx|yarn|pytest|python|docke
                          r"cargo|go|curl|ssh|dyna)\s+[\w./:@=-]+")
 
 
+@lru_cache(maxsize=1 << 13)
 def concrete_parts(text: str) -> tuple[str, ...]:
     """The atomic concrete parts of a lesson: numbers, paths and file names, command-line
     flags and names (ALLCAPS, camelCase, snake_case, or a capitalised word inside a

@@ -82,7 +82,18 @@ def parse_source(text) -> Source:
     ``"tool output"`` are all :attr:`Source.TOOL_OUTPUT`."""
     if isinstance(text, Source):
         return text
-    key = _normal(text)
+    if type(text) is str:
+        return _parse_text(text)
+    return _parse_key(_normal(text))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _parse_text(text: str) -> Source:
+    # provenance strings repeat on every proposal
+    return _parse_key(_normal(text))
+
+
+def _parse_key(key: str) -> Source:
     try:
         return Source(key)
     except ValueError:

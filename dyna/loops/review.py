@@ -377,9 +377,22 @@ class Proposal:
         """
         if self.kind == "memory":
             raise ConfigError("kind", self.kind, "a memory proposal is not a skill")
-        return Skill(self.name, self.description, self.body, self.triggers,
-                     kind="workflow" if self.kind == "workflow" else "skill",
-                     actions=self.actions, source_run=run_id, provenance=self.provenance)
+        try:
+            base = _proposal_skill(self)   # validate and commit build the same skill
+        except TypeError:   # a field that cannot be hashed (a list for a tuple)
+            base = _build_skill(self)
+        return base if run_id == "" else base.evolve(source_run=run_id)
+
+
+def _build_skill(p: Proposal) -> Skill:
+    return Skill(p.name, p.description, p.body, p.triggers,
+                 kind="workflow" if p.kind == "workflow" else "skill", actions=p.actions,
+                 provenance=p.provenance)
+
+
+#: :meth:`Proposal.to_skill` without a run id, remembered per proposal (a proposal and a
+#: skill are immutable).
+_proposal_skill = lru_cache(maxsize=1024)(_build_skill)
 
 
 @dataclass(frozen=True)
@@ -914,6 +927,11 @@ class Grade:
 
 def specificity(text: str) -> float:
     """``min(1, n / 2)``: n counts concrete parts, code spans and command lines."""
+    return _specificity(text)
+
+
+@lru_cache(maxsize=FEATURE_CACHE_SIZE)
+def _specificity(text: str) -> float:
     from dyna.loops._text import _CODE_RE, _COMMAND_RE
     n = len(concrete_parts(text)) + len(_CODE_RE.findall(text)) + len(_COMMAND_RE.findall(text))
     if n == 0 and is_concrete(text):

@@ -26,11 +26,11 @@ same code path with no files, for simulations with many episodes.
 from __future__ import annotations
 
 import bisect
-import copy
 import weakref
 
 import contextlib
 import datetime as _dt
+import functools
 import heapq
 import json
 import math
@@ -103,6 +103,12 @@ def check_skill_name(name, field_name: str = "name") -> str:
     """
     if not isinstance(name, str):
         raise ConfigError(field_name, name, "must be a string")
+    return _checked_name(name, field_name)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _checked_name(name: str, field_name: str) -> str:
+    """:func:`check_skill_name` of a string (a valid name is remembered)."""
     norm = unicodedata.normalize("NFKC", name)
     if not 1 <= len(norm) <= MAX_NAME:
         raise ConfigError(field_name, name, f"must have 1-{MAX_NAME} characters")
@@ -283,29 +289,7 @@ class Skill:
         put(self, "actions", acts)
         if self.kind == "workflow" and not acts:
             raise ConfigError("actions", self.actions, "a workflow needs at least one action")
-        put(self, "created", _check_date("created", self.created))
-        put(self, "last_verified", _check_date("last_verified", self.last_verified))
-        for f in ("source_run", "retired_reason"):
-            v = getattr(self, f)
-            if not isinstance(v, str):
-                raise ConfigError(f, v, "must be a string")
-            put(self, f, " ".join(v.split()))
-        put(self, "provenance", _split_list(self.provenance, "provenance", ","))
-        if self.trust not in TRUST_LEVELS:
-            raise ConfigError("trust", self.trust, f"must be one of {TRUST_LEVELS}")
-        if self.status not in STATUSES:
-            raise ConfigError("status", self.status, f"must be one of {STATUSES}")
-        for f in ("successes", "failures"):
-            put(self, f, check_range(f, getattr(self, f), 0, None, integer=True))
-        if (self.a is None) != (self.b is None):
-            raise ConfigError("a", self.a, "a and b are given together or not at all")
-        for f in ("a", "b"):
-            v = getattr(self, f)
-            if v is not None:
-                v = float(check_range(f, v, 0.0, None, lo_open=True))
-                if not math.isfinite(v):
-                    raise ConfigError(f, v, "must be finite")
-                put(self, f, v)
+        self._check_book(_BOOK_FIELDS)
         for f in ("extra", "extra_metadata"):
             v = getattr(self, f)
             if isinstance(v, Mapping):
@@ -317,6 +301,52 @@ class Skill:
         for k, _ in self.extra_metadata:
             if k in _OUR_KEYS:
                 raise ConfigError("extra_metadata", k, "is a field of its own")
+
+    def _check_book(self, names) -> None:
+        """Validate and normalise the bookkeeping fields ``names`` (in
+        :data:`_BOOK_FIELDS` order), in place: the part of :meth:`__post_init__` that
+        :func:`_evolve` runs for the fields it changes."""
+        put = object.__setattr__
+        for f in names:
+            v = getattr(self, f)
+            if f in ("created", "last_verified"):
+                put(self, f, _check_date(f, v))
+            elif f in ("source_run", "retired_reason"):
+                if not isinstance(v, str):
+                    raise ConfigError(f, v, "must be a string")
+                put(self, f, " ".join(v.split()))
+            elif f == "provenance":
+                put(self, f, _split_list(v, "provenance", ","))
+            elif f == "trust":
+                if v not in TRUST_LEVELS:
+                    raise ConfigError("trust", v, f"must be one of {TRUST_LEVELS}")
+            elif f == "status":
+                if v not in STATUSES:
+                    raise ConfigError("status", v, f"must be one of {STATUSES}")
+            elif f in ("successes", "failures"):
+                put(self, f, check_range(f, v, 0, None, integer=True))
+            elif f == "a":   # a and b together
+                if (self.a is None) != (self.b is None):
+                    raise ConfigError("a", self.a, "a and b are given together or not at all")
+                for g in ("a", "b"):
+                    x = getattr(self, g)
+                    if x is not None:
+                        x = float(check_range(g, x, 0.0, None, lo_open=True))
+                        if not math.isfinite(x):
+                            raise ConfigError(g, x, "must be finite")
+                        put(self, g, x)
+
+    def evolve(self, **changes) -> "Skill":
+        """``dataclasses.replace(self, **changes)``: the same skill, the same errors;
+        faster when only bookkeeping fields change (dates, run, provenance, trust,
+        status, counts, posterior), whose checks are the only ones run again.
+
+        Raises
+        ------
+        ConfigError
+            A changed field's value is invalid (as :class:`Skill` says).
+        """
+        return _evolve(self, **changes)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -1403,13 +1433,40 @@ class AddResult:
 
 _NAME = operator.attrgetter("name")
 
+#: The bookkeeping fields of a :class:`Skill`, in the order its construction checks them
+#: (``"a"`` stands for the pair ``a``, ``b``).
+_BOOK_FIELDS = ("created", "last_verified", "source_run", "retired_reason", "provenance",
+                "trust", "status", "successes", "failures", "a")
+
+
+def _copy_skill(skill: "Skill") -> "Skill":
+    """A shallow copy of ``skill`` (no validation: its fields are valid already)."""
+    new = object.__new__(Skill)
+    new.__dict__.update(skill.__dict__)
+    return new
+
+
+def _evolve(skill: "Skill", **changes) -> "Skill":
+    """``dataclasses.replace(skill, **changes)``, re-checking only the changed fields
+    when they are all bookkeeping (:data:`_BOOK_FIELDS`, ``b`` included): the other
+    fields were checked and normalised when ``skill`` was built, and their checks do not
+    depend on these; same result, same errors. Other changes go through ``replace``."""
+    names = [f for f in _BOOK_FIELDS if f in changes or (f == "a" and "b" in changes)]
+    if len(changes) != len(names) + ("a" in changes and "b" in changes):
+        return replace(skill, **changes)
+    new = _copy_skill(skill)
+    for k, v in changes.items():
+        object.__setattr__(new, k, v)
+    new._check_book(names)
+    return new
+
 
 def _with_counts(skill: "Skill", changes: dict) -> "Skill":
     """``skill`` with bookkeeping fields changed (the posterior's ``a`` and ``b`` as floats,
     ``successes``/``failures`` as ints, ``last_verified`` as an ISO date): a copy that skips
     :meth:`Skill.__post_init__`'s validation of the text, which these fields cannot
     change (half the cost of an outcome in the agent-task loops)."""
-    new = copy.copy(skill)
+    new = _copy_skill(skill)
     for k, v in changes.items():
         object.__setattr__(new, k, float(v) if k in ("a", "b") else v)   # as __post_init__
     return new
@@ -1517,6 +1574,8 @@ class SkillLibrary(_Matcher):
         self._skills: dict[str, Skill] = {}
         self._retired: dict[str, Skill] = {}
         self._skeletons: dict[str, set[str]] = {}   # skeleton -> names, active or retired
+        self._journal: list[str] = []   # names placed since _journal_base (placed_since)
+        self._journal_base = 0
         self._index = MatchIndex()
         self._shared = False
         self.errors: list = []
@@ -1653,9 +1712,25 @@ class SkillLibrary(_Matcher):
                                  self.suspect_factor, self._clock)
 
     # ------------------------------------------------------------------ internals
+    def placed_since(self, mark: int | None) -> tuple[list[str] | None, int]:
+        """The names of the skills whose in-memory state changed (written, counted,
+        retired, restored, evicted, removed, re-read) since ``mark``, oldest first, with
+        repeats, and the mark of now; None instead of the names when ``mark`` is None or
+        older than the journal kept (then look at every skill). For a reader that keeps a
+        view of the library up to date (the agent-task audit)."""
+        end = self._journal_base + len(self._journal)
+        if mark is None or mark < self._journal_base:
+            return None, end
+        return self._journal[mark - self._journal_base:], end
+
     def _place(self, skill: Skill | None, name: str | None = None) -> None:
         """Put ``skill`` in the in-memory view (index, competence); None removes ``name``."""
         name = skill.name if skill is not None else name
+        journal = self._journal
+        if len(journal) >= 4096 + 4 * (len(self._skills) + len(self._retired)):
+            self._journal_base += len(journal)   # older marks now read everything again
+            journal.clear()
+        journal.append(name)
         old = self._skills.get(name) if skill is not None else None
         if (old is not None and skill.active and old.triggers == skill.triggers
                 and old.description == skill.description):
@@ -1777,7 +1852,7 @@ class SkillLibrary(_Matcher):
         if victim is None:   # only skills a person wrote or approved: stay over the cap
             return None
         reason = f"evicted at cap {self.cap} for {incoming}"
-        self._commit("evict", replace(victim, status="retired", retired_reason=reason),
+        self._commit("evict", _evolve(victim, status="retired", retired_reason=reason),
                      run_id, reason, content=False)
         return victim
 
@@ -1805,7 +1880,7 @@ class SkillLibrary(_Matcher):
                 raise ConfigError("name", skill.name, "an active skill has this name; "
                                   "use patch()")
             today = self.today().isoformat()
-            skill = replace(skill, status="active", retired_reason="",
+            skill = _evolve(skill, status="active", retired_reason="",
                             created=skill.created or today,
                             last_verified=skill.last_verified or skill.created or today,
                             source_run=skill.source_run or run_id)
@@ -1843,7 +1918,7 @@ class SkillLibrary(_Matcher):
         with self._writing():
             if name not in self._skills:
                 raise ConfigError("name", name, "no active skill with this name")
-            skill = replace(self._skills[name], status="retired", retired_reason=reason)
+            skill = _evolve(self._skills[name], status="retired", retired_reason=reason)
             return self._commit("retire", skill, run_id, reason, content=False)
 
     def restore(self, name: str, run_id: str = "", reason: str = "restored") -> AddResult:
@@ -1860,7 +1935,7 @@ class SkillLibrary(_Matcher):
                 raise ConfigError("name", name, "no retired skill with this name")
             check_label("run_id", run_id)
             evicted = self._make_room(name, run_id)
-            skill = replace(self._retired[name], status="active", retired_reason="")
+            skill = _evolve(self._retired[name], status="active", retired_reason="")
             skill = self._commit("restore", skill, run_id, reason, content=False)
             return AddResult(skill, evicted)
 
@@ -1925,7 +2000,7 @@ class SkillLibrary(_Matcher):
             while self._staged in taken:
                 self._staged += 1
             prov = tuple(dict.fromkeys(provenance))
-            skill = replace(skill, trust="untrusted", source_run=skill.source_run or run_id,
+            skill = _evolve(skill, trust="untrusted", source_run=skill.source_run or run_id,
                             provenance=tuple(dict.fromkeys(skill.provenance + prov)))
             skill = self._clean(skill)
             clean = self._net.values({"provenance": list(prov), "reason": reason})
@@ -1943,7 +2018,7 @@ class SkillLibrary(_Matcher):
         provenance = tuple(provenance)
         if require_approval and is_untrusted(provenance):
             return self.stage(skill, run_id, provenance, reason)
-        skill = replace(skill, provenance=tuple(dict.fromkeys(skill.provenance + provenance)),
+        skill = _evolve(skill, provenance=tuple(dict.fromkeys(skill.provenance + provenance)),
                         trust="untrusted" if is_untrusted(provenance) else skill.trust)
         return self._upsert(skill, run_id, reason, "create")
 
@@ -1952,7 +2027,7 @@ class SkillLibrary(_Matcher):
             if skill.name in self._skills:
                 old = self._skills[skill.name]
                 keep = {f: getattr(old, f) for f in ("created", "successes", "failures", "a", "b")}
-                new = replace(skill, **keep, status="active",
+                new = _evolve(skill, **keep, status="active",
                               last_verified=self.today().isoformat())
                 new = self._commit(op if op != "create" else "patch", new, run_id, reason)
                 return AddResult(new)
@@ -1984,7 +2059,7 @@ class SkillLibrary(_Matcher):
             if item.skill.name != item.dest:
                 raise ConfigError("dest", item.skill.name,
                                   f"pending {pid} was staged for {item.dest!r}")
-            skill = replace(item.skill, trust="approved")
+            skill = _evolve(item.skill, trust="approved")
             result = self._upsert(skill, item.run_id, f"{pid}: {reason}", "approve")
             self.backend.drop_pending(pid)
             return result
