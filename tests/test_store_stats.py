@@ -38,3 +38,34 @@ def test_summary_by_index_equals_the_aggregate(tmp_path):
     assert st.summary()["n_tenants"] == 5 and st.summary()["oldest"] == -4.0
     assert st.summary({"tenant_id": "only_null"})["n_task_types"] == 1
     st.close()
+
+
+def test_stats_and_consumption_load_no_episode(tmp_path):
+    """``dyna store stats`` opens with eager=False: get_stats and get_data_consumption answer
+    from SQL and leave the buffer unread, with the numbers of the loaded store."""
+    from dyna.experience import ExperienceStore
+    path = tmp_path / "s.db"
+    memory = ExperienceStore("", dim=2)            # answers from the buffer
+    for s in (ExperienceStore(path, dim=2), memory):
+        s.record("t1", episodes=[{"task_type": k, "action_type": "a", "outcome": "success",
+                                  "reward": 1.0, "timestamp": 10.0 + i, "run_id": "ré",
+                                  "metadata": {"n": i}, "state_features": [1.0, 0.0]}
+                                 for i, k in enumerate("aab")])
+        s.record("t2", task_type="a", action_type="a", outcome="failure", reward=0.0,
+                 timestamp=3.0, state_features=[0.0, 1.0])
+    loaded = (memory.get_stats("t1"), memory.get_data_consumption())
+    loaded[0]["persistent"] = True
+    lazy = ExperienceStore(path, dim=2, read_only=True, eager=False)
+    stats, cons = lazy.get_stats("t1"), lazy.get_data_consumption()
+    assert not lazy._loaded and len(lazy._buf) == 0
+    assert {k: v for k, v in stats.items() if k != "store"} == \
+        {k: v for k, v in loaded[0].items() if k != "store"} == \
+        {"n_records": 3, "n_tenants": 1, "n_task_types": 2, "oldest": 10.0, "newest": 12.0,
+         "dim": 2, "persistent": True, "n_unpersisted": 0}
+    # row bytes: 8 id + 16 numbers + 8 vector + "t1" 2 + "a" 1 + "a" 1 + "success" 7
+    # + "ré" 3 (UTF-8) + '{"n":0}' 7 = 53
+    assert cons == loaded[1] and cons["consumption"][0] == \
+        {"tenant_id": "t1", "task_type": "a", "records": 2, "bytes": 106}
+    assert cons["total_records"] == 4
+    assert len(lazy) == 4 and lazy._loaded        # the first operation that needs rows
+    lazy.close()
