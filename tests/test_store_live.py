@@ -268,3 +268,23 @@ def test_two_processes_every_answer_counts_every_committed_row(persistent_target
     assert server.query_similar("t1", **q) == fresh.query_similar("t1", **q)
     assert server.get_competence("t1") == fresh.get_competence("t1")
     fresh.close(), server.close()
+
+
+def test_read_only_handle_follows_a_writer(tmp_path):
+    """A read-only open (dyna mcp --read-only, dyna store export) follows the live view too:
+    inserts, fast single writes and deletes by a writer, without writing the file."""
+    from dyna.experience import ExperienceStore
+    path = tmp_path / "s.db"
+    w = ExperienceStore(path, dim=4)
+    w.record("t1", episodes=_episodes(4))
+    ro = ExperienceStore(path, dim=4, read_only=True)
+    assert len(ro) == 4
+    w.record("t1", **_episodes(1, 4)[0])                   # labels known: fast single write
+    w.record("t1", episodes=_episodes(2, 5))
+    assert ro.get_stats("t1")["n_records"] == len(ro) == 7
+    assert w.delete_data("t1", task_type="k1") == {"deleted": 2}     # ids 1 and 4
+    assert ro.buffer.column("id").tolist() == [0, 2, 3, 5, 6]
+    q = [1.0, 0.0, 0.0, 0.0]
+    assert ro.query_similar("t1", k=9, state_features=q) == \
+        w.query_similar("t1", k=9, state_features=q)
+    ro.close(), w.close()
