@@ -46,7 +46,8 @@ class ChatServer:
     """Loopback chat-completions server answering from ``script``.
 
     Each script item is a dict: ``status`` (HTTP status, default 200), ``body`` (JSON
-    answer), ``headers`` (extra headers, e.g. ``{"Retry-After": "1"}``), ``delay``
+    answer), ``raw`` (bytes sent as the body instead, e.g. not JSON), ``headers`` (extra
+    headers, e.g. ``{"Retry-After": "1"}``), ``delay``
     (seconds to wait before answering). After the script, ``responder(body)`` gives the
     item (a recorded answer chosen by what was asked); without one a request beyond the
     script gets a 500 saying so (and is counted), so a test that sends more than it
@@ -90,7 +91,7 @@ class ChatServer:
                     item = {"status": 404, "body": {"error": "not found"}}
                 if item.get("delay"):
                     time.sleep(item["delay"])
-                data = json.dumps(item.get("body", {})).encode()
+                data = item["raw"] if "raw" in item else json.dumps(item.get("body", {})).encode()
                 try:
                     self.send_response(item.get("status", 200))
                     self.send_header("Content-Type", "application/json")

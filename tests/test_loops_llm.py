@@ -332,3 +332,128 @@ def test_no_recorded_request_body_holds_personal_data_of_the_tau_bench_runs():
     # (with the digest's redaction off, the client's own redaction of the wire is no full
     # net: when written, 15 of the 20 values, address lines, zips and payment-method ids in
     # outputs cut to 200 characters, reached the request; the digest's redaction does it)
+
+
+# ---------------------------------------------------------------- hostile answers (review R18)
+
+def _nested(n):
+    """A list nested ``n`` levels deep (within the JSON parser's limit, beyond the cap)."""
+    v = []
+    for _ in range(n - 1):
+        v = [v]
+    return v
+
+
+def _reply(body_or_raw):
+    return {"status": 200, "raw": body_or_raw} if isinstance(body_or_raw, bytes) else \
+        ok(body_or_raw)
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (b"[" * 100_000 + b"]" * 100_000, "malformed_response: not JSON"),     # RecursionError
+    (json.dumps({"choices": [{"message": {"role": "assistant", "content": "x"}}],
+                 "pad": _nested(100)}).encode(), "malformed_response: nested more than 64 levels"),
+    (b"<html>upstream down</html>", "malformed_response: not JSON"),
+])
+def test_a_hostile_answer_ends_the_review_failed_with_its_reason(raw, reason):
+    with ChatServer([_reply(raw)]) as srv:
+        rec = _finish(_loop(srv))
+    assert (rec.review.status, rec.review.reason) == ("failed", reason)
+    assert rec.review.cost.turns == 1
+
+
+def test_an_answer_over_the_size_cap_is_never_read_whole(monkeypatch):
+    import dyna.loops.llm as llm
+    monkeypatch.setattr(llm, "MAX_RESPONSE_BYTES", 2000)
+    big = completion("NOTHING_LEARNED " + "x" * 3000)
+    with ChatServer([ok(big), ok(completion(NOTHING_LEARNED))]) as srv:
+        loop = _loop(srv)
+        r1 = _finish(loop)
+        r2 = _finish(loop, _digest("run-2"))
+    assert (r1.review.status, r1.review.reason) == ("failed",
+                                                    "malformed_response: more than 2000 bytes")
+    assert (r2.review.status, r2.review.reason) == ("reviewed", NOTHING_LEARNED)
+
+
+def test_the_client_never_raises_for_a_deeply_nested_answer():
+    """The LLM agent calls ChatClient.chat directly (no loop around it to catch)."""
+    with ChatServer([_reply(b"[" * 50_000 + b"]" * 50_000)]) as srv:
+        client = ChatClient(Endpoint(srv.base_url, "m", api_key_env=KEY_ENV))
+        res = client.chat([{"role": "user", "content": "hi"}])
+    assert (res.status, res.reason, res.attempts) == ("failed",
+                                                      "malformed_response: not JSON", (200,))
+
+
+def test_the_key_written_into_a_lesson_is_refused_secret():
+    fact = {"action": "add", "text": f"For deploy on staging pass token {KEY} with branch "
+            "release-2"}
+    with ChatServer([ok(completion(tool_calls=[tool_call("memory", fact)])),
+                     ok(completion("DONE"))]) as srv:
+        loop = _loop(srv)
+        rec = _finish(loop)
+    assert [d.detail.split(":")[0] for d in rec.review.decisions] == ["secret"]
+    assert len(loop.memory) == 0 and KEY not in repr(rec)
+
+
+@pytest.mark.parametrize("char", ["\u202e", "\u200b", "\x1b", "\ufeff"])
+def test_hidden_characters_in_a_lesson_are_refused(char):
+    fact = {"action": "add", "text": f"For deploy use {char}branch release-2 on staging"}
+    with ChatServer([ok(completion(tool_calls=[tool_call("memory", fact)])),
+                     ok(completion("DONE"))]) as srv:
+        loop = _loop(srv)
+        rec = _finish(loop)
+    assert [d.detail for d in rec.review.decisions] == [
+        f"bad_arguments: a control, bidirectional or zero-width character "
+        f"(U+{ord(char):04X}) in the arguments"]
+    assert len(loop.memory) == 0
+
+
+def test_deeply_nested_arguments_are_refused_malformed_arguments():
+    args = '{"action": "add", "text": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with ChatServer([ok(completion(tool_calls=[tool_call("memory", args)])),
+                     ok(completion("DONE"))]) as srv:
+        loop = _loop(srv)
+        rec = _finish(loop)
+    # the redactor reads embedded JSON text: it gives up first, and so does the review
+    assert (rec.review.status, rec.review.reason) == (
+        "failed", "malformed_response: embedded JSON nested too deeply")
+    assert len(loop.memory) == 0 and len(srv.requests) == 1
+
+
+@pytest.mark.parametrize("header, waited", [("-5", 1.0), ("nan", 1.0), ("2", 2.0),
+                                            ("1000000000", None)])
+def test_retry_after_negative_or_not_a_number_waits_the_default(header, waited):
+    slept = []
+    script = [{"status": 429, "headers": {"Retry-After": header}, "body": {}},
+              ok(completion(NOTHING_LEARNED))]
+    with ChatServer(script) as srv:
+        client = ChatClient(Endpoint(srv.base_url, "m", api_key_env=KEY_ENV),
+                            sleep=slept.append)
+        res = client.chat([{"role": "user", "content": "hi"}])
+    if waited is None:   # more than max_retry_after (60 s): not waited, incomplete at once
+        assert (res.status, slept) == ("incomplete", [])
+        assert res.reason == "rate_limited: Retry-After 1e+09 s > max_retry_after 60 s"
+    else:
+        assert (res.status, slept) == ("ok", [waited])
+
+
+def test_a_tampered_recording_is_refused_naming_the_field():
+    rec_ = Recording()
+    with ChatServer([ok(completion(NOTHING_LEARNED))]) as srv:
+        _finish(_loop(srv, recording=rec_))
+    good = rec_.exchanges[0]
+    for change, field in (({"response": '{"choices": [tru'}, "replay.response"),
+                          ({"response": "[1, 2]"}, "replay.response"),
+                          ({"status": "great"}, "replay.status"),
+                          ({"seq": "zero"}, "replay.seq"),
+                          ({"key": "../../etc"}, "replay.key"),
+                          ({"attempts": None}, "replay.attempts")):
+        with pytest.raises(ReplayError) as e:
+            Replay([{**good, **change}])
+        assert (e.value.field, e.value.value) == (field, "exchange 0")
+    with pytest.raises(ReplayError) as e:
+        Replay([{k: v for k, v in good.items() if k != "status"}])
+    assert (e.value.field, e.value.reason) == ("replay.status", "missing")
+    with pytest.raises(ReplayError) as e:
+        Replay([good, good])
+    assert (e.value.field, e.value.reason) == ("replay.seq", "0 repeats")

@@ -170,11 +170,11 @@ class LLMAgent:
         """``(action or None, error text, args)`` for one tool call of the model."""
         fn = call.get("function") if isinstance(call, Mapping) else None
         name = fn.get("name") if isinstance(fn, Mapping) else None
-        if name not in offered:
+        if not isinstance(name, str) or name not in offered:   # a list is unhashable
             return None, f"error: no tool called {str(name)[:40]!r}", {}
         try:
             args = json.loads(fn.get("arguments") or "")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             return None, "error: the arguments are not JSON", {}
         value = args.get("value") if isinstance(args, dict) else None
         if value not in self.env.value_names:

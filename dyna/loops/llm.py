@@ -23,7 +23,11 @@ Retries
     ``429``: wait the ``Retry-After`` the server states (seconds or an HTTP date; 1 s when
     it states none; more than ``max_retry_after`` is not waited), at most 3 retries, then
     ``incomplete``. ``5xx``: at most 2 retries (``backoff``, doubling), then ``failed``.
-    Any other HTTP error, an unreadable answer or a refused connection: ``failed`` at once.
+    A ``Retry-After`` that is negative or not a number is taken as absent.
+    Any other HTTP error, an unreadable answer or a refused connection: ``failed`` at once;
+    an error answer's body is never read (it may echo the key). An answer of more than
+    :data:`MAX_RESPONSE_BYTES` bytes (read in chunks, never whole) or nested more than
+    :data:`MAX_JSON_DEPTH` levels: ``failed`` (``malformed_response``).
     No answer within ``timeout`` seconds: ``incomplete``.
 
 The API key is read from the environment at each request and sent only in the
@@ -48,8 +52,8 @@ from urllib.parse import urlsplit
 from dyna.errors import ConfigError, check_range
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact
 
-__all__ = ["ChatClient", "ChatResult", "Endpoint", "LLMReviewer", "MEMORY_TOOL",
-           "NOTHING_LEARNED", "Recording", "Replay", "ReplayError", "SKILL_TOOL",
+__all__ = ["ChatClient", "ChatResult", "Endpoint", "LLMReviewer", "MAX_JSON_DEPTH",
+           "MAX_RESPONSE_BYTES", "MEMORY_TOOL", "NOTHING_LEARNED", "Recording", "Replay", "ReplayError", "SKILL_TOOL",
            "redact_exchange"]
 
 log = logging.getLogger("dyna.loops.llm")
@@ -58,11 +62,20 @@ log = logging.getLogger("dyna.loops.llm")
 NOTHING_LEARNED = "NOTHING_LEARNED"
 #: Retries of a 429 answer, and of a 5xx answer.
 RETRIES_429, RETRIES_5XX = 3, 2
+#: Largest answer body read (bytes, after content decoding); a longer one is ``failed``.
+MAX_RESPONSE_BYTES = 8 * 2**20
+#: Deepest nesting of arrays and objects accepted in an answer (chat completions need ~6).
+MAX_JSON_DEPTH = 64
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # "name" is a personal key for free-form dicts, but in the wire format it names tools and
 # functions: kept, so tool definitions and calls survive redaction.
 _WIRE_KEYS = frozenset(DEFAULT_SENSITIVE_KEYS - {"name"})
 REDACTED_MARK = "(redacted)"
+# Characters that hide or reorder text in a terminal or an editor (C0/C1 controls but tab
+# and newline, bidirectional overrides and isolates, zero-width characters, BOM): refused
+# in a lesson, which an approver reads and a later agent gets in its prompt.
+_HIDDEN_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e"
+                        "\u2066-\u2069\ufeff]")
 
 
 class ReplayError(ConfigError):
@@ -216,14 +229,26 @@ class Replay:
     Parameters
     ----------
     exchanges : iterable of Mapping
-        As :attr:`Recording.exchanges`.
+        As :attr:`Recording.exchanges` (read from a file: hostile).
+
+    Raises
+    ------
+    ReplayError
+        An exchange that is not as :class:`Recording` writes it, naming the field
+        (``replay.<column>``) and the exchange: a missing column, a ``seq`` that is not a
+        non-negative integer or repeats, a ``key`` that is not a SHA-256, a ``response``
+        that is not ``""`` or JSON text of an object, a ``status`` not ``ok``,
+        ``incomplete`` or ``failed``.
     """
 
     def __init__(self, exchanges):
         self._lock = threading.Lock()
         self._queues: dict[str, list] = {}
-        for ex in sorted(exchanges, key=lambda e: int(e["seq"])):
-            self._queues.setdefault(str(ex["key"]), []).append(ex)
+        checked, seqs = [], set()
+        for i, ex in enumerate(exchanges):
+            checked.append(_checked_exchange(i, ex, seqs))
+        for ex in sorted(checked, key=lambda e: e["seq"]):
+            self._queues.setdefault(ex["key"], []).append(ex)
 
     def take(self, key: str) -> "ChatResult":
         """The recorded answer to the next request with this key.
@@ -239,10 +264,47 @@ class Replay:
                 raise ReplayError("replay", key[:16], "this request is not in the recording "
                                   "(the config, the code or the recording differ)")
             ex = queue.pop(0)
-        response = json.loads(ex["response"]) if ex["response"] else None
         attempts = tuple(int(a) if a.isdigit() else a
                          for a in str(ex["attempts"]).split(",") if a)
-        return _result(ex["status"], response, ex["reason"], attempts)
+        return _result(ex["status"], ex["parsed"], ex["reason"], attempts)
+
+
+_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+STATUSES = ("ok", "incomplete", "failed")
+
+
+def _checked_exchange(i: int, ex, seqs: set) -> dict:
+    """One recorded exchange, checked (see :class:`Replay`), its response parsed."""
+    def bad(col, reason):
+        raise ReplayError(f"replay.{col}", f"exchange {i}", reason)
+
+    if not isinstance(ex, Mapping):
+        bad("exchange", "must be a mapping of the recording's columns")
+    for col in ("seq", "key", "response", "status", "reason", "attempts"):
+        if col not in ex:
+            bad(col, "missing")
+    seq = ex["seq"]
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        bad("seq", "must be a non-negative integer")
+    if seq in seqs:
+        bad("seq", f"{seq} repeats")
+    seqs.add(seq)
+    if not isinstance(ex["key"], str) or not _KEY_RE.match(ex["key"]):
+        bad("key", "must be the SHA-256 (64 hex digits) of a request")
+    if ex["status"] not in STATUSES:
+        bad("status", f"must be one of {STATUSES}")
+    for col in ("reason", "attempts", "response"):
+        if not isinstance(ex[col], str):
+            bad(col, "must be text")
+    parsed = None
+    if ex["response"]:
+        try:
+            parsed = json.loads(ex["response"])
+        except (ValueError, RecursionError):
+            bad("response", "not JSON text")
+        if not isinstance(parsed, dict) or _depth(parsed) > MAX_JSON_DEPTH:
+            bad("response", f"must be a JSON object nested at most {MAX_JSON_DEPTH} levels")
+    return {**ex, "parsed": parsed}
 
 
 # ============================================================================ client
@@ -303,9 +365,11 @@ def _retry_after(value: str | None) -> float | None:
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:   # a negative or NaN delay is not a delay the server stated
+        return seconds if seconds >= 0.0 else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -401,7 +465,7 @@ class ChatClient:
         delay = ep.backoff
         while True:
             try:
-                r = self._client().post(ep.url, json=body, headers=headers)
+                status, retry_after, raw = self._post(body, headers)
             except httpx.TimeoutException:
                 attempts.append("timeout")
                 return ChatResult("incomplete", None, f"timeout: no answer within "
@@ -410,9 +474,9 @@ class ChatClient:
                 attempts.append("error")
                 return ChatResult("failed", None, f"connection failed ({type(exc).__name__})",
                                   tuple(attempts))
-            attempts.append(r.status_code)
-            if r.status_code == 429:
-                wait = _retry_after(r.headers.get("retry-after"))
+            attempts.append(status)
+            if status == 429:
+                wait = _retry_after(retry_after)
                 wait = 1.0 if wait is None else wait
                 if n429 >= RETRIES_429:
                     return ChatResult("incomplete", None, f"rate_limited: 429 after "
@@ -426,28 +490,81 @@ class ChatClient:
                          RETRIES_429)
                 self._sleep(wait)
                 continue
-            if 500 <= r.status_code < 600:
+            if 500 <= status < 600:
                 if n5xx >= RETRIES_5XX:
-                    return ChatResult("failed", None, f"server_error: {r.status_code} after "
+                    return ChatResult("failed", None, f"server_error: {status} after "
                                       f"{RETRIES_5XX} retries", tuple(attempts))
                 n5xx += 1
-                log.info("%d from the endpoint; retrying in %.3g s (%d of %d)", r.status_code,
+                log.info("%d from the endpoint; retrying in %.3g s (%d of %d)", status,
                          delay, n5xx, RETRIES_5XX)
                 self._sleep(delay)
                 delay *= 2
                 continue
-            if r.status_code != 200:
-                return ChatResult("failed", None, f"http_error: {r.status_code}",
-                                  tuple(attempts))
+            if status != 200:
+                return ChatResult("failed", None, f"http_error: {status}", tuple(attempts))
+            if raw is None:
+                return ChatResult("failed", None, f"malformed_response: more than "
+                                  f"{MAX_RESPONSE_BYTES} bytes", tuple(attempts))
             try:
-                data = r.json()
-            except ValueError:
+                data = json.loads(raw)
+            except (ValueError, RecursionError):
                 return ChatResult("failed", None, "malformed_response: not JSON",
                                   tuple(attempts))
             if not isinstance(data, dict):
                 return ChatResult("failed", None, "malformed_response: not a JSON object",
                                   tuple(attempts))
-            return _result("ok", redact_exchange(data, key), "", attempts)
+            if _depth(data) > MAX_JSON_DEPTH:
+                return ChatResult("failed", None, f"malformed_response: nested more than "
+                                  f"{MAX_JSON_DEPTH} levels", tuple(attempts))
+            try:
+                data = redact_exchange(data, key)
+            except RecursionError:   # embedded JSON text nested too deeply to redact
+                return ChatResult("failed", None, "malformed_response: embedded JSON nested "
+                                  "too deeply", tuple(attempts))
+            return _result("ok", data, "", attempts)
+
+    def _post(self, body: dict, headers: dict) -> tuple[int, str | None, bytes | None]:
+        """One POST: ``(status, Retry-After header, body)``. The body is read only for a
+        200 answer, in chunks, and is None when it exceeds :data:`MAX_RESPONSE_BYTES`."""
+        with self._client().stream("POST", self.endpoint.url, json=body,
+                                   headers=headers) as r:
+            if r.status_code != 200:
+                return r.status_code, r.headers.get("retry-after"), b""
+            chunks, n = [], 0
+            for chunk in r.iter_bytes():
+                n += len(chunk)
+                if n > MAX_RESPONSE_BYTES:
+                    return 200, None, None
+                chunks.append(chunk)
+            return 200, None, b"".join(chunks)
+
+
+def _strings(obj):
+    """Every key and string value in parsed JSON."""
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, str):
+            yield o
+        elif isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+
+
+def _depth(obj) -> int:
+    """Nesting depth of arrays and objects in parsed JSON (iterative: no recursion)."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if isinstance(o, dict):
+            o = list(o.values())
+        elif not isinstance(o, list):
+            continue
+        deepest = max(deepest, d)
+        stack.extend((v, d + 1) for v in o if isinstance(v, (dict, list)))
+    return deepest
 
 
 # ============================================================================ reviewer
@@ -678,13 +795,19 @@ class LLMReviewer:
             args = json.loads(raw) if isinstance(raw, str) else None
         except ValueError as exc:
             return refuse(f"malformed_arguments: {exc.msg} at character {exc.pos}")
+        except RecursionError:
+            return refuse("malformed_arguments: nested too deeply")
         if not isinstance(args, dict):
             return refuse("malformed_arguments: not a JSON object")
-        if REDACTED in raw:
+        if REDACTED in raw or REDACTED_MARK in raw:
             # the answer was redacted on arrival (redact_exchange): the model wrote a
-            # secret-looking value or personal data into the lesson
+            # secret-looking value, personal data or the API key itself into the lesson
             return refuse("secret: a secret-looking or personal value in the arguments "
                           "(redacted on arrival)")
+        hidden = next((m for t in _strings(args) for m in [_HIDDEN_RE.search(t)] if m), None)
+        if hidden:
+            return refuse(f"bad_arguments: a control, bidirectional or zero-width "
+                          f"character (U+{ord(hidden.group()):04X}) in the arguments")
         props = self.tool["function"]["parameters"]["properties"]
         extra = sorted(set(args) - set(props))
         if extra:
