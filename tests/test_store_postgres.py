@@ -2,6 +2,7 @@
 many processes, redaction before the insert, the DSN's password kept out of every text."""
 
 import multiprocessing
+import traceback
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBus
 from dyna.experience import RECORD_SCHEMA, ExperienceStore
 
 psycopg = pytest.importorskip("psycopg")
-from dyna.store.postgres import PostgresStore, display_dsn  # noqa: E402
+from dyna.store.postgres import PostgresStore, display_dsn, stored_dim  # noqa: E402
 
 SCHEMA = [("tenant_id", "str"), ("task_type", "str"), ("outcome", "str"), ("reward", "float"),
           ("timestamp", "float"), ("run_id", "str"), ("metadata", "json"),
@@ -126,9 +127,74 @@ def test_rls_a_tenant_session_reads_zero_rows_of_another(pg_dsn, pg_schema):
     st.close()
 
 
-def test_superuser_session_is_reported_as_bypassing_rls(pg_store_dsn):
-    st = PostgresStore(pg_store_dsn, SCHEMA, DIM, tenant="t1")
-    assert st.stats()["rls_enforced"] is False and st.stats()["tenant"] == "t1"
+def test_superuser_session_is_reported_and_a_tenant_session_of_it_refused(pg_store_dsn):
+    st = PostgresStore(pg_store_dsn, SCHEMA, DIM)
+    st.append(batch(2, "t2"))
+    assert st.stats()["rls_enforced"] is False and st.stats()["tenant"] is None
+    # a superuser bypasses every policy: a "t1" session would read t2's rows; refused
+    with pytest.raises(ConfigError, match="superuser or has BYPASSRLS") as e:
+        PostgresStore(pg_store_dsn, SCHEMA, DIM, tenant="t1")
+    assert e.value.field == "tenant" and st.count() == 2
+    st.close()
+
+
+def test_rls_switched_off_or_widened_is_detected_and_tenant_sessions_fail_closed(
+        pg_dsn, pg_schema):
+    dsn = _role(pg_dsn, pg_schema, "dyna_test_owner")
+    st = PostgresStore(dsn, SCHEMA, DIM)
+    st.append(batch(3, "t2"))
+    st.close()
+    t = f"{pg_schema}.episodes"
+    for change, undo, why in [
+            (f"ALTER TABLE {t} DISABLE ROW LEVEL SECURITY",
+             f"ALTER TABLE {t} ENABLE ROW LEVEL SECURITY", "disabled"),
+            (f"ALTER TABLE {t} NO FORCE ROW LEVEL SECURITY",
+             f"ALTER TABLE {t} FORCE ROW LEVEL SECURITY", "not forced"),
+            (f"CREATE POLICY wide ON {t} USING (true)", f"DROP POLICY wide ON {t}",
+             "not dyna's single")]:
+        with psycopg.connect(pg_dsn, autocommit=True) as su:
+            su.execute(change)
+        with PostgresStore(dsn, SCHEMA, DIM) as st:
+            assert st.stats()["rls_enforced"] is False, change
+        with pytest.raises(ConfigError, match=why) as e:
+            PostgresStore(dsn, SCHEMA, DIM, tenant="t1")
+        assert e.value.field == "tenant"
+        with psycopg.connect(pg_dsn, autocommit=True) as su:
+            su.execute(undo)
+    with PostgresStore(dsn, SCHEMA, DIM, tenant="t1") as one:  # restored: t1 sees 0 of 3
+        assert one.stats()["rls_enforced"] is True and one.count() == 0
+
+
+def test_hostile_tenant_ids_are_values_never_sql(pg_dsn, pg_schema):
+    dsn = _role(pg_dsn, pg_schema, "dyna_test_owner")
+    hostile = ["'; DROP TABLE episodes; --", 'x"); DELETE FROM meta; --', "é☃𝔘\u202e%_",
+               "a" * 3000]
+    with PostgresStore(dsn, SCHEMA, DIM) as st:
+        for i, t in enumerate(hostile):
+            assert st.append(batch(1, t, start=i)).tolist() == [i]
+        st.append(batch(2, "t2", start=4))
+        for t in hostile:
+            with PostgresStore(dsn, SCHEMA, DIM, tenant=t) as one:
+                assert one.count() == 1 and one.read()["tenant_id"].tolist() == [t]
+                assert one.delete({"tenant_id": "t2"}) == 0
+        # text holding NUL is never stored, so it matches nothing (as on SQLite), and a
+        # tenant session for it is refused naming the field
+        assert st.count({"tenant_id": "a\x00b"}) == 0
+        assert st.count({"tenant_id": ["a\x00b", "t2"]}) == 2 and st.count() == 6
+    with pytest.raises(ConfigError) as e:
+        PostgresStore(dsn, SCHEMA, DIM, tenant="a\x00b")
+    assert e.value.field == "tenant"
+
+
+def test_zero_timeout_fails_at_once_instead_of_waiting_forever(pg_store_dsn):
+    st = PostgresStore(pg_store_dsn, SCHEMA, DIM, timeout=0.0)
+    # PostgreSQL reads lock_timeout = 0 as "no limit"
+    assert st._conn.execute("SHOW lock_timeout").fetchone()[0] == "1ms"
+    with psycopg.connect(pg_store_dsn) as holder:
+        holder.execute("SELECT value FROM meta WHERE key = 'next_id' FOR UPDATE")
+        with pytest.raises(StoreBusyError):
+            st.append(batch(1))
+    assert st.count() == 0 and st.next_id() == 0
     st.close()
 
 
@@ -230,6 +296,42 @@ def test_password_never_in_path_stats_capabilities_or_errors(pg_dsn, pg_schema):
     texts.append(str(e.value))
     assert all(pw not in t for t in texts), texts
     assert s._db.path == display_dsn(pg_dsn)
+
+
+def _chain_texts(err):
+    """str and repr of an error and of every exception in its chain, the traceback as
+    printed, and the password of any libpq connection an exception holds (``pgconn``)."""
+    texts, todo, seen = ["".join(traceback.format_exception(err))], [err], set()
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        texts += [str(e), repr(e), repr(getattr(e, "pgconn", None) and e.pgconn.password)]
+        todo += [e.__cause__, e.__context__]
+    return texts
+
+
+def test_password_never_in_an_error_chain(pg_dsn, pg_schema):
+    pw = "tulip-4e5f6a"  # nothing about it looks like a secret to dyna.redact
+    port = pg_dsn.rsplit(":", 1)[1].split("/")[0]
+    good = with_schema(pg_dsn.replace("postgres@", f"postgres:{pw}@"), pg_schema)
+    bad = {"no server": good.replace(f":{port}/", ":1/"),
+           "no database": good.replace("/postgres?", "/no_such_db?"),
+           "unparsable": good.replace(f":{pw}@", f":{pw}%zz@"),
+           "bad option": good + "&sslmode=bogus"}
+    for name, dsn in bad.items():
+        for open_it in (lambda d: ExperienceStore(d, dim=DIM, busy_timeout=1),
+                        lambda d: stored_dim(d, 1)):
+            with pytest.raises(StoreError) as e:
+                open_it(dsn)
+            texts = _chain_texts(e.value)
+            assert not any(pw in t for t in texts), (name, texts)
+    with ExperienceStore(good, dim=DIM) as s:  # a failed write on an open store
+        s._db._conn.execute("SET default_transaction_read_only = on")
+        with pytest.raises(StoreWriteError) as e:
+            s.record("t1", task_type="a", action_type="x", outcome="success", reward=1.0)
+        assert e.value.__context__ is None and not any(pw in t for t in _chain_texts(e.value))
     assert display_dsn(f"host=h user=u password={pw} dbname=d") == "postgresql://u@h/d"
 
 

@@ -48,8 +48,12 @@ Tenant isolation (row-level security)
     tenants) sets ``dyna.all_tenants``. The settings are chosen by the client, so the policy
     guards a trusted application against a query that forgot its tenant filter; clients that
     do not trust each other need a role per tenant. PostgreSQL lets superusers and roles
-    with ``BYPASSRLS`` skip every policy: :meth:`PostgresStore.stats` reports
-    ``rls_enforced`` false for such a session.
+    with ``BYPASSRLS`` skip every policy, and the table's owner when row-level security is
+    not forced: :meth:`PostgresStore.stats` reports ``rls_enforced`` false for such a
+    session, and for a table whose row-level security was disabled or whose policies are
+    not dyna's single policy. A tenant session (``tenant=...``) that the policy would not
+    bind is refused with :class:`dyna.errors.ConfigError` (it fails closed) rather than
+    opened reading every tenant's rows.
 
 Secrets
     Records arrive redacted (:class:`dyna.experience.ExperienceStore` redacts in memory
@@ -78,9 +82,12 @@ Space
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -139,20 +146,72 @@ def display_dsn(dsn: str) -> str:
             f"/{db}")
 
 
-def _password(dsn: str) -> str | None:
-    try:
+def _password(dsn: str) -> tuple[str, ...]:
+    """Every form of the DSN's password that a message may echo: the one libpq parses and,
+    for a DSN libpq cannot parse (whose error quotes the offending token), the URI's
+    password and ``password=`` query values as written and percent-decoded."""
+    found = set()
+    with contextlib.suppress(Exception):
         from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
-        return conninfo_to_dict(dsn).get("password") or None
-    except Exception:
-        return None
+        found.add(conninfo_to_dict(dsn).get("password") or "")
+    with contextlib.suppress(Exception):
+        parts = urllib.parse.urlsplit(dsn)
+        netloc = parts.netloc.rpartition("@")[0]
+        if ":" in netloc:
+            found.add(netloc.split(":", 1)[1])
+        for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+            if key == "password":
+                found.add(value)
+        for pw in [raw.split("&")[0] for raw in parts.query.split("password=")[1:]]:
+            found.add(pw)
+    found |= {urllib.parse.unquote(pw) for pw in found}
+    return tuple(sorted((pw for pw in found if pw), key=len, reverse=True))
 
 
-def _scrub(text: object, secret: str | None) -> str:
-    """An error text with the DSN's password (and any other secret) redacted."""
+def _scrub(text: object, secret: Sequence[str] | None) -> str:
+    """An error text with the DSN's password (every form of :func:`_password`) and any
+    other secret :func:`dyna.redact.redact_text` finds redacted, on one line."""
     text = " ".join(str(text).split())  # libpq's messages span lines: one line here
-    if secret:
-        text = text.replace(secret, REDACTED)
+    for pw in secret or ():
+        text = text.replace(pw, REDACTED)
     return redact_text(text)
+
+
+def _from_psycopg(err: BaseException) -> bool:
+    """Whether a psycopg error is anywhere in ``err``'s chain of causes and contexts."""
+    seen, todo = set(), [err]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if type(e).__module__.startswith("psycopg"):
+            return True
+        todo += [e.__cause__, e.__context__]
+    return False
+
+
+def _detached(fn):
+    """Wrap a method (or function) so that the typed error it raises carries no exception
+    chain: each psycopg error it replaces stays out of ``__context__`` (``raise ... from
+    None`` only hides it from a traceback), since a connection error's ``pgconn`` holds the
+    DSN's password and a parse error's text may quote it. A psycopg error that escaped
+    unmapped becomes the typed error of :meth:`PostgresStore._typed`."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - re-raised below, detached
+            err = exc
+        if type(err).__module__.startswith("psycopg"):
+            owner = args[0] if args and isinstance(args[0], PostgresStore) else None
+            err = (owner._typed(err, "read") if owner is not None
+                   else StoreError(f"PostgreSQL: {_scrub(err, None)}"))
+        if _from_psycopg(err):
+            err.__context__ = err.__cause__ = None
+        raise err
+
+    return call
 
 
 def _psycopg(dsn: str):
@@ -165,6 +224,7 @@ def _psycopg(dsn: str):
     return psycopg
 
 
+@_detached
 def stored_dim(dsn: str, timeout: float = 10.0) -> int | None:
     """The vector dim of the dyna store in the DSN's schema, or None when it holds none.
 
@@ -220,7 +280,9 @@ class PostgresStore:
     Raises
     ------
     ConfigError
-        Bad schema, dim or tenant, or a store of another dim.
+        Bad schema, dim or tenant, a store of another dim, or a tenant session that
+        row-level security would not bind (superuser / BYPASSRLS role, security disabled or
+        not forced for the owner, policies other than dyna's).
     MissingFileError
         ``read_only`` and no dyna store in that schema.
     NotAStoreError
@@ -246,6 +308,8 @@ class PostgresStore:
                              "machine is big-endian")
         if tenant is not None and (not isinstance(tenant, str) or not tenant):
             raise ConfigError("tenant", tenant, "must be a non-empty string or None")
+        if tenant is not None and "\x00" in tenant:
+            raise ConfigError("tenant", "\\x00", "PostgreSQL text cannot hold a NUL character")
         self._kinds = dict(self.schema)
         self.tenant = tenant
         self.path = display_dsn(str(dsn))
@@ -281,8 +345,10 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise StoreError(f"DB={self.path}: cannot connect: {self._scrub(exc)}") from None
         try:
+            # whole milliseconds, at least 1: PostgreSQL reads lock_timeout = 0 as "wait
+            # forever", the opposite of a zero timeout
             conn.execute("SELECT set_config('lock_timeout', %s, false)",
-                         (f"{int(self.timeout * 1000)}ms",))
+                         (f"{max(1, math.ceil(self.timeout * 1000))}ms",))
             if self.tenant is None:
                 conn.execute("SELECT set_config('dyna.all_tenants', 'on', false)")
             else:
@@ -318,13 +384,49 @@ class PostgresStore:
                     self._check(self._version())
                 else:
                     self._init_schema()
-                self._rls_enforced = not self._conn.execute(
-                    "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = "
-                    "current_user").fetchone()[0]
-                if self._rls_enforced and not self.read_only:
+                why_not = self._rls_gap()
+                self._rls_enforced = why_not is None
+                if self.tenant is not None and why_not is not None:
+                    # a tenant session that the policy does not bind would read, change and
+                    # delete every tenant's rows: refuse it (fail closed)
+                    raise ConfigError("tenant", self.tenant, "this session cannot be held "
+                                      f"to one tenant: {why_not}; connect as a role "
+                                      "subject to row-level security, or open all tenants")
+                # PostgreSQL refuses COPY FROM into a table whose policies apply to the
+                # session: such a session copies through the staging table
+                self._policed = bool(self._conn.execute(
+                    "SELECT row_security_active(%s::regclass)", (self._t[TABLE],)
+                ).fetchone()[0])
+                if self._policed and not self.read_only:
                     self._staging()
         except psycopg.Error as exc:
             raise self._typed(exc, "open") from None
+
+    def _rls_gap(self) -> str | None:
+        """Why row-level security does not bind this session to the policy on ``episodes``
+        (None when it does): a superuser or BYPASSRLS role, row-level security disabled or
+        (for the table's owner) not forced, or policies other than dyna's single policy
+        (an added permissive policy widens what a tenant sees)."""
+        bypass, owner, on, forced = self._conn.execute(
+            "SELECT r.rolsuper OR r.rolbypassrls, pg_has_role(c.relowner, 'USAGE'), "
+            "c.relrowsecurity, c.relforcerowsecurity FROM pg_class c, pg_roles r "
+            "WHERE c.oid = %s::regclass AND r.rolname = current_user",
+            (self._t[TABLE],)).fetchone()
+        policies = self._conn.execute(
+            "SELECT polname, polpermissive, polcmd, pg_get_expr(polqual, polrelid), "
+            "pg_get_expr(polwithcheck, polrelid) FROM pg_policy WHERE polrelid = "
+            "%s::regclass", (self._t[TABLE],)).fetchall()
+        if bypass:
+            return "its role is a superuser or has BYPASSRLS"
+        if not on:
+            return f"row-level security is disabled on {self._t[TABLE]}"
+        if owner and not forced:
+            return f"the role owns {self._t[TABLE]} and row-level security is not forced"
+        if (len(policies) != 1 or policies[0][:3] != (_POLICY, True, "*")
+                or policies[0][3] != policies[0][4]
+                or "dyna.tenant" not in (policies[0][3] or "")):
+            return f"the policies on {self._t[TABLE]} are not dyna's single {_POLICY}"
+        return None
 
     def _tables(self) -> set[str]:
         rows = self._conn.execute(
@@ -484,7 +586,7 @@ class PostgresStore:
         apply to the session; the INSERT is checked by the policy)."""
         names = ", ".join(["id"] + [_qid(c) for c, _ in self.schema])
         types = ["int8"] + [_COPY_TYPES[k] for _, k in self.schema]
-        target = self._t[TABLE] if not self._rls_enforced else _STAGE
+        target = _STAGE if self._policed else self._t[TABLE]
         try:
             with conn.cursor().copy(f"COPY {target} ({names}) FROM STDIN "
                                     "(FORMAT BINARY)") as cp:
@@ -622,9 +724,13 @@ class PostgresStore:
             pg = "bigint" if k == "id" else PG_TYPES[self._kinds[k]]
             if isinstance(v, (list, tuple, np.ndarray)):
                 vals = list(v.tolist() if isinstance(v, np.ndarray) else v)
+                if pg == "text":  # text holding NUL is never stored, so it matches nothing
+                    vals = [x for x in vals if x is None or "\x00" not in str(x)]
                 parts.append(f"{_qid(k)} = ANY(%s::{pg}[])")
                 args.append([None if x is None else (str(x) if pg == "text" else x)
                              for x in vals])
+            elif pg == "text" and v is not None and "\x00" in str(v):
+                parts.append("FALSE")  # as above: no stored text holds NUL
             else:
                 parts.append(f"{_qid(k)} = %s::{pg}")  # exact match: never LIKE
                 args.append(str(v) if pg == "text" and v is not None else v)
@@ -892,3 +998,12 @@ class PostgresStore:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# every public method (and opening) raises its typed errors detached from the psycopg error
+# they replace (see _detached); snapshot() is a context manager and maps its own errors
+for _name, _method in list(vars(PostgresStore).items()):
+    if callable(_method) and (_name == "__init__" or not _name.startswith("_")) \
+            and _name != "snapshot":
+        setattr(PostgresStore, _name, _detached(_method))
+del _name, _method
