@@ -260,3 +260,53 @@ def test_agent_answers_hostile_tool_calls_with_an_error_and_never_raises():
     # be redacted), which ends the run not done: no third request, no step, no raise
     assert len(bodies) == 2
     assert (bool(out["success"][0]), int(out["steps"][0])) == (False, 0)
+
+
+def test_a_tampered_recording_is_refused_in_one_line_and_nothing_is_written(
+        live_run, tmp_path, capsys):
+    """Review R18: a recording truncated, edited, swapped for a link, or edited together
+    with its manifest's sha256: exit 2, one line naming --replay or replay.<column>."""
+    import hashlib
+    import shutil
+
+    f, live, _ = live_run
+
+    def tampered(name, change):
+        d = tmp_path / name
+        shutil.copytree(live, d)
+        change(d / "llm_exchanges.parquet")
+        return d
+
+    def truncate(p):
+        p.write_bytes(p.read_bytes()[:1000])
+
+    def edit(p):   # one answer changed: the requests it leads to stay the same
+        t = pl.read_parquet(p)
+        t.with_columns(pl.col("response").str.replace('"DONE"', '"NOTHING_LEARNED"')) \
+            .write_parquet(p)
+
+    def link(p):
+        p.unlink()
+        p.symlink_to("/etc/passwd")
+
+    def edit_with_manifest(p):
+        t = pl.read_parquet(p)
+        t.with_columns(pl.lit("great").alias("status")).write_parquet(p)
+        m = json.loads((p.parent / "manifest.json").read_text())
+        m["tables"]["llm_exchanges.parquet"]["sha256"] = hashlib.sha256(
+            p.read_bytes()).hexdigest()
+        (p.parent / "manifest.json").write_text(json.dumps(m))
+
+    for name, change, start in (
+            ("truncated", truncate, "dyna: error: --replay="),
+            ("edited", edit, "dyna: error: --replay="),
+            ("linked", link, "dyna: error: --replay="),
+            ("both", edit_with_manifest, "dyna: error: replay.status='exchange 0'")):
+        d = tampered(name, change)
+        out = tmp_path / f"out-{name}"
+        capsys.readouterr()
+        assert main(["run", str(f), "--out", str(out), "--no-progress", "--replay",
+                     str(d)]) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith(start) and len(err.strip().splitlines()) == 1, (name, err)
+        assert not out.exists()

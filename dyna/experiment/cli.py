@@ -68,14 +68,57 @@ def _replay_config(config, folder: Path):
         raise ConfigError("--replay", str(folder), "only for an experiment with "
                           "agent = 'llm'")
     try:
-        recorded = json.loads((folder / "manifest.json").read_text())["config_hash"]
+        manifest = json.loads((folder / "manifest.json").read_text())
+        recorded = manifest["config_hash"]
     except (OSError, ValueError, KeyError, TypeError):
         raise ConfigError("--replay", str(folder), "has no readable manifest.json") from None
     if recorded != config.hash:
         raise ConfigError("--replay", str(folder), f"was recorded with another config "
                           f"(hash {str(recorded)[:12]}, this one {config.hash[:12]}): give "
                           "the same file, --runs and --seed")
+    _check_recording(folder, manifest)
     return config.with_replay(folder.resolve())
+
+
+def _check_recording(folder: Path, manifest) -> None:
+    """The recording is the file the manifest lists (same SHA-256: not edited, truncated
+    or swapped since the run) and a readable table with the recording's columns.
+
+    Raises
+    ------
+    ConfigError
+        Field ``--replay``, naming what differs.
+    """
+    import hashlib
+
+    import polars as pl
+
+    from dyna.experiment.kinds.agent_tasks.job import EXCHANGE_COLUMNS
+
+    path = folder / "llm_exchanges.parquet"
+    try:
+        listed = manifest["tables"]["llm_exchanges.parquet"]["sha256"]
+    except (KeyError, TypeError):
+        listed = None
+    if not isinstance(listed, str):
+        raise ConfigError("--replay", str(folder), "manifest.json lists no sha256 of "
+                          "llm_exchanges.parquet")
+    if path.is_symlink():
+        raise ConfigError("--replay", str(path), "is a symbolic link, not the recording")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != listed:
+        raise ConfigError("--replay", str(path), f"is not the recorded file (sha256 "
+                          f"{digest[:12]}, the manifest's {listed[:12]}): it was changed "
+                          "after the run")
+    try:
+        columns = pl.read_parquet_schema(path)
+    except Exception as exc:   # noqa: BLE001 -- polars raises several types for bad files
+        raise ConfigError("--replay", str(path), f"is not a readable table "
+                          f"({type(exc).__name__})") from None
+    missing = [c for c in ("variant", "scenario", "run", *EXCHANGE_COLUMNS)
+               if c not in columns]
+    if missing:
+        raise ConfigError("--replay", str(path), f"lacks the columns {missing}")
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
