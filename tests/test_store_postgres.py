@@ -244,6 +244,37 @@ def test_lock_held_longer_than_timeout_is_retryable_and_writes_nothing(pg_store_
     s.close()
 
 
+def _terminate(pg_dsn, store):
+    with psycopg.connect(pg_dsn, autocommit=True) as su:
+        su.execute("SELECT pg_terminate_backend(%s)", (store._conn.info.backend_pid,))
+
+
+def test_connection_ended_by_the_server_mid_write_is_typed_writes_nothing_and_recovers(
+        pg_dsn, pg_store_dsn):
+    st = PostgresStore(pg_store_dsn, SCHEMA, DIM)
+    st.append(batch(2))
+    st.on_write = lambda db: _terminate(pg_dsn, db)  # inside the write, counter locked
+    with pytest.raises(StoreWriteError, match="terminating connection"):
+        st.append(batch(5, start=2))
+    st.on_write = None
+    with PostgresStore(pg_store_dsn, SCHEMA, DIM) as other:
+        assert other.count() == 2 and other.next_id() == 2  # nothing of the batch
+    # the next operation opens a new session with the same settings
+    assert st.count() == 2 and st.append(batch(1, start=2)).tolist() == [2]
+    assert st._conn.execute("SHOW lock_timeout").fetchone()[0] == "10s"
+    # an autocommit single write that loses its connection may or may not have committed:
+    # not a StoreWriteError (which promises nothing was stored)
+    _terminate(pg_dsn, st)
+    row = ["t1", "a", "success", 1.0, 0.0, None, None, bytes(4 * DIM)]
+    with pytest.raises(StoreError, match="unknown") as e:
+        st.append_row(row)
+    assert not isinstance(e.value, StoreWriteError) and st.status == "write_degraded"
+    assert st.count() == 3 and st.append_row(row) == 3 and st.status == "ok"
+    st.close()
+    with pytest.raises(StoreError, match="closed"):  # a closed store never reconnects
+        st.count()
+
+
 # ------------------------------------------------------------------ secrets
 def test_redaction_runs_before_the_rows_leave_the_process(pg_store_dsn, monkeypatch):
     sent = []  # every row handed to the server, by the batch path and the single-row path

@@ -325,7 +325,10 @@ class PostgresStore:
         self.last_generation: int | None = None
         self._staged = False
         self._row_insert: str | None = None
-        self._conn = self._connect(str(dsn))
+        self._closed = False
+        target = str(dsn)  # held by the closure only: never in an attribute's repr
+        self._reconnect = lambda: self._connect(target)
+        self._conn = self._connect(target)
         try:
             self._open()
         except BaseException:
@@ -499,11 +502,22 @@ class PostgresStore:
             self.status = "missing"
 
     # ----------------------------------------------------------------- errors
-    def _typed(self, exc, doing: str) -> Exception:
-        """A psycopg error as the typed error dyna raises (password never shown)."""
+    def _typed(self, exc, doing: str, unknown: bool = False) -> Exception:
+        """A psycopg error as the typed error dyna raises (password never shown).
+
+        ``unknown``: the error may have come after the server committed (the connection was
+        lost during ``COMMIT`` or during an autocommit statement); when the connection is
+        gone, the outcome is unknown and the error (a :class:`dyna.errors.StoreError`, not
+        a :class:`dyna.errors.StoreWriteError`, which promises nothing was stored) says so.
+        """
         from psycopg import errors as pe  # noqa: PLC0415
 
         msg = self._scrub(exc)
+        if unknown and self._conn.closed:
+            self.status = "write_degraded"
+            return StoreError(f"DB={self.path}: {doing}: the connection to the server was "
+                              f"lost while the write committed ({msg}); whether it was "
+                              "stored is unknown: the next read shows it if it was")
         if isinstance(exc, (pe.LockNotAvailable, pe.DeadlockDetected, pe.SerializationFailure,
                             pe.QueryCanceled)):
             return StoreBusyError(f"DB={self.path}: {doing}: locked by another session for "
@@ -516,11 +530,24 @@ class PostgresStore:
             return StoreWriteError(self.path, msg)
         return StoreError(f"DB={self.path}: {doing} failed: {msg}")
 
+    def _alive(self) -> None:
+        """Open a new session when the server ended this one (a restart, a failover,
+        ``pg_terminate_backend``, an idle timeout): the operation that met the loss raised
+        its typed error; the next one reconnects with the same settings. After
+        :meth:`close`, never."""
+        if self._closed or not self._conn.closed:
+            return
+        self._conn = self._reconnect()
+        self._staged = False
+        if self._policed and not self.read_only:
+            self._staging()
+
     @contextlib.contextmanager
     def _reading(self):
         import psycopg  # noqa: PLC0415
 
         with self._lock:
+            self._alive()
             try:
                 yield self._conn
             except psycopg.Error as exc:
@@ -535,6 +562,8 @@ class PostgresStore:
         if self.read_only:
             raise StoreReadOnlyError(f"DB={self.path}: opened read-only; nothing was written")
         with self._lock:
+            self._alive()
+            committing = False
             try:
                 with self._conn.transaction():
                     start = int(self._conn.execute(
@@ -543,10 +572,11 @@ class PostgresStore:
                     if hook and self.on_write is not None:
                         self.on_write(self)
                     out = fn(self._conn, start)
+                    committing = True
             except psycopg.errors.UniqueViolation:
                 raise ConfigError("ids", "given", "an id is already stored") from None
             except psycopg.Error as exc:
-                raise self._typed(exc, "write") from None
+                raise self._typed(exc, "write", unknown=committing) from None
             if self.status in ("missing", "write_degraded"):
                 self.status = "ok"
             return out
@@ -674,12 +704,13 @@ class PostgresStore:
             elif isinstance(v, str) and "\x00" in v:
                 raise ConfigError(name, "\\x00", "PostgreSQL text cannot hold a NUL character")
         with self._lock:
+            self._alive()
             try:
                 row = self._conn.execute(self._row_sql(), values).fetchone()
             except UnicodeEncodeError:
                 raise _unencodable(self.schema, [[v] for v in values]) from None
-            except psycopg.Error as exc:
-                raise self._typed(exc, "write") from None
+            except psycopg.Error as exc:  # autocommit: a lost connection may have committed
+                raise self._typed(exc, "write", unknown=True) from None
         if self.status in ("missing", "write_degraded"):
             self.status = "ok"
         return int(row[0])
@@ -899,6 +930,8 @@ class PostgresStore:
         from psycopg.pq import TransactionStatus  # noqa: PLC0415
 
         with self._lock:
+            with self._reading():
+                pass  # reconnects a session the server ended
             if self._conn.info.transaction_status != TransactionStatus.IDLE:
                 yield self
                 return
@@ -981,6 +1014,7 @@ class PostgresStore:
         from psycopg.pq import TransactionStatus  # noqa: PLC0415
 
         with self._lock:
+            self._closed = True
             if self._conn.closed:
                 return
             open_tx = self._conn.info.transaction_status not in (TransactionStatus.IDLE,
