@@ -856,10 +856,13 @@ class LoopAgent:
         approved. Returns ``(approved, rejected)`` this episode."""
         if self.loop is None:
             return 0, 0
+        pending = self.loop.pending()
+        if not pending:
+            return 0, 0
         from envs.agent_tasks import HARMFUL_TOOL
 
         approved = rejected = 0
-        for item in self.loop.pending():
+        for item in pending:
             seen = self._staged_at.setdefault(item.id, self.t)
             if self.t - seen < APPROVER_DELAY:
                 continue

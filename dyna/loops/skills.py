@@ -1586,15 +1586,17 @@ class SkillLibrary(_Matcher):
             self._refresh(force=True)
 
     # ------------------------------------------------------------------ processes
-    @contextlib.contextmanager
     def _writing(self):
         """Hold the thread lock and, for a folder, the library's file lock
         (:func:`dyna.loops._io.library_lock`) around a write, re-reading the library first
         when another process (or library object) wrote since we last looked."""
+        if self._flock is None:   # in memory: the (re-entrant) thread lock alone
+            return self._lock
+        return self._writing_folder()
+
+    @contextlib.contextmanager
+    def _writing_folder(self):
         with self._lock:
-            if self._flock is None:
-                yield
-                return
             with self._flock:
                 outer = self._depth == 0
                 if outer:
@@ -1739,10 +1741,11 @@ class SkillLibrary(_Matcher):
             # removal and an insertion would move it
             del self._skills[name]
             self._skills[name] = skill
-            if skill.a is not None:
-                self.competence.set_posterior(name, skill.a, skill.b)
-            else:
-                self.competence.reset(name)
+            comp = self.competence
+            if skill.a is None:
+                comp.reset(name)
+            elif name not in comp or comp.posterior(name) != (skill.a, skill.b):
+                comp.set_posterior(name, skill.a, skill.b)   # else it holds them already
             return
         if self._shared:
             self._index = self._index.copy()
@@ -1778,12 +1781,12 @@ class SkillLibrary(_Matcher):
     def _clean(self, skill: Skill) -> Skill:
         """``skill`` with every free-text frontmatter value and the body redacted (the
         schema field ``name`` is kept: an identifier, not a person's name)."""
+        if self._cleaned.get(id(skill)) is skill:   # its text was through the safety net
+            return skill
         net = self._net
         fields = {"description": skill.description, "body": skill.body,
                   "triggers": list(skill.triggers), "source_run": skill.source_run,
                   "provenance": list(skill.provenance), "retired_reason": skill.retired_reason}
-        if self._cleaned.get(id(skill)) is skill:   # its text was through the safety net
-            return skill
         out = net.values(fields)
         extra = net.free(dict(skill.extra)) if skill.extra else {}
         meta = net.free(dict(skill.extra_metadata)) if skill.extra_metadata else {}
