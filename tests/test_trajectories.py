@@ -222,7 +222,7 @@ def test_bad_input_messages(tmp_path):
     with pytest.raises(TrajectoryError, match=r"arguments: must be a JSON object"):
         parse_run(run, 0, "x.json")
     with pytest.raises(TrajectoryError, match=r"^x.json: run 0: task_id: must be a "
-                                              r"non-negative integer$"):
+                                              r"non-negative integer below 2\*\*31$"):
         parse_run(_run(task_id="3"), 0, "x.json")
     with pytest.raises(TrajectoryError, match=r"^x.json: run 0 \(task 3, trial 0\): reward: "
                                               r"must be a finite number$"):
@@ -234,6 +234,56 @@ def test_bad_input_messages(tmp_path):
     p.write_text(json.dumps({"runs": []}))
     with pytest.raises(TrajectoryError, match=r"file: must be a JSON list of runs$"):
         load_trajectories(p)
+
+
+def _with_output(content, cid="c1"):
+    run = _run()
+    run["traj"].append({"role": "tool", "tool_call_id": cid, "content": content})
+    return run
+
+
+def _with_args(text):
+    run = _run()
+    run["traj"][1]["tool_calls"][0]["function"]["arguments"] = text
+    return run
+
+
+def _nest(n):
+    return "[" * n + "]" * n
+
+
+@pytest.mark.parametrize("run, message", [
+    # review R18: each of these raised a RecursionError, a TypeError or an OverflowError
+    (_with_args(f'{{"user_id": {_nest(100_000)}}}'),
+     "traj[1].tool_calls[0].function.arguments: not JSON (nested too deeply)"),
+    (_with_args(f'{{"user_id": {_nest(900)}}}'),       # parses, then overflowed the redactor
+     "traj[1].tool_calls[0].function.arguments: not JSON (nested too deeply)"),
+    (_with_args('{"user_id": NaN}'),                 # reached the store as a bad float
+     "traj[1].tool_calls[0].function.arguments: not JSON (NaN is not a JSON value)"),
+    (_with_args('{"amount": -Infinity}'),
+     "traj[1].tool_calls[0].function.arguments: not JSON (-Infinity is not a JSON value)"),
+    (_with_output("ok", cid=["c1"]), "traj[2].tool_call_id: must be a string"),
+    (_with_output("ok", cid={"id": "c1"}), "traj[2].tool_call_id: must be a string"),
+    (_with_output(_nest(100_000)), "traj[2].content: JSON nested too deeply"),
+    (_run(task_id=10**30), "task_id: must be a non-negative integer below 2**31"),
+    (_run(trial=2**31), "trial: must be a non-negative integer below 2**31"),
+])
+def test_hostile_shapes_name_the_run_and_the_field(run, message):
+    with pytest.raises(TrajectoryError) as e:
+        parse_run(run, 0, "x.json")
+    assert str(e.value).startswith("x.json: run 0") and str(e.value).endswith(message)
+
+
+def test_a_file_nested_past_the_parser_is_not_json(tmp_path):
+    p = tmp_path / "runs.json"
+    p.write_text(_nest(100_000))
+    with pytest.raises(TrajectoryError) as e:
+        load_trajectories(p)
+    assert str(e.value) == f"{p}: file: not JSON (nested too deeply)"
+    p.write_text(json.dumps([{"task_id": 3, "trial": 0, "pad": json.loads(_nest(40))}]))
+    with pytest.raises(TrajectoryError) as e:
+        load_trajectories(p)
+    assert str(e.value) == f"{p}: run 0 (task 3, trial 0): run: nested more than 32 levels"
 
 
 def test_cli_on_a_bad_trajectories_file_one_line_exit_2_nothing_written(tmp_path, capsys):

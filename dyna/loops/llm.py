@@ -53,8 +53,8 @@ from dyna.errors import ConfigError, check_range
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact
 
 __all__ = ["ChatClient", "ChatResult", "Endpoint", "LLMReviewer", "MAX_JSON_DEPTH",
-           "MAX_RESPONSE_BYTES", "MEMORY_TOOL", "NOTHING_LEARNED", "Recording", "Replay", "ReplayError", "SKILL_TOOL",
-           "redact_exchange"]
+           "MAX_RESPONSE_BYTES", "MEMORY_TOOL", "NOTHING_LEARNED", "Recording", "Replay",
+           "ReplayError", "SKILL_TOOL", "json_depth", "redact_exchange"]
 
 log = logging.getLogger("dyna.loops.llm")
 
@@ -302,7 +302,7 @@ def _checked_exchange(i: int, ex, seqs: set) -> dict:
             parsed = json.loads(ex["response"])
         except (ValueError, RecursionError):
             bad("response", "not JSON text")
-        if not isinstance(parsed, dict) or _depth(parsed) > MAX_JSON_DEPTH:
+        if not isinstance(parsed, dict) or json_depth(parsed) > MAX_JSON_DEPTH:
             bad("response", f"must be a JSON object nested at most {MAX_JSON_DEPTH} levels")
     return {**ex, "parsed": parsed}
 
@@ -513,7 +513,7 @@ class ChatClient:
             if not isinstance(data, dict):
                 return ChatResult("failed", None, "malformed_response: not a JSON object",
                                   tuple(attempts))
-            if _depth(data) > MAX_JSON_DEPTH:
+            if json_depth(data) > MAX_JSON_DEPTH:
                 return ChatResult("failed", None, f"malformed_response: nested more than "
                                   f"{MAX_JSON_DEPTH} levels", tuple(attempts))
             try:
@@ -553,8 +553,9 @@ def _strings(obj):
             stack.extend(o)
 
 
-def _depth(obj) -> int:
-    """Nesting depth of arrays and objects in parsed JSON (iterative: no recursion)."""
+def json_depth(obj) -> int:
+    """Nesting depth of arrays and objects in parsed JSON (iterative: no recursion, so
+    it measures what would overflow a recursive reader); 0 for a scalar."""
     deepest, stack = 0, [(obj, 1)]
     while stack:
         o, d = stack.pop()

@@ -56,6 +56,30 @@ PERSONAL_FIELDS = ("email", "address", "dob", "payment_id", "user_id")
 #: "Austin", "TX" or "USA" also occur as ordinary travel words, so a hit would not mean
 #: that a person's address leaked).
 ADDRESS_PARTS = ("address1", "address2", "zip")
+#: Bound of ``task_id`` and ``trial`` (they become int64 columns and store labels).
+MAX_ID = 2**31
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+#: Deepest nesting of arrays and objects accepted in a run's JSON texts (the airline
+#: tools' outputs nest 4 levels; the redactor and the store read recursively).
+MAX_DEPTH = 32
+
+
+def _loads(text: str):
+    """Strict JSON of untrusted text: NaN and Infinity refused (ValueError), nesting past
+    :data:`MAX_DEPTH` (or the parser's own limit) a ValueError "nested too deeply"."""
+    from dyna.loops.llm import json_depth
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if json_depth(value) > MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    return value
 
 
 class TrajectoryError(ConfigError):
@@ -363,9 +387,12 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
     ------
     TrajectoryError
         Naming the run and the field: not an object; ``task_id`` or ``trial`` not a
-        non-negative integer; ``reward`` not a finite number; ``traj`` missing or not a
-        list; a message that is not an object or has no ``role``; a tool call without a
-        ``function.name``; ``function.arguments`` that is not JSON text of an object;
+        non-negative integer below 2**31; ``reward`` not a finite number; ``traj``
+        missing or not a list; a message that is not an object or has no ``role``; a
+        tool call without a ``function.name``; ``function.arguments`` that is not strict
+        JSON text of an object (NaN, Infinity and nesting past :data:`MAX_DEPTH`
+        refused); a tool message whose ``tool_call_id`` is not a string or whose JSON
+        content is nested past :data:`MAX_DEPTH`;
         ``info.task.actions`` not a list of ``{name, kwargs}``.
     """
     label = _label(index, raw)
@@ -375,12 +402,16 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
 
     if not isinstance(raw, Mapping):
         fail("run", type(raw).__name__, "must be a JSON object")
+    from dyna.loops.llm import json_depth
+    if json_depth(raw) > MAX_DEPTH:
+        fail("run", "(nested data)", f"nested more than {MAX_DEPTH} levels")
     for key in ("task_id", "trial"):
         v = raw.get(key)
         if v is None:
             fail(key, None, "missing")
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            fail(key, v, "must be a non-negative integer")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < MAX_ID:
+            fail(key, v if isinstance(v, (bool, int)) and abs(v) < 10**20 else
+                 type(v).__name__, "must be a non-negative integer below 2**31")
     reward = raw.get("reward")
     if reward is None:
         fail("reward", None, "missing")
@@ -451,7 +482,7 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
                 if not isinstance(text, str):
                     fail(f"{cw}.function.arguments", text, "must be JSON text")
                 try:
-                    args = json.loads(text) if text.strip() else {}
+                    args = _loads(text) if text.strip() else {}
                 except ValueError as exc:
                     fail(f"{cw}.function.arguments", text, f"not JSON ({exc})")
                 if not isinstance(args, dict):
@@ -463,8 +494,17 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
                     by_id[cid] = call
         elif role == "tool":
             text = content or ""
+            if text.lstrip()[:1] in ("{", "["):
+                try:
+                    _loads(text)
+                except ValueError as exc:
+                    if "nested too deeply" in str(exc):   # no reader could walk it
+                        fail(f"{where}.content", text, "JSON nested too deeply")
             outputs.append(text)
-            call = by_id.get(msg.get("tool_call_id"))
+            cid = msg.get("tool_call_id")
+            if cid is not None and not isinstance(cid, str):
+                fail(f"{where}.tool_call_id", type(cid).__name__, "must be a string")
+            call = by_id.get(cid)
             if call is not None:
                 call["output"] = text
                 call["error"] = text.lstrip().startswith("Error")
@@ -501,6 +541,8 @@ def load_trajectories(path) -> list[TrajectoryRun]:
         raw = json.loads(p.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise TrajectoryError(p, "", "file", None, f"not UTF-8 (byte {exc.start})") from None
+    except RecursionError:
+        raise TrajectoryError(p, "", "file", None, "not JSON (nested too deeply)") from None
     except ValueError as exc:
         raise TrajectoryError(p, "", "file", None, f"not JSON ({exc})") from None
     if not isinstance(raw, list):
@@ -548,7 +590,7 @@ def _json_objects(text: str):
         return None
     try:
         return json.loads(s)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
