@@ -273,9 +273,44 @@ def _staged(dec, what: str, source: str, approve: str) -> str:
             f"approve with: dyna {approve} {pid}")
 
 
-def _read_body(path: str, limit: int) -> str:
-    """The body file's text: a regular UTF-8 file of at most ``limit`` characters."""
+def _plain(field: str, text: str, *, allow: str = "") -> str:
+    """``text`` if it holds no control, bidirectional or zero-width character (those
+    :func:`visible` escapes) and no line break but those in ``allow``: they would hide or
+    reorder what an approver, an editor or a later agent reads.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``field``, the value shown escaped and redacted, and the character.
+    """
+    bad = next((c for c in str(text) if (ord(c) in _CONTROL or c == "\n")
+                and c not in allow), None)
+    if bad is not None:
+        raise ConfigError(field, visible(_shown(text)), f"holds the character "
+                          f"U+{ord(bad):04X} (a control, bidirectional or zero-width "
+                          "character, or a line break)")
+    return text
+
+
+def _path(field: str, path: str) -> Path:
+    """``path`` as a Path that the file system accepts (a name too long, a NUL: a
+    ConfigError naming ``field``, not an OSError)."""
     p = Path(path)
+    try:
+        p.exists()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(field, visible(_shown(path)), f"cannot be used as a path "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
+    return p
+
+
+def _read_body(path: str, limit: int) -> str:
+    """The body file's text: a regular UTF-8 file of at most ``limit`` characters, not a
+    symbolic link (``--body notes.md`` linked to ``/etc/passwd`` would publish that file
+    as a skill), without hidden characters (:func:`_plain`)."""
+    p = _path("--body", path)
+    if p.is_symlink():
+        raise ConfigError("--body", str(p), "is a symbolic link; give the file itself")
     if p.is_dir():
         raise ConfigError("--body", str(p), "is a folder, not a file")
     if not p.exists():
@@ -290,7 +325,7 @@ def _read_body(path: str, limit: int) -> str:
         raise ConfigError("--body", str(p), f"is not UTF-8 text (byte {exc.start})") from None
     if len(text) > limit:
         raise ConfigError("--body", str(p), f"has more than {limit} characters")
-    return text
+    return _plain("--body", text, allow="\r\n")   # CRLF line ends too
 
 
 def _skills_add(args) -> int:
@@ -300,7 +335,11 @@ def _skills_add(args) -> int:
 
     cfg = LoopConfig()
     check_skill_name(args.name, "--name")
-    d = Path(args.dir)
+    _plain("--description", args.description)
+    for t in args.trigger or ():
+        _plain("--trigger", t)
+    _plain("--source", args.source)
+    d = _path("DIR", args.dir)
     if d.exists() and not d.is_dir():
         raise ConfigError("DIR", str(d), "is a file, not a skill library folder")
     if not d.exists() and not d.parent.is_dir():
@@ -331,9 +370,16 @@ def _mem_add(args) -> int:
     from dyna.loops.review import LearningLoop, LoopConfig, Proposal, RuleBasedReviewer
     from dyna.loops.skills import SkillLibrary
 
-    p = Path(args.path)
+    _plain("TEXT", args.text, allow="\n")   # validate says "one line" itself
+    _plain("--source", args.source)
+    p = _path("PATH", args.path)
+    if p.is_symlink():   # checked before the store makes its .dyna folder
+        raise ConfigError("PATH", str(p), "is a symbolic link; refusing to write through it")
     if p.is_dir():
         raise ConfigError("PATH", str(p), "is a folder, not a MEMORY.md file")
+    if p.exists() and not p.is_file():   # /dev/null: the atomic write would replace it
+        raise ConfigError("PATH", str(p), "is not a regular file (a device, a FIFO or a "
+                          "socket)")
     if not p.parent.is_dir():
         raise MissingFileError("PATH", p.parent, "no such folder")
     store = MemoryStore(p, cap=None)     # reading creates no file
