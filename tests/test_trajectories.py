@@ -451,3 +451,10 @@ def test_all_200_redacted_digests_hold_no_harvested_value():
         on += len(find_personal_values(_digest_text(r.digest()), values))
         off += len(find_personal_values(_digest_text(r.digest(redaction=False)), values))
     assert (on, off) == (0, 692)
+
+
+def test_report_counts_are_whole_numbers_when_whole():
+    """Review R18: a mean of counts over one run printed "692.0" beside "74"."""
+    from dyna.experiment.kinds.trajectories.report import _n
+    assert [_n(692.0), _n(74), _n(60000.0), _n(2.5), _n(116.25), _n(None)] == \
+        ["692", "74", "60000", "2.5", "116.2", "n/a"]

@@ -23,7 +23,11 @@ def _means(runs: pl.DataFrame) -> dict[str, dict]:
 
 
 def _n(x) -> str:
-    return fmt(x) if x is not None else "n/a"
+    """A count or a mean of counts: a whole number as one ("692", not "692.0" beside
+    "74"), else :func:`fmt`."""
+    if x is None:
+        return "n/a"
+    return str(int(x)) if float(x).is_integer() and abs(x) < 2**53 else fmt(x)
 
 
 def _ci(row) -> str:
