@@ -159,3 +159,63 @@ def test_a_folder_from_before_cost_settings_still_plots_and_reports(output, tmp_
     cost = text.split("## Cost per policy and cost setting")[1].split("\n## ")[0]
     row = next(line for line in cost.splitlines() if line.startswith("| always | low_stakes"))
     assert row.split(" | ")[8] == "-"              # no type-oracle AURC was measured then
+
+
+def _fake_output(regret):
+    """An output of raw()'s config (one cost setting, censored feedback) whose runs table
+    is hand-made: 2 systems x 4 runs of 100 tasks, ``regret[variant](system, run)`` the
+    regret per task of each row."""
+    from types import SimpleNamespace
+
+    cfg = parse_experiment(raw(feedback=["censored"], costs={"c_escalate": 1.0,
+                                                             "p_star": [0.5]}))
+    rows = []
+    for v in cfg.variants:
+        for system in ("A", "B"):
+            for run in range(4):
+                r = regret[v.name](system, run)
+                rows.append({"variant": v.name, "rule": v.rule, "risk_class": "low_stakes",
+                             "cost_setting": "p*=0.5", "scenario": "flat", "system": system,
+                             "feedback": "censored", "p_star": 0.5, "run": run, "steps": 100,
+                             "total_cost": 100.0 * (1 + r), "regret_type": 100.0 * r,
+                             "regret_task": 0.0, "escalation_rate": 0.5, "failure_rate": 0.1,
+                             "aurc": 0.3, "aurc_type_oracle": 0.2, "final_abs_error": 0.1})
+    return SimpleNamespace(config=cfg, tables={"runs": pl.DataFrame(rows)}, manifest={})
+
+
+def test_pooled_intervals_are_over_runs_not_system_run_rows():
+    from dyna.experiment.kinds.escalation import report
+
+    # "always" pays 1.0 per task more than the oracle on system A and 3.0 on B in every run
+    # (its cost does not depend on the task order); "mean" is 0.5 per task better in every
+    # run; "never" and "mean_fixed" are worse by varying amounts
+    out = _fake_output({"always": lambda s, r: 1.0 if s == "A" else 3.0,
+                        "mean": lambda s, r: (0.5 if s == "A" else 2.5) + 0.01 * r,
+                        "never": lambda s, r: 5.0 + r, "mean_fixed": lambda s, r: 4.0 + r})
+    np.testing.assert_allclose(report._run_means(out.tables["runs"].filter(
+        pl.col("variant") == "mean"), "regret_type"), [1.5, 1.51, 1.52, 1.53])
+    text = "\n".join(report._cost_tables(out))
+    # the 8 (system, run) rows of "always" are 2 values repeated: over runs, each run's
+    # mean over systems is 2.0, so the interval has no width (it had [1.0, 3.0]-ish width
+    # when the rows were resampled as independent runs)
+    row = next(line for line in text.splitlines() if line.startswith("| always |"))
+    assert row.split(" | ")[3] == "2 [2, 2]"
+    section = "\n".join(report._per_setting(out))
+    # lowest: mean (1.515); runner-up: always (2.0); the paired gap is 0.5 - 0.01 r per run
+    row = next(line for line in section.splitlines() if line.startswith("| p*=0.5 |"))
+    cells = row.split(" | ")
+    assert cells[2] == "`mean`" and cells[4] == "`always` (2)"
+    assert cells[5].startswith("0.485 [") and "min_episodes > 0" in section
+    head = "\n".join(report._headline(out))
+    assert "not separated" not in head       # every run's gap is positive
+
+
+def test_headline_names_settings_whose_winner_is_not_separated():
+    from dyna.experiment.kinds.escalation import report
+
+    # "mean" beats "always" by +-0.2 per task, alternating over runs: a mean gap of 0
+    out = _fake_output({"always": lambda s, r: 1.0,
+                        "mean": lambda s, r: 1.0 + (0.2 if r % 2 else -0.2) - 1e-3,
+                        "never": lambda s, r: 5.0, "mean_fixed": lambda s, r: 4.0})
+    head = "\n".join(report._headline(out))
+    assert "not separated from the runner-up's" in head and "flat/censored/p*=0.5" in head

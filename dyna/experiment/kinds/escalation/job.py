@@ -18,14 +18,7 @@ from dyna.experiment.kinds.escalation.metrics import optimal_aurc, oracle_action
 __all__ = ["checkpoints_for", "resolve_data_path", "run_job"]
 
 
-
-
-
-
 # =========================================================================== data
-
-#: The repository root when dyna runs from a checkout (``data/...`` fallback).
-
 
 def resolve_data_path(path: str, field_name: str, base_dir: str | Path | None = None) -> Path:
     """A data path of an experiment file: absolute as given, relative against

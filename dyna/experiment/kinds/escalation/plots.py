@@ -106,15 +106,18 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
     return paths
 
 
-def _with_unit(frame: pl.DataFrame) -> pl.DataFrame:
-    return frame.with_columns((pl.col("system") + "#" + pl.col("run").cast(pl.String))
-                              .alias("unit"))
+def _over_systems(frame: pl.DataFrame, keys: list[str], y: str) -> pl.DataFrame:
+    """Mean of ``y`` over systems per ``keys`` and run: one row per run, the unit of the
+    bands. A run index draws a new task order for every system, so these means are
+    independent across runs, while a system's rows in different runs replay the same tasks
+    (the report's ``_run_means``)."""
+    return frame.group_by([*keys, "run"], maintain_order=True).agg(pl.col(y).mean())
 
 
 def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
     """Cumulative pseudo-regret per policy: a row per cost setting, linear and log task
     axis."""
-    curves = _with_unit(out.tables["curves"])
+    curves = out.tables["curves"]
     variants = [v.name for v in out.config.variants]
     classes = [st.name for st in out.config.settings()]
     colors = _colors(len(variants))
@@ -124,8 +127,10 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
         with figure(figsize=(11.0, 3.6 * len(classes) + 0.6)) as fig:
             axes = fig.subplots(len(classes), 2, squeeze=False)
             for r, rc in enumerate(classes):
-                summary = curve_ci(g.filter(pl.col("cost_setting") == rc), by=["variant"],
-                                   x="step", y="cum_pseudo_regret", run="unit", **_opts(out))
+                summary = curve_ci(_over_systems(g.filter(pl.col("cost_setting") == rc),
+                                                 ["variant", "step"], "cum_pseudo_regret"),
+                                   by=["variant"], x="step", y="cum_pseudo_regret", run="run",
+                                   **_opts(out))
                 for (name,), s in summary.group_by(["variant"], maintain_order=True):
                     c = colors[variants.index(name) % len(colors)]
                     x = s.get_column("step").to_numpy()
@@ -143,7 +148,8 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
             axes[0][0].legend(fontsize=7)
             many = g["system"].n_unique() > 1
             band = (f"mean over runs{' and systems' if many else ''}, "
-                    f"{out.config.analysis.confidence:.0%} bootstrap band"
+                    f"{out.config.analysis.confidence:.0%} bootstrap band over runs"
+                    + (" (of each run's mean over systems)" if many else "")
                     if out.config.runs > 1 or many else over_runs("mean", 1))
             fig.suptitle(f"regret vs the type oracle (cost units): {scenario}, {feedback} "
                          f"feedback\n{band}; right: log x", fontsize=9)
@@ -197,7 +203,7 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
     grid), a line per policy, a panel per feedback mode; none without a grid."""
     if not out.config.costs.get("p_star"):
         return []
-    runs = _with_unit(out.tables["runs"]).with_columns(
+    runs = out.tables["runs"].with_columns(
         (pl.col("regret_type") / pl.col("steps")).alias("regret_per_task"))
     variants = [v.name for v in out.config.variants]
     colors = _colors(len(variants))
@@ -207,8 +213,10 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
         with figure(figsize=(5.5 * len(modes), 4.5)) as fig:
             axes = fig.subplots(1, len(modes), squeeze=False)[0]
             for ax, feedback in zip(axes, modes):
-                summary = curve_ci(g.filter(pl.col("feedback") == feedback), by=["variant"],
-                                   x="p_star", y="regret_per_task", run="unit", **_opts(out))
+                summary = curve_ci(_over_systems(g.filter(pl.col("feedback") == feedback),
+                                                 ["variant", "p_star"], "regret_per_task"),
+                                   by=["variant"], x="p_star", y="regret_per_task", run="run",
+                                   **_opts(out))
                 for (name,), s in summary.group_by(["variant"], maintain_order=True):
                     c = colors[variants.index(name) % len(colors)]
                     x = s.get_column("p_star").to_numpy()
@@ -219,14 +227,18 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
                         ax.fill_between(x, low, high, color=c, alpha=0.12, linewidth=0)
                 ax.set_title(f"{feedback} feedback", fontsize=9)
                 ax.set_xlabel("p* (failure cost c_escalate / (1 - p*))")
-                # policies differ by orders of magnitude (never acting at p* = 0.95 costs
-                # ~100x more than the rest): symmetric log, linear within +-0.01
+                # policies differ by orders of magnitude (never escalating, i.e. always
+                # acting, at p* = 0.95 costs ~100x more than the rest): symmetric log,
+                # linear within +-0.01
                 ax.set_yscale("symlog", linthresh=0.01)
                 ax.set_ylabel("regret per task vs the type oracle (cost units, symlog)")
                 ax.grid(alpha=0.3)
             axes[0].legend(fontsize=7)
-            fig.suptitle(f"regret by cost setting: {scenario}; mean over runs and systems, "
-                         f"{out.config.analysis.confidence:.0%} bootstrap band", fontsize=9)
+            many = g["system"].n_unique() > 1
+            fig.suptitle(f"regret by cost setting: {scenario}; mean over runs"
+                         f"{' and systems' if many else ''}, "
+                         f"{out.config.analysis.confidence:.0%} bootstrap band over runs"
+                         + (" (of each run's mean over systems)" if many else ""), fontsize=9)
             paths += save(fig, folder / f"cost_grid_{_slug(scenario)}",
                           svg=out.config.analysis.svg)
     return paths

@@ -17,9 +17,9 @@ import numpy as np
 import polars as pl
 
 from dyna.experiment.kinds.escalation.metrics import fit_log_growth, recovery_steps
-from dyna.experiment.kinds.escalation.plots import _opts
+from dyna.experiment.kinds.escalation.plots import _opts, _over_systems
 from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
-from dyna.experiment.stats import per_run_ci
+from dyna.experiment.stats import paired_diff_ci, per_run_ci
 
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
@@ -31,6 +31,28 @@ __all__ = ["build_report", "write_report"]
 
 def _per_task(frame: pl.DataFrame, col: str) -> np.ndarray:
     return (frame.get_column(col) / frame.get_column("steps")).to_numpy()
+
+
+def _run_means(frame: pl.DataFrame, col: str) -> np.ndarray:
+    """``col`` per task, one value per run index: the mean over the frame's systems.
+
+    The unit of every interval of this report. A run index draws a fresh, independent task
+    order for every system (and policy randomness), so these means are independent across
+    runs; the (system, run) rows are not: a replayed system's tasks are the same in every
+    run, and an order-free policy such as always-escalate costs exactly the same in all of
+    them, so resampling those rows as independent samples would count each system's value
+    once per run (pseudo-replication). The systems are the fixed logs replayed; the
+    interval is over task orders.
+
+    Returns
+    -------
+    ndarray of float64, shape (runs,)
+        Ordered by run index (so two policies' arrays pair run r with run r: common
+        random numbers).
+    """
+    per_task = frame.with_columns((pl.col(col) / pl.col("steps")).alias("_per_task"))
+    return (_over_systems(per_task, [], "_per_task").sort("run")
+            .get_column("_per_task").to_numpy().astype(np.float64))
 
 
 def _f3(x, digits: int = 3, minus: float | None = None) -> str:
@@ -92,7 +114,10 @@ def _setup(out) -> list[str]:
               "oracle (knows each type's true rate) and the task oracle (knows each task's "
               "outcome). Competence error: mean over task types of |posterior mean - true "
               "rate| after the last task. Intervals: bootstrap over runs "
-              f"({cfg.analysis.confidence:.0%})."]
+              f"({cfg.analysis.confidence:.0%}); where several systems are pooled, each "
+              "run's mean over the systems is one sample (the systems are fixed logs; a run "
+              "draws a new task order for each), so a policy whose cost does not depend on "
+              "the order, such as always escalate, has no interval width."]
     return lines
 
 
@@ -105,6 +130,28 @@ def _lowest(g: pl.DataFrame) -> tuple[dict, list]:
         return per, []
     low = min(per.values())
     return per, [v for v, r in per.items() if r <= low + 1e-12]
+
+
+def _gap(out, g: pl.DataFrame, per: dict, winners: list):
+    """The runner-up of one cost setting (the lowest-regret variant outside ``winners``) and
+    its regret per task minus the lowest one's, paired by run (:func:`_run_means`) with a
+    bootstrap interval over runs; ``(None, None)`` without a runner-up."""
+    runner = next((v for v in sorted(per, key=lambda v: (per[v], v)) if v not in winners),
+                  None)
+    if runner is None:
+        return None, None
+    by = {v: _run_means(x, "regret_type") for (v,), x in g.group_by(["variant"])
+          if v in (runner, winners[0])}
+    if by[runner].size != by[winners[0]].size:
+        return runner, None
+    a = out.config.analysis
+    return runner, paired_diff_ci(by[runner], by[winners[0]], confidence=a.confidence,
+                                  n_resamples=a.n_resamples, seed=out.config.seed)
+
+
+def _separated(iv) -> bool:
+    """Whether a gap interval lies wholly above 0 (a single run: no interval, not shown)."""
+    return iv is not None and np.isfinite(float(iv.low)) and float(iv.low) > 0
 
 
 def _headline(out) -> list[str]:
@@ -124,9 +171,13 @@ def _headline(out) -> list[str]:
     always_wins = []
     rules = {v.name: v.rule for v in cfg.variants}
     several = len(cfg.scenarios) > 1
+    close = []
     for (scenario, feedback, st), g in runs.group_by(["scenario", "feedback", "cost_setting"],
                                                     maintain_order=True):
-        _, winners = _lowest(g)
+        per, winners = _lowest(g)
+        runner, gap = _gap(out, g, per, winners)
+        if runner is not None and not _separated(gap):
+            close.append(f"{scenario}/{feedback}/{st}")
         where = f"{scenario}/{feedback}" if several else feedback
         names = ", ".join(f"`{w}`" for w in winners[:2]) + (
             f" +{len(winners) - 2} tied" if len(winners) > 2 else "")  # the section lists all
@@ -139,6 +190,11 @@ def _headline(out) -> list[str]:
     lines.append("- \"always escalate\" is (tied) best in "
                  + (f"{len(always_wins)} setting(s): {shown}." if always_wins
                     else "no setting."))
+    if close:
+        lines.append("- the lowest regret is not separated from the runner-up's (paired "
+                     f"{cfg.analysis.confidence:.0%} interval of the gap reaches 0) in "
+                     + ", ".join(close[:4]) + (" and others" if len(close) > 4 else "")
+                     + ".")
     return lines + [""]
 
 
@@ -158,17 +214,22 @@ def _per_setting(out) -> list[str]:
              "nothing. \"always\" is the always-escalate policy; its rank is among all "
              f"{len(cfg.variants)} policies (1 = lowest regret)."
              + (" Under censored feedback a threshold rule whose prior statistic sits below "
-                "p* never acts (the censoring trap, below), so it ties with always escalate "
-                "exactly." if "censored" in cfg.feedback else ""), ""]
+                "p*, or one that waits for counted outcomes (min_episodes > 0), never acts "
+                "(the censoring trap, below), so it ties with always escalate exactly."
+                if "censored" in cfg.feedback else "")
+             + " The gap column is the runner-up's regret per task minus the lowest one's, "
+             "paired by run (common random numbers) and averaged over systems per run, with "
+             f"its {cfg.analysis.confidence:.0%} bootstrap interval over runs: an interval "
+             "that reaches 0 does not separate the two.", ""]
     for (scenario, feedback), g in runs.group_by(["scenario", "feedback"], maintain_order=True):
         rows, wins = [], []
         for (st,), s in g.group_by(["cost_setting"], maintain_order=True):
             per, winners = _lowest(s)
-            order = sorted(per, key=lambda v: (per[v], v))
-            runner = next((v for v in order if v not in winners), None)
+            runner, gap = _gap(out, s, per, winners)
             row = [st, f"{float(s['p_star'][0]):g}", ", ".join(f"`{w}`" for w in winners),
                    fmt(per[winners[0]]),
-                   f"`{runner}` ({fmt(per[runner])})" if runner else "-"]
+                   f"`{runner}` ({fmt(per[runner])})" if runner else "-",
+                   "-" if gap is None else ci(gap)]
             if always:
                 a = always[0]
                 rank = 1 + sum(per[v] < per[a] - 1e-12 for v in per)
@@ -178,7 +239,8 @@ def _per_setting(out) -> list[str]:
                     wins.append(st)
             rows.append(row)
         lines += [f"### {scenario}, {feedback} feedback", ""]
-        header = ["cost setting", "p*", "lowest regret", "regret/task", "runner-up"]
+        header = ["cost setting", "p*", "lowest regret", "regret/task", "runner-up",
+                  "gap: runner-up - lowest [paired CI]"]
         if always:
             header += ["always: regret/task", "always: rank", "always escalate wins"]
         lines += md_table(header, rows)
@@ -197,8 +259,8 @@ def _cost_tables(out) -> list[str]:
         lines += [f"### {scenario}, {feedback} feedback{pooled}", ""]
         rows = []
         for (variant, st), s in g.group_by(["variant", "cost_setting"], maintain_order=True):
-            rows.append([variant, st, ci(per_run_ci(_per_task(s, "total_cost"), **_opts(out))),
-                         ci(per_run_ci(_per_task(s, "regret_type"), **_opts(out))),
+            rows.append([variant, st, ci(per_run_ci(_run_means(s, "total_cost"), **_opts(out))),
+                         ci(per_run_ci(_run_means(s, "regret_type"), **_opts(out))),
                          fmt(float(_per_task(s, "regret_task").mean())),
                          f"{s['escalation_rate'].mean():.3f}",
                          f"{s['failure_rate'].mean():.3f}", f"{s['aurc'].mean():.3f}",
