@@ -457,3 +457,21 @@ def test_a_tampered_recording_is_refused_naming_the_field():
     with pytest.raises(ReplayError) as e:
         Replay([good, good])
     assert (e.value.field, e.value.reason) == ("replay.seq", "0 repeats")
+
+
+def test_a_placeholder_key_does_not_rewrite_the_request(monkeypatch):
+    """Review R18: with OPENAI_API_KEY=x (a local server's placeholder), every "x" of the
+    model name and the prompt became "(redacted)"."""
+    monkeypatch.setenv("DYNA_TEST_DUMMY", "x")
+    client = ChatClient(Endpoint("http://127.0.0.1:9/v1", "qwen-max",
+                                 api_key_env="DYNA_TEST_DUMMY"))
+    body = client.body([{"role": "user", "content": "fix the next bug in index.ts"}])
+    assert (body["model"], body["messages"][0]["content"]) == (
+        "qwen-max", "fix the next bug in index.ts")
+
+
+def test_a_key_in_the_base_url_path_is_refused_without_echoing_it():
+    url = "https://api.example.com/v1/sk-live-4f9a8b7c6d5e4f3a2b1c0d9e/"
+    with pytest.raises(ConfigError) as e:
+        Endpoint(url, "m")
+    assert e.value.field == "base_url" and "4f9a8b7c6d5e" not in str(e.value)

@@ -32,7 +32,9 @@ Retries
 
 The API key is read from the environment at each request and sent only in the
 ``Authorization`` header; it is never recorded, logged or put in an error message, and
-a value equal to it in anything recorded is replaced by ``(redacted)``.
+a value equal to it in anything recorded is replaced by ``(redacted)`` (a key of fewer
+than :data:`MIN_SCRUBBED_KEY` characters is a placeholder and is left). A ``base_url``
+with a secret-looking part (a key in the path) is refused.
 """
 
 from __future__ import annotations
@@ -139,6 +141,11 @@ class Endpoint:
             raise ConfigError("base_url", "(a URL with a query or fragment)",
                               "must have no query or fragment; put the key in the "
                               "environment variable named by api_key_env")
+        from dyna.redact import redact_text
+        if redact_text(self.base_url) != self.base_url:   # a key in the path
+            raise ConfigError("base_url", redact_text(self.base_url),
+                              "holds a secret-looking value; put the key in the environment "
+                              "variable named by api_key_env")
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError("model", self.model, "must be a non-empty string")
         if not isinstance(self.api_key_env, str) or not _ENV_NAME_RE.match(self.api_key_env):
@@ -171,9 +178,15 @@ class Endpoint:
 
 # ============================================================================ recording
 
+#: Shortest API key scrubbed from bodies: a shorter one is a local server's placeholder
+#: ("x", "EMPTY", "ollama"), and replacing it would rewrite the model name and prompts.
+MIN_SCRUBBED_KEY = 8
+
+
 def _scrub(obj, secret: str):
-    """``obj`` with every occurrence of ``secret`` in its strings replaced."""
-    if not secret:
+    """``obj`` with every occurrence of ``secret`` (of at least :data:`MIN_SCRUBBED_KEY`
+    characters) in its strings replaced."""
+    if len(secret) < MIN_SCRUBBED_KEY:
         return obj
     if isinstance(obj, str):
         return obj.replace(secret, REDACTED_MARK)
