@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -122,8 +123,11 @@ class Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start(bin_dir: Path | None = None) -> Cluster:
+def start(bin_dir: Path | None = None, owner: int | None = None) -> Cluster:
     """Initialise and start a cluster in a new temporary folder on a free local port.
+
+    ``owner``: the pid of the process whose end makes the cluster stale (default: this
+    one; ``.ci/run`` passes its own, as it outlives the ``python`` that starts the cluster).
 
     Raises
     ------
@@ -146,7 +150,8 @@ def start(bin_dir: Path | None = None) -> Cluster:
     reap_stale(bin_dir, as_user)
     root = Path(tempfile.mkdtemp(prefix=PREFIX))
     try:
-        (root / OWNER).write_text(f"{os.getpid()} {_started(os.getpid())}")
+        owner = os.getpid() if owner is None else owner
+        (root / OWNER).write_text(f"{owner} {_started(owner)}")
         if as_user:
             shutil.chown(root, "postgres")
         return _init_and_start(root, bin_dir, as_user)
@@ -218,3 +223,30 @@ def _sigterm_raises():
         raise KeyboardInterrupt("SIGTERM")
 
     return signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def main(argv: list[str]) -> int:
+    """For ``.ci/run``: ``start OWNER_PID`` prints the folder and the DSN of a new cluster
+    (one line, space-separated); ``stop FOLDER`` stops and removes a cluster folder of this
+    helper (a folder that is not one is refused)."""
+    if len(argv) == 2 and argv[0] == "start":
+        cluster = start(owner=int(argv[1]))
+        print(cluster.root, cluster.dsn)
+        return 0
+    if len(argv) == 2 and argv[0] == "stop":
+        root = Path(argv[1])
+        if (not root.name.startswith(PREFIX) or root.parent != Path(tempfile.gettempdir())
+                or not (root / OWNER).is_file()):
+            print(f"pg_cluster: {root} is not a cluster folder of this helper",
+                  file=sys.stderr)
+            return 2
+        bin_dir = find_bin()
+        as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        Cluster(root, 0, bin_dir or Path("/nonexistent"), as_user).stop()
+        return 0
+    print("usage: pg_cluster.py start OWNER_PID | stop FOLDER", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

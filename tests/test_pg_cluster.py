@@ -93,3 +93,37 @@ def test_sigterm_stops_the_cluster_and_a_forked_child_still_dies_of_it(monkeypat
             assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
             os.kill(os.getpid(), signal.SIGTERM)
     assert stopped == [True] and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_port_taken_before_the_server_binds_is_chosen_again(tmp_path, monkeypatch):
+    ports = iter([5001, 5002])
+    tried = []
+
+    def run(argv, root, name):
+        if name == "pg_ctl start":
+            port = int(argv[argv.index("-o") + 1].split("port=")[1].split()[0])
+            tried.append(port)
+            if port == 5001:
+                raise RuntimeError('pg_ctl start failed: could not bind IPv4 address '
+                                   '"127.0.0.1": Address already in use')
+
+    monkeypatch.setattr(pg_cluster, "free_port", lambda: next(ports))
+    monkeypatch.setattr(pg_cluster, "_run", run)
+    cluster = pg_cluster._init_and_start(tmp_path, Path("/bin-dir"), [])
+    assert tried == [5001, 5002] and cluster.port == 5002 and cluster.pid == os.getpid()
+    monkeypatch.setattr(pg_cluster, "free_port", lambda: 5001)  # another failure: raised
+    with pytest.raises(RuntimeError, match="already in use"):
+        pg_cluster._init_and_start(tmp_path, Path("/bin-dir"), [])
+    assert tried[2:] == [5001] * 3
+
+
+def test_the_ci_stop_command_removes_only_cluster_folders(tmp_root, capsys):
+    keep = tmp_root / "precious"
+    keep.mkdir()
+    (keep / pg_cluster.OWNER).write_text("1 1")
+    fake = _folder(tmp_root, "x", "1 1")
+    assert pg_cluster.main(["stop", str(keep)]) == 2 and keep.is_dir()
+    assert "not a cluster folder" in capsys.readouterr().err
+    assert pg_cluster.main(["stop", str(tmp_root / "elsewhere" / fake.name)]) == 2
+    assert pg_cluster.main(["stop", str(fake)]) == 0 and not fake.exists()
+    assert pg_cluster.main(["bogus"]) == 2
