@@ -475,3 +475,44 @@ def test_a_key_in_the_base_url_path_is_refused_without_echoing_it():
     with pytest.raises(ConfigError) as e:
         Endpoint(url, "m")
     assert e.value.field == "base_url" and "4f9a8b7c6d5e" not in str(e.value)
+
+
+def test_an_answer_trickling_past_the_timeout_is_incomplete():
+    """Review R18: a server sending one byte every 0.02 s never trips httpx's per-read
+    timeout; the whole body must arrive within the endpoint's timeout."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import time as _time
+
+    data = json.dumps(completion(NOTHING_LEARNED)).encode()
+
+    class Trickle(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                for i in range(len(data)):
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+                    _time.sleep(0.02)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        client = ChatClient(Endpoint(f"http://127.0.0.1:{httpd.server_address[1]}/v1", "m",
+                                     api_key_env=KEY_ENV, timeout=0.5))
+        res = client.chat([{"role": "user", "content": "hi"}])
+        client.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert len(data) * 0.02 > 2.0                  # it would have taken over 2 s
+    assert (res.status, res.reason) == ("incomplete", "timeout: no answer within 0.5 s")

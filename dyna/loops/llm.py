@@ -28,7 +28,8 @@ Retries
     an error answer's body is never read (it may echo the key). An answer of more than
     :data:`MAX_RESPONSE_BYTES` bytes (read in chunks, never whole) or nested more than
     :data:`MAX_JSON_DEPTH` levels: ``failed`` (``malformed_response``).
-    No answer within ``timeout`` seconds: ``incomplete``.
+    No answer within ``timeout`` seconds (no byte for that long, or a body still arriving
+    that long after the request was sent): ``incomplete``.
 
 The API key is read from the environment at each request and sent only in the
 ``Authorization`` header; it is never recorded, logged or put in an error message, and
@@ -539,6 +540,8 @@ class ChatClient:
     def _post(self, body: dict, headers: dict) -> tuple[int, str | None, bytes | None]:
         """One POST: ``(status, Retry-After header, body)``. The body is read only for a
         200 answer, in chunks, and is None when it exceeds :data:`MAX_RESPONSE_BYTES`."""
+        import httpx
+        deadline = time.monotonic() + self.endpoint.timeout
         with self._client().stream("POST", self.endpoint.url, json=body,
                                    headers=headers) as r:
             if r.status_code != 200:
@@ -548,6 +551,8 @@ class ChatClient:
                 n += len(chunk)
                 if n > MAX_RESPONSE_BYTES:
                     return 200, None, None
+                if time.monotonic() > deadline:   # a trickle resets httpx's read timeout
+                    raise httpx.ReadTimeout("the answer took longer than the timeout")
                 chunks.append(chunk)
             return 200, None, b"".join(chunks)
 
