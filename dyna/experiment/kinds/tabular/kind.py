@@ -24,8 +24,19 @@ class TabularKind(ExperimentKind):
 
     def prepare(self, config: ExperimentConfig) -> Prepared:
         metas = []
+        reference = config.schedule.optimal_protocol == "reference"
         for point in config.sweep_points():
-            _, meta = make_env_table(config.env.id, config.env_kwargs(point))
+            try:
+                _, meta = make_env_table(config.env.id, config.env_kwargs(point))
+            except ConfigError as exc:
+                if not (reference and exc.field == "env.kwargs.goal_block"
+                        and "goal_block" not in config.env.kwargs):
+                    raise
+                # the keyword was added by the protocol, not written by the user: say so
+                raise ConfigError("schedule.optimal_protocol", "reference",
+                                  f"needs a refined maze that takes goal_block "
+                                  f"(dyna/AsciiMaze-v0); env {config.env.id!r} does not "
+                                  f"({exc.reason})") from None
             metas.append(meta)
             if config.schedule.stop_at_optimal and not meta.get("optimal_path_length"):
                 raise ConfigError("schedule.stop_at_optimal", True,

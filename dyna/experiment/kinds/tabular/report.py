@@ -341,7 +341,14 @@ def _ours(out: "ExperimentOutput", summary) -> np.ndarray | None:
     if point is None:
         return None
     runs = _select(out.runs, v.name, point)
-    return runs.get_column("updates_to_optimal").drop_nulls().to_numpy()
+    # NaN for a run that never passed the check: compare() leaves it out, the table says so
+    return (runs.get_column("updates_to_optimal").cast(pl.Float64)
+            .fill_null(float("nan")).to_numpy())
+
+
+def _p(p: float) -> str:
+    """A p-value to 3 significant digits; "-" when there was no test (fewer than 2 runs)."""
+    return f"{p:.3g}" if math.isfinite(p) else "-"
 
 
 def _reference_section(out: "ExperimentOutput", check: str) -> list[str]:
@@ -382,13 +389,15 @@ def _reference_section(out: "ExperimentOutput", check: str) -> list[str]:
         w = r.welch
         verdict = ("-" if r.differs is None else "**differs**" if r.differs
                    else "no difference detected")
-        row = [r.summary.label, f"{fmt(r.ours_mean)} ± {fmt(r.ours_sem)} ({r.ours_n})",
+        total = np.asarray(ours[r.summary]).size
+        runs = f"{r.ours_n}" if r.ours_n == total else f"{r.ours_n} of {total}"
+        row = [r.summary.label, f"{fmt(r.ours_mean)} ± {fmt(r.ours_sem)} ({runs})",
                f"{fmt(r.ref_mean)} ± {fmt(r.ref_sem)} ({r.ref_n})",
                f"{fmt(w['diff'])} [{fmt(w['low'])}, {fmt(w['high'])}]",
-               f"{w['p']:.3g}", f"{r.p_holm:.3g}", verdict]
+               _p(w["p"]), _p(r.p_holm), verdict]
         if tost:
             row += (["-", "-"] if not r.summary.margin else
-                    [f"{r.tost_p_holm:.3g}",
+                    [_p(r.tost_p_holm),
                      "equivalent" if r.equivalent else "equivalence not shown"])
         rows.append(row)
     header = ["summary", "ours: mean ± SEM (runs)", "reference: mean ± SEM (runs)",
@@ -396,6 +405,11 @@ def _reference_section(out: "ExperimentOutput", check: str) -> list[str]:
     if tost:
         header += ["TOST p (Holm)", "equivalence"]
     lines += ["", *md_table(header, rows)]
+    left = sum(np.asarray(ours[r.summary]).size - r.ours_n for r in results)
+    if left:
+        lines += ["", f"{left} of our runs never passed the optimality check within the "
+                  "episode cap and are left out of our values ('n of N' runs), which favours "
+                  "the variant with more such runs; the reference's runs all passed."]
     return lines
 
 

@@ -1,0 +1,59 @@
+"""Review fixes of Example 8.4's reference protocol and its comparison (issue 17): a
+protocol-added env keyword is blamed on schedule.optimal_protocol, and runs that never
+passed the optimality check are counted in the reference-implementation table."""
+
+import polars as pl
+import pytest
+
+from dyna.errors import ConfigError
+from dyna.experiment.registry import parse_experiment
+from dyna.experiment.runner import run_experiment
+
+
+def _raw(env="dyna/AsciiMaze-v0", episodes=500, sweep=True):
+    data = {"name": "ps_ref_review", "seed": 1, "runs": 3, "env": {"id": env},
+            "schedule": {"episodes": episodes, "stop_at_optimal": True,
+                         "optimal_tolerance": 1.2, "optimal_protocol": "reference"},
+            "defaults": {"alpha": 0.5, "gamma": 0.95, "epsilon": 0.1, "n_planning": 5,
+                         "theta": 1e-4},
+            "variants": [{"name": "Dyna-Q", "agent": "dyna_q"},
+                         {"name": "PS", "agent": "prioritized_sweeping"}],
+            "analysis": {"metrics": ["updates_to_optimal"], "checks": ["prioritized_sweeping"],
+                         "n_resamples": 200}}
+    if sweep:
+        data["sweep"] = {"resolution": [1]}
+    return data
+
+
+@pytest.mark.parametrize("env", ["dyna/DynaMaze-v0", "FrozenLake-v1"])
+def test_reference_protocol_on_an_env_without_goal_block(tmp_path, env):
+    # goal_block is added by the protocol: the error names the key the user wrote
+    with pytest.raises(ConfigError) as exc:
+        run_experiment(parse_experiment(_raw(env, sweep=False)), tmp_path / "o")
+    assert exc.value.field == "schedule.optimal_protocol"
+    assert exc.value.value == "reference" and "dyna/AsciiMaze-v0" in str(exc.value)
+    assert not (tmp_path / "o").exists()
+
+
+def test_runs_left_out_of_the_comparison_are_counted(tmp_path):
+    # 5 episodes in the Dyna maze with the goal block: with seed 1, 1 of 3 Dyna-Q runs and 2
+    # of 3 prioritized-sweeping runs pass the one greedy check; the table says "n of 3" and
+    # how many runs were left out
+    run_experiment(parse_experiment(_raw(episodes=5)), tmp_path / "o")
+    runs = pl.read_parquet(tmp_path / "o" / "runs.parquet")
+    found = {name: int(runs.filter(pl.col("variant") == name)["found"].sum())
+             for name in ("Dyna-Q", "PS")}
+    assert found == {"Dyna-Q": 1, "PS": 2}
+    text = (tmp_path / "o" / "report.md").read_text()
+    section = text.split("#### Against the reference implementation")[1]
+    rows = {line.split(" | ")[0]: line for line in section.splitlines()
+            if line.startswith("| Dyna-Q, ") or line.startswith("| Prioritized")}
+    for label, name in (("| Dyna-Q, updates until optimal, k = 1", "Dyna-Q"),
+                        ("| Prioritized Sweeping, updates until optimal, k = 1", "PS")):
+        cell = rows[label].split(" | ")[1]
+        assert cell.endswith(f"({found[name]} of 3)"), cell
+    # one Dyna-Q value: no Welch test ("-", not "nan"); two PS values: a test
+    assert rows["| Dyna-Q, updates until optimal, k = 1"].split(" | ")[4:6] == ["-", "-"]
+    assert rows["| Prioritized Sweeping, updates until optimal, k = 1"].split(" | ")[4] != "-"
+    assert "nan" not in section
+    assert "3 of our runs never passed the optimality check" in section
