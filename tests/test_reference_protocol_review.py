@@ -8,20 +8,19 @@ import pytest
 from dyna.errors import ConfigError
 from dyna.experiment.registry import parse_experiment
 from dyna.experiment.runner import run_experiment
+from test_example_8_4_protocol import _raw as example_raw
 
 
 def _raw(env="dyna/AsciiMaze-v0", episodes=500, sweep=True):
-    data = {"name": "ps_ref_review", "seed": 1, "runs": 3, "env": {"id": env},
-            "schedule": {"episodes": episodes, "stop_at_optimal": True,
-                         "optimal_tolerance": 1.2, "optimal_protocol": "reference"},
-            "defaults": {"alpha": 0.5, "gamma": 0.95, "epsilon": 0.1, "n_planning": 5,
-                         "theta": 1e-4},
-            "variants": [{"name": "Dyna-Q", "agent": "dyna_q"},
-                         {"name": "PS", "agent": "prioritized_sweeping"}],
-            "analysis": {"metrics": ["updates_to_optimal"], "checks": ["prioritized_sweeping"],
-                         "n_resamples": 200}}
+    """test_example_8_4_protocol's experiment (Dyna-Q and PS, n = 5, alpha 0.5, 3 runs,
+    seed 1) under the reference protocol, on ``env`` at k = 1 (no sweep: the env's own)."""
+    data = example_raw(optimal_protocol="reference")
+    data["env"]["id"] = env
+    data["schedule"]["episodes"] = episodes
     if sweep:
         data["sweep"] = {"resolution": [1]}
+    else:
+        del data["sweep"]
     return data
 
 
