@@ -219,3 +219,19 @@ def test_headline_names_settings_whose_winner_is_not_separated():
                         "never": lambda s, r: 5.0, "mean_fixed": lambda s, r: 4.0})
     head = "\n".join(report._headline(out))
     assert "not separated from the runner-up's" in head and "flat/censored/p*=0.5" in head
+
+
+def test_setup_says_the_type_oracle_sees_each_tasks_api_cost():
+    from types import SimpleNamespace
+
+    from dyna.experiment.kinds.escalation import report
+
+    replay = parse_experiment(raw(
+        scenarios=[{"name": "swe", "source": "replay",
+                    "data": "data/swebench_verified_bash_only.csv"}],
+        costs={"c_escalate": 10.0, "act_cost": "cost_usd", "p_star": [0.5]}))
+    text = "\n".join(report._setup(SimpleNamespace(config=replay, manifest={}, tables={})))
+    assert "with that task's own logged cost" in text and "only the level of the regret" in text
+    plain = "\n".join(report._setup(SimpleNamespace(config=parse_experiment(raw()),
+                                                    manifest={}, tables={})))
+    assert "type-level oracle" not in plain

@@ -118,6 +118,12 @@ def _setup(out) -> list[str]:
               "run's mean over the systems is one sample (the systems are fixed logs; a run "
               "draws a new task order for each), so a policy whose cost does not depend on "
               "the order, such as always escalate, has no interval width."]
+    if cfg.costs.get("act_cost"):
+        lines[-1] += (" With logged API costs the type oracle decides each task with that "
+                      "task's own logged cost (acts iff cost + (1 - p) c_failure <= "
+                      "c_escalate), which a type-level oracle would know only on average; "
+                      "its cost is the same for every policy, so rankings and gaps between "
+                      "policies do not depend on it, only the level of the regret.")
     return lines
 
 
