@@ -974,8 +974,9 @@ def register(sub) -> None:
                        description="Serve an experience store to agents over the Model "
                        "Context Protocol (stdio, or streamable HTTP on 127.0.0.1). Needs "
                        "the MCP SDK, the mcp extra: pip install -e '.[mcp]'.")
-    p.add_argument("--db", required=True, help="SQLite experience store (created unless "
-                   "--read-only)")
+    p.add_argument("--db", required=True, help="SQLite experience store file, or a "
+                   "postgresql:// DSN (created unless --read-only; a DSN's password belongs "
+                   "in PGPASSWORD or ~/.pgpass, not on the command line, where ps shows it)")
     p.add_argument("--tenant", default="default", help="the one tenant served "
                    "(default: %(default)s)")
     p.add_argument("--read-only", dest="read_only", action="store_true",

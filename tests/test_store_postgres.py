@@ -364,6 +364,9 @@ def test_password_never_in_an_error_chain(pg_dsn, pg_schema):
             s.record("t1", task_type="a", action_type="x", outcome="success", reward=1.0)
         assert e.value.__context__ is None and not any(pw in t for t in _chain_texts(e.value))
     assert display_dsn(f"host=h user=u password={pw} dbname=d") == "postgresql://u@h/d"
+    from dyna.store.postgres import _password
+    assert set(_password(f"postgresql://u:{pw}@h/d?sslpassword=k%2Dey")) == {pw, "k%2Dey",
+                                                                              "k-ey"}
 
 
 # ------------------------------------------------------------------ opening

@@ -195,7 +195,9 @@ def _add_selectors(p) -> None:
 
 def register(sub) -> None:
     """Add ``dyna store ...`` to the top-level sub-parsers ``sub``."""
-    store = sub.add_parser("store", help="inspect and maintain an experience store (SQLite)")
+    store = sub.add_parser("store", help="inspect and maintain an experience store (SQLite "
+                           "file or postgresql:// DSN; put the password in PGPASSWORD or "
+                           "~/.pgpass, not on the command line, where ps shows it)")
     cmds = store.add_subparsers(dest="store_command", metavar="ACTION",
                                 parser_class=type(store))
     store.set_defaults(func=lambda args: (store.print_help(), 2)[1])

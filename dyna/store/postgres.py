@@ -45,9 +45,15 @@ Tenant isolation (row-level security)
     neither set sees no row at all (fails closed). ``PostgresStore(dsn, ..., tenant="t1")``
     opens a session for one tenant; the default (``tenant=None``, what
     :class:`dyna.experience.ExperienceStore` uses, since its maintenance operations span
-    tenants) sets ``dyna.all_tenants``. The settings are chosen by the client, so the policy
-    guards a trusted application against a query that forgot its tenant filter; clients that
-    do not trust each other need a role per tenant. PostgreSQL lets superusers and roles
+    tenants) sets ``dyna.all_tenants``. The settings are chosen by the client (any session
+    may run ``set_config('dyna.all_tenants', 'on', false)``), so the policy guards a trusted
+    application against a query that forgot its tenant filter; it is no boundary between
+    clients that do not trust each other. Such clients need a role per tenant and a policy
+    keyed on the role (e.g. ``tenant_id = current_user``) in place of dyna's, which this
+    backend does not install (and then reports ``rls_enforced`` false), and no write
+    privilege on ``meta``: its ``next_id`` and ``generation`` rows are shared by all
+    tenants, as are ``data_version()`` and the table sizes of ``stats()``, which therefore
+    show a tenant session how much the other tenants write. PostgreSQL lets superusers and roles
     with ``BYPASSRLS`` skip every policy, and the table's owner when row-level security is
     not forced: :meth:`PostgresStore.stats` reports ``rls_enforced`` false for such a
     session, and for a table whose row-level security was disabled or whose policies are
@@ -149,18 +155,20 @@ def display_dsn(dsn: str) -> str:
 def _password(dsn: str) -> tuple[str, ...]:
     """Every form of the DSN's password that a message may echo: the one libpq parses and,
     for a DSN libpq cannot parse (whose error quotes the offending token), the URI's
-    password and ``password=`` query values as written and percent-decoded."""
+    password and ``password=`` query values as written and percent-decoded (``sslpassword``
+    too)."""
     found = set()
     with contextlib.suppress(Exception):
         from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
-        found.add(conninfo_to_dict(dsn).get("password") or "")
+        parts = conninfo_to_dict(dsn)
+        found |= {parts.get("password") or "", parts.get("sslpassword") or ""}
     with contextlib.suppress(Exception):
         parts = urllib.parse.urlsplit(dsn)
         netloc = parts.netloc.rpartition("@")[0]
         if ":" in netloc:
             found.add(netloc.split(":", 1)[1])
         for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-            if key == "password":
+            if key in ("password", "sslpassword"):
                 found.add(value)
         for pw in [raw.split("&")[0] for raw in parts.query.split("password=")[1:]]:
             found.add(pw)
