@@ -69,6 +69,7 @@ from dyna.errors import ConfigError, StoreReadOnlyError, StoreWriteError, check_
 from dyna.escalation import RISK_CLASSES, should_escalate
 from dyna.redact import (DEFAULT_SENSITIVE_KEYS, REDACTED, hash_features, is_sensitive_key,
                          redact)
+from dyna.store import featcache as _featcache
 from dyna.store import jsonl as _jsonl
 from dyna.store import parquet as _parquet
 from dyna.store import postgres as _postgres
@@ -484,6 +485,9 @@ class ExperienceStore:
         self._seen, self._gen, self._dv, self._depth = -1, None, None, 0
         self._pending = False  # a fast single write of ours is in the file, not yet here
         self._comp = None
+        # The feature cache beside a SQLite file (dyna.store.featcache): the cache opened
+        # and the header file's (inode, mtime, size) it was opened at (None: not looked).
+        self._fcache, self._fcache_key = None, None
         try:
             self._buf = self._new_buffer()
             if self._db is not None:
@@ -1007,10 +1011,96 @@ class ExperienceStore:
         q = self._query_vector(state_features, state_before=state_before,
                                action_taken=action_taken, state_after=state_after,
                                metadata=metadata)
-        with self._view():
-            rows, scores = self._buf.search(q, k, tenant_id=tenant_id, task_type=task_type)
-            eps = self._buf.rows(rows) if len(rows) else []
+        with self._lock:
+            hits = self._search_cached(tenant_id, task_type, q, k)
+            if hits is not None:
+                ids, scores = hits
+                eps = self._episodes_by_id(ids)
+            else:
+                with self._view():
+                    rows, scores = self._buf.search(q, k, tenant_id=tenant_id,
+                                                    task_type=task_type)
+                    eps = self._buf.rows(rows) if len(rows) else []
         return {"results": [{"score": float(s), "episode": e} for s, e in zip(scores, eps)]}
+
+    def _feature_cache(self):
+        """The SQLite file's feature cache, (re)opened when its header file changed; None
+        when there is none or it does not match the file."""
+        head, _ = _featcache.cache_paths(self._db.path)
+        try:
+            st = head.stat()
+            key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = None
+        if key != self._fcache_key:
+            self._fcache = None if key is None else _featcache.open_cache(self._db)
+            self._fcache_key = key
+        return self._fcache
+
+    def _search_cached(self, tenant_id: str, task_type, q: np.ndarray, k: int):
+        """``(ids, scores)`` of a top-k search from the feature cache without loading the
+        buffer (issue 19, open in a second), or None: the buffer is loaded (it is up to
+        date and faster), the store is not a SQLite file, there is no valid cache, or the
+        cache no longer describes the file. Same results as the buffer's search."""
+        if (self._loaded or self._depth or self._unflushed or not isinstance(self._db, SQLiteStore)
+                or not self._db.persistent or task_type == ""):
+            return None
+        if task_type is not None and not isinstance(task_type, str):
+            return None   # the buffer's search reports it
+        cache = self._feature_cache()
+        if cache is None:
+            return None
+        hits = cache.search(self._db, tenant_id, task_type, q, k)
+        if hits is None:
+            self._fcache, self._fcache_key = None, None   # stale: look again next time
+        return hits
+
+    def _episodes_by_id(self, ids: np.ndarray) -> list[dict]:
+        """The episodes with these ids read from the file, as :meth:`ExperienceBuffer.rows`
+        gives them after a load (labels "" -> None, stored JSON redacted again by this
+        store's keys as :meth:`_load` does)."""
+        if not len(ids):
+            return []
+        names = [n for n, kind in RECORD_SCHEMA if kind != "vector"]
+        cols = self._db.read({"id": [int(i) for i in ids]}, columns=names)
+        at = {int(i): j for j, i in enumerate(cols["id"].tolist())}
+        pick = np.array([at[int(i)] for i in ids], dtype=np.int64)
+        out: dict[str, list] = {"id": cols["id"][pick].tolist()}
+        for name in CATEGORICAL_FIELDS:
+            out[name] = [v if v else None for v in cols[name][pick].tolist()]
+        out["reward"] = cols["reward"][pick].tolist()
+        out["timestamp"] = cols["timestamp"][pick].tolist()
+        for name in DICT_FIELDS:
+            texts = self._redact_texts(cols[name][pick])
+            out[name] = [None if t is None else json.loads(t) for t in texts]
+        keys = list(out)
+        return [dict(zip(keys, vals)) for vals in zip(*out.values())]
+
+    def write_feature_cache(self) -> dict:
+        """Write the SQLite file's feature cache (:mod:`dyna.store.featcache`), so that a
+        later open answers :meth:`query_similar` without loading every episode.
+
+        Returns
+        -------
+        dict
+            ``path`` of the cache's header, ``n_rows``, ``n_tenants``, ``generation``,
+            ``max_id``.
+
+        Raises
+        ------
+        StoreReadOnlyError
+            The store was opened read-only.
+        ConfigError
+            An in-memory or PostgreSQL store (the cache is a file beside a SQLite file).
+        """
+        self._refuse_if_read_only("write_feature_cache")
+        if not isinstance(self._db, SQLiteStore) or not self._db.persistent:
+            raise ConfigError("db_path", "" if self._db is None else "postgresql",
+                              "a feature cache is written beside a SQLite store file")
+        with self._lock:
+            out = _featcache.write_cache(self._db)
+            self._fcache, self._fcache_key = None, None
+        return out
 
     def get_recommendation(self, tenant_id: str, task_type: str | None = None, k: int = 50,
                            criterion: str = "success_rate", min_episodes: int = 1,
@@ -1689,6 +1779,7 @@ class ExperienceStore:
             happens through this class's methods, whose writes commit or raise.
         """
         unflushed, self._unflushed = self._unflushed, 0
+        self._fcache, self._fcache_key = None, None
         if self._db is not None:
             self._db.close()
         if unflushed:

@@ -41,7 +41,7 @@ from numba.extending import intrinsic
 from dyna.errors import ConfigError
 
 __all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "copy_checked", "copy_with_inverse_norms",
-           "inverse_norms", "recall_at_k"]
+           "inverse_norms", "recall_at_k", "search_arrays"]
 
 # Rows per block in batched search: a block of scores is (n_queries, _BLOCK_ROWS) float32.
 _BLOCK_ROWS = 2048
@@ -720,28 +720,70 @@ class ExactIndex:
         Qn, single = _unit_queries(query, self._dim)
         if self._prepare is not None:
             self._prepare()
-        n = len(self._store)
-        X = self._store.view(self._vec)
-        inv = self._store.view(self._inv)
-        stamp = self._store.view(self._stamp)
-        lo, hi, rows = 0, n, None
-        if candidates is not None:
-            lo, hi, rows = _candidate_rows(candidates, n)
-        m = (hi - lo) if rows is None else rows.shape[0]
-        kk = min(k, m)
-        nq = Qn.shape[0]
-        if kk == 0:
-            out_r = np.zeros((nq, 0), np.int64)
-            out_s = np.zeros((nq, 0), np.float32)
-        elif nq == 1 and rows is None:
-            out_r, out_s = _search_one(X, inv, stamp, lo, hi, Qn[0], kk)
-        elif nq == 1 and rows is not None:
-            out_r, out_s = _gather_one(X, inv, stamp, rows, Qn[0], kk)
-        else:
-            out_r, out_s = _search_blocks(X, inv, stamp, lo, hi, rows, Qn, kk)
-        if single:
-            return out_r[0], out_s[0]
-        return out_r, out_s
+        return _search_prepared(self._store.view(self._vec), self._store.view(self._inv),
+                                self._store.view(self._stamp), Qn, single, k, candidates)
+
+
+def search_arrays(vectors: np.ndarray, inv_norm: np.ndarray, stamps: np.ndarray, query,
+                  k: int, candidates=None):
+    """:meth:`ExactIndex.search` over arrays the caller holds (e.g. a memory map).
+
+    Scores, order and ties are those an :class:`ExactIndex` holding the same rows gives:
+    every result is rescored by a dot product whose rounding depends on the row alone, so
+    a row scores the same whichever other rows are searched with it.
+
+    Parameters
+    ----------
+    vectors : numpy.ndarray
+        float32 ``(n, d)``, C-contiguous rows (a read-only memory map is fine).
+    inv_norm : numpy.ndarray
+        float32 ``(n,)``, :func:`inverse_norms` of ``vectors``.
+    stamps : numpy.ndarray
+        int64 ``(n,)``, the tie order (larger = newer; an experience store's episode ids).
+    query, k, candidates
+        As :meth:`ExactIndex.search`.
+
+    Returns
+    -------
+    rows, scores
+        As :meth:`ExactIndex.search` (row positions into ``vectors``).
+
+    Raises
+    ------
+    ConfigError
+        As :meth:`ExactIndex.search`, or arrays of mismatched shapes or dtypes.
+    """
+    k = _check_k(k)
+    if (vectors.dtype != np.float32 or vectors.ndim != 2 or inv_norm.dtype != np.float32
+            or stamps.dtype != np.int64 or inv_norm.shape != (vectors.shape[0],)
+            or stamps.shape != inv_norm.shape):
+        raise ConfigError("vectors", (vectors.shape, inv_norm.shape, stamps.shape),
+                          "need float32 (n, d), float32 (n,) and int64 (n,)")
+    Qn, single = _unit_queries(query, vectors.shape[1])
+    return _search_prepared(vectors, inv_norm, stamps, Qn, single, k, candidates)
+
+
+def _search_prepared(X, inv, stamp, Qn, single, k, candidates):
+    """The search of :meth:`ExactIndex.search` after its checks (unit queries ``Qn``)."""
+    n = X.shape[0]
+    lo, hi, rows = 0, n, None
+    if candidates is not None:
+        lo, hi, rows = _candidate_rows(candidates, n)
+    m = (hi - lo) if rows is None else rows.shape[0]
+    kk = min(k, m)
+    nq = Qn.shape[0]
+    if kk == 0:
+        out_r = np.zeros((nq, 0), np.int64)
+        out_s = np.zeros((nq, 0), np.float32)
+    elif nq == 1 and rows is None:
+        out_r, out_s = _search_one(X, inv, stamp, lo, hi, Qn[0], kk)
+    elif nq == 1 and rows is not None:
+        out_r, out_s = _gather_one(X, inv, stamp, rows, Qn[0], kk)
+    else:
+        out_r, out_s = _search_blocks(X, inv, stamp, lo, hi, rows, Qn, kk)
+    if single:
+        return out_r[0], out_s[0]
+    return out_r, out_s
 
 
 def _prepare_vectors(vectors, stamps, dim: int, next_stamp: int):

@@ -1,0 +1,394 @@
+"""A columnar cache of a SQLite store's feature vectors, for queries that load no episode.
+
+Opening a store of millions of episodes and answering one tenant's top-k similarity query
+needs only that tenant's feature vectors and the k result rows (issue 19, "open in a
+second"). This module keeps the vectors beside the database, grouped by tenant, so that a
+query memory-maps one tenant's rows instead of reading every row into an
+:class:`~dyna.buffer.ExperienceBuffer`.
+
+Files (beside ``DB``)
+    ``DB.features.json``
+        The header: format, ``dim``, the store's ``generation`` and highest id ``max_id``
+        and row count when the cache was written, a random ``token`` (also written to the
+        database's ``meta`` table as ``features_token``), the names of the two data files,
+        ``block_rows`` and per tenant ``[offset, count, max_id, crc32 of its ids, [crc32 of
+        each block of block_rows vectors]]`` (blocks of about 16 MB, checked in parallel).
+    ``DB.features-<token>.npy`` and ``DB.features-<token>.ids.npy``
+        float32 ``(n, d)`` vectors and int64 ``(n,)`` episode ids, tenant by tenant (tenants
+        in sorted order), ids ascending within a tenant.
+
+Validity (never a wrong answer)
+    A cache describes the rows with ``id <= max_id`` at one ``generation``. Ids only grow and
+    every delete or rewrite bumps the generation (:mod:`dyna.store.sqlite`), so while the
+    database's generation is the header's, those rows are exactly the cached ones, and the
+    rows committed since are the ones with ``id > max_id`` (read from SQL at each query: the
+    live view). At open the header is parsed and checked (types, sizes, offsets) and its
+    token and generation compared with the database; a tenant's section is used only after
+    the checksums of its ids and vectors match and sampled rows of it (first, last, 14
+    between) are the database's rows, ids, tenant and vector bytes. Anything else (no cache, another generation, another
+    token, a damaged or foreign file) means :func:`open_cache` returns None or a search
+    returns None, and the caller reads from SQL. Not detected: a program other than dyna
+    rewriting stored vectors in place without bumping the generation.
+
+Writing
+    :func:`write_cache` is called only by commands that write (``dyna store cache``,
+    :meth:`dyna.experience.ExperienceStore.write_feature_cache`); a read-only open never
+    creates or changes a file here. The data files get new names, the header is renamed
+    over the old one (atomic), then the token is committed to the database; a reader sees
+    the old cache, the new one or none, and the old data files are removed (open maps of
+    them stay valid on POSIX).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import secrets
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from dyna.errors import ConfigError, StoreReadOnlyError
+from dyna.index import inverse_norms, search_arrays
+from dyna.store.jsonl import atomic_target
+
+__all__ = ["FeatureCache", "cache_paths", "open_cache", "write_cache"]
+
+FORMAT = "dyna-features/1"
+TOKEN_KEY = "features_token"
+#: A header larger than this is not one dyna wrote (one short entry per tenant).
+MAX_HEADER_BYTES = 64 << 20
+_CHUNK = 65536
+
+
+def cache_paths(db_path) -> tuple[Path, Path]:
+    """The header file of a store's cache and the folder it lives in."""
+    p = Path(db_path)
+    return p.with_name(p.name + ".features.json"), p.parent
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _crc(arr: np.ndarray) -> int:
+    """crc32 of an array's bytes (no copy of a memory map)."""
+    return zlib.crc32(arr.reshape(-1).view(np.uint8))
+
+
+def _block_crcs(X: np.ndarray, block_rows: int) -> list[int]:
+    """crc32 of each block of ``block_rows`` rows, computed on every core (zlib releases
+    the GIL)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, 8)),
+                                   thread_name_prefix="dyna-featcache")
+    blocks = [X[a:a + block_rows] for a in range(0, X.shape[0], block_rows)]
+    return list(_POOL.map(_crc, blocks))
+
+
+def _block_rows(dim: int) -> int:
+    return max(1, (16 << 20) // (4 * dim))
+
+
+def _sql(store, sql: str, args=()) -> list:
+    """Run one read on the store's connection with its error mapping."""
+    with store._lock, store._reading():
+        return store._conn.execute(sql, args).fetchall()
+
+
+def _token(store) -> str | None:
+    rows = _sql(store, "SELECT value FROM meta WHERE key = ?", (TOKEN_KEY,))
+    return rows[0][0] if rows else None
+
+
+class FeatureCache:
+    """An open, header-checked cache (see the module notes); made by :func:`open_cache`.
+
+    Attributes
+    ----------
+    generation, max_id, n_rows : int
+        The store's state the cache holds.
+    sections : dict of str to tuple
+        Tenant -> ``(offset, count, max_id, crc_ids, block_crcs)``.
+    block_rows : int
+        Rows per checksummed block of vectors.
+    """
+
+    def __init__(self, header: dict, vectors: np.ndarray, ids: np.ndarray):
+        self.generation = header["generation"]
+        self.max_id = header["max_id"]
+        self.n_rows = header["n_rows"]
+        self.sections = {t: tuple(v) for t, v in header["tenants"].items()}
+        self.block_rows = header["block_rows"]
+        self._vectors, self._ids = vectors, ids
+        self._checked: dict[str, tuple | None] = {}   # tenant -> (X, inv, ids) or None
+
+    def _section(self, store, tenant: str):
+        """The tenant's checked ``(vectors, inverse norms, ids)``; None when the section does
+        not match the database (checked once per tenant)."""
+        if tenant in self._checked:
+            return self._checked[tenant]
+        off, count, top, crc_i, crc_x = self.sections.get(tenant, (0, 0, -1, 0, []))
+        X = self._vectors[off:off + count]
+        ids = self._ids[off:off + count]
+        ok = (_crc(ids) == crc_i and _block_crcs(X, self.block_rows) == crc_x
+              and (count == 0 or (int(ids[-1]) == top and bool(np.all(ids[1:] > ids[:-1]))))
+              and self._rows_match(store, tenant, X, ids))
+        out = None
+        if ok:
+            try:
+                inv = inverse_norms(X) if count else np.zeros(0, np.float32)
+            except ConfigError:     # a stored non-finite vector: the SQL path reports it
+                inv = None
+            out = None if inv is None else (X, inv, np.ascontiguousarray(ids))
+        self._checked[tenant] = out
+        return out
+
+    def _rows_match(self, store, tenant: str, X: np.ndarray, ids: np.ndarray) -> bool:
+        """Sampled rows of the section (first, last and 14 evenly between) are the
+        database's: the same ids of this tenant with the same vector bytes; a tenant without
+        a section has no row up to ``max_id`` (one index seek)."""
+        if ids.size == 0:
+            return not _sql(store, "SELECT 1 FROM episodes WHERE tenant_id = ? AND id <= ? "
+                            "LIMIT 1", (tenant, self.max_id))
+        pos = np.unique(np.linspace(0, ids.size - 1, 16).round().astype(np.int64))
+        want = [int(i) for i in ids[pos]]
+        got = _sql(store, f"SELECT id, tenant_id, features FROM episodes WHERE id IN "
+                   f"({', '.join('?' * len(want))}) ORDER BY id", want)
+        return ([r[0] for r in got] == want and all(r[1] == tenant for r in got)
+                and store._join_vectors([r[2] for r in got]) == X[pos].tobytes())
+
+    def search(self, store, tenant: str, task_type: str | None, query: np.ndarray, k: int):
+        """Exact cosine top-k of a tenant's rows (optionally one task type), or None.
+
+        Searches the tenant's cached rows and the rows committed after the cache (read from
+        SQL) with :func:`dyna.index.search_arrays` and merges by (score, id) descending, the
+        order one :class:`~dyna.index.ExactIndex` over all of them gives.
+
+        Parameters
+        ----------
+        store : dyna.store.sqlite.SQLiteStore
+            The database the cache was opened against.
+        tenant : str
+        task_type : str or None
+            Exact task type filter (None: none).
+        query : numpy.ndarray
+            float32 ``(d,)``, finite, non-zero.
+        k : int
+            >= 1.
+
+        Returns
+        -------
+        (ids, scores) or None
+            int64 and float32 ``(k',)``, best first; None when the cache does not describe
+            the database (another generation, a section that fails its checks, a cached
+            row missing from the task type's SQL index).
+        """
+        with store.snapshot():
+            if store.generation() != self.generation:
+                return None
+            sec = self._section(store, tenant)
+            if sec is None:
+                return None
+            X, inv, ids = sec
+            cand = None
+            if task_type is not None:
+                want = np.array([r[0] for r in _sql(
+                    store, "SELECT id FROM episodes WHERE tenant_id = ? AND task_type = ? "
+                    "AND id <= ? ORDER BY id", (tenant, task_type, self.max_id))], np.int64)
+                cand = np.searchsorted(ids, want)
+                if cand.size and (cand[-1] >= ids.size or not np.array_equal(ids[cand], want)):
+                    return None
+            # rows committed since the cache was written: the rowid range, not the index
+            extra = "" if task_type is None else " AND +task_type = ?"
+            args = (self.max_id, tenant) + (() if task_type is None else (task_type,))
+            new = _sql(store, "SELECT id, features FROM episodes WHERE id > ? AND "
+                       f"+tenant_id = ?{extra} ORDER BY id", args)
+        r1, s1 = search_arrays(X, inv, ids, query, k, candidates=cand)
+        out_ids, out_s = ids[r1], s1
+        if new:
+            nid = np.array([r[0] for r in new], np.int64)
+            NX = np.frombuffer(store._join_vectors([r[1] for r in new]),
+                               np.float32).reshape(-1, X.shape[1])
+            try:
+                ninv = inverse_norms(NX)
+            except ConfigError:
+                return None
+            r2, s2 = search_arrays(NX, ninv, nid, query, k)
+            out_ids = np.concatenate([out_ids, nid[r2]])
+            out_s = np.concatenate([out_s, s2])
+            order = np.lexsort((-out_ids, -out_s))[:k]
+            out_ids, out_s = out_ids[order], out_s[order]
+        return out_ids, out_s
+
+
+def _check_header(h, dim: int) -> dict | None:
+    """The header if every field has the type and range :func:`write_cache` gives it."""
+    def nat(v, lo=0):
+        return type(v) is int and v >= lo
+
+    if not (isinstance(h, dict) and h.get("format") == FORMAT and h.get("dim") == dim
+            and nat(h.get("generation")) and nat(h.get("max_id"), -1)
+            and nat(h.get("n_rows")) and isinstance(h.get("token"), str)
+            and h.get("block_rows") == _block_rows(dim)
+            and len(h["token"]) == 32 and all(c in "0123456789abcdef" for c in h["token"])
+            and isinstance(h.get("tenants"), dict)):
+        return None
+    off = 0
+    for t in sorted(h["tenants"]):
+        v = h["tenants"][t]
+        if not (isinstance(t, str) and t and isinstance(v, list) and len(v) == 5
+                and all(nat(x) for x in v[:2]) and nat(v[2], -1) and nat(v[3])
+                and v[0] == off and v[1] >= 1 and v[2] <= h["max_id"]
+                and isinstance(v[4], list) and all(nat(x) for x in v[4])
+                and len(v[4]) == -(-v[1] // h["block_rows"])):
+            return None
+        off += v[1]
+    return h if off == h["n_rows"] else None
+
+
+def open_cache(store) -> FeatureCache | None:
+    """The store's cache when it exists and its header matches the database, else None.
+
+    Reads the header and memory-maps the two data files (read-only); writes nothing.
+    """
+    if not getattr(store, "persistent", False):
+        return None
+    head, folder = cache_paths(store.path)
+    try:
+        with open(head, "rb") as fh:
+            raw = fh.read(MAX_HEADER_BYTES + 1)
+        if len(raw) > MAX_HEADER_BYTES:
+            return None
+        h = _check_header(json.loads(raw), store.dim)
+        if h is None:
+            return None
+        name = Path(store.path).name
+        X = np.load(folder / f"{name}.features-{h['token']}.npy", mmap_mode="r",
+                    allow_pickle=False)
+        ids = np.load(folder / f"{name}.features-{h['token']}.ids.npy", mmap_mode="r",
+                      allow_pickle=False)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if (X.dtype != np.float32 or X.shape != (h["n_rows"], store.dim) or ids.dtype != np.int64
+            or ids.shape != (h["n_rows"],) or not X.flags.c_contiguous):
+        return None
+    with store.snapshot():
+        if _token(store) != h["token"] or store.generation() != h["generation"]:
+            return None
+    return FeatureCache(h, X, ids)
+
+
+def write_cache(store) -> dict:
+    """Write (or replace) the store's cache from one consistent read of the database.
+
+    Parameters
+    ----------
+    store : dyna.store.sqlite.SQLiteStore
+        A writable, file-backed store.
+
+    Returns
+    -------
+    dict
+        ``path`` (the header), ``n_rows``, ``n_tenants``, ``generation``, ``max_id``.
+
+    Raises
+    ------
+    StoreReadOnlyError
+        The store was opened read-only (nothing is written).
+    ConfigError
+        An in-memory store.
+    OSError
+        The folder is not writable; the old cache (if any) is left as it was.
+    """
+    if store.read_only:
+        raise StoreReadOnlyError(f"DB={store.path}: opened read-only; no feature cache is "
+                                 "written")
+    if not store.persistent:
+        raise ConfigError("db_path", ":memory:", "a feature cache needs a store file")
+
+    head, folder = cache_paths(store.path)
+    name = Path(store.path).name
+    token = secrets.token_hex(16)
+    paths = [folder / f"{name}.features-{token}.npy", folder / f"{name}.features-{token}.ids.npy"]
+    try:
+        with store.snapshot():
+            gen = store.generation()
+            codes: dict[str, int] = {}
+            c_parts, i_parts = [], []
+            with store._reading():
+                cur = store._conn.execute("SELECT tenant_id, id FROM episodes")
+                while chunk := cur.fetchmany(_CHUNK):
+                    c_parts.append(np.array([codes.setdefault(t, len(codes))
+                                             for t, _ in chunk], np.int64))
+                    i_parts.append(np.array([i for _, i in chunk], np.int64))
+            labels = list(codes)
+            if any(type(t) is not str for t in labels):
+                raise ConfigError("tenant_id", next(t for t in labels if type(t) is not str),
+                                  "a stored tenant id that is not text")
+            rank = np.empty(len(labels), np.int64)
+            rank[np.argsort(np.array(labels, dtype=object))] = np.arange(len(labels))
+            t_rank = rank[np.concatenate(c_parts)] if c_parts else np.zeros(0, np.int64)
+            all_ids = np.concatenate(i_parts) if i_parts else np.zeros(0, np.int64)
+            del c_parts, i_parts
+            order = np.lexsort((all_ids, t_rank))
+            c_ids, c_rank = all_ids[order], t_rank[order]
+            del all_ids, t_rank, order
+            n, dim = c_ids.size, store.dim
+            X = np.lib.format.open_memmap(paths[0], mode="w+", dtype=np.float32,
+                                          shape=(n, dim))
+            sorted_ids = np.sort(c_ids)
+            where = np.empty(n, np.int64)
+            where[np.searchsorted(sorted_ids, c_ids)] = np.arange(n)   # id rank -> position
+            with store._reading():
+                cur = store._conn.execute("SELECT id, features FROM episodes "
+                                          "ORDER BY id")
+                done = 0
+                while chunk := cur.fetchmany(_CHUNK):
+                    raw = store._join_vectors([r[1] for r in chunk])
+                    X[where[done:done + len(chunk)]] = np.frombuffer(
+                        raw, np.float32).reshape(-1, dim)
+                    done += len(chunk)
+            top = int(sorted_ids[-1]) if n else -1
+            del sorted_ids, where
+        X.flush()
+        ids_file = np.lib.format.open_memmap(paths[1], mode="w+", dtype=np.int64, shape=(n,))
+        ids_file[:] = c_ids
+        ids_file.flush()
+        sections = {}
+        by_rank = sorted(labels)
+        firsts = np.flatnonzero(np.r_[True, c_rank[1:] != c_rank[:-1]]) if n else []
+        bounds = [int(a) for a in firsts] + [n]
+        for a, b in itertools.pairwise(bounds):
+            sections[by_rank[int(c_rank[a])]] = [a, b - a, int(c_ids[b - 1]),
+                                                 _crc(c_ids[a:b]),
+                                                 _block_crcs(X[a:b], _block_rows(dim))]
+        del X, ids_file
+        for p in paths:
+            with open(p, "rb+") as fh:
+                os.fsync(fh.fileno())
+        header = {"format": FORMAT, "dim": dim, "generation": gen, "max_id": top,
+                  "n_rows": n, "token": token, "block_rows": _block_rows(dim),
+                  "tenants": sections}
+        with atomic_target(head) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(header, fh, separators=(",", ":"))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        for p in paths:
+            with contextlib.suppress(OSError):
+                p.unlink()
+        raise
+    store._write(lambda conn: conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                           (TOKEN_KEY, token)), hook=False)
+    prefix = f"{name}.features-"
+    for entry in os.listdir(folder):       # earlier caches' data files
+        if entry.startswith(prefix) and entry.endswith(".npy") and folder / entry not in paths:
+            with contextlib.suppress(OSError):
+                (folder / entry).unlink()
+    return {"path": str(head), "n_rows": n, "n_tenants": len(sections), "generation": gen,
+            "max_id": top}
