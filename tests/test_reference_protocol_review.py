@@ -56,3 +56,12 @@ def test_runs_left_out_of_the_comparison_are_counted(tmp_path):
     assert rows["| Prioritized Sweeping, updates until optimal, k = 1"].split(" | ")[4] != "-"
     assert "nan" not in section
     assert "3 of our runs never passed the optimality check" in section
+
+
+def test_updates_plot_names_the_tolerance_and_protocol(tmp_path):
+    data = _raw(episodes=50)
+    data["sweep"] = {"resolution": [1, 2]}
+    run_experiment(parse_experiment(data), tmp_path / "o")
+    svg = (tmp_path / "o" / "plots" / "updates_to_optimal.svg").read_text()
+    assert "updates until optimal (optimal_tolerance = 1.2)" in svg
+    assert "(protocol 'reference'; mean of 3 runs" in svg

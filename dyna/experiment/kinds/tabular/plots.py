@@ -236,9 +236,11 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("updates until optimal solution")
+        sc = out.config.schedule
+        ax.set_ylabel(f"updates until optimal (optimal_tolerance = {sc.optimal_tolerance:g})")
         ax.set_title(f"{out.config.name}: updates until an optimal path is found\n"
-                     f"({_stat_label(out)}, runs that found it)", fontsize=10)
+                     f"(protocol {sc.optimal_protocol!r}; {_stat_label(out)}, runs that "
+                     "found it)", fontsize=10)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
         ax.grid(alpha=0.3, which="both")
