@@ -2,6 +2,7 @@
 many processes, redaction before the insert, the DSN's password kept out of every text."""
 
 import multiprocessing
+import secrets
 import traceback
 
 import numpy as np
@@ -11,6 +12,7 @@ from conftest import with_schema
 from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBusyError,
                          StoreError, StoreReadOnlyError, StoreWriteError)
 from dyna.experience import RECORD_SCHEMA, ExperienceStore
+from dyna.store.sqlite import SQLiteStore
 
 psycopg = pytest.importorskip("psycopg")
 from dyna.store.postgres import PostgresStore, display_dsn, stored_dim  # noqa: E402
@@ -52,7 +54,7 @@ def test_values_round_trip_bit_for_bit_and_ids_never_reused(pg_store_dsn):
     # an explicit id below the counter is a rewrite for live readers: the generation moves
     assert st.append(batch(1), ids=[6]).tolist() == [6] and st.generation() == 2
     assert st.next_id() == 8 and st.delete({"id": 6}) == 1 and st.generation() == 3
-    assert st.stats()["schema_version"] == 1 and st.stats()["rows"] == 6
+    assert st.stats()["schema_version"] == 2 and st.stats()["rows"] == 6
     # the fast single write: one statement, the next id, the same bits back
     vec = np.array([0.1, -0.0, 3.5, 1e-40], dtype=np.float32)
     row = ["t2", "task9", "success", 1 / 7, 12.5, None, '{"x":1}', vec.tobytes()]
@@ -89,6 +91,50 @@ def test_exact_filters_prune_keep_newest_summary(pg_store_dsn):
                          "bytes": 24 + 16 + 2 + 5 + 7 + 2 + len('{"i": 3}')}]
     assert st.reset() == 6 and st.count() == 0
     st.close()
+
+
+def _label_indexes(conn, schema):
+    return sorted(conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND "
+                               "tablename = 'episodes' AND (strpos(indexdef, 'tenant_id') > 0 "
+                               "OR strpos(indexdef, 'task_type') > 0)", (schema,)).fetchall())
+
+
+def test_labels_longer_than_a_btree_entry_and_a_version_1_store_migrated(pg_dsn, pg_schema,
+                                                                         tmp_path):
+    dsn = with_schema(pg_dsn, pg_schema)
+    with PostgresStore(dsn, SCHEMA, DIM) as st:
+        st.append(batch(3))
+    with psycopg.connect(pg_dsn, autocommit=True) as c:  # back to version 1's layout
+        c.execute(f"SET search_path = {pg_schema}")
+        for (name,) in c.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s "
+                                 "AND indexdef LIKE '%%USING hash%%'", (pg_schema,)).fetchall():
+            c.execute(f"DROP INDEX {name}")
+        c.execute("CREATE INDEX ON episodes (tenant_id, task_type)")
+        c.execute("DELETE FROM schema_version WHERE version = 2")
+        c.execute("INSERT INTO schema_version VALUES (1, 0)")
+        v1 = _label_indexes(c, pg_schema)
+        assert len(v1) == 1 and "btree (tenant_id, task_type)" in v1[0][0]
+    with PostgresStore(dsn, SCHEMA, DIM, read_only=True) as ro:  # read as it is
+        assert ro.schema_version() == 1 and ro.count() == 3
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        assert _label_indexes(c, pg_schema) == v1
+    # 6,000 incompressible bytes: a B-tree entry holds at most 2,704
+    long_tenant, long_task = secrets.token_hex(3000), secrets.token_hex(3000)
+    b = batch(2, long_tenant, start=3) | {"task_type": [long_task] * 2}
+    with PostgresStore(dsn, SCHEMA, DIM) as st, \
+            SQLiteStore(str(tmp_path / "x.db"), SCHEMA, DIM) as lite:
+        assert st.schema_version() == 2 and st.count() == 3  # migrated, rows kept
+        assert st.append(b).tolist() == [3, 4] and st.status == "ok"
+        lite.append(batch(3))
+        lite.append(b)
+        assert st.count({"tenant_id": long_tenant, "task_type": long_task}) == 2
+        mine, theirs = st.read(), lite.read()
+        assert all(np.asarray(mine[k]).tolist() == np.asarray(theirs[k]).tolist()
+                   for k in ("id", "tenant_id", "task_type", "run_id", "metadata"))
+        assert mine["reward"].tobytes() == theirs["reward"].tobytes()
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        assert [r[0].split(" USING ")[1] for r in _label_indexes(c, pg_schema)] == [
+            "hash (task_type)", "hash (tenant_id)"]
 
 
 # ------------------------------------------------------------------ row-level security

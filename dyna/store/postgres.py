@@ -108,8 +108,12 @@ from dyna.store.sqlite import (FILTER_COLUMNS, READ_CHUNK, TABLE, SQLiteStore,
 __all__ = ["PG_TYPES", "PostgresStore", "SCHEMA_VERSION", "display_dsn", "is_dsn", "stored_dim"]
 
 #: Schema version of the PostgreSQL tables (its own line of versions; version 1 already
-#: has the ``generation`` counter that SQLite stores gained in their version 2).
-SCHEMA_VERSION = 1
+#: has the ``generation`` counter that SQLite stores gained in their version 2). Version 2
+#: indexes ``tenant_id`` and ``task_type`` by hash instead of one B-tree over both, whose
+#: entries are limited to 2,704 bytes: a longer (incompressible) label was refused by the
+#: server alone, where SQLite and memory store it. Version 1 stores are read as they are and
+#: migrated by the first writing open of a role owning the table.
+SCHEMA_VERSION = 2
 
 #: Column types of each schema kind (see :data:`dyna.store.sqlite.KINDS`).
 PG_TYPES = {"int": "bigint", "float": "float8", "str": "text", "json": "text",
@@ -461,9 +465,6 @@ class PostgresStore:
         if version is None or version > SCHEMA_VERSION:
             raise StoreError(f"DB={self.path}: schema version {version} is newer than this "
                              f"dyna ({SCHEMA_VERSION}); upgrade dyna")
-        if version < SCHEMA_VERSION:
-            raise StoreError(f"DB={self.path}: schema version {version}; no migration "
-                             f"to {SCHEMA_VERSION} exists for PostgreSQL")
         stored = int(self._conn.execute(f"SELECT value FROM {self._t['meta']} WHERE key = "
                                         "'dim'").fetchone()[0])
         if stored != self.dim:
@@ -481,7 +482,7 @@ class PostgresStore:
         cols = ", ".join(f"{_qid(n)} {PG_TYPES[k]}" for n, k in self.schema)
         return [
             f"CREATE TABLE {t[TABLE]} (id bigint PRIMARY KEY, {cols})",
-            f"CREATE INDEX ON {t[TABLE]} (tenant_id, task_type)",
+            *self._label_indexes(),
             f"CREATE INDEX ON {t[TABLE]} (\"timestamp\")",
             f"CREATE TABLE {t['meta']} (key text PRIMARY KEY, value text NOT NULL)",
             f"CREATE TABLE {t['schema_version']} (version integer PRIMARY KEY, "
@@ -491,13 +492,39 @@ class PostgresStore:
             f"CREATE POLICY {_POLICY} ON {t[TABLE]} USING {_VISIBLE} WITH CHECK {_VISIBLE}",
         ]
 
+    def _label_indexes(self) -> list[str]:
+        # hash indexes: any label length (a B-tree entry is limited to 2,704 bytes)
+        return [f"CREATE INDEX ON {self._t[TABLE]} USING hash ({col})"
+                for col in ("tenant_id", "task_type")]
+
+    def _migrate_1_to_2(self) -> None:
+        """Inside the init transaction: the B-tree over (tenant_id, task_type) replaced by
+        the hash indexes (by a role owning the table; another role keeps version 1)."""
+        conn = self._conn
+        if not conn.execute("SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid "
+                            "= %s::regclass", (self._t[TABLE],)).fetchone()[0]:
+            return
+        for (name,) in conn.execute(
+                "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = %s::regclass AND "
+                "a.amname = 'btree' AND NOT i.indisprimary AND i.indkey[0] = (SELECT attnum "
+                "FROM pg_attribute WHERE attrelid = i.indrelid AND attname = 'tenant_id')",
+                (self._t[TABLE],)).fetchall():
+            conn.execute(f"DROP INDEX {_qid(self.namespace)}.{_qid(name)}")
+        for sql in self._label_indexes():
+            conn.execute(sql)
+        conn.execute(f"INSERT INTO {self._t['schema_version']} VALUES (2, %s)", (time.time(),))
+
     def _init_schema(self) -> None:
         conn = self._conn
         with conn.transaction():
             # serialise concurrent first opens (CREATE TABLE IF NOT EXISTS races otherwise)
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_INIT_LOCK,))
             if self._tables():
-                self._check(self._version())
+                version = self._version()
+                self._check(version)
+                if version == 1:
+                    self._migrate_1_to_2()
                 return
             for sql in self._create_sql():
                 conn.execute(sql)
