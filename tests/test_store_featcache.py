@@ -227,3 +227,24 @@ def test_header_check_refuses_malformed_fields():
                        ("tenants", {"a": [0, 4, 8, 1, 2], "b": [4, 6, 9, 3, [4]]}),
                        ("block_rows", 7)]:
         assert featcache._check_header(dict(good, **{field: bad}), 4) is None, field
+
+
+def test_cli_store_cache(tmp_path, capsys):
+    from dyna.cli import main
+
+    path = tmp_path / "s.db"
+    _build(path).close()
+    assert main(["store", "cache", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["n_rows"], out["n_tenants"], out["max_id"]) == (127, 3, 126)
+    lazy = ExperienceStore(path, dim=DIM, eager=False)
+    full = ExperienceStore(path, dim=DIM)
+    assert _all_answers(lazy, ks=(3,)) == _all_answers(full, ks=(3,)) and not lazy._loaded
+    lazy.close()
+    full.close()
+    for argv in (["store", "cache", str(tmp_path / "missing.db")],
+                 ["store", "cache", "postgresql://u:secretpw@localhost/x"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "secretpw" not in err
+    assert not (tmp_path / "missing.db").exists()

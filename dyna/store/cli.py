@@ -1,4 +1,4 @@
-"""CLI of the experience store: ``dyna store stats|export|delete|prune|compact|recover DB``.
+"""CLI of the experience store: ``dyna store stats|export|delete|prune|compact|recover|cache DB``.
 
 ::
 
@@ -11,6 +11,7 @@
     dyna store compact DB [--keep N] [--tenant T]
     dyna store recover DB --out NEW
     dyna store scrub DB [--dry-run]
+    dyna store cache DB
 
 Each runs the operation of the same name through
 :meth:`dyna.experience.ExperienceStore.dispatch` and prints its JSON answer (with
@@ -28,7 +29,10 @@ renamed at the end) and prints ``rows_recovered`` and ``rows_unreadable``
 JSON column re-redacted with the current rules, labels holding a secret reported by row id
 (not changed), in one transaction with ``secure_delete``, then a WAL checkpoint and
 ``VACUUM`` (:func:`dyna.store.scrub.scrub`); it prints ``values_changed``; ``--dry-run``
-counts without writing.
+counts without writing. ``cache`` writes the feature cache beside a SQLite store
+(:mod:`dyna.store.featcache`), with which a store opened without loading its episodes answers
+``query_similar`` from a memory map; it prints ``n_rows``, ``n_tenants``, ``generation`` and
+``max_id`` (rewrite it after deletions: until then queries read from SQL).
 """
 
 from __future__ import annotations
@@ -260,6 +264,26 @@ def register(sub) -> None:
     p.add_argument("--dry-run", dest="dry_run", action="store_true",
                    help="count the values that would change; write nothing")
     p.set_defaults(func=_scrub)
+
+    p = cmds.add_parser("cache", help="write the feature cache beside a SQLite store, so "
+                        "that query_similar answers without loading every episode")
+    p.add_argument("db", metavar="DB")
+    p.set_defaults(func=_cache)
+
+
+def _cache(args) -> int:
+    from dyna.store import postgres  # noqa: PLC0415
+
+    if postgres.is_dsn(args.db):
+        raise ConfigError("DB", _shown(args.db), "store cache writes a file beside a SQLite "
+                          "store; a PostgreSQL store has none")
+    store = _open(args.db, read_only=False)
+    try:
+        out = store.write_feature_cache()
+    finally:
+        store.close()
+    print(json.dumps(out, indent=2, sort_keys=True))
+    return 0
 
 
 def _scrub(args) -> int:
