@@ -65,3 +65,14 @@ def test_updates_plot_names_the_tolerance_and_protocol(tmp_path):
     svg = (tmp_path / "o" / "plots" / "updates_to_optimal.svg").read_text()
     assert "updates until optimal (optimal_tolerance = 1.2)" in svg
     assert "(protocol 'reference'; mean of 3 runs" in svg
+
+
+def test_final_table_of_stopped_runs_has_no_steps_of_their_last_episodes(tmp_path):
+    run_experiment(parse_experiment(_raw(episodes=50)), tmp_path / "o")
+    text = (tmp_path / "o" / "report.md").read_text()
+    final = text.split("## Final performance")[1].split("\n## ")[0]
+    header = next(line for line in final.splitlines() if line.startswith("| variant |"))
+    assert header == ("| variant | resolution | runs that found an optimal path "
+                      "(optimal_tolerance = 1.2) | updates until optimal "
+                      "(optimal_tolerance = 1.2) |")
+    assert "last 10 episodes" not in final

@@ -225,9 +225,12 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
     K = a.final_episodes
     stat = "IQM" if a.statistic == "iqm" else "mean"
     header = ["variant", *keys]
-    if c.schedule.episodes is not None:
+    # runs that stop once optimal play different numbers of episodes, and their last ones
+    # precede the stop: no final steps per episode to report, updates until optimal instead
+    by_episode = c.schedule.episodes is not None and not c.schedule.stop_at_optimal
+    if by_episode:
         header += [f"steps/episode, last {K} episodes", f"return/episode, last {K} episodes"]
-    else:
+    elif c.schedule.episodes is None:
         header += [f"cumulative reward at step {c.schedule.total_steps}"]
     if c.schedule.eval_every:
         header += ["final evaluation score"]
@@ -238,10 +241,10 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
     for variant, _p, point in _groups(out):
         res = _select(out.results, variant.name, point)
         row = [variant.name, *[point[k] for k in keys]]
-        if c.schedule.episodes is not None:
+        if by_episode:
             row.append(ci(per_run_ci(_per_run(res, "steps", last=K), **opts)))
             row.append(ci(per_run_ci(_per_run(res, "return", last=K), **opts)))
-        else:
+        elif c.schedule.episodes is None:
             row.append(ci(per_run_ci(_per_run(res, "cumulative_reward", last=1), **opts)))
         if c.schedule.eval_every and out.evals is not None:
             ev = _select(out.evals, variant.name, point)
@@ -252,8 +255,7 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
             row.append(f"{found.size}/{runs.height}")
             row.append(ci(per_run_ci(found, **opts)))
         rows.append(row)
-    per_run = (f"; per run, the last {K} episodes are averaged first"
-               if c.schedule.episodes is not None else "")
+    per_run = f"; per run, the last {K} episodes are averaged first" if by_episode else ""
     return ["", "## Final performance", "",
             f"{stat[0].upper() + stat[1:]} over runs with its {a.confidence:.0%} bootstrap "
             f"confidence interval [low, high]{per_run}.", "", *md_table(header, rows)]
