@@ -232,6 +232,35 @@ def test_hostile_tenant_ids_are_values_never_sql(pg_dsn, pg_schema):
     assert e.value.field == "tenant"
 
 
+def test_functions_of_another_schema_on_the_search_path_shadow_nothing(pg_dsn, pg_schema):
+    dsn = _role(pg_dsn, pg_schema, "dyna_test_owner")
+    evil = f"{pg_schema}_evil"
+    with psycopg.connect(pg_dsn, autocommit=True) as su:
+        su.execute(f"CREATE SCHEMA {evil}")
+        su.execute(f"GRANT USAGE ON SCHEMA {evil} TO PUBLIC")
+        # a set_config that turns every session into an all-tenant one, and a
+        # current_schema that points the store at another schema
+        su.execute(f"CREATE FUNCTION {evil}.set_config(text, text, boolean) RETURNS text "
+                   "LANGUAGE sql AS $$ SELECT pg_catalog.set_config('dyna.all_tenants', "
+                   "'on', false) $$")
+        su.execute(f"CREATE FUNCTION {evil}.current_schema() RETURNS name LANGUAGE sql AS "
+                   f"$$ SELECT '{evil}'::name $$")
+    try:
+        hostile = dsn.replace(f"search_path%3D{pg_schema}",
+                              f"search_path%3D{pg_schema}%2C{evil}%2Cpg_catalog")
+        assert hostile != dsn
+        with PostgresStore(hostile, SCHEMA, DIM) as st:
+            assert st.namespace == pg_schema
+            st.append(batch(2, "a"))
+            st.append(batch(3, "b", start=2))
+        with PostgresStore(hostile, SCHEMA, DIM, tenant="a") as one:
+            assert one._conn.execute("SHOW dyna.all_tenants").fetchone()[0] == "off"
+            assert one.count() == 2 and one.read()["tenant_id"].tolist() == ["a", "a"]
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as su:
+            su.execute(f"DROP SCHEMA {evil} CASCADE")
+
+
 def test_zero_timeout_fails_at_once_instead_of_waiting_forever(pg_store_dsn):
     st = PostgresStore(pg_store_dsn, SCHEMA, DIM, timeout=0.0)
     # PostgreSQL reads lock_timeout = 0 as "no limit"

@@ -247,9 +247,9 @@ def stored_dim(dsn: str, timeout: float = 10.0) -> int | None:
     try:
         with psycopg.connect(dsn, autocommit=True,
                              connect_timeout=max(1, int(round(timeout)))) as conn:
-            ns = conn.execute("SELECT current_schema()").fetchone()[0]
-            if ns is None or conn.execute("SELECT to_regclass(%s)", (f"{_qid(ns)}.meta",)
-                                          ).fetchone()[0] is None:
+            ns = conn.execute("SELECT pg_catalog.current_schema()").fetchone()[0]
+            if ns is None or conn.execute("SELECT pg_catalog.to_regclass(%s)",
+                                          (f"{_qid(ns)}.meta",)).fetchone()[0] is None:
                 return None
             row = conn.execute(f"SELECT value FROM {_qid(ns)}.meta WHERE key = 'dim'"
                                ).fetchone()
@@ -360,6 +360,14 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise StoreError(f"DB={self.path}: cannot connect: {self._scrub(exc)}") from None
         try:
+            # The store's schema is the first of the DSN's search_path; the session then
+            # searches pg_catalog first and that schema only, so no function, operator or
+            # type of another schema on the path (one where a less trusted role can create
+            # objects) shadows the built-ins this class calls, e.g. a set_config that would
+            # turn a tenant session into an all-tenant one.
+            self._ns = conn.execute("SELECT pg_catalog.current_schema()").fetchone()[0]
+            conn.execute("SELECT pg_catalog.set_config('search_path', %s, false)",
+                         ("pg_catalog" + (f", {_qid(self._ns)}" if self._ns else ""),))
             # whole milliseconds, at least 1: PostgreSQL reads lock_timeout = 0 as "wait
             # forever", the opposite of a zero timeout
             conn.execute("SELECT set_config('lock_timeout', %s, false)",
@@ -386,7 +394,7 @@ class PostgresStore:
 
         try:
             with self._lock:
-                ns = self._conn.execute("SELECT current_schema()").fetchone()[0]
+                ns = self._ns  # the DSN's, read before the search_path was pinned
                 if ns is None:
                     raise StoreError(f"DB={self.path}: no schema in search_path to hold the "
                                      "store")
