@@ -120,10 +120,14 @@ def test_v2_loop_agents_within_3x_of_no_learning():
 
     Measured when written (wall clock, 2 cores, a test suite beside it): skill store
     naive_loop x5.0, skill_loop x2.9; memory store naive_loop x2.4, memory_loop x3.0.
-    Before the loop-agent speed work of issue 16, on the restored pre-registered world
-    (wall clock, load ~1): skill naive_loop x7.17, skill_loop x2.20, memory naive_loop
-    x3.20, memory_loop x2.37. After it: see the printed figures (benchmarks/README.md).
-    Outputs unchanged throughout: ``benchmarks/fingerprint_agent_tasks.py --check``.
+    On the restored pre-registered world, this protocol, a load of 5-7 on 2 cores: at
+    commit 96f1a68 (before the loop-agent speed work) skill naive_loop x6.09 (788
+    episodes/s), skill_loop x2.12, memory naive_loop x3.09, memory_loop x2.55
+    (no_learning ~4,750 episodes/s); after it, three runs: skill naive_loop x3.04-3.61
+    (1,155-1,368 episodes/s), skill_loop x1.70-1.87, memory naive_loop x2.77-2.90,
+    memory_loop x1.69-1.73. Not met: the skill store's naive loop (a new or patched
+    skill after every run, through validation, the safety net and the history). Outputs
+    unchanged throughout: ``benchmarks/fingerprint_agent_tasks.py --check``.
     """
     import statistics
     import tomllib
