@@ -254,7 +254,7 @@ def _nest(n):
 
 @pytest.mark.parametrize("run, message", [
     # review R18: each of these raised a RecursionError, a TypeError or an OverflowError
-    (_with_args(f'{{"user_id": {_nest(100_000)}}}'),
+    (_with_args(f'{{"user_id": {_nest(99_000)}}}'),
      "traj[1].tool_calls[0].function.arguments: not JSON (nested too deeply)"),
     (_with_args(f'{{"user_id": {_nest(900)}}}'),       # parses, then overflowed the redactor
      "traj[1].tool_calls[0].function.arguments: not JSON (nested too deeply)"),
@@ -264,8 +264,12 @@ def _nest(n):
      "traj[1].tool_calls[0].function.arguments: not JSON (-Infinity is not a JSON value)"),
     (_with_output("ok", cid=["c1"]), "traj[2].tool_call_id: must be a string"),
     (_with_output("ok", cid={"id": "c1"}), "traj[2].tool_call_id: must be a string"),
-    (_with_output(_nest(100_000)), "traj[2].content: JSON nested too deeply"),
+    (_with_output(_nest(99_000)), "traj[2].content: JSON nested too deeply"),
     (_run(task_id=10**30), "task_id: must be a non-negative integer below 2**31"),
+    # a 100 MB argument took 450 s and 10 GB of memory to replay
+    (_with_args(json.dumps({"user_id": "a1" * 100_001})),
+     "traj[1].tool_calls[0].function.arguments: longer than 200000 characters"),
+    (_with_output("x" * 200_001), "traj[2].content: longer than 200000 characters"),
     (_run(trial=2**31), "trial: must be a non-negative integer below 2**31"),
 ])
 def test_hostile_shapes_name_the_run_and_the_field(run, message):

@@ -64,6 +64,9 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a JSON value")
 
 
+#: Longest text (characters) accepted anywhere in a run: 25 times the longest of the 200
+#: airline runs (8,117). A 100 MB argument took 450 s and 10 GB to replay.
+MAX_TEXT = 200_000
 #: Deepest nesting of arrays and objects accepted in a run's JSON texts (the airline
 #: tools' outputs nest 4 levels; the redactor and the store read recursively).
 MAX_DEPTH = 32
@@ -344,6 +347,25 @@ def task_type(tool_names: Iterable[str]) -> str:
     return NO_CHANGE
 
 
+def _long_text(obj) -> str | None:
+    """The dotted field of a string (or key) longer than :data:`MAX_TEXT` in ``obj``, or
+    None (iterative)."""
+    stack = [(obj, "")]
+    while stack:
+        o, path = stack.pop()
+        if isinstance(o, str):
+            if len(o) > MAX_TEXT:
+                return path or "run"
+        elif isinstance(o, Mapping):
+            for k, v in o.items():
+                if isinstance(k, str) and len(k) > MAX_TEXT:
+                    return f"{path}.(a key)" if path else "(a key)"
+                stack.append((v, f"{path}.{k}" if path else str(k)))
+        elif isinstance(o, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(o))
+    return None
+
+
 def _short(value) -> object:
     if isinstance(value, str) and len(value) > 80:
         return value[:77] + "..."
@@ -388,7 +410,9 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
     TrajectoryError
         Naming the run and the field: not an object; ``task_id`` or ``trial`` not a
         non-negative integer below 2**31; ``reward`` not a finite number; ``traj``
-        missing or not a list; a message that is not an object or has no ``role``; a
+        missing or not a list; a text longer than :data:`MAX_TEXT` characters or data
+        nested more than :data:`MAX_DEPTH` levels anywhere in the run; a message that is
+        not an object or has no ``role``; a
         tool call without a ``function.name``; ``function.arguments`` that is not strict
         JSON text of an object (NaN, Infinity and nesting past :data:`MAX_DEPTH`
         refused); a tool message whose ``tool_call_id`` is not a string or whose JSON
@@ -405,6 +429,9 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
     from dyna.loops.llm import json_depth
     if json_depth(raw) > MAX_DEPTH:
         fail("run", "(nested data)", f"nested more than {MAX_DEPTH} levels")
+    where_long = _long_text(raw)
+    if where_long is not None:
+        fail(where_long, "(text)", f"longer than {MAX_TEXT} characters")
     for key in ("task_id", "trial"):
         v = raw.get(key)
         if v is None:
