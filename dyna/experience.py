@@ -1014,8 +1014,7 @@ class ExperienceStore:
         with self._lock:
             hits = self._search_cached(tenant_id, task_type, q, k)
             if hits is not None:
-                ids, scores = hits
-                eps = self._episodes_by_id(ids)
+                scores, eps = hits
             else:
                 with self._view():
                     rows, scores = self._buf.search(q, k, tenant_id=tenant_id,
@@ -1038,10 +1037,11 @@ class ExperienceStore:
         return self._fcache
 
     def _search_cached(self, tenant_id: str, task_type, q: np.ndarray, k: int):
-        """``(ids, scores)`` of a top-k search from the feature cache without loading the
-        buffer (issue 19, open in a second), or None: the buffer is loaded (it is up to
+        """``(scores, episodes)`` of a top-k search from the feature cache without loading
+        the buffer (issue 19, open in a second), or None: the buffer is loaded (it is up to
         date and faster), the store is not a SQLite file, there is no valid cache, or the
-        cache no longer describes the file. Same results as the buffer's search."""
+        cache no longer describes the file. Same results as the buffer's search; the search
+        and the read of the k episodes see one committed state (one read transaction)."""
         if (self._loaded or self._depth or self._unflushed or not isinstance(self._db, SQLiteStore)
                 or not self._db.persistent or task_type == ""):
             return None
@@ -1050,10 +1050,12 @@ class ExperienceStore:
         cache = self._feature_cache()
         if cache is None:
             return None
-        hits = cache.search(self._db, tenant_id, task_type, q, k)
-        if hits is None:
-            self._fcache, self._fcache_key = None, None   # stale: look again next time
-        return hits
+        with self._db.snapshot():
+            hits = cache.search(self._db, tenant_id, task_type, q, k)
+            if hits is None:
+                self._fcache, self._fcache_key = None, None   # stale: look again next time
+                return None
+            return hits[1], self._episodes_by_id(hits[0])
 
     def _episodes_by_id(self, ids: np.ndarray) -> list[dict]:
         """The episodes with these ids read from the file, as :meth:`ExperienceBuffer.rows`

@@ -112,6 +112,13 @@ def test_new_rows_of_another_process_are_seen_and_deletes_fall_back(tmp_path):
     fresh = ExperienceStore(path, dim=DIM)
     assert _all_answers(lazy) == _all_answers(fresh)
     assert lazy._loaded is False
+    # a second round on another connection: the kept tail is extended, not re-read
+    fresh.record("gamma", _eps(np.random.default_rng(3), 4, task_types=("t1", "t9")))
+    assert lazy._fcache._tails["gamma"][1].tolist() == []
+    assert _all_answers(lazy) == _all_answers(fresh)
+    assert lazy._fcache._tails["gamma"][1].tolist() == [132, 133, 134, 135]
+    assert lazy._fcache._tails["alpha"][1].tolist() == [127, 128, 129, 130]
+    assert lazy._loaded is False
     fresh.delete_data("alpha", task_type="t1")   # bumps the generation: the cache is stale
     after = _all_answers(lazy, ks=(7,))
     assert lazy._loaded is True                  # answered from the buffer

@@ -21,8 +21,9 @@ Validity (never a wrong answer)
     A cache describes the rows with ``id <= max_id`` at one ``generation``. Ids only grow and
     every delete or rewrite bumps the generation (:mod:`dyna.store.sqlite`), so while the
     database's generation is the header's, those rows are exactly the cached ones, and the
-    rows committed since are the ones with ``id > max_id`` (read from SQL at each query: the
-    live view). At open the header is parsed and checked (types, sizes, offsets) and its
+    rows committed since are the ones with ``id > max_id``: each query reads those above the
+    highest id it has scanned (a rowid range) and keeps them with the earlier ones (the live
+    view; rewrite the cache when they become many). At open the header is parsed and checked (types, sizes, offsets) and its
     token and generation compared with the database; a tenant's section is used only after
     the checksums of its ids and vectors match and sampled rows of it (first, last, 14
     between) are the database's rows, ids, tenant and vector bytes. Anything else (no cache, another generation, another
@@ -126,6 +127,9 @@ class FeatureCache:
         self.block_rows = header["block_rows"]
         self._vectors, self._ids = vectors, ids
         self._checked: dict[str, tuple | None] = {}   # tenant -> (X, inv, ids) or None
+        # tenant -> (highest id scanned, ids, vectors, inverse norms, task types) of the
+        # rows committed after the cache (see _tail_rows)
+        self._tails: dict[str, tuple] = {}
 
     def _section(self, store, tenant: str):
         """The tenant's checked ``(vectors, inverse norms, ids)``; None when the section does
@@ -161,6 +165,35 @@ class FeatureCache:
                    f"({', '.join('?' * len(want))}) ORDER BY id", want)
         return ([r[0] for r in got] == want and all(r[1] == tenant for r in got)
                 and store._join_vectors([r[2] for r in got]) == X[pos].tobytes())
+
+    def _tail_rows(self, store, tenant: str, dim: int):
+        """The tenant's rows committed after the cache: ``(ids, vectors, inverse norms, task
+        types)``, kept between queries and extended by the rows with ids above the highest
+        this cache has scanned (a rowid range read, not the tenant index); None when a
+        stored vector is not finite (the buffer path reports it)."""
+        seen, *held = self._tails.get(tenant, (self.max_id, np.zeros(0, np.int64),
+                                               np.zeros((0, dim), np.float32),
+                                               np.zeros(0, np.float32),
+                                               np.zeros(0, dtype=object)))
+        top = _sql(store, "SELECT MAX(id) FROM episodes")[0][0]
+        if top is not None and top > seen:
+            new = _sql(store, "SELECT id, features, task_type FROM episodes WHERE id > ? AND "
+                       "id <= ? AND +tenant_id = ? ORDER BY id", (seen, top, tenant))
+            if new:
+                NX = np.frombuffer(store._join_vectors([r[1] for r in new]),
+                                   np.float32).reshape(-1, dim)
+                try:
+                    ninv = inverse_norms(NX)
+                except ConfigError:
+                    return None
+                tasks = np.empty(len(new), dtype=object)
+                tasks[:] = [r[2] for r in new]
+                held = [np.concatenate([held[0], np.array([r[0] for r in new], np.int64)]),
+                        np.concatenate([held[1], NX]), np.concatenate([held[2], ninv]),
+                        np.concatenate([held[3], tasks])]
+            seen = top
+        self._tails[tenant] = (seen, *held)
+        return tuple(held)
 
     def search(self, store, tenant: str, task_type: str | None, query: np.ndarray, k: int):
         """Exact cosine top-k of a tenant's rows (optionally one task type), or None.
@@ -203,21 +236,16 @@ class FeatureCache:
                 cand = np.searchsorted(ids, want)
                 if cand.size and (cand[-1] >= ids.size or not np.array_equal(ids[cand], want)):
                     return None
-            # rows committed since the cache was written: the rowid range, not the index
-            extra = "" if task_type is None else " AND +task_type = ?"
-            args = (self.max_id, tenant) + (() if task_type is None else (task_type,))
-            new = _sql(store, "SELECT id, features FROM episodes WHERE id > ? AND "
-                       f"+tenant_id = ?{extra} ORDER BY id", args)
+            tail = self._tail_rows(store, tenant, X.shape[1])
+            if tail is None:
+                return None
         r1, s1 = search_arrays(X, inv, ids, query, k, candidates=cand)
         out_ids, out_s = ids[r1], s1
-        if new:
-            nid = np.array([r[0] for r in new], np.int64)
-            NX = np.frombuffer(store._join_vectors([r[1] for r in new]),
-                               np.float32).reshape(-1, X.shape[1])
-            try:
-                ninv = inverse_norms(NX)
-            except ConfigError:
-                return None
+        nid, NX, ninv, ntask = tail
+        if task_type is not None:
+            keep = np.flatnonzero(ntask == task_type)
+            nid, NX, ninv = nid[keep], NX[keep], ninv[keep]
+        if nid.size:
             r2, s2 = search_arrays(NX, ninv, nid, query, k)
             out_ids = np.concatenate([out_ids, nid[r2]])
             out_s = np.concatenate([out_s, s2])
