@@ -76,11 +76,11 @@ def _replay_config(config, folder: Path):
         raise ConfigError("--replay", str(folder), f"was recorded with another config "
                           f"(hash {str(recorded)[:12]}, this one {config.hash[:12]}): give "
                           "the same file, --runs and --seed")
-    _check_recording(folder, manifest)
+    _check_recording(folder, manifest, config.replay_columns)
     return config.with_replay(folder.resolve())
 
 
-def _check_recording(folder: Path, manifest) -> None:
+def _check_recording(folder: Path, manifest, columns) -> None:
     """The recording is the file the manifest lists (same SHA-256: not edited, truncated
     or swapped since the run) and a readable table with the recording's columns.
 
@@ -92,8 +92,6 @@ def _check_recording(folder: Path, manifest) -> None:
     import hashlib
 
     import polars as pl
-
-    from dyna.experiment.kinds.agent_tasks.job import EXCHANGE_COLUMNS
 
     path = folder / "llm_exchanges.parquet"
     try:
@@ -111,12 +109,11 @@ def _check_recording(folder: Path, manifest) -> None:
                           f"{digest[:12]}, the manifest's {listed[:12]}): it was changed "
                           "after the run")
     try:
-        columns = pl.read_parquet_schema(path)
+        present = pl.read_parquet_schema(path)
     except Exception as exc:   # noqa: BLE001 -- polars raises several types for bad files
         raise ConfigError("--replay", str(path), f"is not a readable table "
                           f"({type(exc).__name__})") from None
-    missing = [c for c in ("variant", "scenario", "run", *EXCHANGE_COLUMNS)
-               if c not in columns]
+    missing = [c for c in columns if c not in present]
     if missing:
         raise ConfigError("--replay", str(path), f"lacks the columns {missing}")
 

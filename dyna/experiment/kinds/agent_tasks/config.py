@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.config import config_hash
@@ -396,6 +397,11 @@ class AgentTasksConfig:
             new = dataclasses.replace(new, seed=check_range("--seed", seed, 0, None,
                                                             integer=True))
         return new
+
+    #: Columns a recording (``llm_exchanges.parquet``) must have for ``--replay``.
+    replay_columns: ClassVar[tuple[str, ...]] = (
+        "variant", "scenario", "run", "seq", "key", "request", "response", "status",
+        "reason", "attempts")
 
     def with_replay(self, folder) -> "AgentTasksConfig":
         """Copy that answers the model's requests from ``folder``'s recording.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dyna.experiment.backends import Job
+from dyna.experiment.kinds.agent_tasks.config import AgentTasksConfig
 
 __all__ = ["execute_agent_job"]
 
@@ -36,7 +37,7 @@ def execute_agent_job(job: Job) -> dict:
 
 #: Columns of the ``llm_exchanges`` table (one row per request of the LLM agent or its
 #: reviewer: :class:`dyna.loops.llm.Recording`), after the run's variant, scenario, run.
-EXCHANGE_COLUMNS = ("seq", "key", "request", "response", "status", "reason", "attempts")
+EXCHANGE_COLUMNS = AgentTasksConfig.replay_columns[3:]   # seq, key, request, ... attempts
 
 
 def _llm_job(job: Job) -> dict:
