@@ -516,3 +516,13 @@ def test_an_answer_trickling_past_the_timeout_is_incomplete():
         httpd.server_close()
     assert len(data) * 0.02 > 2.0                  # it would have taken over 2 s
     assert (res.status, res.reason) == ("incomplete", "timeout: no answer within 0.5 s")
+
+
+@pytest.mark.parametrize("url", [f"ftp://u:{KEY}@h/v1", f"http://u:{KEY}@/v1",
+                                 f"htp://h/v1?key={KEY}", f"file:///x#{KEY}"])
+def test_a_bad_scheme_or_host_never_echoes_the_credentials(url):
+    """Review R18: the scheme check came before the credentials check and echoed the URL."""
+    with pytest.raises(ConfigError) as e:
+        Endpoint(url, "m")
+    assert e.value.field == "base_url" and KEY not in str(e.value)
+    assert e.value.reason == "must be an http(s)://host/... URL"

@@ -133,7 +133,10 @@ class Endpoint:
             raise ConfigError("base_url", self.base_url, "must be a URL string")
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError("base_url", self.base_url, "must be an http(s)://host/... URL")
+            hidden = parts.username or parts.password or parts.query or parts.fragment
+            shown = "(a URL with credentials, a query or a fragment)" if hidden else \
+                self.base_url   # not echoed: those parts may carry a key
+            raise ConfigError("base_url", shown, "must be an http(s)://host/... URL")
         if parts.username or parts.password:
             raise ConfigError("base_url", "(a URL with credentials)",
                               "must not hold credentials; put the key in the environment "
