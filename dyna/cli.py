@@ -132,6 +132,7 @@ EXAMPLES = {
     "dyna store compact": "dyna store compact ~/.dyna/experience.db --keep 1000",
     "dyna store recover": "dyna store recover damaged.db --out recovered.db",
     "dyna store scrub": "dyna store scrub ~/.dyna/experience.db --dry-run",
+    "dyna store cache": "dyna store cache ~/.dyna/experience.db",
 }
 
 #: Help of arguments their modules left without one: (command, dest) -> text.
@@ -158,7 +159,7 @@ ARG_HELP = {
 }
 for _cmd in ("show", "pending", "approve", "reject", "consolidate"):
     ARG_HELP[("dyna memory " + _cmd, "path")] = "MEMORY.md file"
-for _cmd in ("stats", "export", "delete", "prune", "compact", "recover", "scrub"):
+for _cmd in ("stats", "export", "delete", "prune", "compact", "recover", "scrub", "cache"):
     ARG_HELP[("dyna store " + _cmd, "db")] = "SQLite experience store (must exist)"
 
 
