@@ -15,7 +15,7 @@ from dyna.cli import main
 from dyna.errors import ConfigError
 from dyna.experiment.registry import load_experiment
 
-KEY_ENV = "DYNA_TEST_AGENT_KEY"
+KEY_ENV = "DYNA_TEST_AGENT_API_KEY"
 KEY = "velvet-orchard-kettle-42"      # no detector knows this shape
 
 

@@ -22,7 +22,7 @@ from dyna.loops import Digest, LearningLoop, LoopConfig
 from dyna.loops.llm import (NOTHING_LEARNED, _digest_payload, ChatClient, Endpoint, LLMReviewer, Recording,
                             Replay, ReplayError)
 
-KEY_ENV = "DYNA_TEST_LLM_KEY"
+KEY_ENV = "DYNA_TEST_LLM_API_KEY"
 # a key no secret detector recognises: only the client's own scrub keeps it out
 KEY = "tea-pot-garden-lamp-7"
 
@@ -293,6 +293,27 @@ def test_endpoint_fields_are_checked():
         "api_key_env", "")
 
 
+def test_only_an_api_key_variable_is_sent_and_never_over_plain_http_to_another_host(
+        monkeypatch):
+    # an experiment file from elsewhere must not be able to send any variable to its host
+    for name in ("AWS_SECRET_ACCESS_KEY", "PGPASSWORD", "HOME", "GITHUB_TOKEN"):
+        with pytest.raises(ConfigError) as e:
+            Endpoint("https://h/v1", "m", api_key_env=name)
+        assert (e.value.field, e.value.value) == ("api_key_env", name)
+    for name in ("OPENAI_API_KEY", "openrouter_api_key", "HF_API_TOKEN"):
+        assert Endpoint("https://h/v1", "m", api_key_env=name).api_key_env == name
+    monkeypatch.setenv(KEY_ENV, "sk-test-0123456789abcdef")
+    client = ChatClient(Endpoint("http://10.1.2.3:9/v1", "m", api_key_env=KEY_ENV))
+    with pytest.raises(ConfigError) as e:     # refused before any connection is made
+        client.chat([{"role": "user", "content": "x"}])
+    assert e.value.field == "base_url" and "unencrypted" in str(e.value)
+    assert "sk-test" not in str(e.value)
+    monkeypatch.delenv(KEY_ENV)               # no key: plain http to a LAN server is fine
+    assert ChatClient(Endpoint("http://10.1.2.3:9/v1", "m", api_key_env=KEY_ENV,
+                               timeout=0.2)).chat([{"role": "user", "content": "x"}]
+                                                  ).status in ("failed", "incomplete")
+
+
 # ---------------------------------------------------------------- personal data
 
 TAU = Path(__file__).resolve().parent / "data" / "tau_bench_sample" / "runs.json"
@@ -462,9 +483,9 @@ def test_a_tampered_recording_is_refused_naming_the_field():
 def test_a_placeholder_key_does_not_rewrite_the_request(monkeypatch):
     """Review R18: with OPENAI_API_KEY=x (a local server's placeholder), every "x" of the
     model name and the prompt became "(redacted)"."""
-    monkeypatch.setenv("DYNA_TEST_DUMMY", "x")
+    monkeypatch.setenv("DYNA_TEST_DUMMY_API_KEY", "x")
     client = ChatClient(Endpoint("http://127.0.0.1:9/v1", "qwen-max",
-                                 api_key_env="DYNA_TEST_DUMMY"))
+                                 api_key_env="DYNA_TEST_DUMMY_API_KEY"))
     body = client.body([{"role": "user", "content": "fix the next bug in index.ts"}])
     assert (body["model"], body["messages"][0]["content"]) == (
         "qwen-max", "fix the next bug in index.ts")

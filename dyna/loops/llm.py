@@ -70,6 +70,23 @@ MAX_RESPONSE_BYTES = 8 * 2**20
 #: Deepest nesting of arrays and objects accepted in an answer (chat completions need ~6).
 MAX_JSON_DEPTH = 64
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: An API key's variable name ends so (``OPENAI_API_KEY``, ``OPENROUTER_API_KEY``,
+#: ``HF_API_TOKEN``); any other name is refused, so that an experiment file from elsewhere
+#: cannot send an arbitrary variable (a cloud secret, a database password) to its base_url.
+API_KEY_SUFFIXES = ("API_KEY", "API_TOKEN")
+
+
+def _is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 # "name" is a personal key for free-form dicts, but in the wire format it names tools and
 # functions: kept, so tool definitions and calls survive redaction.
 _WIRE_KEYS = frozenset(DEFAULT_SENSITIVE_KEYS - {"name"})
@@ -100,7 +117,9 @@ class Endpoint:
     model : str
     api_key_env : str
         Name of the environment variable holding the API key (default ``OPENAI_API_KEY``);
-        unset or empty: no ``Authorization`` header (local servers).
+        it must end in ``API_KEY`` or ``API_TOKEN`` (:data:`API_KEY_SUFFIXES`). Unset or
+        empty: no ``Authorization`` header (local servers). A key is sent only over https,
+        or plain http to a loopback address.
     temperature : float
         In [0, 2].
     seed : int or None
@@ -155,6 +174,11 @@ class Endpoint:
         if not isinstance(self.api_key_env, str) or not _ENV_NAME_RE.match(self.api_key_env):
             raise ConfigError("api_key_env", self.api_key_env,
                               "must be an environment variable name (letters, digits, _)")
+        if not self.api_key_env.upper().endswith(API_KEY_SUFFIXES):
+            raise ConfigError("api_key_env", self.api_key_env,
+                              "must name an API key's variable (ending in _API_KEY or "
+                              "_API_TOKEN): any other variable, e.g. a cloud secret, would "
+                              "be sent to base_url")
         object.__setattr__(self, "temperature",
                            float(check_range("temperature", self.temperature, 0.0, 2.0)))
         if self.seed is not None:
@@ -476,6 +500,12 @@ class ChatClient:
         key = ep.api_key()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
+            parts = urlsplit(ep.base_url)
+            if parts.scheme == "http" and not _is_loopback(parts.hostname or ""):
+                raise ConfigError("base_url", ep.base_url,
+                                  f"is plain http to another host: the key in "
+                                  f"{ep.api_key_env} would travel unencrypted; use https "
+                                  "(or a loopback address for a local server)")
             headers["Authorization"] = f"Bearer {key}"
         attempts: list = []
         n429 = n5xx = 0
