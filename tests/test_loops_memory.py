@@ -1,6 +1,7 @@
 """MemoryStore on a real MEMORY.md: dedupe, supersede, cap, consolidation, snapshots."""
 
 import datetime as dt
+import stat
 
 import pytest
 
@@ -163,3 +164,28 @@ def test_add_does_not_default_to_trusted(store):
     """A fact nobody vouched for is written as untrusted."""
     assert store.add("The build host is ci-7").entry.trust == "untrusted"
     assert store.add("The API port is 8080", trust="trusted").entry.trust == "trusted"
+
+
+def test_a_memory_path_that_is_a_fifo_or_a_link_is_refused_before_anything_is_created(
+        tmp_path):
+    """Review R18: ``MemoryStore("/dev/null")`` as root replaced the device with a regular
+    file (the atomic write renames over its target), and a symlinked path left
+    ``.dyna/...history.jsonl`` behind before being refused. A FIFO stands in for the
+    device here (renaming over it would replace it the same way)."""
+    import os
+
+    from dyna.loops._io import atomic_write
+
+    fifo = tmp_path / "MEMORY.md"
+    os.mkfifo(fifo)
+    link = tmp_path / "sub" / "MEMORY.md"
+    link.parent.mkdir()
+    link.symlink_to(tmp_path / "elsewhere.md")
+    for path in (fifo, link):
+        with pytest.raises(ConfigError) as e:
+            MemoryStore(path)
+        assert e.value.field == "path" and "not a regular file" in str(e.value)
+    with pytest.raises(OSError, match="not a regular file"):
+        atomic_write(fifo, "x")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)       # still the FIFO
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["MEMORY.md", "MEMORY.md", "sub"]

@@ -100,6 +100,20 @@ def library_lock(folder_or_file: Path, timeout: float = 30) -> filelock.FileLock
     return _LibraryFileLock(str(path), timeout=timeout)
 
 
+def _refuse_non_regular(path: Path) -> None:
+    """OSError(EINVAL) when ``path`` exists (as a link or not) and is not a regular file."""
+    import errno
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "exists and is not a regular file (a device, FIFO, "
+                      "socket or link is never written over)", str(path))
+
+
 def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically: readers see the old or the new file, never
     a part of it.
@@ -113,10 +127,13 @@ def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None
     Raises
     ------
     OSError
-        The folder is not writable; ``path`` is then unchanged.
+        The folder is not writable, or ``path`` exists and is not a regular file (a device
+        such as ``/dev/null``, a FIFO, a socket, a symbolic link: renaming over it would
+        replace it); ``path`` is then unchanged.
     """
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogateescape")
+    _refuse_non_regular(path)
     with atomic_target(path) as tmp:
         with open(tmp, "wb") as fh:
             fh.write(data)

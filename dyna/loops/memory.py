@@ -775,6 +775,11 @@ class _FileBackend:
         self.path = Path(path)
         if self.path.is_dir():
             raise ConfigError("path", str(path), "is a folder; give the MEMORY.md file")
+        if self.path.is_symlink() or (self.path.exists() and not self.path.is_file()):
+            # a device (/dev/null), FIFO or socket would be replaced by the atomic rename,
+            # and a link would write elsewhere: refused before anything is created
+            raise ConfigError("path", str(path), "is not a regular file (a device, FIFO, "
+                              "socket or symbolic link); give a MEMORY.md file")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._side = self.path.parent / ".dyna"
         self._hist = self._side / f"{self.path.name}.history.jsonl"
