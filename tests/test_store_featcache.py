@@ -255,3 +255,24 @@ def test_cli_store_cache(tmp_path, capsys):
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "secretpw" not in err
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_cache_files_take_the_store_mode_and_a_fifo_header_is_no_cache(tmp_path):
+    path = tmp_path / "s.db"
+    _build(path).close()
+    os.chmod(path, 0o640)
+    s = ExperienceStore(path, dim=DIM)
+    s.write_feature_cache()
+    s.close()
+    names = [n for n in os.listdir(tmp_path) if n.startswith("s.db.features")]
+    assert len(names) == 3
+    assert {oct(os.stat(tmp_path / n).st_mode & 0o777) for n in names} == {"0o640"}
+    head = tmp_path / "s.db.features.json"
+    head.unlink()
+    os.mkfifo(head)            # would block a plain open() for reading
+    lazy = ExperienceStore(path, dim=DIM, eager=False)
+    fresh = ExperienceStore(path, dim=DIM)
+    assert _all_answers(lazy, ks=(3,)) == _all_answers(fresh, ks=(3,))
+    assert lazy._loaded is True
+    lazy.close()
+    fresh.close()

@@ -47,6 +47,7 @@ import itertools
 import json
 import os
 import secrets
+import stat
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -279,6 +280,33 @@ def _check_header(h, dim: int) -> dict | None:
     return h if off == h["n_rows"] else None
 
 
+def _regular(path: Path):
+    """Open a file for reading only if it is a regular file (a FIFO or device named like a
+    cache file would block or be read without end): OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path}: not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _map_npy(path: Path) -> np.memmap:
+    """A read-only memory map of a C-order .npy file of plain numbers (version 1 or 2
+    header), opened as a regular file; ValueError or OSError for anything else."""
+    with _regular(path) as fh:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"{path}: .npy version {version}")
+        if fortran or dtype.hasobject or dtype.kind not in "fi":
+            raise ValueError(f"{path}: not a C-order array of numbers")
+        return np.memmap(fh, dtype=dtype, mode="r", shape=shape, offset=fh.tell())
+
+
 def open_cache(store) -> FeatureCache | None:
     """The store's cache when it exists and its header matches the database, else None.
 
@@ -287,19 +315,17 @@ def open_cache(store) -> FeatureCache | None:
     if not getattr(store, "persistent", False):
         return None
     head, folder = cache_paths(store.path)
+    name = Path(store.path).name
     try:
-        with open(head, "rb") as fh:
+        with _regular(head) as fh:
             raw = fh.read(MAX_HEADER_BYTES + 1)
         if len(raw) > MAX_HEADER_BYTES:
             return None
         h = _check_header(json.loads(raw), store.dim)
         if h is None:
             return None
-        name = Path(store.path).name
-        X = np.load(folder / f"{name}.features-{h['token']}.npy", mmap_mode="r",
-                    allow_pickle=False)
-        ids = np.load(folder / f"{name}.features-{h['token']}.ids.npy", mmap_mode="r",
-                      allow_pickle=False)
+        X = _map_npy(folder / f"{name}.features-{h['token']}.npy")
+        ids = _map_npy(folder / f"{name}.features-{h['token']}.ids.npy")
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if (X.dtype != np.float32 or X.shape != (h["n_rows"], store.dim) or ids.dtype != np.int64
@@ -309,6 +335,15 @@ def open_cache(store) -> FeatureCache | None:
         if _token(store) != h["token"] or store.generation() != h["generation"]:
             return None
     return FeatureCache(h, X, ids)
+
+
+def _created(path: Path, mode: int, dtype, shape) -> np.memmap:
+    """A new .npy file of this shape (refused if the name exists), with the store file's
+    permission bits before any data is written, mapped for writing."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    os.fchmod(fd, mode)       # not narrowed by the umask: readable by whoever reads the store
+    os.close(fd)
+    return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
 
 
 def write_cache(store) -> dict:
@@ -367,8 +402,8 @@ def write_cache(store) -> dict:
             c_ids, c_rank = all_ids[order], t_rank[order]
             del all_ids, t_rank, order
             n, dim = c_ids.size, store.dim
-            X = np.lib.format.open_memmap(paths[0], mode="w+", dtype=np.float32,
-                                          shape=(n, dim))
+            mode = stat.S_IMODE(os.stat(store.path).st_mode) & 0o666   # the store's own
+            X = _created(paths[0], mode, np.float32, (n, dim))
             sorted_ids = np.sort(c_ids)
             where = np.empty(n, np.int64)
             where[np.searchsorted(sorted_ids, c_ids)] = np.arange(n)   # id rank -> position
@@ -384,7 +419,7 @@ def write_cache(store) -> dict:
             top = int(sorted_ids[-1]) if n else -1
             del sorted_ids, where
         X.flush()
-        ids_file = np.lib.format.open_memmap(paths[1], mode="w+", dtype=np.int64, shape=(n,))
+        ids_file = _created(paths[1], mode, np.int64, (n,))
         ids_file[:] = c_ids
         ids_file.flush()
         sections = {}
@@ -403,6 +438,7 @@ def write_cache(store) -> dict:
                   "n_rows": n, "token": token, "block_rows": _block_rows(dim),
                   "tenants": sections}
         with atomic_target(head) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            os.chmod(tmp, mode)
             json.dump(header, fh, separators=(",", ":"))
             fh.flush()
             os.fsync(fh.fileno())
