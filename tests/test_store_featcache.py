@@ -276,3 +276,46 @@ def test_cache_files_take_the_store_mode_and_a_fifo_header_is_no_cache(tmp_path)
     assert lazy._loaded is True
     lazy.close()
     fresh.close()
+
+
+def _one_by_one_writer(path: str, n: int, conn) -> None:
+    store = ExperienceStore(path, dim=DIM)
+    for i in range(n):
+        f = np.zeros(DIM)
+        f[i % DIM] = 1.0
+        f[(i + 1) % DIM] = 0.01 * (i + 1)      # a direction of its own
+        ident = store.record("alpha", task_type="live", action_type="a", outcome="success",
+                             reward=float(i), state_features=f.tolist())
+        conn.send((i, ident["ids"][0], f.tolist()))
+        conn.recv()                               # the reader has asked
+    store.close()
+
+
+def test_a_reader_on_the_cache_sees_each_row_a_writer_acknowledged(tmp_path):
+    """Two processes: the writer records one episode at a time; after each acknowledgement
+    the reader (on the feature cache, never loading) is asked for it, and it is returned."""
+    import multiprocessing as mp
+
+    path = tmp_path / "s.db"
+    s = _build(path)
+    s.write_feature_cache()
+    s.close()
+    lazy = ExperienceStore(path, dim=DIM, eager=False)
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_one_by_one_writer, args=(str(path), 8, child))
+    p.start()
+    try:
+        for _ in range(8):
+            assert parent.poll(120)
+            i, ident, f = parent.recv()
+            res = lazy.query_similar("alpha", k=1, task_type="live", state_features=f)
+            top = res["results"][0]
+            assert top["episode"]["id"] == ident and top["episode"]["reward"] == float(i)
+            assert len(lazy.query_similar("alpha", k=50, task_type="live",
+                                          state_features=f)["results"]) == i + 1
+            parent.send("asked")
+    finally:
+        p.join(60)
+    assert p.exitcode == 0 and lazy._loaded is False
+    lazy.close()
