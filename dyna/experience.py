@@ -425,7 +425,11 @@ class ExperienceStore:
     eager : bool
         Read the file's episodes at open (default). With False they are read by the first
         operation that needs them; ``get_stats`` and ``get_data_consumption`` never need
-        them (they answer from SQL), so ``dyna store stats`` loads no episode.
+        them (they answer from SQL), so ``dyna store stats`` loads no episode, and
+        ``query_similar`` does not while the SQLite file has a valid feature cache
+        (:meth:`write_feature_cache`, :mod:`dyna.store.featcache`): it memory-maps the
+        tenant's vectors and reads the k episodes by id, with the answer a loaded store
+        gives.
 
     Live view
         Every operation sees every row committed to the file before it started, by this or
