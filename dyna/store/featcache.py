@@ -73,7 +73,7 @@ def cache_paths(db_path) -> tuple[Path, Path]:
     return p.with_name(p.name + ".features.json"), p.parent
 
 
-_POOL: ThreadPoolExecutor | None = None
+_POOL: tuple[int, ThreadPoolExecutor] | None = None   # (pid, pool)
 
 
 def _crc(arr: np.ndarray) -> int:
@@ -85,11 +85,14 @@ def _block_crcs(X: np.ndarray, block_rows: int) -> list[int]:
     """crc32 of each block of ``block_rows`` rows, computed on every core (zlib releases
     the GIL)."""
     global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, 8)),
-                                   thread_name_prefix="dyna-featcache")
     blocks = [X[a:a + block_rows] for a in range(0, X.shape[0], block_rows)]
-    return list(_POOL.map(_crc, blocks))
+    if len(blocks) <= 1:
+        return [_crc(b) for b in blocks]
+    if _POOL is None or _POOL[0] != os.getpid():   # a forked child has none of its threads
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1,
+                                                                         8)),
+                                                 thread_name_prefix="dyna-featcache"))
+    return list(_POOL[1].map(_crc, blocks))
 
 
 def _block_rows(dim: int) -> int:
