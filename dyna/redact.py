@@ -22,9 +22,14 @@ Helpers used before anything about an episode is stored:
   - a dict *key* in which a detector fires (an e-mail address, a token, ...) is replaced by
     ``"[REDACTED:<hash>]"`` (:func:`keyed_hash`), so no two secret keys of one mapping collide
     and no value is lost;
+  - a payment-method id of the tau-bench shape (``credit_card_4421486``,
+    ``gift_card_5094406``, ``certificate_4856383``, ``paypal_3024827``; the
+    ``payment_method_id`` detector) is personal data wherever it stands, as a whole token:
+    in a value, a dict key or prose;
   - a user id (the tau-bench shape ``mia_li_3668``) is personal data only where something
-    says it is one: the value of a user-id key (:data:`USER_ID_KEY_NAMES`) or text after a
-    cue (``user id``, ``user_id:``, ``(id: ...)``, ``You are ...``; the ``user_id`` detector).
+    says it is one: the value of a user-id key (:data:`USER_ID_CUE_KEYS`) or text after a
+    cue (``user id``, ``user_id:``, ``(id: ...)``, ``You are ...``, ``The user, ...``; the
+    ``user_id`` detector).
     An id found so is then redacted wherever else it occurs in the same object (``"Sure,
     it's mia_li_3668."`` in a run whose tool call said ``{"user_id": "mia_li_3668"}``), and
     nowhere else: ordinary snake_case names (``get_user_details``, ``max_tokens_2048``) are
@@ -69,11 +74,13 @@ __all__ = [
     "AUTH_SCHEMES",
     "DEFAULT_SENSITIVE_KEYS",
     "DETECTORS",
+    "PAYMENT_METHOD_KINDS",
     "PERSONAL_KEY_NAMES",
     "PREFIX_KEY_NAMES",
     "REDACTED",
     "SECRET_KEY_NAMES",
     "SECRET_PATTERNS",
+    "USER_ID_CUE_KEYS",
     "USER_ID_KEY_NAMES",
     "USER_ID_SHAPE",
     "Detector",
@@ -129,9 +136,12 @@ redacted on purpose: in a free-form dict it is usually a person's name.) Include
 :data:`USER_ID_KEY_NAMES`."""
 
 PREFIX_KEY_NAMES: frozenset[str] = frozenset({"credit_card"})
-"""Key families: a key equal to one of these or starting with it plus ``_`` matches. The
-tau-bench payment-method ids ``credit_card_4421486`` are keys of this kind: the 7-digit suffix
-is an id, not a card number (13-19 digits, Luhn), so the key is kept and its value redacted."""
+"""Key families: a key equal to one of these or starting with it plus ``_`` matches
+(``credit_card_number``, ``credit_card_4421486``): its value is redacted. A key that is a
+tau-bench payment-method id (``credit_card_4421486``, ``gift_card_5094406``) is itself
+personal data since issue 18 (it links to one person's card; it used to be kept as an opaque
+id): the ``payment_method_id`` detector replaces it by a keyed hash like any key holding a
+secret."""
 
 DEFAULT_SENSITIVE_KEYS: frozenset[str] = SECRET_KEY_NAMES | PERSONAL_KEY_NAMES
 """Key names whose values are redacted by default (compared after :func:`normalise_key`; the
@@ -365,9 +375,28 @@ _USER_ID_END = r"(?![\w\-@])"
 # "- **User ID:** x", "(user_id: x)", "with my user id? it's x", "user id, which is 'x'".
 _CUE_GAP = (r"(?:[ \t:=,;.?!()*`'\"\u2019\-]|\b(?i:is|was|it's|it\u2019s|its|which|as)\b)"
             r"{0,12}")
+# After a strong cue (one naming an id), up to 4 other words may come first: "My user ID
+# is already provided, x", "Your user ID (which I already have as x)". A word is letters
+# only, so no snake_case name is skipped over as one.
+_NEAR_GAP = _CUE_GAP + r"(?:\b[A-Za-z]{1,12}\b" + _CUE_GAP + r"){0,4}"
 _USER_ID_CUE = (r"(?i:\b(?:user[ _\-]?id|userid|user[ _\-]?name|customer[ _\-]?id"
-                r"|member[ _\-]?id)\b|\((?:with[ \t]+)?id\b)")
-_USER_ID_WEAK_CUE = r"(?i:\b(?:user|you[ \t]+are|i[ \t]+am|i'm|i\u2019m))[ \t]+"
+                r"|member[ _\-]?id|account[ _\-]?id|passenger[ _\-]?id|(?:my|your)[ \t]+id)\b"
+                r"|\((?:with[ \t]+)?id\b)")
+# A weak cue (a word for a person or an account, not for an id) only directly before the
+# id, separated by white space or one of , : ( = and maybe a quote: "The user, x, is ...",
+# "customer x", "passenger: x", "You are 'x'", '{"user": "x"}'.
+_USER_ID_WEAK_CUE = (r"(?i:\b(?:user|customer|account|passenger|you[ \t]+are|i[ \t]+am|i'm"
+                     r"|i\u2019m)\b)[\"']?(?:[ \t]*[,:(=][ \t]*|[ \t]+)[\"'`]?")
+#: Key names whose value, when it has :data:`USER_ID_SHAPE`, is a user id (a cue, as the
+#: words of the ``user_id`` detector are in text): :data:`USER_ID_KEY_NAMES` and the words
+#: of the weak cues. Only the shape is redacted under these (``{"account": "main"}`` stays).
+USER_ID_CUE_KEYS: frozenset[str] = USER_ID_KEY_NAMES | frozenset({
+    "account_id", "passenger_id", "user", "customer", "account", "passenger"})
+
+#: The payment-method kinds of the tau-bench airline and retail tools (``source`` of a
+#: user's ``payment_methods``); a method's id is the kind, ``_`` and its number.
+PAYMENT_METHOD_KINDS: tuple[str, ...] = (
+    "credit_card", "gift_card", "certificate", "paypal", "debit_card", "bank_account")
 _DOB_CUE = (r"(?i:\b(?:d\.?o\.?b\.?|date[ _\-]of[ _\-]birth|birth[ _\-]?date|birthday"
             r"|born(?:[ \t]+on)?)(?![\w\-]))")
 _MONTH = r"(?i:jan|feb|mar|apr|may|jun|jul|aug|sept?|oct|nov|dec)[a-z]*\.?"
@@ -467,13 +496,24 @@ DETECTORS: tuple[Detector, ...] = (
        r"|(?<![\w\-.])(?:\(\d{3}\)\s?|\d{3}[ .\-])\d{3}[ .\-]\d{4}(?![\w\-])",
        "phone number: +<country code> and 8-15 digits, or North American (555) 123-4567 / "
        "555-123-4567", _phone_digits),
+    _d("payment_method_id",
+       r"(?<![\w\-])(?i:" + "|".join(PAYMENT_METHOD_KINDS) + r")_\d{4,}(?![\w\-])",
+       "a payment-method id of the tau-bench shape (credit_card_4421486, gift_card_5094406, "
+       "certificate_4856383, paypal_3024827, debit_card_..., bank_account_...: a kind of "
+       "PAYMENT_METHOD_KINDS, '_', 4 or more digits; one recorded agent wrote "
+       "credit_card_7334) as a whole token, in values, keys and prose: it links to one "
+       "person's card, gift card, certificate or account (the number is an id, not a card "
+       "number, so the credit_card detector does not see it)"),
     _d("user_id",
-       r"(?:" + _USER_ID_CUE + _CUE_GAP + r"|" + _USER_ID_WEAK_CUE + r")(?P<secret>"
+       r"(?:" + _USER_ID_CUE + _NEAR_GAP + r"|" + _USER_ID_WEAK_CUE + r")(?P<secret>"
        + USER_ID_SHAPE + r")" + _USER_ID_END,
-       "a user id of the tau-bench shape (mia_li_3668) after a cue that says it is one: "
-       "user id / user_id / username / customer id / member id (with up to 12 characters or "
-       "the words is, was, it's, which, as between), '(id: ...)', or directly after 'user', "
-       "'You are', 'I am', \"I'm\""),
+       "a user id of the tau-bench shape (mia_li_3668) where a cue says it is one: after "
+       "user id / user_id / username / customer id / member id / account id / passenger id "
+       "/ my id / your id (with punctuation, the words is, was, it's, which, as and up to 4 "
+       "other words between: 'My user ID is already provided, x'), '(id: ...)'; or directly "
+       "after 'user', 'customer', 'account', 'passenger', 'You are', 'I am', \"I'm\" (white "
+       "space or one of , : ( = and a quote between: 'The user, x, is ...'). A snake_case "
+       "name with digits and no cue (skill_loop_2024) is not one"),
     _d("date_of_birth",
        _DOB_CUE + r"(?:[ \t:=,;()*`'\"\-]|\b(?i:is|was|remains|of)\b){0,8}(?P<secret>"
        + _DATE + r")(?![\w\-])",
@@ -515,7 +555,7 @@ def _keyed_catch(key: object, value: object) -> str | None:
     if not isinstance(value, str) or not isinstance(key, str) or len(value) < 6:
         return None
     canon = normalise_key(key)
-    if canon in USER_ID_KEY_NAMES and _USER_ID_SHAPE.fullmatch(value):
+    if canon in USER_ID_CUE_KEYS and _USER_ID_SHAPE.fullmatch(value):
         return USER_ID_DETECTOR
     if canon in _DOB_KEY_NAMES and _DATE_VALUE.fullmatch(value.strip()):
         return "date_of_birth"
@@ -761,7 +801,7 @@ def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = 
         nothing changed); replace a string dict key in which a detector fires by
         ``"[REDACTED:<hash>]"`` (:func:`keyed_hash`; distinct keys of one mapping get
         distinct names, its value is kept and redacted like any other); redact an entry
-        whose key is a cue for its value's shape (a user-id key of :data:`USER_ID_KEY_NAMES`
+        whose key is a cue for its value's shape (a user-id key of :data:`USER_ID_CUE_KEYS`
         holding an id of :data:`USER_ID_SHAPE`, a date-of-birth key holding a date), as the
         detectors do in the same JSON text, whatever ``keys`` say; and redact every user id
         so found in ``obj`` (by such a key or by the ``user_id`` cue detector) wherever else

@@ -161,7 +161,7 @@ BRIEF_KEYS = ["passwd", "pwd", "client_secret", "secret_key", "access_token", "r
               "aws_secret_access_key", "cookie", "set-cookie", "credentials", "credit_card",
               "card_number", "cvv", "dob", "address", "ｐａｓｓｗｏｒｄ", "pass\u200bword",
               "DB_PASSWORD", "DJANGO_SECRET_KEY", "SLACK_TOKEN", "AWS_SECRET_ACCESS_KEY",
-              "X-Api-Key", "APIKey", "Set-Cookie", "credit_card_4421486", "first_name"]
+              "X-Api-Key", "APIKey", "Set-Cookie", "credit_card_number", "first_name"]
 
 
 @pytest.mark.parametrize("key", BRIEF_KEYS)
@@ -300,9 +300,20 @@ def test_authorization_placeholders_and_prose_are_kept(text):
     ("my username is ivan_muller_7015", "ivan_muller_7015"),
     ("You are mia_li_3668. You want to fly", "mia_li_3668"),
     ("I'm lucas_brown_4047", "lucas_brown_4047"),
-    ("Certificate certificate_3221322 added to user noah_muller_9847 with amount 150.",
-     "noah_muller_9847"),
+    ("Certificate added to user noah_muller_9847 with amount 150.", "noah_muller_9847"),
     ('{"user_id":"mia_li_3668","reservation_id":"HATHAT"}', "mia_li_3668"),
+    # issue 18: cues near the id, as the recorded runs and the reviewer's lessons word them
+    ("transfer_to_human_agents summary=The user, amelia_rossi_1297, is requesting to cancel",
+     "amelia_rossi_1297"),
+    ("Sure, my ID is mia_li_3668.", "mia_li_3668"),
+    ("You are 'omar_rossi_1241'. You want to cancel", "omar_rossi_1241"),
+    ("My user ID is already provided, sofia_kim_7287. The reservation", "sofia_kim_7287"),
+    ("Your user ID (which I already have as emma_kim_9957).", "emma_kim_9957"),
+    ("the customer: raj_brown_5782 asked", "raj_brown_5782"),
+    ("linked to account liam_khan_2521", "liam_khan_2521"),
+    ("passenger (chen_lee_6825) rebooked", "chen_lee_6825"),
+    ("account id = james_lee_6136", "james_lee_6136"),
+    ('{"user": "mia_kim_4397", "seat": "12A"}', "mia_kim_4397"),
 ])
 def test_user_ids_after_a_cue(text, uid):
     assert detect(text) == ["user_id"]
@@ -315,11 +326,71 @@ def test_user_ids_after_a_cue(text, uid):
     "get_user_details", "max_tokens_2048", "lr_schedule_cosine_1000",
     "user ids look like first_last_1234", "the user id is required", "run id: exp_ablation_0042",
     "call get_user_details for max_tokens_2048", "user_count: 3", "users mia_li_3668",
-    "payment_id: credit_card_4421486", "certificate_4856383",
+    # issue 18: snake_case names with digits near the new cue words stay
+    "the user ran skill_loop_2024 on agent_tasks_v2", "customer support: skill_loop_2024",
+    "account settings lr_schedule_cosine_1000", "passenger count 2 for book_reservation",
+    "user story: update_reservation_flights then book_reservation", "my id card",
 ])
 def test_snake_case_names_are_not_user_ids(text):
     assert detect(text) == [] and redact(text) == text
     assert redact({"note": text, "step": 2}) == {"note": text, "step": 2}
+
+
+def test_a_cue_key_names_a_user_id_only_of_its_shape():
+    assert redact({"account": "mia_li_3668", "user": "ada"}, ()) == {"account": REDACTED,
+                                                                    "user": "ada"}
+    assert redact({"passenger": {"name": "x"}, "account": "main"}, ()) == {
+        "passenger": {"name": "x"}, "account": "main"}
+    from dyna.redact import scan
+    assert scan({"customer": "raj_brown_5782"}) == {"user_id": 1}
+
+
+# Payment-method ids (issue 18). Session 4 kept them as opaque ids (the key
+# credit_card_4421486 kept, only its value redacted; "payment_id: credit_card_4421486" was a
+# benign text); issue 18 counts them as personal data, since one links to a person's card:
+# they are redacted as keys, values and in prose, and the tests that asserted them kept now
+# assert them gone.
+@pytest.mark.parametrize("text, pid", [
+    ("payment_id: credit_card_4421486", "credit_card_4421486"),
+    ("Error: not enough balance in payment method gift_card_5094406", "gift_card_5094406"),
+    ("Certificate certificate_3221322 added with amount 150.", "certificate_3221322"),
+    ("pay with paypal_3024827.", "paypal_3024827"),
+    ("refund to debit_card_1234567 and bank_account_99887766", "debit_card_1234567"),
+    ('{"payment_id":"credit_card_7334"}', "credit_card_7334"),
+    ("call `update_reservation_flights payment_id=gift_card_5634230 reservation_id=1N99U6`",
+     "gift_card_5634230"),
+    ("Credit_Card_4421486", "Credit_Card_4421486"),
+])
+def test_payment_method_ids_are_redacted_wherever_they_stand(text, pid):
+    assert detect(text) == ["payment_method_id"]
+    out = redact(text)
+    assert pid not in out and REDACTED in out and "bank_account_99887766" not in out
+    assert pid not in str(redact({"note": text})) and pid not in str(redact([text]))
+    ((key, value),) = redact({pid: {"source": "credit_card", "id": pid}}, ()).items()
+    assert key.startswith("[REDACTED:") and value == {"source": "credit_card", "id": REDACTED}
+
+
+@pytest.mark.parametrize("text", [
+    "credit_card", "source: gift_card", "certificate_4856383x", "ssl_certificate_20240101",
+    "credit_card_123", "gift_card_balance_2024", "paypal-3024827", "my_paypal_3024827",
+    "update_reservation_flights", "book_reservation",
+])
+def test_payment_method_look_alikes_are_kept(text):
+    assert detect(text) == [] and redact(text) == text
+
+
+def test_a_tau_bench_payment_methods_map_keeps_no_id():
+    methods = {"credit_card_4421486": {"source": "credit_card", "brand": "visa",
+                                       "last_four": "7447", "id": "credit_card_4421486"},
+               "gift_card_5094406": {"source": "gift_card", "amount": 40,
+                                     "id": "gift_card_5094406"}}
+    out = redact({"payment_methods": methods}, ())["payment_methods"]
+    assert "credit_card_4421486" not in json.dumps(out) and len(out) == 2
+    gift = out[f"[REDACTED:{keyed_hash('gift_card_5094406')}]"]
+    assert gift == {"source": "gift_card", "amount": 40, "id": REDACTED}
+    from dyna.redact import scan
+    # the 2 keys and the 2 "id" values
+    assert scan({"payment_methods": methods}) == {"payment_method_id": 4}
 
 
 def test_a_user_id_found_by_key_or_cue_is_redacted_everywhere_in_the_object():
@@ -417,3 +488,20 @@ def test_the_detect_cache_holds_no_text_and_is_bounded():
     for i in range(R.DETECT_CACHE_SIZE + 10):
         R.detect(f"plain text number {i}")
     assert len(R._DETECT_CACHE) <= R.DETECT_CACHE_SIZE
+
+
+def test_the_plain_text_fast_path_follows_the_detectors():
+    """redact() returns a text at once when :func:`detect` (cached by the text's digest alone,
+    per process, never on disk) names no detector; the cache holds detector names, so a
+    detector added to DETECTORS is used for every text: a payment-method id seen before is
+    redacted, and its cached entry names the new detector."""
+    import hashlib as _h
+
+    from dyna import redact as R
+    text = "refund went to gift_card_7480005 yesterday"
+    assert R.detect(text) == ["payment_method_id"]
+    digest = _h.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    assert R._DETECT_CACHE[digest] == ("payment_method_id",)
+    assert redact(text) == f"refund went to {REDACTED} yesterday"
+    plain = "refund went to the gift card yesterday"
+    assert R.detect(plain) == [] and redact(plain) is plain

@@ -1,27 +1,32 @@
 """Redaction against corpora: every planted secret gone in every shape, benign texts untouched.
 
-tests/data/secret_corpus.txt holds 95 secret formats (fake values of the right shape; 19 of
-them Authorization headers, user ids after a cue and dates of birth, added for issue 14) and
-tests/data/benign_corpus.txt 75 benign texts (14 added: snake_case names with digits such as
-``max_tokens_2048``, user-id and Authorization prose without a credential). Each secret is
-planted in 8 shapes a stored field can carry it (bare string, dict value under a harmless key,
-dict key, value of JSON embedded in a string, key of JSON embedded in a string, list item,
+tests/data/secret_corpus.txt holds 108 secret formats (fake values of the right shape; 19 of
+them Authorization headers, user ids after a cue and dates of birth, added for issue 14; 13
+payment-method ids and user ids after the cues of the recorded runs, added for issue 18) and
+tests/data/benign_corpus.txt 85 benign texts (14 added for issue 14: snake_case names with
+digits such as ``max_tokens_2048``, user-id and Authorization prose without a credential; 11
+for issue 18: ``skill_loop_2024``, ``agent_tasks_v2``, tool names, payment words without an
+id; the payment-method id it held moved to the secret corpus). Each secret is planted in 8
+shapes a stored field can carry it (bare string, dict value under a harmless key, dict key,
+value of JSON embedded in a string, key of JSON embedded in a string, list item,
 ``NOTE=<secret>`` line of a log, and the text with ``\\n`` escapes turned into real
-newlines): 760 plantings, 0 persisted in clear, every format caught by a named detector (or
-the assignment rule). Every benign text is returned unchanged in 6 shapes (450 checks, 0
+newlines): 864 plantings, 0 persisted in clear, every format caught by a named detector (or
+the assignment rule). Every benign text is returned unchanged in 6 shapes (510 checks, 0
 altered) and fires no detector. Three tau-bench runs (tests/data/tau_bench_sample)
-redacted whole keep none of their user's id, e-mail, dates of birth or address. Leaks are
+redacted whole keep none of their user's id, e-mail, dates of birth, address or
+payment-method ids. Leaks are
 searched for as the planted secret value itself, in every string and key of the output and of
 any JSON inside it, never with the redactor's own detectors. ``pytest -s`` prints the counts.
 """
 
 import collections
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from dyna.redact import REDACTED, detect, is_sensitive_key, redact, scan
+from dyna.redact import REDACTED, detect, is_sensitive_key, keyed_hash, redact, scan
 
 DATA = Path(__file__).parent / "data"
 
@@ -81,7 +86,7 @@ def _leaks(out, secret) -> bool:
 
 
 def test_corpus_sizes():
-    assert len(SECRETS) == 95 and len(BENIGN) == 75  # the counts of the module docstring
+    assert len(SECRETS) == 108 and len(BENIGN) == 85  # the counts of the module docstring
     names = [n for n, _, _ in SECRETS]
     for must in ("aws_secret_key (bare)", "aws_secret_key (env)", "gitlab_token", "slack_webhook",
                  "stripe_key (secret)", "stripe_key (restricted)", "google_oauth_secret",
@@ -94,8 +99,14 @@ def test_corpus_sizes():
                  "phone_number (US)", "us_ssn", "authorization_header (Token hex)",
                  "authorization_header (Bearer, no digit)", "user_id (my user ID is)",
                  "user_id (with ID)", "user_id (You are)", "user_id (tool arguments)",
-                 "date_of_birth (DOB:)"):
+                 "date_of_birth (DOB:)", "payment_method_id (payment_id:)",
+                 "payment_method_id (in a lesson)", "user_id (The user, x,)"):
         assert must in names
+    for must in ("skill_loop_2024", "no_outcome_gate", "agent_tasks_v2",
+                 "update_reservation_flights", "book_reservation"):
+        assert must in BENIGN
+    # issue 18 reversed session 4's decision: a payment-method id is no benign text any more
+    assert not any("credit_card_4421486" in t for t in BENIGN)
 
 
 @pytest.mark.parametrize("name, text, secret", SECRETS, ids=[s[0] for s in SECRETS])
@@ -171,18 +182,23 @@ def test_taubench_personal_data_shapes():
     assert user["email"] == REDACTED and user["dob"] == REDACTED
     assert user["saved_passengers"] == [{"first_name": REDACTED, "last_name": REDACTED,
                                          "dob": REDACTED}]
-    # payment-method ids are kept as keys, the card entry's value is redacted
-    assert user["payment_methods"]["credit_card_4421486"] == REDACTED
-    assert user["payment_methods"]["certificate_4856383"]["amount"] == 100
+    # payment-method ids are personal data (issue 18; session 4 kept them as keys): each key
+    # becomes a keyed hash, the card entry's value is redacted, the certificate's amount kept
+    methods = user["payment_methods"]
+    assert sorted(methods) == sorted(f"[REDACTED:{keyed_hash(k)}]" for k in
+                                     ("credit_card_4421486", "certificate_4856383"))
+    assert methods[f"[REDACTED:{keyed_hash('credit_card_4421486')}]"] == REDACTED
+    assert methods[f"[REDACTED:{keyed_hash('certificate_4856383')}]"] == {
+        "source": "certificate", "amount": 100, "id": REDACTED}
     assert user["membership"] == "gold" and user["reservations"] == ["NO6JO3", "AIXC49", "HKEG34"]
     for planted in ("1990-04-05", "1957-03-21", "975 Sunset Drive", "mia.li3818@example.com",
-                    "Amelia", "Austin"):
+                    "Amelia", "Austin", "credit_card_4421486", "certificate_4856383"):
         assert not _leaks(out, planted), planted
 
     res = json.loads(redact(TAU_RESERVATION))
     assert res["user_id"] == REDACTED  # a user id is personal data (USER_ID_KEY_NAMES)
     assert res["passengers"] == [{"first_name": REDACTED, "last_name": REDACTED, "dob": REDACTED}]
-    assert res["payment_history"][0]["payment_id"] == "credit_card_4421486"
+    assert res["payment_history"] == [{"payment_id": REDACTED, "amount": 55}]  # was kept
     assert res["created_at"] == "2024-05-15T15:00:00" and res["origin"] == "JFK"
 
     # e-mail in free text; a dict keyed by an e-mail address
@@ -224,7 +240,8 @@ def _objects(obj):
 
 def _personal_values(run) -> dict[str, set[str]]:
     """The run's own personal data, read from its structure: the task's user id, and every
-    ``user_id``, ``email``, ``dob`` and ``address`` line found in any object of the run."""
+    ``user_id``, ``email``, ``dob`` and ``address`` line, every ``payment_id`` and the keys
+    and ``id`` of every ``payment_methods`` found in any object of the run."""
     found = collections.defaultdict(set)
     found["user_id"].add(run["info"]["task"]["user_id"])
     for d in _objects(run):
@@ -233,6 +250,11 @@ def _personal_values(run) -> dict[str, set[str]]:
                 found[k].add(v)
             elif k == "address" and isinstance(v, dict):
                 found["address"].update(v[p] for p in ("address1", "address2") if v.get(p))
+            elif k == "payment_id" and isinstance(v, str):
+                found["payment_id"].add(v)
+            elif k == "payment_methods" and isinstance(v, dict):
+                found["payment_id"].update(v)
+                found["payment_id"].update(m["id"] for m in v.values() if "id" in m)
     return found
 
 
@@ -241,24 +263,24 @@ def test_taubench_runs_keep_no_personal_data_in_clear(task_id, trial):
     runs = json.loads(TRAJECTORIES.read_text(encoding="utf-8"))
     (run,) = [r for r in runs if (r["task_id"], r["trial"]) == (task_id, trial)]
     values = _personal_values(run)
-    assert {"user_id", "email", "dob", "address"} <= set(values)
+    assert {"user_id", "email", "dob", "address", "payment_id"} <= set(values)
     before = {kind: sum(v in t for t in _strings(run) for v in vs) for kind, vs in values.items()}
     assert min(before.values()) >= 1
     out = redact(run)
     left = {kind: sorted(v for v in vs if _leaks(out, v)) for kind, vs in values.items()}
     assert left == {kind: [] for kind in values}, left
-    # what is not personal data stays: roles, tool-call argument keys, flight numbers and
-    # payment-method ids. (A tool's "name" is redacted like any free-form "name" key.)
+    # what is not personal data stays: roles, tool-call argument keys, flight numbers,
+    # reservation ids; payment-method ids do not since issue 18 (session 4 kept them). (A
+    # tool's "name" is redacted like any free-form "name" key.)
     assert [m["role"] for m in out["traj"]] == [m["role"] for m in run["traj"]]
     args = [sorted(json.loads(c["function"]["arguments"])) for m in run["traj"]
             for c in m.get("tool_calls") or []]
     assert [sorted(json.loads(c["function"]["arguments"])) for m in out["traj"]
             for c in m.get("tool_calls") or []] == args and args
-    for kept in ("HAT", "credit_card_"):
-        assert sum(kept in t for t in _strings(out)) >= 1
-    # payment-method ids are kept as keys (PREFIX_KEY_NAMES), their card entries redacted
-    cards = [d[k] for d in _objects(out) for k in d if k.startswith("credit_card_")]
-    assert all(c == REDACTED for c in cards)
+    assert sum("HAT" in t for t in _strings(out)) >= 1
+    assert sum("credit_card_" in t for t in _strings(run)) >= 1
+    assert not any(re.search(r"(?:credit|gift)_card_\d|certificate_\d", t)
+                   for t in _strings(out))
 
 
 def test_keyed_hash_is_the_same_in_every_process_and_follows_the_env_key():

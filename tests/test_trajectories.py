@@ -399,7 +399,7 @@ def test_run_end_to_end_on_a_cut_down_file(tmp_path):
     toml = tmp_path / "t.toml"
     toml.write_text('kind = "trajectories"\nname = "small"\nruns = 1\ndata = "runs.json"\n'
                     'variants = ["memory_loop", "memory_loop-no_redaction", '
-                    '"memory_loop-no_outcome_gate", "awm"]\n'
+                    '"memory_loop-no_outcome_gate", "awm", "naive_loop"]\n'
                     "[analysis]\nn_resamples = 200\n")
     out = tmp_path / "out"
     assert main(["run", str(toml), "--out", str(out), "--no-progress"]) == 0
@@ -418,6 +418,13 @@ def test_run_end_to_end_on_a_cut_down_file(tmp_path):
     assert row["memory_loop-no_outcome_gate"]["lessons_from_failed"] > 0
     assert row["memory_loop"]["pd_reviewer"] == 0 and row["memory_loop"]["pd_store"] == 0
     assert row["memory_loop-no_redaction"]["pd_reviewer"] > 0
+    # issue 18: nothing harvested reaches the store files with the digest's redaction off
+    # either. Before the payment_method_id detector and the user-id cues of redact.py,
+    # memory_loop-no_redaction stored 1 value here and naive_loop (no redaction, no secret
+    # scan: only the stores' safety net) 8 payment ids, with 22 catches of the net.
+    assert row["memory_loop-no_redaction"]["pd_store"] == 0
+    assert row["naive_loop"]["pd_reviewer"] == 156 and row["naive_loop"]["pd_store"] == 0
+    assert row["naive_loop"]["safety_net_catches"] == 40
     assert row["awm"]["learner"] == "baseline" and row["awm"]["pd_store"] > 0
     eps = pl.read_parquet(out / "episodes.parquet")
     first = eps.filter(pl.col("variant") == "awm").head(9)
