@@ -4,6 +4,7 @@ Store interface: change tokens (``data_version``, ``generation``), reads since a
 stats, the ``on_write`` hook, and migration of a version-1 file written by earlier code.
 """
 
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -288,3 +289,48 @@ def test_read_only_handle_follows_a_writer(tmp_path):
     assert ro.query_similar("t1", k=9, state_features=q) == \
         w.query_similar("t1", k=9, state_features=q)
     ro.close(), w.close()
+
+
+# ============================================================== damaged or future meta rows
+@pytest.mark.parametrize("sql, found", [
+    ("DELETE FROM meta WHERE key = 'next_id'", "no 'next_id' counter"),
+    ("UPDATE meta SET value = 'zz' WHERE key = 'next_id'", "meta.next_id is 'zz'"),
+    ("UPDATE meta SET value = '-3' WHERE key = 'next_id'", "meta.next_id is '-3'"),
+    ("UPDATE meta SET value = 'abc' WHERE key = 'generation'", "meta.generation is 'abc'"),
+    ("UPDATE meta SET value = '1.5' WHERE key = 'generation'", "meta.generation is '1.5'"),
+    ("UPDATE meta SET value = 'four' WHERE key = 'dim'", "meta.dim is 'four'"),
+    ("UPDATE meta SET value = '0' WHERE key = 'dim'", "meta.dim is '0'"),
+    ("DELETE FROM schema_version", "holds no version"),
+])
+@pytest.mark.parametrize("read_only", [True, False])
+def test_damaged_meta_row_is_refused_typed_and_left_alone(tmp_path, sql, found, read_only):
+    """A meta counter that is missing or not an integer is damage (review R19b): it raised a
+    bare ValueError, and without next_id a fast write after a delete reused the id of a
+    deleted row (MAX with a NULL is NULL; SQLite then took the highest stored id + 1)."""
+    from dyna.errors import StoreDamagedError
+    path = tmp_path / "s.db"
+    st = SQLiteStore(path, SCHEMA, DIM)
+    st.append(batch(3))
+    st.close()
+    raw = sqlite3.connect(path)
+    raw.execute(sql)
+    raw.commit()
+    raw.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreDamagedError, match=re.escape(found)):
+        SQLiteStore(path, SCHEMA, DIM, read_only=read_only)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_store_of_a_future_schema_version_is_refused(tmp_path, read_only):
+    path = tmp_path / "s.db"
+    SQLiteStore(path, SCHEMA, DIM).close()
+    raw = sqlite3.connect(path)
+    raw.execute("INSERT INTO schema_version VALUES (99, 0)")
+    raw.commit()
+    raw.close()
+    before = path.read_bytes()
+    with pytest.raises(sq.StoreError, match="schema version 99 is newer than this dyna"):
+        SQLiteStore(path, SCHEMA, DIM, read_only=read_only)
+    assert path.read_bytes() == before

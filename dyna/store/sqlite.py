@@ -33,7 +33,10 @@ Damage and foreign files (never silently replaced)
     copied out with :func:`dyna.store.recover.recover` (``dyna store recover DB --out NEW``).
     A SQLite database that is not a dyna store (no ``schema_version`` table or no ``dim`` in
     its ``meta`` table, or objects dyna did not create) raises
-    :class:`dyna.errors.NotAStoreError` before anything is written to it.
+    :class:`dyna.errors.NotAStoreError` before anything is written to it. A ``meta`` row
+    dyna relies on that is missing or not an integer (``next_id``; ``dim``, ``generation``
+    when present) or an empty ``schema_version`` table is damage too
+    (:class:`dyna.errors.StoreDamagedError`, read-only and writable opens alike).
 
 Read-only opens (``read_only=True``)
     The file is opened with ``mode=ro``: nothing is created, migrated or written (SQLite's
@@ -200,6 +203,30 @@ def _unencodable(schema: Sequence[tuple[str, str]], cols: list[list]) -> ConfigE
                     return ConfigError(f"{name}[{i}]", v[exc.start], "a lone surrogate "
                                        f"at position {exc.start}; text must be valid Unicode")
     return ConfigError("columns", "text", "holds text that UTF-8 cannot encode")
+
+
+def _meta_int(path: str, key: str, value, lo: int) -> int:
+    """A ``meta`` value that must be the decimal text of an integer >= ``lo``; a damaged one
+    (other text, a number below ``lo``) raises :class:`StoreDamagedError` naming it."""
+    text = value if isinstance(value, str) else None
+    if text is None or not text.isascii() or not text.isdigit() or int(text) < lo:
+        raise StoreDamagedError(path, f"meta.{key} is {str(value)[:40]!r}, not an integer "
+                                f">= {lo}")
+    return int(text)
+
+
+def check_meta_counters(conn: sqlite3.Connection, path: str) -> None:
+    """Raise :class:`StoreDamagedError` unless the id counter ``meta.next_id`` is there and
+    it and the ``generation`` counter (when there; absent counts as 0) are integers >= 0.
+    A missing or unreadable counter gave ids again after a delete (``MAX`` with a NULL is
+    NULL, and SQLite then picks the highest stored id + 1) and ``int()`` errors on open;
+    the file is left as it is (``dyna store recover`` copies its rows out)."""
+    meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN "
+                             "('next_id', 'generation')").fetchall())
+    if "next_id" not in meta:
+        raise StoreDamagedError(path, "its meta table holds no 'next_id' counter")
+    for key, value in meta.items():
+        _meta_int(path, key, value, 0)
 
 
 def check_is_store(conn: sqlite3.Connection, path: str, *, allow_empty: bool) -> bool:
@@ -399,8 +426,10 @@ class SQLiteStore:
         ]
 
     def _check_schema(self, conn: sqlite3.Connection, version: int) -> None:
-        """Version, dim and columns of an existing store (reads only)."""
-        if version is None or version > SCHEMA_VERSION:
+        """Version, dim, counters and columns of an existing store (reads only)."""
+        if version is None:
+            raise StoreDamagedError(self.path, "its schema_version table holds no version")
+        if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: schema version {version} is newer than "
                              f"this dyna ({SCHEMA_VERSION}); upgrade dyna")
         if version < SCHEMA_VERSION and self.read_only and version not in READ_ONLY_VERSIONS:
@@ -409,7 +438,8 @@ class SQLiteStore:
         row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
         if row is None:
             raise NotAStoreError(self.path, "its meta table holds no dyna 'dim' entry")
-        stored = int(row[0])
+        stored = _meta_int(self.path, "dim", row[0], 1)
+        check_meta_counters(conn, self.path)
         if stored != self.dim:
             raise ConfigError("dim", self.dim, f"store {self.path} holds vectors of "
                               f"dim {stored}")
