@@ -334,3 +334,26 @@ def test_store_of_a_future_schema_version_is_refused(tmp_path, read_only):
     with pytest.raises(sq.StoreError, match="schema version 99 is newer than this dyna"):
         SQLiteStore(path, SCHEMA, DIM, read_only=read_only)
     assert path.read_bytes() == before
+
+
+def test_scrub_of_a_version_1_file_is_seen_by_a_live_reader(tmp_path):
+    """A version-1 file has no generation row until a writable open migrates it; scrub's
+    rewrite of rows bumped the counter with an UPDATE that matched no row, so a read-only
+    handle on it kept the rows in clear it had read before the scrub (review R19b)."""
+    from dyna.experience import RECORD_SCHEMA, ExperienceStore
+    from dyna.store.scrub import scrub
+    path = tmp_path / "v1.sqlite"
+    shutil.copy(DATA / "store_v1.sqlite", path)
+    secret = "ghp_9sUtE9UzQn2JRXBjNO2Dz7sTKOaYVSb4azlJ"
+    raw = sqlite3.connect(path)            # what an older dyna could have stored in clear
+    raw.execute("UPDATE episodes SET metadata = ? WHERE id = 2", (f'{{"note": "{secret}"}}',))
+    raw.commit()
+    raw.close()
+    reader = ExperienceStore(path, dim=4, read_only=True)
+    assert secret in reader.buffer.column("metadata")[2]
+    out = scrub(path, RECORD_SCHEMA)
+    assert out["rows_changed"] == 1
+    assert reader._db.schema_version() == 1 and reader._db.generation() == 1
+    assert reader.buffer.column("metadata")[2] == '{"note":"[REDACTED]"}'
+    assert all(secret not in str(v) for v in reader.buffer.column("metadata"))
+    reader.close()

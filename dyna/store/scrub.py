@@ -120,8 +120,10 @@ def scrub(db, schema: Sequence[tuple[str, str]], *, dry_run: bool = False,
             out = _rewrite(conn, json_cols, label_cols, dry_run)
             if not dry_run:
                 if out["rows_changed"]:  # rows were rewritten: live readers read them again
-                    conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
-                                 "WHERE key = 'generation'")
+                    # (a version-1 file has no generation row yet: readers take it as 0)
+                    conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', "
+                                 "COALESCE((SELECT CAST(value AS INTEGER) + 1 FROM meta "
+                                 "WHERE key = 'generation'), 1))")
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             if conn.in_transaction:
