@@ -423,8 +423,9 @@ class ExperienceStore:
     clock : callable
         Current time in seconds (UTC epoch); default :func:`time.time`.
     eager : bool
-        Read the file's episodes at open (default). With False they are read by the first
-        operation that needs them; ``get_stats`` and ``get_data_consumption`` never need
+        Read the file's episodes at open (default False: an open reads no episode, as issue
+        "The experience store shared by live processes and machines" asks). With False they
+        are read by the first operation that needs them; ``get_stats`` and ``get_data_consumption`` never need
         them (they answer from SQL), so ``dyna store stats`` loads no episode, and
         ``query_similar`` does not while the SQLite file has a valid feature cache
         (:meth:`write_feature_cache`, :mod:`dyna.store.featcache`): it memory-maps the
@@ -459,7 +460,7 @@ class ExperienceStore:
     def __init__(self, db_path="", dim: int = 64, *, prior="uniform", discount: float = 1.0,
                  redact_keys=DEFAULT_SENSITIVE_KEYS, busy_timeout: float = 10.0,
                  verify: bool = True, read_only: bool = False, clock=time.time,
-                 eager: bool = True):
+                 eager: bool = False):
         self.dim = _checked("dim", dim, 1, None, integer=True)
         self.prior = prior_shapes(prior)
         self.discount = float(_checked("discount", discount, 0.0, 1.0, lo_open=True))

@@ -103,7 +103,11 @@ def test_library_opens_raise_typed_error_and_do_not_rename(damaged):
             ExperienceStore(damaged, dim=DIM, read_only=read_only)
         assert info.value.path == str(damaged) and "quick_check" in info.value.detail
     with pytest.raises(StoreDamagedError):  # without quick_check, the full load hits it
-        ExperienceStore(damaged, dim=DIM, verify=False)
+        ExperienceStore(damaged, dim=DIM, verify=False, eager=True)
+    lazy = ExperienceStore(damaged, dim=DIM, verify=False)   # the default reads no episode
+    with pytest.raises(StoreDamagedError):  # ... until the first operation that needs them
+        lazy.query_similar("t", k=1, state_features=[0.0] * DIM)
+    lazy.close()
     assert _listing(damaged.parent) == before
     assert _sha(damaged) == sha
 
