@@ -247,8 +247,9 @@ class TrajectoryRun:
         ----------
         redaction : bool
             Redact the task and the arguments as the digest does (:meth:`digest`: the
-            whole run at once, with ``sensitive_keys``) before the store's own redaction,
-            which does not know payment-method ids.
+            whole run at once, with ``sensitive_keys``) before the store's own redaction
+            (which since f381de9 also redacts payment-method ids; the digest's pass still
+            erases id-like values found under sensitive keys wherever else they occur).
         sensitive_keys : iterable of str, optional
             Default :data:`DIGEST_SENSITIVE_KEYS`.
 
