@@ -357,3 +357,88 @@ def test_scrub_of_a_version_1_file_is_seen_by_a_live_reader(tmp_path):
     assert reader.buffer.column("metadata")[2] == '{"note":"[REDACTED]"}'
     assert all(secret not in str(v) for v in reader.buffer.column("metadata"))
     reader.close()
+
+
+_OPEN_IN = r"""
+import sys
+from dyna.errors import StoreError
+from dyna.experience import ExperienceStore
+from test_store_live import _episodes
+try:
+    s = ExperienceStore(sys.argv[1], dim=4, read_only=sys.argv[2] == "ro")
+    s.record("t1", **_episodes(1, 9)[0])
+except StoreError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def _open_in_read_only_folder(folder: Path, mode: str, unwritable=()):
+    """Run an open (``mode`` "ro", or "rw" and one record) of ``folder``/s.db in a child
+    whose view of ``folder`` is read-only: as root a read-only bind mount in a private
+    mount namespace (unshare), otherwise the mode of ``folder`` and of ``unwritable``.
+    Returns the child's output (skips when no read-only view can be made)."""
+    import os
+    import subprocess
+    import sys
+    run = [sys.executable, "-c", _OPEN_IN, str(folder / "s.db"), mode]
+    if os.geteuid() == 0:
+        script = ('mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && '
+                  'exec "$@"')
+        run = ["unshare", "-m", "sh", "-c", script, "sh", str(folder), *run]
+    else:
+        for p in unwritable:
+            p.chmod(0o444)
+        if not unwritable:
+            folder.chmod(0o555)
+    try:
+        out = subprocess.run(run, capture_output=True, text=True, timeout=60,
+                             cwd=Path(__file__).parent)
+    except FileNotFoundError:
+        pytest.skip("no unshare binary to make a read-only folder as root")
+    finally:
+        folder.chmod(0o755)
+        for p in unwritable:
+            p.chmod(0o644)
+    if out.returncode != 0 and "mount" in out.stderr + out.stdout:
+        pytest.skip(f"cannot make a read-only folder here: {out.stderr.strip()[:200]}")
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _store_in(folder: Path) -> Path:
+    from dyna.experience import ExperienceStore
+    folder.mkdir()
+    w = ExperienceStore(folder / "s.db", dim=4)
+    w.record("t1", episodes=_episodes(2))
+    w.close()
+    assert sorted(p.name for p in folder.iterdir()) == ["s.db"]
+    return folder
+
+
+def test_read_only_open_in_a_folder_it_cannot_write_names_the_wal_companions(tmp_path):
+    """A WAL reader needs DB-wal and DB-shm: in a folder it cannot write, with no writer
+    holding the store open (no companions), SQLite says only 'unable to open database
+    file' (review R19b)."""
+    folder = _store_in(tmp_path / "ro")
+    out = _open_in_read_only_folder(folder, "ro")
+    assert out.startswith("StoreError ")
+    assert "s.db-wal and s.db-shm" in out and "is not writable" in out
+    assert "only while a writer has the store open" in out
+    assert sorted(p.name for p in folder.iterdir()) == ["s.db"]
+
+
+def test_write_refused_by_unwritable_companions_names_them(tmp_path):
+    """A read-only open with no writer attached creates DB-wal and DB-shm and leaves them;
+    when another user did it, they are not writable by the store's owner and every write
+    failed with only SQLite's 'attempt to write a readonly database' (review R19b)."""
+    from dyna.experience import ExperienceStore
+    folder = _store_in(tmp_path / "shared")
+    ExperienceStore(folder / "s.db", dim=4, read_only=True).close()
+    left = [folder / "s.db-wal", folder / "s.db-shm"]
+    assert all(p.exists() for p in left)            # SQLite's, not removed by a reader
+    out = _open_in_read_only_folder(folder, "rw", unwritable=left)
+    assert out.startswith("StoreWriteError ")
+    assert "s.db-wal (uid " in out and "s.db-shm (uid " in out
+    assert "not writable by this process" in out
+    with ExperienceStore(folder / "s.db", dim=4, read_only=True) as ro:
+        assert ro.get_stats("t1")["n_records"] == 2      # nothing was written

@@ -42,6 +42,14 @@ Read-only opens (``read_only=True``)
     The file is opened with ``mode=ro``: nothing is created, migrated or written (SQLite's
     own ``-wal`` / ``-shm`` companions excepted); a missing file raises
     :class:`dyna.errors.MissingFileError`, a write :class:`dyna.errors.StoreReadOnlyError`.
+    A WAL reader needs both companions (the shared index of the log): when no writer has
+    the store open they are missing, and a read-only open creates them (with the store
+    file's mode, owned by the reader) and leaves them; in a folder it cannot write it cannot
+    open the store then (a :class:`dyna.errors.StoreError` says so; it can while a writer
+    holds the store open). Companions another user's read-only open left are not writable
+    by the store's owner, so its writes fail (:class:`dyna.errors.StoreWriteError` names
+    them): let readers of other accounts open the store only while its writer runs, or
+    give them a copy.
 
 Schema versions
     Table ``schema_version`` keeps one row per applied version. On open, a store older than
@@ -405,13 +413,41 @@ class SQLiteStore:
                 if name in _BUSY:
                     raise StoreBusyError(f"{self.path}: locked by another writer for more "
                                          f"than {self.timeout:g} s while opening; retry") from exc
-                raise StoreError(f"{self.path}: {exc}") from exc
+                raise StoreError(f"{self.path}: {exc}{self._companion_hint()}") from exc
             finally:
                 conn.close()
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _companion_hint(self) -> str:
+        """Why SQLite may refuse to open a WAL store: its ``-wal`` / ``-shm`` companions.
+
+        A WAL reader needs both (the shared index of the log): a read-only open creates
+        them when they are missing and the folder is writable, and cannot open the store
+        when they are missing and the folder is not. A companion this process cannot write
+        (left by a read-only open of another user) stops every write. Returns "" when
+        neither applies, else the explanation to append to SQLite's message.
+        """
+        if not self.persistent:
+            return ""
+        names = [self.path + s for s in ("-wal", "-shm")]
+        locked = [n for n in names if os.path.exists(n) and not os.access(n, os.W_OK)]
+        if locked and not self.read_only:
+            owners = ", ".join(f"{Path(n).name} (uid {os.stat(n).st_uid})" for n in locked)
+            return (f"; SQLite's companion files {owners} are not writable by this process "
+                    f"(uid {os.getuid()}): a read-only open by another user may have left "
+                    "them; remove them while no process has the store open")
+        folder = Path(self.path).resolve().parent
+        if self.read_only and not all(os.path.exists(n) for n in names) \
+                and not os.access(folder, os.W_OK):
+            return (f"; a WAL store is read through {Path(names[0]).name} and "
+                    f"{Path(names[1]).name} (SQLite's shared index of the log): they are "
+                    f"missing and {folder} is not writable by this process, so it can be "
+                    "read only while a writer has the store open (or from a copy in a "
+                    "writable folder)")
+        return ""
 
     def _create_sql(self) -> list[str]:
         cols = ", ".join(f"{n} {KINDS[k]}" for n, k in self.schema)
@@ -514,7 +550,8 @@ class SQLiteStore:
                 if _errname(exc) in _CORRUPT:  # never replaced; nothing was written
                     raise self._damaged(exc, conn) from exc
                 self.status = "write_degraded"
-                raise StoreWriteError(self.path or ":memory:", str(exc)) from exc
+                hint = self._companion_hint() if "READONLY" in _errname(exc) else ""
+                raise StoreWriteError(self.path or ":memory:", f"{exc}{hint}") from exc
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
