@@ -128,3 +128,30 @@ def test_ids_of_deleted_rows_are_never_given_again(persistent_target):
     assert s.record("t1", episodes=[ep])["ids"] == [6]             # general path
     assert s.buffer.column("id").tolist() == [0, 1, 2, 5, 6]
     s.close()
+
+
+def test_secret_corpus_recorded_one_by_one_through_the_fast_write(tmp_path, monkeypatch):
+    """Every format of tests/data/secret_corpus.txt planted in the four dict fields of
+    episodes recorded one at a time with labels the store knows, so that each one takes
+    the fast single write (counted), never reaches the file or its -wal in clear (review
+    R19b: the one-by-one planting of test_store_secrets gives each episode new run and
+    request ids, so it only ever took the general path)."""
+    from dyna.store.sqlite import SQLiteStore
+    from test_store_secrets import SECRETS, _free_text_episode, _leaked
+    calls = []
+    real = SQLiteStore.append_row
+    monkeypatch.setattr(SQLiteStore, "append_row",
+                        lambda self, row: calls.append(1) or real(self, row))
+    db = tmp_path / "s.db"
+    store = ExperienceStore(db, dim=8)
+    store.record("acme", **_free_text_episode(0, "no secret"))     # labels now known
+    assert calls == []
+    for _, text, _ in SECRETS:
+        store.record("acme", **_free_text_episode(0, text))
+    assert len(calls) == len(SECRETS) >= 60
+    assert _leaked(db) == []
+    store.close()
+    assert _leaked(db) == []
+    with ExperienceStore(db, dim=8, read_only=True) as again:
+        assert len(again) == len(SECRETS) + 1
+        assert "[REDACTED]" in again.buffer.column("metadata")[1]
