@@ -442,3 +442,76 @@ def test_write_refused_by_unwritable_companions_names_them(tmp_path):
     assert "not writable by this process" in out
     with ExperienceStore(folder / "s.db", dim=4, read_only=True) as ro:
         assert ro.get_stats("t1")["n_records"] == 2      # nothing was written
+
+
+_MIXED_WRITER = r"""
+import random, sys, time
+from dyna.experience import ExperienceStore
+from test_store_live import _episodes
+s = ExperienceStore(sys.argv[1], dim=4)
+rng = random.Random(int(sys.argv[2]))
+end, i = time.time() + float(sys.argv[3]), 0
+while time.time() < end:
+    op = rng.random()
+    if op < 0.5:
+        s.record("t1", **_episodes(1, i)[0])             # the fast single write
+    elif op < 0.7:
+        s.record("t1", episodes=_episodes(rng.randint(1, 20), i))
+    elif op < 0.78:
+        s.delete_data("t1", task_type=f"k{rng.randint(0, 2)}")
+    elif op < 0.86:
+        s.prune_old(0.0, now=100.0 + rng.randint(0, 13))
+    elif op < 0.93:
+        s.compact(rng.randint(1, 10))
+    elif op < 0.96:
+        s._db.vacuum()
+    else:
+        s.reset(all_tenants=True)
+    i += 20
+s.close()
+"""
+
+
+def test_two_mixed_writers_a_reader_equals_a_fresh_open_and_ids_only_grow(tmp_path):
+    """Two processes insert (one by one and in batches), delete, prune, compact, VACUUM and
+    reset at random while this one answers through a writable and a read-only handle. At
+    each check a held write lock freezes the file: both handles' answers equal a fresh
+    open's, and every id not seen before is above every id ever seen (no id reused after a
+    delete, reset or VACUUM, none committed below one a reader already saw) (review R19b)."""
+    import subprocess
+    import sys
+    import time
+
+    from dyna.experience import ExperienceStore
+    path = tmp_path / "s.db"
+    ExperienceStore(path, dim=4).close()
+    reader = ExperienceStore(path, dim=4)
+    ro = ExperienceStore(path, dim=4, read_only=True)
+    kids = [subprocess.Popen([sys.executable, "-c", _MIXED_WRITER, str(path), str(k), "2"],
+                             cwd=Path(__file__).parent) for k in range(2)]
+    lock = sqlite3.connect(path, isolation_level=None, timeout=30)
+    seen: set[int] = set()
+    checks = 0
+    try:
+        while any(k.poll() is None for k in kids):
+            lock.execute("BEGIN IMMEDIATE")        # no writer commits during the check
+            try:
+                ids = [r[0] for r in lock.execute("SELECT id FROM episodes ORDER BY id")]
+                with ExperienceStore(path, dim=4, read_only=True) as fresh:
+                    want = _answers(fresh)
+                assert _answers(reader) == want and _answers(ro) == want
+                assert want["ids"] == ids
+            finally:
+                lock.execute("ROLLBACK")
+            new = set(ids) - seen
+            assert not seen or not new or min(new) > max(seen)
+            seen |= new
+            checks += 1
+            time.sleep(0.02)
+    finally:
+        for k in kids:
+            k.kill()
+        lock.close()
+    assert [k.wait() for k in kids] == [0, 0]
+    assert checks >= 5 and len(seen) >= 20
+    reader.close(), ro.close()
