@@ -1,7 +1,10 @@
 """SQLiteStore.summary answers from indexes (skip-scans) what one aggregate query answers
 (issue 19: ``dyna store stats`` without loading episodes)."""
 
+import sqlite3
+
 import numpy as np
+import pytest
 
 from dyna.store.sqlite import SQLiteStore
 
@@ -69,3 +72,22 @@ def test_stats_and_consumption_load_no_episode(tmp_path):
     assert cons["total_records"] == 4
     assert len(lazy) == 4 and lazy._loaded        # the first operation that needs rows
     lazy.close()
+
+
+@pytest.mark.parametrize("dim", ["four", "-4", "0"])
+def test_store_stats_of_a_damaged_dim_says_damaged_in_one_line(tmp_path, capsys, dim):
+    """``dyna store stats`` reads the dim first (stored_dim): 'four' was reported as "not a
+    dyna experience store" and '-4' reached ExperienceStore as dim -4 (review R19b)."""
+    from dyna.cli import main
+    path = tmp_path / "s.db"
+    SQLiteStore(path, SCHEMA, 2).close()
+    raw = sqlite3.connect(path)
+    raw.execute("UPDATE meta SET value = ? WHERE key = 'dim'", (dim,))
+    raw.commit()
+    raw.close()
+    before = path.read_bytes()
+    assert main(["store", "stats", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dyna: error: DB=")
+    assert f"damaged SQLite store: meta.dim is '{dim}', not an integer >= 1" in err[0]
+    assert path.read_bytes() == before

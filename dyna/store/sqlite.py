@@ -1198,7 +1198,7 @@ def stored_dim(path) -> int | None:
     (SQLite's ``-shm`` companion of a WAL file excepted). Returns None for a database that
     is not a dyna store (no ``dim`` in a ``meta`` table); raises
     :class:`dyna.errors.StoreDamagedError` for a file SQLite reports as corrupt or not a
-    database.
+    database, or whose ``dim`` is not an integer >= 1 (it said "no dim": not a store).
     """
     try:
         with open(path, "rb") as fh:
@@ -1209,12 +1209,10 @@ def stored_dim(path) -> int | None:
         return None
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
-        return int(row[0]) if row else None
     except sqlite3.Error as exc:
         if _errname(exc) in _CORRUPT:
             raise StoreDamagedError(path, _damage_detail(conn, exc)) from exc
         return None
-    except ValueError:
-        return None
     finally:
         conn.close()
+    return None if row is None else _meta_int(str(path), "dim", row[0], 1)
