@@ -515,3 +515,20 @@ def test_two_mixed_writers_a_reader_equals_a_fresh_open_and_ids_only_grow(tmp_pa
     assert [k.wait() for k in kids] == [0, 0]
     assert checks >= 5 and len(seen) >= 20
     reader.close(), ro.close()
+
+
+def test_explicit_id_below_the_next_id_moves_the_generation(tmp_path):
+    """append(ids=) may give a deleted row's id again: a reader that has read past it and
+    catches up with read(after_id=) would never see that row, so the generation moves, as
+    on PostgreSQL (review R19b: SQLite's append left it alone)."""
+    path = tmp_path / "s.db"
+    a, b = SQLiteStore(path, SCHEMA, DIM), SQLiteStore(path, SCHEMA, DIM)
+    a.append(batch(8))
+    assert a.delete({"id": [5, 6]}) == 2 and b.generation() == 1
+    assert a.append(batch(1), ids=[9]).tolist() == [9] and b.generation() == 1
+    assert b.read(after_id=7)["id"].tolist() == [9]
+    assert a.append(batch(1), ids=[6]).tolist() == [6] and b.generation() == 2
+    assert b.read(after_id=9)["id"].tolist() == []       # what the generation is for
+    assert b.next_id() == 10 and b.read(columns=["reward"])["id"].tolist() == \
+        [0, 1, 2, 3, 4, 6, 7, 9]
+    a.close(), b.close()

@@ -611,7 +611,9 @@ class SQLiteStore:
             Number of records (default: length of ``tenant_id``).
         ids : array_like of int, optional
             Explicit ids (unique, not yet stored); the id counter moves past the largest.
-            Default: consecutive ids from the counter.
+            An id below the next id (a deleted row's) also moves the ``generation``: a
+            live reader that has read past it catches up with ``read(after_id=)`` and
+            would never see it. Default: consecutive ids from the counter.
 
         Returns
         -------
@@ -639,12 +641,11 @@ class SQLiteStore:
             raise ConfigError("ids", given.shape, f"must have shape ({n},)")
 
         def do(conn):
-            if given is None:
-                start = int(conn.execute(_NEXT_ID).fetchone()[0])
-                out = np.arange(start, start + n, dtype=np.int64)
-            else:
-                out = given
+            start = int(conn.execute(_NEXT_ID).fetchone()[0])
+            out = np.arange(start, start + n, dtype=np.int64) if given is None else given
             self._insert(conn, cols, out)
+            if int(out.min()) < start:  # below ids a reader may hold: a rewrite for it
+                self._bump(conn, 1)
             return out
 
         return self._write(do)
