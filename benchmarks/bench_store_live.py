@@ -19,8 +19,9 @@ Open. A store of ``DYNA_BENCH_OPEN_N`` (default 10,000,000) episodes of d = 64 i
 into ``DYNA_BENCH_DIR`` (default ``/tmp/dyna_bench_store``, never the repository) together
 with the same feature matrix as ``features.npy``; it is reused by later runs. The build
 checks free disk first and skips with the reason when there is too little. Timed in a fresh
-child process each (so resident memory is its own): ``ExperienceStore(path, eager=False,
-verify=False)`` plus ``get_stats(tenant)`` (answered from SQL) against
+child process each (so resident memory is its own): ``ExperienceStore(path)`` with its
+defaults (no episode read at open; the quick_check of a file this large runs in the
+background, on its own connection) plus ``get_stats(tenant)`` (answered from SQL) against
 ``np.load("features.npy", mmap_mode="r")`` plus a bare ``SELECT count(*)``; the rise of
 resident memory (VmRSS) of each is printed. Then the store's feature cache is written once
 (:mod:`dyna.store.featcache`, beside the store) and open plus one tenant-filtered top-10
@@ -217,10 +218,10 @@ _MEASURE = textwrap.dedent("""
     before = rss()
     t0 = time.perf_counter()
     if which == "dyna":
-        s = ExperienceStore(db, dim=64, read_only=True, eager=False, verify=False)
-        n = s.get_stats("tenant3")["n_records"]
+        s = ExperienceStore(db, dim=64, read_only=True)   # defaults: lazy, quick_check
+        n = s.get_stats("tenant3")["n_records"]            # in the background (> 256 MiB)
     elif which in ("query", "query_warm"):
-        s = ExperienceStore(db, dim=64, read_only=True, eager=False, verify=False)
+        s = ExperienceStore(db, dim=64, read_only=True)   # the defaults, as above
         out["open"] = time.perf_counter() - t0
         q = np.random.default_rng(5).standard_normal(64).astype(np.float32)
         res = s.query_similar("tenant3", k=10, state_features=q.tolist())["results"]
@@ -238,6 +239,8 @@ _MEASURE = textwrap.dedent("""
         n = 0
     dt = time.perf_counter() - t0
     out.update({"seconds": dt, "rss_rise": rss() - before, "n": n})
+    if which in ("dyna", "query", "query_warm"):
+        s.close()                           # stops the background quick_check
     print(json.dumps(out))
 """)
 
@@ -313,7 +316,7 @@ def test_open_large_store_against_mmap_and_count():
     med = {w: statistics.median(r["seconds"] for r in rs) for w, rs in runs.items()}
     rss = {w: max(r["rss_rise"] for r in rs) for w, rs in runs.items()}
     ratio = med["dyna"] / med["peer"]
-    print(f"\nopen of {N_OPEN:,} episodes (d={DIM}) + tenant count: ExperienceStore(eager=False)"
+    print(f"\nopen of {N_OPEN:,} episodes (d={DIM}) + tenant count: ExperienceStore(defaults)"
           f" + get_stats {med['dyna']:.3f} s (RSS +{rss['dyna'] / 1e6:.0f} MB), "
           f"np.load(mmap) + SELECT count(*) {med['peer']:.3f} s (RSS +{rss['peer'] / 1e6:.0f} "
           f"MB), ratio {ratio:.2f}")

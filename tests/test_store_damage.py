@@ -112,6 +112,39 @@ def test_library_opens_raise_typed_error_and_do_not_rename(damaged):
     assert _sha(damaged) == sha
 
 
+def test_a_large_file_is_verified_in_the_background_and_its_damage_then_refuses_all(
+        damaged, healthy, tmp_path, monkeypatch):
+    """Issue 19 (open in a second): a file above VERIFY_IN_BACKGROUND_BYTES is checked by
+    quick_check on its own connection while the open returns; once the check has found
+    damage, every read and write raises StoreDamagedError (never an empty store), and
+    the file is left as it was."""
+    from dyna.experience import RECORD_SCHEMA
+    from dyna.store import sqlite as S
+
+    monkeypatch.setattr(S, "VERIFY_IN_BACKGROUND_BYTES", 0)    # every file counts as large
+    sha = _sha(damaged)
+    for read_only in (True, False):
+        store = S.SQLiteStore(damaged, RECORD_SCHEMA, DIM, read_only=read_only)
+        with pytest.raises(StoreDamagedError) as info:
+            store.wait_verified(60)
+        assert info.value.path == str(damaged) and "quick_check" in info.value.detail
+        with pytest.raises(StoreDamagedError):
+            store.count()
+        if not read_only:
+            with pytest.raises(StoreDamagedError):
+                store.reset()
+        store.close()
+    assert _sha(damaged) == sha
+    sound = tmp_path / "sound.db"
+    shutil.copy(healthy, sound)
+    with S.SQLiteStore(sound, RECORD_SCHEMA, DIM, read_only=True) as store:
+        assert store.wait_verified(60) is True and store.count() == N
+    # close() leaves no check running (it interrupts one still going)
+    store = S.SQLiteStore(sound, RECORD_SCHEMA, DIM, read_only=True)
+    store.close()
+    assert store._verifier is not None and not store._verifier.is_alive()
+
+
 # ------------------------------------------------------------------ recovery
 def _recover_with_dyna(capsys, src, out):
     assert main(["store", "recover", str(src), "--out", str(out)]) == 0
