@@ -97,7 +97,7 @@ EXAMPLES = {
     "dyna escalation": "dyna escalation check data/swebench_verified_bash_only.csv",
     "dyna escalation check": "dyna escalation check data/swebench_verified_bash_only.csv",
     "dyna escalation replay": "dyna escalation replay data/swebench_verified_bash_only.csv "
-                              "--out runs/replay",
+                              "--system all_by_date --rules never,mean,thompson",
     "dyna skills": "dyna skills list ~/.agent/skills",
     "dyna skills list": "dyna skills list ~/.agent/skills",
     "dyna skills show": "dyna skills show ~/.agent/skills deploy-staging",

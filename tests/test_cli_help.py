@@ -2,6 +2,7 @@
 ACTION for sub-actions (issue 17, "CLI help")."""
 
 import argparse
+import shlex
 
 from dyna.cli import EXAMPLES, build_parser
 
@@ -40,3 +41,16 @@ def test_escalation_check_lists_the_columns_and_mcp_names_its_extra():
     text = parsers[("dyna", "escalation", "check")].format_help()
     assert all(c in text for c in OUTCOME_COLUMNS)
     assert "pip install -e '.[mcp]'" in parsers[("dyna", "mcp")].format_help()
+
+
+def test_every_example_parses_as_written():
+    # A newcomer copies the example line: it must be accepted by the parser of its command
+    # (the escalation replay example once used an --out option that command never had).
+    parser = build_parser()
+    for command, example in EXAMPLES.items():
+        words = shlex.split(example)
+        assert words[:len(command.split())] == command.split(), command
+        try:
+            parser.parse_args(words[1:])
+        except SystemExit as exc:
+            raise AssertionError(f"{command}: example does not parse: {example}") from exc
