@@ -63,7 +63,7 @@ import math
 import re
 import os
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -522,6 +522,151 @@ DETECTORS: tuple[Detector, ...] = (
 )
 """The named secret formats, applied in this order by :func:`redact_text`."""
 
+# ============================================================================ prefilters
+#
+# Running the patterns costs ~30 us on a 30-character text even when none can match (a
+# timestamp, a run id: most of what the loops' safety net sees for the first time). Each
+# detector has a prefilter (:data:`_PREFILTERS`): a cheap test that is a *necessary
+# condition* of its pattern matching somewhere in an ASCII text, so a detector whose
+# prefilter is false cannot fire and is not run. Each condition is read off the pattern: a
+# literal the pattern cannot match without (for a case-insensitive part, the literal in
+# ``text.lower()``: on ASCII text ``(?i)`` folds ASCII letters only), a number of digits
+# 0-9 it needs (on ASCII text ``\d`` is [0-9]), a minimum length. A text that is not ASCII
+# is scanned by every detector (Unicode case folding and Unicode digits are not reasoned
+# about). tests/test_redact_prefilter.py checks, on both corpora and on random texts drawn
+# from the detectors' own alphabets, that a prefilter is true wherever its pattern matches.
+
+
+@dataclass(frozen=True)
+class _Prefilter:
+    """A necessary condition of one detector's pattern matching an ASCII text ``t``.
+
+    True when ``t`` holds one of ``literals`` (as written) or ``lower`` holds one of
+    ``folded`` (``lower`` is ``t.lower()``; with neither given this part holds), and ``t``
+    has at least ``digits`` characters 0-9 (``nd``) and ``length`` characters, and ``also``
+    (a further necessary condition ``also(t, lower, nd)``) holds.
+    """
+
+    literals: tuple[str, ...] = ()
+    folded: tuple[str, ...] = ()
+    digits: int = 0
+    length: int = 0
+    also: Callable[[str, str, int], bool] | None = None
+
+    def __call__(self, t: str, low: str, nd: int) -> bool:
+        if (self.literals or self.folded) and not (any(map(t.__contains__, self.literals))
+                                                   or any(map(low.__contains__, self.folded))):
+            return False
+        return (nd >= self.digits and len(t) >= self.length
+                and (self.also is None or self.also(t, low, nd)))
+
+    def counts_only(self) -> Callable[[str, str, int], bool]:
+        """This test for a prefilter without literals, as one quick function."""
+        d, n, also = self.digits, self.length, self.also
+        if also is None:
+            return lambda t, low, nd: nd >= d and len(t) >= n
+        return lambda t, low, nd: nd >= d and len(t) >= n and also(t, low, nd)
+
+
+_P = _Prefilter
+_ID_TAIL = re.compile(r"_\d{3}")    # USER_ID_SHAPE ends with _ and 3-6 digits
+
+#: Detector name -> its prefilter: False only where the detector's pattern cannot match the
+#: ASCII text. A detector without one is always run.
+_PREFILTERS: dict[str, _Prefilter] = {
+    "pem_private_key": _P(("-----BEGIN ",), also=lambda t, low, nd: "PRIVATE KEY-----" in t),
+    "pgp_private_key": _P(("-----BEGIN PGP PRIVATE KEY BLOCK-----",)),
+    "url_credentials": _P(("://",), also=lambda t, low, nd: "@" in t),
+    "slack_webhook": _P(("://hooks.slack.com/",)),
+    "discord_webhook": _P((".com/api/webhooks/",)),
+    "jwt": _P(("eyJ",)),
+    "bearer_token": _P(folded=("bearer",)),
+    "basic_auth": _P(folded=("basic",)),
+    "authorization_header": _P(folded=("authorization",)),
+    "anthropic_key": _P(("sk-ant-",)),
+    "openai_key": _P(("sk-",)),
+    "aws_access_key_id": _P(("AKIA", "ASIA", "ABIA", "ACCA")),
+    "aws_secret_key": _P(length=40),
+    "github_token": _P(("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    "gitlab_token": _P(("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "gloas-")),
+    "slack_token": _P(("xox",)),
+    "stripe_key": _P(("_live_", "_test_")),
+    "google_api_key": _P(("AIza",)),
+    "google_oauth_secret": _P(("GOCSPX-",)),
+    "google_oauth_token": _P(("ya29.",)),
+    "azure_connection_string": _P(folded=("accountkey", "sharedaccesskey")),
+    "azure_sas_token": _P(folded=("sig=",)),
+    "npm_token": _P(("npm_",)),
+    "pypi_token": _P(("pypi-AgE",)),
+    "huggingface_token": _P(("hf_",)),
+    "twilio_key": _P(("AC", "SK")),
+    "sendgrid_key": _P(("SG.",)),
+    "mailgun_key": _P(("key-",)),
+    # [MNO] + 23..27, '.', 6, '.', 27..40: 59 characters at least
+    "discord_bot_token": _P(length=59, also=lambda t, low, nd: "." in t),
+    "telegram_bot_token": _P((":AA",)),
+    "http_cookie": _P(folded=("cookie",)),
+    "credit_card": _P(digits=13),                                      # (\d[ -]?){12,18}\d
+    "us_ssn": _P(digits=9, also=lambda t, low, nd: "-" in t),          # \d{3}-\d{2}-\d{4}
+    "email_address": _P(("@",), also=lambda t, low, nd: "." in t),     # ...@....[A-Za-z]{2,}
+    # +<country code> and digit groups; or (\d{3}) or \d{3}-, \d{3}-, \d{4}: 10 digits
+    "phone_number": _P(also=lambda t, low, nd: "+" in t or nd >= 10),
+    "payment_method_id": _P(folded=tuple(k.lower() for k in PAYMENT_METHOD_KINDS), digits=4),
+    "user_id": _P(also=lambda t, low, nd: "_" in t and _ID_TAIL.search(t) is not None),
+    # a cue (d.o.b, dob: "ob" or "o.b"; date of birth, birth date, birthday; born) and a
+    # date of 4 digits at least (1/2/90)
+    "date_of_birth": _P(folded=("ob", "o.b", "birth", "born"), digits=4),
+}
+del _P
+
+
+def _hint_pattern(words: Iterable[str]) -> re.Pattern[str]:
+    return re.compile("|".join(sorted(map(re.escape, set(words)), key=len, reverse=True)))
+
+
+#: Every detector as ``(index in DETECTORS, detector)``.
+_ALL_RUN = tuple(enumerate(DETECTORS))
+# A prefilter with literals is false unless one of them is in the text: one search for all
+# of them (case as written, then in the lower-case text) rules those detectors out at once;
+# then only the detectors without literals are looked at.
+_HINTS = _hint_pattern(x for p in _PREFILTERS.values() for x in p.literals)
+_FOLDED_HINTS = _hint_pattern(x for p in _PREFILTERS.values() for x in p.folded)
+_GATED = tuple((i, d, _PREFILTERS.get(d.name)) for i, d in _ALL_RUN)
+_UNHINTED = tuple((i, d, p if p is None else p.counts_only()) for i, d, p in _GATED
+                  if p is None or not (p.literals or p.folded))
+_DIGITS = b"0123456789"
+
+
+def _to_run(text: str) -> Sequence[tuple[int, Detector]]:
+    """The detectors to run on ``text``, in order, as ``(index, detector)``: on an ASCII
+    text those whose prefilter passes, on any other text all."""
+    if not text.isascii():
+        return _ALL_RUN
+    low = text.lower()
+    nd = len(text) - len(text.encode("ascii").translate(None, _DIGITS))
+    pool = (_GATED if _HINTS.search(text) is not None
+            or _FOLDED_HINTS.search(low) is not None else _UNHINTED)
+    return [(i, d) for i, d, p in pool if p is None or p(text, low, nd)]
+
+
+# The assignment rule fires only on a key that is sensitive by the SECRET_KEY_NAMES rule:
+# its normal form (:func:`normalise_key`; on ASCII: camelCase split, lower case, separators
+# made '_') equals or ends with one of those names, so it ends with the name's last word,
+# which the key (a part of the text) holds as written, in some case. Words holding another
+# of these words are implied by it ("password" by "pass").
+_LAST_WORDS = {n.rsplit("_", 1)[-1] for n in SECRET_KEY_NAMES}
+_ASSIGNMENT_WORDS = tuple(sorted(w for w in _LAST_WORDS
+                                 if not any(o != w and o in w for o in _LAST_WORDS)))
+
+
+def _may_assign(text: str) -> bool:
+    """False only where the ``KEY=value`` rule cannot fire in the ASCII ``text``: no ``:``
+    or ``=``, or no last word of a credential key name in any case."""
+    if ":" not in text and "=" not in text:
+        return False
+    low = text.lower()
+    return any(w in low for w in _ASSIGNMENT_WORDS)
+
 # ``KEY=value`` / ``key: value`` in text. Only key and operator are consumed, so the value of
 # one assignment can itself hold the next ("NOTE=DB_PASSWORD=x"). Up to three words form the
 # key ("my new password: ..."); it is sensitive by the SECRET_KEY_NAMES rule.
@@ -625,7 +770,11 @@ def _scan_text(text: str, out: list[str] | None, learned: set[str] | None = None
     the user ids the ``user_id`` detector caught to ``learned``."""
     if len(text) < 6:
         return text
-    for det in DETECTORS:
+    todo = _to_run(text)
+    j = 0
+    while j < len(todo):
+        ix, det = todo[j]
+        j += 1
         pattern = det.pattern
         if pattern.search(text) is None:
             continue
@@ -651,6 +800,10 @@ def _scan_text(text: str, out: list[str] | None, learned: set[str] | None = None
             text = new
             if out is not None:
                 out.append(det.name)
+            # the next detectors see the redacted text: their prefilters too
+            todo, j = [e for e in _to_run(text) if e[0] > ix], 0
+    if text.isascii() and not _may_assign(text):
+        return text
     return _assignments(text, out)
 
 
