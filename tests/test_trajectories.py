@@ -436,6 +436,8 @@ def test_run_end_to_end_on_a_cut_down_file(tmp_path):
     head = report.split("## Headline\n\n")[1].split("\n\n")[0].splitlines()
     assert 1 <= len(head) <= 5 and all(line.startswith("- ") for line in head)
     assert "memory_loop: 0 with redaction" in head[1]
+    assert ("payment_id, payment_methods; the tool calls are declared trusted "
+            "(`[digest] tools_trusted = true`)") in report
     se = pl.read_parquet(out / "store_episodes.parquet")
     assert se.get_column("in_store").sum() == 0 and se.get_column("episodes")[0] == 32
 

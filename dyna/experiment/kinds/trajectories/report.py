@@ -94,8 +94,10 @@ def build_report(out, folder: Path) -> str:
               "tables say what each variant *would have written*. Reviewer: rule-based, "
               + ", ".join(f"{k} = {v}" for k, v in cfg.reviewer.items()) + ".",
               f"- Digest redaction: the redactor's keys plus "
-              f"{', '.join(cfg.digest['extra_sensitive_keys']) or 'nothing'}; tools declared "
-              f"trusted: {cfg.digest['tools_trusted']}. Config hash "
+              f"{', '.join(cfg.digest['extra_sensitive_keys']) or 'nothing'}; the tool calls are "
+              f"{'declared trusted' if cfg.digest['tools_trusted'] else 'untrusted'} "
+              f"(`[digest] tools_trusted = {str(cfg.digest['tools_trusted']).lower()}`). "
+              f"Config hash "
               f"`{short_hash(man.get('config_hash'))}`.", ""]
 
     # ------------------------------------------------------------------ personal data
