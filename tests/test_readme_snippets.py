@@ -28,3 +28,23 @@ def test_each_readme_toml_snippet_runs(i, tmp_path):
     out = run_experiment(cfg.with_overrides(runs=2), tmp_path / "out",
                          backend=InProcessBackend(), progress=False)
     assert (out / "report.md").exists()
+
+
+def _options(parser, *path):
+    for name in path:
+        sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+        parser = sub.choices[name]
+    return {o for a in parser._actions for o in a.option_strings if o.startswith("--")} - {
+        "--help"}
+
+
+@pytest.mark.parametrize("path", [("run",), ("mcp",)])
+def test_the_readme_synopsis_lists_every_option(path):
+    # The one-line synopses under "Commands" and "Use from an agent (MCP)": a newcomer reads
+    # the options there (the --replay option of `dyna run` was once missing).
+    from dyna.cli import build_parser
+
+    line = next(ln for ln in README.read_text(encoding="utf-8").splitlines()
+                if ln.startswith(f"dyna {' '.join(path)} ") and "[" in ln)
+    written = set(re.findall(r"--[a-z][a-z-]*", line))
+    assert written == _options(build_parser(), *path)
