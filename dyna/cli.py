@@ -159,8 +159,12 @@ ARG_HELP = {
 }
 for _cmd in ("show", "pending", "approve", "reject", "consolidate"):
     ARG_HELP[("dyna memory " + _cmd, "path")] = "MEMORY.md file"
-for _cmd in ("stats", "export", "delete", "prune", "compact", "recover", "scrub", "cache"):
-    ARG_HELP[("dyna store " + _cmd, "db")] = "SQLite experience store (must exist)"
+for _cmd in ("stats", "export", "delete", "prune", "compact"):
+    ARG_HELP[("dyna store " + _cmd, "db")] = ("experience store (must exist): a SQLite file or a "
+                                              "postgresql:// DSN (password in PGPASSWORD or "
+                                              "~/.pgpass)")
+for _cmd in ("recover", "scrub", "cache"):
+    ARG_HELP[("dyna store " + _cmd, "db")] = "SQLite experience store file (must exist)"
 
 
 def _document(parser: argparse.ArgumentParser, path: tuple) -> None:

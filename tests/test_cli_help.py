@@ -54,3 +54,12 @@ def test_every_example_parses_as_written():
             parser.parse_args(words[1:])
         except SystemExit as exc:
             raise AssertionError(f"{command}: example does not parse: {example}") from exc
+
+
+def test_store_db_help_says_which_actions_take_a_postgresql_dsn():
+    parsers = dict(_walk(build_parser()))
+    for action in ("stats", "export", "delete", "prune", "compact"):
+        assert "postgresql:// DSN" in parsers[("dyna", "store", action)].format_help(), action
+    for action in ("recover", "scrub", "cache"):   # these refuse a DSN with one line
+        text = parsers[("dyna", "store", action)].format_help()
+        assert "SQLite experience store file" in text and "DSN" not in text, action
