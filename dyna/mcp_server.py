@@ -81,8 +81,9 @@ Errors
     with ``type`` ``internal``.
 
 Visibility of other writers
-    The store keeps an in-memory view loaded at start; episodes written to the same file by
-    other processes after that become visible when the server is restarted.
+    Every tool call sees every episode committed to the store before it started, by any
+    process (the store's live view: :class:`dyna.experience.ExperienceStore`); deletes,
+    prunes and compactions by others are seen too. No restart is needed.
 
 The SDK (PyPI ``mcp``, the ``mcp`` extra of dyna) is imported only when the server runs;
 :class:`ExperienceTools` (the tool table and the call logic) does not need it.

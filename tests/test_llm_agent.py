@@ -310,3 +310,30 @@ def test_a_tampered_recording_is_refused_in_one_line_and_nothing_is_written(
         err = capsys.readouterr().err
         assert err.startswith(start) and len(err.strip().splitlines()) == 1, (name, err)
         assert not out.exists()
+
+
+def test_no_server_at_base_url_is_one_line_exit_2_and_no_folder(tmp_path, capsys):
+    """Newcomer trial: an unreachable endpoint ran every episode as a failed request and
+    exited 0 with a complete folder; it is a configuration error (nothing listens on
+    port 9 of the loopback address)."""
+    f = _file(tmp_path, "http://127.0.0.1:9/v1")
+    out = tmp_path / "out"
+    assert main(["run", str(f), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dyna: error: llm.base_url=")
+    assert "no server answers there (connection failed" in err[0]
+    assert not out.exists()
+
+
+def test_agent_llm_without_httpx_names_the_extra(monkeypatch):
+    import importlib.util
+
+    from dyna.agents.llm import parse_llm_table
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "httpx" else real(name, *a))
+    with pytest.raises(ConfigError) as e:
+        parse_llm_table({"base_url": "http://127.0.0.1:9/v1", "model": "m"})
+    assert (e.value.field, e.value.value) == ("agent", "llm")
+    assert 'pip install -e ".[llm]"' in str(e.value)

@@ -87,6 +87,10 @@ def parse_llm_table(raw) -> dict:
 
     if not isinstance(raw, Mapping):
         raise ConfigError("llm", raw, "must be a table")
+    import importlib.util
+    if importlib.util.find_spec("httpx") is None:
+        raise ConfigError("agent", "llm", 'needs httpx, which is not installed: '
+                          'pip install -e ".[llm]"')
     import difflib
     for k in raw:
         if k not in LLM_DEFAULTS:
@@ -145,6 +149,7 @@ class LLMAgent:
         self.self_gate = bool(self_gate)
         self.competence = BetaCompetence()
         self.t = 0
+        self._answered = False     # the endpoint has answered at least once
         #: Why each run ended: ``done``, ``stopped`` (a reply without a tool call),
         #: ``max_requests``, or the endpoint's ``incomplete``/``failed`` reason.
         self.endings: list[str] = []
@@ -205,6 +210,13 @@ class LLMAgent:
         for _ in range(budget):
             res = self.client.chat(messages, tools)
             tokens += res.prompt_tokens + res.completion_tokens
+            if (res.status == "failed" and not self._answered
+                    and str(res.reason).startswith("connection failed")):
+                # no server at base_url: a configuration error, not runs that all fail
+                raise ConfigError("llm.base_url", self.client.endpoint.base_url,
+                                  f"no server answers there ({res.reason}); start it or "
+                                  "correct the URL")
+            self._answered = self._answered or res.status == "ok"
             if res.status != "ok":
                 ending = f"{res.status}: {res.reason}"
                 break

@@ -167,9 +167,13 @@ def _scenario_figure(out, scenario: str, series: dict, folder: Path) -> list[Pat
                     ax.set_xlabel("episode", fontsize=8)
                 ax.tick_params(labelsize=7)
                 ax.grid(alpha=0.3)
-            ylim = _limits(drawn, scale)
+            # a row with no positive value cannot be log-scaled (matplotlib would warn on
+            # the terminal): it stays linear
+            positive = any(np.any(np.asarray(d, float) > 0) for d in drawn)
+            row_scale = scale if scale != "log" or positive else "linear"
+            ylim = _limits(drawn, row_scale)
             for c in range(n_cols):
-                if scale == "log":
+                if row_scale == "log":
                     axes[r, c].set_yscale("log")
                 axes[r, c].set_ylim(*ylim)
         for c in range(n_cols):
