@@ -32,6 +32,8 @@ def pg_dsn():
     with pg_cluster.running() as dsn:
         if dsn is None:
             pytest.skip(pg_cluster.NO_SERVER)
+        if dsn.startswith("cannot start"):
+            pytest.skip(dsn)
         yield dsn
 
 

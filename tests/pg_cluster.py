@@ -123,6 +123,13 @@ class Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _runuser() -> str | None:
+    """The path of ``runuser``: it lives in /usr/sbin or /sbin, often not on a CI job's
+    PATH."""
+    return shutil.which("runuser", path=os.pathsep.join(
+        [os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+
+
 def start(bin_dir: Path | None = None, owner: int | None = None) -> Cluster:
     """Initialise and start a cluster in a new temporary folder on a free local port.
 
@@ -140,13 +147,14 @@ def start(bin_dir: Path | None = None, owner: int | None = None) -> Cluster:
         raise RuntimeError(f"no PostgreSQL server binaries under {BIN_GLOB}")
     as_user: list[str] = []
     if os.geteuid() == 0:
-        if shutil.which("runuser") is None:
+        runuser = _runuser()
+        if runuser is None:
             raise RuntimeError("running as root and no runuser to drop to the postgres user")
         if subprocess.run(["id", "-u", "postgres"], capture_output=True).returncode != 0:
             raise RuntimeError("running as root and no 'postgres' user to run the server: "
                                "create it (useradd --system postgres, as .ci/run does) or "
                                f"set {ENV_DSN}")
-        as_user = ["runuser", "-u", "postgres", "--"]
+        as_user = [runuser, "-u", "postgres", "--"]
     reap_stale(bin_dir, as_user)
     root = Path(tempfile.mkdtemp(prefix=PREFIX))
     try:
@@ -191,7 +199,8 @@ def _run(argv: list[str], root: Path, name: str) -> None:
 @contextlib.contextmanager
 def running():
     """A superuser DSN: ``DYNA_TEST_POSTGRES_DSN`` when set, else a cluster started here and
-    stopped on exit; None when neither is possible (no binaries)."""
+    stopped on exit; None when neither is possible (no binaries), or the reason (a string
+    starting "cannot start") when the binaries cannot be run here."""
     dsn = os.environ.get(ENV_DSN)
     if dsn:
         yield dsn
@@ -199,7 +208,11 @@ def running():
     if find_bin() is None:
         yield None
         return
-    cluster = start()
+    try:
+        cluster = start()
+    except RuntimeError as exc:   # binaries, but no way to run them here: say why
+        yield f"cannot start a PostgreSQL cluster: {exc}"
+        return
     before = _sigterm_raises() if threading.current_thread() is threading.main_thread() \
         else None
     try:
@@ -241,7 +254,8 @@ def main(argv: list[str]) -> int:
                   file=sys.stderr)
             return 2
         bin_dir = find_bin()
-        as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        as_user = [_runuser() or "runuser", "-u", "postgres", "--"] if os.geteuid() == 0 \
+            else []
         Cluster(root, 0, bin_dir or Path("/nonexistent"), as_user).stop()
         return 0
     print("usage: pg_cluster.py start OWNER_PID | stop FOLDER", file=sys.stderr)
