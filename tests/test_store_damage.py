@@ -146,6 +146,29 @@ def test_a_large_file_is_verified_in_the_background_and_its_damage_then_refuses_
 
 
 # ------------------------------------------------------------------ recovery
+def test_recover_re_derives_a_damaged_counter_dim_and_generation(healthy, tmp_path, capsys):
+    """Review R19b: with meta next_id = 'zz' `dyna store recover` died with a ValueError
+    traceback, and a bad dim or generation was copied, so the new file was refused again."""
+    import sqlite3
+
+    src = tmp_path / "bad_meta.db"
+    shutil.copy(healthy, src)
+    con = sqlite3.connect(src)
+    con.executescript("UPDATE meta SET value = 'zz' WHERE key = 'next_id';"
+                      "UPDATE meta SET value = 'four' WHERE key = 'dim';"
+                      "UPDATE meta SET value = '-x' WHERE key = 'generation';")
+    con.close()
+    out = tmp_path / "new.db"
+    assert main(["store", "recover", str(src), "--out", str(out)]) == 0
+    capsys.readouterr()
+    with ExperienceStore(out, dim=DIM, read_only=True) as store:
+        assert store.get_stats()["n_records"] == N
+    con = sqlite3.connect(out)
+    meta = dict(con.execute("SELECT key, value FROM meta"))
+    con.close()
+    assert (meta["dim"], meta["next_id"], meta["generation"]) == (str(DIM), str(N), "0")
+
+
 def _recover_with_dyna(capsys, src, out):
     assert main(["store", "recover", str(src), "--out", str(out)]) == 0
     return json.loads(capsys.readouterr().out)

@@ -221,6 +221,14 @@ def _copy(src: sqlite3.Connection, src_p: Path, tmp: str) -> dict:
         n = len(rows)
         max_id = rows[-1][0] if rows else None
         meta_d = {str(k): str(v) for k, v in meta}
+        # a damaged counter, dim or generation is re-derived, never copied (the new file
+        # would be refused again) nor parsed into a traceback
+        dropped = [k for k in ("next_id", "dim", "generation")
+                   if k in meta_d and not _count(meta_d[k], positive=k == "dim")]
+        for k in dropped:
+            del meta_d[k]
+        if "generation" in dropped:
+            meta_d["generation"] = "0"     # a new file: nobody has read it yet
         if "dim" not in meta_d:
             dim = _guess_dim(dst, names)
             if dim is None:
@@ -244,6 +252,12 @@ def _copy(src: sqlite3.Connection, src_p: Path, tmp: str) -> dict:
         dst.close()
     return {"rows_recovered": n, "rows_unreadable": int(bad), "id_range": [lo, hi],
             "meta_recovered": len(meta), "integrity_check": "; ".join(check)}
+
+
+def _count(value: str, positive: bool = False) -> bool:
+    """``value`` is the decimal text of an integer >= 0 (> 0 when ``positive``)."""
+    v = value.strip()
+    return v.isascii() and v.isdigit() and (int(v) > 0 or not positive)
 
 
 def _guess_dim(dst: sqlite3.Connection, names: list[str]) -> int | None:
