@@ -198,3 +198,19 @@ def test_steps_per_episode_can_be_smoothed_and_log_scaled(tmp_path):
         with pytest.raises(ConfigError) as e:
             parse_config({**base, "analysis": {**base["analysis"], **bad}})
         assert e.value.field == field
+
+
+def test_a_stem_with_dots_keeps_them(tmp_path):
+    """The v2 skill sweep's report linked plots/scenario_volume-0.25.png, but save() put
+    the suffix in place of '.25': volume-0.0, -0.25 and -0.5 all became
+    scenario_volume-0.png, each overwriting the last."""
+    from dyna.experiment.plotting import figure, save
+
+    for name in ("scenario_volume-0.25", "scenario_volume-0.5"):
+        with figure() as fig:
+            fig.add_subplot().plot([0, 1], [1, 0])
+            assert save(fig, tmp_path / name) == [tmp_path / f"{name}.png",
+                                                  tmp_path / f"{name}.svg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "scenario_volume-0.25.png", "scenario_volume-0.25.svg",
+        "scenario_volume-0.5.png", "scenario_volume-0.5.svg"]

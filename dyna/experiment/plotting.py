@@ -38,11 +38,14 @@ def figure(figsize=(7.0, 4.5)):
 
 
 def save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:
+    """Write ``<stem>.png`` (and ``<stem>.svg``); the suffix is appended, never put in
+    place of a dot in the stem (``scenario_volume-0.25`` and ``scenario_volume-0.5`` were
+    both written as ``scenario_volume-0.png``)."""
     stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".png")]
+    paths = [stem.with_name(stem.name + ".png")]
     fig.savefig(paths[0], dpi=120, metadata={"Software": None})
     if svg:
-        paths.append(stem.with_suffix(".svg"))
+        paths.append(stem.with_name(stem.name + ".svg"))
         fig.savefig(paths[1], metadata={"Date": None})
     return paths
 
