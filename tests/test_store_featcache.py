@@ -319,3 +319,50 @@ def test_a_reader_on_the_cache_sees_each_row_a_writer_acknowledged(tmp_path):
         p.join(60)
     assert p.exitcode == 0 and lazy._loaded is False
     lazy.close()
+
+
+def test_buf04_zero_vectors_and_k_past_n_from_the_cache(tmp_path):
+    """Case BUF-04 (../shared/cases) on the feature-cache path: a stored zero vector scores
+    0.0 (never NaN), k >= N returns at most N, a zero query gives no NaN, a one-vector tenant
+    with k = 5 gives 1 result and an empty tenant []; equal to a loaded store's answers."""
+    import math
+
+    path = tmp_path / "s.db"
+    s = ExperienceStore(path, dim=3)
+    base = {"action_type": "a", "outcome": "success", "reward": 1.0, "task_type": "t"}
+    s.record("t", [dict(base, state_features=v) for v in
+                   ([1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.9, 0.1, 0.0])])       # ids 0, 1, 2
+    s.record("one", [dict(base, state_features=[1.0, 0.0, 0.0])])
+    s.write_feature_cache()
+    s.close()
+    lazy = ExperienceStore(path, dim=3, eager=False)
+    fresh = ExperienceStore(path, dim=3, eager=True)
+
+    def ask(store, tenant, k, q):
+        try:
+            res = store.query_similar(tenant, k=k, state_features=q)["results"]
+        except ValueError as exc:          # a zero query may be refused (ConfigError is one)
+            return f"refused: {exc.field}" if isinstance(exc, ConfigError) else "ValueError"
+        return [(r["episode"]["id"], r["score"]) for r in res]
+
+    answers = {}
+    for tenant, k, q in [("t", 2, [1, 0, 0]), ("t", 3, [1, 0, 0]), ("t", 10, [1, 0, 0]),
+                         ("t", 3, [0, 0, 0]), ("one", 5, [1, 0, 0]), ("nobody", 3, [1, 0, 0])]:
+        got = ask(lazy, tenant, k, q)
+        assert got == ask(fresh, tenant, k, q)
+        answers[(tenant, k, tuple(q))] = got
+    two = answers[("t", 2, (1, 0, 0))]
+    assert [i for i, _ in two] == [0, 2]
+    assert two[0][1] == pytest.approx(1.0, abs=1e-6)
+    assert two[1][1] == pytest.approx(0.993884, abs=1e-6)
+    for k in (3, 10):
+        got = answers[("t", k, (1, 0, 0))]
+        assert len(got) <= 3 and not any(math.isnan(x) for _, x in got)
+        assert got[-1] == (1, 0.0) or 1 not in [i for i, _ in got]
+    zero = answers[("t", 3, (0, 0, 0))]
+    assert zero == "refused: query"          # a zero query is refused, naming it
+    assert len(answers[("one", 5, (1, 0, 0))]) == 1
+    assert answers[("nobody", 3, (1, 0, 0))] == []
+    assert lazy._loaded is False
+    lazy.close()
+    fresh.close()
