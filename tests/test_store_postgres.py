@@ -510,3 +510,28 @@ def test_store_commands_never_echo_a_dsn_password(pg_dsn, pg_schema, capsys):
         assert main(["store", *argv]) == 2, argv
         out, err = capsys.readouterr()
         assert err.startswith("dyna: error: ") and pw not in out + err, err
+
+
+def test_pers05_prune_then_compaction_gives_the_space_back(pg_store_dsn):
+    """Case PERS-05 (../shared/cases) on PostgreSQL: a prune deletes rows but the tables keep
+    their size; VACUUM FULL (the store's compaction) gives it back, the survivors intact.
+    The 2 KiB payloads are random hex, so TOAST compression does not hide the size."""
+    st = PostgresStore(pg_store_dsn, SCHEMA, DIM)
+    rng = np.random.default_rng(5)
+    n = 2000
+    meta = [f'"{rng.bytes(1024).hex()}"' for _ in range(n)]
+    st.append({"tenant_id": ["t1"] * n, "task_type": ["a"] * n, "outcome": ["success"] * n,
+               "reward": np.zeros(n), "timestamp": np.arange(n, dtype=float),
+               "run_id": ["r"] * n, "metadata": meta,
+               "features": np.ones((n, DIM), np.float32)})
+    before = st.file_bytes()
+    assert before > 4_000_000
+    assert st.prune(1800.0) == 1800
+    assert st.count() == 200 and st.file_bytes() >= 0.95 * before   # deleted, not given back
+    out = st.vacuum()
+    assert out["bytes_before"] >= 0.95 * before
+    assert out["bytes_after"] < 0.15 * before
+    cols = st.read()
+    assert cols["timestamp"].tolist() == list(map(float, range(1800, 2000)))
+    assert cols["metadata"].tolist() == meta[1800:]
+    st.close()
