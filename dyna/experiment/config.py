@@ -66,6 +66,25 @@ def config_hash(config) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
+def with_run_overrides(config, runs: int | None = None, seed: int | None = None):
+    """A dataclass config with ``--runs`` (>= 1) and ``--seed`` (>= 0) applied; the same
+    object when neither is given.
+
+    Raises
+    ------
+    ConfigError
+        Field ``--runs`` or ``--seed``, naming the value.
+    """
+    import dataclasses
+
+    changes = {}
+    if runs is not None:
+        changes["runs"] = check_range("--runs", runs, lo=1, integer=True)
+    if seed is not None:
+        changes["seed"] = check_range("--seed", seed, lo=0, integer=True)
+    return dataclasses.replace(config, **changes) if changes else config
+
+
 def check_keys(table: dict, allowed, prefix: str) -> None:
     """Raise ConfigError for the first key of ``table`` not in ``allowed`` (field
     ``<prefix><key>``, with the close match or the list of allowed keys)."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.config import (NAME_RE, check_bool, check_keys, check_string, config_hash,
-                                    table_of)
+                                    table_of, with_run_overrides)
 
 __all__ = ["CostSetting", "EscalationConfig", "FEEDBACK", "PolicyVariant", "RULES",
            "Scenario", "build_policy", "class_costs", "parse_escalation"]
@@ -180,12 +180,7 @@ class EscalationConfig:
 
     def with_overrides(self, *, runs: int | None = None, seed: int | None = None):
         """Copy with ``--runs`` / ``--seed`` applied."""
-        changes = {}
-        if runs is not None:
-            changes["runs"] = check_range("--runs", runs, lo=1, integer=True)
-        if seed is not None:
-            changes["seed"] = check_range("--seed", seed, lo=0, integer=True)
-        return dataclasses.replace(self, **changes) if changes else self
+        return with_run_overrides(self, runs, seed)
 
     def settings(self) -> list[CostSetting]:
         """The cost settings in canonical order (risk class, then grid value)."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.config import (
     check_bool,
+    with_run_overrides,
     check_keys,
     check_string,
     config_hash,
@@ -134,12 +135,7 @@ class TrajectoriesConfig:
 
     def with_overrides(self, *, runs: int | None = None, seed: int | None = None):
         """Copy with ``--runs`` / ``--seed`` applied."""
-        changes = {}
-        if runs is not None:
-            changes["runs"] = check_range("--runs", runs, lo=1, integer=True)
-        if seed is not None:
-            changes["seed"] = check_range("--seed", seed, lo=0, integer=True)
-        return dataclasses.replace(self, **changes) if changes else self
+        return with_run_overrides(self, runs, seed)
 
 
 def _section(data: dict, key: str, defaults: dict) -> dict:
