@@ -240,3 +240,36 @@ def test_a_slope_runs_with_severity_also_on_a_decreasing_grid():
         parse_agent_tasks({**BASE, "sweeps": [{**sw, "values": [1, 4, 2]}],
                            "hypotheses": [h]})
     assert e.value.field == "hypotheses[0].sweep"
+
+
+def test_a_knob_that_changes_no_value_is_an_inert_knob_not_a_failed_hypothesis():
+    # The v2 skill sweep's case: neither skill_loop nor skill_loop-no_outcome_gate reads the
+    # self-assessment, so with common random numbers every run has the same value at every
+    # false success rate; d @ xc then left a slope of ~1e-17 that was reported as
+    # "does not hold". It is inert, and the verdict says so.
+    h = {"name": "gap grows", "test": "slope", "sweep": "lff", "metric": "late_success",
+         "variant": "skill_loop", "versus": "skill_loop-no_outcome_gate",
+         "direction": "greater"}
+    cfg = _cfg(hypotheses=[h], analysis={"n_resamples": 200})
+    rng = np.random.default_rng(3)
+    full, ablated = rng.uniform(size=6) / 3.0, rng.uniform(size=6) / 7.0  # not dyadic
+    table = {}
+    for sc, _ in cfg.sweeps[0].points():
+        table[(sc, "skill_loop")] = full.copy()
+        table[(sc, "skill_loop-no_outcome_gate")] = ablated.copy()
+    runs = _runs(cfg, table)
+    c = compare_slope(runs, cfg.sweeps[0], "skill_loop", "skill_loop-no_outcome_gate",
+                      "late_success", direction="greater", n_resamples=200)
+    assert (c.status, c.n, c.interval) == ("inert knob", 6, None)
+    (r,) = evaluate_hypotheses(cfg, runs)
+    assert r.verdict == "inert"
+    # the knob moves both variants by the same amount in each run: it acted, but the gap
+    # is the same at every point (exactly: dyadic values), so every slope is exactly 0
+    a, b = np.arange(6) / 8.0, np.arange(6)[::-1] / 16.0
+    for i, (sc, _) in enumerate(cfg.sweeps[0].points()):
+        table[(sc, "skill_loop")] = a + i
+        table[(sc, "skill_loop-no_outcome_gate")] = b + i
+    c2 = compare_slope(_runs(cfg, table), cfg.sweeps[0], "skill_loop",
+                       "skill_loop-no_outcome_gate", "late_success", direction="greater",
+                       n_resamples=200)
+    assert c2.status == "no difference" and float(c2.interval.estimate) == 0.0

@@ -84,7 +84,9 @@ class Comparison:
 
     Attributes
     ----------
-    status : {"tested", "inert", "no difference", "too few pairs"}
+    status : {"tested", "inert", "inert knob", "no difference", "too few pairs"}
+        "inert": the safeguard compared never acted; "inert knob" (slope comparisons):
+        the swept knob changed neither variant's value in any run.
     n : int
         Pairs (runs where both values exist).
     interval : Interval or None
@@ -189,7 +191,11 @@ def compare_slope(runs: pl.DataFrame, sweep, variant: str, versus: str, metric: 
     bootstrap interval of their mean.
 
     The unit of the slope is the metric's unit per unit of the knob. The comparison is
-    *inert* when the safeguard ablated is inert at every grid point.
+    *inert* when the safeguard ablated is inert at every grid point, and *inert knob* when
+    the knob did not act on the comparison: in every run both variants' values are the
+    same at every grid point (with common random numbers a knob the variants never read
+    gives exactly equal values). A run whose gap is the same at every point has slope
+    exactly 0 (not the rounding residue of ``d @ xc``).
 
     Returns
     -------
@@ -200,13 +206,19 @@ def compare_slope(runs: pl.DataFrame, sweep, variant: str, versus: str, metric: 
     sw = _ablated_pair(variant, versus, store)
     pts = sweep.points()
     xs = np.array(sweep.severity())   # increasing with severity, whichever way the knob runs
-    d = np.stack([values(runs, sc, variant, metric) - values(runs, sc, versus, metric)
-                  for sc, _ in pts], axis=1)                       # (runs, points)
-    d = d[np.all(np.isfinite(d), axis=1)]
+    x = np.stack([values(runs, sc, variant, metric) for sc, _ in pts], axis=1)
+    y = np.stack([values(runs, sc, versus, metric) for sc, _ in pts], axis=1)  # (runs, points)
+    keep = np.all(np.isfinite(x) & np.isfinite(y), axis=1)
+    x, y = x[keep], y[keep]
+    d = x - y
     xc = xs - xs.mean()
-    slopes = d @ xc / float(xc @ xc)
+    flat = np.all(d == d[:, :1], axis=1)                          # (runs,): gap constant
+    slopes = np.where(flat, 0.0, d @ xc / float(xc @ xc))
     base = dict(scenario=sweep.name, variant=variant, versus=versus, metric=metric,
                 direction=direction)
+    if sw is None or not all(sw in inert.get(sc, set()) for sc, _ in pts):
+        if x.size and np.all(x == x[:, :1]) and np.all(y == y[:, :1]):
+            return Comparison(status="inert knob", n=int(x.shape[0]), **base)
     return _judge(slopes, base,
                   sw is not None and all(sw in inert.get(sc, set()) for sc, _ in pts),
                   alpha=alpha, confidence=confidence, n_resamples=n_resamples, seed=seed)
@@ -219,7 +231,8 @@ class HypothesisResult:
     Attributes
     ----------
     verdict : {"holds", "does not hold", "inert", "not tested"}
-        "inert": every comparison is of a safeguard that never acted in the scenario;
+        "inert": every comparison is of a safeguard that never acted in the scenario, or
+        (slope hypotheses) of variants the swept knob never changed;
         "not tested": fewer than :data:`MIN_RUNS_CLAIMS` runs.
     p : float
         Intersection-union p-value: the largest p of its comparisons (1 for an untestable
@@ -273,7 +286,7 @@ def evaluate_hypotheses(cfg, runs: pl.DataFrame) -> list[HypothesisResult]:
     for (h, comps, p, weakest), p_adj in zip(raw, adjusted):
         if cfg.runs < MIN_RUNS_CLAIMS:
             verdict = "not tested"
-        elif comps and all(c.status == "inert" for c in comps):
+        elif comps and all(c.status in ("inert", "inert knob") for c in comps):
             verdict = "inert"
         elif p_adj <= alpha and all(c.tested for c in comps):
             verdict = "holds"

@@ -69,6 +69,8 @@ def _interval_text(v: np.ndarray, opts) -> str:
 def _comparison_text(c) -> str:
     if c.status == "inert":
         return "inert in this scenario"
+    if c.status == "inert knob":
+        return f"inert knob: no value changed across the grid ({c.n} runs)"
     if c.status == "no difference":
         return f"no difference in any run ({c.n})"
     if c.status == "too few pairs":
