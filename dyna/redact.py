@@ -1089,43 +1089,51 @@ def scan(obj) -> collections.Counter:
     JSON embedded in strings, per detector name (:func:`detect`); an entry whose key is a cue
     (``"user_id": "mia_li_3668"``, ``"dob": "1990-04-05"``) counts as its detector's catch."""
     counts: collections.Counter = collections.Counter()
-
-    def text(o):
-        parsed = _embedded_json(o)
-        if parsed is not None:
-            walk(parsed)
-            return
-        found = detect(o)
-        if found:
-            counts.update(found)
-
-    def walk(o):
-        t = type(o)
-        if t in _SCALAR_TYPES:   # nothing to scan (the checks below, made quick)
-            return
-        if t is str or (t is not dict and t is not list and t is not tuple
-                        and isinstance(o, str)):
-            text(o)
-        elif t is dict or (t is not list and t is not tuple and isinstance(o, Mapping)):
-            for k, v in o.items():
-                if isinstance(k, str):
-                    found = _key_detect(k)
-                    if found:
-                        counts.update(found)
-                catch = _keyed_catch(k, v)
-                if catch is not None:
-                    counts[catch] += 1
-                    continue
-                if type(v) is str:
-                    text(v)
-                else:
-                    walk(v)
-        elif t is list or t is tuple or isinstance(o, (list, tuple)):
-            for v in o:
-                walk(v)
-
-    walk(obj)
+    _scan_walk(obj, counts)
     return counts
+
+
+# module-level, not closures inside scan(): a closure that calls itself is a reference
+# cycle, left for the cyclic garbage collector after every scan (the loops scan on every
+# write)
+def _scan_text_of(o: str, counts: collections.Counter) -> None:
+    if len(o) < 6:
+        # nothing to count: detect() looks at no text this short, and JSON this short
+        # holds no mapping (``{"":0}`` is 6 characters) and only strings detect() skips
+        return
+    parsed = _embedded_json(o)
+    if parsed is not None:
+        _scan_walk(parsed, counts)
+        return
+    found = detect(o)
+    if found:
+        counts.update(found)
+
+
+def _scan_walk(o, counts: collections.Counter) -> None:
+    t = type(o)
+    if t in _SCALAR_TYPES:   # nothing to scan (the checks below, made quick)
+        return
+    if t is str or (t is not dict and t is not list and t is not tuple
+                    and isinstance(o, str)):
+        _scan_text_of(o, counts)
+    elif t is dict or (t is not list and t is not tuple and isinstance(o, Mapping)):
+        for k, v in o.items():
+            if isinstance(k, str):
+                found = _key_detect(k)
+                if found:
+                    counts.update(found)
+            catch = _keyed_catch(k, v)
+            if catch is not None:
+                counts[catch] += 1
+                continue
+            if type(v) is str:
+                _scan_text_of(v, counts)
+            else:
+                _scan_walk(v, counts)
+    elif t is list or t is tuple or isinstance(o, (list, tuple)):
+        for v in o:
+            _scan_walk(v, counts)
 
 
 def check_label(field: str, value):

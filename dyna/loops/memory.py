@@ -944,6 +944,12 @@ class MemoryStore:
                         else _FileBackend(path, durable, lock_timeout))
         self._lock = threading.RLock()
         self._net = SafetyNet()
+        # facts (by identity) the net passed unchanged: scanning one again finds nothing
+        # again (scan is a function of the text; a MemoryEntry is frozen). Only the
+        # entries in the store at the last save are kept (strong references, so an id is
+        # never reused while it is here), and the last new fact _entry passed
+        self._netted: dict[int, MemoryEntry] = {}
+        self._fresh: MemoryEntry | None = None
         self._entries: tuple[MemoryEntry, ...] = tuple(self.backend.read())
 
     @classmethod
@@ -1012,16 +1018,28 @@ class MemoryStore:
         check_label("run_id", run_id)
         entry = MemoryEntry(text, date, source, trust)   # validates (and joins white space)
         clean = self._net.values(entry.text)
-        return entry if clean is entry.text else replace(entry, text=clean)
+        if clean is entry.text:
+            self._fresh = entry
+            return entry
+        return replace(entry, text=clean)
 
     def _save(self, entries: list[MemoryEntry]) -> None:
-        # the net under every write of MEMORY.md (facts read from a hand-written file too)
+        # the net under every write of MEMORY.md (facts read from a hand-written file too);
+        # a fact it already passed unchanged is not scanned again (the same result)
         subst = {}
+        netted, fresh = self._netted, self._fresh
+        clean = {}
         for e in entries:
+            if e is fresh or netted.get(id(e)) is e:
+                clean[id(e)] = e
+                continue
             t = self._net.values(e.text)
             if t is not e.text:
                 subst[id(e)] = replace(e, text=t)
+            else:
+                clean[id(e)] = e
         self._entries = tuple(self.backend.write(entries, subst))
+        self._netted = clean
 
     def find(self, text: str) -> MemoryEntry | None:
         """The stored fact that is the same fact as ``text`` (None if none)."""

@@ -207,7 +207,10 @@ class Digest:
         def clean(obj):
             if not redaction:
                 return obj
-            out = _mark(redact(obj, sensitive_keys))
+            out = redact(obj, sensitive_keys)
+            if out is obj and type(obj) is str and REDACTED not in obj:
+                return obj   # nothing redacted and no marker to rewrite: _mark is a no-op
+            out = _mark(out)
             if out != obj:
                 changed[0] += 1
             return out
