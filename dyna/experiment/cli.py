@@ -21,6 +21,33 @@ from dyna.errors import ConfigError, MissingFileError, check_range
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    # The render worker starts first, so it imports matplotlib and scipy.stats while this
+    # process reads the config, imports numba and runs (dyna.experiment.render_worker).
+    worker = _start_worker(args.file)
+    try:
+        return _run(args, worker)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def _start_worker(file: str):
+    """A render worker for the kind the TOML file names, or None (unreadable file: the
+    config loader reports it; ``DYNA_RENDER=serial``; no process could start)."""
+    from dyna.experiment.protocol import kind_of
+    from dyna.experiment.runner import start_render_worker
+
+    try:
+        import tomllib
+
+        with open(file, "rb") as fh:
+            kind_name = kind_of(tomllib.load(fh))
+    except (OSError, ValueError, TypeError):   # tomllib's errors are ValueErrors
+        return None
+    return start_render_worker(kind_name)
+
+
+def _run(args: argparse.Namespace, worker) -> int:
     from dyna.experiment.config import load_run_options
     from dyna.experiment.registry import get_backend, load_experiment
     from dyna.experiment.runner import run_experiment
@@ -44,7 +71,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         options["address"] = address
     backend = get_backend(backend_name, workers, **options)
     out = run_experiment(config, args.out, backend=backend, block_size=block_size,
-                         progress=False if args.no_progress else None, source=args.file)
+                         progress=False if args.no_progress else None, source=args.file,
+                         worker=worker)
     print(out)
     return 0
 

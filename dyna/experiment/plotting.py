@@ -19,7 +19,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["figure", "over_runs", "save"]
+__all__ = ["figure", "over_runs", "save", "warm_up"]
 
 
 _RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
@@ -35,6 +35,16 @@ def figure(figsize=(7.0, 4.5)):
             yield fig
         finally:
             fig.clear()
+
+
+def warm_up() -> None:
+    """Load matplotlib's font list and the default font, which the first drawn text
+    would otherwise load (a render worker does it before its job arrives); changes no
+    output."""
+    from matplotlib import font_manager
+
+    with matplotlib.rc_context(_RC):
+        font_manager.findfont(font_manager.FontProperties())
 
 
 def save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:

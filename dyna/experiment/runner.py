@@ -43,10 +43,12 @@ from dyna.experiment.backends import Backend, InProcessBackend, Job
 from dyna.experiment.config import json_default
 from dyna.experiment.protocol import DEFAULT_KIND, ExperimentOutput, config_kind
 from dyna.experiment.registry import get_kind, parse_experiment
+from dyna.experiment.render_worker import (RenderWorker, WorkerFailed, render_mode,
+                                           reply_timeout)
 from dyna.store.tmpfiles import clean_orphans, make_temp_dir
 
 __all__ = ["ExperimentOutput", "draw_output_plots", "load_output", "package_versions",
-           "project_revision", "run_experiment"]
+           "project_revision", "run_experiment", "start_render_worker"]
 
 
 _PACKAGES = ("dyna", "numpy", "scipy", "numba", "gymnasium", "polars", "matplotlib", "tqdm")
@@ -246,6 +248,25 @@ def _canonical(jobs: list[Job], results: list, runs: int) -> tuple[list[Job], li
     return [jobs[i] for i in order], [results[i] for i in order]
 
 
+def start_render_worker(kind_name: str) -> RenderWorker | None:
+    """Start a render worker for ``kind_name`` now, unless ``DYNA_RENDER=serial``, to hand
+    to :func:`run_experiment` (``worker=``) once the config is read.
+
+    Returns
+    -------
+    RenderWorker or None
+        None with ``DYNA_RENDER=serial`` or when no process could be started.
+
+    Raises
+    ------
+    ConfigError
+        ``DYNA_RENDER`` is not worker/serial.
+    """
+    if render_mode("worker") != "worker":
+        return None
+    return RenderWorker.start(kind_name)
+
+
 def draw_output_plots(out: ExperimentOutput, folder: str | Path) -> list[Path]:
     """Draw the plots of an output of any kind (``dyna plot DIR``)."""
     return get_kind(out.kind).draw_plots(out, Path(folder))
@@ -256,7 +277,8 @@ def draw_output_plots(out: ExperimentOutput, folder: str | Path) -> list[Path]:
 def run_experiment(config, out_dir: str | Path | None = None, *,
                    backend: Backend | None = None, block_size: int | None = None,
                    progress: bool | None = None, source: str | Path | None = None,
-                   root: str | Path = "runs") -> Path:
+                   root: str | Path = "runs", render: str | None = None,
+                   worker: RenderWorker | None = None) -> Path:
     """Run every variant x sweep point x run and write one output folder atomically.
 
     Works for every experiment kind (:mod:`dyna.experiment.registry`); the kind is read from
@@ -280,6 +302,19 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         The config file, recorded in the manifest.
     root : str or Path
         Parent of the default output folder.
+    render : {"worker", "serial"}, optional
+        Where the plots and report are drawn. ``"worker"`` (for a kind that offers
+        ``preload_render``): a second process started at once imports matplotlib and
+        scipy.stats while this one runs, then draws (:mod:`dyna.experiment.render_worker`;
+        if it fails in any way this process draws instead); ``"serial"``: this process,
+        after the runs. Default: the environment variable ``DYNA_RENDER``, else
+        ``"worker"`` when ``worker`` is given (``dyna run``), else ``"serial"``. The
+        files are the same bytes either way.
+    worker : RenderWorker, optional
+        A render worker already started for this config's kind (``dyna run`` starts one
+        before it reads the config, :func:`start_render_worker`); from here on this
+        function owns it and stops it on every exit path. Ignored (stopped) with
+        ``render="serial"`` or a kind that renders only in-process.
 
     Returns
     -------
@@ -292,16 +327,39 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         Whatever the kind's ``prepare`` finds (unknown env id
         (:class:`dyna.errors.UnknownEnvError`), bad env kwargs, a missing
         ``optimal_path_length`` for ``stop_at_optimal``, a bad data file), an existing
-        ``out_dir`` (field ``"--out"``), ``block_size`` < 1 (field ``"--block-size"``).
+        ``out_dir`` (field ``"--out"``), ``block_size`` < 1 (field ``"--block-size"``), a
+        ``render`` or ``DYNA_RENDER`` other than worker/serial, a ``DYNA_RENDER_TIMEOUT``
+        that is not a positive number.
     Exception
         Whatever a job raised (with a note naming the job). In every error case (and on
         KeyboardInterrupt) no output folder is left behind.
     """
     t_start = time.perf_counter()
-    backend = backend or InProcessBackend()
-    kind_name = config_kind(config)
-    kind = get_kind(kind_name)
+    try:
+        backend = backend or InProcessBackend()
+        kind_name = config_kind(config)
+        kind = get_kind(kind_name)
+        if render is None:
+            render = render_mode("worker" if worker is not None else "serial")
+        elif render not in ("worker", "serial"):
+            raise ConfigError("render", render, "must be 'worker' or 'serial'")
+        timeout = reply_timeout()
+        if render == "worker" and callable(getattr(kind, "preload_render", None)):
+            if worker is None:
+                worker = RenderWorker.start(kind_name)   # None if it cannot start
+        elif worker is not None:
+            worker.close()
+            worker = None
+        return _run(config, out_dir, kind_name, kind, backend, block_size, progress,
+                    source, root, worker, timeout, t_start)
+    finally:
+        if worker is not None:
+            worker.close()     # reaped on every exit path (errors, Ctrl-C, SIGTERM)
 
+
+def _run(config, out_dir, kind_name, kind, backend, block_size, progress, source, root,
+         worker, timeout, t_start) -> Path:
+    """:func:`run_experiment` once the render worker (or None) is chosen."""
     # 1. Everything that can fail on bad input, before touching the disk.
     prepared = kind.prepare(config)
     if block_size is None:
@@ -385,11 +443,25 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
             "tables": files,
             "timing": {"compile_time_s": round(compile_s, 4), "run_time_s": round(run_s, 4)},
         })
+        timing = None
+        if worker is not None:
+            now = time.perf_counter()
+            try:
+                timing = worker.render(tmp, config, manifest,
+                                       {n: f["sha256"] for n, f in files.items()},
+                                       {"output": now - t_out, "wall": now - t_start},
+                                       timeout)
+            except WorkerFailed:
+                worker.close()
+                _remove_all_but(tmp, set(files))   # what it wrote goes; render here
         output = ExperimentOutput(config=config, manifest=manifest, tables=dict(frames))
-        kind.draw_plots(output, tmp)
-        manifest["timing"]["output_time_s"] = round(time.perf_counter() - t_out, 4)
-        manifest["timing"]["wall_time_s"] = round(time.perf_counter() - t_start, 4)
-        kind.write_report(output, tmp)
+        if timing is not None:
+            manifest["timing"].update(timing)
+        else:
+            kind.draw_plots(output, tmp)
+            manifest["timing"]["output_time_s"] = round(time.perf_counter() - t_out, 4)
+            manifest["timing"]["wall_time_s"] = round(time.perf_counter() - t_start, 4)
+            kind.write_report(output, tmp)
         if failed is not None:
             manifest["complete"] = False
             manifest["failed_jobs"] = [{"job": job.describe(), "variant": job.variant, "point": job.point,
@@ -402,6 +474,8 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the results are for everyone
         out = _rename_into_place(tmp, out)
     except BaseException:
+        if worker is not None:
+            worker.close()             # stopped before its folder goes
         shutil.rmtree(tmp, ignore_errors=True)
         if created_parent is not None:
             _remove_empty_dirs(out.parent, created_parent)
@@ -448,6 +522,18 @@ def _complete_groups(jobs: list[Job], results: list, runs: int) -> tuple[list[Jo
             if sorted(i for job, _ in items for i in job.run_indices) == list(range(runs))
             for pair in items]
     return [job for job, _ in kept], [res for _, res in kept]
+
+
+def _remove_all_but(folder: Path, keep: set[str]) -> None:
+    """Remove every entry of ``folder`` whose name is not in ``keep`` (symbolic links are
+    removed, never followed)."""
+    for entry in folder.iterdir():
+        if entry.name in keep:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def _remove_empty_dirs(leaf: Path, top: Path) -> None:

@@ -71,6 +71,18 @@ class TabularKind(ExperimentKind):
 
         return report.write_report(out, folder)
 
+    def preload_render(self) -> None:
+        """Import what :meth:`draw_plots` and :meth:`write_report` need (matplotlib with
+        its Agg and SVG backends, scipy.stats, the font list), so a render worker
+        (:mod:`dyna.experiment.render_worker`) pays for it while the runs go on."""
+        import matplotlib.backends.backend_svg  # noqa: F401 -- savefig(".svg") needs it
+        import scipy.stats  # noqa: F401 -- the reference comparisons' t distribution
+
+        from dyna.experiment import plotting
+        from dyna.experiment.kinds.tabular import plots, reference, report  # noqa: F401
+
+        plotting.warm_up()
+
     def required_tables(self):
         return ("results", "runs")
 

@@ -1,0 +1,421 @@
+"""Render an experiment's plots and report in a second process while the runs go on.
+
+``dyna run`` spends most of its time not in the runs but in imports: the runs need numba
+and the compiled kernels, the plots and report need matplotlib and scipy.stats (bootstrap
+intervals), each some tenths of a second. Done one after the other they make the whole
+process about as slow as a plain-Python Dyna-Q (issue 17, "Speed of the first seconds").
+So :func:`dyna.experiment.runner.run_experiment` starts this module as a fresh process
+(``python -m dyna.experiment.render_worker``; a new interpreter, never a fork of a process
+whose numba or polars threads exist) as soon as it knows the kind, for every kind that
+offers ``preload_render()``. The worker imports what rendering needs while the parent
+imports numba, loads the kernels and runs; when the parent has written the tables into
+its temporary output folder it sends one JSON line on the worker's stdin, and the worker
+draws the plots (PNG and SVG) and writes ``report.md`` into that folder, answers one JSON
+line on stdout and exits 0. The parent then writes ``manifest.json`` and renames the folder
+into place, as the serial path does; the files are the same bytes either way.
+
+The message (parent to worker) is ``{"v": 1, "folder": <absolute path of the temporary
+output folder>, "tables": {<file name>: <sha256>}, "elapsed": {"output": s, "wall": s},
+"sent": <epoch seconds>, "objects": <base64 of a pickle of (config, manifest)>}``; the answer is ``{"ok": true,
+"timing": {"output_time_s": s, "wall_time_s": s}}`` or ``{"ok": false, "error": "..."}``.
+The config and manifest are pickled so the worker gets the parent's objects exactly (a
+config rebuilt from JSON would have to be validated again, which imports the agents and
+numba); they are unpickled with a restricted unpickler that loads no global but the
+dataclasses of ``dyna.experiment`` modules already imported.
+
+What the worker trusts: only its stdin, a pipe its parent made. Even so it writes nowhere
+but the folder named in the message, and only if that folder is a real folder (not a
+symbolic link) named as its parent's temporary output folder (``.<name>.tmp-<parent pid>-
+...``, :func:`dyna.store.tmpfiles.make_temp_dir`); table names are plain ``<word>.parquet``
+names of regular files in it with the sha256 the parent sent.
+
+Robustness: the parent treats any failure of the worker (it cannot start, dies, answers
+nonsense, reports an error, or does not answer within :func:`reply_timeout` seconds) by
+stopping it, removing whatever it wrote and rendering in its own process, so errors are
+the same typed errors (and exit statuses) as without a worker, and no half-written folder
+is left. The worker exits when its stdin closes without a message (the parent stopped
+early), on Linux when its parent dies (``PR_SET_PDEATHSIG``), and quietly on Ctrl-C; the
+parent stops and reaps it on every exit path (errors, Ctrl-C, SIGTERM).
+
+``dyna run`` uses the worker where the kind offers one, unless ``DYNA_RENDER=serial``
+(environment); a program calling :func:`~dyna.experiment.runner.run_experiment` renders in
+its own process unless it passes ``render="worker"`` or sets ``DYNA_RENDER=worker`` (so
+a test that patches a plot function, or a caller that runs many small experiments, gets
+what it had).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import os
+import pickle
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dyna.errors import ConfigError
+
+__all__ = ["RenderWorker", "WorkerFailed", "main", "render_mode", "reply_timeout"]
+
+#: Message format version (parent and worker are the same installed dyna).
+VERSION = 1
+#: Environment variable choosing where plots and report are drawn.
+ENV_MODE = "DYNA_RENDER"
+#: Environment variable: seconds the parent waits for the worker's answer.
+ENV_TIMEOUT = "DYNA_RENDER_TIMEOUT"
+#: Default of :data:`ENV_TIMEOUT`: generous, as per-run plots of a large sweep take minutes;
+#: a worker that has not answered by then is stopped and the parent renders itself.
+DEFAULT_TIMEOUT = 900.0
+_MODES = ("worker", "serial")
+_TABLE_RE = re.compile(r"[A-Za-z0-9_]+\.parquet\Z")
+
+
+class WorkerFailed(Exception):
+    """The render worker did not do the job (the parent renders in its own process)."""
+
+
+def render_mode(default: str) -> str:
+    """Where plots and report are drawn: ``"worker"`` or ``"serial"``.
+
+    Read from the environment variable ``DYNA_RENDER``; empty or unset: ``default``
+    (``dyna run`` passes ``"worker"``, a library call of ``run_experiment`` ``"serial"``).
+
+    Raises
+    ------
+    ConfigError
+        Field ``DYNA_RENDER``: any other value.
+    """
+    value = os.environ.get(ENV_MODE, "").strip()
+    if not value:
+        return default
+    if value not in _MODES:
+        raise ConfigError(ENV_MODE, value, f"must be one of {list(_MODES)} (environment)")
+    return value
+
+
+def reply_timeout() -> float:
+    """Seconds the parent waits for the worker's answer (``DYNA_RENDER_TIMEOUT``, default
+    :data:`DEFAULT_TIMEOUT`).
+
+    Raises
+    ------
+    ConfigError
+        Field ``DYNA_RENDER_TIMEOUT``: not a positive finite number.
+    """
+    raw = os.environ.get(ENV_TIMEOUT, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(ENV_TIMEOUT, raw, "must be a positive number of seconds "
+                          "(environment)")
+    return value
+
+
+def _command(kind_name: str) -> list[str]:
+    """The worker's command line (a fresh interpreter running this module)."""
+    return [sys.executable, "-m", "dyna.experiment.render_worker", "--kind", kind_name,
+            "--parent", str(os.getpid())]
+
+
+def _environment() -> dict[str, str]:
+    """The parent's environment, with the folder this dyna was imported from first on
+    ``PYTHONPATH``: the worker runs the same copy of dyna as its parent."""
+    import dyna
+
+    root = str(Path(dyna.__file__).resolve().parents[1])
+    rest = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + rest if rest else "")}
+
+
+# --------------------------------------------------------------------------- parent side
+
+class RenderWorker:
+    """The parent's handle on one render worker process (one job, then it exits).
+
+    Use :meth:`start`, then :meth:`render` once, and :meth:`close` on every exit path.
+    """
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+
+    @classmethod
+    def start(cls, kind_name: str) -> "RenderWorker | None":
+        """Start a worker that preloads what ``kind_name``'s plots and report need.
+
+        Returns
+        -------
+        RenderWorker or None
+            None when the process cannot be started (the caller renders serially).
+        """
+        try:
+            proc = subprocess.Popen(_command(kind_name), stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    close_fds=True, env=_environment())
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return None
+        return cls(proc)
+
+    def render(self, folder: Path, config, manifest: dict, tables: dict[str, str],
+               elapsed: dict[str, float], timeout: float) -> dict[str, float]:
+        """Hand the job to the worker and wait for it.
+
+        Parameters
+        ----------
+        folder : Path
+            The temporary output folder holding the tables (absolute or not).
+        config, manifest
+            The experiment's config object and the manifest so far.
+        tables : dict of str to str
+            Table file name -> sha256 of the file in ``folder``.
+        elapsed : dict
+            ``{"output": s, "wall": s}``: seconds since the output phase and the run began;
+        the worker adds the seconds from now (the message carries the epoch time) until
+        its plots are drawn, as the serial path measures its output phase.
+        timeout : float
+            Seconds to wait for the answer.
+
+        Returns
+        -------
+        dict
+            ``{"output_time_s": s, "wall_time_s": s}`` as the worker measured them.
+
+        Raises
+        ------
+        WorkerFailed
+            Whatever went wrong (the worker is stopped before this returns).
+        """
+        try:
+            objects = base64.b64encode(pickle.dumps((config, manifest), protocol=5)).decode()
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            self.close()
+            raise WorkerFailed(f"the config cannot be sent ({exc})") from None
+        message = json.dumps({"v": VERSION, "folder": str(Path(folder).resolve()),
+                              "tables": tables, "elapsed": elapsed, "sent": time.time(),
+                              "objects": objects})
+        try:
+            out, _err = self.proc.communicate((message + "\n").encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.close()
+            raise WorkerFailed(f"no answer within {timeout:g} s") from None
+        except (OSError, ValueError) as exc:   # the worker died before reading
+            self.close()
+            raise WorkerFailed(f"could not hand over the job ({exc})") from None
+        if self.proc.returncode != 0:
+            raise WorkerFailed(f"exit status {self.proc.returncode}")
+        return _parse_reply(out)
+
+    def close(self) -> None:
+        """Stop the worker if it still runs and reap it (idempotent, never raises)."""
+        proc = self.proc
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        if proc.poll() is None:
+            try:
+                proc.kill()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:   # pragma: no cover -- SIGKILL was sent
+            pass
+
+
+def _parse_reply(raw: bytes) -> dict[str, float]:
+    """The timing in the worker's answer (last line of its stdout), checked."""
+    try:
+        lines = raw.decode("utf-8").strip().splitlines()
+        reply = json.loads(lines[-1]) if lines else None
+    except (UnicodeDecodeError, ValueError):
+        reply = None
+    if not isinstance(reply, dict):
+        raise WorkerFailed("malformed answer")
+    if reply.get("ok") is not True:
+        raise WorkerFailed(f"the worker failed: {str(reply.get('error'))[:500]}")
+    timing = reply.get("timing")
+    keys = ("output_time_s", "wall_time_s")
+    if not (isinstance(timing, dict) and set(timing) == set(keys)
+            and all(isinstance(timing[k], (int, float)) and not isinstance(timing[k], bool)
+                    and math.isfinite(timing[k]) and timing[k] >= 0 for k in keys)):
+        raise WorkerFailed("malformed timing in the answer")
+    return {k: float(timing[k]) for k in keys}
+
+
+# --------------------------------------------------------------------------- worker side
+
+class _Unpickler(pickle.Unpickler):
+    """Loads no global but dataclasses defined in already-imported ``dyna.experiment``
+    modules (the config objects); everything else in the message is plain data."""
+
+    def find_class(self, module, name):
+        mod = sys.modules.get(module)
+        obj = getattr(mod, name, None) if mod is not None else None
+        if (module.startswith("dyna.experiment.") and isinstance(obj, type)
+                and dataclasses.is_dataclass(obj)):
+            return obj
+        raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
+
+
+def _check_folder(raw, parent: int) -> Path:
+    if not isinstance(raw, str) or not os.path.isabs(raw):
+        raise ValueError(f"folder {raw!r}: not an absolute path")
+    folder = Path(raw)
+    pattern = re.compile(r"\..+\.tmp-" + str(parent) + r"-\d+-[0-9a-f]{8}-[A-Za-z0-9_]+\Z")
+    if not pattern.match(folder.name):
+        raise ValueError(f"folder {raw!r}: not the temporary output folder of process "
+                         f"{parent}")
+    if folder.is_symlink() or not folder.is_dir():
+        raise ValueError(f"folder {raw!r}: not a folder")
+    return folder
+
+
+def _read_tables(folder: Path, listed) -> dict:
+    import polars as pl
+
+    if not isinstance(listed, dict) or not listed:
+        raise ValueError("tables: expected a table of file names and sha256 digests")
+    tables = {}
+    for name, digest in listed.items():
+        if not isinstance(name, str) or not _TABLE_RE.match(name):
+            raise ValueError(f"table {name!r}: not a plain <name>.parquet file name")
+        path = folder / name
+        if path.is_symlink() or not path.is_file():
+            raise ValueError(f"table {name!r}: not a regular file in the folder")
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"table {name!r}: sha256 differs from the parent's")
+        tables[name[:-len(".parquet")]] = pl.read_parquet(io.BytesIO(data))
+    return tables
+
+
+def _seconds(value, what: str) -> float:
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0):
+        raise ValueError(f"{what} {value!r}: expected seconds >= 0")
+    return float(value)
+
+
+def _elapsed(msg: dict) -> tuple[float, float, float]:
+    raw = msg.get("elapsed")
+    if not isinstance(raw, dict):
+        raise ValueError("elapsed: expected a table")
+    return (_seconds(raw.get("output"), "elapsed.output"),
+            _seconds(raw.get("wall"), "elapsed.wall"), _seconds(msg.get("sent"), "sent"))
+
+
+def serve(kind, line: bytes, parent: int) -> dict:
+    """Do the job one message asks for; return the answer (``ok`` true or false).
+
+    Parameters
+    ----------
+    kind : ExperimentKind
+        The kind whose ``draw_plots`` and ``write_report`` render.
+    line : bytes
+        The parent's message (one JSON line, the module docstring).
+    parent : int
+        The parent's process id (the temporary folder must be named for it).
+
+    Returns
+    -------
+    dict
+        ``{"ok": True, "timing": {...}}``, or ``{"ok": False, "error": "..."}`` when the
+        message is refused or rendering raised.
+    """
+    from dyna.experiment.protocol import ExperimentOutput
+
+    try:
+        msg = json.loads(line.decode("utf-8"))
+        if not isinstance(msg, dict) or msg.get("v") != VERSION:
+            raise ValueError("not a version-1 render message")
+        folder = _check_folder(msg.get("folder"), parent)
+        out_s, wall_s, sent = _elapsed(msg)
+        tables = _read_tables(folder, msg.get("tables"))
+        objects = msg.get("objects")
+        if not isinstance(objects, str):
+            raise ValueError("objects: expected base64 text")
+        config, manifest = _Unpickler(io.BytesIO(base64.b64decode(objects,
+                                                                   validate=True))).load()
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("timing"), dict):
+            raise ValueError("objects: no manifest with a timing table")
+    except (ValueError, TypeError, OSError, pickle.UnpicklingError, EOFError,
+            AttributeError) as exc:
+        return {"ok": False, "error": f"message refused: {exc}"}
+    try:
+        output = ExperimentOutput(config=config, manifest=manifest, tables=tables)
+        kind.draw_plots(output, folder)
+        spent = max(0.0, time.time() - sent)   # the parent's clock: the same machine
+        timing = {"output_time_s": round(out_s + spent, 4),
+                  "wall_time_s": round(wall_s + spent, 4)}
+        manifest["timing"].update(timing)
+        kind.write_report(output, folder)
+    except Exception as exc:  # noqa: BLE001 -- the parent renders again and raises it
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    return {"ok": True, "timing": timing}
+
+
+def _die_with_parent(parent: int) -> None:
+    """On Linux, get SIGKILL when the parent exits (then check it had not already)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):   # pragma: no cover -- no prctl: stdin EOF still ends it
+            pass
+    if os.getppid() != parent:
+        sys.exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m dyna.experiment.render_worker --kind K --parent PID``.
+
+    Preloads the kind's rendering, reads one message, renders, answers; exit status 0
+    after an answer (even ``ok: false``), 0 when stdin closes without a message, 2 on a
+    bad command line, 130 on Ctrl-C.
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m dyna.experiment.render_worker")
+    ap.add_argument("--kind", required=True)
+    ap.add_argument("--parent", type=int, required=True)
+    args = ap.parse_args(argv)
+    try:
+        _die_with_parent(args.parent)
+        from dyna.experiment.registry import get_kind
+
+        kind = get_kind(args.kind)
+        kind.preload_render()
+        line = sys.stdin.buffer.readline()
+        if not line.strip():
+            return 0                  # the parent closed the pipe: nothing to do
+        answer = serve(kind, line, args.parent)
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # the job is done and its files are closed: skip the interpreter's tear-down of
+        # matplotlib, polars and scipy (~0.2-0.5 s the parent would wait for)
+        os._exit(0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
