@@ -31,6 +31,7 @@ below 0.05.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -122,6 +123,14 @@ def _read(check: str, folder: Path | None = None) -> pl.DataFrame:
     path = Path(folder or REFERENCE_DIR) / _FILES[check]
     if not path.is_file():
         raise MissingFileError("reference data", str(path))
+    st = path.stat()
+    return _read_csv(str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_csv(path: str, mtime_ns: int, size: int) -> pl.DataFrame:
+    """One file read once per version (a report compares six summaries of one file; the
+    frame is never modified, only filtered into new ones)."""
     return pl.read_csv(path)
 
 
