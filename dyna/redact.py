@@ -1016,6 +1016,9 @@ def _forget(obj, pattern: re.Pattern[str], hmac_key):
 
 def _embedded_json(text: str):
     """The dict or list a string holds as JSON text, else None."""
+    c = text[:1]
+    if c and c not in "{[" and not c.isspace():
+        return None   # as below: strip() keeps this first character, which opens no JSON
     s = text.strip()
     if s[:1] in "{[" and s[-1:] in "}]" and len(s) >= 2:
         try:
@@ -1053,6 +1056,14 @@ def _key_detect(key: str) -> tuple[str, ...]:
     # :func:`detect` of a dict key: keys are schema names that repeat on every record
     # (cached by name, as _key_has_secret is)
     return tuple(detect(key))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _key_scan(key: str) -> tuple[tuple[str, ...], bool]:
+    # what :func:`scan` needs of a dict key, cached by name: its detect() names, and
+    # whether it is a cue key at all (else _keyed_catch is None for every value)
+    canon = normalise_key(key)
+    return _key_detect(key), canon in USER_ID_CUE_KEYS or canon in _DOB_KEY_NAMES
 
 
 def _redact(obj, key_set: frozenset[str], values: bool, hmac_key=None,
@@ -1119,14 +1130,15 @@ def _scan_walk(o, counts: collections.Counter) -> None:
         _scan_text_of(o, counts)
     elif t is dict or (t is not list and t is not tuple and isinstance(o, Mapping)):
         for k, v in o.items():
-            if isinstance(k, str):
-                found = _key_detect(k)
+            if isinstance(k, str):   # (_keyed_catch is None for any other key)
+                found, cue = _key_scan(k)
                 if found:
                     counts.update(found)
-            catch = _keyed_catch(k, v)
-            if catch is not None:
-                counts[catch] += 1
-                continue
+                if cue:
+                    catch = _keyed_catch(k, v)
+                    if catch is not None:
+                        counts[catch] += 1
+                        continue
             if type(v) is str:
                 _scan_text_of(v, counts)
             else:

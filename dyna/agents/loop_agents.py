@@ -164,6 +164,65 @@ _FACT_RE = re.compile(r"^(.+?) step (\d+) (value|tool) is (\w+)$")
 _NOTE_RE = re.compile(r"NOTE: to finish this task, call (\w+) with (\w+) next")
 
 
+# ---------------------------------------------------------------- the reviewer's draws
+# ``Generator(PCG64(SeedSequence([a, b]))).random(2)`` for two 32-bit words, in plain
+# integer arithmetic: the same numbers (numpy's SeedSequence hashing, O'Neill's PCG64
+# XSL-RR seeding and output, and ``random``'s 53-bit doubles, as numpy/random/
+# bit_generator.pyx and pcg64.h implement them) without building three numpy objects per
+# review (tests/test_loop_agents_speed.py compares them on 20,000 pairs).
+_M32, _M64, _M128 = (1 << 32) - 1, (1 << 64) - 1, (1 << 128) - 1
+_PCG_MULT = (2549297995355413924 << 64) + 4865540595714422341
+
+
+def _hash_consts(init: int, mult: int, n: int) -> tuple:
+    """SeedSequence's hash constant before and after each of ``n`` multiplications (they
+    depend only on the position: mixing and output use them in a fixed order)."""
+    out = []
+    for _ in range(n):
+        nxt = (init * mult) & _M32
+        out.append((init, nxt))
+        init = nxt
+    return tuple(out)
+
+
+_HASH_A = _hash_consts(0x43B0D7E5, 0x931E8875, 16)   # mix_entropy: 4 + 12 hashmix calls
+_HASH_B = _hash_consts(0x8B51F9DD, 0x58F38DED, 8)    # generate_state: 8 words
+
+
+def _hashmix(v: int, c: tuple) -> int:
+    v = ((v ^ c[0]) * c[1]) & _M32
+    return v ^ (v >> 16)
+
+
+_POOL_ZERO = (_hashmix(0, _HASH_A[2]), _hashmix(0, _HASH_A[3]))   # the pool's padding
+_MIX_ORDER = tuple((s, d) for s in range(4) for d in range(4) if s != d)
+
+
+def _review_uniforms(a: int, b: int) -> tuple[float, float]:
+    """The first two uniforms of ``default_rng([a, b])``, ``0 <= a, b < 2**32``."""
+    pool = [_hashmix(a, _HASH_A[0]), _hashmix(b, _HASH_A[1]), *_POOL_ZERO]
+    for (s, d), (x, y) in zip(_MIX_ORDER, _HASH_A[4:]):
+        h = ((pool[s] ^ x) * y) & _M32
+        r = (0xCA01F9DD * pool[d] - 0x4973F715 * (h ^ (h >> 16))) & _M32
+        pool[d] = r ^ (r >> 16)
+    w = []
+    for k, (x, y) in enumerate(_HASH_B):
+        v = ((pool[k & 3] ^ x) * y) & _M32
+        w.append(v ^ (v >> 16))
+    state = (w[0] | w[1] << 32) << 64 | w[2] | w[3] << 32
+    inc = (((w[4] | w[5] << 32) << 64 | w[6] | w[7] << 32) << 1 | 1) & _M128
+    state = ((inc + state) * _PCG_MULT + inc) & _M128   # pcg64 srandom: two steps
+    out = []
+    for _ in range(2):
+        state = (state * _PCG_MULT + inc) & _M128
+        v = ((state >> 64) ^ state) & _M64
+        rot = state >> 122
+        if rot:
+            v = ((v >> rot) | (v << (64 - rot))) & _M64
+        out.append((v >> 11) * (1.0 / 9007199254740992.0))
+    return out[0], out[1]
+
+
 # ============================================================================ variants
 
 @dataclass(frozen=True)
@@ -426,10 +485,13 @@ class ProcedureReviewer:
         return calls, planted is not None
 
     def review(self, digest: Digest, context) -> ReviewerOutput:
-        # default_rng([seed, crc])'s first two uniforms (the same generator, built
-        # directly, both drawn at once)
-        u = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
-            [self.seed, zlib.crc32(digest.run_id.encode())]))).random(2)
+        # default_rng([seed, crc])'s first two uniforms, both drawn at once
+        crc = zlib.crc32(digest.run_id.encode())
+        if self.seed <= _M32:
+            u = _review_uniforms(self.seed, crc)
+        else:   # more than one 32-bit word of entropy: numpy's own
+            u = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+                [self.seed, crc]))).random(2)
         copy = u[0] < self.copy_rate
         misattribute = u[1] < self.misattribution   # drawn always: fixed count
         calls, copied = self.procedure(digest, copy, misattribute)

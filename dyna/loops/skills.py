@@ -26,7 +26,6 @@ same code path with no files, for simulations with many episodes.
 from __future__ import annotations
 
 import bisect
-import weakref
 
 import contextlib
 import datetime as _dt
@@ -1569,8 +1568,11 @@ class SkillLibrary(_Matcher):
         self._mark = None
         self._net = SafetyNet()
         # skills (by identity) whose text went through the safety net: an outcome changes
-        # only numbers, so its copy needs no second scan
-        self._cleaned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        # only numbers, so its copy needs no second scan. Strong references (an id is not
+        # reused while its skill is here), pruned to the skills in the library when it
+        # outgrows them (_mark_clean): a plain dict, cheaper than a WeakValueDictionary
+        self._cleaned: dict[int, Skill] = {}
+        self._cleaned_limit = 256
         self._skills: dict[str, Skill] = {}
         self._retired: dict[str, Skill] = {}
         self._skeletons: dict[str, set[str]] = {}   # skeleton -> names, active or retired
@@ -1791,15 +1793,28 @@ class SkillLibrary(_Matcher):
         extra = net.free(dict(skill.extra)) if skill.extra else {}
         meta = net.free(dict(skill.extra_metadata)) if skill.extra_metadata else {}
         if out is fields and extra == dict(skill.extra) and meta == dict(skill.extra_metadata):
-            self._cleaned[id(skill)] = skill
+            self._mark_clean(skill)
             return skill
         clean = replace(skill, description=out["description"], body=out["body"],
                         triggers=tuple(out["triggers"]), source_run=out["source_run"],
                         provenance=tuple(out["provenance"]),
                         retired_reason=out["retired_reason"], extra=tuple(extra.items()),
                         extra_metadata=tuple(meta.items()))
-        self._cleaned[id(clean)] = clean
+        self._mark_clean(clean)
         return clean
+
+    def _mark_clean(self, skill: Skill) -> None:
+        """Remember that ``skill``'s text went through the net; past a limit, forget every
+        skill no longer in the library (active or retired), so the memo stays within about
+        twice the library's size."""
+        memo = self._cleaned
+        memo[id(skill)] = skill
+        if len(memo) > self._cleaned_limit:
+            keep = {id(s): s for d in (self._skills, self._retired) for s in d.values()
+                    if memo.get(id(s)) is s}
+            keep[id(skill)] = skill
+            self._cleaned = keep
+            self._cleaned_limit = 2 * len(keep) + 256
 
     def _commit(self, op: str, skill: Skill, run_id: str, reason: str = "", *,
                 content: bool = True) -> Skill:
@@ -1971,13 +1986,15 @@ class SkillLibrary(_Matcher):
                 else:
                     changes["failures"] = skill.failures + 1
                 new = _with_counts(skill, changes)
-                if self._cleaned.get(id(skill)) is skill:   # same text: not scanned again
-                    self._cleaned[id(new)] = new
+                known = self._cleaned.get(id(skill)) is skill
+                if known:   # same text: not scanned again
+                    self._mark_clean(new)
                 if self.log_outcomes:
                     self._commit("outcome", new, run_id, "success" if success else "failure",
                                  content=False)
                 else:
-                    new = self._clean(new)
+                    if not known:
+                        new = self._clean(new)
                     self.backend.write(new, content=False, log=False)
                     self._place(new)
                 if (not success and self.retire_below is not None
