@@ -126,3 +126,39 @@ def test_scan_leaves_no_reference_cycle():
     finally:
         gc.enable()
     assert garbage == 0, (before, garbage)
+
+
+def _slow_embedded_json(text):
+    s = text.strip()
+    if s[:1] in "{[" and s[-1:] in "}]" and len(s) >= 2:
+        try:
+            parsed = json.loads(s)
+        except ValueError:
+            return None
+        if isinstance(parsed, (dict, list)):
+            return parsed
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list(' \t\n\u00a0\u2003{}[]":,ax1')), max_size=12))
+def test_embedded_json_fast_reject_is_exact(text):
+    assert _embedded_json(text) == _slow_embedded_json(text)
+
+
+def test_netted_skill_memo_stays_bounded():
+    from dyna.loops.skills import Skill, SkillLibrary
+
+    lib = SkillLibrary(None, cap=None, log_outcomes=False)
+    for i in range(400):
+        name = f"deploy-step-{i % 40}"
+        body = f"1. call `tool_a` with `val_{i}`"
+        if name in lib:
+            lib.patch(name, run_id=f"r{i}", body=body)
+        else:
+            lib.add(Skill(name, f"Procedure {i % 40}", body, ("deploy",)), run_id=f"r{i}")
+        lib.record_outcome([name], i % 3 != 0, run_id=f"r{i}")
+    assert len(lib) == 40
+    assert len(lib._cleaned) <= 2 * 40 + 256 + 1
+    # every skill in the library is known netted: its next outcome is not scanned again
+    assert all(lib._cleaned.get(id(s)) is s for s in lib._skills.values())
