@@ -179,6 +179,9 @@ FAKES = {
                            "'wall_time_s': float('nan')}}))"),
     "reports an error": ("import sys, json; sys.stdin.readline(); print(json.dumps("
                          "{'ok': False, 'error': 'ConfigError: boom'}))"),
+    "says ok, did nothing": ("import sys, json; sys.stdin.readline(); print(json.dumps("
+                             "{'ok': True, 'timing': {'output_time_s': 1.0, "
+                             "'wall_time_s': 2.0}}))"),
     "hangs": "import time; time.sleep(120)",
     "writes half, then dies": _JUNK,
 }
@@ -203,6 +206,21 @@ def test_a_failing_worker_leaves_the_serial_output(tmp_path, spy, monkeypatch, h
     if how == "hangs":
         assert "no answer within 2 s" in str(calls[0])
         assert time.monotonic() - t0 < 60                  # not the fake's 120 s
+    _assert_same_output(out, serial_output)
+
+
+def test_what_the_worker_prints_on_stderr_reaches_the_parents_stderr(tmp_path, spy,
+                                                                     monkeypatch, capsys,
+                                                                     serial_output):
+    made, calls = spy
+    script = ("import sys; print('a warning while drawing', file=sys.stderr); "
+              "from dyna.experiment.render_worker import main; main()")
+    monkeypatch.setattr(render_worker, "_command", lambda kind: [
+        sys.executable, "-c", script, "--kind", kind, "--parent", str(os.getpid())])
+    capsys.readouterr()
+    out = runner.run_experiment(_config(), tmp_path / "o", progress=False, render="worker")
+    assert isinstance(calls[0], dict)           # the worker did the job
+    assert capsys.readouterr().err.count("a warning while drawing") == 1
     _assert_same_output(out, serial_output)
 
 

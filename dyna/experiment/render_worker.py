@@ -188,7 +188,10 @@ class RenderWorker:
         Returns
         -------
         dict
-            ``{"output_time_s": s, "wall_time_s": s}`` as the worker measured them.
+            ``{"output_time_s": s, "wall_time_s": s}`` as the worker measured them. What
+            the worker wrote on stderr (warnings) is passed on to this process's stderr,
+            but only when it succeeded: after a failure the in-process rendering prints
+            it again.
 
         Raises
         ------
@@ -204,7 +207,7 @@ class RenderWorker:
                               "tables": tables, "elapsed": elapsed, "sent": time.time(),
                               "objects": objects})
         try:
-            out, _err = self.proc.communicate((message + "\n").encode(), timeout=timeout)
+            out, err = self.proc.communicate((message + "\n").encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
             self.close()
             raise WorkerFailed(f"no answer within {timeout:g} s") from None
@@ -213,7 +216,13 @@ class RenderWorker:
             raise WorkerFailed(f"could not hand over the job ({exc})") from None
         if self.proc.returncode != 0:
             raise WorkerFailed(f"exit status {self.proc.returncode}")
-        return _parse_reply(out)
+        timing = _parse_reply(out)
+        if not (Path(folder) / "report.md").is_file():
+            raise WorkerFailed("answered ok but wrote no report.md")
+        if err:   # what drawing printed (matplotlib's warnings), as it would in-process
+            sys.stderr.write(err.decode("utf-8", errors="replace"))
+            sys.stderr.flush()
+        return timing
 
     def close(self) -> None:
         """Stop the worker if it still runs and reap it (idempotent, never raises)."""
