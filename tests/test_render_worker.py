@@ -407,3 +407,13 @@ def test_worker_module_runs_as_a_script_and_refuses_a_bad_command_line():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
     assert done.stdout.split() == ["0", "0"], done.stderr
+
+
+def test_the_worker_imports_the_parents_dyna_and_no_site_folder_goes_first(monkeypatch):
+    import site
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = render_worker._environment()
+    assert env["PYTHONPATH"] == f"{ROOT}{os.pathsep}/elsewhere"   # a checkout: first
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(ROOT)])
+    assert render_worker._environment()["PYTHONPATH"] == "/elsewhere"   # installed

@@ -129,13 +129,21 @@ def _command(kind_name: str) -> list[str]:
 
 
 def _environment() -> dict[str, str]:
-    """The parent's environment, with the folder this dyna was imported from first on
-    ``PYTHONPATH``: the worker runs the same copy of dyna as its parent."""
+    """The parent's environment, with the folder this dyna was imported from (a checkout)
+    first on ``PYTHONPATH``, so the worker runs the same copy of dyna as its parent; an
+    installed dyna (in a site-packages folder, which the worker finds anyway) adds
+    nothing, as a site-packages folder on ``PYTHONPATH`` would come before the standard
+    library."""
+    import site
+
     import dyna
 
-    root = str(Path(dyna.__file__).resolve().parents[1])
+    root = Path(dyna.__file__).resolve().parents[1]
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    if any(Path(d).resolve() == root for d in sites if d):
+        return dict(os.environ)
     rest = os.environ.get("PYTHONPATH", "")
-    return {**os.environ, "PYTHONPATH": root + (os.pathsep + rest if rest else "")}
+    return {**os.environ, "PYTHONPATH": str(root) + (os.pathsep + rest if rest else "")}
 
 
 # --------------------------------------------------------------------------- parent side
