@@ -417,3 +417,19 @@ def test_the_worker_imports_the_parents_dyna_and_no_site_folder_goes_first(monke
     assert env["PYTHONPATH"] == f"{ROOT}{os.pathsep}/elsewhere"   # a checkout: first
     monkeypatch.setattr(site, "getsitepackages", lambda: [str(ROOT)])
     assert render_worker._environment()["PYTHONPATH"] == "/elsewhere"   # installed
+
+
+def test_a_kind_that_renders_in_process_stops_its_speculative_worker(tmp_path, spy,
+                                                                      monkeypatch):
+    from dyna.cli import main
+    from dyna.experiment.kinds.tabular.kind import TabularKind
+
+    made, calls = spy
+    monkeypatch.delattr(TabularKind, "preload_render")   # as the other kinds are
+    assert main(["run", str(MAZE), "--runs", str(RUNS), "--out", str(tmp_path / "o"),
+                 "--no-progress"]) == 0
+    assert len(made) == 1 and calls == []        # started from the file, never used
+    assert made[0].proc.returncode is not None
+    worker = RenderWorker.start("escalation")   # on its own it exits 0 at once
+    assert worker.proc.wait(timeout=60) == 0
+    worker.close()

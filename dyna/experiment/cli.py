@@ -33,7 +33,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _start_worker(file: str):
     """A render worker for the kind the TOML file names, or None (unreadable file: the
-    config loader reports it; ``DYNA_RENDER=serial``; no process could start)."""
+    config loader reports it; ``DYNA_RENDER=serial``; no process could start). It is
+    started before the kind is imported; for a kind without ``preload_render`` it exits
+    at once and :func:`~dyna.experiment.runner.run_experiment` stops it."""
     from dyna.experiment.protocol import kind_of
     from dyna.experiment.runner import start_render_worker
 

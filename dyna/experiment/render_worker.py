@@ -417,7 +417,10 @@ def main(argv: list[str] | None = None) -> int:
         from dyna.experiment.registry import get_kind
 
         kind = get_kind(args.kind)
-        kind.preload_render()
+        preload = getattr(kind, "preload_render", None)
+        if not callable(preload):
+            return 0                  # a kind that renders only in its own process
+        preload()
         line = sys.stdin.buffer.readline()
         if not line.strip():
             return 0                  # the parent closed the pipe: nothing to do
