@@ -979,12 +979,32 @@ def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = 
     if (values and type(obj) is str and len(obj) <= DETECT_CACHE_MAX_CHARS
             and _embedded_json(obj) is None and not detect(obj)):
         return obj   # a plain text no detector fires in: nothing to redact or learn
+    if values and type(obj) is dict and _plain_flat(obj, key_set):
+        return dict(obj)   # what _redact builds for it: the same entries, nothing learned
     learned: set[str] | None = set() if values else None
     out = _redact(obj, key_set, values, hmac_key, learned)
     if learned:
         ids = "|".join(sorted(map(re.escape, learned), key=len, reverse=True))
         out = _forget(out, re.compile(r"(?<![\w\-])(?:" + ids + r")" + _USER_ID_END), hmac_key)
     return out
+
+
+def _plain_flat(obj: dict, key_set: frozenset[str]) -> bool:
+    """True when ``obj`` maps strings to strings and :func:`_redact` (``values`` on) would
+    change no entry and learn no user id: no key is sensitive (``key_set``) or holds a
+    secret, no entry is a cue catch (:func:`_keyed_catch`), and no value holds JSON or
+    fires a detector (a value under 6 characters fires none, and its JSON, if any, comes
+    back unchanged: ``_redact_string`` returns the text when nothing in it changed). A
+    tool call's arguments (``{"value": "val_1"}``) are such a mapping."""
+    for k, v in obj.items():
+        if type(k) is not str or type(v) is not str:
+            return False
+        if _key_is_sensitive(k, key_set) or (len(k) >= 6 and _key_has_secret(k)):
+            return False
+        if len(v) >= 6 and (_keyed_catch(k, v) is not None or _embedded_json(v) is not None
+                            or detect(v)):
+            return False
+    return True
 
 
 def _forget(obj, pattern: re.Pattern[str], hmac_key):

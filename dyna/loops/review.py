@@ -113,6 +113,17 @@ class ToolCall:
     trusted: bool = False
 
 
+def _tool_call(name: str, args: dict, error: bool, output: str, skills: tuple,
+               trusted: bool) -> ToolCall:
+    """``ToolCall(name, args, error, output, skills, trusted)`` for values already checked
+    and converted (:meth:`Digest.from_run`), set without the frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field); the same object."""
+    call = object.__new__(ToolCall)
+    call.__dict__.update(name=name, args=args, error=error, output=output, skills=skills,
+                         trusted=trusted)
+    return call
+
+
 @dataclass(frozen=True)
 class Digest:
     """A finished run, as handed to a reviewer. Build it with :meth:`from_run`.
@@ -208,8 +219,13 @@ class Digest:
             if not redaction:
                 return obj
             out = redact(obj, sensitive_keys)
-            if out is obj and type(obj) is str and REDACTED not in obj:
-                return obj   # nothing redacted and no marker to rewrite: _mark is a no-op
+            # nothing redacted and no marker to rewrite: _mark is a no-op, nothing changed
+            if type(obj) is str:
+                if out is obj and REDACTED not in obj:
+                    return obj
+            elif (type(out) is dict and out == obj
+                  and all(type(v) is str and REDACTED not in v for v in out.values())):
+                return out
             out = _mark(out)
             if out != obj:
                 changed[0] += 1
@@ -217,26 +233,31 @@ class Digest:
 
         calls = []
         for i, tc in enumerate(tool_calls):
-            if isinstance(tc, ToolCall):
-                tc = {"name": tc.name, "args": dict(tc.args), "output": tc.output,
-                      "error": tc.error, "skills": tc.skills, "trusted": tc.trusted}
-            if not isinstance(tc, Mapping) or "name" not in tc:
+            if type(tc) is not dict:   # (a plain dict, the common case, is a Mapping)
+                if isinstance(tc, ToolCall):
+                    tc = {"name": tc.name, "args": dict(tc.args), "output": tc.output,
+                          "error": tc.error, "skills": tc.skills, "trusted": tc.trusted}
+                elif not isinstance(tc, Mapping):
+                    raise ConfigError(f"tool_calls[{i}]", tc,
+                                      "must be a mapping with a 'name'")
+            if "name" not in tc:
                 raise ConfigError(f"tool_calls[{i}]", tc, "must be a mapping with a 'name'")
             followed = tc.get("skills") or ()
             if isinstance(followed, str):
                 followed = (followed,)
-            if not isinstance(followed, (list, tuple)) or not all(
-                    isinstance(n, str) and n for n in followed):
+            if followed and (not isinstance(followed, (list, tuple)) or not all(
+                    isinstance(n, str) and n for n in followed)):
                 raise ConfigError(f"tool_calls[{i}].skills", followed,
                                   "must be a skill name or a list of skill names")
             out = str(tc.get("output", "") or "")
             trusted = tc.get("trusted", False)
             if not isinstance(trusted, (bool, np.bool_)):
                 raise ConfigError(f"tool_calls[{i}].trusted", trusted, "must be true or false")
-            calls.append(ToolCall(str(tc["name"]), clean(dict(tc.get("args") or {})),
-                                  bool(tc.get("error", tc.get("is_error", False))),
-                                  clean(out)[:output_chars], tuple(dict.fromkeys(followed)),
-                                  bool(trusted)))
+            calls.append(_tool_call(str(tc["name"]), clean(dict(tc.get("args") or {})),
+                                    bool(tc.get("error", tc.get("is_error", False))),
+                                    clean(out)[:output_chars],
+                                    tuple(dict.fromkeys(followed)) if followed else (),
+                                    bool(trusted)))
         task = clean(task)
         return cls(run_id, task, None if success is None else bool(success),
                    bool(verified), None if self_assessment is None else bool(self_assessment),
