@@ -1495,7 +1495,16 @@ class LearningLoop:
         """validate -> grade -> commit or stage, for one proposal (``taint``: the untrusted
         sources of its run, added to its provenance)."""
         cfg = self.config
-        p = replace(p, provenance=tuple(dict.fromkeys(p.provenance + taint)))
+        prov = tuple(dict.fromkeys(p.provenance + taint))
+        if prov != p.provenance and type(p) is not Proposal:
+            p = replace(p, provenance=prov)
+        elif prov != p.provenance:
+            # replace(p, provenance=prov) without the frozen __init__ (a Proposal has no
+            # checks of its own: the same object)
+            q = object.__new__(Proposal)
+            q.__dict__.update(p.__dict__)
+            q.__dict__["provenance"] = prov
+            p = q
         v = validate(p, self.skills, self.memory, cfg)
         if not v.ok:
             if any(r.startswith("secret-looking") for r in v.reasons):

@@ -1727,8 +1727,11 @@ class SkillLibrary(_Matcher):
             return None, end
         return self._journal[mark - self._journal_base:], end
 
-    def _place(self, skill: Skill | None, name: str | None = None) -> None:
-        """Put ``skill`` in the in-memory view (index, competence); None removes ``name``."""
+    def _place(self, skill: Skill | None, name: str | None = None, *,
+               posterior_held: bool = False) -> None:
+        """Put ``skill`` in the in-memory view (index, competence); None removes ``name``.
+        ``posterior_held``: the competence estimator holds ``(skill.a, skill.b)`` for it
+        already (an outcome just updated both), so that check is skipped."""
         name = skill.name if skill is not None else name
         journal = self._journal
         if len(journal) >= 4096 + 4 * (len(self._skills) + len(self._retired)):
@@ -1744,6 +1747,8 @@ class SkillLibrary(_Matcher):
             del self._skills[name]
             self._skills[name] = skill
             comp = self.competence
+            if posterior_held:
+                return
             if skill.a is None:
                 comp.reset(name)
             elif name not in comp or comp.posterior(name) != (skill.a, skill.b):
@@ -1996,7 +2001,9 @@ class SkillLibrary(_Matcher):
                     if not known:
                         new = self._clean(new)
                     self.backend.write(new, content=False, log=False)
-                    self._place(new)
+                    # the estimator holds (a, b): they were read from it just now, unless
+                    # the net changed the skill (then its numbers are still a, b)
+                    self._place(new, posterior_held=True)
                 if (not success and self.retire_below is not None
                         and new.uses >= self.retire_min_uses):
                     mean = a / (a + b)
