@@ -990,7 +990,9 @@ def grade(proposal: Proposal, skills=None, memory=None,
     config = config or LoopConfig()
     text = proposal.lesson_text()
     spec = specificity(text)
-    mem = _memory_of(memory)
+    # the stored facts are read only where they count (novelty, a fact's agreement)
+    mem = (_memory_of(memory) if config.novelty_check or proposal.kind == "memory"
+           else ())
     novelty = 1.0
     if config.novelty_check:
         novelty = 1.0 - _closest(proposal, _skills_of(skills), mem)[0]

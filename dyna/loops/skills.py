@@ -767,7 +767,8 @@ class _Matcher:
                 ranked.append((1, -score, name, suspect, stems))
         # (tier, -score, name) is unique (a name is in one tier once), so the tuples order
         # by it alone; a trigger match's triggers are sorted only for the results
-        best = heapq.nsmallest(limit, ranked)
+        # (sorted()[:limit] is what heapq.nsmallest returns, and quicker on a few dozen)
+        best = sorted(ranked)[:limit] if len(ranked) <= 64 else heapq.nsmallest(limit, ranked)
         return [Match(name, -neg, tuple(sorted(matched)) if tier == 0 else matched, suspect,
                       skills[name], tier == 0)
                 for tier, neg, name, suspect, matched in best]
@@ -2053,9 +2054,11 @@ class SkillLibrary(_Matcher):
         with self._writing():
             if skill.name in self._skills:
                 old = self._skills[skill.name]
-                keep = {f: getattr(old, f) for f in ("created", "successes", "failures", "a", "b")}
-                new = _evolve(skill, **keep, status="active",
-                              last_verified=self.today().isoformat())
+                new = _evolve(skill, status="active", last_verified=self.today().isoformat())
+                # kept from the active skill, whose values were checked when it was made:
+                # set as they are (the same skill as _evolve(skill, **kept, ...) gives)
+                for f in ("created", "successes", "failures", "a", "b"):
+                    object.__setattr__(new, f, getattr(old, f))
                 new = self._commit(op if op != "create" else "patch", new, run_id, reason)
                 return AddResult(new)
             return self.add(skill, run_id, reason, op=op)
