@@ -162,3 +162,37 @@ def test_netted_skill_memo_stays_bounded():
     assert len(lib._cleaned) <= 2 * 40 + 256 + 1
     # every skill in the library is known netted: its next outcome is not scanned again
     assert all(lib._cleaned.get(id(s)) is s for s in lib._skills.values())
+
+
+class _NeverKeeps(dict):
+    def __setitem__(self, key, value):
+        pass
+
+
+def _skill_play(lib):
+    from dyna.loops.skills import Skill
+
+    bodies = [f"1. run `make deploy` with {t}" for t in (SECRETS[:25] + BENIGN[:25])]
+    for i, body in enumerate(bodies):
+        name = f"deploy-{i % 12}"
+        base = Skill(name, f"Deploy procedure {i % 12}", body, ("deploy", "release"))
+        prov = ("tool_output", SECRETS[i % len(SECRETS)]) if i % 3 == 0 else ("tool_output",)
+        for k in range(3):   # the same text objects again, with other provenance
+            lib.propose(base.evolve(source_run=f"r{i}-{k}"), f"r{i}-{k}", prov,
+                        require_approval=False)
+            lib.record_outcome([name], k != 1, run_id=f"r{i}-{k}")
+    return ([(s.name, s.description, s.body, s.triggers, s.provenance, s.source_run)
+             for s in sorted(lib._skills.values(), key=lambda s: s.name)],
+            [(h.op, h.name, h.run_id, h.reason) for h in lib.history()], lib.redactions)
+
+
+def test_skill_text_memo_gives_the_same_library():
+    from dyna.loops.skills import SkillLibrary
+
+    a = SkillLibrary(None, cap=None, log_outcomes=False)
+    b = SkillLibrary(None, cap=None, log_outcomes=False)
+    b._clean_texts = _NeverKeeps()
+    got_a, got_b = _skill_play(a), _skill_play(b)
+    assert got_a == got_b
+    assert sum(got_a[2].values()) >= 25 and len(a._clean_texts) > 0
+

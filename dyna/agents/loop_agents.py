@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import collections
 import datetime as _dt
+import functools
 import operator
 import re
 import zlib
@@ -198,10 +199,26 @@ _POOL_ZERO = (_hashmix(0, _HASH_A[2]), _hashmix(0, _HASH_A[3]))   # the pool's p
 _MIX_ORDER = tuple((s, d) for s in range(4) for d in range(4) if s != d)
 
 
+def _mix(x: int, y: int) -> int:
+    r = (0xCA01F9DD * x - 0x4973F715 * y) & _M32
+    return r ^ (r >> 16)
+
+
+@functools.lru_cache(maxsize=64)
+def _seeded_pool(a: int) -> tuple[int, int, int, int]:
+    """What of the mixing depends on the first word only (a reviewer's seed): the pool's
+    word 0, the hash of it that mixes into word 1, and words 2 and 3 after the first
+    source round (word 0 mixes into them before word 1 changes anything)."""
+    p0 = _hashmix(a, _HASH_A[0])
+    return (p0, _hashmix(p0, _HASH_A[4]), _mix(_POOL_ZERO[0], _hashmix(p0, _HASH_A[5])),
+            _mix(_POOL_ZERO[1], _hashmix(p0, _HASH_A[6])))
+
+
 def _review_uniforms(a: int, b: int) -> tuple[float, float]:
     """The first two uniforms of ``default_rng([a, b])``, ``0 <= a, b < 2**32``."""
-    pool = [_hashmix(a, _HASH_A[0]), _hashmix(b, _HASH_A[1]), *_POOL_ZERO]
-    for (s, d), (x, y) in zip(_MIX_ORDER, _HASH_A[4:]):
+    p0, h01, p2, p3 = _seeded_pool(a)
+    pool = [p0, _mix(_hashmix(b, _HASH_A[1]), h01), p2, p3]
+    for (s, d), (x, y) in zip(_MIX_ORDER[3:], _HASH_A[7:]):
         h = ((pool[s] ^ x) * y) & _M32
         r = (0xCA01F9DD * pool[d] - 0x4973F715 * (h ^ (h >> 16))) & _M32
         pool[d] = r ^ (r >> 16)

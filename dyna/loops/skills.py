@@ -45,7 +45,7 @@ from types import MappingProxyType
 
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
-from dyna.redact import check_label
+from dyna.redact import check_label, scan
 from dyna.loops._io import (CorruptFileError, SafetyNet, SymlinkError, append_jsonl,
                             atomic_write, check_no_symlink, library_lock, read_bytes_nofollow,
                             read_json, read_jsonl, read_last_jsonl)
@@ -147,6 +147,17 @@ def _split_list(value, field_name: str, sep: str) -> tuple[str, ...]:
     """A string (split on ``sep``) or a list of strings -> tuple of stripped, distinct items."""
     if value is None:
         return ()
+    if type(value) is tuple and all(type(v) is str for v in value):
+        return _split_tuple(value, sep)   # a skill's own triggers, provenance: remembered
+    return _split_any(value, field_name, sep)
+
+
+@functools.lru_cache(maxsize=4096)
+def _split_tuple(value: tuple[str, ...], sep: str) -> tuple[str, ...]:
+    return _split_any(value, "", sep)   # (a tuple of strings raises nothing)
+
+
+def _split_any(value, field_name: str, sep: str) -> tuple[str, ...]:
     if isinstance(value, str):
         items = value.split(sep) if sep else value.split()
     elif isinstance(value, (list, tuple)):
@@ -1574,6 +1585,9 @@ class SkillLibrary(_Matcher):
         # outgrows them (_mark_clean): a plain dict, cheaper than a WeakValueDictionary
         self._cleaned: dict[int, Skill] = {}
         self._cleaned_limit = 256
+        # id(body) -> (description, body, triggers) of a skill the net passed unchanged
+        # (strong references: those objects' ids stay theirs; at most 1,024 kept)
+        self._clean_texts: dict[int, tuple] = {}
         self._skills: dict[str, Skill] = {}
         self._retired: dict[str, Skill] = {}
         self._skeletons: dict[str, set[str]] = {}   # skeleton -> names, active or retired
@@ -1792,6 +1806,17 @@ class SkillLibrary(_Matcher):
         if self._cleaned.get(id(skill)) is skill:   # its text was through the safety net
             return skill
         net = self._net
+        plain = not skill.extra and not skill.extra_metadata
+        texts = self._clean_texts.get(id(skill.body)) if plain else None
+        if (texts is not None and texts[0] is skill.description and texts[1] is skill.body
+                and texts[2] is skill.triggers):
+            # the description, body and triggers (these very objects) came through the net
+            # unchanged before, in a skill with nothing else to catch: the scan of the
+            # whole record is theirs (nothing) plus the rest's, entry by entry
+            if not scan({"source_run": skill.source_run, "provenance": list(skill.provenance),
+                         "retired_reason": skill.retired_reason}):
+                self._mark_clean(skill)
+                return skill
         fields = {"description": skill.description, "body": skill.body,
                   "triggers": list(skill.triggers), "source_run": skill.source_run,
                   "provenance": list(skill.provenance), "retired_reason": skill.retired_reason}
@@ -1800,6 +1825,11 @@ class SkillLibrary(_Matcher):
         meta = net.free(dict(skill.extra_metadata)) if skill.extra_metadata else {}
         if out is fields and extra == dict(skill.extra) and meta == dict(skill.extra_metadata):
             self._mark_clean(skill)
+            if plain:
+                if len(self._clean_texts) >= 1024:
+                    self._clean_texts.clear()
+                self._clean_texts[id(skill.body)] = (skill.description, skill.body,
+                                                     skill.triggers)
             return skill
         clean = replace(skill, description=out["description"], body=out["body"],
                         triggers=tuple(out["triggers"]), source_run=out["source_run"],
