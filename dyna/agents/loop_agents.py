@@ -576,6 +576,7 @@ class LoopAgent:
         self.rng = self.streams["policy"](0)
         self.competence = BetaCompetence()
         self.t = 0
+        self._now = None   # (episode, days per episode) -> its datetime (_clock)
         self._names = env.tool_names
         self._tool_ix = {n: i for i, n in enumerate(env.tool_names)}
         self._value_ix = {n: i for i, n in enumerate(env.value_names)}
@@ -627,7 +628,13 @@ class LoopAgent:
             self.loop = LearningLoop(skills, memory, reviewer, cfg)
 
     def _clock(self) -> _dt.datetime:
-        return EPOCH + _dt.timedelta(days=self.t * self.params.days_per_episode)
+        # the stores read the clock several times an episode: the same (immutable)
+        # datetime for the same episode and rate, computed once
+        key = (self.t, self.params.days_per_episode)
+        got = self._now
+        if got is None or got[0] != key:
+            got = self._now = (key, EPOCH + _dt.timedelta(days=key[0] * key[1]))
+        return got[1]
 
     # ------------------------------------------------------------------ knowledge
     def _family_of_key(self, words) -> int | None:
