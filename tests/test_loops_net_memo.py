@@ -196,3 +196,32 @@ def test_skill_text_memo_gives_the_same_library():
     assert got_a == got_b
     assert sum(got_a[2].values()) >= 25 and len(a._clean_texts) > 0
 
+
+
+def test_active_by_name_follows_every_change():
+    from dyna.loops.skills import Skill, SkillLibrary
+
+    lib = SkillLibrary(None, cap=3, log_outcomes=False)
+
+    def check():
+        got = lib._active_by_name()
+        assert list(got) == lib.skills()
+        assert lib._active_by_name() is got   # unchanged library: the same tuple
+    for i, name in enumerate(["delta", "alpha", "charlie", "bravo"]):   # the 4th evicts
+        lib.add(Skill(name, f"Skill {name}", f"1. run `make {name}`", (name,)), run_id=f"r{i}")
+        check()
+    assert len(lib) == 3
+    first = lib.skills()[0].name
+    lib.record_outcome([first], False, run_id="r9")
+    check()
+    lib.patch(first, run_id="r10", body="1. run `make other`")
+    check()
+    assert lib._active_by_name()[0].body == "1. run `make other`"
+    lib.retire(first, run_id="r11")
+    check()
+    lib.restore(first, run_id="r12")
+    check()
+    lib.undo_run("r12")
+    check()
+    assert [s.name for s in lib._active_by_name()] == sorted(
+        s.name for s in lib.skills())

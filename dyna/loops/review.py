@@ -839,10 +839,12 @@ def _closest(proposal: Proposal, skills, memory, same_parts: bool = False) -> tu
     return best, what
 
 
-def _skills_of(skills) -> Mapping[str, Skill]:
+def _skills_of(skills):
+    """The stored skills :func:`_closest` compares with: a mapping, or a library's active
+    skills sorted by name (remembered until the library changes)."""
     if isinstance(skills, (SkillLibrary, SkillSnapshot)):
-        return skills.skills if isinstance(skills, SkillSnapshot) else {
-            s.name: s for s in skills.skills()}
+        return skills.skills if isinstance(skills, SkillSnapshot) else \
+            skills._active_by_name()
     return skills or {}
 
 

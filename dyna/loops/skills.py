@@ -1593,6 +1593,7 @@ class SkillLibrary(_Matcher):
         self._skeletons: dict[str, set[str]] = {}   # skeleton -> names, active or retired
         self._journal: list[str] = []   # names placed since _journal_base (placed_since)
         self._journal_base = 0
+        self._by_name: tuple | None = None   # (journal mark, active skills by name)
         self._index = MatchIndex()
         self._shared = False
         self.errors: list = []
@@ -1692,6 +1693,16 @@ class SkillLibrary(_Matcher):
         if skill is None:
             raise ConfigError("name", name, "no such skill")
         return skill
+
+    def _active_by_name(self) -> tuple[Skill, ...]:
+        """The active skills sorted by name, as :meth:`skills` gives them, built again only
+        after a placement (every change of ``_skills`` goes through :meth:`_place`, which
+        advances the journal's mark)."""
+        mark = self._journal_base + len(self._journal)
+        got = self._by_name
+        if got is None or got[0] != mark:
+            got = self._by_name = (mark, tuple(sorted(self._skills.values(), key=_NAME)))
+        return got[1]
 
     def skills(self, include_retired: bool = False) -> list[Skill]:
         """Active skills (and retired ones if asked), sorted by name."""
