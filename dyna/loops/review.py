@@ -805,6 +805,39 @@ def _skill_features(description: str, body: str, actions: tuple[str, ...]
             frozenset(content_words(" ".join([description, body, " ".join(actions)]))))
 
 
+#: The rows of :func:`_closest` for the last tuple of skills it was given (a library's
+#: active skills by name, :meth:`SkillLibrary._active_by_name`: a new tuple after every
+#: change), so a review's two comparisons (validate, grade) read the features once. One
+#: entry; the tuple is held, so its identity cannot pass to another one.
+_LAST_ROWS: tuple = ((), [])
+
+
+def _skill_rows(skills) -> list:
+    """``(skill, description, body, actions, (description features, description + body
+    features), words)`` per stored skill, in the given order; a remembered row is used
+    only while its skill still holds those very texts (a skill changed in place is
+    looked up again)."""
+    global _LAST_ROWS
+    last = _LAST_ROWS
+    if type(skills) is tuple and last[0] is skills:
+        rows = last[1]
+        for i, (s, d, b, a, _, _) in enumerate(rows):
+            if s.description is not d or s.body is not b or s.actions is not a:
+                rows[i] = _skill_row(s)
+        return rows
+    rows = [_skill_row(s) for s in (skills.values() if isinstance(skills, Mapping)
+                                    else skills)]
+    if type(skills) is tuple:
+        _LAST_ROWS = (skills, rows)
+    return rows
+
+
+def _skill_row(s: Skill) -> tuple:
+    d, b, a = s.description, s.body, s.actions
+    desc, desc_body, words = _skill_features(d, b, a)
+    return (s, d, b, a, (desc, desc_body), words)
+
+
 def _closest(proposal: Proposal, skills, memory, same_parts: bool = False) -> tuple[float, str]:
     """Highest similarity of the proposal's lesson to a stored skill or memory, and what.
 
@@ -812,28 +845,30 @@ def _closest(proposal: Proposal, skills, memory, same_parts: bool = False) -> tu
     content words; with ``same_parts`` only lessons with the same concrete parts (numbers,
     names, files) count, since those are different facts however alike their words.
     Each stored text's key, parts and words come from :func:`text_features` (memoised).
+    The first of equally close lessons (skills in the order given, then facts) is named.
     """
     mine = text_features(proposal.lesson_text())
     words, key = mine.words, mine.key
     parts = mine.parts if same_parts else None
     best, what = 0.0, ""
-
-    def sim_to(other: TextFeatures, other_words) -> float:
-        if other.key == key:
-            return 1.0
-        if parts is not None and other.parts != parts:
-            return -1.0                       # a different fact: never the closest
-        return jaccard(words, other_words)
-
-    for s in (skills.values() if isinstance(skills, Mapping) else skills):
-        desc, desc_body, s_words = _skill_features(s.description, s.body, s.actions)
-        for f in (desc, desc_body):
-            sim = sim_to(f, s_words)
+    for s, _, _, _, features, s_words in _skill_rows(skills):
+        for f in features:
+            if f.key == key:
+                sim = 1.0
+            elif parts is not None and f.parts != parts:
+                continue                      # a different fact: never the closest
+            else:
+                sim = jaccard(words, s_words)
             if sim > best:
                 best, what = sim, f"skill {s.name}"
     for e in memory:
         f = text_features(e.text)
-        sim = sim_to(f, f.words)
+        if f.key == key:
+            sim = 1.0
+        elif parts is not None and f.parts != parts:
+            continue
+        else:
+            sim = jaccard(words, f.words)
         if sim > best:
             best, what = sim, f"memory {e.text!r}"
     return best, what
