@@ -225,3 +225,20 @@ def test_active_by_name_follows_every_change():
     check()
     assert [s.name for s in lib._active_by_name()] == sorted(
         s.name for s in lib.skills())
+
+
+def test_novelty_rows_are_reused_for_one_library_state():
+    from dyna.loops import review
+    from dyna.loops.review import Proposal, grade
+    from dyna.loops.skills import Skill, SkillLibrary
+
+    lib = SkillLibrary(None, cap=None)
+    lib.add(Skill("build-docs", "Build the docs with make html"), run_id="r1")
+    lib.add(Skill("run-tests", "Run the tests with pytest"), run_id="r2")
+    prop = Proposal("skill", "docs-quick", "Build the docs with make")
+    assert grade(prop, lib).novelty == 0.25          # 3 of {build, docs, make, html}
+    rows = review._LAST_ROWS[1]
+    assert grade(prop, lib).novelty == 0.25 and review._LAST_ROWS[1] is rows
+    lib.patch("build-docs", run_id="r3", description="Build the site with make html")
+    assert grade(prop, lib).novelty == 0.6           # a new library state: new rows
+    assert review._LAST_ROWS[1] is not rows
