@@ -157,6 +157,21 @@ def _split_tuple(value: tuple[str, ...], sep: str) -> tuple[str, ...]:
     return _split_any(value, "", sep)   # (a tuple of strings raises nothing)
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _frozen(value) -> bool:
+    """True when ``value`` cannot change in place: an exact str, int, float, bool or None,
+    or a tuple of such values (a list, dict, set or any other object can)."""
+    t = type(value)
+    return t in _ATOMS or (t is tuple and all(_frozen(v) for v in value))
+
+
+def _frozen_values(items: tuple) -> bool:
+    """True when every value of ``items`` (a Skill's ``extra`` pairs) is :func:`_frozen`."""
+    return all(_frozen(v) for _, v in items)
+
+
 def _split_any(value, field_name: str, sep: str) -> tuple[str, ...]:
     if isinstance(value, str):
         items = value.split(sep) if sep else value.split()
@@ -1854,6 +1869,10 @@ class SkillLibrary(_Matcher):
         """Remember that ``skill``'s text went through the net; past a limit, forget every
         skill no longer in the library (active or retired), so the memo stays within about
         twice the library's size."""
+        if not _frozen_values(skill.extra) or not _frozen_values(skill.extra_metadata):
+            # a list or dict among them can change after this scan (the skill is frozen,
+            # its values need not be): such a skill is scanned on every write
+            return
         memo = self._cleaned
         memo[id(skill)] = skill
         if len(memo) > self._cleaned_limit:

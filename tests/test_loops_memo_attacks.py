@@ -1,0 +1,98 @@
+"""Attacks on the loops' safety-net memos (issue 16's fast paths, review R1).
+
+The skill library remembers, by identity, the skills whose text went through the net
+(``SkillLibrary._cleaned``) and the description/body/triggers it passed
+(``_clean_texts``). A Skill is frozen, but the values of its ``extra`` and
+``extra_metadata`` entries may be lists or dicts: one mutated after the skill was netted
+must not reach SKILL.md, the history or the library unscanned. The plantings are real
+lines of tests/data/secret_corpus.txt.
+"""
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from dyna.loops.skills import Skill, SkillLibrary
+
+DATA = Path(__file__).parent / "data"
+CLOCK = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
+
+
+def _secret(fmt: str) -> str:
+    for line in (DATA / "secret_corpus.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith(fmt + "\t"):
+            parts = line.split("\t")
+            return parts[2] if len(parts) > 2 else parts[1]
+    raise KeyError(fmt)
+
+
+GITHUB = _secret("github_token (classic)")
+STRIPE = _secret("stripe_key (secret)")
+
+
+def _files(d: Path) -> str:
+    return "".join(p.read_text(encoding="utf-8") for p in sorted(d.rglob("*")) if p.is_file())
+
+
+def _library(tmp_path, **kw) -> SkillLibrary:
+    return SkillLibrary(tmp_path / "skills", clock=lambda: CLOCK, **kw)
+
+
+@pytest.mark.parametrize("log_outcomes", [True, False])
+@pytest.mark.parametrize("field", ["extra", "extra_metadata"])
+def test_a_netted_skill_whose_extra_list_is_mutated_is_scanned_again(tmp_path, log_outcomes,
+                                                                      field):
+    lib = _library(tmp_path, log_outcomes=log_outcomes)
+    notes = ["a clean note"]
+    lib.add(Skill("deploy-app", "Deploy the app", "Run make deploy.", triggers=("deploy",),
+                  **{field: {"notes": notes}}), run_id="r1")
+    stored = lib.get("deploy-app")
+    assert dict(getattr(stored, field)) == {"notes": ["a clean note"]}
+    before = lib.redactions if hasattr(lib, "redactions") else None
+    # the stored value is the caller's list: planted after the net passed it
+    dict(getattr(stored, field))["notes"].append("token " + GITHUB)
+    lib.record_outcome(["deploy-app"], True, run_id="r2")
+    lib.patch("deploy-app", run_id="r3", body="Run make deploy twice.")
+    assert GITHUB not in _files(tmp_path / "skills")
+    assert GITHUB not in repr(lib.get("deploy-app"))
+    if before is not None:
+        assert lib.redactions != before
+
+
+def test_a_netted_skill_whose_extra_dict_is_mutated_is_scanned_again(tmp_path):
+    lib = _library(tmp_path)
+    conf = {"env": "staging"}
+    lib.add(Skill("ship-it", "Ship the build", "Run make ship.", triggers=("ship",),
+                  extra={"conf": conf}), run_id="r1")
+    dict(lib.get("ship-it").extra)["conf"]["key"] = STRIPE
+    lib.record_outcome(["ship-it"], False, run_id="r2")
+    assert STRIPE not in _files(tmp_path / "skills")
+    assert STRIPE not in repr(lib.get("ship-it"))
+
+
+def test_the_same_text_objects_with_a_planted_source_or_provenance_are_caught(tmp_path):
+    """The text memo skips description/body/triggers only: a skill that reuses a netted
+    skill's very objects but carries a secret in its provenance, source run or retired
+    reason is redacted."""
+    lib = _library(tmp_path)
+    first = lib.add(Skill("build-app", "Build the app", "Run make build.",
+                          triggers=("build",)), run_id="r1").skill
+    planted = Skill("build-app-2", first.description, first.body, triggers=first.triggers,
+                    provenance=("tool_output", "from " + GITHUB))
+    assert planted.body is first.body and planted.description is first.description
+    lib.add(planted, run_id="r2")
+    lib.retire("build-app", run_id="r3", reason="replaced, see " + STRIPE)
+    text = _files(tmp_path / "skills")
+    assert GITHUB not in text and STRIPE not in text
+    assert GITHUB not in repr(lib.get("build-app-2"))
+
+
+def test_an_equal_but_distinct_planted_body_is_caught(tmp_path):
+    """A body equal to nothing netted (a different object holding a secret) is scanned."""
+    lib = _library(tmp_path)
+    body = "Run make build."
+    lib.add(Skill("build-app", "Build the app", body, triggers=("build",)), run_id="r1")
+    lib.patch("build-app", run_id="r2", body="".join([body, " Then export ", GITHUB]))
+    assert GITHUB not in _files(tmp_path / "skills")
+    assert GITHUB not in lib.get("build-app").body
