@@ -96,3 +96,56 @@ def test_an_equal_but_distinct_planted_body_is_caught(tmp_path):
     lib.patch("build-app", run_id="r2", body="".join([body, " Then export ", GITHUB]))
     assert GITHUB not in _files(tmp_path / "skills")
     assert GITHUB not in lib.get("build-app").body
+
+
+def _loop(tmp_path):
+    from dyna.loops import LearningLoop, LoopConfig, MemoryStore
+
+    class _Nobody:
+        def review(self, digest, context):
+            raise AssertionError("not reviewed here")
+
+    return LearningLoop(SkillLibrary(tmp_path / "skills", clock=lambda: CLOCK),
+                        MemoryStore(tmp_path / "MEMORY.md", clock=lambda: CLOCK),
+                        _Nobody(), LoopConfig())
+
+
+def test_submit_of_a_netted_body_then_a_planted_one_writes_no_secret(tmp_path):
+    """The same description and body texts as a committed skill (equal, other objects) with
+    a planted secret in the triggers, then in the body: refused by validation (exact
+    reasons), nothing of them on disk."""
+    from dyna.loops import Proposal
+    loop = _loop(tmp_path)
+    body = "Run `make rollback-staging`."
+    d = loop.submit(Proposal("skill", "rollback-staging", "Roll back staging", body,
+                             ("rollback",)), "alice", by_person=True)
+    assert (d.action, d.detail) == ("committed", "written")
+    d = loop.submit(Proposal("skill", "rollback-prod", "Roll back staging",
+                             "".join(["Run `make rollback-staging`."]),
+                             ("rollback", "key " + GITHUB)), "alice", by_person=True)
+    assert (d.action, d.detail) == ("invalid", "secret-looking value in triggers or actions")
+    d = loop.submit(Proposal("skill", "rollback-all", "Roll back staging",
+                             body + " with " + STRIPE, ("rollback",)), "alice",
+                    by_person=True)
+    assert (d.action, d.detail) == ("invalid", "secret-looking value in body")
+    text = _files(tmp_path / "skills")
+    assert GITHUB not in text and STRIPE not in text
+    assert sorted(s.name for s in loop.skills.skills()) == ["rollback-staging"]
+
+
+def test_memory_memo_does_not_pass_a_hand_planted_fact(tmp_path):
+    """A fact planted in MEMORY.md by hand (a new object on every read) is redacted by the
+    next write, though the other facts were netted before."""
+    from dyna.loops import MemoryStore
+    path = tmp_path / "MEMORY.md"
+    mem = MemoryStore(path, clock=lambda: CLOCK)
+    mem.add("the build runs with make", run_id="r1", trust="trusted")
+    mem.add("the deploy port is 8080", run_id="r2", trust="trusted")
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("the deploy port is 8080",
+                                 "the deploy token is " + GITHUB), encoding="utf-8")
+    mem2 = MemoryStore(path, clock=lambda: CLOCK)
+    mem2.add("the tests run with pytest", run_id="r3", trust="trusted")
+    assert GITHUB not in path.read_text(encoding="utf-8")
+    assert all(GITHUB not in e.text for e in mem2.entries())
+    assert mem2.redactions.get("github_token", 0) == 1
