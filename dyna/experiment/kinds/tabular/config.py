@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.config import (NAME_RE, check_bool, check_keys, check_scalar, check_string,
-                                    config_hash, name_list, table_of)
+                                    config_hash, name_list, table_of, with_run_overrides)
 
 __all__ = [
     "AnalysisSpec", "EnvSpec", "ExperimentConfig", "METRICS", "CHECKS", "OPTIMAL_PROTOCOLS",
@@ -301,12 +301,7 @@ class ExperimentConfig:
         ConfigError
             ``--runs`` < 1 or ``--seed`` < 0 (field ``"--runs"`` / ``"--seed"``).
         """
-        changes = {}
-        if runs is not None:
-            changes["runs"] = check_range("--runs", runs, lo=1, integer=True)
-        if seed is not None:
-            changes["seed"] = check_range("--seed", seed, lo=0, integer=True)
-        return dataclasses.replace(self, **changes) if changes else self
+        return with_run_overrides(self, runs, seed)
 
     @property
     def hash(self) -> str:
