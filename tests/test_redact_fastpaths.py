@@ -79,3 +79,19 @@ def test_digest_counts_argument_redactions_as_before():
         {"note": "card (redacted)"}]
     assert d.redactions == 3
     assert redact({"k": "v"}, DEFAULT_SENSITIVE_KEYS) == {"k": "v"}
+
+
+def test_case_pers_04_top_level_entries_on_the_fast_path():
+    # ../shared/cases PERS-04's flat entries: whole key names, case-insensitive, "-" as "_";
+    # "tokenizer" is not "token". The flat parts of its input take the fast path.
+    keys = {"password", "api_key", "token", "secret", "authorization"}
+    plain = {"tenant": "t1", "tokenizer": "bpe", "name": "ok"}
+    out = redact(plain, keys)
+    assert out == plain and out is not plain
+    flat = {"tenant": "t1", "token": "top", "Password": "p1", "API-KEY": "k1",
+            "tokenizer": "bpe"}
+    assert redact(flat, keys) == {"tenant": "t1", "token": "[REDACTED]",
+                                  "Password": "[REDACTED]", "API-KEY": "[REDACTED]",
+                                  "tokenizer": "bpe"}
+    assert flat["token"] == "top"          # the input is not mutated
+    assert redact(flat, keys) == redact(_Sub(flat), keys)
