@@ -11,17 +11,20 @@ across runs (:func:`dyna.experiment.stats.curve_ci`) of the per-episode quantity
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 import polars as pl
 
+from dyna.errors import check_range
 from dyna.experiment.kinds.agent_tasks.analysis import PROFILE_TAUS, aggregates, ablated_switch
 from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import curve_ci, per_run_ci
 
-__all__ = ["MAX_LINES", "PLOT_RESAMPLES", "draw_plots", "variant_panels"]
+__all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "PLOT_RESAMPLES", "draw_plots", "plot_processes",
+           "variant_panels"]
 
 #: At most this many lines in one panel.
 MAX_LINES = 6
@@ -131,20 +134,29 @@ def _limits(values: list[np.ndarray], scale: str) -> tuple[float, float]:
     return (lo, hi + 0.05 * (hi - lo))
 
 
-def _scenario_figure(out, scenario: str, series: dict, folder: Path) -> list[Path]:
+def _scenario_job(out, scenario: str, series: dict, folder: Path) -> tuple:
+    """The arguments of :func:`_scenario_figure` for one scenario: only what it draws
+    (the config, the scenario's rows of each series, the variants equal to the loop), so a
+    figure can be drawn in another process."""
     cfg = out.config
+    sub = {key: series[key].filter(pl.col("scenario") == scenario).drop("scenario")
+           for key, _, _ in ROWS}
+    same = _same_as_loop(out.tables["episodes"], scenario, f"{cfg.store}_loop")
+    return cfg, scenario, sub, same, Path(folder)
+
+
+def _scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path) -> list[Path]:
+    """Draw and save one scenario's figure (module docstring) from :func:`_scenario_job`'s
+    arguments."""
     panels = variant_panels(cfg.variants, cfg.store)
     colors = _colors(panels, cfg.store)
-    same = _same_as_loop(out.tables["episodes"], scenario, f"{cfg.store}_loop")
     n_rows, n_cols = len(ROWS), len(panels)
     W = int(cfg.analysis["window"])
-    curves = {}
-    for key, _, _ in ROWS:
-        sub = series[key].filter(pl.col("scenario") == scenario).drop("scenario")
-        curves[key] = curve_ci(sub, by=["variant"], x="episode", y="y",
-                               n_resamples=PLOT_RESAMPLES, seed=cfg.seed)
+    curves = {key: curve_ci(sub[key], by=["variant"], x="episode", y="y",
+                            n_resamples=PLOT_RESAMPLES, seed=cfg.seed)
+              for key, _, _ in ROWS}
     with figure(figsize=(3.3 * n_cols, 2.3 * n_rows + 1.8)) as fig:
-        axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True)
+        axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey="row")
         for r, (key, ylabel, scale) in enumerate(ROWS):
             drawn = []
             for c, (title, group) in enumerate(panels):
@@ -294,7 +306,39 @@ def _crossover_figure(out, folder: Path) -> list[Path]:
         return save(fig, folder / "crossover")
 
 
-def draw_plots(out, folder: Path) -> list[Path]:
+#: A scenario figure takes about 2 s to draw and a drawing process about 1.5 s to start
+#: (it imports matplotlib and polars): fewer figures than this are drawn here.
+MIN_FIGURES_PER_PROCESS = 4
+
+
+def plot_processes(n_figures: int, processes: int | None = None) -> int:
+    """How many processes draw ``n_figures`` scenario figures: ``processes`` if given; 1
+    with ``DYNA_RENDER=serial`` (environment: everything drawn in this process); else
+    one per usable core (``os.sched_getaffinity``) but at most one per
+    :data:`MIN_FIGURES_PER_PROCESS` figures. 1 means this process draws them all;
+    otherwise :func:`dyna.experiment.kinds.agent_tasks.figure_worker.draw_all` shares
+    them out.
+
+    Raises
+    ------
+    ConfigError
+        ``processes`` is not an integer >= 1 (field ``processes``); ``DYNA_RENDER`` is not
+        worker/serial.
+    """
+    if processes is not None:
+        return int(check_range("processes", processes, lo=1, integer=True))
+    from dyna.experiment.render_worker import render_mode
+
+    if render_mode("worker") == "serial":
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):     # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, n_figures // MIN_FIGURES_PER_PROCESS))
+
+
+def draw_plots(out, folder: Path, processes: int | None = None) -> list[Path]:
     """The standard plots of an agent-tasks experiment into ``folder/plots`` (PNG and SVG):
 
     * ``scenario_<name>``: per scenario, small multiples (module docstring) of the success
@@ -307,15 +351,29 @@ def draw_plots(out, folder: Path) -> list[Path]:
       drifts;
     * ``crossover``: per severity sweep, the primary metric against severity for no
       learning, the naive loop, the full loop and the naive loop with one safeguard.
+
+    The scenario figures are drawn in :func:`plot_processes` processes (default: one per
+    core, when there are enough figures to repay starting them); the files do not depend
+    on it.
+
+    Raises
+    ------
+    ConfigError
+        ``processes`` is not an integer >= 1.
     """
     cfg = out.config
     ep = out.tables["episodes"]
     stride = max(1, cfg.episodes // 100)
     dest = Path(folder) / "plots"
     series = _series(ep, int(cfg.analysis["window"]), stride)
-    paths = []
-    for s, _ in cfg.scenarios:
-        paths += _scenario_figure(out, s, series, dest)
+    jobs = [_scenario_job(out, s, series, dest) for s, _ in cfg.scenarios]
+    n = plot_processes(len(jobs), processes)
+    if n > 1:
+        from dyna.experiment.kinds.agent_tasks.figure_worker import draw_all
+        drawn = draw_all(jobs, n)
+    else:
+        drawn = [_scenario_figure(*job) for job in jobs]
+    paths = [p for got in drawn for p in got]
     paths += _profiles_figure(out, dest)
     paths += _recovery_figure(out, dest)
     paths += _crossover_figure(out, dest)

@@ -1,0 +1,240 @@
+"""Kind ``agent_tasks``: draw scenario figures in helper processes (issue 16, the quick
+look's output stage).
+
+An agent-tasks experiment draws one many-panel figure per scenario (22 in the registered
+sweeps, about 2 s each), one after the other in one process: a third of a ``--runs 1``
+look. :func:`draw_all` shares them out: this process draws every n-th figure while n - 1
+helpers (``python -m dyna.experiment.kinds.agent_tasks.figure_worker``, each a fresh
+interpreter, never a fork of a process whose polars threads exist) draw the others.
+
+The message to a helper (its stdin, a pipe its parent made, then closed) is, per figure,
+one JSON line ``{"i": <index>, "scenario": <name>, "same": [<variant>...], "folder":
+<absolute path>, "config": {"name", "store", "variants", "window", "runs", "seed"}, "sizes":
+[<bytes>...]}`` followed by that many bytes of each series table in Arrow IPC (one per
+row of the figure, :data:`~dyna.experiment.kinds.agent_tasks.plots.ROWS` order). No
+pickle: nothing in the message can run code. The helper answers one JSON line ``{"i":
+<index>, "paths": [...]}`` on stdout per figure saved, and exits 0.
+
+Robustness: a figure a helper did not report (it could not start, died, answered
+nonsense, or did not finish within :func:`dyna.experiment.render_worker.reply_timeout`
+seconds) is drawn by this process after the helper is stopped, so a failure raises the
+same typed error as drawing in one process would, and the files are the same bytes
+either way (a figure depends on its arguments only). A helper writes only
+``scenario_<name>.png|.svg`` into the folder it is given, which must already be a real
+folder (not a symbolic link); it exits when its parent dies (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+__all__ = ["draw_all", "main"]
+
+
+def _config_fields(cfg) -> dict:
+    """What a scenario figure reads of the experiment's config, as JSON values."""
+    return {"name": cfg.name, "store": cfg.store, "variants": list(cfg.variants),
+            "window": int(cfg.analysis["window"]), "runs": int(cfg.runs),
+            "seed": int(cfg.seed)}
+
+
+def _as_config(fields: dict) -> SimpleNamespace:
+    """The config a scenario figure reads, from :func:`_config_fields`'s values."""
+    return SimpleNamespace(name=str(fields["name"]), store=str(fields["store"]),
+                           variants=tuple(str(v) for v in fields["variants"]),
+                           analysis={"window": int(fields["window"])},
+                           runs=int(fields["runs"]), seed=int(fields["seed"]))
+
+
+def _encode(i: int, job: tuple) -> bytes:
+    """One figure's message (module docstring)."""
+    from dyna.experiment.kinds.agent_tasks.plots import ROWS
+
+    cfg, scenario, sub, same, folder = job
+    blobs = []
+    for key, _, _ in ROWS:
+        buf = io.BytesIO()
+        sub[key].write_ipc(buf)
+        blobs.append(buf.getvalue())
+    head = {"i": i, "scenario": scenario, "same": sorted(same),
+            "folder": str(Path(folder).resolve()), "config": _config_fields(cfg),
+            "sizes": [len(b) for b in blobs]}
+    return json.dumps(head).encode() + b"\n" + b"".join(blobs)
+
+
+def _feed(stream, payload: bytes) -> None:
+    try:
+        stream.write(payload)
+        stream.close()
+    except (OSError, ValueError):      # the helper died: its figures are drawn here
+        pass
+
+
+def _start(payload: bytes):
+    from dyna.experiment.render_worker import _environment
+
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dyna.experiment.kinds.agent_tasks.figure_worker",
+             "--parent", str(os.getpid())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            close_fds=True, env=_environment())
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None, None
+    # the feeder thread owns the pipe (writes, then closes it): ``communicate`` must not
+    # touch it, so the handle is taken off the Popen object
+    stdin, proc.stdin = proc.stdin, None
+    feeder = threading.Thread(target=_feed, args=(stdin, payload), daemon=True)
+    feeder.start()
+    return proc, feeder
+
+
+def _collect(proc, feeder, timeout: float) -> dict[int, list[Path]]:
+    """The figures a helper reported, by index (empty if it failed); it is reaped."""
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        proc.kill()
+        proc.wait()
+        return {}
+    finally:
+        feeder.join(timeout=10)
+    done = {}
+    if proc.returncode != 0:
+        return done
+    for line in out.splitlines():
+        try:
+            msg = json.loads(line)
+            done[int(msg["i"])] = [Path(p) for p in msg["paths"]]
+        except (ValueError, KeyError, TypeError):
+            return {}
+    return done
+
+
+def draw_all(jobs: list[tuple], processes: int) -> list[list[Path]]:
+    """Each job's figure (``plots._scenario_figure(*job)``), in order, drawn by
+    ``processes`` processes (this one and ``processes - 1`` helpers).
+
+    Parameters
+    ----------
+    jobs : list of tuple
+        ``plots._scenario_job`` results: (config, scenario, series by row, same, folder).
+    processes : int
+        >= 1; 1 draws every figure here.
+
+    Returns
+    -------
+    list of list of Path
+        Each job's files.
+
+    Raises
+    ------
+    Exception
+        Whatever drawing a figure raises (drawn here when a helper did not).
+    """
+    from dyna.experiment.kinds.agent_tasks.plots import _scenario_figure
+    from dyna.experiment.render_worker import reply_timeout
+
+    n = max(1, min(int(processes), len(jobs)))
+    if n <= 1:
+        return [_scenario_figure(*job) for job in jobs]
+    timeout = reply_timeout()
+    for job in jobs:
+        Path(job[4]).mkdir(parents=True, exist_ok=True)
+    helpers = []
+    for k in range(1, n):
+        share = list(range(k, len(jobs), n))
+        proc, feeder = _start(b"".join(_encode(i, jobs[i]) for i in share))
+        helpers.append((share, proc, feeder))
+    results: dict[int, list[Path]] = {}
+    try:
+        for i in range(0, len(jobs), n):
+            results[i] = _scenario_figure(*jobs[i])
+        for share, proc, feeder in helpers:
+            got = {} if proc is None else _collect(proc, feeder, timeout)
+            for i in share:
+                if i in got and all(p.is_file() for p in got[i]):
+                    results[i] = got[i]
+    finally:
+        for _, proc, _ in helpers:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for i in range(len(jobs)):
+        if i not in results:          # a helper failed: draw it here (same bytes)
+            results[i] = _scenario_figure(*jobs[i])
+    return [results[i] for i in range(len(jobs))]
+
+
+# --------------------------------------------------------------------------- helper side
+
+def _read_exact(stream, n: int) -> bytes:
+    data = stream.read(n)
+    if len(data) != n:
+        raise ValueError("truncated message")
+    return data
+
+
+def _serve(stream) -> None:
+    import polars as pl
+
+    from dyna.experiment.kinds.agent_tasks.plots import ROWS, _scenario_figure
+
+    while True:
+        line = stream.readline()
+        if not line.strip():
+            return
+        head = json.loads(line)
+        sizes = [int(n) for n in head["sizes"]]
+        if len(sizes) != len(ROWS) or any(n < 0 for n in sizes):
+            raise ValueError("bad sizes")
+        sub = {key: pl.read_ipc(io.BytesIO(_read_exact(stream, n)))
+               for (key, _, _), n in zip(ROWS, sizes)}
+        scenario = str(head["scenario"])
+        if "/" in scenario or "\\" in scenario or scenario in ("", ".", ".."):
+            raise ValueError("bad scenario name")
+        folder = Path(head["folder"])
+        if not folder.is_absolute() or folder.is_symlink() or not folder.is_dir():
+            raise ValueError("bad folder")
+        paths = _scenario_figure(_as_config(head["config"]), scenario, sub,
+                                 {str(v) for v in head["same"]}, folder)
+        sys.stdout.write(json.dumps({"i": int(head["i"]), "paths": [str(p) for p in paths]})
+                         + "\n")
+        sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m dyna.experiment.kinds.agent_tasks.figure_worker --parent
+    PID``: draw every figure of the message on stdin; exit 0 when done, 1 on a bad
+    message, 2 on a bad command line, 130 on Ctrl-C."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m dyna.experiment.kinds.agent_tasks."
+                                      "figure_worker")
+    ap.add_argument("--parent", type=int, required=True)
+    args = ap.parse_args(argv)
+    try:
+        from dyna.experiment.render_worker import _die_with_parent
+
+        _die_with_parent(args.parent)
+        _serve(sys.stdin.buffer)
+        sys.stdout.flush()
+        os._exit(0)       # files closed: skip tearing down matplotlib and polars
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        print(f"figure worker: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

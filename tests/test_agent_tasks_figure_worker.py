@@ -1,0 +1,161 @@
+"""Agent-tasks scenario figures drawn by helper processes (issue 16, the quick look's
+output stage): the same files, byte for byte, as drawn in one process; a helper that
+fails, hangs or is sent a bad message changes nothing but who draws."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dyna.errors import ConfigError
+from dyna.experiment.backends import InProcessBackend
+from dyna.experiment.kinds.agent_tasks import figure_worker as FW
+from dyna.experiment.kinds.agent_tasks import plots as P
+from dyna.experiment.registry import parse_experiment
+from dyna.experiment.runner import load_output, run_experiment
+
+CFG = {"kind": "agent_tasks", "name": "fw", "seed": 3, "runs": 2, "episodes": 60,
+       "store": "skill", "variants": ["no_learning", "naive_loop", "skill_loop"],
+       "env": {"n_families": 3, "max_steps": 16},
+       "scenarios": [{"name": "clean"}, {"name": "drifty", "env": {"drift_at": [30]}},
+                     {"name": "noisy", "env": {"false_success_rate": 0.3}}]}
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fw") / "o"
+    run_experiment(parse_experiment(CFG), folder, backend=InProcessBackend(), progress=False)
+    return load_output(folder)
+
+
+def _digests(paths):
+    return {Path(p).name: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths}
+
+
+def _jobs(out, folder):
+    cfg = out.config
+    series = P._series(out.tables["episodes"], int(cfg.analysis["window"]),
+                       max(1, cfg.episodes // 100))
+    return [P._scenario_job(out, s, series, folder) for s, _ in cfg.scenarios]
+
+
+def test_two_and_three_processes_write_the_bytes_one_process_writes(out, tmp_path):
+    ref = _digests(P.draw_plots(out, tmp_path / "one", processes=1))
+    # 3 scenario figures x (PNG, SVG) + profiles, recovery (a drift scenario)
+    assert sum(k.startswith("scenario_") for k in ref) == 6
+    for n in (2, 3):
+        got = P.draw_plots(out, tmp_path / f"n{n}", processes=n)
+        assert _digests(got) == ref
+        assert [Path(p).name for p in got] == list(ref)      # same order
+
+
+def test_a_helper_that_dies_or_hangs_leaves_its_figures_to_this_process(out, tmp_path,
+                                                                        monkeypatch):
+    ref = _digests(P.draw_plots(out, tmp_path / "ref", processes=1))
+    real = FW._start
+    for code in ("import sys; sys.exit(3)",                 # dies
+                 "import sys; sys.stdin.read(); print('not json')",   # nonsense
+                 "import time; time.sleep(60)"):             # hangs past the timeout
+        def fake(payload, code=code):
+            proc, feeder = real(payload)
+            proc.kill()
+            proc.wait()
+            return FW.subprocess.Popen([sys.executable, "-c", code],
+                                       stdin=FW.subprocess.PIPE,
+                                       stdout=FW.subprocess.PIPE), _Done()
+        monkeypatch.setattr(FW, "_start", fake)
+        monkeypatch.setenv("DYNA_RENDER_TIMEOUT", "3")
+        dest = tmp_path / f"c{abs(hash(code)) % 1000}"
+        assert _digests(P.draw_plots(out, dest, processes=2)) == ref
+
+
+class _Done:
+    def join(self, timeout=None):
+        return None
+
+
+def test_a_figure_that_fails_raises_here_after_the_helpers_stop(out, tmp_path, monkeypatch):
+    def boom(*a, **k):
+        raise ConfigError("plot", "x", "broken on purpose")
+    monkeypatch.setattr(P, "_scenario_figure", boom)
+    with pytest.raises(ConfigError, match="broken on purpose"):
+        P.draw_plots(out, tmp_path / "b", processes=2)
+
+
+def test_the_helper_refuses_a_bad_folder_or_scenario_name(out, tmp_path):
+    job = _jobs(out, tmp_path / "plots")[0]
+    (tmp_path / "plots").mkdir()
+    os.symlink(tmp_path / "plots", tmp_path / "link")
+    cases = {"symlink": (job[1], tmp_path / "link"), "missing": (job[1], tmp_path / "nope"),
+             "dotdot": ("../evil", tmp_path / "plots"), "slash": ("a/b", tmp_path / "plots")}
+    for what, (scenario, folder) in cases.items():
+        head, rest = FW._encode(0, (job[0], scenario, job[2], job[3], folder)).split(b"\n", 1)
+        head = {**json.loads(head), "folder": str(folder)}    # as sent, not resolved
+        msg = json.dumps(head).encode() + b"\n" + rest
+        res = subprocess.run([sys.executable, "-m", FW.__name__, "--parent", str(os.getpid())],
+                             input=msg, capture_output=True, env=_env())
+        assert res.returncode == 1, what
+        assert res.stdout == b"", what
+        assert "ValueError" in res.stderr.decode(), what
+    assert sorted(os.listdir(tmp_path / "plots")) == []
+    assert not (tmp_path / "evil.png").exists() and not (tmp_path / "scenario_..").exists()
+
+
+def test_the_helper_draws_what_it_is_sent_and_answers_one_line_per_figure(out, tmp_path):
+    jobs = _jobs(out, tmp_path)
+    msg = b"".join(FW._encode(i, j) for i, j in enumerate(jobs))
+    res = subprocess.run([sys.executable, "-m", FW.__name__, "--parent", str(os.getpid())],
+                         input=msg, capture_output=True, env=_env())
+    assert res.returncode == 0, res.stderr
+    lines = [json.loads(x) for x in res.stdout.splitlines()]
+    assert [x["i"] for x in lines] == [0, 1, 2]
+    ref = {}
+    for job in jobs:
+        ref.update(_digests(P._scenario_figure(*job[:4], tmp_path / "here")))
+    assert _digests(p for x in lines for p in x["paths"]) == ref
+    # a truncated message: exit 1 after the figures before it
+    res = subprocess.run([sys.executable, "-m", FW.__name__, "--parent", str(os.getpid())],
+                         input=msg[:-10], capture_output=True, env=_env())
+    assert res.returncode == 1 and len(res.stdout.splitlines()) == 2
+
+
+def test_the_message_round_trips_the_series_exactly(out, tmp_path):
+    job = _jobs(out, tmp_path)[1]
+    msg = FW._encode(7, job)
+    head, rest = msg.split(b"\n", 1)
+    head = json.loads(head)
+    assert head["i"] == 7 and head["scenario"] == "drifty" and sum(head["sizes"]) == len(rest)
+    import polars as pl
+    off = 0
+    for (key, _, _), n in zip(P.ROWS, head["sizes"]):
+        assert pl.read_ipc(io.BytesIO(rest[off:off + n])).equals(job[2][key])
+        off += n
+    cfg = FW._as_config(head["config"])
+    assert (cfg.variants, cfg.store, cfg.runs, cfg.seed, cfg.analysis["window"]) == (
+        tuple(out.config.variants), "skill", 2, 3, int(out.config.analysis["window"]))
+
+
+def test_how_many_processes(monkeypatch):
+    monkeypatch.delenv("DYNA_RENDER", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert P.plot_processes(3) == 1                 # too few figures to repay a helper
+    assert P.plot_processes(8) == 2 and P.plot_processes(22) == 2
+    assert P.plot_processes(22, processes=5) == 5
+    monkeypatch.setenv("DYNA_RENDER", "serial")
+    assert P.plot_processes(22) == 1
+    for bad in (0, -1, 1.5, "2"):
+        with pytest.raises(ConfigError) as err:
+            P.plot_processes(22, processes=bad)
+        assert err.value.field == "processes"
+
+
+def _env():
+    from dyna.experiment.render_worker import _environment
+    return _environment()
