@@ -6,7 +6,8 @@ the conjugate update of a Bernoulli likelihood: a success adds its weight to ``a
 to ``b`` (Gelman et al., *Bayesian Data Analysis*, 3rd ed., section 2.4). The posterior mean
 is ``a / (a + b)`` and the equal-tailed credible interval at level L is
 ``[F^-1((1-L)/2), F^-1((1+L)/2)]`` with ``F^-1`` the Beta quantile function
-(:func:`scipy.stats.beta.ppf`).
+(:func:`scipy.stats.beta.ppf`, computed by the routine it calls,
+:func:`scipy.special.betaincinv`).
 
 Because the prior shapes are required to be strictly positive, every quantile is well
 defined, also at 0 and at n successes and with no data at all: no bound is ever NaN or
@@ -46,12 +47,25 @@ _PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
 
 
 
-def _stats():
-    """scipy.stats, imported on first use (about 0.5 s of import that a process using the
-    store without a quantile, and `dyna --help`, should not pay)."""
-    from scipy import stats
+def _beta_ppf(q, a, b):
+    """Beta(a, b) quantile at ``q``: :func:`scipy.special.betaincinv` ``(a, b, q)``, the
+    inverse regularised incomplete beta function. It is the routine
+    :func:`scipy.stats.beta.ppf` calls (Boost's ``ibeta_inv``) without the distribution
+    framework's argument handling around it, which cost about 45 us per call against
+    1.4 us (the eviction candidate of a capped skill library asks for one bound per
+    placement); the values are the same bits (``tests/test_competence.py`` checks
+    600,000 shapes at six levels). scipy.special is imported on first use."""
+    from scipy import special
 
-    return stats
+    return special.betaincinv(a, b, q)
+
+
+def _norm_ppf(q) -> float:
+    """Standard normal quantile: :func:`scipy.special.ndtri`, the routine
+    :func:`scipy.stats.norm.ppf` calls (the same bits)."""
+    from scipy import special
+
+    return float(special.ndtri(q))
 
 def prior_shapes(prior) -> tuple[float, float]:
     """Resolve a prior specification to its Beta shapes ``(a0, b0)``.
@@ -133,9 +147,8 @@ def beta_interval(a, b, level: float = 0.95):
             raise ConfigError(name, v[bad].flat[0] if v.ndim else float(v),
                               "Beta shape must be finite and > 0")
     tail = (1.0 - level) / 2.0
-    stats = _stats()
-    lo = np.clip(stats.beta.ppf(tail, a, b), 0.0, 1.0)
-    hi = np.clip(stats.beta.ppf(1.0 - tail, a, b), 0.0, 1.0)
+    lo = np.clip(_beta_ppf(tail, a, b), 0.0, 1.0)
+    hi = np.clip(_beta_ppf(1.0 - tail, a, b), 0.0, 1.0)
     return _scalar_or_array(lo, scalar), _scalar_or_array(hi, scalar)
 
 
@@ -188,7 +201,7 @@ def wilson_interval(k, n, level: float = 0.95):
     """
     level = _check_level(level)
     k_arr, n_arr, scalar = _counts(k, n)
-    z = float(_stats().norm.ppf(0.5 + level / 2.0))
+    z = _norm_ppf(0.5 + level / 2.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = np.where(n_arr > 0, k_arr / np.maximum(n_arr, 1), 0.5)
         nn = np.maximum(n_arr, 1)
@@ -260,9 +273,8 @@ def clopper_pearson(k, n, level: float = 0.95):
     at_zero = k_arr == 0
     at_n = k_arr == n_arr
     # Substitute harmless shapes where the formula is not used, so ppf never sees a 0 shape.
-    stats = _stats()
-    lo = stats.beta.ppf(tail, np.where(at_zero, 1.0, k_arr), n_arr - k_arr + 1.0)
-    hi = stats.beta.ppf(1.0 - tail, k_arr + 1.0, np.where(at_n, 1.0, n_arr - k_arr))
+    lo = _beta_ppf(tail, np.where(at_zero, 1.0, k_arr), n_arr - k_arr + 1.0)
+    hi = _beta_ppf(1.0 - tail, k_arr + 1.0, np.where(at_n, 1.0, n_arr - k_arr))
     lo = np.clip(np.where(at_zero, 0.0, lo), 0.0, 1.0)
     hi = np.clip(np.where(at_n, 1.0, hi), 0.0, 1.0)
     return _scalar_or_array(lo, scalar), _scalar_or_array(hi, scalar)
