@@ -98,6 +98,7 @@ import numpy as np
 from gymnasium import spaces
 
 from dyna.errors import ConfigError, check_range
+from dyna.seeding import sequence_words
 
 __all__ = ["AgentTaskEnv", "AgentTaskEnvV1", "DRIFT_KINDS", "HARMFUL_TOOL", "RESULT_FAILED",
            "RESULT_NONE", "RESULT_OK", "RESULT_WRONG_TOOL", "RESULT_WRONG_VALUE", "V1_BASE",
@@ -363,6 +364,7 @@ class AgentTaskEnv(gym.Env):
                                      for f in range(self.n_families)], dtype=np.int64)
         self._ep_roots = {k: self._v1_seeds[k].spawn(1)[0]
                           for k in ("silent", "destructive", "planted_follow")}
+        self._ep_words = {k: sequence_words(v) for k, v in self._ep_roots.items()}
         self.installed = np.ones(self.n_tools + 1 + self.n_spare_tools, dtype=bool)
         self.installed[self.n_tools + 1:] = False
         self.tool_names = self._base_names
@@ -379,8 +381,8 @@ class AgentTaskEnv(gym.Env):
         """``max_steps`` uniforms of one v1 mechanic for one episode, from its own
         generator keyed by ``(stream, episode)``: element ``i`` (the draw for the episode's
         step ``i``) is the same whatever the budget and whatever the agent did before."""
-        ss = np.random.SeedSequence(self._ep_roots[stream].entropy,
-                                    spawn_key=self._ep_roots[stream].spawn_key + (episode,))
+        words, key = self._ep_words[stream]
+        ss = np.random.SeedSequence(words, spawn_key=key + (episode,))
         return np.random.Generator(np.random.PCG64(ss)).random(self.max_steps)
 
     def procedure(self, family: int) -> tuple[tuple[int, int], ...]:

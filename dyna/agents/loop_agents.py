@@ -85,6 +85,7 @@ import numpy as np
 from dyna.agents.baselines import BASELINES, Knowledge, RunRecord, make_baseline
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
+from dyna.seeding import seed_words
 from dyna.loops import Digest, LearningLoop, LoopConfig, Proposal, ReviewerOutput
 from dyna.loops._text import content_words, fact_key
 
@@ -140,7 +141,9 @@ def agent_streams(seed: int, run_index: int) -> dict:
         ``{"policy": callable t -> numpy.random.Generator, "reviewer": int, "tabular":
         int}``.
     """
-    base = [int(seed), int(run_index)]
+    # SeedSequence(entropy=[seed, run_index]) with the entropy given as its uint32
+    # words: the same streams, built in half the time (dyna.seeding.seed_words)
+    base = seed_words(int(seed), int(run_index))
 
     def policy(t: int) -> np.random.Generator:
         return np.random.default_rng(np.random.SeedSequence(base, spawn_key=(STREAM_POLICY, t)))
