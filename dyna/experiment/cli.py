@@ -25,10 +25,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # process reads the config, imports numba and runs (dyna.experiment.render_worker).
     worker = _start_worker(args.file)
     try:
-        return _run(args, worker)
+        status = _run(args, worker)
     finally:
         if worker is not None:
             worker.close()
+    _exit_if_command(status)
+    return status
+
+
+def _exit_if_command(status: int) -> None:
+    """End the process now, with ``status``, when it is the ``dyna`` command itself (the
+    console script or ``python -m dyna.cli``) and the run succeeded: the output folder is in
+    place and every file closed, and the interpreter's tear-down of numba, llvmlite and
+    polars would add ~0.25-0.4 s for nothing (issue 17). A program or test calling
+    :func:`dyna.cli.main` in its own process returns as before."""
+    import os
+    import sys
+
+    top = sys.modules.get("__main__")
+    spec = getattr(top, "__spec__", None)
+    import dyna.cli
+
+    is_command = (getattr(spec, "name", None) == "dyna.cli"
+                  or getattr(top, "main", None) is dyna.cli.main)
+    if status != 0 or not is_command:
+        return
+    import logging
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _start_worker(file: str):
@@ -37,7 +64,7 @@ def _start_worker(file: str):
     started before the kind is imported; for a kind without ``preload_render`` it exits
     at once and :func:`~dyna.experiment.runner.run_experiment` stops it."""
     from dyna.experiment.protocol import kind_of
-    from dyna.experiment.runner import start_render_worker
+    from dyna.experiment.render_worker import start_render_worker
 
     try:
         import tomllib

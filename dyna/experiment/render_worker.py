@@ -62,7 +62,8 @@ from pathlib import Path
 
 from dyna.errors import ConfigError
 
-__all__ = ["RenderWorker", "WorkerFailed", "main", "render_mode", "reply_timeout"]
+__all__ = ["RenderWorker", "WorkerFailed", "main", "render_mode", "reply_timeout",
+           "start_render_worker"]
 
 #: Message format version (parent and worker are the same installed dyna).
 VERSION = 1
@@ -147,6 +148,27 @@ def _environment() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- parent side
+
+def start_render_worker(kind_name: str) -> "RenderWorker | None":
+    """Start a render worker for ``kind_name`` now, unless ``DYNA_RENDER=serial``, to hand
+    to :func:`~dyna.experiment.runner.run_experiment` (``worker=``) once the config is
+    read. This module imports nothing heavy, so ``dyna run`` calls this before it imports
+    the runner (polars, gymnasium: ~0.25 s the worker would otherwise wait for).
+
+    Returns
+    -------
+    RenderWorker or None
+        None with ``DYNA_RENDER=serial`` or when no process could be started.
+
+    Raises
+    ------
+    ConfigError
+        ``DYNA_RENDER`` is not worker/serial.
+    """
+    if render_mode("worker") != "worker":
+        return None
+    return RenderWorker.start(kind_name)
+
 
 class RenderWorker:
     """The parent's handle on one render worker process (one job, then it exits).

@@ -44,7 +44,7 @@ from dyna.experiment.config import json_default
 from dyna.experiment.protocol import DEFAULT_KIND, ExperimentOutput, config_kind
 from dyna.experiment.registry import get_kind, parse_experiment
 from dyna.experiment.render_worker import (RenderWorker, WorkerFailed, render_mode,
-                                           reply_timeout)
+                                           reply_timeout, start_render_worker)
 from dyna.store.tmpfiles import clean_orphans, make_temp_dir
 
 __all__ = ["ExperimentOutput", "draw_output_plots", "load_output", "package_versions",
@@ -246,25 +246,6 @@ def _canonical(jobs: list[Job], results: list, runs: int) -> tuple[list[Job], li
         if got != list(range(runs)):
             raise RuntimeError(f"jobs of {key} covered runs {got}, expected 0..{runs - 1}")
     return [jobs[i] for i in order], [results[i] for i in order]
-
-
-def start_render_worker(kind_name: str) -> RenderWorker | None:
-    """Start a render worker for ``kind_name`` now, unless ``DYNA_RENDER=serial``, to hand
-    to :func:`run_experiment` (``worker=``) once the config is read.
-
-    Returns
-    -------
-    RenderWorker or None
-        None with ``DYNA_RENDER=serial`` or when no process could be started.
-
-    Raises
-    ------
-    ConfigError
-        ``DYNA_RENDER`` is not worker/serial.
-    """
-    if render_mode("worker") != "worker":
-        return None
-    return RenderWorker.start(kind_name)
 
 
 def draw_output_plots(out: ExperimentOutput, folder: str | Path) -> list[Path]:
