@@ -1,20 +1,21 @@
 """The README's main job as a whole process against the textbook written in plain Python.
 
-Run with ``pytest benchmarks/bench_process.py -s`` (about 2-3 minutes on a quiet machine).
+Run with ``pytest benchmarks/bench_process.py -s`` (about 3 minutes on a quiet machine).
 
 Measured, each as a fresh process, in rounds whose order rotates (at least 10 rounds):
 
 - ``dyna run experiments/dyna_maze.toml`` (Sutton & Barto Figure 8.2: 30 runs x 50 episodes
   x n in {0, 5, 50}): start-up, loading the cached compiled kernel, the runs, both Parquet
   tables, manifest, report.md and the PNG and SVG plot, into a fresh output folder each
-  time, as a user runs it: plots and report drawn by the render worker
-  (:mod:`dyna.experiment.render_worker`), which imports matplotlib and scipy.stats on the
-  second core while the first imports numba and runs. The folder is checked after every
+  time, as a user runs it (``DYNA_RENDER`` unset, i.e. ``auto``): plots and report drawn
+  by the render worker (:mod:`dyna.experiment.render_worker`), which imports matplotlib
+  and scipy.stats on the second core while the first imports numba and runs, when a core
+  is free for it at the start, else in one process. The folder is checked after every
   run (the files are there; ``results.parquet`` has the sha256 its manifest records, the
   same in every round; the PNG and SVG the same bytes in every round, and the same as
   the serial path's) and then removed;
-- the same with ``DYNA_RENDER=serial`` (everything in one process, as before the worker),
-  printed for the reader, not asserted;
+- the same with ``DYNA_RENDER=worker`` (always the worker) and ``DYNA_RENDER=serial``
+  (everything in one process, as before the worker), printed for the reader, not asserted;
 - the peer, ``benchmarks/peers/dyna_q_plain.py``: the same protocol as a one-file
   plain-Python Dyna-Q (dicts, lists and ``random``, one run at a time), printing a summary;
 - for the reader, the floor: a process that only imports what the whole job needs (numpy,
@@ -100,12 +101,12 @@ def test_dyna_run_whole_process_within_0_6_of_plain_python():
     digests: set[tuple[str, str, str]] = set()
     env = {k: v for k, v in os.environ.items() if k != "DYNA_RENDER"}
 
-    def dyna_run(mode="worker"):
+    def dyna_run(mode=None):
         counter[0] += 1
         out = work / f"run{counter[0]}"
         timing = _timed([sys.executable, "-m", "dyna.cli", "run", str(EXPERIMENT),
                          "--out", str(out), "--no-progress"],
-                        env={**env, "DYNA_RENDER": mode})
+                        env=env if mode is None else {**env, "DYNA_RENDER": mode})
         digests.add(_check_output(out))
         shutil.rmtree(out)
         return timing
@@ -118,8 +119,8 @@ def test_dyna_run_whole_process_within_0_6_of_plain_python():
     def floor():
         return _timed([sys.executable, "-c", FLOOR_IMPORTS])
 
-    contestants = {"dyna": dyna_run, "serial": lambda: dyna_run("serial"), "peer": peer,
-                   "floor": floor}
+    contestants = {"dyna": dyna_run, "worker": lambda: dyna_run("worker"),
+                   "serial": lambda: dyna_run("serial"), "peer": peer, "floor": floor}
     load_before = os.getloadavg()
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in contestants}
     try:
@@ -139,10 +140,12 @@ def test_dyna_run_whole_process_within_0_6_of_plain_python():
     ratio = med["dyna"][0] / med["peer"][0]
     print(f"\nwhole process, median of {ROUNDS} rounds (wall s / CPU s):"
           f"\n  dyna run experiments/dyna_maze.toml  {med['dyna'][0]:.3f} / {med['dyna'][1]:.3f}"
+          f"\n  the same, DYNA_RENDER=worker        {med['worker'][0]:.3f} / {med['worker'][1]:.3f}"
           f"\n  the same, DYNA_RENDER=serial        {med['serial'][0]:.3f} / {med['serial'][1]:.3f}"
           f"\n  plain-Python Dyna-Q (peer)            {med['peer'][0]:.3f} / {med['peer'][1]:.3f}"
           f"\n  imports only (floor)                  {med['floor'][0]:.3f} / {med['floor'][1]:.3f}"
           f"\n  dyna / peer: wall x{ratio:.2f}, CPU x{med['dyna'][1] / med['peer'][1]:.2f}"
+          f"; worker / peer: wall x{med['worker'][0] / med['peer'][0]:.2f}"
           f"; serial / peer: wall x{med['serial'][0] / med['peer'][0]:.2f}"
           f"; floor / peer: wall x{med['floor'][0] / med['peer'][0]:.2f}"
           f" (target: dyna / peer wall <= {TARGET})"

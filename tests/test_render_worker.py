@@ -36,6 +36,8 @@ def _fixed_revision(monkeypatch):
                                                              "dirty": False})
     monkeypatch.delenv("DYNA_RENDER", raising=False)
     monkeypatch.delenv("DYNA_RENDER_TIMEOUT", raising=False)
+    # dyna run's default (auto) starts the worker only on a free core: here, always
+    monkeypatch.setattr(render_worker, "free_cores", lambda: 1.0)
 
 
 @pytest.fixture
@@ -370,8 +372,7 @@ def _gone(pid: int) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_stopped_dyna_run_leaves_no_worker(tmp_path, sig):
     out = tmp_path / "o"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("DYNA_RENDER", None)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DYNA_RENDER": "worker"}
     proc = subprocess.Popen([sys.executable, "-m", "dyna.cli", "run", str(MAZE), "--out",
                              str(out), "--no-progress"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -60,7 +60,8 @@ def _exit_if_command(status: int) -> None:
 
 def _start_worker(file: str):
     """A render worker for the kind the TOML file names, or None (unreadable file: the
-    config loader reports it; ``DYNA_RENDER=serial``; no process could start). It is
+    config loader reports it; ``DYNA_RENDER=serial``; no core free for it under the default
+    ``DYNA_RENDER=auto``; no process could start). It is
     started before the kind is imported; for a kind without ``preload_render`` it exits
     at once and :func:`~dyna.experiment.runner.run_experiment` stops it."""
     from dyna.experiment.protocol import kind_of

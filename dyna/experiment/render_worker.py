@@ -37,8 +37,9 @@ is left. The worker exits when its stdin closes without a message (the parent st
 early), on Linux when its parent dies (``PR_SET_PDEATHSIG``), and quietly on Ctrl-C; the
 parent stops and reaps it on every exit path (errors, Ctrl-C, SIGTERM).
 
-``dyna run`` uses the worker where the kind offers one, unless ``DYNA_RENDER=serial``
-(environment); a program calling :func:`~dyna.experiment.runner.run_experiment` renders in
+``dyna run`` uses the worker where the kind offers one and a core is free for it
+(:func:`free_cores`; ``DYNA_RENDER=auto``, the default), always with ``DYNA_RENDER=worker``
+and never with ``DYNA_RENDER=serial`` (environment); a program calling :func:`~dyna.experiment.runner.run_experiment` renders in
 its own process unless it passes ``render="worker"`` or sets ``DYNA_RENDER=worker`` (so
 a test that patches a plot function, or a caller that runs many small experiments, gets
 what it had).
@@ -62,8 +63,8 @@ from pathlib import Path
 
 from dyna.errors import ConfigError
 
-__all__ = ["RenderWorker", "WorkerFailed", "main", "render_mode", "reply_timeout",
-           "start_render_worker"]
+__all__ = ["RenderWorker", "WorkerFailed", "free_cores", "main", "render_mode",
+           "reply_timeout", "start_render_worker"]
 
 #: Message format version (parent and worker are the same installed dyna).
 VERSION = 1
@@ -74,8 +75,10 @@ ENV_TIMEOUT = "DYNA_RENDER_TIMEOUT"
 #: Default of :data:`ENV_TIMEOUT`: generous, as per-run plots of a large sweep take minutes;
 #: a worker that has not answered by then is stopped and the parent renders itself.
 DEFAULT_TIMEOUT = 900.0
-_MODES = ("worker", "serial")
+_MODES = ("worker", "serial", "auto")
 _TABLE_RE = re.compile(r"[A-Za-z0-9_]+\.parquet\Z")
+#: Where Linux tells the number of running tasks (:func:`free_cores`).
+LOADAVG = "/proc/loadavg"
 
 
 class WorkerFailed(Exception):
@@ -86,19 +89,53 @@ def render_mode(default: str) -> str:
     """Where plots and report are drawn: ``"worker"`` or ``"serial"``.
 
     Read from the environment variable ``DYNA_RENDER``; empty or unset: ``default``
-    (``dyna run`` passes ``"worker"``, a library call of ``run_experiment`` ``"serial"``).
+    (``dyna run`` passes ``"auto"``, a library call of ``run_experiment`` ``"serial"``).
+    ``"auto"`` is resolved here: ``"worker"`` when a core is free for it
+    (:func:`free_cores` >= 1), else ``"serial"`` -- on a busy machine the worker only
+    adds its own start-up and imports to a core the runs need.
 
     Raises
     ------
     ConfigError
-        Field ``DYNA_RENDER``: any other value.
+        Field ``DYNA_RENDER``: a value other than worker, serial or auto.
     """
-    value = os.environ.get(ENV_MODE, "").strip()
-    if not value:
-        return default
+    value = os.environ.get(ENV_MODE, "").strip() or default
     if value not in _MODES:
         raise ConfigError(ENV_MODE, value, f"must be one of {list(_MODES)} (environment)")
+    if value == "auto":
+        return "worker" if free_cores() >= 1 else "serial"
     return value
+
+
+def free_cores() -> float:
+    """Cores this process may use that no other task needs now (may be negative).
+
+    The usable cores (``os.sched_getaffinity``) less this process and the tasks that are
+    running or runnable at this moment (the fourth field of Linux's ``/proc/loadavg``,
+    which counts the reader itself), so a machine whose other cores are busy with other
+    jobs gives < 1. The 1-minute load average would count this command's own previous
+    seconds (a benchmark's rounds, a script's loop of runs) as other work; it is used only
+    where ``/proc/loadavg`` cannot be read.
+
+    Returns
+    -------
+    float
+        ``usable - 1 - others``; ``others`` a whole number (or the load average).
+    """
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count() or 1
+    try:
+        with open(LOADAVG, "rb") as fh:
+            running = int(fh.read().split()[3].split(b"/")[0])
+        others = float(max(0, running - 1))
+    except (OSError, ValueError, IndexError):
+        try:
+            others = max(0.0, os.getloadavg()[0])
+        except (AttributeError, OSError):
+            others = 0.0
+    return usable - 1 - others
 
 
 def reply_timeout() -> float:
@@ -158,14 +195,16 @@ def start_render_worker(kind_name: str) -> "RenderWorker | None":
     Returns
     -------
     RenderWorker or None
-        None with ``DYNA_RENDER=serial`` or when no process could be started.
+        None with ``DYNA_RENDER=serial``, with ``DYNA_RENDER`` unset or ``auto`` when no
+        core is free for the worker (:func:`render_mode`), or when no process could be
+        started.
 
     Raises
     ------
     ConfigError
         ``DYNA_RENDER`` is not worker/serial.
     """
-    if render_mode("worker") != "worker":
+    if render_mode("auto") != "worker":
         return None
     return RenderWorker.start(kind_name)
 

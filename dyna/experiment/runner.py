@@ -43,8 +43,8 @@ from dyna.experiment.backends import Backend, InProcessBackend, Job
 from dyna.experiment.config import json_default
 from dyna.experiment.protocol import DEFAULT_KIND, ExperimentOutput, config_kind
 from dyna.experiment.registry import get_kind, parse_experiment
-from dyna.experiment.render_worker import (RenderWorker, WorkerFailed, render_mode,
-                                           reply_timeout, start_render_worker)
+from dyna.experiment.render_worker import (RenderWorker, WorkerFailed, free_cores,
+                                           render_mode, reply_timeout, start_render_worker)
 from dyna.store.tmpfiles import clean_orphans, make_temp_dir
 
 __all__ = ["ExperimentOutput", "draw_output_plots", "load_output", "package_versions",
@@ -283,14 +283,16 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         The config file, recorded in the manifest.
     root : str or Path
         Parent of the default output folder.
-    render : {"worker", "serial"}, optional
+    render : {"worker", "serial", "auto"}, optional
         Where the plots and report are drawn. ``"worker"`` (for a kind that offers
         ``preload_render``): a second process started at once imports matplotlib and
         scipy.stats while this one runs, then draws (:mod:`dyna.experiment.render_worker`;
         if it fails in any way this process draws instead); ``"serial"``: this process,
-        after the runs. Default: the environment variable ``DYNA_RENDER``, else
-        ``"worker"`` when ``worker`` is given (``dyna run``), else ``"serial"``. The
-        files are the same bytes either way.
+        after the runs; ``"auto"``: the worker when a core is free for it
+        (:func:`dyna.experiment.render_worker.free_cores`). Default: the environment
+        variable ``DYNA_RENDER``, else ``"worker"`` when ``worker`` is given (``dyna run``,
+        which starts one only under ``"auto"`` with a free core, or ``"worker"``), else
+        ``"serial"``. The files are the same bytes either way.
     worker : RenderWorker, optional
         A render worker already started for this config's kind (``dyna run`` starts one
         before it reads the config, :func:`start_render_worker`); from here on this
@@ -309,7 +311,7 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         (:class:`dyna.errors.UnknownEnvError`), bad env kwargs, a missing
         ``optimal_path_length`` for ``stop_at_optimal``, a bad data file), an existing
         ``out_dir`` (field ``"--out"``), ``block_size`` < 1 (field ``"--block-size"``), a
-        ``render`` or ``DYNA_RENDER`` other than worker/serial, a ``DYNA_RENDER_TIMEOUT``
+        ``render`` or ``DYNA_RENDER`` other than worker/serial/auto, a ``DYNA_RENDER_TIMEOUT``
         that is not a positive number.
     Exception
         Whatever a job raised (with a note naming the job). In every error case (and on
@@ -322,8 +324,10 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         kind = get_kind(kind_name)
         if render is None:
             render = render_mode("worker" if worker is not None else "serial")
-        elif render not in ("worker", "serial"):
-            raise ConfigError("render", render, "must be 'worker' or 'serial'")
+        elif render not in ("worker", "serial", "auto"):
+            raise ConfigError("render", render, "must be 'worker', 'serial' or 'auto'")
+        elif render == "auto":
+            render = "worker" if free_cores() >= 1 else "serial"
         timeout = reply_timeout()
         if render == "worker" and callable(getattr(kind, "preload_render", None)):
             if worker is None:
