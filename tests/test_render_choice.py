@@ -124,3 +124,34 @@ def test_the_dyna_command_exits_with_the_folder_in_place(tmp_path):
                           timeout=300)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert done.stderr.startswith("dyna: error: --out")
+
+
+def test_the_worker_side_of_a_report_imports_no_numba():
+    """The worker's report reads the config hash from the manifest and a config without a
+    sweep never asks dyna.agents for its hyper-parameter names: neither imports numba
+    (0.25 s of the worker's critical path before)."""
+    import base64
+    import pickle
+
+    config = load_experiment(MAZE, runs=2)
+    blob = base64.b64encode(pickle.dumps(config)).decode()
+    script = f"""
+import base64, pickle, sys
+from dyna.experiment.kinds.tabular import config as tabular_config, report
+from dyna.experiment.protocol import ExperimentOutput
+c = pickle.loads(base64.b64decode({blob!r}))
+out = ExperimentOutput(config=c, manifest={{"config_hash": "ab" * 32, "timing": {{}}}},
+                       tables={{}})
+lines = report._setup_section(out)
+print(c.swept_hparams, "numba" in sys.modules, "dyna.agents" in sys.modules)
+print([ln for ln in lines if ln.startswith("- config sha256")][0])
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()[:2]
+    assert first == "() False False"
+    assert second.startswith("- config sha256: `abababab")
+    # the parent computes the same hash the manifest records
+    assert len(config.hash) == 64 and config.swept_hparams == ()

@@ -250,6 +250,8 @@ class ExperimentConfig:
     @property
     def swept_hparams(self) -> tuple:
         """The swept keys that are agent hyper-parameters (the others are env kwargs)."""
+        if not self.sweep:   # no sweep: nothing to ask dyna.agents (it imports numba)
+            return ()
         known = set(_known_hparams())
         return tuple(k for k in self.sweep if k in known)
 

@@ -112,7 +112,9 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
     if c.description:
         lines += [c.description, ""]
     lines += [
-        f"- config sha256: `{short_hash(m.get('config_hash', c.hash))}` (in full in "
+        # the manifest's hash (c.hash imports dyna.agents and numba in a render worker)
+        f"- config sha256: `{short_hash(m['config_hash'] if 'config_hash' in m else c.hash)}`"
+        " (in full in "
         "manifest.json)",
         f"- seed: {c.seed}; runs per variant: {c.runs}; schedule: {sched}",
     ]
