@@ -155,3 +155,27 @@ print([ln for ln in lines if ln.startswith("- config sha256")][0])
     assert second.startswith("- config sha256: `abababab")
     # the parent computes the same hash the manifest records
     assert len(config.hash) == 64 and config.swept_hparams == ()
+
+
+def test_dyna_run_starts_the_early_worker_only_for_the_kinds_that_render_in_one(
+        tmp_path, monkeypatch):
+    from dyna.experiment import cli as experiment_cli
+    from dyna.experiment.registry import KINDS, get_kind
+
+    # the static list is the built-in kinds that offer preload_render
+    assert render_worker.WORKER_KINDS == {
+        name for name in KINDS if callable(getattr(get_kind(name), "preload_render", None))}
+    made = []
+    monkeypatch.setattr(RenderWorker, "start",
+                        classmethod(lambda cls, kind: made.append(kind) or "started"))
+    for kind, expected in [("tabular", "started"), ("escalation", None),
+                           ("agent_tasks", None), ("no_such_kind", None)]:
+        path = tmp_path / f"{kind}.toml"
+        path.write_text(f'kind = "{kind}"\nname = "x"\n')
+        assert experiment_cli._start_worker(str(path), "worker") == expected
+        assert experiment_cli._start_worker(str(path), "serial") is None
+    assert made == ["tabular"]
+    (tmp_path / "bad.toml").write_text("kind = [")
+    assert experiment_cli._start_worker(str(tmp_path / "bad.toml"), "worker") is None
+    assert experiment_cli._start_worker(str(tmp_path / "missing.toml"), "worker") is None
+    assert made == ["tabular"]

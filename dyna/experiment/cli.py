@@ -23,9 +23,12 @@ from dyna.errors import ConfigError, MissingFileError, check_range
 def _cmd_run(args: argparse.Namespace) -> int:
     # The render worker starts first, so it imports matplotlib and scipy.stats while this
     # process reads the config, imports numba and runs (dyna.experiment.render_worker).
-    worker = _start_worker(args.file)
+    from dyna.experiment.render_worker import render_mode
+
+    mode = render_mode("auto")        # "worker" or "serial", decided once
+    worker = _start_worker(args.file, mode)
     try:
-        status = _run(args, worker)
+        status = _run(args, worker, mode)
     finally:
         if worker is not None:
             worker.close()
@@ -58,12 +61,12 @@ def _exit_if_command(status: int) -> None:
     os._exit(status)
 
 
-def _start_worker(file: str):
-    """A render worker for the kind the TOML file names, or None (unreadable file: the
-    config loader reports it; ``DYNA_RENDER=serial``; no core free for it under the default
-    ``DYNA_RENDER=auto``; no process could start). It is
-    started before the kind is imported; for a kind without ``preload_render`` it exits
-    at once and :func:`~dyna.experiment.runner.run_experiment` stops it."""
+def _start_worker(file: str, mode: str):
+    """A render worker for the kind the TOML file names, started before the kind is
+    imported, or None: unreadable file (the config loader reports it), ``mode`` serial
+    (``DYNA_RENDER=serial``, or no core free for it under the default ``auto``), a kind
+    not known to render in a worker (:data:`~dyna.experiment.render_worker.WORKER_KINDS`),
+    or no process could start."""
     from dyna.experiment.protocol import kind_of
     from dyna.experiment.render_worker import start_render_worker
 
@@ -74,10 +77,10 @@ def _start_worker(file: str):
             kind_name = kind_of(tomllib.load(fh))
     except (OSError, ValueError, TypeError):   # tomllib's errors are ValueErrors
         return None
-    return start_render_worker(kind_name)
+    return start_render_worker(kind_name, mode)
 
 
-def _run(args: argparse.Namespace, worker) -> int:
+def _run(args: argparse.Namespace, worker, mode: str) -> int:
     from dyna.experiment.config import load_run_options
     from dyna.experiment.registry import get_backend, load_experiment
     from dyna.experiment.runner import run_experiment
@@ -102,7 +105,7 @@ def _run(args: argparse.Namespace, worker) -> int:
     backend = get_backend(backend_name, workers, **options)
     out = run_experiment(config, args.out, backend=backend, block_size=block_size,
                          progress=False if args.no_progress else None, source=args.file,
-                         worker=worker)
+                         render=mode, worker=worker)
     print(out)
     return 0
 

@@ -4,10 +4,13 @@
 and the compiled kernels, the plots and report need matplotlib and scipy.stats (bootstrap
 intervals), each some tenths of a second. Done one after the other they make the whole
 process about as slow as a plain-Python Dyna-Q (issue 17, "Speed of the first seconds").
-So :func:`dyna.experiment.runner.run_experiment` starts this module as a fresh process
-(``python -m dyna.experiment.render_worker``; a new interpreter, never a fork of a process
-whose numba or polars threads exist) as soon as it knows the kind, for every kind that
-offers ``preload_render()``. The worker imports what rendering needs while the parent
+So ``dyna run`` starts this module as a fresh process (``python -m
+dyna.experiment.render_worker``; a new interpreter, never a fork of a process whose numba
+or polars threads exist) first thing, for a kind in :data:`WORKER_KINDS` (read from the
+TOML file without importing the kind), and
+:func:`dyna.experiment.runner.run_experiment` as soon as it knows the kind, for any other
+kind that offers ``preload_render()``; in both cases only when a core is free for it
+(:func:`free_cores`) or ``DYNA_RENDER=worker`` asks for it. The worker imports what rendering needs while the parent
 imports numba, loads the kernels and runs; when the parent has written the tables into
 its temporary output folder it sends one JSON line on the worker's stdin, and the worker
 draws the plots (PNG and SVG) and writes ``report.md`` into that folder, answers one JSON
@@ -77,6 +80,9 @@ ENV_TIMEOUT = "DYNA_RENDER_TIMEOUT"
 DEFAULT_TIMEOUT = 900.0
 _MODES = ("worker", "serial", "auto")
 _TABLE_RE = re.compile(r"[A-Za-z0-9_]+\.parquet\Z")
+#: The built-in kinds that offer ``preload_render`` (render in a worker), so ``dyna run``
+#: starts the worker before it imports any kind, and for no other kind.
+WORKER_KINDS = frozenset({"tabular"})
 #: Where Linux tells the number of running tasks (:func:`free_cores`).
 LOADAVG = "/proc/loadavg"
 
@@ -186,25 +192,36 @@ def _environment() -> dict[str, str]:
 
 # --------------------------------------------------------------------------- parent side
 
-def start_render_worker(kind_name: str) -> "RenderWorker | None":
-    """Start a render worker for ``kind_name`` now, unless ``DYNA_RENDER=serial``, to hand
-    to :func:`~dyna.experiment.runner.run_experiment` (``worker=``) once the config is
-    read. This module imports nothing heavy, so ``dyna run`` calls this before it imports
-    the runner (polars, gymnasium: ~0.25 s the worker would otherwise wait for).
+def start_render_worker(kind_name: str, mode: str | None = None) -> "RenderWorker | None":
+    """Start a render worker for ``kind_name`` now, to hand to
+    :func:`~dyna.experiment.runner.run_experiment` (``worker=``) once the config is read.
+    This module imports nothing heavy, so ``dyna run`` calls this before it imports the
+    runner (polars, gymnasium: ~0.25 s the worker would otherwise wait for), and only for a
+    kind in :data:`WORKER_KINDS` (known without importing the kind; for another kind that
+    offers ``preload_render``, ``run_experiment`` starts the worker once the kind is known).
+
+    Parameters
+    ----------
+    kind_name : str
+        The config's kind.
+    mode : {"worker", "serial"}, optional
+        Already decided (:func:`render_mode`); default ``render_mode("auto")``.
 
     Returns
     -------
     RenderWorker or None
-        None with ``DYNA_RENDER=serial``, with ``DYNA_RENDER`` unset or ``auto`` when no
-        core is free for the worker (:func:`render_mode`), or when no process could be
-        started.
+        None in serial mode (``DYNA_RENDER=serial``, or ``auto`` with no core free for
+        the worker: :func:`render_mode`), for a kind not in :data:`WORKER_KINDS`, or when
+        no process could be started.
 
     Raises
     ------
     ConfigError
         ``DYNA_RENDER`` is not worker/serial.
     """
-    if render_mode("auto") != "worker":
+    if mode is None:
+        mode = render_mode("auto")
+    if mode != "worker" or kind_name not in WORKER_KINDS:
         return None
     return RenderWorker.start(kind_name)
 
