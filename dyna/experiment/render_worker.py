@@ -10,12 +10,13 @@ or polars threads exist) first thing, for a kind in :data:`WORKER_KINDS` (read f
 TOML file without importing the kind), and
 :func:`dyna.experiment.runner.run_experiment` as soon as it knows the kind, for any other
 kind that offers ``preload_render()``; in both cases only when a core is free for it
-(:func:`free_cores`) or ``DYNA_RENDER=worker`` asks for it. The worker imports what rendering needs while the parent
-imports numba, loads the kernels and runs; when the parent has written the tables into
-its temporary output folder it sends one JSON line on the worker's stdin, and the worker
-draws the plots (PNG and SVG) and writes ``report.md`` into that folder, answers one JSON
-line on stdout and exits 0. The parent then writes ``manifest.json`` and renames the folder
-into place, as the serial path does; the files are the same bytes either way.
+(:func:`free_cores`) or ``DYNA_RENDER=worker`` asks for it. The worker imports what
+rendering needs while the parent imports numba, loads the kernels and runs; when the
+parent has written the tables into its temporary output folder it sends one JSON line on
+the worker's stdin, and the worker draws the plots (PNG and SVG) and writes ``report.md``
+into that folder, answers one JSON line on stdout and exits 0. The parent then writes
+``manifest.json`` and renames the folder into place, as the serial path does; the files
+are the same bytes either way.
 
 The message (parent to worker) is ``{"v": 1, "folder": <absolute path of the temporary
 output folder>, "tables": {<file name>: <sha256>}, "elapsed": {"output": s, "wall": s},
@@ -42,10 +43,10 @@ parent stops and reaps it on every exit path (errors, Ctrl-C, SIGTERM).
 
 ``dyna run`` uses the worker where the kind offers one and a core is free for it
 (:func:`free_cores`; ``DYNA_RENDER=auto``, the default), always with ``DYNA_RENDER=worker``
-and never with ``DYNA_RENDER=serial`` (environment); a program calling :func:`~dyna.experiment.runner.run_experiment` renders in
-its own process unless it passes ``render="worker"`` or sets ``DYNA_RENDER=worker`` (so
-a test that patches a plot function, or a caller that runs many small experiments, gets
-what it had).
+and never with ``DYNA_RENDER=serial`` (environment); a program calling
+:func:`~dyna.experiment.runner.run_experiment` renders in its own process unless it passes
+``render="worker"`` (or ``"auto"``) or sets ``DYNA_RENDER`` (so a test that patches a plot
+function, or a caller that runs many small experiments, gets what it had).
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def start_render_worker(kind_name: str, mode: str | None = None) -> "RenderWorke
     Raises
     ------
     ConfigError
-        ``DYNA_RENDER`` is not worker/serial.
+        ``DYNA_RENDER`` is not worker, serial or auto (only when ``mode`` is None).
     """
     if mode is None:
         mode = render_mode("auto")
