@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -179,3 +180,28 @@ def test_dyna_run_starts_the_early_worker_only_for_the_kinds_that_render_in_one(
     assert experiment_cli._start_worker(str(tmp_path / "bad.toml"), "worker") is None
     assert experiment_cli._start_worker(str(tmp_path / "missing.toml"), "worker") is None
     assert made == ["tabular"]
+
+
+def test_the_quick_exit_is_only_for_the_dyna_command_after_a_plain_tabular_run(monkeypatch):
+    from dyna.experiment import cli as experiment_cli
+
+    exits = []
+    monkeypatch.setattr(os, "_exit", lambda status: exits.append(status))
+    experiment_cli._exit_if_command(0)           # __main__ is pytest here: no exit
+    assert exits == []
+    import dyna.cli
+
+    fake_main = type(sys)("__main__")
+    fake_main.main = dyna.cli.main               # as the console script's __main__
+    monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    experiment_cli._exit_if_command(2)           # a failure returns normally
+    assert exits == []
+    experiment_cli._exit_if_command(0)
+    assert exits == [0]
+    calls = []
+    monkeypatch.setattr(experiment_cli, "_exit_if_command", lambda s: calls.append(s))
+    monkeypatch.setattr(experiment_cli, "_start_worker", lambda file, mode: None)
+    for plain in (True, False):
+        monkeypatch.setattr(experiment_cli, "_run", lambda a, w, m, p=plain: (0, p))
+        assert experiment_cli._cmd_run(argparse.Namespace(file=str(MAZE))) == 0
+    assert calls == [0]                          # not after a pool, Ray or another kind

@@ -28,11 +28,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     mode = render_mode("auto")        # "worker" or "serial", decided once
     worker = _start_worker(args.file, mode)
     try:
-        status = _run(args, worker, mode)
+        status, plain = _run(args, worker, mode)
     finally:
         if worker is not None:
             worker.close()
-    _exit_if_command(status)
+    if plain:
+        _exit_if_command(status)
     return status
 
 
@@ -40,8 +41,10 @@ def _exit_if_command(status: int) -> None:
     """End the process now, with ``status``, when it is the ``dyna`` command itself (the
     console script or ``python -m dyna.cli``) and the run succeeded: the output folder is in
     place and every file closed, and the interpreter's tear-down of numba, llvmlite and
-    polars would add ~0.25-0.4 s for nothing (issue 17). A program or test calling
-    :func:`dyna.cli.main` in its own process returns as before."""
+    polars would add ~0.25-0.4 s for nothing (issue 17). Only after a tabular experiment on
+    the in-process backend (a process pool, a Ray cluster or another kind's clients may
+    have exit handlers of their own). A program or test calling :func:`dyna.cli.main` in
+    its own process returns as before."""
     import os
     import sys
 
@@ -80,7 +83,9 @@ def _start_worker(file: str, mode: str):
     return start_render_worker(kind_name, mode)
 
 
-def _run(args: argparse.Namespace, worker, mode: str) -> int:
+def _run(args: argparse.Namespace, worker, mode: str) -> tuple[int, bool]:
+    """Run the experiment; the exit status, and whether it was a tabular experiment on the
+    in-process backend (see :func:`_exit_if_command`)."""
     from dyna.experiment.config import load_run_options
     from dyna.experiment.registry import get_backend, load_experiment
     from dyna.experiment.runner import run_experiment
@@ -107,7 +112,9 @@ def _run(args: argparse.Namespace, worker, mode: str) -> int:
                          progress=False if args.no_progress else None, source=args.file,
                          render=mode, worker=worker)
     print(out)
-    return 0
+    from dyna.experiment.protocol import config_kind
+
+    return 0, backend_name == "inprocess" and config_kind(config) == "tabular"
 
 
 def _replay_config(config, folder: Path):
