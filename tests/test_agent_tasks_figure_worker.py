@@ -1,6 +1,8 @@
-"""Agent-tasks scenario figures drawn by helper processes (issue 16, the quick look's
-output stage): the same files, byte for byte, as drawn in one process; a helper that
-fails, hangs or is sent a bad message changes nothing but who draws."""
+"""The agent-tasks output stage (issue 16, the quick look): scenario figures drawn by
+helper processes are the same files, byte for byte, as drawn in one process, and a helper
+that fails, hangs or is sent a bad message changes nothing but who draws; the runs
+table's cells are split once, and tables in many chunks give the same plots and
+report."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dyna.errors import ConfigError
@@ -159,3 +162,47 @@ def test_how_many_processes(monkeypatch):
 def _env():
     from dyna.experiment.render_worker import _environment
     return _environment()
+
+
+def test_cells_of_a_chunked_table_equal_the_filters_they_replace(out):
+    from dyna.experiment.kinds.agent_tasks import analysis as A
+    import polars as pl
+
+    runs = out.tables["runs"]
+    chunked = pl.concat(runs.partition_by(["variant", "scenario"]), rechunk=False)
+    assert chunked.n_chunks() == 9
+    for t in (runs, chunked):
+        for s, _ in out.config.scenarios:
+            for v in out.config.variants:
+                for m in ("final_success", "tokens_per_success", "recovery"):
+                    want = (t.filter((pl.col("scenario") == s) & (pl.col("variant") == v))
+                            .sort("run")[m].cast(pl.Float64).to_numpy())
+                    got = A.values(t, s, v, m)
+                    assert np.array_equal(got, want, equal_nan=True) and got.size == 2
+    assert A.values(runs, "nope", "skill_loop", "final_success").size == 0
+    with pytest.raises(pl.exceptions.ColumnNotFoundError):
+        A.values(runs, "clean", "skill_loop", "no_such_metric")
+    # a new table is split again, never answered from the last one's cells
+    doubled = runs.with_columns(pl.col("final_success") * 2)
+    assert np.array_equal(A.values(doubled, "clean", "skill_loop", "final_success"),
+                          2 * A.values(runs, "clean", "skill_loop", "final_success"))
+
+
+def test_plots_and_report_of_chunked_tables_are_the_same_bytes(out, tmp_path):
+    import polars as pl
+
+    from dyna.experiment.kinds.agent_tasks.kind import KIND
+    from dyna.experiment.protocol import ExperimentOutput
+
+    chunked = ExperimentOutput(config=out.config, manifest=out.manifest, tables={
+        k: pl.concat(t.partition_by(["variant", "scenario"]), rechunk=False)
+        for k, t in out.tables.items()})
+    assert all(t.n_chunks() > 1 for t in chunked.tables.values())
+    files = {}
+    for name, o in (("whole", out), ("chunked", chunked)):
+        d = tmp_path / name
+        KIND.draw_plots(o, d)
+        KIND.write_report(o, d)
+        files[name] = {p.relative_to(d).as_posix(): p.read_bytes()
+                       for p in sorted(d.rglob("*")) if p.is_file()}
+    assert files["whole"] == files["chunked"] and "report.md" in files["whole"]
