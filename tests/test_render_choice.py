@@ -194,6 +194,10 @@ def test_the_quick_exit_is_only_for_the_dyna_command_after_a_plain_tabular_run(m
     fake_main = type(sys)("__main__")
     fake_main.main = dyna.cli.main               # as the console script's __main__
     monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    monkeypatch.setattr(sys, "argv", ["-c", "run", "x.toml"])
+    experiment_cli._exit_if_command(0)           # python -c "from dyna.cli import main..."
+    assert exits == []                           # has more to do after main(): no exit
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/dyna", "run", "x.toml"])
     experiment_cli._exit_if_command(2)           # a failure returns normally
     assert exits == []
     experiment_cli._exit_if_command(0)
