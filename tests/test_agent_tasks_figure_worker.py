@@ -62,26 +62,55 @@ def test_two_and_three_processes_write_the_bytes_one_process_writes(out, tmp_pat
 def test_a_helper_that_dies_or_hangs_leaves_its_figures_to_this_process(out, tmp_path,
                                                                         monkeypatch):
     ref = _digests(P.draw_plots(out, tmp_path / "ref", processes=1))
-    real = FW._start
-    for code in ("import sys; sys.exit(3)",                 # dies
-                 "import sys; sys.stdin.read(); print('not json')",   # nonsense
-                 "import time; time.sleep(60)"):             # hangs past the timeout
-        def fake(payload, code=code):
-            proc, feeder = real(payload)
-            proc.kill()
-            proc.wait()
-            return FW.subprocess.Popen([sys.executable, "-c", code],
-                                       stdin=FW.subprocess.PIPE,
-                                       stdout=FW.subprocess.PIPE), _Done()
+    monkeypatch.setenv("DYNA_RENDER_TIMEOUT", "3")
+    cases = {"dies": "import sys; sys.exit(3)",
+             "nonsense": "import sys; sys.stdin.buffer.readline(); print('not json', "
+                         "flush=True); sys.stdin.read()",
+             "wrong figure": "import sys; sys.stdin.buffer.readline(); "
+                             "print('{\"i\": 99, \"paths\": []}', flush=True); "
+                             "sys.stdin.read()",
+             "hangs": "import time; time.sleep(60)"}
+    for what, code in cases.items():
+        started = []
+
+        def fake(code=code):
+            proc = FW.subprocess.Popen([sys.executable, "-c", code], stdin=FW.subprocess.PIPE,
+                                       stdout=FW.subprocess.PIPE)
+            started.append(proc)
+            return proc
         monkeypatch.setattr(FW, "_start", fake)
-        monkeypatch.setenv("DYNA_RENDER_TIMEOUT", "3")
-        dest = tmp_path / f"c{abs(hash(code)) % 1000}"
-        assert _digests(P.draw_plots(out, dest, processes=2)) == ref
+        got = P.draw_plots(out, tmp_path / what.replace(" ", "_"), processes=2)
+        assert _digests(got) == ref, what
+        assert started and all(p.poll() is not None for p in started), what  # reaped
+    monkeypatch.setattr(FW, "_start", lambda: None)          # cannot start at all
+    assert _digests(P.draw_plots(out, tmp_path / "none", processes=2)) == ref
 
 
-class _Done:
-    def join(self, timeout=None):
-        return None
+def test_helpers_take_figures_from_one_queue(out, tmp_path, monkeypatch):
+    """While this process does its own work first (here: it waits until every figure is
+    on disk), the helper takes every figure from the queue, one at a time; none is drawn
+    twice, and the answer lists them in order."""
+    import time as _time
+
+    drawn_here = []
+    real = P._scenario_figure
+
+    def counting(*job):
+        drawn_here.append(job[1])
+        return real(*job)
+    monkeypatch.setattr(P, "_scenario_figure", counting)
+    folder = tmp_path / "q"
+    jobs = _jobs(out, folder)
+    want = [folder / f"scenario_{j[1]}.svg" for j in jobs]
+
+    def wait_for_the_helper():
+        end = _time.monotonic() + 120
+        while not all(p.is_file() for p in want) and _time.monotonic() < end:
+            _time.sleep(0.2)
+    got = FW.draw_all(jobs, 2, here=wait_for_the_helper)
+    assert [[Path(p).name for p in g] for g in got] == [
+        [f"scenario_{j[1]}.png", f"scenario_{j[1]}.svg"] for j in jobs]
+    assert drawn_here == []                 # the helper drew all three
 
 
 def test_a_figure_that_fails_raises_here_after_the_helpers_stop(out, tmp_path, monkeypatch):
@@ -206,3 +235,17 @@ def test_plots_and_report_of_chunked_tables_are_the_same_bytes(out, tmp_path):
         files[name] = {p.relative_to(d).as_posix(): p.read_bytes()
                        for p in sorted(d.rglob("*")) if p.is_file()}
     assert files["whole"] == files["chunked"] and "report.md" in files["whole"]
+
+
+def test_render_writes_what_draw_plots_then_write_report_write(out, tmp_path):
+    from dyna.experiment.kinds.agent_tasks.kind import KIND
+
+    a, b = tmp_path / "two_calls", tmp_path / "render"
+    KIND.draw_plots(out, a)
+    KIND.write_report(out, a)
+    paths = KIND.render(out, b)
+    files = [{p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
+              if p.is_file()} for d in (a, b)]
+    assert files[0] == files[1] and "report.md" in files[0]
+    assert sorted(p.relative_to(b).as_posix() for p in paths) == sorted(
+        k for k in files[1] if k.startswith("plots/"))

@@ -50,7 +50,10 @@ The **kind** implements (see the method docstrings):
   canonical order; each table is written as ``<name>.parquet``;
 * :meth:`ExperimentKind.draw_plots` and :meth:`ExperimentKind.write_report` -- from an
   :class:`ExperimentOutput` (``config``, ``manifest``, ``tables``),
-  which is all ``dyna plot DIR`` has when it redraws the plots later.
+  which is all ``dyna plot DIR`` has when it redraws the plots later;
+* ``render(out, folder)`` (optional) -- plots and report in one call, for a kind that
+  overlaps them (``agent_tasks``); when present the runner calls it instead of the two
+  above, and the manifest's output and wall times then include the report.
 
 Errors on bad input are :class:`dyna.errors.ConfigError` (or another
 :class:`dyna.errors.DynaError`) naming the field; the CLI prints one line, exit status 2.

@@ -3,17 +3,20 @@ look's output stage).
 
 An agent-tasks experiment draws one many-panel figure per scenario (22 in the registered
 sweeps, about 2 s each), one after the other in one process: a third of a ``--runs 1``
-look. :func:`draw_all` shares them out: this process draws every n-th figure while n - 1
-helpers (``python -m dyna.experiment.kinds.agent_tasks.figure_worker``, each a fresh
-interpreter, never a fork of a process whose polars threads exist) draw the others.
+look. :func:`draw_all` shares them out between this process and n - 1 helpers
+(``python -m dyna.experiment.kinds.agent_tasks.figure_worker``, each a fresh interpreter,
+never a fork of a process whose polars threads exist).
 
-The message to a helper (its stdin, a pipe its parent made, then closed) is, per figure,
-one JSON line ``{"i": <index>, "scenario": <name>, "same": [<variant>...], "folder":
-<absolute path>, "config": {"name", "store", "variants", "window", "runs", "seed"}, "sizes":
-[<bytes>...]}`` followed by that many bytes of each series table in Arrow IPC (one per
-row of the figure, :data:`~dyna.experiment.kinds.agent_tasks.plots.ROWS` order). No
-pickle: nothing in the message can run code. The helper answers one JSON line ``{"i":
-<index>, "paths": [...]}`` on stdout per figure saved, and exits 0.
+A helper is handed one figure at a time from a queue this process also takes from
+(after drawing the summary figures and computing the report's statistics), so no process
+idles while another has several figures left. The message to a helper (its stdin, a pipe
+its parent made; closed when the queue is empty) is, per figure, one JSON line ``{"i":
+<index>, "scenario": <name>, "same": [<variant>...], "folder": <absolute path>, "config":
+{"name", "store", "variants", "window", "runs", "seed"}, "sizes": [<bytes>...]}``
+followed by that many bytes of each series table in Arrow IPC (one per row of the
+figure, :data:`~dyna.experiment.kinds.agent_tasks.plots.ROWS` order). No pickle: nothing
+in the message can run code. The helper answers one JSON line ``{"i": <index>, "paths":
+[...]}`` on stdout per figure saved, and exits 0 when its stdin closes.
 
 Robustness: a figure a helper did not report (it could not start, died, answered
 nonsense, or did not finish within :func:`dyna.experiment.render_worker.reply_timeout`
@@ -26,12 +29,14 @@ folder (not a symbolic link); it exits when its parent dies (``PR_SET_PDEATHSIG`
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -69,58 +74,64 @@ def _encode(i: int, job: tuple) -> bytes:
     return json.dumps(head).encode() + b"\n" + b"".join(blobs)
 
 
-def _feed(stream, payload: bytes) -> None:
-    try:
-        stream.write(payload)
-        stream.close()
-    except (OSError, ValueError):      # the helper died: its figures are drawn here
-        pass
-
-
-def _start(payload: bytes):
+def _start():
+    """A helper process, or None when none can be started."""
     from dyna.experiment.render_worker import _environment
 
     try:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-m", "dyna.experiment.kinds.agent_tasks.figure_worker",
              "--parent", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             close_fds=True, env=_environment())
     except (OSError, ValueError, subprocess.SubprocessError):
-        return None, None
-    # the feeder thread owns the pipe (writes, then closes it): ``communicate`` must not
-    # touch it, so the handle is taken off the Popen object
-    stdin, proc.stdin = proc.stdin, None
-    feeder = threading.Thread(target=_feed, args=(stdin, payload), daemon=True)
-    feeder.start()
-    return proc, feeder
+        return None
 
 
-def _collect(proc, feeder, timeout: float) -> dict[int, list[Path]]:
-    """The figures a helper reported, by index (empty if it failed); it is reaped."""
+class _Queue:
+    """The figures not yet taken, in order, shared by this process and the threads that
+    feed the helpers."""
+
+    def __init__(self, n: int):
+        self._left = collections.deque(range(n))
+        self._lock = threading.Lock()
+
+    def take(self) -> int | None:
+        with self._lock:
+            return self._left.popleft() if self._left else None
+
+
+def _feed(proc, jobs, queue: _Queue, done: dict) -> None:
+    """Hand ``proc`` one figure at a time until the queue is empty, reading its answer
+    after each into ``done``; at the first failure (the helper died, answered nonsense or
+    was stopped) the helper is given up: the figure it had stays out of ``done`` and is
+    drawn by the parent, as are the figures still queued."""
     try:
-        out, _ = proc.communicate(timeout=timeout)
-    except (subprocess.TimeoutExpired, OSError, ValueError):
-        proc.kill()
-        proc.wait()
-        return {}
+        while True:
+            i = queue.take()
+            if i is None:
+                break
+            proc.stdin.write(_encode(i, jobs[i]))
+            proc.stdin.flush()
+            msg = json.loads(proc.stdout.readline())
+            paths = [Path(p) for p in msg["paths"]]
+            if int(msg["i"]) != i or not all(p.is_file() for p in paths):
+                raise ValueError("not the figure asked for")
+            done[i] = paths
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     finally:
-        feeder.join(timeout=10)
-    done = {}
-    if proc.returncode != 0:
-        return done
-    for line in out.splitlines():
         try:
-            msg = json.loads(line)
-            done[int(msg["i"])] = [Path(p) for p in msg["paths"]]
-        except (ValueError, KeyError, TypeError):
-            return {}
-    return done
+            proc.stdin.close()
+        except (OSError, ValueError):
+            pass
 
 
-def draw_all(jobs: list[tuple], processes: int) -> list[list[Path]]:
+def draw_all(jobs: list[tuple], processes: int, here=None) -> list[list[Path]]:
     """Each job's figure (``plots._scenario_figure(*job)``), in order, drawn by
-    ``processes`` processes (this one and ``processes - 1`` helpers).
+    ``processes`` processes: this one and ``processes - 1`` helpers, which take the
+    figures one at a time from one queue (so a slow figure or a slow process does not
+    leave the others idle).
 
     Parameters
     ----------
@@ -128,6 +139,9 @@ def draw_all(jobs: list[tuple], processes: int) -> list[list[Path]]:
         ``plots._scenario_job`` results: (config, scenario, series by row, same, folder).
     processes : int
         >= 1; 1 draws every figure here.
+    here : callable, optional
+        Work of this process (no arguments) done first, while the helpers start and draw;
+        then this process takes figures from the queue too.
 
     Returns
     -------
@@ -137,40 +151,59 @@ def draw_all(jobs: list[tuple], processes: int) -> list[list[Path]]:
     Raises
     ------
     Exception
-        Whatever drawing a figure raises (drawn here when a helper did not).
+        Whatever ``here`` or drawing a figure raises (drawn here when a helper did not),
+        after every helper is stopped.
     """
     from dyna.experiment.kinds.agent_tasks.plots import _scenario_figure
     from dyna.experiment.render_worker import reply_timeout
 
     n = max(1, min(int(processes), len(jobs)))
     if n <= 1:
+        if here is not None:
+            here()
         return [_scenario_figure(*job) for job in jobs]
-    timeout = reply_timeout()
     for job in jobs:
         Path(job[4]).mkdir(parents=True, exist_ok=True)
+    queue = _Queue(len(jobs))
+    done: dict[int, list[Path]] = {}
     helpers = []
-    for k in range(1, n):
-        share = list(range(k, len(jobs), n))
-        proc, feeder = _start(b"".join(_encode(i, jobs[i]) for i in share))
-        helpers.append((share, proc, feeder))
-    results: dict[int, list[Path]] = {}
     try:
-        for i in range(0, len(jobs), n):
-            results[i] = _scenario_figure(*jobs[i])
-        for share, proc, feeder in helpers:
-            got = {} if proc is None else _collect(proc, feeder, timeout)
-            for i in share:
-                if i in got and all(p.is_file() for p in got[i]):
-                    results[i] = got[i]
+        for _ in range(n - 1):
+            proc = _start()
+            if proc is None:
+                continue
+            feeder = threading.Thread(target=_feed, args=(proc, jobs, queue, done),
+                                      daemon=True)
+            feeder.start()
+            helpers.append((proc, feeder))
+        if here is not None:
+            here()
+        while (i := queue.take()) is not None:
+            done[i] = _scenario_figure(*jobs[i])
+        deadline = time.monotonic() + reply_timeout()
+        for proc, feeder in helpers:
+            feeder.join(max(0.0, deadline - time.monotonic()))
     finally:
-        for _, proc, _ in helpers:
-            if proc is not None and proc.poll() is None:
+        # stopped on every path: a helper whose feeder still runs (it hung past the
+        # timeout, or this process failed) is killed, which also frees its feeder from a
+        # blocked write or read; the others saw their stdin close and exit by themselves
+        for proc, feeder in helpers:
+            if feeder.is_alive():
+                proc.kill()
+            feeder.join(timeout=10)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            try:
+                proc.stdout.close()
+            except (OSError, ValueError):
+                pass
     for i in range(len(jobs)):
-        if i not in results:          # a helper failed: draw it here (same bytes)
-            results[i] = _scenario_figure(*jobs[i])
-    return [results[i] for i in range(len(jobs))]
+        if i not in done:          # a helper failed or hung: drawn here (same bytes)
+            done[i] = _scenario_figure(*jobs[i])
+    return [done[i] for i in range(len(jobs))]
 
 
 # --------------------------------------------------------------------------- helper side

@@ -94,13 +94,27 @@ class AgentTasksKind(ExperimentKind):
 
         return draw_plots(_contiguous(out), Path(folder))
 
-    def write_report(self, out, folder):
+    def write_report(self, out, folder, body=None):
         from dyna.experiment.kinds.agent_tasks.report import build_report
 
         path = Path(folder) / "report.md"
         drawn = sorted(p.stem for p in (Path(folder) / "plots").glob("*.png"))
-        path.write_text(build_report(_contiguous(out), drawn))
+        path.write_text(build_report(_contiguous(out), drawn, body=body))
         return path
+
+    def render(self, out, folder) -> list[Path]:
+        """Plots and ``report.md`` together (what :func:`dyna.experiment.runner.
+        run_experiment` calls instead of :meth:`draw_plots` then :meth:`write_report`):
+        the report's statistics are computed in this process while other processes draw
+        the scenario figures. The same files as the two calls one after the other."""
+        from dyna.experiment.kinds.agent_tasks.plots import draw_plots
+        from dyna.experiment.kinds.agent_tasks.report import report_body
+
+        whole = _contiguous(out)
+        box = {}
+        paths = draw_plots(whole, Path(folder), also=lambda: box.update(body=report_body(whole)))
+        self.write_report(whole, folder, body=box.get("body"))
+        return paths
 
     def required_tables(self):
         return ("episodes", "runs")

@@ -338,7 +338,7 @@ def plot_processes(n_figures: int, processes: int | None = None) -> int:
     return max(1, min(cores, n_figures // MIN_FIGURES_PER_PROCESS))
 
 
-def draw_plots(out, folder: Path, processes: int | None = None) -> list[Path]:
+def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> list[Path]:
     """The standard plots of an agent-tasks experiment into ``folder/plots`` (PNG and SVG):
 
     * ``scenario_<name>``: per scenario, small multiples (module docstring) of the success
@@ -354,12 +354,23 @@ def draw_plots(out, folder: Path, processes: int | None = None) -> list[Path]:
 
     The scenario figures are drawn in :func:`plot_processes` processes (default: one per
     core, when there are enough figures to repay starting them); the files do not depend
-    on it.
+    on it. This process draws the three summary figures (and runs ``also``, a callable
+    without arguments, e.g. the report's statistics) while the helpers start and draw,
+    then takes scenario figures from the same queue
+    (:func:`dyna.experiment.kinds.agent_tasks.figure_worker.draw_all`).
+
+    Returns
+    -------
+    list of Path
+        The files written: the scenario figures in scenario order, then the summary
+        figures (whichever process drew them).
 
     Raises
     ------
     ConfigError
         ``processes`` is not an integer >= 1.
+    Exception
+        Whatever ``also`` or drawing a figure raises (after every helper is stopped).
     """
     cfg = out.config
     ep = out.tables["episodes"]
@@ -367,14 +378,19 @@ def draw_plots(out, folder: Path, processes: int | None = None) -> list[Path]:
     dest = Path(folder) / "plots"
     series = _series(ep, int(cfg.analysis["window"]), stride)
     jobs = [_scenario_job(out, s, series, dest) for s, _ in cfg.scenarios]
+    summary: list[list[Path]] = []
+
+    def here():
+        for fig in (_profiles_figure, _recovery_figure, _crossover_figure):
+            summary.append(fig(out, dest))
+        if also is not None:
+            also()
+
     n = plot_processes(len(jobs), processes)
     if n > 1:
         from dyna.experiment.kinds.agent_tasks.figure_worker import draw_all
-        drawn = draw_all(jobs, n)
+        drawn = draw_all(jobs, n, here)
     else:
         drawn = [_scenario_figure(*job) for job in jobs]
-    paths = [p for got in drawn for p in got]
-    paths += _profiles_figure(out, dest)
-    paths += _recovery_figure(out, dest)
-    paths += _crossover_figure(out, dest)
-    return paths
+        here()
+    return [p for got in drawn + summary for p in got]

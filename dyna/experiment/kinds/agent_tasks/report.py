@@ -25,7 +25,7 @@ from dyna.experiment.kinds.agent_tasks.metrics import RUN_METRICS
 from dyna.experiment.reporting import ci, fmt, md_table, short_hash
 from dyna.experiment.stats import AGGREGATE_METHOD, INTERVAL_METHOD, per_run_ci
 
-__all__ = ["COUNTED", "build_report", "statistics_manifest"]
+__all__ = ["COUNTED", "build_report", "report_body", "statistics_manifest"]
 
 #: What each switch's count counts, for the activity table.
 COUNTED = {
@@ -364,7 +364,7 @@ def _aggregate_section(cfg, runs) -> list[str]:
     return lines
 
 
-def build_report(out, plots=None) -> str:
+def build_report(out, plots=None, body: list[str] | None = None) -> str:
     """``report.md`` of an agent-tasks experiment (sections in the module docstring).
 
     Parameters
@@ -372,7 +372,24 @@ def build_report(out, plots=None) -> str:
     out : ExperimentOutput
     plots : list of str, optional
         Stems of the plots drawn (default: link every standard plot).
+    body : list of str, optional
+        :func:`report_body` of ``out``, computed already (the kind computes it while its
+        figures are drawn by other processes).
     """
+    cfg = out.config
+    lines = list(report_body(out) if body is None else body)
+    stems = [f"scenario_{s}" for s, _ in cfg.scenarios] + ["performance_profiles",
+                                                           "recovery"]
+    for name in stems:
+        if plots is not None and name not in plots:
+            continue
+        lines.append(f"- ![{name}](plots/{name}.png)")
+    return "\n".join(lines) + "\n"
+
+
+def report_body(out) -> list[str]:
+    """The lines of ``report.md`` up to the list of plots: every statistic of the report
+    (the part that takes time), independent of which plots were drawn."""
     cfg = out.config
     runs = out.tables["runs"]
     opts = {"confidence": float(cfg.analysis["confidence"]),
@@ -395,10 +412,4 @@ def build_report(out, plots=None) -> str:
               "per-episode quantity (for competence: of each run's Beta posterior mean; "
               "the posterior is Beta(1 + successes, 1 + failures) of the run's own, "
               "verified, outcomes), not credible intervals.", ""]
-    stems = [f"scenario_{s}" for s, _ in cfg.scenarios] + ["performance_profiles",
-                                                           "recovery"]
-    for name in stems:
-        if plots is not None and name not in plots:
-            continue
-        lines.append(f"- ![{name}](plots/{name}.png)")
-    return "\n".join(lines) + "\n"
+    return lines
