@@ -151,6 +151,15 @@ def test_v2_loop_agents_within_3x_of_no_learning():
     episodes each (load ~3.5): no_learning ~192 us per episode either way; skill
     naive_loop 538 -> 488, skill_loop 313 -> 292; memory naive_loop 468 -> 399,
     memory_loop 304 -> 292. Outputs unchanged: 576 of 576 fingerprints equal.
+
+    Session 7, after cuts shared by every variant (the per-episode SeedSequences built
+    from uint32 words, 11.4 -> 5.0 us each, four per episode) and one in the capped
+    library's eviction (Beta quantiles from scipy.special): with a sweep beside it (load
+    ~2) skill naive_loop x2.82; with no other job (load 0.5-1.8), three runs, skill
+    naive_loop x3.09, x3.02, x3.03 (1,460-1,561 episodes/s against 4,430-4,831 for
+    no_learning), skill_loop x1.46-1.68, memory naive_loop x2.14-2.40, memory_loop
+    x1.75-1.80. **Not met** on a quiet machine for the skill store's naive loop: the
+    shared cost fell, the loop's own did not.
     """
     import statistics
     import tomllib
