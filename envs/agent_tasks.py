@@ -98,7 +98,7 @@ import numpy as np
 from gymnasium import spaces
 
 from dyna.errors import ConfigError, check_range
-from dyna.seeding import sequence_words
+from envs.seeding import sequence_words
 
 __all__ = ["AgentTaskEnv", "AgentTaskEnvV1", "DRIFT_KINDS", "HARMFUL_TOOL", "RESULT_FAILED",
            "RESULT_NONE", "RESULT_OK", "RESULT_WRONG_TOOL", "RESULT_WRONG_VALUE", "V1_BASE",

@@ -19,11 +19,13 @@ import pytest
 
 from dyna.errors import ConfigError
 from dyna.experiment.backends import InProcessBackend
+from dyna.experiment.kinds.agent_tasks import figure_helper as FH
 from dyna.experiment.kinds.agent_tasks import figure_worker as FW
 from dyna.experiment.kinds.agent_tasks import plots as P
 from dyna.experiment.registry import parse_experiment
 from dyna.experiment.runner import load_output, run_experiment
 
+KEYS = [key for key, _, _ in P.ROWS]
 CFG = {"kind": "agent_tasks", "name": "fw", "seed": 3, "runs": 2, "episodes": 60,
        "store": "skill", "variants": ["no_learning", "naive_loop", "skill_loop"],
        "env": {"n_families": 3, "max_steps": 16},
@@ -107,7 +109,7 @@ def test_helpers_take_figures_from_one_queue(out, tmp_path, monkeypatch):
         end = _time.monotonic() + 120
         while not all(p.is_file() for p in want) and _time.monotonic() < end:
             _time.sleep(0.2)
-    got = FW.draw_all(jobs, 2, here=wait_for_the_helper)
+    got = FW.draw_all(jobs, 2, here=wait_for_the_helper, draw=counting, rows=KEYS)
     assert [[Path(p).name for p in g] for g in got] == [
         [f"scenario_{j[1]}.png", f"scenario_{j[1]}.svg"] for j in jobs]
     assert drawn_here == []                 # the helper drew all three
@@ -128,10 +130,10 @@ def test_the_helper_refuses_a_bad_folder_or_scenario_name(out, tmp_path):
     cases = {"symlink": (job[1], tmp_path / "link"), "missing": (job[1], tmp_path / "nope"),
              "dotdot": ("../evil", tmp_path / "plots"), "slash": ("a/b", tmp_path / "plots")}
     for what, (scenario, folder) in cases.items():
-        head, rest = FW._encode(0, (job[0], scenario, job[2], job[3], folder)).split(b"\n", 1)
+        head, rest = FW._encode(0, (job[0], scenario, job[2], job[3], folder), KEYS).split(b"\n", 1)
         head = {**json.loads(head), "folder": str(folder)}    # as sent, not resolved
         msg = json.dumps(head).encode() + b"\n" + rest
-        res = subprocess.run([sys.executable, "-m", FW.__name__, "--parent", str(os.getpid())],
+        res = subprocess.run([sys.executable, "-m", FH.__name__, "--parent", str(os.getpid())],
                              input=msg, capture_output=True, env=_env())
         assert res.returncode == 1, what
         assert res.stdout == b"", what
@@ -142,8 +144,8 @@ def test_the_helper_refuses_a_bad_folder_or_scenario_name(out, tmp_path):
 
 def test_the_helper_draws_what_it_is_sent_and_answers_one_line_per_figure(out, tmp_path):
     jobs = _jobs(out, tmp_path)
-    msg = b"".join(FW._encode(i, j) for i, j in enumerate(jobs))
-    res = subprocess.run([sys.executable, "-m", FW.__name__, "--parent", str(os.getpid())],
+    msg = b"".join(FW._encode(i, j, KEYS) for i, j in enumerate(jobs))
+    res = subprocess.run([sys.executable, "-m", FH.__name__, "--parent", str(os.getpid())],
                          input=msg, capture_output=True, env=_env())
     assert res.returncode == 0, res.stderr
     lines = [json.loads(x) for x in res.stdout.splitlines()]
@@ -153,14 +155,14 @@ def test_the_helper_draws_what_it_is_sent_and_answers_one_line_per_figure(out, t
         ref.update(_digests(P._scenario_figure(*job[:4], tmp_path / "here")))
     assert _digests(p for x in lines for p in x["paths"]) == ref
     # a truncated message: exit 1 after the figures before it
-    res = subprocess.run([sys.executable, "-m", FW.__name__, "--parent", str(os.getpid())],
+    res = subprocess.run([sys.executable, "-m", FH.__name__, "--parent", str(os.getpid())],
                          input=msg[:-10], capture_output=True, env=_env())
     assert res.returncode == 1 and len(res.stdout.splitlines()) == 2
 
 
 def test_the_message_round_trips_the_series_exactly(out, tmp_path):
     job = _jobs(out, tmp_path)[1]
-    msg = FW._encode(7, job)
+    msg = FW._encode(7, job, KEYS)
     head, rest = msg.split(b"\n", 1)
     head = json.loads(head)
     assert head["i"] == 7 and head["scenario"] == "drifty" and sum(head["sizes"]) == len(rest)
@@ -169,7 +171,7 @@ def test_the_message_round_trips_the_series_exactly(out, tmp_path):
     for (key, _, _), n in zip(P.ROWS, head["sizes"]):
         assert pl.read_ipc(io.BytesIO(rest[off:off + n])).equals(job[2][key])
         off += n
-    cfg = FW._as_config(head["config"])
+    cfg = FH._as_config(head["config"])
     assert (cfg.variants, cfg.store, cfg.runs, cfg.seed, cfg.analysis["window"]) == (
         tuple(out.config.variants), "skill", 2, 3, int(out.config.analysis["window"]))
 

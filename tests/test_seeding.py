@@ -1,4 +1,4 @@
-"""dyna.seeding: SeedSequence entropy as uint32 words, the same streams as numpy's own
+"""envs.seeding: SeedSequence entropy as uint32 words, the same streams as numpy's own
 conversion of Python integers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dyna.errors import ConfigError
-from dyna.seeding import seed_words, sequence_words
+from envs.seeding import seed_words, sequence_words
 
 
 @pytest.mark.parametrize("values", [(0,), (0, 0), (0, 3), (7, 2**32 - 1), (2**32, 1),

@@ -85,7 +85,7 @@ import numpy as np
 from dyna.agents.baselines import BASELINES, Knowledge, RunRecord, make_baseline
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
-from dyna.seeding import seed_words
+from envs.seeding import seed_words
 from dyna.loops import Digest, LearningLoop, LoopConfig, Proposal, ReviewerOutput
 from dyna.loops._text import content_words, fact_key
 
@@ -142,7 +142,7 @@ def agent_streams(seed: int, run_index: int) -> dict:
         int}``.
     """
     # SeedSequence(entropy=[seed, run_index]) with the entropy given as its uint32
-    # words: the same streams, built in half the time (dyna.seeding.seed_words)
+    # words: the same streams, built in half the time (envs.seeding.seed_words)
     base = seed_words(int(seed), int(run_index))
 
     def policy(t: int) -> np.random.Generator:

@@ -52,12 +52,13 @@ def _exit_if_command(status: int) -> None:
 
     top = sys.modules.get("__main__")
     spec = getattr(top, "__spec__", None)
-    import dyna.cli
-
-    # the console script is a file called ``dyna`` whose module holds dyna.cli.main; a
-    # script or ``python -c`` that imported main itself may have more to do after it
+    main = getattr(top, "main", None)
+    # the console script is a file called ``dyna`` whose module holds dyna.cli.main (found
+    # by name: this module is imported by dyna.cli); a script or ``python -c`` that
+    # imported main itself may have more to do after it
     is_command = (getattr(spec, "name", None) == "dyna.cli"
-                  or (getattr(top, "main", None) is dyna.cli.main
+                  or (getattr(main, "__module__", None) == "dyna.cli"
+                      and getattr(main, "__name__", None) == "main"
                       and Path(sys.argv[0] if sys.argv else "").name in ("dyna",
                                                                          "dyna.exe")))
     if status != 0 or not is_command:

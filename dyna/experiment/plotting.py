@@ -12,6 +12,7 @@ Part of the experiment machinery: imports no experiment kind.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,12 +59,26 @@ def save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:
     many-panel figure's drawing time). ``fig`` keeps no layout engine afterwards."""
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_name(stem.name + ".png")]
-    fig.savefig(paths[0], dpi=120, metadata={"Software": None})
+    _save_whole(fig, paths[0], "png", dpi=120, metadata={"Software": None})
     if svg:
         fig.set_layout_engine("none")     # keep the positions the PNG's layout found
         paths.append(stem.with_name(stem.name + ".svg"))
-        fig.savefig(paths[1], metadata={"Date": None})
+        _save_whole(fig, paths[1], "svg", metadata={"Date": None})
     return paths
+
+
+def _save_whole(fig: Figure, path: Path, fmt: str, **opts) -> None:
+    """``fig.savefig`` into a hidden sibling, then renamed onto ``path``: a drawing that
+    fails or is killed halfway (the SVG writer opens its file before it draws) never
+    leaves a truncated figure under the real name, as ``dyna plot DIR`` redraws in
+    place."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        fig.savefig(tmp, format=fmt, **opts)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def over_runs(statistic: str, runs: int, confidence: float = 0.95,

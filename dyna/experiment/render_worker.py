@@ -66,6 +66,8 @@ import time
 from pathlib import Path
 
 from dyna.errors import ConfigError
+from dyna.experiment.helper_process import (DEFAULT_TIMEOUT, ENV_TIMEOUT,  # noqa: F401
+                                            _die_with_parent, _environment, reply_timeout)
 
 __all__ = ["RenderWorker", "WorkerFailed", "free_cores", "main", "render_mode",
            "reply_timeout", "start_render_worker"]
@@ -74,11 +76,6 @@ __all__ = ["RenderWorker", "WorkerFailed", "free_cores", "main", "render_mode",
 VERSION = 1
 #: Environment variable choosing where plots and report are drawn.
 ENV_MODE = "DYNA_RENDER"
-#: Environment variable: seconds the parent waits for the worker's answer.
-ENV_TIMEOUT = "DYNA_RENDER_TIMEOUT"
-#: Default of :data:`ENV_TIMEOUT`: generous, as per-run plots of a large sweep take minutes;
-#: a worker that has not answered by then is stopped and the parent renders itself.
-DEFAULT_TIMEOUT = 900.0
 _MODES = ("worker", "serial", "auto")
 _TABLE_RE = re.compile(r"[A-Za-z0-9_]+\.parquet\Z")
 #: The built-in kinds that offer ``preload_render`` (render in a worker), so ``dyna run``
@@ -145,50 +142,12 @@ def free_cores() -> float:
     return usable - 1 - others
 
 
-def reply_timeout() -> float:
-    """Seconds the parent waits for the worker's answer (``DYNA_RENDER_TIMEOUT``, default
-    :data:`DEFAULT_TIMEOUT`).
-
-    Raises
-    ------
-    ConfigError
-        Field ``DYNA_RENDER_TIMEOUT``: not a positive finite number.
-    """
-    raw = os.environ.get(ENV_TIMEOUT, "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(ENV_TIMEOUT, raw, "must be a positive number of seconds "
-                          "(environment)")
-    return value
-
-
 def _command(kind_name: str) -> list[str]:
     """The worker's command line (a fresh interpreter running this module)."""
-    return [sys.executable, "-m", "dyna.experiment.render_worker", "--kind", kind_name,
+    # -P: the working directory is not put on sys.path (a polars.py or dyna/ there would
+    # run in the worker); the worker finds dyna through PYTHONPATH (_environment)
+    return [sys.executable, "-P", "-m", "dyna.experiment.render_worker", "--kind", kind_name,
             "--parent", str(os.getpid())]
-
-
-def _environment() -> dict[str, str]:
-    """The parent's environment, with the folder this dyna was imported from (a checkout)
-    first on ``PYTHONPATH``, so the worker runs the same copy of dyna as its parent; an
-    installed dyna (in a site-packages folder, which the worker finds anyway) adds
-    nothing, as a site-packages folder on ``PYTHONPATH`` would come before the standard
-    library."""
-    import site
-
-    import dyna
-
-    root = Path(dyna.__file__).resolve().parents[1]
-    sites = [*site.getsitepackages(), site.getusersitepackages()]
-    if any(Path(d).resolve() == root for d in sites if d):
-        return dict(os.environ)
-    rest = os.environ.get("PYTHONPATH", "")
-    return {**os.environ, "PYTHONPATH": str(root) + (os.pathsep + rest if rest else "")}
 
 
 # --------------------------------------------------------------------------- parent side
@@ -461,21 +420,6 @@ def serve(kind, line: bytes, parent: int) -> dict:
     except Exception as exc:  # noqa: BLE001 -- the parent renders again and raises it
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     return {"ok": True, "timing": timing}
-
-
-def _die_with_parent(parent: int) -> None:
-    """On Linux, get SIGKILL when the parent exits (then check it had not already)."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import signal
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):   # pragma: no cover -- no prctl: stdin EOF still ends it
-            pass
-    if os.getppid() != parent:
-        sys.exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:

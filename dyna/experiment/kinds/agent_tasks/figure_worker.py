@@ -4,8 +4,10 @@ look's output stage).
 An agent-tasks experiment draws one many-panel figure per scenario (22 in the registered
 sweeps, about 2 s each), one after the other in one process: a third of a ``--runs 1``
 look. :func:`draw_all` shares them out between this process and n - 1 helpers
-(``python -m dyna.experiment.kinds.agent_tasks.figure_worker``, each a fresh interpreter,
-never a fork of a process whose polars threads exist).
+(``python -P -m dyna.experiment.kinds.agent_tasks.figure_helper``, each a fresh
+interpreter, never a fork of a process whose polars threads exist; ``-P``: the working
+directory is not on its path). This module is the parent's side; it imports nothing of
+the plots, which hand it the figure function.
 
 A helper is handed one figure at a time from a queue this process also takes from
 (after drawing the summary figures and computing the report's statistics), so no process
@@ -19,7 +21,7 @@ in the message can run code. The helper answers one JSON line ``{"i": <index>, "
 [...]}`` on stdout per figure saved, and exits 0 when its stdin closes.
 
 Robustness: a figure a helper did not report (it could not start, died, answered
-nonsense, or did not finish within :func:`dyna.experiment.render_worker.reply_timeout`
+nonsense, or did not finish within :func:`dyna.experiment.helper_process.reply_timeout`
 seconds) is drawn by this process after the helper is stopped, so a failure raises the
 same typed error as drawing in one process would, and the files are the same bytes
 either way (a figure depends on its arguments only). A helper writes only
@@ -38,9 +40,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
-__all__ = ["draw_all", "main"]
+__all__ = ["draw_all"]
 
 
 def _config_fields(cfg) -> dict:
@@ -50,21 +51,11 @@ def _config_fields(cfg) -> dict:
             "seed": int(cfg.seed)}
 
 
-def _as_config(fields: dict) -> SimpleNamespace:
-    """The config a scenario figure reads, from :func:`_config_fields`'s values."""
-    return SimpleNamespace(name=str(fields["name"]), store=str(fields["store"]),
-                           variants=tuple(str(v) for v in fields["variants"]),
-                           analysis={"window": int(fields["window"])},
-                           runs=int(fields["runs"]), seed=int(fields["seed"]))
-
-
-def _encode(i: int, job: tuple) -> bytes:
-    """One figure's message (module docstring)."""
-    from dyna.experiment.kinds.agent_tasks.plots import ROWS
-
+def _encode(i: int, job: tuple, rows) -> bytes:
+    """One figure's message (module docstring); ``rows``: the series' keys in order."""
     cfg, scenario, sub, same, folder = job
     blobs = []
-    for key, _, _ in ROWS:
+    for key in rows:
         buf = io.BytesIO()
         sub[key].write_ipc(buf)
         blobs.append(buf.getvalue())
@@ -76,11 +67,11 @@ def _encode(i: int, job: tuple) -> bytes:
 
 def _start():
     """A helper process, or None when none can be started."""
-    from dyna.experiment.render_worker import _environment
+    from dyna.experiment.helper_process import _environment
 
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "dyna.experiment.kinds.agent_tasks.figure_worker",
+            [sys.executable, "-P", "-m", "dyna.experiment.kinds.agent_tasks.figure_helper",
              "--parent", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             close_fds=True, env=_environment())
@@ -101,7 +92,7 @@ class _Queue:
             return self._left.popleft() if self._left else None
 
 
-def _feed(proc, jobs, queue: _Queue, done: dict) -> None:
+def _feed(proc, jobs, rows, queue: _Queue, done: dict) -> None:
     """Hand ``proc`` one figure at a time until the queue is empty, reading its answer
     after each into ``done``; at the first failure (the helper died, answered nonsense or
     was stopped) the helper is given up: the figure it had stays out of ``done`` and is
@@ -111,7 +102,7 @@ def _feed(proc, jobs, queue: _Queue, done: dict) -> None:
             i = queue.take()
             if i is None:
                 break
-            proc.stdin.write(_encode(i, jobs[i]))
+            proc.stdin.write(_encode(i, jobs[i], rows))
             proc.stdin.flush()
             msg = json.loads(proc.stdout.readline())
             paths = [Path(p) for p in msg["paths"]]
@@ -127,8 +118,8 @@ def _feed(proc, jobs, queue: _Queue, done: dict) -> None:
             pass
 
 
-def draw_all(jobs: list[tuple], processes: int, here=None) -> list[list[Path]]:
-    """Each job's figure (``plots._scenario_figure(*job)``), in order, drawn by
+def draw_all(jobs: list[tuple], processes: int, here=None, *, draw, rows) -> list[list[Path]]:
+    """Each job's figure (``draw(*job)``, ``plots._scenario_figure``), in order, drawn by
     ``processes`` processes: this one and ``processes - 1`` helpers, which take the
     figures one at a time from one queue (so a slow figure or a slow process does not
     leave the others idle).
@@ -154,14 +145,13 @@ def draw_all(jobs: list[tuple], processes: int, here=None) -> list[list[Path]]:
         Whatever ``here`` or drawing a figure raises (drawn here when a helper did not),
         after every helper is stopped.
     """
-    from dyna.experiment.kinds.agent_tasks.plots import _scenario_figure
-    from dyna.experiment.render_worker import reply_timeout
+    from dyna.experiment.helper_process import reply_timeout
 
     n = max(1, min(int(processes), len(jobs)))
     if n <= 1:
         if here is not None:
             here()
-        return [_scenario_figure(*job) for job in jobs]
+        return [draw(*job) for job in jobs]
     for job in jobs:
         Path(job[4]).mkdir(parents=True, exist_ok=True)
     queue = _Queue(len(jobs))
@@ -172,14 +162,14 @@ def draw_all(jobs: list[tuple], processes: int, here=None) -> list[list[Path]]:
             proc = _start()
             if proc is None:
                 continue
-            feeder = threading.Thread(target=_feed, args=(proc, jobs, queue, done),
+            feeder = threading.Thread(target=_feed, args=(proc, jobs, rows, queue, done),
                                       daemon=True)
             feeder.start()
             helpers.append((proc, feeder))
         if here is not None:
             here()
         while (i := queue.take()) is not None:
-            done[i] = _scenario_figure(*jobs[i])
+            done[i] = draw(*jobs[i])
         deadline = time.monotonic() + reply_timeout()
         for proc, feeder in helpers:
             feeder.join(max(0.0, deadline - time.monotonic()))
@@ -202,72 +192,5 @@ def draw_all(jobs: list[tuple], processes: int, here=None) -> list[list[Path]]:
                 pass
     for i in range(len(jobs)):
         if i not in done:          # a helper failed or hung: drawn here (same bytes)
-            done[i] = _scenario_figure(*jobs[i])
+            done[i] = draw(*jobs[i])
     return [done[i] for i in range(len(jobs))]
-
-
-# --------------------------------------------------------------------------- helper side
-
-def _read_exact(stream, n: int) -> bytes:
-    data = stream.read(n)
-    if len(data) != n:
-        raise ValueError("truncated message")
-    return data
-
-
-def _serve(stream) -> None:
-    import polars as pl
-
-    from dyna.experiment.kinds.agent_tasks.plots import ROWS, _scenario_figure
-
-    while True:
-        line = stream.readline()
-        if not line.strip():
-            return
-        head = json.loads(line)
-        sizes = [int(n) for n in head["sizes"]]
-        if len(sizes) != len(ROWS) or any(n < 0 for n in sizes):
-            raise ValueError("bad sizes")
-        sub = {key: pl.read_ipc(io.BytesIO(_read_exact(stream, n)))
-               for (key, _, _), n in zip(ROWS, sizes)}
-        scenario = str(head["scenario"])
-        if "/" in scenario or "\\" in scenario or scenario in ("", ".", ".."):
-            raise ValueError("bad scenario name")
-        folder = Path(head["folder"])
-        if not folder.is_absolute() or folder.is_symlink() or not folder.is_dir():
-            raise ValueError("bad folder")
-        paths = _scenario_figure(_as_config(head["config"]), scenario, sub,
-                                 {str(v) for v in head["same"]}, folder)
-        sys.stdout.write(json.dumps({"i": int(head["i"]), "paths": [str(p) for p in paths]})
-                         + "\n")
-        sys.stdout.flush()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m dyna.experiment.kinds.agent_tasks.figure_worker --parent
-    PID``: draw every figure of the message on stdin; exit 0 when done, 1 on a bad
-    message, 2 on a bad command line, 130 on Ctrl-C."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m dyna.experiment.kinds.agent_tasks."
-                                      "figure_worker")
-    ap.add_argument("--parent", type=int, required=True)
-    args = ap.parse_args(argv)
-    try:
-        from dyna.experiment.render_worker import _die_with_parent
-
-        _die_with_parent(args.parent)
-        _serve(sys.stdin.buffer)
-        sys.stdout.flush()
-        os._exit(0)       # files closed: skip tearing down matplotlib and polars
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-    except (ValueError, KeyError, TypeError, OSError) as exc:
-        print(f"figure worker: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -322,14 +322,13 @@ def plot_processes(n_figures: int, processes: int | None = None) -> int:
     Raises
     ------
     ConfigError
-        ``processes`` is not an integer >= 1 (field ``processes``); ``DYNA_RENDER`` is not
-        worker/serial.
+        ``processes`` is not an integer >= 1 (field ``processes``). (``DYNA_RENDER`` is
+        checked by ``dyna run`` and ``run_experiment``; any value but ``serial`` lets the
+        figure helpers run: they start after the runs, when the cores are free.)
     """
     if processes is not None:
         return int(check_range("processes", processes, lo=1, integer=True))
-    from dyna.experiment.render_worker import render_mode
-
-    if render_mode("worker") == "serial":
+    if os.environ.get("DYNA_RENDER", "").strip() == "serial":
         return 1
     try:
         cores = len(os.sched_getaffinity(0))
@@ -389,7 +388,8 @@ def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> li
     n = plot_processes(len(jobs), processes)
     if n > 1:
         from dyna.experiment.kinds.agent_tasks.figure_worker import draw_all
-        drawn = draw_all(jobs, n, here)
+        drawn = draw_all(jobs, n, here, draw=_scenario_figure,
+                         rows=[key for key, _, _ in ROWS])
     else:
         drawn = [_scenario_figure(*job) for job in jobs]
         here()

@@ -1,0 +1,78 @@
+"""What the experiment machinery's helper processes share (the render worker,
+:mod:`dyna.experiment.render_worker`, and the agent-tasks figure helpers,
+:mod:`dyna.experiment.kinds.agent_tasks.figure_worker`): how long a parent waits for one,
+the environment one is started with, and how one dies with its parent. Imports nothing
+of the experiment machinery, so a kind can use it without reaching the kind registry.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+
+from dyna.errors import ConfigError
+
+__all__ = ["DEFAULT_TIMEOUT", "ENV_TIMEOUT", "reply_timeout"]
+
+#: Environment variable: seconds a parent waits for a helper's answer.
+ENV_TIMEOUT = "DYNA_RENDER_TIMEOUT"
+#: Default of :data:`ENV_TIMEOUT`: generous, as per-run plots of a large sweep take minutes;
+#: a helper that has not answered by then is stopped and the parent draws itself.
+DEFAULT_TIMEOUT = 900.0
+
+
+def reply_timeout() -> float:
+    """Seconds the parent waits for the worker's answer (``DYNA_RENDER_TIMEOUT``, default
+    :data:`DEFAULT_TIMEOUT`).
+
+    Raises
+    ------
+    ConfigError
+        Field ``DYNA_RENDER_TIMEOUT``: not a positive finite number.
+    """
+    raw = os.environ.get(ENV_TIMEOUT, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(ENV_TIMEOUT, raw, "must be a positive number of seconds "
+                          "(environment)")
+    return value
+
+
+def _environment() -> dict[str, str]:
+    """The parent's environment, with the folder this dyna was imported from (a checkout)
+    first on ``PYTHONPATH``, so the worker runs the same copy of dyna as its parent; an
+    installed dyna (in a site-packages folder, which the worker finds anyway) adds
+    nothing, as a site-packages folder on ``PYTHONPATH`` would come before the standard
+    library."""
+    import site
+
+    import dyna
+
+    root = Path(dyna.__file__).resolve().parents[1]
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    if any(Path(d).resolve() == root for d in sites if d):
+        return dict(os.environ)
+    rest = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": str(root) + (os.pathsep + rest if rest else "")}
+
+
+def _die_with_parent(parent: int) -> None:
+    """On Linux, get SIGKILL when the parent exits (then check it had not already)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)   # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):   # pragma: no cover -- no prctl: stdin EOF still ends it
+            pass
+    if os.getppid() != parent:
+        sys.exit(0)
