@@ -14,8 +14,11 @@ from pathlib import Path
 
 from dyna.errors import ConfigError
 
-__all__ = ["DEFAULT_TIMEOUT", "ENV_TIMEOUT", "reply_timeout"]
+__all__ = ["DEFAULT_TIMEOUT", "ENV_MODE", "ENV_TIMEOUT", "reply_timeout", "usable_cores"]
 
+#: Environment variable choosing where plots and report are drawn (``serial``: in the
+#: process that ran the experiment, no helper).
+ENV_MODE = "DYNA_RENDER"
 #: Environment variable: seconds a parent waits for a helper's answer.
 ENV_TIMEOUT = "DYNA_RENDER_TIMEOUT"
 #: Default of :data:`ENV_TIMEOUT`: generous, as per-run plots of a large sweep take minutes;
@@ -76,3 +79,12 @@ def _die_with_parent(parent: int) -> None:
             pass
     if os.getppid() != parent:
         sys.exit(0)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where
+    that does not exist), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -66,16 +66,15 @@ import time
 from pathlib import Path
 
 from dyna.errors import ConfigError
-from dyna.experiment.helper_process import (DEFAULT_TIMEOUT, ENV_TIMEOUT,  # noqa: F401
-                                            _die_with_parent, _environment, reply_timeout)
+from dyna.experiment.helper_process import (DEFAULT_TIMEOUT, ENV_MODE,  # noqa: F401
+                                            ENV_TIMEOUT, _die_with_parent, _environment,
+                                            reply_timeout, usable_cores)
 
 __all__ = ["RenderWorker", "WorkerFailed", "free_cores", "main", "render_mode",
            "reply_timeout", "start_render_worker"]
 
 #: Message format version (parent and worker are the same installed dyna).
 VERSION = 1
-#: Environment variable choosing where plots and report are drawn.
-ENV_MODE = "DYNA_RENDER"
 _MODES = ("worker", "serial", "auto")
 _TABLE_RE = re.compile(r"[A-Za-z0-9_]+\.parquet\Z")
 #: The built-in kinds that offer ``preload_render`` (render in a worker), so ``dyna run``
@@ -126,10 +125,7 @@ def free_cores() -> float:
     float
         ``usable - 1 - others``; ``others`` a whole number (or the load average).
     """
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = os.cpu_count() or 1
+    usable = usable_cores()
     try:
         with open(LOADAVG, "rb") as fh:
             running = int(fh.read().split()[3].split(b"/")[0])

@@ -31,10 +31,10 @@ folder (not a symbolic link); it exits when its parent dies (``PR_SET_PDEATHSIG`
 
 from __future__ import annotations
 
-import collections
 import io
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -79,27 +79,23 @@ def _start():
         return None
 
 
-class _Queue:
-    """The figures not yet taken, in order, shared by this process and the threads that
-    feed the helpers."""
-
-    def __init__(self, n: int):
-        self._left = collections.deque(range(n))
-        self._lock = threading.Lock()
-
-    def take(self) -> int | None:
-        with self._lock:
-            return self._left.popleft() if self._left else None
+def _take(left: queue.SimpleQueue) -> int | None:
+    """The next figure not yet taken (None: all are), from the queue this process and
+    the threads that feed the helpers share."""
+    try:
+        return left.get_nowait()
+    except queue.Empty:
+        return None
 
 
-def _feed(proc, jobs, rows, queue: _Queue, done: dict) -> None:
+def _feed(proc, jobs, rows, left: queue.SimpleQueue, done: dict) -> None:
     """Hand ``proc`` one figure at a time until the queue is empty, reading its answer
     after each into ``done``; at the first failure (the helper died, answered nonsense or
     was stopped) the helper is given up: the figure it had stays out of ``done`` and is
     drawn by the parent, as are the figures still queued."""
     try:
         while True:
-            i = queue.take()
+            i = _take(left)
             if i is None:
                 break
             proc.stdin.write(_encode(i, jobs[i], rows))
@@ -154,7 +150,9 @@ def draw_all(jobs: list[tuple], processes: int, here=None, *, draw, rows) -> lis
         return [draw(*job) for job in jobs]
     for job in jobs:
         Path(job[4]).mkdir(parents=True, exist_ok=True)
-    queue = _Queue(len(jobs))
+    left: queue.SimpleQueue = queue.SimpleQueue()
+    for i in range(len(jobs)):
+        left.put(i)
     done: dict[int, list[Path]] = {}
     helpers = []
     try:
@@ -162,13 +160,13 @@ def draw_all(jobs: list[tuple], processes: int, here=None, *, draw, rows) -> lis
             proc = _start()
             if proc is None:
                 continue
-            feeder = threading.Thread(target=_feed, args=(proc, jobs, rows, queue, done),
+            feeder = threading.Thread(target=_feed, args=(proc, jobs, rows, left, done),
                                       daemon=True)
             feeder.start()
             helpers.append((proc, feeder))
         if here is not None:
             here()
-        while (i := queue.take()) is not None:
+        while (i := _take(left)) is not None:
             done[i] = draw(*jobs[i])
         deadline = time.monotonic() + reply_timeout()
         for proc, feeder in helpers:

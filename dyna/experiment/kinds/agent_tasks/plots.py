@@ -328,13 +328,11 @@ def plot_processes(n_figures: int, processes: int | None = None) -> int:
     """
     if processes is not None:
         return int(check_range("processes", processes, lo=1, integer=True))
-    if os.environ.get("DYNA_RENDER", "").strip() == "serial":
+    from dyna.experiment.helper_process import ENV_MODE, usable_cores
+
+    if os.environ.get(ENV_MODE, "").strip() == "serial":
         return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):     # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, n_figures // MIN_FIGURES_PER_PROCESS))
+    return max(1, min(usable_cores(), n_figures // MIN_FIGURES_PER_PROCESS))
 
 
 def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> list[Path]:
@@ -385,12 +383,8 @@ def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> li
         if also is not None:
             also()
 
-    n = plot_processes(len(jobs), processes)
-    if n > 1:
-        from dyna.experiment.kinds.agent_tasks.figure_worker import draw_all
-        drawn = draw_all(jobs, n, here, draw=_scenario_figure,
-                         rows=[key for key, _, _ in ROWS])
-    else:
-        drawn = [_scenario_figure(*job) for job in jobs]
-        here()
+    from dyna.experiment.kinds.agent_tasks.figure_worker import draw_all
+
+    drawn = draw_all(jobs, plot_processes(len(jobs), processes), here,
+                     draw=_scenario_figure, rows=[key for key, _, _ in ROWS])
     return [p for got in drawn + summary for p in got]
