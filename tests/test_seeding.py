@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dyna.errors import ConfigError
-from envs.seeding import seed_words, sequence_words
+from envs.seeding import seed_words, sequence_words, spawned_uniforms
 
 
 @pytest.mark.parametrize("values", [(0,), (0, 0), (0, 3), (7, 2**32 - 1), (2**32, 1),
@@ -44,3 +44,63 @@ def test_a_spawned_sequence_continues_as_numpy_spawns_it(entropy):
         want = np.random.SeedSequence(child.entropy, spawn_key=child.spawn_key + (ep,))
         got = np.random.SeedSequence(words, spawn_key=key + (ep,))
         assert np.array_equal(got.generate_state(4), want.generate_state(4))
+
+
+# ------------------------------------------------------------------ spawned_uniforms
+
+def _numpy_rows(words, key, start, count, n):
+    return np.array([np.random.Generator(np.random.PCG64(
+        np.random.SeedSequence(words, spawn_key=key + (start + j,)))).random(n)
+        for j in range(count)]).reshape(count, n)
+
+
+@pytest.mark.parametrize("entropy,key", [
+    ((0,), ()), ((5,), (2,)), ((7, 2**32 - 1), (0, 3)), ((1, 2, 3, 4), (1,)),
+    ((2**64 + 9, 3, 12), (4, 999, 2**31)), ((11, 12, 13, 14, 15, 16), (2**40 + 1,)),
+    ((2**31,), (0, 0, 0, 0, 0))])
+def test_spawned_uniforms_are_numpys_numbers_bit_for_bit(entropy, key):
+    words = seed_words(*entropy)
+    for start, count, n in ((0, 300, 7), (999, 5, 20), (2**32 - 3, 3, 2), (17, 0, 4),
+                            (40, 3, 0)):
+        got = spawned_uniforms(words, key, start, count, n)
+        assert got.shape == (count, n) and got.dtype == np.float64
+        assert np.array_equal(got, _numpy_rows(words, key, start, count, n))
+
+
+def test_spawned_uniforms_cover_the_unrotated_output():
+    # XSL-RR rotates by the state's top 6 bits; a rotation of 0 (1 in 64 outputs) takes
+    # the shift-by-64 corner of the rotation: among 300 x 7 draws there are such outputs
+    words, key = seed_words(3, 1), (2,)
+    got = spawned_uniforms(words, key, 0, 300, 7)
+    assert np.array_equal(got, _numpy_rows(words, key, 0, 300, 7))
+    # the rotation of each output, recomputed from numpy's own generator states
+    zero = 0
+    for j in range(300):
+        bg = np.random.PCG64(np.random.SeedSequence(words, spawn_key=key + (j,)))
+        for _ in range(7):
+            bg.random_raw()
+            zero += (bg.state["state"]["state"] >> 122) == 0
+    assert zero >= 10
+
+
+def test_spawned_uniforms_of_a_sequence_numpy_spawned():
+    child = np.random.SeedSequence(2024).spawn(4)[3].spawn(1)[0]
+    words, key = sequence_words(child)
+    want = np.array([np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+        child.entropy, spawn_key=child.spawn_key + (e,)))).random(6) for e in range(50)])
+    assert np.array_equal(spawned_uniforms(words, key, 0, 50, 6), want)
+
+
+@pytest.mark.parametrize("field,args", [("start", (-1, 3, 2)), ("count", (0, -2, 2)),
+                                        ("n", (0, 3, -1)), ("start", (1.5, 3, 2)),
+                                        ("count", (2**32 - 1, 2, 2)), ("n", (0, 1, True))])
+def test_spawned_uniforms_bad_ranges_name_the_field(field, args):
+    with pytest.raises(ConfigError) as err:
+        spawned_uniforms(seed_words(1), (0,), *args)
+    assert err.value.field == field
+
+
+def test_spawned_uniforms_bad_key_names_the_seed():
+    with pytest.raises(ConfigError) as err:
+        spawned_uniforms(seed_words(1), (0, -4), 0, 2, 2)
+    assert err.value.field == "seed"
