@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dyna.errors import ConfigError
-from envs.seeding import seed_words, sequence_words, spawned_uniforms
+from envs.seeding import seed_words, sequence_words, spawned_states, spawned_uniforms
 
 
 @pytest.mark.parametrize("values", [(0,), (0, 0), (0, 3), (7, 2**32 - 1), (2**32, 1),
@@ -104,3 +104,27 @@ def test_spawned_uniforms_bad_key_names_the_seed():
     with pytest.raises(ConfigError) as err:
         spawned_uniforms(seed_words(1), (0, -4), 0, 2, 2)
     assert err.value.field == "seed"
+
+
+def test_spawned_states_make_a_reused_generator_draw_what_a_fresh_one_draws():
+    words, key = seed_words(4, 9), (1,)
+    states = spawned_states(words, key, 250, 12)
+    bg = np.random.PCG64(0)
+    gen = np.random.Generator(bg)
+    for j, (state, inc) in enumerate(states):
+        fresh = np.random.default_rng(np.random.SeedSequence(words, spawn_key=key + (250 + j,)))
+        assert fresh.bit_generator.state["state"] == {"state": state, "inc": inc}
+        gen.integers(5, size=3, dtype=np.int32)       # leaves a buffered 32-bit half
+        bg.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc},
+                    "has_uint32": 0, "uinteger": 0}
+        assert gen.random() == fresh.random()
+        assert gen.integers(7, size=5, dtype=np.int32).tolist() == \
+            fresh.integers(7, size=5, dtype=np.int32).tolist()
+        assert gen.choice(10, size=3, replace=False).tolist() == \
+            fresh.choice(10, size=3, replace=False).tolist()
+
+
+def test_spawned_states_bad_ranges_name_the_field():
+    with pytest.raises(ConfigError) as err:
+        spawned_states(seed_words(1), (0,), 2**32, 1)
+    assert err.value.field == "count"
