@@ -17,8 +17,8 @@ def seed_words(*values: int) -> np.ndarray:
     0 is ``[0]``), concatenated. ``SeedSequence(seed_words(*vs), spawn_key=k)`` is the
     same sequence as ``SeedSequence(list(vs), spawn_key=k)`` (the same ``generate_state``
     words, so the same generators) but skips numpy's conversion of Python integers,
-    about 6.5 us of the 11 us a SeedSequence takes to build; the per-episode streams of
-    the agent tasks build four per episode.
+    about 6.5 us of the 11 us a SeedSequence takes to build. Many streams that differ
+    only in their last spawn-key element: :func:`spawned_uniforms`, :func:`spawned_states`.
 
     Parameters
     ----------
@@ -122,19 +122,25 @@ def _mul_add_128(hi, lo, inc_hi, inc_lo):
     return out_hi, out_lo
 
 
-def _check_run(start, count) -> None:
+def _check_run(words, start, count) -> tuple[list[int], int, int]:
+    """The entropy words as Python ints, and ``start`` and ``count`` checked."""
     for field, v in (("start", start), ("count", count)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not \
                 0 <= v <= 2 ** 32:
             raise ConfigError(field, v, "must be an integer in [0, 2**32]")
+    start, count = int(start), int(count)
     if start + count > 2 ** 32:
         raise ConfigError("count", count, f"start + count must be <= 2**32 (start {start})")
+    arr = np.asarray(words)
+    if arr.dtype != np.uint32 or arr.ndim != 1:
+        raise ConfigError("words", words, "must be a 1-d uint32 array (seed_words)")
+    return arr.tolist(), start, count
 
 
-def _seeded(words, key, start: int, count: int):
+def _seeded(run: list[int], key, start: int, count: int):
     """The PCG64 states right after seeding, one lane per index: ``(hi, lo, inc_hi,
-    inc_lo)``, uint64 arrays of shape (count,)."""
-    run = [int(w) for w in np.asarray(words, dtype=np.uint32).ravel()]
+    inc_lo)``, uint64 arrays of shape (count,); ``run`` the entropy words (checked)."""
+    run = list(run)
     spawn = [int(w) for w in seed_words(*key)] if key else []
     if len(run) < _POOL:                       # there is a spawn key: padded to the pool
         run += [0] * (_POOL - len(run))
@@ -200,13 +206,14 @@ def spawned_uniforms(words, key, start: int, count: int, n: int) -> np.ndarray:
     Raises
     ------
     ConfigError
-        ``start``, ``count`` or ``n`` out of range (field named), or a key element that
-        is not a non-negative integer (field ``seed``).
+        ``start``, ``count`` or ``n`` out of range (field named), ``words`` not a 1-d
+        uint32 array (field ``words``), or a key element that is not a non-negative
+        integer (field ``seed``).
     """
-    _check_run(start, count)
+    run, start, count = _check_run(words, start, count)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ConfigError("n", n, "must be an integer >= 0")
-    hi, lo, inc_hi, inc_lo = _seeded(words, key, start, count)
+    hi, lo, inc_hi, inc_lo = _seeded(run, key, start, count)
     out = np.empty((count, n), dtype=np.float64)
     s58, s11, m63 = np.uint64(58), np.uint64(11), np.uint64(63)
     for j in range(n):
@@ -240,7 +247,7 @@ def spawned_states(words, key, start: int, count: int) -> list[tuple[int, int]]:
     ConfigError
         As :func:`spawned_uniforms`.
     """
-    _check_run(start, count)
-    hi, lo, inc_hi, inc_lo = _seeded(words, key, start, count)
+    run, start, count = _check_run(words, start, count)
+    hi, lo, inc_hi, inc_lo = _seeded(run, key, start, count)
     return [(h << 64 | low, ih << 64 | il) for h, low, ih, il in
             zip(hi.tolist(), lo.tolist(), inc_hi.tolist(), inc_lo.tolist())]

@@ -128,3 +128,23 @@ def test_spawned_states_bad_ranges_name_the_field():
     with pytest.raises(ConfigError) as err:
         spawned_states(seed_words(1), (0,), 2**32, 1)
     assert err.value.field == "count"
+
+
+@pytest.mark.parametrize("words", [np.array([2**33], dtype=np.uint64), np.array([-1]),
+                                   [5, 6], np.zeros((2, 2), dtype=np.uint32)])
+def test_spawned_streams_take_only_uint32_words(words):
+    for fn in (lambda: spawned_uniforms(words, (1,), 0, 1, 2),
+               lambda: spawned_states(words, (1,), 0, 1)):
+        with pytest.raises(ConfigError) as err:
+            fn()
+        assert err.value.field == "words"
+
+
+def test_spawned_streams_check_the_range_in_python_integers():
+    # numpy integers would wrap start + count (2**32 - 1 + 1 == 0 in uint32)
+    with pytest.raises(ConfigError) as err:
+        spawned_uniforms(seed_words(1), (0,), np.uint32(2**32 - 1), np.uint32(2), 1)
+    assert err.value.field == "count"
+    got = spawned_uniforms(seed_words(1), (0,), np.uint32(2**32 - 1), np.uint32(1), 2)
+    assert got.shape == (1, 2)
+    assert np.array_equal(got, _numpy_rows(seed_words(1), (0,), 2**32 - 1, 1, 2))

@@ -156,7 +156,9 @@ def agent_streams(seed: int, run_index: int) -> dict:
         ss = np.random.SeedSequence(base, spawn_key=(STREAM_APPROVER, t, k))
         return float(np.random.default_rng(ss).random())
 
-    return {"policy": policy, "policy_seed": (base, (STREAM_POLICY,)),
+    seed_copy = base.copy()
+    seed_copy.flags.writeable = False
+    return {"policy": policy, "policy_seed": (seed_copy, (STREAM_POLICY,)),
             "reviewer": child(STREAM_REVIEWER), "tabular": child(STREAM_TABULAR),
             "approver": approver}
 
@@ -566,6 +568,13 @@ class LoopAgent:
         :func:`agent_streams` of it, the same for every variant.
     params : PolicyParams
     env_seed : int, optional
+
+    Attributes
+    ----------
+    rng : numpy.random.Generator
+        The policy's generator of the current episode (``streams["policy"](t)``'s
+        numbers). The same object in every episode, its state replaced at each: a
+        reference kept across episodes draws another episode's numbers.
     """
 
     def __init__(self, spec: VariantSpec, env, seed, params: PolicyParams | None = None,
@@ -949,7 +958,8 @@ class LoopAgent:
     def _policy_rng(self, t: int) -> np.random.Generator:
         """The policy's generator for episode ``t``: it draws what
         ``self.streams["policy"](t)`` draws. The same object at every episode (its state
-        replaced): hold no draw of it across episodes."""
+        replaced): keep no reference to it (``self.rng``) across episodes, it would then
+        draw another episode's numbers."""
         start, states = self._policy_block
         if not start <= t < start + len(states):
             words, key = self.streams["policy_seed"]

@@ -131,8 +131,8 @@ class Backend(ABC):
         Raises
         ------
         Exception
-            The first job's exception, with a note naming the job; remaining jobs are
-            cancelled.
+            The exception of the first job to fail (in the order the jobs end), with a
+            note naming the job; remaining jobs are cancelled.
         """
 
     def describe(self) -> dict:

@@ -1586,6 +1586,7 @@ class SkillLibrary(_Matcher):
         self.level = float(check_range("level", level, 0.0, 1.0, lo_open=True, hi_open=True))
         self.competence = BetaCompetence(prior, discount)
         self._clock = clock or _utc_now
+        self._now_text: tuple | None = None   # ((second, utcoffset), ISO text): _now's memo
         self.log_outcomes = bool(log_outcomes)
         self.backend = (MemorySkillBackend() if dir is None
                         else FileSkillBackend(dir, durable=durable))
@@ -1819,7 +1820,15 @@ class SkillLibrary(_Matcher):
             self.competence.reset(name)
 
     def _now(self) -> str:
-        return self._clock().isoformat(timespec="seconds")
+        now = self._clock()
+        # the same second and offset: the same text (isoformat drops the microseconds)
+        key = (now.replace(microsecond=0), now.utcoffset())
+        last = self._now_text
+        if last is not None and last[0] == key:
+            return last[1]
+        text = now.isoformat(timespec="seconds")
+        self._now_text = (key, text)
+        return text
 
     @property
     def redactions(self) -> dict[str, int]:
@@ -1869,7 +1878,8 @@ class SkillLibrary(_Matcher):
         """Remember that ``skill``'s text went through the net; past a limit, forget every
         skill no longer in the library (active or retired), so the memo stays within about
         twice the library's size."""
-        if not _frozen_values(skill.extra) or not _frozen_values(skill.extra_metadata):
+        if ((skill.extra and not _frozen_values(skill.extra))
+                or (skill.extra_metadata and not _frozen_values(skill.extra_metadata))):
             # a list or dict among them can change after this scan (the skill is frozen,
             # its values need not be): such a skill is scanned on every write
             return
