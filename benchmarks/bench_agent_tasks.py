@@ -160,6 +160,18 @@ def test_v2_loop_agents_within_3x_of_no_learning():
     no_learning), skill_loop x1.46-1.68, memory naive_loop x2.14-2.40, memory_loop
     x1.75-1.80. **Not met** on a quiet machine for the skill store's naive loop: the
     shared cost fell, the loop's own did not.
+
+    Session 8, no other job: at c33993a, three runs, skill naive_loop x2.10, x2.86, x2.45
+    (no_learning 2,780-3,535 episodes/s: a slow phase of the VM), skill_loop x1.11-1.58,
+    memory naive_loop x1.86-2.26, memory_loop x1.28-1.80. Then the per-episode generators
+    every variant uses (the env's three v1 streams and the policy's) came to be built 256
+    episodes at a time (envs.seeding.spawned_uniforms / spawned_states: ~45 us less per
+    episode, for every variant). no_learning then ran 5,542-5,829 episodes/s (172-180 us
+    per episode), and skill naive_loop x3.40 and x3.73 (1,561-1,628 episodes/s),
+    skill_loop x1.86-2.12, memory naive_loop x1.80-2.45, memory_loop x1.33-2.17. **Not
+    met**, and further away: the skill store's naive loop spends ~470 us per episode of
+    its own (a reviewed and committed skill after ~90% of runs: review ~190 us, matching
+    and following the larger library, outcomes), and within 3x of 175 us leaves it 350 us.
     """
     import statistics
     import tomllib
