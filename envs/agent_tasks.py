@@ -98,7 +98,7 @@ import numpy as np
 from gymnasium import spaces
 
 from dyna.errors import ConfigError, check_range
-from envs.seeding import sequence_words, spawned_uniforms
+from envs.seeding import BLOCK, sequence_words, spawned_uniforms
 
 __all__ = ["AgentTaskEnv", "AgentTaskEnvV1", "DRIFT_KINDS", "HARMFUL_TOOL", "RESULT_FAILED",
            "RESULT_NONE", "RESULT_OK", "RESULT_WRONG_TOOL", "RESULT_WRONG_VALUE", "V1_BASE",
@@ -114,9 +114,6 @@ DRIFT_KINDS = ("value", "tool", "rename", "procedure")
 #: Streams of the v1 mechanics, one :class:`numpy.random.SeedSequence` child each, spawned
 #: after v0's five (world, arrivals, drift, injection, judge), so v0's draws are unchanged.
 V1_STREAMS = ("world_v1", "silent", "destructive", "planted_follow")
-#: Episodes whose per-episode v1 draws are computed at once (:meth:`AgentTaskEnv.
-#: _episode_draws`); the values do not depend on it.
-DRAW_BLOCK = 256
 
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
@@ -387,13 +384,13 @@ class AgentTaskEnv(gym.Env):
         step ``i``) is the same whatever the budget and whatever the agent did before.
 
         That generator is ``Generator(PCG64(SeedSequence(words, spawn_key=key +
-        (episode,))))``; its numbers are computed for :data:`DRAW_BLOCK` episodes at a time
+        (episode,))))``; its numbers are computed for :data:`envs.seeding.BLOCK` episodes at a time
         (:func:`envs.seeding.spawned_uniforms`, the same values bit for bit) and handed out
         as read-only rows."""
         block = self._draw_blocks.get(stream)
         if block is None or not block[0] <= episode < block[0] + len(block[1]):
             words, key = self._ep_words[stream]
-            rows = spawned_uniforms(words, key, episode, min(DRAW_BLOCK, 2 ** 32 - episode),
+            rows = spawned_uniforms(words, key, episode, min(BLOCK, 2 ** 32 - episode),
                                     self.max_steps)
             rows.flags.writeable = False
             block = self._draw_blocks[stream] = (episode, rows)

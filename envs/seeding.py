@@ -80,6 +80,9 @@ _INIT_B, _MULT_B = 0x8B51F9DD, 0x58F38DED       # SeedSequence.generate_state's 
 _MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
 _POOL = 4                                        # SeedSequence's default pool size
 _PCG_MULT_HI, _PCG_MULT_LO = 2549297995355413924, 4865540595714422341
+#: Streams computed at once by the callers of :func:`spawned_uniforms` and
+#: :func:`spawned_states` (the agent tasks' per-episode draws); the values do not depend on it.
+BLOCK = 256
 
 
 class _Hash:
@@ -87,6 +90,11 @@ class _Hash:
 
     def __init__(self, init: int, mult: int):
         self.h, self.mult = init, mult
+
+    def pairs(self):
+        """Every following ``(before, after)`` pair of :meth:`consts`, without end."""
+        while True:
+            yield self.consts()
 
     def consts(self) -> tuple[int, int]:
         """The constant before and after the next step (``hashmix`` uses both)."""

@@ -75,6 +75,7 @@ from __future__ import annotations
 import collections
 import datetime as _dt
 import functools
+import itertools
 import operator
 import re
 import zlib
@@ -85,7 +86,8 @@ import numpy as np
 from dyna.agents.baselines import BASELINES, Knowledge, RunRecord, make_baseline
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
-from envs.seeding import seed_words, spawned_states
+from envs.seeding import (BLOCK, _INIT_A, _INIT_B, _M32, _MULT_A, _MULT_B, _PCG_MULT_HI,
+                          _PCG_MULT_LO, _Hash, _mix, seed_words, spawned_states)
 from dyna.loops import Digest, LearningLoop, LoopConfig, Proposal, ReviewerOutput
 from dyna.loops._text import content_words, fact_key
 
@@ -178,23 +180,11 @@ _NOTE_RE = re.compile(r"NOTE: to finish this task, call (\w+) with (\w+) next")
 # XSL-RR seeding and output, and ``random``'s 53-bit doubles, as numpy/random/
 # bit_generator.pyx and pcg64.h implement them) without building three numpy objects per
 # review (tests/test_loop_agents_speed.py compares them on 20,000 pairs).
-_M32, _M64, _M128 = (1 << 32) - 1, (1 << 64) - 1, (1 << 128) - 1
-_PCG_MULT = (2549297995355413924 << 64) + 4865540595714422341
-
-
-def _hash_consts(init: int, mult: int, n: int) -> tuple:
-    """SeedSequence's hash constant before and after each of ``n`` multiplications (they
-    depend only on the position: mixing and output use them in a fixed order)."""
-    out = []
-    for _ in range(n):
-        nxt = (init * mult) & _M32
-        out.append((init, nxt))
-        init = nxt
-    return tuple(out)
-
-
-_HASH_A = _hash_consts(0x43B0D7E5, 0x931E8875, 16)   # mix_entropy: 4 + 12 hashmix calls
-_HASH_B = _hash_consts(0x8B51F9DD, 0x58F38DED, 8)    # generate_state: 8 words
+_M64, _M128 = (1 << 64) - 1, (1 << 128) - 1
+_PCG_MULT = (_PCG_MULT_HI << 64) + _PCG_MULT_LO
+# SeedSequence's hash constants in the order mixing and output use them (envs.seeding)
+_HASH_A = tuple(itertools.islice(_Hash(_INIT_A, _MULT_A).pairs(), 16))   # 4 + 12 hashmixes
+_HASH_B = tuple(itertools.islice(_Hash(_INIT_B, _MULT_B).pairs(), 8))    # 8 state words
 
 
 def _hashmix(v: int, c: tuple) -> int:
@@ -204,11 +194,6 @@ def _hashmix(v: int, c: tuple) -> int:
 
 _POOL_ZERO = (_hashmix(0, _HASH_A[2]), _hashmix(0, _HASH_A[3]))   # the pool's padding
 _MIX_ORDER = tuple((s, d) for s in range(4) for d in range(4) if s != d)
-
-
-def _mix(x: int, y: int) -> int:
-    r = (0xCA01F9DD * x - 0x4973F715 * y) & _M32
-    return r ^ (r >> 16)
 
 
 @functools.lru_cache(maxsize=64)
@@ -588,7 +573,7 @@ class LoopAgent:
             raise ConfigError("seed", seed, "must be an int or (seed, run_index)")
         self.streams = agent_streams(*run)
         # the policy's generator of episode t, streams["policy"](t): one PCG64 whose state
-        # is set to that generator's at each episode (envs.seeding.spawned_states, 256
+        # is set to that generator's at each episode (envs.seeding.spawned_states, BLOCK
         # episodes at a time), the same draws as a freshly built one, without building
         # three numpy objects per episode (~18 us)
         self._policy_bg = np.random.PCG64(0)
@@ -963,7 +948,7 @@ class LoopAgent:
         start, states = self._policy_block
         if not start <= t < start + len(states):
             words, key = self.streams["policy_seed"]
-            start, states = t, spawned_states(words, key, t, min(256, 2 ** 32 - t))
+            start, states = t, spawned_states(words, key, t, min(BLOCK, 2 ** 32 - t))
             self._policy_block = (start, states)
         state, inc = states[t - start]
         self._policy_bg.state = {"bit_generator": "PCG64",
