@@ -314,6 +314,10 @@ class BetaCompetence:
         self._keys: list[Hashable] = []
         self._a = np.empty(8, dtype=np.float64)
         self._b = np.empty(8, dtype=np.float64)
+        # (keys, number of keys, rows, seen) of the last shapes_of() call: valid while no
+        # key is added and no reset(None) forgets them (both change ``_layout``)
+        self._layout = 0
+        self._last_rows: tuple | None = None
 
     # ----------------------------------------------------------------- storage
     def __len__(self) -> int:
@@ -342,6 +346,7 @@ class BetaCompetence:
             self._b[row] = self.b0
             self._rows[key] = row
             self._keys.append(key)
+            self._layout += 1
         return row
 
     @staticmethod
@@ -358,6 +363,40 @@ class BetaCompetence:
         rows = np.fromiter((self._rows.get(k, -1) for k in keys), dtype=np.int64,
                            count=len(keys))
         seen = rows >= 0
+        a = np.full(rows.shape, self.a0)
+        b = np.full(rows.shape, self.b0)
+        a[seen] = self._a[rows[seen]]
+        b[seen] = self._b[rows[seen]]
+        return a, b
+
+    def shapes_of(self, keys: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """Shapes ``(a, b)`` of many keys, as :meth:`mean` reads them for a list: two float64
+        arrays of shape ``(len(keys),)``, the prior for an unseen key.
+
+        For a reader that asks for the same keys again and again (the agent tasks read
+        every family's posterior after each episode): the rows of the last ``keys`` object
+        given are remembered until a key is added or every key reset, so a repeated call
+        costs two array look-ups instead of a dict look-up per key. ``keys`` is a tuple
+        (each entry one key, never split) and must not be a new tuple on every call for
+        the memo to help; the values are the same either way.
+
+        Raises
+        ------
+        ConfigError
+            ``keys`` is not a tuple.
+        """
+        if type(keys) is not tuple:
+            raise ConfigError("keys", type(keys).__name__, "must be a tuple of keys")
+        last = self._last_rows
+        if last is None or last[0] is not keys or last[1] != self._layout:
+            rows = np.fromiter((self._rows.get(k, -1) for k in keys), dtype=np.int64,
+                               count=len(keys))
+            seen = rows >= 0
+            last = self._last_rows = (keys, self._layout, rows,
+                                      None if seen.all() else seen)
+        _, _, rows, seen = last
+        if seen is None:
+            return self._a[rows], self._b[rows]
         a = np.full(rows.shape, self.a0)
         b = np.full(rows.shape, self.b0)
         a[seen] = self._a[rows[seen]]
@@ -476,6 +515,7 @@ class BetaCompetence:
         if key is None:
             self._rows.clear()
             self._keys.clear()
+            self._layout += 1
             return
         row = self._rows.get(key)
         if row is not None:

@@ -581,6 +581,7 @@ class LoopAgent:
         self._policy_block: tuple[int, list] = (0, [])
         self.rng = self._policy_rng(0)
         self.competence = BetaCompetence()
+        self._families: tuple = ()   # (0, ..., n_families - 1): competence.shapes_of's keys
         self.t = 0
         self._now = None   # (episode, days per episode) -> its datetime (_clock)
         self._names = env.tool_names
@@ -934,7 +935,9 @@ class LoopAgent:
         a, b = self.competence.posterior(family)
         a0, b0 = self.competence.posterior(0)
         nf = env.n_families
-        ka, kb = self.competence._shapes(list(range(nf)))
+        if len(self._families) != nf:
+            self._families = tuple(range(nf))
+        ka, kb = self.competence.shapes_of(self._families)
         row.update(comp_a=a, comp_b=b, comp_f0_a=a0, comp_f0_b=b0,
                    comp_mean_all=float(np.mean(ka / (ka + kb))))
         self.t += 1

@@ -811,6 +811,12 @@ def _skill_features(description: str, body: str, actions: tuple[str, ...]
 #: entry; the tuple is held, so its identity cannot pass to another one.
 _LAST_ROWS: tuple = ((), [])
 
+#: Rows of :func:`_skill_row` by skill object (``id`` -> row; the row holds the skill, so
+#: the id cannot pass to another object while it is here): after a library change, the
+#: skills that did not change keep their rows. Emptied past :data:`_ROW_OF_MAX` entries.
+_ROW_OF: dict[int, tuple] = {}
+_ROW_OF_MAX = 4096
+
 
 def _skill_rows(skills) -> list:
     """``(skill, description, body, actions, (description features, description + body
@@ -825,8 +831,16 @@ def _skill_rows(skills) -> list:
             if s.description is not d or s.body is not b or s.actions is not a:
                 rows[i] = _skill_row(s)
         return rows
-    rows = [_skill_row(s) for s in (skills.values() if isinstance(skills, Mapping)
-                                    else skills)]
+    memo = _ROW_OF
+    rows = []
+    for s in (skills.values() if isinstance(skills, Mapping) else skills):
+        row = memo.get(id(s))
+        if (row is None or row[0] is not s or row[1] is not s.description
+                or row[2] is not s.body or row[3] is not s.actions):
+            row = memo[id(s)] = _skill_row(s)
+        rows.append(row)
+    if len(memo) > _ROW_OF_MAX:
+        memo.clear()
     if type(skills) is tuple:
         _LAST_ROWS = (skills, rows)
     return rows
