@@ -67,19 +67,30 @@ def check_range(field: str, value, lo=None, hi=None, *, lo_open=False, hi_open=F
     integer : bool
         Require an integral value (returned as ``int``).
     """
-    import math
-    import numbers
+    t = type(value)
+    if t is int:     # the common case, checked first (bool is not int here)
+        pass
+    elif t is float:
+        if integer:
+            if not value.is_integer():
+                raise ConfigError(field, value, "must be an integer")
+            value = int(value)
+        elif value != value:
+            raise ConfigError(field, value, "must not be NaN")
+    else:
+        import math
+        import numbers
 
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        kind = "an integer" if integer else "a number"
-        raise ConfigError(field, value, f"must be {kind}"
-                          + (", not a boolean" if isinstance(value, bool) else ""))
-    if integer:
-        if isinstance(value, float) and not value.is_integer():
-            raise ConfigError(field, value, "must be an integer")
-        value = int(value)
-    elif math.isnan(value):
-        raise ConfigError(field, value, "must not be NaN")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            kind = "an integer" if integer else "a number"
+            raise ConfigError(field, value, f"must be {kind}"
+                              + (", not a boolean" if isinstance(value, bool) else ""))
+        if integer:
+            if isinstance(value, float) and not value.is_integer():
+                raise ConfigError(field, value, "must be an integer")
+            value = int(value)
+        elif math.isnan(value):
+            raise ConfigError(field, value, "must not be NaN")
     if lo is not None and (value < lo or (lo_open and value == lo)):
         raise ConfigError(field, value, f"must be {'>' if lo_open else '>='} {lo}")
     if hi is not None and (value > hi or (hi_open and value == hi)):

@@ -90,6 +90,7 @@ Version history
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 
@@ -308,8 +309,12 @@ class AgentTaskEnv(gym.Env):
         self.n_words = self.n_triggers + self.n_distractors
         w = np.arange(1, self.n_families + 1, dtype=np.float64) ** -self.zipf_s
         self.arrival_p = w / w.sum()
-        self._arrival_cum = np.cumsum(self.arrival_p)
-        self._arrival_cum[-1] = 1.0
+        cum = np.cumsum(self.arrival_p)
+        cum[-1] = 1.0
+        # the family of a uniform draw u: the first index whose cumulative probability
+        # exceeds u, np.searchsorted(cum, u, side="right"), by bisect on the same float64
+        # values as Python floats (the same comparisons, without numpy's per-call cost)
+        self._arrival_cum = tuple(cum.tolist())
 
         self.action_space = spaces.MultiDiscrete([self.n_tools + 1 + self.n_spare_tools,
                                                   self.n_values])
@@ -506,7 +511,7 @@ class AgentTaskEnv(gym.Env):
 
     def _drift_once(self, episode: int) -> dict:
         rng = self._rng_drift
-        f = int(np.searchsorted(self._arrival_cum, rng.random(), side="right"))
+        f = bisect.bisect_right(self._arrival_cum, rng.random())
         f = min(f, self.n_families - 1)
         if self.drift_kind:
             return self._drift_kind_once(episode, f)
@@ -624,14 +629,15 @@ class AgentTaskEnv(gym.Env):
         if self.drift_rate > 0.0 and self._rng_drift.random() < self.drift_rate:
             drifts.append(self._drift_once(e))
         rng = self._rng_arrivals
-        f = int(np.searchsorted(self._arrival_cum, rng.random(), side="right"))
+        f = bisect.bisect_right(self._arrival_cum, rng.random())
         self.family = min(f, self.n_families - 1)
         base = self.n_families * self.n_triggers
         distract = base + rng.choice(self.n_distractor_words, size=self.n_distractors,
                                      replace=False)
         self.description_ids = np.concatenate([self.triggers[self.family],
                                                distract.astype(np.int64)])
-        self.description = " ".join(self.vocabulary[i] for i in self.description_ids)
+        vocab = self.vocabulary
+        self.description = " ".join([vocab[i] for i in self.description_ids.tolist()])
         self.position = 0
         self.steps = 0
         self.episode_tokens = 0
