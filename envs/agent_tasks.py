@@ -372,6 +372,7 @@ class AgentTaskEnv(gym.Env):
         self._ep_words = {k: sequence_words(v) for k, v in self._ep_roots.items()}
         self._draw_blocks: dict[str, tuple[int, np.ndarray]] = {}
         self.installed = np.ones(self.n_tools + 1 + self.n_spare_tools, dtype=bool)
+        self._callable: tuple | None = None   # callable_tools() of one installed state
         self.installed[self.n_tools + 1:] = False
         self.tool_names = self._base_names
         self.tool_trusted = self._base_trusted
@@ -464,8 +465,14 @@ class AgentTaskEnv(gym.Env):
         """The ordinary tools that exist now (a renamed tool's old slot is gone, its new
         slot is there): what an agent is told it can call, the harmful tool excepted."""
         self._need_world()
-        return tuple(int(i) for i in np.flatnonzero(self.installed)
-                     if i != self.harmful_tool)
+        # remembered for one state of ``installed`` (a rename changes it) and of the
+        # harmful tool: the agents ask before every episode
+        key = (self.installed.tobytes(), self.harmful_tool)
+        last = self._callable
+        if last is None or last[0] != key:
+            last = self._callable = (key, tuple(int(i) for i in np.flatnonzero(self.installed)
+                                                if i != self.harmful_tool))
+        return last[1]
 
     def catalog_cost(self, stored_entries: int) -> int:
         """Tokens of the catalog of ``stored_entries`` stored skills (name and

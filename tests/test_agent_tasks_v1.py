@@ -230,6 +230,8 @@ def test_a_renamed_tool_errors_under_its_old_name_and_works_under_the_new_one():
     env = AgentTaskEnv(n_families=3, n_tools=4, length=3, drift_kind="rename",
                        drift_at=[1], max_steps=30)
     env.reset(seed=9)
+    before = env.callable_tools()                    # read (and remembered) before the rename
+    assert before == tuple(t for t in range(env.n_tools + 1) if t != env.harmful_tool)
     _, info = env.reset()
     (ev,) = info["drift"]
     assert ev["what"] == "rename"
@@ -238,6 +240,7 @@ def test_a_renamed_tool_errors_under_its_old_name_and_works_under_the_new_one():
     assert env.tool_names[new] == env.tool_names[old] + "_v2" == ev["new_name"]
     assert env.tool_index(ev["old_name"]) == old
     assert old not in env.callable_tools() and new in env.callable_tools()
+    assert env.callable_tools() == tuple(sorted(set(before) - {old} | {new}))
     assert not (env.tools == old).any()              # every family's use of it moved
     f = ev["family"]
     while env.family != f:
