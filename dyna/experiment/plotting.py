@@ -27,10 +27,12 @@ _RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
 
 
 @contextmanager
-def figure(figsize=(7.0, 4.5)):
-    """A pyplot-free Agg figure, cleared when the block exits (even on error)."""
+def figure(figsize=(7.0, 4.5), layout: str | None = "constrained"):
+    """A pyplot-free Agg figure, cleared when the block exits (even on error).
+    ``layout``: matplotlib's layout engine (``"constrained"``; None for a figure that
+    places its axes itself, e.g. with ``subplots_adjust``)."""
     with matplotlib.rc_context(_RC):
-        fig = Figure(figsize=figsize, layout="constrained")
+        fig = Figure(figsize=figsize, layout=layout)
         FigureCanvasAgg(fig)
         try:
             yield fig

@@ -12,6 +12,7 @@ across runs (:func:`dyna.experiment.stats.curve_ci`) of the per-episode quantity
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -155,7 +156,22 @@ def _scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path) -> 
     curves = {key: curve_ci(sub[key], by=["variant"], x="episode", y="y",
                             n_resamples=PLOT_RESAMPLES, seed=cfg.seed)
               for key, _, _ in ROWS}
-    with figure(figsize=(3.3 * n_cols, 2.3 * n_rows + 1.8)) as fig:
+    width, height = 3.3 * n_cols, 2.3 * n_rows + 1.8
+    band = (f"{over_runs('mean', cfg.runs)} across runs ({PLOT_RESAMPLES} resamples)"
+            if cfg.runs > 1 else over_runs("mean", 1))
+    # the title wrapped to the figure's width (~13 characters per inch at 9 points: one
+    # line was wider than the figure for long scenario names)
+    heading = "\n".join(textwrap.fill(line, max(20, int(13 * width))) for line in (
+        f"{cfg.name}, scenario {scenario}",
+        f"{band}; success and tokens rolling over {W} episodes"))
+    with figure(figsize=(width, height), layout=None) as fig:
+        # fixed margins in inches (the layout engine took ~40% of a figure's drawing
+        # time): the y labels on the left (a log axis may label minor ticks, "2 x 10^3"),
+        # the title (0.16 inch a line) and the panel titles on top, the legends (one
+        # entry a line, MAX_LINES at most) below the bottom row
+        fig.subplots_adjust(left=0.95 / width, right=1 - 0.12 / width,
+                            top=1 - (0.48 + 0.16 * heading.count("\n")) / height,
+                            bottom=1.75 / height, wspace=0.06, hspace=0.09)
         axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey="row")
         for r, (key, ylabel, scale) in enumerate(ROWS):
             drawn = []
@@ -191,10 +207,7 @@ def _scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path) -> 
         for c in range(n_cols):
             axes[-1, c].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.28),
                                ncol=1, frameon=False)
-        band = (f"{over_runs('mean', cfg.runs)} across runs ({PLOT_RESAMPLES} resamples)"
-                if cfg.runs > 1 else over_runs("mean", 1))
-        fig.suptitle(f"{cfg.name}, scenario {scenario}: {band}; success and "
-                     f"tokens rolling over {W} episodes", fontsize=9)
+        fig.suptitle(heading, fontsize=9, y=1 - 0.08 / height, va="top")
         return save(fig, folder / f"scenario_{scenario}")
 
 
