@@ -179,7 +179,9 @@ def test_v2_loop_agents_within_3x_of_no_learning():
     assert held); after that session's cuts, most of them shared by every variant
     (family posteriors read through BetaCompetence.shapes_of, check_range's fast path,
     the env's family draw by bisect, callable_tools remembered), skill naive_loop x3.19,
-    skill_loop x1.89, memory naive_loop x2.20, memory_loop x1.58 (the assert failed). The
+    skill_loop x1.89, memory naive_loop x2.20, memory_loop x1.58 (the assert failed); at
+    931bb9a (callable_tools remembered as well) skill naive_loop x3.33, skill_loop x1.75,
+    memory naive_loop x2.12, memory_loop x1.57 (no_learning 2,615-3,121 episodes/s). The
     ratio moves with the VM's phase as much as with the code: **not met**.
     """
     import statistics
