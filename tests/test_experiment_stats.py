@@ -55,6 +55,8 @@ def test_iqm_is_scipy_trim_mean_bit_for_bit():
     with_nan = np.array([[1.0, np.nan, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]])
     assert np.array_equal(iqm(with_nan, axis=1), [np.nan, 2.5], equal_nan=True)
     assert iqm(np.array([1, 2, 3, 100])) == 2.5          # integers: scipy's path
+    masked = np.ma.masked_array([1.0, 2.0, 3.0, 4.0, 100.0], mask=[0, 0, 0, 0, 1])
+    assert iqm(masked) == stats.trim_mean(masked, 0.25) == 2.5   # the mask is kept
     with pytest.warns(Warning):
         assert np.isnan(iqm(np.array([], dtype=np.float64)))
 

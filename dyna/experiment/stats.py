@@ -65,10 +65,11 @@ def iqm(x, axis=0):
     ``_axis_nan_policy`` decorator has moved ``axis`` last -- ``np.partition`` at the two
     cuts along the last axis, then ``np.mean`` of the middle slice -- without the
     decorator's checks, which cost about 1 ms a call (most of a report's time). Anything
-    else (other dtypes, NaN, empty or 0-d input) goes to scipy.
+    else (other dtypes, NaN, empty or 0-d input, masked arrays and other ndarray
+    subclasses) goes to scipy.
     """
-    a = np.asarray(x)
-    if (a.dtype == np.float64 and a.ndim >= 1 and isinstance(axis, (int, np.integer))
+    a = np.asanyarray(x)
+    if (type(a) is np.ndarray and a.dtype == np.float64 and a.ndim >= 1 and isinstance(axis, (int, np.integer))
             and -a.ndim <= axis < a.ndim and a.shape[axis] > 0 and not np.isnan(a).any()):
         if a.ndim > 1:
             a = np.moveaxis(a, axis, -1)
