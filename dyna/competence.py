@@ -314,8 +314,9 @@ class BetaCompetence:
         self._keys: list[Hashable] = []
         self._a = np.empty(8, dtype=np.float64)
         self._b = np.empty(8, dtype=np.float64)
-        # (keys, number of keys, rows, seen) of the last shapes_of() call: valid while no
-        # key is added and no reset(None) forgets them (both change ``_layout``)
+        # (keys, _layout, rows, seen mask or None when all seen) of the last shapes_of()
+        # call: valid while no key is added and no reset(None) forgets them (both change
+        # ``_layout``)
         self._layout = 0
         self._last_rows: tuple | None = None
 
@@ -360,9 +361,19 @@ class BetaCompetence:
             if row is None:
                 return self.a0, self.b0
             return float(self._a[row]), float(self._b[row])
-        rows = np.fromiter((self._rows.get(k, -1) for k in keys), dtype=np.int64,
+        rows = self._rows_of(keys)
+        return self._gather(rows, rows >= 0)
+
+    def _rows_of(self, keys) -> np.ndarray:
+        """Row of each key (int64, -1 for an unseen key)."""
+        return np.fromiter((self._rows.get(k, -1) for k in keys), dtype=np.int64,
                            count=len(keys))
-        seen = rows >= 0
+
+    def _gather(self, rows: np.ndarray, seen: np.ndarray | None):
+        """Shapes (a, b) of ``rows``; ``seen`` masks the rows that exist (None: all do),
+        the others get the prior."""
+        if seen is None:
+            return self._a[rows], self._b[rows]
         a = np.full(rows.shape, self.a0)
         b = np.full(rows.shape, self.b0)
         a[seen] = self._a[rows[seen]]
@@ -389,19 +400,11 @@ class BetaCompetence:
             raise ConfigError("keys", type(keys).__name__, "must be a tuple of keys")
         last = self._last_rows
         if last is None or last[0] is not keys or last[1] != self._layout:
-            rows = np.fromiter((self._rows.get(k, -1) for k in keys), dtype=np.int64,
-                               count=len(keys))
+            rows = self._rows_of(keys)
             seen = rows >= 0
             last = self._last_rows = (keys, self._layout, rows,
                                       None if seen.all() else seen)
-        _, _, rows, seen = last
-        if seen is None:
-            return self._a[rows], self._b[rows]
-        a = np.full(rows.shape, self.a0)
-        b = np.full(rows.shape, self.b0)
-        a[seen] = self._a[rows[seen]]
-        b[seen] = self._b[rows[seen]]
-        return a, b
+        return self._gather(last[2], last[3])
 
     # ----------------------------------------------------------------- updates
     def update(self, key, success: bool, weight: float = 1.0) -> None:

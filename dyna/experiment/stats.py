@@ -69,8 +69,9 @@ def iqm(x, axis=0):
     subclasses) goes to scipy.
     """
     a = np.asanyarray(x)
-    if (type(a) is np.ndarray and a.dtype == np.float64 and a.ndim >= 1 and isinstance(axis, (int, np.integer))
-            and -a.ndim <= axis < a.ndim and a.shape[axis] > 0 and not np.isnan(a).any()):
+    if (type(a) is np.ndarray and a.dtype == np.float64 and a.ndim >= 1
+            and isinstance(axis, (int, np.integer)) and -a.ndim <= axis < a.ndim
+            and a.shape[axis] > 0 and not np.isnan(a).any()):
         if a.ndim > 1:
             a = np.moveaxis(a, axis, -1)
         n = a.shape[-1]
