@@ -271,3 +271,46 @@ def test_novelty_rows_of_unchanged_skills_survive_a_library_change():
     assert after["run-tests"] is before["run-tests"]      # the same skill: its row kept
     assert after["build-docs"] is not before["build-docs"]
     assert after["build-docs"][1] == "Build the site with make html"
+
+
+class _LyingClock(dt.datetime):
+    """A datetime whose isoformat says something else (a clock is caller code)."""
+
+    def isoformat(self, *args, **kwargs):
+        return "password=hunter2-secret"
+
+
+def _lying_now():
+    return _LyingClock(2024, 5, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+
+
+def test_history_time_is_datetimes_own_text_and_keeps_its_place(tmp_path):
+    """The history's "time" is not scanned (no detector catches datetime's ISO text:
+    checked over random times and offsets here): it is written by datetime's own
+    isoformat whatever a subclass overrides, and the record keeps its key order."""
+    import random
+
+    from dyna.loops.skills import Skill, SkillLibrary
+
+    lib = SkillLibrary(tmp_path / "lib", clock=_lying_now)
+    lib.add(Skill("a", "d"), "r1", "why")
+    mem = MemoryStore(tmp_path / "MEMORY.md", clock=_lying_now)
+    mem.add("the build uses make", run_id="r1")
+    in_memory = SkillLibrary(None, clock=_lying_now)
+    in_memory.add(Skill("a", "d"), "r1", "why")
+    file_rec = json.loads((tmp_path / "lib" / ".dyna" / "history.jsonl")
+                          .read_text().splitlines()[0])
+    assert file_rec["time"] == "2024-05-01T12:00:00+00:00"
+    mem_in_memory = MemoryStore(None, clock=_lying_now)
+    mem_in_memory.add("the build uses make", run_id="r1")
+    assert mem.backend.history()[-1]["time"] == "2024-05-01T12:00:00+00:00"
+    for rec in (in_memory.backend.history()[0], mem_in_memory.backend.history()[-1]):
+        assert rec["time"] == "2024-05-01T12:00:00+00:00"
+        assert list(rec)[:3] == ["seq", "time", "op"]   # the order the records had
+    assert lib.redactions == {} and mem.redactions == {}
+    rng = random.Random(7)
+    base = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    texts = {(base + dt.timedelta(seconds=rng.randrange(100 * 365 * 86400))).astimezone(
+        dt.timezone(dt.timedelta(minutes=rng.randrange(-14 * 60, 14 * 60 + 1)))
+    ).isoformat(timespec="seconds") for _ in range(3000)}
+    assert len(texts) == 3000 and not any(detect(t) for t in texts)

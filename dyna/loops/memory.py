@@ -1008,9 +1008,12 @@ class MemoryStore:
             yield
 
     def _log(self, op: str, text: str, run_id: str, reason: str = "") -> None:
-        self.backend.append_history(self._net.values(
-            {"seq": self.backend.seq + 1, "time": self._clock().isoformat(timespec="seconds"),
-             "op": op, "run_id": run_id, "text": text, "reason": reason}))
+        # "time" is not scanned: datetime's own isoformat (whatever a subclass the clock
+        # returns overrides) writes digits and "-:T+" only, which no detector catches
+        now = _dt.datetime.isoformat(self._clock(), timespec="seconds")
+        rec = self._net.values({"seq": self.backend.seq + 1, "op": op, "run_id": run_id,
+                                "text": text, "reason": reason})
+        self.backend.append_history({"seq": rec["seq"], "time": now, **rec})
 
     def _entry(self, text, date: str, source: str, trust: str, run_id: str) -> MemoryEntry:
         """A new fact, its text redacted; a source or run id holding a secret is refused."""
