@@ -1328,7 +1328,7 @@ class MemoryStore:
             n = max([self.backend.staged, *used]) + 1
             clean = self._net.values({"provenance": list(provenance), "reason": reason})
             item = PendingFact(f"m{n:04d}", entry, run_id,
-                               self._clock().isoformat(timespec="seconds"),
+                               _dt.datetime.isoformat(self._clock(), timespec="seconds"),
                                tuple(clean["provenance"]), clean["reason"])
             self.backend.write_pending(items + [item])
             self._log("stage", entry.text, run_id, item.id)
