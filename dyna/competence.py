@@ -436,6 +436,34 @@ class BetaCompetence:
         else:
             self._b[row] += weight
 
+    def record(self, key, success: bool) -> tuple[float, float]:
+        """``update(key, success)`` (weight 1), then ``posterior(key)``: the posterior
+        shapes ``(a, b)`` after the outcome, as floats (a library reads them back after
+        every outcome it reports).
+
+        Parameters
+        ----------
+        key : hashable
+            A single key (as :meth:`posterior` takes it).
+        success : bool
+
+        Returns
+        -------
+        tuple of float
+            The same values ``update`` then ``posterior`` give.
+        """
+        row = self._row(key)
+        a, b = self._a, self._b
+        d = self.discount
+        if d != 1.0:
+            a[row] = self.a0 + d * (a[row] - self.a0)
+            b[row] = self.b0 + d * (b[row] - self.b0)
+        if success:
+            a[row] += 1.0
+        else:
+            b[row] += 1.0
+        return float(a[row]), float(b[row])
+
     def update_many(self, keys: Iterable, successes, weights=None) -> None:
         """Add many outcomes at once, same result as calling :meth:`update` in order.
 

@@ -172,6 +172,15 @@ def _seeded(run: list[int], key, start: int, count: int):
         h ^= h >> s16
         r = np.uint32((_MIX_L * pool[d]) & _M32) - np.uint32(_MIX_R) * h
         lanes.append(r ^ (r >> s16))
+    return _pcg_seeded(lanes)
+
+
+def _pcg_seeded(lanes: list):
+    """The PCG64 states right after seeding from SeedSequence pools, one lane per
+    stream: ``lanes`` the four mixed pool words (uint32 arrays of one shape);
+    ``(hi, lo, inc_hi, inc_lo)``, uint64 arrays (``generate_state(4, uint64)``, then
+    O'Neill's srandom)."""
+    s16 = np.uint32(16)
     hb = _Hash(_INIT_B, _MULT_B)
     w = []
     for k in range(8):                         # generate_state(4, uint64): 8 words
@@ -221,8 +230,14 @@ def spawned_uniforms(words, key, start: int, count: int, n: int) -> np.ndarray:
     run, start, count = _check_run(words, start, count)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ConfigError("n", n, "must be an integer >= 0")
-    hi, lo, inc_hi, inc_lo = _seeded(run, key, start, count)
-    out = np.empty((count, n), dtype=np.float64)
+    return _pcg_uniforms(*_seeded(run, key, start, count), n)
+
+
+def _pcg_uniforms(hi, lo, inc_hi, inc_lo, n: int) -> np.ndarray:
+    """Row ``j``: the first ``n`` ``random()`` doubles of the PCG64 whose seeded state
+    is lane ``j`` of ``(hi, lo, inc_hi, inc_lo)`` (:func:`_pcg_seeded`); shape
+    ``(lanes, n)``, float64."""
+    out = np.empty((hi.shape[0], n), dtype=np.float64)
     s58, s11, m63 = np.uint64(58), np.uint64(11), np.uint64(63)
     for j in range(n):
         hi, lo = _mul_add_128(hi, lo, inc_hi, inc_lo)

@@ -87,9 +87,11 @@ from dyna.agents.baselines import BASELINES, Knowledge, RunRecord, make_baseline
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
 from envs.seeding import (BLOCK, _INIT_A, _INIT_B, _M32, _MULT_A, _MULT_B, _PCG_MULT_HI,
-                          _PCG_MULT_LO, _Hash, _mix, seed_words, spawned_states)
+                          _PCG_MULT_LO, _Hash, _mix, _pcg_seeded, _pcg_uniforms,
+                          seed_words, spawned_states)
 from dyna.loops import Digest, LearningLoop, LoopConfig, Proposal, ReviewerOutput
 from dyna.loops._text import content_words, fact_key
+from dyna.loops.review import OUTPUT_CHARS, _tool_call
 
 __all__ = ["BASE_VARIANTS", "EPISODE_FIELDS", "LoopAgent", "PolicyParams", "agent_streams",
            "ProcedureReviewer", "VariantSpec", "make_variant", "run_loop_agent",
@@ -230,6 +232,70 @@ def _review_uniforms(a: int, b: int) -> tuple[float, float]:
             v = ((v >> rot) | (v << (64 - rot))) & _M64
         out.append((v >> 11) * (1.0 / 9007199254740992.0))
     return out[0], out[1]
+
+
+def review_uniforms_many(a: int, bs) -> np.ndarray:
+    """Row ``j``: the first two uniforms of ``default_rng([a, bs[j]])``, for many second
+    words at once (numpy's uint32 and uint64 arithmetic wraps as the C code does): what
+    :func:`_review_uniforms` gives for each pair, bit for bit
+    (tests/test_loop_agents_speed.py).
+
+    Parameters
+    ----------
+    a : int
+        The first entropy word, ``0 <= a < 2**32`` (a reviewer's seed).
+    bs : array_like of int, shape (n,)
+        The second words, each in ``[0, 2**32)`` (crc32 of run ids).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n, 2)
+        Each in ``[0, 1)``.
+
+    Raises
+    ------
+    ConfigError
+        ``a`` or a word of ``bs`` outside ``[0, 2**32)`` (fields ``a``, ``bs``).
+    """
+    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a <= _M32:
+        raise ConfigError("a", a, "must be an integer in [0, 2**32)")
+    b = np.asarray(bs)
+    if b.ndim != 1 or (b.size and (b.dtype.kind not in "iu" or b.min() < 0
+                                   or b.max() > _M32)):
+        raise ConfigError("bs", bs, "must be a 1-d array of integers in [0, 2**32)")
+    b = b.astype(np.uint32)
+    p0, h01, p2, p3 = _seeded_pool(int(a))
+    u32 = np.uint32
+    s16 = u32(16)
+    # the pool after the first source round: word 1 is b's lane, the others fixed
+    h = (b ^ u32(_HASH_A[1][0])) * u32(_HASH_A[1][1])
+    h ^= h >> s16
+    r = u32(0xCA01F9DD) * h - u32((0x4973F715 * h01) & _M32)
+    pool = [np.full(b.shape, p0, u32), r ^ (r >> s16), np.full(b.shape, p2, u32),
+            np.full(b.shape, p3, u32)]
+    for (s, d), (x, y) in zip(_MIX_ORDER[3:], _HASH_A[7:]):
+        h = (pool[s] ^ u32(x)) * u32(y)
+        r = u32(0xCA01F9DD) * pool[d] - u32(0x4973F715) * (h ^ (h >> s16))
+        pool[d] = r ^ (r >> s16)
+    return _pcg_uniforms(*_pcg_seeded(pool), 2)
+
+
+_RUN_ID_RE = re.compile(r"e(\d{1,9})\Z")
+
+
+def _plain_digest(run_id: str, task: str, success, verified: bool, judged: bool,
+                  tokens: int, calls, followed, names, vals, trusted, actions) -> Digest:
+    """``Digest.from_run(..., redaction=False)`` of a loop agent's episode, built from
+    values the agent made itself (tool and value names, the env's outputs, the skills each
+    call followed): the same digest (tests/test_loop_agents_speed.py compares them over
+    whole runs) without from_run's checks and conversions of arbitrary input."""
+    out_chars = OUTPUT_CHARS
+    tcs = tuple(_tool_call(str(names[c[0]]), {"value": vals[c[1]]}, bool(err),
+                           str(out or "")[:out_chars],
+                           tuple(dict.fromkeys(f)) if f else (), bool(trusted[c[0]]))
+                for (c, out, err), f in zip(calls, followed))
+    return Digest(run_id, task, None if success is None else bool(success), bool(verified),
+                  bool(judged), len(calls), int(tokens), tcs, (), actions)
 
 
 # ============================================================================ variants
@@ -471,6 +537,23 @@ class ProcedureReviewer:
         if memory_facts not in ("value", "call"):
             raise ConfigError("memory_facts", memory_facts, "must be 'value' or 'call'")
         self.memory_facts = memory_facts
+        #: crc32 of a run id -> its two uniforms, for the run ids "e<t>" of a block of
+        #: episodes (the loop agents' ids), drawn at once by :func:`review_uniforms_many`
+        self._drawn: dict[int, tuple[float, float]] = {}
+
+    def _draw(self, run_id: str, crc: int) -> tuple[float, float]:
+        """The two uniforms of ``default_rng([seed, crc])``; for a loop agent's run id
+        ``e<t>``, those of ``e<t>`` ... ``e<t + BLOCK - 1>`` are drawn with them and
+        remembered (the numbers depend on the crc alone, so a remembered pair is exact
+        whichever id gave that crc)."""
+        m = _RUN_ID_RE.match(run_id)
+        if m is None or str(int(m.group(1))) != m.group(1):
+            return _review_uniforms(self.seed, crc)
+        t = int(m.group(1))
+        crcs = [zlib.crc32(f"e{i}".encode()) for i in range(t, t + BLOCK)]
+        u = review_uniforms_many(self.seed, np.array(crcs, dtype=np.uint64)).tolist()
+        self._drawn = {c: (x, y) for c, (x, y) in zip(crcs, u)}
+        return self._drawn[crc]
 
     def procedure(self, digest: Digest, copy: bool,
                   misattribute: bool = True) -> tuple[list[tuple[str, str]], bool]:
@@ -497,7 +580,9 @@ class ProcedureReviewer:
         # default_rng([seed, crc])'s first two uniforms, both drawn at once
         crc = zlib.crc32(digest.run_id.encode())
         if self.seed <= _M32:
-            u = _review_uniforms(self.seed, crc)
+            u = self._drawn.get(crc)
+            if u is None:
+                u = self._draw(digest.run_id, crc)
         else:   # more than one 32-bit word of entropy: numpy's own
             u = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
                 [self.seed, crc]))).random(2)
@@ -912,17 +997,22 @@ class LoopAgent:
                 # a call that followed an injected skill names it, so a skill whose step
                 # now errors is reported contradicted even when the run recovers
                 trusted = env.tool_trusted
-                tool_calls = [{"name": names[c[0]], "args": {"value": vals[c[1]]},
-                               "output": out, "error": err, "skills": f,
-                               "trusted": trusted[c[0]]}
-                              for (c, out, err), f in zip(calls, followed)]
                 gate_self = self.spec.self_gate
-                digest = Digest.from_run(
-                    f"e{self.t}", task, success=None if gate_self else success,
-                    verified=not gate_self, self_assessment=judged, steps=len(calls),
-                    tokens=row["tokens"], tool_calls=tool_calls,
-                    actions=tuple(f"{names[c[0]]}:{vals[c[1]]}" for c, _, _ in calls),
-                    redaction=self.spec.config.redaction)
+                actions = tuple(f"{names[c[0]]}:{vals[c[1]]}" for c, _, _ in calls)
+                if self.spec.config.redaction:
+                    tool_calls = [{"name": names[c[0]], "args": {"value": vals[c[1]]},
+                                   "output": out, "error": err, "skills": f,
+                                   "trusted": trusted[c[0]]}
+                                  for (c, out, err), f in zip(calls, followed)]
+                    digest = Digest.from_run(
+                        f"e{self.t}", task, success=None if gate_self else success,
+                        verified=not gate_self, self_assessment=judged, steps=len(calls),
+                        tokens=row["tokens"], tool_calls=tool_calls, actions=actions,
+                        redaction=True)
+                else:
+                    digest = _plain_digest(f"e{self.t}", task, None if gate_self else success,
+                                           not gate_self, judged, row["tokens"], calls,
+                                           followed, names, vals, trusted, actions)
                 rec = self.loop.finish(ctx, digest)
                 row["learning_tokens"] = int(rec.learning_tokens)
         self._audit(row)

@@ -1587,6 +1587,9 @@ class SkillLibrary(_Matcher):
         self.competence = BetaCompetence(prior, discount)
         self._clock = clock or _utc_now
         self._now_text: tuple | None = None   # ((second, utcoffset), ISO text): _now's memo
+        #: (the clock's last datetime, its ISO time, its ISO date): for a clock that gives
+        #: the very same datetime object again (an agent's clock, fixed per episode)
+        self._clock_memo: tuple | None = None
         self.log_outcomes = bool(log_outcomes)
         self.backend = (MemorySkillBackend() if dir is None
                         else FileSkillBackend(dir, durable=durable))
@@ -1819,8 +1822,31 @@ class SkillLibrary(_Matcher):
         else:
             self.competence.reset(name)
 
+    def _today_text(self) -> str:
+        """``self.today().isoformat()``, remembered for the clock's last datetime (an
+        exact :class:`datetime.datetime`, immutable: the same object, the same date)."""
+        now = self._clock()
+        memo = self._clock_memo
+        if memo is not None and memo[0] is now and memo[2] is not None:
+            return memo[2]
+        text = now.date().isoformat()
+        if type(now) is _dt.datetime:
+            self._clock_memo = (now, memo[1] if memo is not None and memo[0] is now
+                                else None, text)
+        return text
+
     def _now(self) -> str:
         now = self._clock()
+        memo = self._clock_memo
+        if memo is not None and memo[0] is now and memo[1] is not None:
+            return memo[1]   # the same (exact, immutable) datetime: the same text
+        text = self._now_uncached(now)
+        if type(now) is _dt.datetime:
+            self._clock_memo = (now, text, memo[2] if memo is not None and memo[0] is now
+                                else None)
+        return text
+
+    def _now_uncached(self, now) -> str:
         # the same second and offset: the same text (isoformat drops the microseconds)
         key = (now.replace(microsecond=0), now.utcoffset())
         last = self._now_text
@@ -1979,7 +2005,7 @@ class SkillLibrary(_Matcher):
             if skill.name in self._skills:
                 raise ConfigError("name", skill.name, "an active skill has this name; "
                                   "use patch()")
-            today = self.today().isoformat()
+            today = self._today_text()
             skill = _evolve(skill, status="active", retired_reason="",
                             created=skill.created or today,
                             last_verified=skill.last_verified or skill.created or today,
@@ -2059,12 +2085,11 @@ class SkillLibrary(_Matcher):
                 skill = self._skills.get(name)
                 if skill is None:
                     continue
-                self.competence.update(name, success)
-                a, b = self.competence.posterior(name)
+                a, b = self.competence.record(name, success)
                 changes = {"a": a, "b": b}
                 if success:
                     changes["successes"] = skill.successes + 1
-                    changes["last_verified"] = self.today().isoformat()
+                    changes["last_verified"] = self._today_text()
                 else:
                     changes["failures"] = skill.failures + 1
                 new = _with_counts(skill, changes)
@@ -2122,19 +2147,29 @@ class SkillLibrary(_Matcher):
         provenance = tuple(provenance)
         if require_approval and is_untrusted(provenance):
             return self.stage(skill, run_id, provenance, reason)
-        skill = _evolve(skill, provenance=tuple(dict.fromkeys(skill.provenance + provenance)),
-                        trust="untrusted" if is_untrusted(provenance) else skill.trust)
+        changes = {}
+        prov = tuple(dict.fromkeys(skill.provenance + provenance))
+        if prov != skill.provenance:
+            changes["provenance"] = prov
+        if is_untrusted(provenance) and skill.trust != "untrusted":
+            changes["trust"] = "untrusted"
+        if changes:   # (a skill's own provenance, again, and its trust: the same skill)
+            skill = _evolve(skill, **changes)
         return self._upsert(skill, run_id, reason, "create")
 
     def _upsert(self, skill: Skill, run_id: str, reason: str, op: str) -> AddResult:
         with self._writing():
             if skill.name in self._skills:
                 old = self._skills[skill.name]
-                new = _evolve(skill, status="active", last_verified=self.today().isoformat())
-                # kept from the active skill, whose values were checked when it was made:
-                # set as they are (the same skill as _evolve(skill, **kept, ...) gives)
+                # status and today's date (date.isoformat's own text: valid) and, kept from
+                # the active skill, whose values were checked when it was made, its dates
+                # and counts: set as they are (the same skill as _evolve gives)
+                new = _copy_skill(skill)
+                put = object.__setattr__
+                put(new, "status", "active")
+                put(new, "last_verified", self._today_text())
                 for f in ("created", "successes", "failures", "a", "b"):
-                    object.__setattr__(new, f, getattr(old, f))
+                    put(new, f, getattr(old, f))
                 new = self._commit(op if op != "create" else "patch", new, run_id, reason)
                 return AddResult(new)
             return self.add(skill, run_id, reason, op=op)
