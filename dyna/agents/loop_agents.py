@@ -540,6 +540,21 @@ class ProcedureReviewer:
         #: crc32 of a run id -> its two uniforms, for the run ids "e<t>" of a block of
         #: episodes (the loop agents' ids), drawn at once by :func:`review_uniforms_many`
         self._drawn: dict[int, tuple[float, float]] = {}
+        self._known: tuple | None = None   # (a snapshot's facts, their keys)
+
+    def _known_keys(self, memory) -> frozenset:
+        """The fact keys of ``memory`` (a snapshot, or any iterable of facts), remembered
+        for the last snapshot's tuple of facts while each holds the very text it had (a
+        key is a function of the text)."""
+        entries = getattr(memory, "entries", None)
+        memo = self._known
+        if (type(entries) is tuple and memo is not None and memo[0] is entries
+                and all(map(operator.is_, memo[1], map(_TEXT, entries)))):
+            return memo[2]
+        keys = frozenset(e.key for e in memory)
+        if type(entries) is tuple:
+            self._known = (entries, tuple(map(_TEXT, entries)), keys)
+        return keys
 
     def _draw(self, run_id: str, crc: int) -> tuple[float, float]:
         """The two uniforms of ``default_rng([seed, crc])``; for a loop agent's run id
@@ -601,7 +616,7 @@ class ProcedureReviewer:
             desc = f"Procedure for {' '.join(key)} tasks: {len(calls)} tool calls."
             return ReviewerOutput((Proposal("skill", name, desc, body, tuple(key),
                                             provenance=prov),), self.tokens_per_review)
-        known = {e.key for e in context.memory} if context is not None else set()
+        known = self._known_keys(context.memory) if context is not None else set()
         out = []
         head = " ".join(key)
         for k, (t, v) in enumerate(calls, 1):

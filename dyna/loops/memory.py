@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import operator
 import os
 import re
 import threading
@@ -280,6 +281,9 @@ def attribute_of(text: str) -> Attribute | None:
             return Attribute(subj, kind, tok, _norm(v[:i] + " " + v[j:]))
     return Attribute(subj, None, _norm(v) or fact_key(v), "")
 
+
+#: A fact's text (for the index of :meth:`MemoryStore._lookup`).
+_TEXT_OF = operator.attrgetter("text")
 
 #: :func:`attribute_of` memoised by the text itself.
 _attribute_memo = lru_cache(maxsize=FEATURE_CACHE_SIZE)(attribute_of)
@@ -951,6 +955,7 @@ class MemoryStore:
         self._netted: dict[int, MemoryEntry] = {}
         self._fresh: MemoryEntry | None = None
         self._entries: tuple[MemoryEntry, ...] = tuple(self.backend.read())
+        self._index: tuple | None = None   # _lookup's (entries, by key, by subject)
 
     @classmethod
     def in_memory(cls, **kwargs) -> "MemoryStore":
@@ -975,7 +980,7 @@ class MemoryStore:
     def reload(self) -> tuple[MemoryEntry, ...]:
         """Re-read MEMORY.md if another writer changed it; returns the facts."""
         with self._lock:
-            self._entries = tuple(self.backend.read())
+            self._reread()
             return self._entries
 
     def snapshot(self) -> MemorySnapshot:
@@ -1004,8 +1009,16 @@ class MemoryStore:
     def _writing(self):
         """Thread lock, inter-process file lock, and the facts re-read under them."""
         with self._lock, self.backend.locked():
-            self._entries = tuple(self.backend.read())
+            self._reread()
             yield
+
+    def _reread(self) -> None:
+        """The facts as the backend holds them now; the same tuple kept when they are the
+        very same objects in the same order (so what is remembered of it stays valid)."""
+        new = self.backend.read()
+        old = self._entries
+        if not (len(new) == len(old) and all(map(operator.is_, new, old))):
+            self._entries = tuple(new)
 
     def _log(self, op: str, text: str, run_id: str, reason: str = "") -> None:
         # "time" is not scanned: datetime's own isoformat (whatever a subclass the clock
@@ -1044,17 +1057,45 @@ class MemoryStore:
         self._entries = tuple(self.backend.write(entries, subst))
         self._netted = clean
 
+    def _lookup(self) -> tuple:
+        """``(entries, their texts, first fact by key, facts by attribute subject)`` of the
+        stored facts now, in their order; rebuilt when the facts changed: another tuple of
+        other objects (a write re-reads them into a new tuple of the same objects; a fact
+        read again from a file is another object), or a fact whose text was changed in
+        place (each text is compared by identity with the one indexed)."""
+        entries = self._entries
+        got = self._index
+        if got is None or not (
+                (got[0] is entries or (len(got[0]) == len(entries)
+                                       and all(map(operator.is_, got[0], entries))))
+                and all(map(operator.is_, got[1], map(_TEXT_OF, entries)))):
+            by_key: dict = {}
+            by_subject: dict = {}
+            texts = tuple(map(_TEXT_OF, entries))
+            for e, text in zip(entries, texts):
+                by_key.setdefault(fact_key(text), e)
+                a = _attribute_memo(text)
+                if a is not None:
+                    by_subject.setdefault(a.subject, []).append(e)
+            got = self._index = (entries, texts, by_key, by_subject)
+        return got
+
     def find(self, text: str) -> MemoryEntry | None:
-        """The stored fact that is the same fact as ``text`` (None if none)."""
-        key = fact_key(text)
-        return next((e for e in self._entries if e.key == key), None)
+        """The stored fact that is the same fact as ``text`` (None if none): the first
+        with its :func:`fact_key`."""
+        return self._lookup()[2].get(fact_key(text))
 
     def relations(self, text: str) -> list[tuple[MemoryEntry, str]]:
         """Stored facts about the same subject as ``text`` that a write of it would touch,
         with their :func:`relation` to it: ``"conflict"`` (replaced), ``"restated"`` (same
-        value, other words) or ``"unsure"`` (kept beside it, flagged)."""
+        value, other words) or ``"unsure"`` (kept beside it, flagged); in the facts' order.
+        Only facts of the same attribute subject are compared (any other is
+        ``"unrelated"``, as is every fact when ``text`` has no subject form)."""
+        a = _attribute_memo(text)
+        if a is None:
+            return []
         out = []
-        for e in self._entries:
+        for e in self._lookup()[3].get(a.subject, ()):
             r = relation(text, e.text)
             if r in ("conflict", "restated", "unsure"):
                 out.append((e, r))
@@ -1183,7 +1224,7 @@ class MemoryStore:
     @contextlib.contextmanager
     def _reading(self):
         with self._lock:
-            self._entries = tuple(self.backend.read())
+            self._reread()
             yield
 
     def consolidate(self, run_id: str = "", *, dry_run: bool = False) -> ConsolidationReport:

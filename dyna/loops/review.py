@@ -1042,14 +1042,17 @@ def grade(proposal: Proposal, skills=None, memory=None,
     text = proposal.lesson_text()
     spec = specificity(text)
     # the stored facts are read only where they count (novelty, a fact's agreement)
-    mem = (_memory_of(memory) if config.novelty_check or proposal.kind == "memory"
-           else ())
+    store = memory if isinstance(memory, MemoryStore) else None
+    mem = (_memory_of(memory) if config.novelty_check
+           or (proposal.kind == "memory" and store is None) else ())
     novelty = 1.0
     if config.novelty_check:
         novelty = 1.0 - _closest(proposal, _skills_of(skills), mem)[0]
     agreement = 1.0
-    if proposal.kind == "memory" and any(relation(proposal.text, e.text) == "conflict"
-                                         for e in mem):
+    if proposal.kind == "memory" and (
+            any(r == "conflict" for _, r in store.relations(proposal.text))
+            if store is not None   # (a store compares only facts of the same subject)
+            else any(relation(proposal.text, e.text) == "conflict" for e in mem)):
         agreement = 0.5
     if proposal.kind != "memory" and isinstance(skills, SkillLibrary):
         old = skills.get(proposal.name)
