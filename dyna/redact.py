@@ -1127,10 +1127,12 @@ def scan(obj) -> collections.Counter:
 # module-level, not closures inside scan(): a closure that calls itself is a reference
 # cycle, left for the cyclic garbage collector after every scan (the loops scan on every
 # write)
-def _scan_text_of(o: str, counts: collections.Counter) -> None:
+def _scan_text_of(o: str, counts) -> None:
     if len(o) < 6:
         # nothing to count: detect() looks at no text this short, and JSON this short
         # holds no mapping (``{"":0}`` is 6 characters) and only strings detect() skips
+        return
+    if o in _CLEAN_SHORT:
         return
     parsed = _embedded_json(o)
     if parsed is not None:
@@ -1139,9 +1141,41 @@ def _scan_text_of(o: str, counts: collections.Counter) -> None:
     found = detect(o)
     if found:
         counts.update(found)
+    elif len(o) <= CLEAN_SHORT_MAX_CHARS and type(o) is str:
+        if len(_CLEAN_SHORT) >= CLEAN_SHORT_SIZE:
+            _CLEAN_SHORT.clear()
+        _CLEAN_SHORT[o] = None
 
 
-def _scan_walk(o, counts: collections.Counter) -> None:
+#: :func:`scan` remembers short texts in which nothing was found (labels, names, run ids,
+#: provenance tags and record fields repeat on every write of the loops): at most this
+#: many ...
+CLEAN_SHORT_SIZE = 4096
+#: ... of at most this many characters. Only texts no detector catches are held (what the
+#: stores write out as they are); a text with a catch is never kept (:func:`detect`'s
+#: cache holds digests, not texts).
+CLEAN_SHORT_MAX_CHARS = 64
+_CLEAN_SHORT: dict[str, None] = {}
+
+
+class _Found(list):
+    """The detector names :func:`_scan_walk` finds, as a list (``update`` extends it):
+    what :func:`scan_found` collects without building a Counter."""
+
+    __slots__ = ()
+    update = list.extend
+
+
+def scan_found(obj) -> list[str]:
+    """The catches :func:`scan` counts, as a list of detector names (one per catch, in
+    the order found): ``collections.Counter(scan_found(obj)) == scan(obj)``; empty when
+    nothing is found."""
+    found = _Found()
+    _scan_walk(obj, found)
+    return found
+
+
+def _scan_walk(o, counts) -> None:
     t = type(o)
     if t in _SCALAR_TYPES:   # nothing to scan (the checks below, made quick)
         return
@@ -1157,7 +1191,7 @@ def _scan_walk(o, counts: collections.Counter) -> None:
                 if cue:
                     catch = _keyed_catch(k, v)
                     if catch is not None:
-                        counts[catch] += 1
+                        counts.update((catch,))
                         continue
             if type(v) is str:
                 _scan_text_of(v, counts)

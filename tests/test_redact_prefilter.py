@@ -190,3 +190,28 @@ def test_non_ascii_texts_run_every_detector(text, fired):
     names = []
     assert (R._scan_text(text, names), names) == _reference(text)
     assert names == fired
+
+
+# ------------------------------------------------------------------ the clean-text memo
+
+def test_scan_found_counts_what_scan_counts_and_the_memo_keeps_only_clean_short_texts():
+    # every corpus text in its shapes, as a value, inside a dict beside a cue key and as
+    # JSON; scanned twice (the second time through the memo of clean short texts)
+    import collections
+    R._CLEAN_SHORT.clear()
+    n_caught = 0
+    for text in SECRET_TEXTS + BENIGN:
+        for shaped in _shapes(text):
+            for obj in (shaped, {"note": shaped, "user_id": shaped}, [shaped, {"x": shaped}]):
+                first = R.scan(obj)
+                assert collections.Counter(R.scan_found(obj)) == first == R.scan(obj), obj
+                n_caught += bool(first)
+    assert n_caught > len(SECRET_TEXTS)
+    held = list(R._CLEAN_SHORT)
+    assert held and len(held) <= R.CLEAN_SHORT_SIZE
+    assert all(len(t) <= R.CLEAN_SHORT_MAX_CHARS and not R.detect(t) for t in held)
+    assert not any(s in t for t in held for s in SECRET_TEXTS if len(s) >= 6)
+    # bounded: emptied when full
+    for i in range(R.CLEAN_SHORT_SIZE + 5):
+        R.scan(f"plain text {i:06d}")
+    assert len(R._CLEAN_SHORT) <= R.CLEAN_SHORT_SIZE

@@ -11,7 +11,7 @@ from pathlib import Path
 import filelock
 
 from dyna.errors import ConfigError, DynaError
-from dyna.redact import redact, scan
+from dyna.redact import redact, scan, scan_found
 from dyna.store.jsonl import atomic_target
 
 
@@ -392,7 +392,7 @@ class SafetyNet:
         self.counts: collections.Counter = collections.Counter()
 
     def values(self, obj):
-        found = scan(obj)
+        found = scan_found(obj)
         if not found:
             return obj
         self.counts.update(found)

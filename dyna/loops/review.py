@@ -61,6 +61,9 @@ _SHELL_RE = re.compile(r"[;|&$`<>(){}\\\s'\"]")
 
 # ============================================================================ digest
 
+_TOOL_OUTPUT, _TOOL_ARGUMENT = Source.TOOL_OUTPUT.value, Source.TOOL_ARGUMENT.value
+
+
 def _mark(obj):
     """Replace dyna.redact's marker by ``(redacted)`` in every string of ``obj``."""
     if isinstance(obj, str):
@@ -270,13 +273,16 @@ class Digest:
         answered, ``tool_argument`` when such a call had arguments, and each untrusted
         declared source (:attr:`sources`, parsed by
         :func:`dyna.loops.provenance.parse_source`: unknown names are untrusted)."""
-        out: list[str] = []
+        output = argument = False
         for tc in self.tool_calls:
             if not tc.trusted:
-                out.append(Source.TOOL_OUTPUT.value)
+                output = True
                 if tc.args:
-                    out.append(Source.TOOL_ARGUMENT.value)
-        out += [s.value for s in untrusted_sources(self.sources)]
+                    argument = True
+                    break   # (both found: the rest adds nothing)
+        out = ([_TOOL_OUTPUT] if output else []) + ([_TOOL_ARGUMENT] if argument else [])
+        if self.sources:
+            out += [s.value for s in untrusted_sources(self.sources)]
         return tuple(dict.fromkeys(out))
 
     def contradicted(self) -> frozenset[str]:
