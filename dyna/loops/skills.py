@@ -1840,10 +1840,11 @@ class SkillLibrary(_Matcher):
         memo = self._clock_memo
         if memo is not None and memo[0] is now and memo[1] is not None:
             return memo[1]   # the same (exact, immutable) datetime: the same text
-        text = self._now_uncached(now)
-        if type(now) is _dt.datetime:
-            self._clock_memo = (now, text, memo[2] if memo is not None and memo[0] is now
-                                else None)
+        if type(now) is not _dt.datetime:
+            return self._now_uncached(now)
+        text = _dt.datetime.isoformat(now, timespec="seconds")   # (as _now_uncached's)
+        self._clock_memo = (now, text, memo[2] if memo is not None and memo[0] is now
+                            else None)
         return text
 
     def _now_uncached(self, now) -> str:
