@@ -636,6 +636,10 @@ class ProcedureReviewer:
 
 # ============================================================================ the agent
 
+#: ``(switch, its episode column)`` for every safeguard switch (:attr:`LoopConfig.SWITCHES`).
+_ACTED_COLUMNS = tuple((s, f"acted_{s}") for s in LoopConfig.SWITCHES)
+
+
 class _AgentClock:
     """A loop agent's store clock (:meth:`LoopAgent._clock`), holding the agent weakly
     (no reference cycle through the stores). Once the agent is gone it gives the last
@@ -1055,11 +1059,13 @@ class LoopAgent:
                 row["learning_tokens"] = int(rec.learning_tokens)
         self._audit(row)
         row["approved"], row["rejected"] = approved, rejected
-        for s in LoopConfig.SWITCHES:
-            row[f"acted_{s}"] = 0
-        if acted_before is not None:
-            for s, n in self.loop.safeguard_counts().items():
-                row[f"acted_{s}"] = n - acted_before[s]
+        if acted_before is None:
+            for _, col in _ACTED_COLUMNS:
+                row[col] = 0
+        else:
+            acted = self.loop.acted
+            for s, col in _ACTED_COLUMNS:
+                row[col] = acted[s] - acted_before[s]
         a, b = self.competence.posterior(family)
         a0, b0 = self.competence.posterior(0)
         nf = env.n_families
