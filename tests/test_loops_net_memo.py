@@ -314,3 +314,35 @@ def test_history_time_is_datetimes_own_text_and_keeps_its_place(tmp_path):
         dt.timezone(dt.timedelta(minutes=rng.randrange(-14 * 60, 14 * 60 + 1)))
     ).isoformat(timespec="seconds") for _ in range(3000)}
     assert len(texts) == 3000 and not any(detect(t) for t in texts)
+
+
+def test_skill_text_memo_by_value_gives_the_same_library():
+    # the memo is keyed by the texts' values: new string objects with the text of a skill
+    # the net passed (a reviewer writes its lessons anew each run) skip the text scan, and
+    # the library, history and catch counts are those of a library that scans everything
+    from dyna.loops.skills import Skill, SkillLibrary
+
+    def play(lib):
+        bodies = [f"1. run `make deploy` with {t}" for t in (SECRETS[:25] + BENIGN[:25])]
+        for i, body in enumerate(bodies * 2):
+            name = f"deploy-{i % 12}"
+            for k in range(2):
+                copy = "".join(list(body))          # equal text, another object
+                assert copy is not body or len(body) < 2
+                s = Skill(name, "".join(list(f"Deploy procedure {i % 12}")), copy,
+                          ("deploy", "release"))
+                prov = ("tool_output", SECRETS[i % len(SECRETS)]) if k else ("tool_output",)
+                lib.propose(s.evolve(source_run=f"r{i}-{k}"), f"r{i}-{k}", prov,
+                            require_approval=False)
+        return ([(s.name, s.description, s.body, s.triggers, s.provenance, s.source_run)
+                 for s in sorted(lib._skills.values(), key=lambda s: s.name)],
+                [(h.op, h.name, h.run_id, h.reason) for h in lib.history()], lib.redactions)
+
+    a = SkillLibrary(None, cap=None, log_outcomes=False)
+    b = SkillLibrary(None, cap=None, log_outcomes=False)
+    b._clean_texts = _NeverKeeps()
+    got_a, got_b = play(a), play(b)
+    assert got_a == got_b
+    assert sum(got_a[2].values()) >= 50 and 0 < len(a._clean_texts) <= 1024
+    # no stored text holds a corpus secret
+    assert not any(sec in " ".join(map(str, row)) for row in got_a[0] for sec in SECRETS[:25])

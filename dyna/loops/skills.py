@@ -45,7 +45,7 @@ from types import MappingProxyType
 
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
-from dyna.redact import check_label, scan
+from dyna.redact import check_label, scan_found
 from dyna.loops._io import (CorruptFileError, SafetyNet, SymlinkError, append_jsonl,
                             atomic_write, check_no_symlink, library_lock, read_bytes_nofollow,
                             read_json, read_jsonl, read_last_jsonl)
@@ -1604,9 +1604,10 @@ class SkillLibrary(_Matcher):
         # outgrows them (_mark_clean): a plain dict, cheaper than a WeakValueDictionary
         self._cleaned: dict[int, Skill] = {}
         self._cleaned_limit = 256
-        # id(body) -> (description, body, triggers) of a skill the net passed unchanged
-        # (strong references: those objects' ids stay theirs; at most 1,024 kept)
-        self._clean_texts: dict[int, tuple] = {}
+        # (description, body, triggers) of skills the net passed unchanged, by value (exact
+        # strings only: a str subclass could compare equal to a text it is not); at most
+        # 1,024 kept. The library holds these texts anyway, and they hold no catch.
+        self._clean_texts: dict[tuple, None] = {}
         self._skills: dict[str, Skill] = {}
         self._retired: dict[str, Skill] = {}
         self._skeletons: dict[str, set[str]] = {}   # skeleton -> names, active or retired
@@ -1870,15 +1871,18 @@ class SkillLibrary(_Matcher):
         if self._cleaned.get(id(skill)) is skill:   # its text was through the safety net
             return skill
         net = self._net
-        plain = not skill.extra and not skill.extra_metadata
-        texts = self._clean_texts.get(id(skill.body)) if plain else None
-        if (texts is not None and texts[0] is skill.description and texts[1] is skill.body
-                and texts[2] is skill.triggers):
-            # the description, body and triggers (these very objects) came through the net
-            # unchanged before, in a skill with nothing else to catch: the scan of the
-            # whole record is theirs (nothing) plus the rest's, entry by entry
-            if not scan({"source_run": skill.source_run, "provenance": list(skill.provenance),
-                         "retired_reason": skill.retired_reason}):
+        texts = None
+        if (not skill.extra and not skill.extra_metadata and type(skill.description) is str
+                and type(skill.body) is str and type(skill.triggers) is tuple
+                and all(type(t) is str for t in skill.triggers)):
+            texts = (skill.description, skill.body, skill.triggers)
+        if texts is not None and texts in self._clean_texts:
+            # the same description, body and triggers came through the net unchanged
+            # before, in a skill with nothing else to catch: the scan of the whole record
+            # is theirs (nothing) plus the rest's, entry by entry
+            if not scan_found({"source_run": skill.source_run,
+                               "provenance": list(skill.provenance),
+                               "retired_reason": skill.retired_reason}):
                 self._mark_clean(skill)
                 return skill
         fields = {"description": skill.description, "body": skill.body,
@@ -1889,11 +1893,10 @@ class SkillLibrary(_Matcher):
         meta = net.free(dict(skill.extra_metadata)) if skill.extra_metadata else {}
         if out is fields and extra == dict(skill.extra) and meta == dict(skill.extra_metadata):
             self._mark_clean(skill)
-            if plain:
+            if texts is not None:
                 if len(self._clean_texts) >= 1024:
                     self._clean_texts.clear()
-                self._clean_texts[id(skill.body)] = (skill.description, skill.body,
-                                                     skill.triggers)
+                self._clean_texts[texts] = None
             return skill
         clean = replace(skill, description=out["description"], body=out["body"],
                         triggers=tuple(out["triggers"]), source_run=out["source_run"],
