@@ -191,15 +191,26 @@ def test_a_finished_loop_run_leaves_no_reference_cycle(store):
                 f"{store}_loop-no_outcome_gate")
     for v in variants:   # first uses of a library may leave one-time garbage of their own
         run_loop_agent(v, store=store, env_kwargs=env, episodes=20, seed=1)
+    ours = {"LoopAgent", "LearningLoop", "SkillLibrary", "MemoryStore", "Skill",
+            "MemoryEntry", "EpisodeRecord", "ReviewResult", "AgentTaskEnv",
+            "ProcedureReviewer", "_StoreAudit"}
     gc.collect()
     was = gc.isenabled()
     gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)   # what the collector finds is kept in gc.garbage
     try:
         for v in variants:
+            gc.collect()
+            gc.garbage.clear()
             out = run_loop_agent(v, store=store, env_kwargs=env, episodes=60, seed=1)
             assert len(out["success"]) == 60
-            assert gc.collect() == 0, v
+            gc.collect()
+            # (other threads of the test session may leave garbage of their own)
+            left = sorted({type(o).__name__ for o in gc.garbage} & ours)
+            assert left == [], (v, left)
     finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
         if was:
             gc.enable()
 
