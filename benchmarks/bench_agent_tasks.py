@@ -183,6 +183,24 @@ def test_v2_loop_agents_within_3x_of_no_learning():
     931bb9a (callable_tools remembered as well) skill naive_loop x3.33, skill_loop x1.75,
     memory naive_loop x2.12, memory_loop x1.57 (no_learning 2,615-3,121 episodes/s). The
     ratio moves with the VM's phase as much as with the code: **not met**.
+
+    Session 13, no other job, the VM in a fast phase: at 8e6cacb skill naive_loop x3.70
+    (1,560 episodes/s against 5,772), skill_loop x1.70, memory naive_loop x2.75, memory_loop
+    x1.57. Then the reviewer's draws 256 run ids at a time, the digest built directly when
+    redaction is off, the memory store's index of facts by key and subject, the safety
+    net's catches as a list, memos of clean texts by value, and the runs freed without the
+    cyclic collector (a naive skill run left ~16,000 objects in reference cycles, ~50 ms
+    of a later gen-2 collection that fell in whichever run came next, often
+    no_learning's). Instructions per episode under valgrind (1,000 episodes less the
+    import; the count itself moves by up to ~8% between identical runs): skill naive_loop
+    2.05M -> 1.82M, no_learning ~0.78M. Timed at 7827efb, three runs: skill naive_loop
+    x3.45, x3.79, x3.33 (1,792-2,081 episodes/s against 5,969-7,883), skill_loop
+    x1.87-2.29, memory naive_loop x3.02, x2.73, x2.92, memory_loop x1.97-2.05. At a
+    like no_learning speed (5,772 and 5,969 episodes/s) the skill naive loop went from 641
+    to 558 us per episode (-13%), its own cost from ~470 to ~390 us (-17%); no_learning
+    gained too (no gen-2 collections of other runs' garbage), and the loop's own cost is
+    still ~2.3 times the no-learning episode. **Not met** for the skill store's naive
+    loop; the memory store's naive loop is at the edge (x2.7-3.05).
     """
     import statistics
     import tomllib
