@@ -31,9 +31,11 @@ Failures
 * A job raising a :class:`dyna.errors.DynaError` (bad input: deterministic, so retrying is
   pointless) stops the sweep at once, as with the other backends, and that error propagates
   unchanged (with a note naming the job), so the CLI prints it as one line with status 2.
-* Ctrl-C (``KeyboardInterrupt``, also when raised by the ``on_result`` callback) cancels every
-  pending task (``ray.cancel(force=True)``, which stops running workers) and shuts down a Ray
-  instance this backend started. The runner writes its output folder only after ``map``
+* Ctrl-C (``KeyboardInterrupt``, also when raised by the ``on_result`` callback) shuts down
+  a Ray instance this backend started, which stops its workers; on a joined cluster the
+  tasks still running are cancelled (``ray.cancel(force=True)``), after a short wait that
+  leaves finishing tasks alone (a cancel racing a task's completion can abort the driver in
+  Ray 2.x). A bad-input error on an instance kept alive cancels the same way. The runner writes its output folder only after ``map``
   returns, so nothing is left on disk. SIGTERM to ``dyna run`` does the same (exit status
   143): the CLI's SIGTERM handler, which ``ray.init`` would replace, is kept.
 
@@ -67,6 +69,7 @@ _LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 # Seconds between checks for finished tasks (also the latency of Ctrl-C while waiting).
 _POLL_S = 0.1
+_CANCEL_GRACE_S = 0.05   # wait for finishing tasks before cancelling the rest (s)
 
 # Seconds to wait for a TCP connection to a cluster's head before giving up.
 _CONNECT_TIMEOUT_S = 5.0
@@ -327,6 +330,31 @@ class RayBackend(Backend):
 
     # ------------------------------------------------------------------ jobs
 
+    def _cancel(self, pending) -> None:
+        """Stop the tasks of ``pending`` (ObjectRefs) that have not finished.
+
+        Only used when the Ray instance outlives this call (a joined cluster, or an owned
+        instance kept alive); an instance this backend shuts down stops its workers itself.
+        ``ray.cancel`` on a task whose completion reply is in flight can abort the driver
+        (Ray 2.x ``task_manager.cc`` "Tried to complete task that was not pending",
+        ray-project/ray#54846): measured here with Ray 2.60, 2 of 3 series of 40 bad-input
+        sweeps crashed when every pending ref was cancelled. So refs that become ready
+        within a short wait are left alone, and only the rest are cancelled.
+        """
+        if not pending:
+            return
+        ray = self._ray
+        refs = list(pending)
+        try:
+            _, running = ray.wait(refs, num_returns=len(refs), timeout=_CANCEL_GRACE_S)
+        except Exception:   # the connection is gone: nothing to cancel
+            return
+        for ref in running:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:   # finished or gone meanwhile
+                pass
+
     def map(self, fn: Callable, jobs: Sequence[Job],
             on_result: Callable[[Job, object], None] | None = None) -> list:
         """Run ``fn(job)`` for every job as Ray tasks; results in job order.
@@ -351,9 +379,11 @@ class RayBackend(Backend):
             Some jobs failed ``1 + max_retries`` times; raised after every other job
             finished, carrying their results.
         DynaError
-            A job's bad-input error, at once (pending tasks cancelled).
+            A job's bad-input error, at once (a Ray instance started here is shut down,
+            unless ``keep_alive``; otherwise the tasks still running are cancelled).
         KeyboardInterrupt
-            Pending tasks cancelled; a Ray instance started here is shut down.
+            A Ray instance started here is shut down; on a joined cluster the tasks still
+            running are cancelled.
         """
         jobs = list(jobs)
         if not jobs:
@@ -399,11 +429,10 @@ class RayBackend(Backend):
                     if on_result is not None:
                         on_result(jobs[i], result)
         except BaseException as exc:
-            for ref in pending:
-                try:
-                    ray.cancel(ref, force=True)
-                except Exception:   # already finished or gone
-                    pass
+            shutting_down = self._own and (isinstance(exc, KeyboardInterrupt)
+                                           or not self.keep_alive)
+            if not shutting_down:
+                self._cancel(pending)
             if isinstance(exc, KeyboardInterrupt) or not self.keep_alive:
                 self.close()
             raise
