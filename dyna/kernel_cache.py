@@ -18,7 +18,9 @@ configuration is reloaded.
 
 Nothing is written next to the sources, so an installation in a read-only location works.
 If the cache home cannot be written, a per-user directory under the system temporary
-directory is used. Old directories do not pile up: when a new one is created, every other
+directory is used. :func:`configure` creates nothing: numba makes the directory when it
+first saves a compiled kernel, so a command that compiles nothing (``dyna --help``, a
+command that fails on its input) leaves no trace. Old directories do not pile up: when a new one is created, every other
 one that is not among the ``keep`` most recently used and has not been used for
 ``max_idle_s`` seconds is removed (a process still running an old source version keeps its
 directory meanwhile; numba fails when asked to save into a directory that has vanished).
@@ -145,12 +147,17 @@ def cache_home(package: str = "dyna") -> str:
     return os.path.join(base, package, "numba")
 
 
-def _writable_dir(path: str) -> bool:
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(path, os.W_OK | os.X_OK)
+def _usable_dir(path: str) -> bool:
+    """Whether ``path`` is a writable directory or can be made one: its nearest existing
+    ancestor is a writable directory. Nothing is created here: numba makes the directory
+    (and its parents) when it first saves a kernel."""
+    p = path
+    while not os.path.lexists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            return False
+        p = parent
+    return os.path.isdir(p) and os.access(p, os.W_OK | os.X_OK)
 
 
 def _prune(home: str, current: str, keep: int, max_idle_s: float) -> list[str]:
@@ -217,13 +224,13 @@ def configure(roots: Sequence[str | os.PathLike], home: str | None = None, *,
         return None
     path = os.path.join(home, key)
     fresh = not os.path.isdir(path)
-    if not _writable_dir(path):
+    if not _usable_dir(path):
         import tempfile
 
         home = os.path.join(tempfile.gettempdir(), _FALLBACK_NAME)
         path = os.path.join(home, key)
         fresh = not os.path.isdir(path)
-        if not _writable_dir(path):
+        if not _usable_dir(path):
             return None
     try:
         os.utime(path)                        # last use, for pruning

@@ -161,7 +161,7 @@ def test_configure_respects_the_user_and_replaces_its_own(tmp_path, monkeypatch)
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(home / "0123456789abcdef"))
     assert configure([root / "p"], str(home)) == str(home / key)
     assert os.environ["NUMBA_CACHE_DIR"] == str(home / key)
-    assert (home / key).is_dir()
+    assert not home.exists()   # nothing created: numba makes it when it saves a kernel
 
 
 def test_unwritable_home_falls_back_to_the_temporary_directory(tmp_path, monkeypatch):
@@ -175,7 +175,8 @@ def test_unwritable_home_falls_back_to_the_temporary_directory(tmp_path, monkeyp
     path = configure([root / "p"], str(tmp_path / "file" / "home"))
     key = kernel_sources_key([root / "p"])
     assert path == str(tmp_path / "tmp" / kernel_cache._FALLBACK_NAME / key)
-    assert Path(path).is_dir() and os.environ["NUMBA_CACHE_DIR"] == path
+    assert os.environ["NUMBA_CACHE_DIR"] == path
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == []   # nothing created
     # a child process recognises the fallback as dyna's own, not the user's
     assert configure([root / "p"], str(tmp_path / "file" / "home")) == path
 
@@ -190,13 +191,51 @@ def test_old_directories_are_pruned_but_recent_ones_kept(tmp_path, monkeypatch):
         os.utime(home / name, (now - hours * 3600,) * 2)
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     path = configure([root / "p"], str(home), keep=3, max_idle_s=24 * 3600)
-    # kept: the 3 most recently used (the new one, e, d); c, b, a are older and idle > 24 h
-    assert sorted(p.name for p in home.iterdir()) == sorted(["d", "e", Path(path).name])
-    # an existing key directory is reused without pruning, and marked as used now
+    # kept: the 3 most recently used (the new one, not made yet, e, d); c, b, a are older
+    # and idle > 24 h
+    assert sorted(p.name for p in home.iterdir()) == ["d", "e"]
+    # an existing key directory (numba made it when it saved a kernel) is reused without
+    # pruning, and marked as used now
+    Path(path).mkdir()
     os.utime(home / "d", (now - 90 * 3600,) * 2)
     assert configure([root / "p"], str(home), keep=1, max_idle_s=0) == path
     assert (home / "d").is_dir()
     assert Path(path).stat().st_mtime >= now - 1
+
+
+def test_a_home_that_is_not_a_writable_directory_is_not_used(tmp_path, monkeypatch):
+    import tempfile
+
+    root = tree(tmp_path / "src", FILES)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    key = kernel_sources_key([root / "p"])
+    fallback = str(tmp_path / "tmp" / kernel_cache._FALLBACK_NAME / key)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / key).write_text("a file where the key directory goes")
+    assert configure([root / "p"], str(tmp_path / "home")) == fallback
+    (tmp_path / "ro").mkdir()
+    os.chmod(tmp_path / "ro", 0o500)
+    try:
+        want = fallback if not os.access(tmp_path / "ro", os.W_OK) else str(
+            tmp_path / "ro" / "home" / key)   # (root may write anywhere)
+        assert configure([root / "p"], str(tmp_path / "ro" / "home")) == want
+    finally:
+        os.chmod(tmp_path / "ro", 0o700)
+    assert list((tmp_path / "ro").iterdir()) == []
+
+
+def test_a_process_that_compiles_nothing_creates_no_cache_directory(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    env["HOME"] = str(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    for args in (["--help"], ["skills", "list", str(tmp_path / "none")]):
+        proc = subprocess.run([sys.executable, "-m", "dyna.cli", *args], env=env, text=True,
+                              capture_output=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode in (0, 2), proc.stderr
+    assert not (tmp_path / "xdg").exists()
 
 
 def test_dyna_import_points_numba_at_its_keyed_directory(tmp_path):
