@@ -74,6 +74,30 @@ def test_export_takes_its_format_from_the_suffix_or_refuses(db, tmp_path, capsys
                  str(tmp_path / "e.csv"), "--format", "jsonl"]) == 0
 
 
+def test_export_refuses_an_unknown_tenant_and_a_bad_suffix_before_opening(db, tmp_path,
+                                                                           capsys):
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+    assert main(["store", "export", str(db), "--tenant", "alice", "--out",
+                 str(tmp_path / "e.csv")]) == 2
+    _one_line(capsys, "--out=")
+    # the store was not opened: no -wal / -shm companions left beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+    out = tmp_path / "e.jsonl"
+    assert main(["store", "export", str(db), "--tenant", "alcie", "--out", str(out)]) == 2
+    _one_line(capsys, "--tenant='alcie'", "has no episodes", "'alice', 'bob'")
+    assert not out.exists()   # (an empty file with exit 0 before)
+    # a known tenant whose selectors match nothing is an export of 0 episodes
+    assert main(["store", "export", str(db), "--tenant", "alice", "--task-type", "zz",
+                 "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 0 and out.read_text() == ""
+
+
+def test_compact_names_the_keep_flag(db, capsys):
+    assert main(["store", "compact", str(db), "--keep", "-1"]) == 2
+    err = _one_line(capsys, "--keep", "-1", ">= 0")
+    assert "compact_keep_records" not in err
+
+
 def test_delete_refuses_an_unknown_tenant_counts_and_asks(db, capsys, monkeypatch):
     assert main(["store", "delete", str(db), "--tenant", "alcie"]) == 2
     _one_line(capsys, "--tenant='alcie'", "has no episodes", "'alice', 'bob'")

@@ -120,6 +120,21 @@ def _keep_count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text[:30]!r}") from None
 
 
+def _keep(value: int | None) -> int | None:
+    """``--keep``: None or an integer in [0, 2**62].
+
+    Raises
+    ------
+    ConfigError
+        Naming the flag ``--keep`` (the store's own check names its internal field).
+    """
+    from dyna.experience import MAX_KEEP  # noqa: PLC0415
+
+    if value is not None and not 0 <= value <= MAX_KEEP:
+        raise ConfigError("--keep", value, "must be an integer >= 0 and <= 2**62")
+    return value
+
+
 def _max_age(value: float) -> float:
     """``--max-age`` in seconds: a finite number >= 0.
 
@@ -158,6 +173,32 @@ def _export_format(out: str, given: str | None) -> str:
     return EXPORT_SUFFIXES[suffix]
 
 
+def _refuse_unknown_tenant(store, args) -> None:
+    """Raise ConfigError (``--tenant``, naming up to five tenants the store has) when the
+    tenant has no episodes: a mistyped tenant is refused, not answered with nothing."""
+    if store.dispatch("get_stats", tenant_id=args.tenant)["n_records"] == 0:
+        tenants = store.tenant_ids()
+        shown = ", ".join(repr(t) for t in tenants[:5]) + (", ..." if len(tenants) > 5
+                                                          else "")
+        raise ConfigError("--tenant", args.tenant, "has no episodes in "
+                          f"{_shown(args.db)} (tenants: {shown or 'none'})")
+
+
+def _export(args) -> int:
+    """``dyna store export``: the format from ``--out`` checked before the store is
+    opened; an unknown tenant refused before anything is written."""
+    fmt = _export_format(args.out, args.format)
+    store = _open(args.db, read_only=True)
+    try:
+        _refuse_unknown_tenant(store, args)
+        out = store.dispatch("export_data", tenant_id=args.tenant, path=args.out,
+                             format=fmt, **_selectors(args))
+    finally:
+        store.close()
+    print(json.dumps(out, indent=2, sort_keys=True))
+    return 0
+
+
 def _delete(args) -> int:
     """``dyna store delete``: refuse an unknown tenant, count, then ask (or ``--yes``)."""
     import sys  # noqa: PLC0415
@@ -165,12 +206,7 @@ def _delete(args) -> int:
     sel = _selectors(args)
     store = _open(args.db, read_only=True)
     try:
-        if store.dispatch("get_stats", tenant_id=args.tenant)["n_records"] == 0:
-            tenants = store.tenant_ids()
-            shown = ", ".join(repr(t) for t in tenants[:5]) + (", ..." if len(tenants) > 5
-                                                              else "")
-            raise ConfigError("--tenant", args.tenant, "has no episodes in "
-                              f"{_shown(args.db)} (tenants: {shown or 'none'})")
+        _refuse_unknown_tenant(store, args)
         n = store.count_matching(args.tenant, **sel)
     finally:
         store.close()
@@ -213,15 +249,14 @@ def register(sub) -> None:
 
     p = cmds.add_parser("export", help="export a tenant's episodes to JSONL or Parquet")
     p.add_argument("db", metavar="DB")
-    p.add_argument("--tenant", required=True, help="tenant to export (exact)")
+    p.add_argument("--tenant", required=True, help="tenant to export (exact; must have "
+                   "episodes)")
     p.add_argument("--out", required=True, help="output file")
     p.add_argument("--format", choices=["jsonl", "parquet"], default=None,
                    help="default: from the suffix of --out (.parquet; .jsonl, .ndjson, "
                    ".json; any other suffix is refused)")
     _add_selectors(p)
-    p.set_defaults(func=_run("export_data", lambda a: {
-        "tenant_id": a.tenant, "path": a.out, "format": _export_format(a.out, a.format),
-        **_selectors(a)}, read_only=True))
+    p.set_defaults(func=_export)
 
     p = cmds.add_parser("delete", help="delete a tenant's episodes matching every selector "
                         "(asks first on a terminal)")
@@ -248,7 +283,7 @@ def register(sub) -> None:
     p.add_argument("--keep", type=_keep_count, default=None,
                    help="records kept per tenant and task type (default: delete nothing)")
     p.add_argument("--tenant", help="only this tenant (exact)")
-    p.set_defaults(func=_run("compact", lambda a: {"compact_keep_records": a.keep,
+    p.set_defaults(func=_run("compact", lambda a: {"compact_keep_records": _keep(a.keep),
                                                    "tenant_id": a.tenant}))
 
     p = cmds.add_parser("recover", help="copy the readable rows of a damaged store into a "
