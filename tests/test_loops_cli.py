@@ -189,7 +189,8 @@ def test_skills_add_refused_for_a_new_folder_creates_nothing(capsys, tmp_path, b
                               "value in body\n"
     rc, _, err = run(capsys, "skills", "add", str(tmp_path / "a" / "b"), "--name", "x",
                      "--description", "Push code", "--body", str(body))
-    assert rc == 2 and err == f"dyna: error: DIR='{tmp_path / 'a'}': no such folder\n"
+    assert rc == 2 and err == (f"dyna: error: DIR='{tmp_path / 'a'}': no such folder (the "
+                               "library's parent folder is not created: make it first)\n")
     rc, _, err = run(capsys, "skills", "add", str(body), "--name", "x",
                      "--description", "Push code", "--body", str(body))
     assert rc == 2 and err == f"dyna: error: DIR='{body}': is a file, not a skill library " \
@@ -247,7 +248,8 @@ def test_memory_add_bad_paths(capsys, tmp_path):
     assert rc == 2 and err == f"dyna: error: PATH='{tmp_path}': is a folder, not a MEMORY.md " \
                               "file\n"
     rc, _, err = run(capsys, "memory", "add", str(tmp_path / "no" / "MEMORY.md"), "x 8080")
-    assert rc == 2 and err == f"dyna: error: PATH='{tmp_path / 'no'}': no such folder\n"
+    assert rc == 2 and err == (f"dyna: error: PATH='{tmp_path / 'no'}': no such folder "
+                               "(MEMORY.md's folder is not created: make it first)\n")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -343,7 +343,8 @@ def _skills_add(args) -> int:
     if d.exists() and not d.is_dir():
         raise ConfigError("DIR", str(d), "is a file, not a skill library folder")
     if not d.exists() and not d.parent.is_dir():
-        raise MissingFileError("DIR", d.parent, "no such folder")
+        raise MissingFileError("DIR", d.parent, "no such folder (the library's parent "
+                               "folder is not created: make it first)")
     body = _read_body(args.body, cfg.max_body_chars)
     proposal = Proposal("skill", args.name, args.description, body, tuple(args.trigger or ()))
 
@@ -381,7 +382,8 @@ def _mem_add(args) -> int:
         raise ConfigError("PATH", str(p), "is not a regular file (a device, a FIFO or a "
                           "socket)")
     if not p.parent.is_dir():
-        raise MissingFileError("PATH", p.parent, "no such folder")
+        raise MissingFileError("PATH", p.parent, "no such folder (MEMORY.md's folder is "
+                               "not created: make it first)")
     store = MemoryStore(p, cap=None)     # reading creates no file
     loop = LearningLoop(SkillLibrary(None), store, RuleBasedReviewer(), LoopConfig())
     dec = _submit(loop, Proposal("memory", text=args.text), args.source, "TEXT", args.text)
@@ -472,9 +474,9 @@ def register(sub) -> None:
     sks = sk.add_subparsers(dest="skills_command", metavar="ACTION", required=True,
                             parser_class=type(sk))
 
-    def add(name, func, help_, *extra):
+    def add(name, func, help_, *extra, dir_help="skill library folder"):
         p = sks.add_parser(name, help=help_)
-        p.add_argument("dir", metavar="DIR", help="skill library folder")
+        p.add_argument("dir", metavar="DIR", help=dir_help)
         for args, kw in extra:
             p.add_argument(*args, **kw)
         p.set_defaults(func=func)
@@ -500,7 +502,9 @@ def register(sub) -> None:
                        "help": "Markdown file with the instructions (UTF-8)"}),
         (("--source",), {"default": "person", "help": "where it comes from: person, "
                          "internal, verifier (trusted) or web, user_files, email, "
-                         "retrieved, tool_output, ... (untrusted: staged)"}))
+                         "retrieved, tool_output, ... (untrusted: staged)"}),
+        dir_help="skill library folder (created if missing; the folder that holds it must "
+                 "exist)")
     add("pending", _pending, "list proposals waiting for approval")
     add("approve", _approve, "approve a pending proposal", (("id",), {"metavar": "ID"}))
     add("reject", _reject, "reject a pending proposal", (("id",), {"metavar": "ID"}))
@@ -521,7 +525,8 @@ def register(sub) -> None:
     p.set_defaults(func=_mem_show)
     p = mes.add_parser("add", help="add a fact of your own (validated and graded as a "
                        "loop's lesson; an untrusted source is staged for approval)")
-    p.add_argument("path", metavar="PATH", help="MEMORY.md file (created if missing)")
+    p.add_argument("path", metavar="PATH", help="MEMORY.md file (created if missing; its folder "
+                   "must exist)")
     p.add_argument("text", metavar="TEXT", help="the fact, one line")
     p.add_argument("--source", default="person",
                    help="where it comes from: person, internal, verifier (trusted) or web, "
