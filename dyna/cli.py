@@ -219,7 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except DynaError as exc:
-        print(f"dyna: error: {exc}", file=sys.stderr)
+        # an error names the value it refuses: a secret typed as an argument (a token as
+        # a run id or tenant) is not echoed to the terminal or to a log of it
+        from dyna.redact import redact_text
+
+        print(f"dyna: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         if isinstance(exc, Terminated) or _sigterm_received.is_set():

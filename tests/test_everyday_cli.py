@@ -92,6 +92,17 @@ def test_export_refuses_an_unknown_tenant_and_a_bad_suffix_before_opening(db, tm
     assert json.loads(capsys.readouterr().out)["n"] == 0 and out.read_text() == ""
 
 
+def test_an_error_line_never_echoes_a_secret_typed_as_an_argument(db, tmp_path, capsys):
+    token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"
+    for argv in (["store", "delete", str(db), "--tenant", token],
+                 ["store", "export", str(db), "--tenant", token, "--out",
+                  str(tmp_path / "e.jsonl")],
+                 ["skills", "undo-run", str(tmp_path), token]):
+        assert main(argv) == 2, argv
+        err = _one_line(capsys, "[REDACTED]")
+        assert token not in err and token[4:] not in err, err
+
+
 def test_compact_names_the_keep_flag(db, capsys):
     assert main(["store", "compact", str(db), "--keep", "-1"]) == 2
     err = _one_line(capsys, "--keep", "-1", ">= 0")
