@@ -22,6 +22,33 @@ def test_torn_tail_is_cut_before_the_next_append(tmp_path):
     assert read_last_jsonl(h) == {"seq": 2}
 
 
+def test_a_last_record_that_lost_only_its_newline_is_kept(tmp_path):
+    h = tmp_path / "h.jsonl"
+    append_jsonl(h, {"seq": 1})
+    append_jsonl(h, {"seq": 2, "op": "retire"})
+    h.write_bytes(h.read_bytes()[:-1])            # an edit dropped the final newline
+    assert read_jsonl(h) == [{"seq": 1}, {"seq": 2, "op": "retire"}]
+    assert read_last_jsonl(h) == {"seq": 2, "op": "retire"}
+    append_jsonl(h, {"seq": 3})                   # (it was cut off, and seq 2 reused)
+    assert h.read_bytes() == b'{"seq": 1}\n{"op": "retire", "seq": 2}\n{"seq": 3}\n'
+    h.write_bytes(b'{"seq": 1}')                  # the only line, whole
+    assert read_jsonl(h) == [{"seq": 1}] and read_last_jsonl(h) == {"seq": 1}
+    for tail in (b'[1, 2]', b'"text"', b'{"seq": 2}}', b'\xff'):   # not an object: torn
+        h.write_bytes(b'{"seq": 1}\n' + tail)
+        assert read_jsonl(h) == [{"seq": 1}] and read_last_jsonl(h) == {"seq": 1}, tail
+        append_jsonl(h, {"seq": 2})
+        assert h.read_bytes() == b'{"seq": 1}\n{"seq": 2}\n', tail
+    assert oct(h.stat().st_mode & 0o777) == oct(0o600 & ~_umask())
+
+
+def _umask() -> int:
+    import os
+
+    old = os.umask(0)
+    os.umask(old)
+    return old
+
+
 def test_corrupt_lines_and_files_are_typed_errors(tmp_path):
     h = tmp_path / "h.jsonl"
     h.write_bytes(b'{"a": 1}\n[1]\n{"a": 2}\n')

@@ -220,7 +220,9 @@ def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
     """Append one JSON record as a line to ``path`` (created with its folder if missing).
 
     A torn last line left by a crash during an earlier append (no final newline) is cut off
-    first, so the new record starts a line of its own. The file is opened with
+    first, so the new record starts a line of its own; a last line that lacks only its
+    newline (a whole JSON object: an edit dropped it) is kept and ended. The file is opened
+    with
     ``O_NOFOLLOW``: a symbolic link at ``path`` raises :class:`SymlinkError` (the caller
     checks the folders above it with :func:`check_no_symlink`).
     """
@@ -228,7 +230,8 @@ def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, ensure_ascii=True, sort_keys=True) + "\n"
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+        # owner-only, as the skills and facts it records changes of
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     except OSError:
         if path.is_symlink():
             raise SymlinkError(path) from None
@@ -237,12 +240,28 @@ def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
         size = os.fstat(fd).st_size
         if size:
             fh.seek(size - 1)
-            if fh.read(1) != b"\n":            # torn tail of a crashed append
-                fh.truncate(_last_newline(fh, size) + 1)
+            if fh.read(1) != b"\n":            # no final newline
+                start = _last_newline(fh, size) + 1
+                fh.seek(start)
+                if _whole_record(fh.read(size - start)) is not None:
+                    line = "\n" + line            # a whole record: end its line
+                else:                            # torn tail of a crashed append: cut
+                    fh.truncate(start)
         fh.write(line.encode("ascii"))
         fh.flush()
         if durable:
             os.fsync(fh.fileno())
+
+
+def _whole_record(line: bytes) -> dict | None:
+    """The JSON object ``line`` holds, else None. A last line without its newline is a
+    whole record when it parses as an object: an object's text ends at its closing brace,
+    so no cut-off prefix of one parses as an object; anything else is a torn tail."""
+    try:
+        rec = json.loads(line.decode("ascii"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def _last_newline(fh, size: int) -> int:
@@ -289,8 +308,10 @@ def read_bytes_nofollow(path: Path) -> bytes | None:
 def read_jsonl(path: Path) -> list[dict]:
     """All complete records of a JSON-lines file ([] when missing).
 
-    A torn last line (a crash during an append: the file does not end with a newline) is
-    not a record and is left out; :func:`append_jsonl` cuts it off before the next append.
+    A torn last line (a crash during an append: the file does not end with a newline, and
+    its last line is not a whole JSON object) is not a record and is left out;
+    :func:`append_jsonl` cuts it off before the next append. A last line that lacks only
+    its newline is a record.
 
     Raises
     ------
@@ -310,6 +331,9 @@ def read_jsonl(path: Path) -> list[dict]:
         if not line.strip():
             continue
         if torn and i == len(lines) - 1:
+            rec = _whole_record(line)
+            if rec is not None:
+                out.append(rec)
             break
         try:
             rec = json.loads(line.decode("ascii"))
@@ -337,6 +361,11 @@ def read_last_jsonl(path: Path) -> dict | None:
     with os.fdopen(fd, "rb") as fh:
         size = os.fstat(fd).st_size
         end = _last_newline(fh, size)          # end of the last complete line
+        if end < size - 1:                     # a last line without its newline
+            fh.seek(end + 1)
+            rec = _whole_record(fh.read(size - end - 1))
+            if rec is not None:
+                return rec
         if end < 0:
             return None
         start = _last_newline(fh, end) + 1
