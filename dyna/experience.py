@@ -405,7 +405,7 @@ class ExperienceStore:
         ``postgresql://`` DSN selects :class:`dyna.store.postgres.PostgresStore` (tables
         created if missing; the password never appears in messages or stats).
     dim : int
-        Feature dimension d of every episode.
+        Feature dimension d of every episode (1 to ``dyna.store.sqlite.MAX_DIM``, 65,536).
     prior : {"uniform", "jeffreys"} or (a0, b0)
         Beta prior of competence.
     discount : float
@@ -461,7 +461,9 @@ class ExperienceStore:
                  redact_keys=DEFAULT_SENSITIVE_KEYS, busy_timeout: float = 10.0,
                  verify: bool = True, read_only: bool = False, clock=time.time,
                  eager: bool = False):
-        self.dim = _checked("dim", dim, 1, None, integer=True)
+        from dyna.store.sqlite import MAX_DIM
+
+        self.dim = _checked("dim", dim, 1, MAX_DIM, integer=True)
         self.prior = prior_shapes(prior)
         self.discount = float(_checked("discount", discount, 0.0, 1.0, lo_open=True))
         self.redact_keys = frozenset(redact_keys) if not isinstance(redact_keys, str) \

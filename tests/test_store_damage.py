@@ -169,6 +169,57 @@ def test_recover_re_derives_a_damaged_counter_dim_and_generation(healthy, tmp_pa
     assert (meta["dim"], meta["next_id"], meta["generation"]) == (str(DIM), str(N), "0")
 
 
+@pytest.mark.parametrize("dim,says", [
+    ("1000000000", "meta.dim is 1000000000, more than 65536"),   # (a 3.7 TiB allocation)
+    (str(2 * DIM), f"meta.dim is {2 * DIM}, but a stored features vector holds {4 * DIM} "
+                   f"bytes, not {8 * DIM}"),                     # (every vector read as 0)
+])
+def test_a_tampered_dim_is_damage_named_in_one_line(healthy, tmp_path, capsys, dim, says):
+    src = tmp_path / "dim.db"
+    shutil.copy(healthy, src)
+    con = sqlite3.connect(src)
+    con.execute("UPDATE meta SET value = ? WHERE key = 'dim'", (dim,))
+    con.commit()
+    con.close()
+    sha = _sha(src)
+    for argv in (["stats", str(src)], ["export", str(src), "--tenant", "acme", "--out",
+                                       str(tmp_path / "e.jsonl")], ["compact", str(src)]):
+        assert main(["store", *argv]) == 2, argv
+        assert says in _one_line_naming(capsys, src)
+    assert _sha(src) == sha and not (tmp_path / "e.jsonl").exists()
+    out = tmp_path / "new.db"
+    assert main(["store", "recover", str(src), "--out", str(out)]) == 0   # re-derives it
+    capsys.readouterr()
+    with ExperienceStore(out, dim=DIM, read_only=True) as store:
+        assert store.get_stats()["n_records"] == N
+    with pytest.raises(ConfigError, match="dim"):
+        ExperienceStore(tmp_path / "big.db", dim=2 ** 16 + 1)
+    assert not (tmp_path / "big.db").exists()
+
+
+@pytest.mark.parametrize("sql,says", [
+    ("INSERT INTO schema_version VALUES (99, 0)", "schema version 99 is newer than this dyna"),
+    ("UPDATE meta SET value = '-1' WHERE key = 'dim'", "meta.dim is '-1', not an integer"),
+    ("UPDATE meta SET value = '-5' WHERE key = 'generation'", "generation"),
+    (f"UPDATE meta SET value = '{2 * DIM}' WHERE key = 'dim'", "but a stored features vector"),
+])
+def test_scrub_refuses_what_every_other_command_refuses(healthy, tmp_path, capsys, sql, says):
+    """A security review found scrub rewrote and VACUUMed such files (the md5 changed)."""
+    src = tmp_path / "s.db"
+    shutil.copy(healthy, src)
+    con = sqlite3.connect(src)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    sha = _sha(src)
+    assert main(["store", "stats", str(src)]) == 2   # (refused by the other commands)
+    capsys.readouterr()
+    for argv in (["scrub", str(src)], ["scrub", str(src), "--dry-run"]):
+        assert main(["store", *argv]) == 2, argv
+        assert says in _one_line_naming(capsys, src)
+        assert _sha(src) == sha
+
+
 def _recover_with_dyna(capsys, src, out):
     assert main(["store", "recover", str(src), "--out", str(out)]) == 0
     return json.loads(capsys.readouterr().out)

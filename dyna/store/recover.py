@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError, StoreError
-from dyna.store.sqlite import SCHEMA_VERSION, STORE_TABLES, TABLE
+from dyna.store.sqlite import MAX_DIM, SCHEMA_VERSION, STORE_TABLES, TABLE
 from dyna.store.tmpfiles import clean_orphans, make_temp_file
 
 __all__ = ["recover"]
@@ -229,6 +229,13 @@ def _copy(src: sqlite3.Connection, src_p: Path, tmp: str) -> dict:
             del meta_d[k]
         if "generation" in dropped:
             meta_d["generation"] = "0"     # a new file: nobody has read it yet
+        if "dim" in meta_d:
+            # a dim too large, or one the stored vectors contradict (changed after they
+            # were written), is re-derived from the vectors too
+            guess = _guess_dim(dst, names)
+            if int(meta_d["dim"]) > MAX_DIM or (guess is not None
+                                                and guess != int(meta_d["dim"])):
+                del meta_d["dim"]
         if "dim" not in meta_d:
             dim = _guess_dim(dst, names)
             if dim is None:

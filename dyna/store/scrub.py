@@ -32,7 +32,7 @@ from pathlib import Path
 
 from dyna.errors import MissingFileError, StoreBusyError, StoreDamagedError, StoreError
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, detect, redact, redact_text, scan
-from dyna.store.sqlite import TABLE, check_is_store
+from dyna.store.sqlite import TABLE, check_file_state, check_is_store
 
 __all__ = ["scrub"]
 
@@ -87,7 +87,11 @@ def scrub(db, schema: Sequence[tuple[str, str]], *, dry_run: bool = False,
     NotAStoreError
         ``db`` is not a dyna store.
     StoreDamagedError
-        SQLite reports the file as damaged (``quick_check``); nothing was written.
+        SQLite reports the file as damaged (``quick_check``), or its ``meta`` is (a dim
+        out of range or contradicted by its vectors, a bad counter); nothing was written.
+    StoreError
+        A schema version newer than this dyna's (:func:`dyna.store.sqlite.check_file_state`);
+        nothing was written.
     StoreBusyError
         Another writer held the file for longer than ``timeout``; nothing was written.
     """
@@ -105,6 +109,8 @@ def scrub(db, schema: Sequence[tuple[str, str]], *, dry_run: bool = False,
         try:
             check_is_store(conn, str(path), allow_empty=False)
             res = conn.execute("PRAGMA quick_check(3)").fetchall()
+            if res == [("ok",)]:   # what every other command refuses, scrub does not write
+                check_file_state(conn, str(path))
         except sqlite3.DatabaseError as exc:
             raise StoreDamagedError(str(path), f"quick_check: {exc}") from exc
         if res != [("ok",)]:

@@ -179,6 +179,8 @@ def _encode_labels(vals: list) -> tuple[np.ndarray, list]:
 
 #: The first bytes of every SQLite database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
+#: Largest vector dim a store accepts (float32 values per vector; 2**16: 256 KiB a row).
+MAX_DIM = 2 ** 16
 
 #: A file larger than this (bytes) is verified in the background at open (``quick_check``
 #: on its own read connection, about 7 s for a 10M-episode store of d = 64, 6.4 GB): the
@@ -266,6 +268,34 @@ def check_is_store(conn: sqlite3.Connection, path: str, *, allow_empty: bool) ->
     if foreign:
         raise NotAStoreError(path, f"objects dyna did not create: {foreign}")
     return True
+
+
+def check_file_state(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse, as opening the store would, a dyna store file no command may write: a schema
+    version missing or newer than this dyna's, a ``meta.dim`` that is not an integer in
+    [1, :data:`MAX_DIM`] or that its stored vectors contradict, a damaged counter
+    (:func:`check_meta_counters`). Reads only; for commands that work on the file itself
+    (``dyna store scrub``).
+
+    Raises
+    ------
+    StoreDamagedError, StoreError
+        Naming the file and what is wrong.
+    """
+    version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    if version is None:
+        raise StoreDamagedError(path, "its schema_version table holds no version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise StoreError(f"{path}: schema version {version!r} is newer than this dyna "
+                         f"({SCHEMA_VERSION}); upgrade dyna")
+    row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+    if row is None:
+        raise NotAStoreError(path, "its meta table holds no dyna 'dim' entry")
+    dim = _meta_int(path, "dim", row[0], 1)
+    if dim > MAX_DIM:
+        raise StoreDamagedError(path, f"meta.dim is {dim}, more than {MAX_DIM}")
+    _check_vector_length(conn, path, dim)
+    check_meta_counters(conn, path)
 
 
 def check_schema(schema: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -1292,10 +1322,30 @@ def stored_dim(path) -> int | None:
         return None
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        if row is None:
+            return None
+        dim = _meta_int(str(path), "dim", row[0], 1)
+        if dim > MAX_DIM:
+            raise StoreDamagedError(path, f"meta.dim is {dim}, more than {MAX_DIM}")
+        _check_vector_length(conn, str(path), dim)
+        return dim
     except sqlite3.Error as exc:
         if _errname(exc) in _CORRUPT:
             raise StoreDamagedError(path, _damage_detail(conn, exc)) from exc
         return None
     finally:
         conn.close()
-    return None if row is None else _meta_int(str(path), "dim", row[0], 1)
+
+
+def _check_vector_length(conn: sqlite3.Connection, path: str, dim: int) -> None:
+    """Raise :class:`StoreDamagedError` when a stored vector (a BLOB column of the episodes
+    table, first non-NULL row) is not ``dim`` float32 values: a ``meta.dim`` changed after
+    the rows were written would read every vector as zeros."""
+    cols = [r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})").fetchall()
+            if str(r[2]).upper() == "BLOB"]
+    for col in cols:
+        got = conn.execute(f'SELECT length("{col}") FROM {TABLE} WHERE "{col}" IS NOT NULL '
+                           "LIMIT 1").fetchone()
+        if got is not None and got[0] != 4 * dim:
+            raise StoreDamagedError(path, f"meta.dim is {dim}, but a stored {col} vector "
+                                    f"holds {got[0]} bytes, not {4 * dim}")
