@@ -65,7 +65,8 @@ from dyna import __version__
 from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Categorical,
                          ExperienceBuffer, JsonText, _to_json, check_value, short_value)
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
-from dyna.errors import ConfigError, StoreReadOnlyError, StoreWriteError, check_range
+from dyna.errors import (ConfigError, StoreDamagedError, StoreReadOnlyError, StoreWriteError,
+                         check_range)
 from dyna.escalation import RISK_CLASSES, should_escalate
 from dyna.redact import (DEFAULT_SENSITIVE_KEYS, REDACTED, hash_features, is_sensitive_key,
                          redact)
@@ -395,6 +396,16 @@ def _selection(task_type, run_id, task_id, request_id) -> dict:
     return sel
 
 
+def _stored_json(text: str, name: str, where: str):
+    """A stored JSON column value, decoded; text another program wrote there that is not
+    JSON raises :class:`~dyna.errors.StoreDamagedError` naming the store and the column."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError) as exc:   # (JSONDecodeError is a ValueError)
+        raise StoreDamagedError(where or "the store", f"a stored {name} value is not JSON "
+                                f"({exc})") from None
+
+
 class ExperienceStore:
     """Episodes of many tenants with similarity search, competence, escalation and persistence.
 
@@ -635,7 +646,8 @@ class ExperienceStore:
         if rows.size:
             texts = texts.copy()
             for i in rows.tolist():
-                texts[i] = json.dumps(redact(json.loads(texts[i]), self.redact_keys),
+                texts[i] = json.dumps(redact(_stored_json(texts[i], "JSON", self._where()),
+                                             self.redact_keys),
                                       separators=(",", ":"), allow_nan=False)
         return texts
 
@@ -679,6 +691,10 @@ class ExperienceStore:
     def _rows(self, tenant_id: str, **filters) -> np.ndarray:
         """Row positions of a tenant, filtered exactly by categorical fields."""
         return self._buf.select(tenant_id=tenant_id, **filters)
+
+    def _where(self) -> str:
+        """The store as an error may name it (a file path, a DSN without its password)."""
+        return getattr(self._db, "path", "") or "the in-memory store"
 
     def _persist_columns(self, rows: np.ndarray) -> dict[str, Any]:
         """Persisted-style columns of buffer rows: labels (None = missing), JSON, features."""
@@ -1081,7 +1097,8 @@ class ExperienceStore:
         out["timestamp"] = cols["timestamp"][pick].tolist()
         for name in DICT_FIELDS:
             texts = self._redact_texts(cols[name][pick])
-            out[name] = [None if t is None else json.loads(t) for t in texts]
+            where = self._where()
+            out[name] = [None if t is None else _stored_json(t, name, where) for t in texts]
         keys = list(out)
         return [dict(zip(keys, vals)) for vals in zip(*out.values())]
 
@@ -1572,8 +1589,9 @@ class ExperienceStore:
             rows = self._rows(tenant_id, **{k: v for k, v in sel.items() if v is not None})
             cols = self._persist_columns(rows)
         for name in DICT_FIELDS:  # redact again on the way out (keys may have changed)
+            where = self._where()
             cols[name] = np.array([None if t is None else json.dumps(
-                redact(json.loads(t), self.redact_keys), separators=(",", ":"))
+                redact(_stored_json(t, name, where), self.redact_keys), separators=(",", ":"))
                 for t in cols[name]], dtype=object)
         for name in CATEGORICAL_FIELDS:
             cols[name] = np.array([None if v is None else redact(v, self.redact_keys)

@@ -220,6 +220,37 @@ def test_scrub_refuses_what_every_other_command_refuses(healthy, tmp_path, capsy
         assert _sha(src) == sha
 
 
+def test_values_another_program_wrote_are_damage_and_recover_leaves_their_rows(
+        healthy, tmp_path, capsys):
+    """A security review: text in the reward column or non-JSON in state_before gave
+    ValueError / JSONDecodeError tracebacks (exit 1) from export and compact."""
+    src = tmp_path / "v.db"
+    shutil.copy(healthy, src)
+    con = sqlite3.connect(src)
+    con.execute("UPDATE episodes SET state_before = '{not json' WHERE id = 39")
+    con.execute("UPDATE episodes SET reward = 'lots' WHERE id IN (7, 8)")
+    con.commit()
+    con.close()
+    for argv, says in (
+            (["export", str(src), "--tenant", "acme", "--out", str(tmp_path / "e.jsonl")],
+             "a stored reward value is 'lots', not a number"),
+            (["compact", str(src), "--keep", "1"], "a stored reward value is 'lots'")):
+        assert main(["store", *argv]) == 2, argv
+        assert says in _one_line_naming(capsys, src)
+    out = _recover_with_dyna(capsys, src, tmp_path / "new.db")
+    assert (out["rows_recovered"], out["rows_unreadable"]) == (N - 3, 3)
+    assert main(["store", "export", str(tmp_path / "new.db"), "--tenant", "acme", "--out",
+                 str(tmp_path / "e.jsonl")]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == N // 2 - 3
+    con = sqlite3.connect(src)   # the JSON damage alone, named by its column
+    con.execute("UPDATE episodes SET reward = 1.0 WHERE id IN (7, 8)")
+    con.commit()
+    con.close()
+    assert main(["store", "export", str(src), "--tenant", "acme", "--out",
+                 str(tmp_path / "f.jsonl")]) == 2
+    assert "a stored state_before value is not JSON" in _one_line_naming(capsys, src)
+
+
 def _recover_with_dyna(capsys, src, out):
     assert main(["store", "recover", str(src), "--out", str(out)]) == 0
     return json.loads(capsys.readouterr().out)

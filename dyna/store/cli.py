@@ -334,7 +334,9 @@ def _scrub(args) -> int:
 def _recover(args) -> int:
     from dyna.store.recover import recover  # noqa: PLC0415
 
+    from dyna.experience import RECORD_SCHEMA  # noqa: PLC0415
+
     _file_only(args.db, "recover")
-    out = recover(args.db, args.out)
+    out = recover(args.db, args.out, RECORD_SCHEMA)
     print(json.dumps(out, indent=2, sort_keys=True))
     return 0

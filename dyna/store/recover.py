@@ -130,7 +130,7 @@ def _schema_sql(src: sqlite3.Connection) -> list[str] | None:
     return [sql for typ, name, sql in rows if not name.startswith("sqlite_")]
 
 
-def recover(src, out) -> dict:
+def recover(src, out, schema=None) -> dict:
     """Copy every readable row of the store at ``src`` into a new store at ``out``.
 
     Parameters
@@ -139,6 +139,10 @@ def recover(src, out) -> dict:
         The (damaged) store; opened read-only, never written.
     out : str or Path
         The new store; must not exist.
+    schema : sequence of (str, str), optional
+        The store's ``(column, kind)`` pairs (``dyna.experience.RECORD_SCHEMA``): a row
+        whose ``json`` value does not parse, or whose ``int`` / ``float`` value is not a
+        number (text another program wrote there), is counted unreadable, not copied.
 
     Returns
     -------
@@ -171,7 +175,7 @@ def recover(src, out) -> dict:
     tmp = make_temp_file(out_p, suffix=".recover-tmp")
     try:
         with contextlib.closing(conn):
-            result = _copy(conn, src_p, tmp)
+            result = _copy(conn, src_p, tmp, dict(schema or ()))
         try:
             os.link(tmp, out_p)  # fails if out appeared meanwhile: never overwrites
         except FileExistsError:
@@ -189,7 +193,7 @@ def recover(src, out) -> dict:
     return result
 
 
-def _copy(src: sqlite3.Connection, src_p: Path, tmp: str) -> dict:
+def _copy(src: sqlite3.Connection, src_p: Path, tmp: str, kinds: dict) -> dict:
     ddl = _schema_sql(src)
     names: list[str] | None = None
     cols = _try(src, f"PRAGMA table_info({TABLE})")
@@ -217,6 +221,9 @@ def _copy(src: sqlite3.Connection, src_p: Path, tmp: str) -> dict:
         insert = (f"INSERT INTO {TABLE} ({', '.join(names)}) "
                   f"VALUES ({', '.join('?' * len(names))})")
         rows, bad = _readable_rows(src, names, lo, hi)
+        if kinds:
+            fit = [r for r in rows if _fits(r, names, kinds)]
+            bad, rows = bad + len(rows) - len(fit), fit
         dst.executemany(insert, rows)
         n = len(rows)
         max_id = rows[-1][0] if rows else None
@@ -259,6 +266,25 @@ def _copy(src: sqlite3.Connection, src_p: Path, tmp: str) -> dict:
         dst.close()
     return {"rows_recovered": n, "rows_unreadable": int(bad), "id_range": [lo, hi],
             "meta_recovered": len(meta), "integrity_check": "; ".join(check)}
+
+
+def _fits(row: tuple, names: list[str], kinds: dict) -> bool:
+    """Whether every value of ``row`` is of its column's kind (NULL always is)."""
+    import json  # noqa: PLC0415
+
+    for name, v in zip(names, row):
+        kind = kinds.get(name)
+        if v is None or kind is None:
+            continue
+        if kind in ("int", "float") and (isinstance(v, bool)
+                                          or not isinstance(v, (int, float))):
+            return False
+        if kind == "json":
+            try:
+                json.loads(v)
+            except (TypeError, ValueError):
+                return False
+    return True
 
 
 def _count(value: str, positive: bool = False) -> bool:

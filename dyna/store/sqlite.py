@@ -1045,7 +1045,16 @@ class SQLiteStore:
         cats = set(categories)
         out: dict[str, object] = {}
         for name, kind, vals in zip(names, kinds, acc):
-            out[name] = _encode_labels(vals) if name in cats else self._column(kind, vals)
+            if name in cats:
+                out[name] = _encode_labels(vals)
+                continue
+            try:
+                out[name] = self._column(kind, vals)
+            except (TypeError, ValueError):   # another program wrote text in a number column
+                bad = next((v for v in vals if v is not None
+                            and not isinstance(v, (int, float))), None)
+                raise StoreDamagedError(self.path, f"a stored {name} value is {bad!r:.40}, "
+                                        f"not a number") from None
         return out
 
     def _read_names(self, columns: Sequence[str] | None, categories: Sequence[str]
