@@ -238,3 +238,27 @@ def test_a_constant_nonzero_paired_difference_is_tested():
                 direction="greater", n_resamples=200)
     assert c.status == "tested" and c.p == pytest.approx(2 ** -10)
     assert float(c.interval.estimate) == 2.0
+
+
+def test_a_name_mixing_scripts_is_refused_as_a_look_alike(tmp_path):
+    """A security review: `deplօy-staging` (Armenian U+0585 for the o) was added beside
+    `deploy-staging`: the skeleton table has no entry for that letter."""
+    from dyna.loops.memory import MemoryStore
+    from dyna.loops.provenance import mixed_scripts
+    from dyna.loops.review import LearningLoop, LoopConfig, Proposal, RuleBasedReviewer
+    from dyna.loops.skills import SkillLibrary
+
+    cases = {"deploy-staging": (), "deplօy-staging": ("ARMENIAN", "LATIN"),
+             "dеploy": ("CYRILLIC", "LATIN"), "abc-αβγ": ("GREEK", "LATIN"),
+             "данные": (), "αβγ": (), "café-notes": (), "deploy2": (),
+             "日本語-skill": (), "ひらがな-kanji漢字": (), "한국어-notes": ()}
+    assert {n: mixed_scripts(n) for n in cases} == cases
+    loop = LearningLoop(SkillLibrary(tmp_path), MemoryStore(None), RuleBasedReviewer(),
+                        LoopConfig())
+    body = "Run `make deploy-staging`, then check https://staging.example.com/health."
+    got = [loop.submit(Proposal("skill", n, "Deploy the web app to staging", body,
+                                ("deploy",)), "r1", by_person=True).action
+           for n in ("deploy-staging", "deplօy-staging", "dеploy-web")]
+    assert got == ["committed", "invalid", "invalid"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == \
+        ["deploy-staging"]

@@ -23,8 +23,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-__all__ = ["ALIASES", "Source", "TRUSTED", "is_untrusted", "parse_source", "skeleton",
-           "untrusted_sources"]
+__all__ = ["ALIASES", "Source", "TRUSTED", "is_untrusted", "mixed_scripts", "parse_source",
+           "skeleton", "untrusted_sources"]
 
 
 class Source(str, enum.Enum):
@@ -129,6 +129,35 @@ _CONFUSABLE = str.maketrans({
     # digits and Latin look-alikes
     "0": "o", "1": "l", "ı": "i", "ℓ": "l", "ß": "ss",
 })
+
+
+#: Script sets a name may combine (UTS #39 "highly restrictive": Latin with the scripts
+#: written beside it in Japanese, Chinese and Korean).
+_SCRIPT_SETS = (frozenset({"LATIN", "HAN", "HIRAGANA", "KATAKANA"}),
+                frozenset({"LATIN", "HAN", "BOPOMOFO"}), frozenset({"LATIN", "HAN", "HANGUL"}))
+
+
+def _script(c: str) -> str | None:
+    """The script of a letter, from its Unicode name (``"LATIN"``, ``"CYRILLIC"``,
+    ``"ARMENIAN"``, ``"HAN"`` for CJK ideographs...); None for digits, marks and
+    punctuation (the Common and Inherited scripts)."""
+    if not unicodedata.category(c).startswith("L"):
+        return None
+    word = unicodedata.name(c, "UNKNOWN").split(" ", 1)[0]
+    return "HAN" if word == "CJK" else word
+
+
+@functools.lru_cache(maxsize=65536)
+def mixed_scripts(name: str) -> tuple[str, ...]:
+    """The scripts of ``name``'s letters, sorted, when they are more than one script and
+    not a set UTS #39's highly restrictive level allows (Latin + Han + Kana, + Bopomofo,
+    + Hangul); else ``()``. A Latin name with one Armenian ``օ`` or Cyrillic ``е`` in it
+    (``deplօy-staging``) is mixed: such a letter passes for its Latin look-alike, which
+    :func:`skeleton`'s table may not list."""
+    scripts = {sc for c in unicodedata.normalize("NFKC", str(name)) if (sc := _script(c))}
+    if len(scripts) <= 1 or any(scripts <= ok for ok in _SCRIPT_SETS):
+        return ()
+    return tuple(sorted(scripts))
 
 
 @functools.lru_cache(maxsize=65536)

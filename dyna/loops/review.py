@@ -37,7 +37,7 @@ from dyna.errors import ConfigError, check_range
 from dyna.loops._text import (FEATURE_CACHE_SIZE, TextFeatures, concrete_parts, content_words,
                               is_concrete, jaccard, text_features)
 from dyna.loops.memory import MemoryEntry, MemorySnapshot, MemoryStore, relation
-from dyna.loops.provenance import Source, untrusted_sources
+from dyna.loops.provenance import Source, mixed_scripts, untrusted_sources
 from dyna.loops.skills import (ACTION_RE, AddResult, Match, PendingItem, Skill, SkillLibrary,
                                SkillSnapshot, check_skill_name, is_untrusted)
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact, redact_text
@@ -953,6 +953,10 @@ def validate(proposal: Proposal, skills=None, memory=None,
         except ConfigError as exc:
             reasons.append(f"name {proposal.name!r} is not path-safe: {exc.reason}")
         else:
+            mixed = mixed_scripts(proposal.name)
+            if mixed:
+                reasons.append(f"name {proposal.name!r} mixes the scripts "
+                               f"{', '.join(mixed)}: a look-alike of another name")
             if len(proposal.body) > config.max_body_chars:
                 reasons.append(f"body has {len(proposal.body)} characters > "
                                f"{config.max_body_chars}")
