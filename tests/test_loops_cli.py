@@ -270,3 +270,31 @@ def test_skills_add_without_triggers_matches_on_its_description(capsys, tmp_path
     assert lib["rollback-staging"].triggers == ()
     (m,) = lib.match("the staging app needs a roll back")
     assert (m.name, m.by_trigger) == ("rollback-staging", False)
+
+
+def test_terminal_control_characters_from_files_are_printed_escaped(tmp_path, capsys):
+    """A security review: `skills catalog` and `memory show` printed ESC, OSC and U+202E
+    from hand-dropped files raw, so a file could retitle or recolour the terminal."""
+    lib = tmp_path / "lib"
+    (lib / "evil").mkdir(parents=True)
+    # YAML's own escapes: a double-quoted scalar cannot hold these characters raw
+    hostile = r"Deploy \e]0;owned\a the \e[31mweb\e[0m app \u202eog\u202c now\x9b2J"
+    (lib / "evil" / "SKILL.md").write_text(
+        f'---\nname: evil\ndescription: "{hostile}"\n---\nRun it.\n', encoding="utf-8")
+    (tmp_path / "MEMORY.md").write_text(
+        "# Memory\n\n- [2024-05-01 | run-1 | trusted] The port is 80\x1b[2J80 \u2066x\u2069\n",
+        encoding="utf-8")
+    outs = []
+    for argv in (["skills", "catalog", str(lib)], ["skills", "list", str(lib)],
+                 ["skills", "show", str(lib), "evil"],
+                 ["skills", "match", str(lib), "deploy the web app"],
+                 ["memory", "show", str(tmp_path / "MEMORY.md")]):
+        main(argv)
+        outs.append(capsys.readouterr().out)
+    text = "".join(outs)
+    for c in ("\x1b", "\x07", "\x9b", "\u202e", "\u202c", "\u2066", "\u2069"):
+        assert c not in text, repr(c)
+    assert "\\x1b]0;owned\\x07" in outs[0] and "\\u202eog\\u202c" in outs[0]
+    assert "80\\x1b[2J80" in outs[4]
+    import sys
+    assert type(sys.stdout).__name__ != "_SafeText"   # put back after each command

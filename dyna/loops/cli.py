@@ -74,6 +74,48 @@ def _cell(v) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
+#: Characters a skill or memory file may hold that a terminal would act on rather than show:
+#: C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides and
+#: isolates (Trojan Source, CVE-2021-42574), each printed as its escape (``\x1b``).
+_UNSAFE = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+           for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0),
+                     *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F,
+                     0x061C]}
+
+
+class _SafeText:
+    """``sys.stdout`` for the skills and memory commands: what they print comes from files
+    anyone may have written (hand-dropped skills, a MEMORY.md), so a character a terminal
+    would execute (an ESC sequence, an OSC title or link, a bidi override) is shown escaped
+    instead; ``add`` refuses such characters, files on disk may still hold them."""
+
+    def __init__(self, out):
+        self._out = out
+
+    def write(self, text: str) -> int:
+        self._out.write(text.translate(_UNSAFE))
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self._out, name)
+
+
+def _safe_output(func):
+    """``func(args)`` with :class:`_SafeText` as ``sys.stdout`` while it runs."""
+    import functools
+    import sys
+
+    @functools.wraps(func)
+    def run(args):
+        out = sys.stdout
+        sys.stdout = _SafeText(out)
+        try:
+            return func(args)
+        finally:
+            sys.stdout = out
+    return run
+
+
 def _library(args):
     from dyna.loops.skills import SkillLibrary
 
@@ -479,7 +521,7 @@ def register(sub) -> None:
         p.add_argument("dir", metavar="DIR", help=dir_help)
         for args, kw in extra:
             p.add_argument(*args, **kw)
-        p.set_defaults(func=func)
+        p.set_defaults(func=_safe_output(func))
         return p
 
     add("list", _list, "list skills", (("--all",), {"action": "store_true",
@@ -522,7 +564,7 @@ def register(sub) -> None:
                             parser_class=type(me))
     p = mes.add_parser("show", help="list the facts")
     p.add_argument("path", metavar="PATH")
-    p.set_defaults(func=_mem_show)
+    p.set_defaults(func=_safe_output(_mem_show))
     p = mes.add_parser("add", help="add a fact of your own (validated and graded as a "
                        "loop's lesson; an untrusted source is staged for approval)")
     p.add_argument("path", metavar="PATH", help="MEMORY.md file (created if missing; its folder "
@@ -531,20 +573,20 @@ def register(sub) -> None:
     p.add_argument("--source", default="person",
                    help="where it comes from: person, internal, verifier (trusted) or web, "
                         "user_files, email, retrieved, tool_output, ... (untrusted: staged)")
-    p.set_defaults(func=_mem_add)
+    p.set_defaults(func=_safe_output(_mem_add))
     p = mes.add_parser("pending", help="facts waiting for approval")
     p.add_argument("path", metavar="PATH")
-    p.set_defaults(func=_mem_pending)
+    p.set_defaults(func=_safe_output(_mem_pending))
     for name, func, help_ in (("approve", _mem_approve, "write a pending fact"),
                               ("reject", _mem_reject, "drop a pending fact")):
         p = mes.add_parser(name, help=help_)
         p.add_argument("path", metavar="PATH")
         p.add_argument("id", metavar="ID", help="pending id (m0001, ...)")
-        p.set_defaults(func=func)
+        p.set_defaults(func=_safe_output(func))
     p = mes.add_parser("consolidate", help="merge near-duplicates, drop superseded and "
                        "vague facts, enforce the cap")
     p.add_argument("path", metavar="PATH")
     p.add_argument("--cap", type=int, default=30)
     p.add_argument("--dry-run", action="store_true",
                    help="print what would change; write nothing, create no file")
-    p.set_defaults(func=_mem_consolidate)
+    p.set_defaults(func=_safe_output(_mem_consolidate))
