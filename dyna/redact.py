@@ -519,6 +519,26 @@ DETECTORS: tuple[Detector, ...] = (
        + _DATE + r")(?![\w\-])",
        "a date after DOB / date of birth / birthday / born (on): 1990-04-05, 04/05/1990, "
        "April 5, 1990, 5 April 1990"),
+    _d("prose_credential",
+       r"(?i)\b(?:password|passphrase|passwd|pwd|secret|api[ _\-]?key|access[ _\-]?key"
+       r"|private[ _\-]key|token|credentials?)(?:[ \t]+(?:for|of|to|on)[ \t]+[\w.\-@/]{1,40})?"
+       r"(?:[ \t]+(?:is|was|are|reads))?[ \t]+[\"'`]?"
+       r"(?P<secret>(?=[^\s\"'`,;)]*\d)(?=[^\s\"'`,;)]*[A-Za-z])"
+       r"[^\s\"'`,;)]{7,}[^\s\"'`,;).!?:])",
+       "a credential stated in prose: password / passphrase / secret / API key / access key "
+       "/ private key / token / credentials (maybe 'for <name>'), then is / was / are or "
+       "only white space, then a value of 8+ characters holding a letter and a digit ('the "
+       "staging db password is Hunter2Secret', 'api_key a1B2c3d4e5'); 'the password is "
+       "stored in the vault' is kept; KEY: value and KEY=value are the assignment rule's",
+       _not_placeholder),
+    _d("curl_user_password",
+       r"(?i)\bcurl\b[^\r\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)[\"']?[^\s:\"']+:"
+       r"(?P<secret>[^\s\"']{3,})",
+       "the password of curl -u / --user USER:PASSWORD", _not_placeholder),
+    _d("mysql_password",
+       r"\bmysql(?:dump|admin|import|sh)?\b[^\r\n]*?[ \t]-p(?P<secret>[^\s\"'\-][^\s\"']{2,})",
+       "the password of mysql / mysqldump / mysqladmin -pPASSWORD (written against the -p)",
+       _not_placeholder),
 )
 """The named secret formats, applied in this order by :func:`redact_text`."""
 
@@ -616,6 +636,12 @@ _PREFILTERS: dict[str, _Prefilter] = {
     # a cue (d.o.b, dob: "ob" or "o.b"; date of birth, birth date, birthday; born) and a
     # date of 4 digits at least (1/2/90)
     "date_of_birth": _P(folded=("ob", "o.b", "birth", "born"), digits=4),
+    # a cue word (password, passphrase and passwd hold "pass"; api key, access key and
+    # private key "key"; credentials "credential") and a value holding a digit
+    "prose_credential": _P(folded=("pass", "pwd", "secret", "key", "token", "credential"),
+                           digits=1, length=12),
+    "curl_user_password": _P(folded=("curl",), also=lambda t, low, nd: ":" in t),
+    "mysql_password": _P(("mysql",), also=lambda t, low, nd: "-p" in t),
 }
 del _P
 

@@ -505,3 +505,32 @@ def test_the_plain_text_fast_path_follows_the_detectors():
     assert redact(text) == f"refund went to {REDACTED} yesterday"
     plain = "refund went to the gift card yesterday"
     assert R.detect(plain) == [] and redact(plain) is plain
+
+
+PROSE_SECRETS = [   # a security review: each was written to MEMORY.md / SKILL.md in clear
+    ("The staging db password is Hunter2Secret", "Hunter2Secret", "prose_credential"),
+    ("The staging API key is a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6",
+     "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6", "prose_credential"),
+    ("api_key a1B2c3D4e5F6g7H8i9J0", "a1B2c3D4e5F6g7H8i9J0", "prose_credential"),
+    ("the root password is Hunter2Secret.", "Hunter2Secret", "prose_credential"),
+    ("password for admin was 'Hunter2Secret'", "Hunter2Secret", "prose_credential"),
+    ("curl -u admin:Hunter2Secret https://x.example.com", "Hunter2Secret",
+     "curl_user_password"),
+    ("curl --user=admin:s3cr3tpass https://x.example.com", "s3cr3tpass", "curl_user_password"),
+    ("mysql -uroot -pHunter2Secret shop", "Hunter2Secret", "mysql_password"),
+]
+PROSE_KEPT = ["the password is stored in the vault", "token budget is 1200",
+              "api key rotation happens every 90 days", "the secret sauce is love",
+              "token limit 4096 tokens", "mysql -P 3306 -u root -p shop",
+              "use the key k8s-prod-cluster for deploys", "send_secrets:v2",
+              "the password is YOUR_PASSWORD_HERE", "curl -u $USER:$TOKEN https://x.example.com"]
+
+
+def test_credentials_in_prose_and_on_command_lines_are_redacted():
+    for text, secret, name in PROSE_SECRETS:
+        out = redact_text(text)
+        assert secret not in out and "[REDACTED]" in out, text
+        assert detect(text) == [name], text
+    assert [redact_text(t) for t in PROSE_KEPT] == PROSE_KEPT
+    assert redact_text("password: letmein123") == "password: [REDACTED]"   # the KEY: rule
+    assert detect("password: letmein123") == ["sensitive_assignment"]
