@@ -43,7 +43,24 @@ def test_every_report_opens_with_a_short_headline(kind, tmp_path):
     assert "x 2 runs" in lines[0]
     if kind == "escalation":
         assert '"always escalate" is (tied) best in' in lines[-1]
-    if kind == "tabular":
-        assert lines[1].startswith("- best final performance: `n=")
+    if kind == "tabular":   # (2 runs: intervals that overlap are said to)
+        assert lines[1].startswith(("- best final performance: `n=",
+                                    "- best final mean: `n="))
+        assert ("not shown to be best" in lines[1]) == lines[1].startswith(
+            "- best final mean:")
     if kind == "agent_tasks":
         assert "final success in `clean`: skill_loop" in lines[-1]
+
+
+def test_a_best_whose_interval_overlaps_another_is_not_called_best():
+    """A newcomer: the Figure 8.2 report called n=5 the "best final performance" at 16.8
+    [16.4, 17.2] steps while every variant's interval overlapped it."""
+    from dyna.experiment.kinds.tabular.report import _overlaps
+    from dyna.experiment.stats import Interval
+
+    nan = float("nan")
+    a, b, c = Interval(16.8, 16.4, 17.2, 30), Interval(17.1, 16.9, 17.4, 30), \
+        Interval(18.0, 17.5, 18.6, 30)
+    assert _overlaps(a, b) and _overlaps(b, a) and not _overlaps(a, c)
+    assert _overlaps(a, Interval(17.2, 17.2, 17.9, 30))          # a shared end point
+    assert _overlaps(a, Interval(20.0, nan, nan, 1))             # one run: no interval

@@ -151,7 +151,8 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
 
 def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
     """At most five lines: what was run, the best variant (and sweep point) on final
-    performance with its interval, and the checks' verdicts."""
+    performance with its interval (said not to be shown best when its interval overlaps
+    another's), and the checks' verdicts."""
     c = out.config
     opts = _opts(out)
     K = c.analysis.final_episodes
@@ -162,6 +163,7 @@ def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
              f"- {len(c.variants)} variant(s) x {n_pts} sweep point(s) x {c.runs} runs on "
              f"`{c.env.id}`, {sched} each."]
     best = None
+    groups = []
     if c.schedule.stop_at_optimal:   # the measure is updates until optimal, per sweep point
         lines.append(_headline_updates(out))
     for variant, _p, point in _groups(out) if not c.schedule.stop_at_optimal else ():
@@ -172,14 +174,26 @@ def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
         else:
             iv = per_run_ci(_per_run(res, "cumulative_reward", last=1), **opts)
             key = -float(iv.estimate)           # more reward is better
-        if math.isfinite(key) and (best is None or key < best[0]):
-            best = (key, variant.name, point, iv)
+        if math.isfinite(key):
+            groups.append((variant.name, point, iv))
+            if best is None or key < best[0]:
+                best = (key, variant.name, point, iv)
     if best is not None:
         _, name, point, iv = best
         where = f" at {_point_label(point)}" if point else ""
         what = (f"steps per episode over the last {K} episodes" if c.schedule.episodes
                 is not None else "final cumulative reward")
-        lines.append(f"- best final performance: `{name}`{where}, {ci(iv)} {what}.")
+        # a best whose interval overlaps another's is not shown to be best
+        overlap = [f"`{n}`" + (f" at {_point_label(p)}" if p else "")
+                   for n, p, v in groups if (n, p) != (name, point)
+                   and _overlaps(v, iv)]
+        if overlap:
+            shown = ", ".join(overlap[:3]) + (f" and {len(overlap) - 3} more"
+                                              if len(overlap) > 3 else "")
+            lines.append(f"- best final mean: `{name}`{where}, {ci(iv)} {what}; its "
+                         f"interval overlaps {shown}: not shown to be best.")
+        else:
+            lines.append(f"- best final performance: `{name}`{where}, {ci(iv)} {what}.")
     text = "\n".join(check_lines)
     good = text.count("-> consistent")
     bad = (text.count("NOT consistent") + text.count("-> inconsistent")
@@ -194,6 +208,16 @@ def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
         lines.append(f"- against the reference implementation: {differ} of {differ + same} "
                      f"declared summaries differ (Welch, Holm {ALPHA:g}){extra}.")
     return lines + [""]
+
+
+def _overlaps(a, b) -> bool:
+    """Whether two intervals share a point; an interval that is not finite (one run)
+    overlaps everything (nothing is shown apart)."""
+    lo = (float(a.low), float(b.low))
+    hi = (float(a.high), float(b.high))
+    if not all(map(math.isfinite, lo + hi)):
+        return True
+    return lo[0] <= hi[1] and lo[1] <= hi[0]
 
 
 def _headline_updates(out: "ExperimentOutput") -> str:
