@@ -38,7 +38,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse parser whose usage errors print one line and exit 2."""
 
     def error(self, message):  # noqa: D102 - argparse override
-        self.exit(2, f"dyna: error: {message}\n")
+        from dyna.redact import redact_text   # (a secret given as an argument's value)
+
+        self.exit(2, f"dyna: error: {redact_text(message)}\n")
 
 
 #: Exit status after SIGTERM: 128 + 15, what a POSIX shell reports for a process that

@@ -18,9 +18,10 @@ configuration is reloaded.
 
 Nothing is written next to the sources, so an installation in a read-only location works.
 If the cache home cannot be written, a per-user directory under the system temporary
-directory is used. :func:`configure` creates nothing: numba makes the directory when it
-first saves a compiled kernel, so a command that compiles nothing (``dyna --help``, a
-command that fails on its input) leaves no trace. Old directories do not pile up: when a new one is created, every other
+directory is used. :func:`configure` creates nothing: numba makes the directory when a
+cached kernel is first defined (a module with ``@njit(cache=True)`` is imported), so a
+command that imports no kernel module (``dyna --help``, the skills and memory commands)
+leaves no trace. Old directories do not pile up: when a new one is created, every other
 one that is not among the ``keep`` most recently used and has not been used for
 ``max_idle_s`` seconds is removed (a process still running an old source version keeps its
 directory meanwhile; numba fails when asked to save into a directory that has vanished).
@@ -150,7 +151,7 @@ def cache_home(package: str = "dyna") -> str:
 def _usable_dir(path: str) -> bool:
     """Whether ``path`` is a writable directory or can be made one: its nearest existing
     ancestor is a writable directory. Nothing is created here: numba makes the directory
-    (and its parents) when it first saves a kernel."""
+    (and its parents) when a cached kernel is first defined."""
     p = path
     while not os.path.lexists(p):
         parent = os.path.dirname(p)

@@ -334,6 +334,17 @@ def _phone_digits(text: str) -> bool:
     return 8 <= sum(c.isdigit() for c in text) <= 15
 
 
+def _credential_like(text: str) -> bool:
+    """A value stated as a credential in prose looks like one: not a placeholder, not a
+    path, and not a word form joined by hyphens, dots or underscores with a lower-case word
+    of 4+ letters in it (``base64-encoded``, ``sha256-hashed``, ``v2-format``)."""
+    if not _not_placeholder(text) or "/" in text or "~" in text or text.startswith("."):
+        return False
+    parts = re.split(r"[-_.]", text)
+    return len(parts) == 1 or not any(len(w) >= 4 and w.isalpha() and w.islower()
+                                      for w in parts)
+
+
 def _d(name: str, pattern: str, description: str, validator=None, flags: int = 0) -> Detector:
     return Detector(name, re.compile(pattern, flags), description, validator)
 
@@ -529,15 +540,19 @@ DETECTORS: tuple[Detector, ...] = (
        "/ private key / token / credentials (maybe 'for <name>'), then is / was / are or "
        "only white space, then a value of 8+ characters holding a letter and a digit ('the "
        "staging db password is Hunter2Secret', 'api_key a1B2c3d4e5'); 'the password is "
-       "stored in the vault' is kept; KEY: value and KEY=value are the assignment rule's",
-       _not_placeholder),
+       "stored in the vault' is kept; KEY: value and KEY=value are the assignment rule's; "
+       "a path (~/.ssh/id_ed25519) or a hyphenated word form (base64-encoded, v2-format) is "
+       "not a credential", _credential_like),
     _d("curl_user_password",
-       r"(?i)\bcurl\b[^\r\n]*?[ \t](?:-u|--user)(?:[ \t]+|=)[\"']?[^\s:\"']+:"
+       r"(?i)\bcurl\b[^\r\n|;&]{0,200}?[ \t](?:-u|--user)(?:[ \t]+|=)[\"']?[^\s:\"']+:"
        r"(?P<secret>[^\s\"']{3,})",
-       "the password of curl -u / --user USER:PASSWORD", _not_placeholder),
+       "the password of curl -u / --user USER:PASSWORD (within 200 characters of curl, in the "
+       "same command: no | ; & between)", _not_placeholder),
     _d("mysql_password",
-       r"\bmysql(?:dump|admin|import|sh)?\b[^\r\n]*?[ \t]-p(?P<secret>[^\s\"'\-][^\s\"']{2,})",
-       "the password of mysql / mysqldump / mysqladmin -pPASSWORD (written against the -p)",
+       r"\bmysql(?:dump|admin|import|sh)?\b[^\r\n|;&]{0,200}?[ \t]-p"
+       r"(?P<secret>[^\s\"'\-][^\s\"']{2,})",
+       "the password of mysql / mysqldump / mysqladmin -pPASSWORD (written against the -p; "
+       "within 200 characters, in the same command)",
        _not_placeholder),
 )
 """The named secret formats, applied in this order by :func:`redact_text`."""

@@ -101,6 +101,10 @@ def test_an_error_line_never_echoes_a_secret_typed_as_an_argument(db, tmp_path, 
         assert main(argv) == 2, argv
         err = _one_line(capsys, "[REDACTED]")
         assert token not in err and token[4:] not in err, err
+    with pytest.raises(SystemExit):   # argparse's own usage errors go through it too
+        main(["store", "compact", str(db), "--keep", token])
+    err = _one_line(capsys, "argument --keep", "[REDACTED]")
+    assert token[4:20] not in err, err
 
 
 def test_compact_names_the_keep_flag(db, capsys):

@@ -161,7 +161,7 @@ def test_configure_respects_the_user_and_replaces_its_own(tmp_path, monkeypatch)
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(home / "0123456789abcdef"))
     assert configure([root / "p"], str(home)) == str(home / key)
     assert os.environ["NUMBA_CACHE_DIR"] == str(home / key)
-    assert not home.exists()   # nothing created: numba makes it when it saves a kernel
+    assert not home.exists()   # nothing created: numba makes it when a kernel is defined
 
 
 def test_unwritable_home_falls_back_to_the_temporary_directory(tmp_path, monkeypatch):
@@ -226,7 +226,7 @@ def test_a_home_that_is_not_a_writable_directory_is_not_used(tmp_path, monkeypat
     assert list((tmp_path / "ro").iterdir()) == []
 
 
-def test_a_process_that_compiles_nothing_creates_no_cache_directory(tmp_path):
+def test_a_process_that_imports_no_kernel_creates_no_cache_directory(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
     env["HOME"] = str(tmp_path / "home")

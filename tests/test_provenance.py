@@ -251,7 +251,8 @@ def test_a_name_mixing_scripts_is_refused_as_a_look_alike(tmp_path):
     cases = {"deploy-staging": (), "deplօy-staging": ("ARMENIAN", "LATIN"),
              "dеploy": ("CYRILLIC", "LATIN"), "abc-αβγ": ("GREEK", "LATIN"),
              "данные": (), "αβγ": (), "café-notes": (), "deploy2": (),
-             "日本語-skill": (), "ひらがな-kanji漢字": (), "한국어-notes": ()}
+             "日本語-skill": (), "ひらがな-kanji漢字": (), "한국어-notes": (),
+             "サーバー再起動": (), "時々-backup": ()}   # (ー and 々 are modifier letters)
     assert {n: mixed_scripts(n) for n in cases} == cases
     loop = LearningLoop(SkillLibrary(tmp_path), MemoryStore(None), RuleBasedReviewer(),
                         LoopConfig())

@@ -523,7 +523,12 @@ PROSE_KEPT = ["the password is stored in the vault", "token budget is 1200",
               "api key rotation happens every 90 days", "the secret sauce is love",
               "token limit 4096 tokens", "mysql -P 3306 -u root -p shop",
               "use the key k8s-prod-cluster for deploys", "send_secrets:v2",
-              "the password is YOUR_PASSWORD_HERE", "curl -u $USER:$TOKEN https://x.example.com"]
+              "the password is YOUR_PASSWORD_HERE", "curl -u $USER:$TOKEN https://x.example.com",
+              # a review of the detectors: word forms and paths, another command's -p
+              "Add the private key ~/.ssh/id_ed25519 to ssh-agent",
+              "The secret is base64-encoded in the manifest",
+              "the token is sha256-hashed before storage", "The API key is v2-format since March",
+              "mysqldump shop | ssh -p2222 backup@host"]
 
 
 def test_credentials_in_prose_and_on_command_lines_are_redacted():

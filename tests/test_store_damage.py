@@ -171,7 +171,7 @@ def test_recover_re_derives_a_damaged_counter_dim_and_generation(healthy, tmp_pa
 
 @pytest.mark.parametrize("dim,says", [
     ("1000000000", "meta.dim is 1000000000, more than 65536"),   # (a 3.7 TiB allocation)
-    (str(2 * DIM), f"meta.dim is {2 * DIM}, but a stored features vector holds {4 * DIM} "
+    (str(2 * DIM), f"meta.dim is {2 * DIM}, but the stored features vectors hold {4 * DIM} "
                    f"bytes, not {8 * DIM}"),                     # (every vector read as 0)
 ])
 def test_a_tampered_dim_is_damage_named_in_one_line(healthy, tmp_path, capsys, dim, says):
@@ -195,13 +195,35 @@ def test_a_tampered_dim_is_damage_named_in_one_line(healthy, tmp_path, capsys, d
     with pytest.raises(ConfigError, match="dim"):
         ExperienceStore(tmp_path / "big.db", dim=2 ** 16 + 1)
     assert not (tmp_path / "big.db").exists()
+    if dim == str(2 * DIM):   # the library's own open, given the tampered dim, refuses too
+        with pytest.raises(StoreDamagedError, match="but the stored features vectors"):
+            ExperienceStore(src, dim=2 * DIM, read_only=True)
+
+
+def test_one_short_vector_is_not_a_damaged_store_and_recover_leaves_it_out(healthy,
+                                                                           tmp_path, capsys):
+    """A review: one short vector in the first row made the whole store "damaged", and the
+    recovered copy was refused the same way."""
+    src = tmp_path / "short.db"
+    shutil.copy(healthy, src)
+    con = sqlite3.connect(src)
+    con.execute("UPDATE episodes SET features = zeroblob(8) WHERE id = "
+                "(SELECT MIN(id) FROM episodes)")
+    con.commit()
+    con.close()
+    assert main(["store", "stats", str(src)]) == 0
+    assert json.loads(capsys.readouterr().out)["n_records"] == N
+    out = _recover_with_dyna(capsys, src, tmp_path / "new.db")
+    assert (out["rows_recovered"], out["rows_unreadable"]) == (N - 1, 1)
+    assert main(["store", "stats", str(tmp_path / "new.db")]) == 0
+    assert json.loads(capsys.readouterr().out)["n_records"] == N - 1
 
 
 @pytest.mark.parametrize("sql,says", [
     ("INSERT INTO schema_version VALUES (99, 0)", "schema version 99 is newer than this dyna"),
     ("UPDATE meta SET value = '-1' WHERE key = 'dim'", "meta.dim is '-1', not an integer"),
     ("UPDATE meta SET value = '-5' WHERE key = 'generation'", "generation"),
-    (f"UPDATE meta SET value = '{2 * DIM}' WHERE key = 'dim'", "but a stored features vector"),
+    (f"UPDATE meta SET value = '{2 * DIM}' WHERE key = 'dim'", "but the stored features"),
 ])
 def test_scrub_refuses_what_every_other_command_refuses(healthy, tmp_path, capsys, sql, says):
     """A security review found scrub rewrote and VACUUMed such files (the md5 changed)."""

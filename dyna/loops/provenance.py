@@ -139,9 +139,11 @@ _SCRIPT_SETS = (frozenset({"LATIN", "HAN", "HIRAGANA", "KATAKANA"}),
 
 def _script(c: str) -> str | None:
     """The script of a letter, from its Unicode name (``"LATIN"``, ``"CYRILLIC"``,
-    ``"ARMENIAN"``, ``"HAN"`` for CJK ideographs...); None for digits, marks and
-    punctuation (the Common and Inherited scripts)."""
-    if not unicodedata.category(c).startswith("L"):
+    ``"ARMENIAN"``, ``"HAN"`` for CJK ideographs...); None for digits, marks, punctuation
+    and modifier letters (mostly the Common and Inherited scripts)."""
+    cat = unicodedata.category(c)
+    if not cat.startswith("L") or cat == "Lm":
+        # modifier letters are shared by scripts (Japanese ー and 々 are Lm): no script
         return None
     word = unicodedata.name(c, "UNKNOWN").split(" ", 1)[0]
     return "HAN" if word == "CJK" else word

@@ -117,7 +117,10 @@ def _keep_count(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text[:30]!r}") from None
+        from dyna.redact import redact_text  # noqa: PLC0415 - (redacted, then cut short)
+
+        raise argparse.ArgumentTypeError(f"must be an integer, got "
+                                         f"{redact_text(text)[:30]!r}") from None
 
 
 def _keep(value: int | None) -> int | None:

@@ -249,6 +249,11 @@ def _copy(src: sqlite3.Connection, src_p: Path, tmp: str, kinds: dict) -> dict:
                 raise StoreError(f"DB={src_p}: the meta table is unreadable and no vector "
                                  "dim could be found; nothing recovered")
             meta_d["dim"] = str(dim)
+        if "features" in names:   # a vector of another length would read as zeros
+            w = 4 * int(meta_d["dim"])
+            dropped_v = dst.execute(f"DELETE FROM {TABLE} WHERE features IS NOT NULL AND "
+                                    "length(features) != ?", (w,)).rowcount
+            bad, n = bad + dropped_v, n - dropped_v   # (max_id stays: ids never reused)
         # ids are never reused: the counter stays past every id the damaged file handed out
         nxt = max(int(meta_d.get("next_id", 0) or 0), (max_id + 1) if max_id is not None else 0)
         meta_d["next_id"] = str(nxt)

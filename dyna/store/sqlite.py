@@ -579,6 +579,9 @@ class SQLiteStore:
         if row is None:
             raise NotAStoreError(self.path, "its meta table holds no dyna 'dim' entry")
         stored = _meta_int(self.path, "dim", row[0], 1)
+        if stored > MAX_DIM:
+            raise StoreDamagedError(self.path, f"meta.dim is {stored}, more than {MAX_DIM}")
+        _check_vector_length(conn, self.path, stored)
         check_meta_counters(conn, self.path)
         if stored != self.dim:
             raise ConfigError("dim", self.dim, f"store {self.path} holds vectors of "
@@ -1347,14 +1350,17 @@ def stored_dim(path) -> int | None:
 
 
 def _check_vector_length(conn: sqlite3.Connection, path: str, dim: int) -> None:
-    """Raise :class:`StoreDamagedError` when a stored vector (a BLOB column of the episodes
-    table, first non-NULL row) is not ``dim`` float32 values: a ``meta.dim`` changed after
-    the rows were written would read every vector as zeros."""
+    """Raise :class:`StoreDamagedError` when the first and the last stored vector (a BLOB
+    column of the episodes table, by id) both differ from ``dim`` float32 values: a
+    ``meta.dim`` changed after the rows were written, which would read every vector as
+    zeros. One damaged row (read as zeros, as before) is not enough. Two look-ups by the
+    primary key: constant work for any store size."""
     cols = [r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})").fetchall()
             if str(r[2]).upper() == "BLOB"]
     for col in cols:
-        got = conn.execute(f'SELECT length("{col}") FROM {TABLE} WHERE "{col}" IS NOT NULL '
-                           "LIMIT 1").fetchone()
-        if got is not None and got[0] != 4 * dim:
-            raise StoreDamagedError(path, f"meta.dim is {dim}, but a stored {col} vector "
-                                    f"holds {got[0]} bytes, not {4 * dim}")
+        ends = [conn.execute(f'SELECT length("{col}") FROM {TABLE} WHERE "{col}" IS NOT NULL '
+                             f"ORDER BY id {order} LIMIT 1").fetchone()
+                for order in ("ASC", "DESC")]
+        if ends[0] is not None and all(e[0] != 4 * dim for e in ends):
+            raise StoreDamagedError(path, f"meta.dim is {dim}, but the stored {col} vectors "
+                                    f"hold {ends[0][0]} bytes, not {4 * dim}")
