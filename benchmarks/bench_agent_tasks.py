@@ -201,6 +201,13 @@ def test_v2_loop_agents_within_3x_of_no_learning():
     gained too (no gen-2 collections of other runs' garbage), and the loop's own cost is
     still ~2.3 times the no-learning episode. **Not met** for the skill store's naive
     loop; the memory store's naive loop is at the edge (x2.7-3.05).
+
+    Session 14, no other job, the VM in its fastest phase yet (no_learning 7,112-9,567
+    episodes/s): at 5e3485d skill naive_loop x3.61 and x3.88, memory naive_loop x3.90 and
+    x2.68; at 7d58899 (the loops changed only by a memoised name check and three detectors
+    behind prefilters; outputs unchanged, 576 of 576 fingerprints equal) skill naive_loop
+    x3.68 and x4.17, skill_loop x1.94-2.13, memory naive_loop x2.92 and x2.52, memory_loop
+    x1.73-1.91. **Not met.**
     """
     import statistics
     import tomllib
