@@ -48,6 +48,9 @@ def test_every_report_opens_with_a_short_headline(kind, tmp_path):
                                     "- best final mean: `n="))
         assert ("not shown to be best" in lines[1]) == lines[1].startswith(
             "- best final mean:")
+        # the maze's 9 x 6 cells, walls included, and its 47 free ones (a newcomer read
+        # "54" against the README's "free cells")
+        assert "| dyna/DynaMaze-v0 | dyna/DynaMaze-v0 | 54 (47 free) | 4 |" in report
     if kind == "agent_tasks":
         assert "final success in `clean`: skill_loop" in lines[-1]
 

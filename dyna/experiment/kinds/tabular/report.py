@@ -137,8 +137,11 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
         limit = meta.get("max_episode_steps", 0) or "none"
         if meta.get("max_episode_steps_imposed_by_dyna"):
             limit = f"{limit} (imposed by dyna)"
+        states = meta.get("n_states")
+        if "free_states" in meta:   # a maze: its cells, walls included, and the free ones
+            states = f"{states} ({meta['free_states']} free)"
         rows.append([_point_label(e.get("point", {})) or "-", meta.get("requested_id"),
-                     meta.get("resolved_id"), meta.get("n_states"), meta.get("n_actions"),
+                     meta.get("resolved_id"), states, meta.get("n_actions"),
                      limit, meta.get("optimal_path_length", "-")])
     lines += md_table(["sweep point" if keys else "point", "requested id", "resolved id",
                      "states", "actions", "max episode steps", "optimal path (steps)"], rows)
