@@ -402,7 +402,7 @@ def _stored_json(text: str, name: str, where: str):
     try:
         return json.loads(text)
     except (TypeError, ValueError) as exc:   # (JSONDecodeError is a ValueError)
-        raise StoreDamagedError(where or "the store", f"a stored {name} value is not JSON "
+        raise StoreDamagedError(where, f"a stored {name} value is not JSON "
                                 f"({exc})") from None
 
 
@@ -1095,9 +1095,9 @@ class ExperienceStore:
             out[name] = [v if v else None for v in cols[name][pick].tolist()]
         out["reward"] = cols["reward"][pick].tolist()
         out["timestamp"] = cols["timestamp"][pick].tolist()
+        where = self._where()
         for name in DICT_FIELDS:
             texts = self._redact_texts(cols[name][pick])
-            where = self._where()
             out[name] = [None if t is None else _stored_json(t, name, where) for t in texts]
         keys = list(out)
         return [dict(zip(keys, vals)) for vals in zip(*out.values())]
@@ -1588,8 +1588,8 @@ class ExperienceStore:
         with self._view():
             rows = self._rows(tenant_id, **{k: v for k, v in sel.items() if v is not None})
             cols = self._persist_columns(rows)
+        where = self._where()
         for name in DICT_FIELDS:  # redact again on the way out (keys may have changed)
-            where = self._where()
             cols[name] = np.array([None if t is None else json.dumps(
                 redact(_stored_json(t, name, where), self.redact_keys), separators=(",", ":"))
                 for t in cols[name]], dtype=object)

@@ -15,6 +15,7 @@ The new store is built in a temporary file next to ``out`` and linked to ``out``
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import time
@@ -236,15 +237,14 @@ def _copy(src: sqlite3.Connection, src_p: Path, tmp: str, kinds: dict) -> dict:
             del meta_d[k]
         if "generation" in dropped:
             meta_d["generation"] = "0"     # a new file: nobody has read it yet
-        if "dim" in meta_d:
+        guess = _guess_dim(dst, names)
+        if "dim" in meta_d and (int(meta_d["dim"]) > MAX_DIM
+                                or guess not in (None, int(meta_d["dim"]))):
             # a dim too large, or one the stored vectors contradict (changed after they
             # were written), is re-derived from the vectors too
-            guess = _guess_dim(dst, names)
-            if int(meta_d["dim"]) > MAX_DIM or (guess is not None
-                                                and guess != int(meta_d["dim"])):
-                del meta_d["dim"]
+            del meta_d["dim"]
         if "dim" not in meta_d:
-            dim = _guess_dim(dst, names)
+            dim = guess
             if dim is None:
                 raise StoreError(f"DB={src_p}: the meta table is unreadable and no vector "
                                  "dim could be found; nothing recovered")
@@ -275,8 +275,6 @@ def _copy(src: sqlite3.Connection, src_p: Path, tmp: str, kinds: dict) -> dict:
 
 def _fits(row: tuple, names: list[str], kinds: dict) -> bool:
     """Whether every value of ``row`` is of its column's kind (NULL always is)."""
-    import json  # noqa: PLC0415
-
     for name, v in zip(names, row):
         kind = kinds.get(name)
         if v is None or kind is None:

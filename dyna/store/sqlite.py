@@ -291,10 +291,7 @@ def check_file_state(conn: sqlite3.Connection, path: str) -> None:
     row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
     if row is None:
         raise NotAStoreError(path, "its meta table holds no dyna 'dim' entry")
-    dim = _meta_int(path, "dim", row[0], 1)
-    if dim > MAX_DIM:
-        raise StoreDamagedError(path, f"meta.dim is {dim}, more than {MAX_DIM}")
-    _check_vector_length(conn, path, dim)
+    _stored_dim_of(conn, path, row[0])
     check_meta_counters(conn, path)
 
 
@@ -578,10 +575,7 @@ class SQLiteStore:
         row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
         if row is None:
             raise NotAStoreError(self.path, "its meta table holds no dyna 'dim' entry")
-        stored = _meta_int(self.path, "dim", row[0], 1)
-        if stored > MAX_DIM:
-            raise StoreDamagedError(self.path, f"meta.dim is {stored}, more than {MAX_DIM}")
-        _check_vector_length(conn, self.path, stored)
+        stored = _stored_dim_of(conn, self.path, row[0])
         check_meta_counters(conn, self.path)
         if stored != self.dim:
             raise ConfigError("dim", self.dim, f"store {self.path} holds vectors of "
@@ -1336,17 +1330,24 @@ def stored_dim(path) -> int | None:
         row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
         if row is None:
             return None
-        dim = _meta_int(str(path), "dim", row[0], 1)
-        if dim > MAX_DIM:
-            raise StoreDamagedError(path, f"meta.dim is {dim}, more than {MAX_DIM}")
-        _check_vector_length(conn, str(path), dim)
-        return dim
+        return _stored_dim_of(conn, str(path), row[0])
     except sqlite3.Error as exc:
         if _errname(exc) in _CORRUPT:
             raise StoreDamagedError(path, _damage_detail(conn, exc)) from exc
         return None
     finally:
         conn.close()
+
+
+def _stored_dim_of(conn: sqlite3.Connection, path: str, value) -> int:
+    """``meta.dim``'s value checked: an integer in [1, :data:`MAX_DIM`] that the stored
+    vectors do not contradict (:func:`_check_vector_length`), else
+    :class:`StoreDamagedError` naming it."""
+    dim = _meta_int(path, "dim", value, 1)
+    if dim > MAX_DIM:
+        raise StoreDamagedError(path, f"meta.dim is {dim}, more than {MAX_DIM}")
+    _check_vector_length(conn, path, dim)
+    return dim
 
 
 def _check_vector_length(conn: sqlite3.Connection, path: str, dim: int) -> None:
