@@ -22,6 +22,23 @@ def test_torn_tail_is_cut_before_the_next_append(tmp_path):
     assert read_last_jsonl(h) == {"seq": 2}
 
 
+def test_case_pers02_torn_tail_of_the_loops_logs(tmp_path):
+    """../shared/cases PERS-02, its input as given, on the loops' own JSON-lines logs
+    (history, pending): the torn record is not read and the next append starts its own
+    line; a blank line after it makes it a corrupt line in the middle, refused by name
+    (these logs never drop a record silently)."""
+    h = tmp_path / "h.jsonl"
+    torn = b'{"episode": 1, "return": 3.0}\n{"episode": 2, "return": 5.0}\n{"episode": 3, "ret'
+    h.write_bytes(torn)
+    assert [r["episode"] for r in read_jsonl(h)] == [1, 2]
+    append_jsonl(h, {"episode": 4, "return": 1.0})
+    assert [r["episode"] for r in read_jsonl(h)] == [1, 2, 4]
+    h.write_bytes(torn + b"\n\n")
+    with pytest.raises(CorruptFileError) as exc:
+        read_jsonl(h)
+    assert exc.value.line == 3
+
+
 def test_a_last_record_that_lost_only_its_newline_is_kept(tmp_path):
     h = tmp_path / "h.jsonl"
     append_jsonl(h, {"seq": 1})
