@@ -454,15 +454,21 @@ class BetaCompetence:
         """
         row = self._row(key)
         a, b = self._a, self._b
+        # in Python floats (ndarray.item): the same IEEE double arithmetic as on the
+        # array's float64 scalars, without building them
+        x, y = a.item(row), b.item(row)
         d = self.discount
         if d != 1.0:
-            a[row] = self.a0 + d * (a[row] - self.a0)
-            b[row] = self.b0 + d * (b[row] - self.b0)
+            x = self.a0 + d * (x - self.a0)
+            y = self.b0 + d * (y - self.b0)
+            a[row], b[row] = x, y
         if success:
-            a[row] += 1.0
+            x += 1.0
+            a[row] = x
         else:
-            b[row] += 1.0
-        return float(a[row]), float(b[row])
+            y += 1.0
+            b[row] = y
+        return x, y
 
     def update_many(self, keys: Iterable, successes, weights=None) -> None:
         """Add many outcomes at once, same result as calling :meth:`update` in order.

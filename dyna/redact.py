@@ -1224,6 +1224,7 @@ def _scan_walk(o, counts) -> None:
                     and isinstance(o, str)):
         _scan_text_of(o, counts)
     elif t is dict or (t is not list and t is not tuple and isinstance(o, Mapping)):
+        values = []
         for k, v in o.items():
             if isinstance(k, str):   # (_keyed_catch is None for any other key)
                 found, cue = _key_scan(k)
@@ -1234,12 +1235,21 @@ def _scan_walk(o, counts) -> None:
                     if catch is not None:
                         counts.update((catch,))
                         continue
-            if type(v) is str:
-                _scan_text_of(v, counts)
-            else:
-                _scan_walk(v, counts)
+            values.append(v)
+        _scan_values(values, counts)
     elif t is list or t is tuple or isinstance(o, (list, tuple)):
-        for v in o:
+        _scan_values(o, counts)
+
+
+def _scan_values(values, counts) -> None:
+    for v in values:
+        tv = type(v)
+        if tv is str:
+            # (_scan_text_of's own first checks, without the call: most values of a
+            # record are short or seen before)
+            if len(v) >= 6 and v not in _CLEAN_SHORT:
+                _scan_text_of(v, counts)
+        elif tv not in _SCALAR_TYPES:
             _scan_walk(v, counts)
 
 

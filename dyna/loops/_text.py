@@ -74,9 +74,12 @@ def content_words(text: str) -> tuple[str, ...]:
 
     Single characters and stop-words (:data:`STOPWORDS`) are left out.
     """
+    # the word runs (``\w+``) of the case-folded text are :func:`tokenize`'s tokens that
+    # start with a word character (the others are single punctuation characters): read
+    # from its cache, where matching the same task text put them
     seen: dict[str, None] = {}
-    for w in _WORD_RE.findall(text.casefold()):
-        if len(w) > 1 and w not in STOPWORDS:
+    for w in tokenize(text)[0]:
+        if len(w) > 1 and w not in STOPWORDS and (w[0].isalnum() or w[0] == "_"):
             seen.setdefault(w, None)
     return tuple(seen)
 

@@ -137,6 +137,7 @@ _SCRIPT_SETS = (frozenset({"LATIN", "HAN", "HIRAGANA", "KATAKANA"}),
                 frozenset({"LATIN", "HAN", "BOPOMOFO"}), frozenset({"LATIN", "HAN", "HANGUL"}))
 
 
+@functools.lru_cache(maxsize=4096)   # per character: names repeat their letters
 def _script(c: str) -> str | None:
     """The script of a letter, from its Unicode name (``"LATIN"``, ``"CYRILLIC"``,
     ``"ARMENIAN"``, ``"HAN"`` for CJK ideographs...); None for digits, marks, punctuation

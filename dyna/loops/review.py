@@ -407,10 +407,16 @@ class Proposal:
         """
         if self.kind == "memory":
             raise ConfigError("kind", self.kind, "a memory proposal is not a skill")
-        try:
-            base = _proposal_skill(self)   # validate and commit build the same skill
-        except TypeError:   # a field that cannot be hashed (a list for a tuple)
-            base = _build_skill(self)
+        global _LAST_SKILL
+        last = _LAST_SKILL
+        if last[0] is self:   # validate built it a moment ago (same object: immutable)
+            base = last[1]
+        else:
+            try:
+                base = _proposal_skill(self)   # validate and commit build the same skill
+            except TypeError:   # a field that cannot be hashed (a list for a tuple)
+                base = _build_skill(self)
+            _LAST_SKILL = (self, base)   # one assignment: safe beside a review thread
         return base if run_id == "" else base.evolve(source_run=run_id)
 
 
@@ -423,6 +429,9 @@ def _build_skill(p: Proposal) -> Skill:
 #: :meth:`Proposal.to_skill` without a run id, remembered per proposal (a proposal and a
 #: skill are immutable).
 _proposal_skill = lru_cache(maxsize=1024)(_build_skill)
+#: The last proposal :meth:`Proposal.to_skill` built a skill for, and that skill (found by
+#: identity, before the cache's look-up by value, which hashes and compares every field).
+_LAST_SKILL: tuple = (None, None)
 
 
 @dataclass(frozen=True)

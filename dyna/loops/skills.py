@@ -1487,17 +1487,6 @@ def _evolve(skill: "Skill", **changes) -> "Skill":
     return new
 
 
-def _with_counts(skill: "Skill", changes: dict) -> "Skill":
-    """``skill`` with bookkeeping fields changed (the posterior's ``a`` and ``b`` as floats,
-    ``successes``/``failures`` as ints, ``last_verified`` as an ISO date): a copy that skips
-    :meth:`Skill.__post_init__`'s validation of the text, which these fields cannot
-    change (half the cost of an outcome in the agent-task loops)."""
-    new = _copy_skill(skill)
-    for k, v in changes.items():
-        object.__setattr__(new, k, float(v) if k in ("a", "b") else v)   # as __post_init__
-    return new
-
-
 class SkillLibrary(_Matcher):
     """A library of skills with matching, competence, a cap, dating, history and approval.
 
@@ -1947,6 +1936,11 @@ class SkillLibrary(_Matcher):
         # and a diff is made of texts the net has seen (its "+" prefix can make a date
         # look like a phone number)
         hashes = {k: change.pop(k) for k in ("sha_after", "diff") if k in change}
+        for k in ("before", "after"):
+            # the in-memory backend's skill objects: the scan does not look into a Skill
+            # (nor None), so they are passed, not walked (the same record, quicker)
+            if k in change and (change[k] is None or type(change[k]) is Skill):
+                hashes[k] = change.pop(k)
         books = {}
         for k in ("book_before", "book_after"):
             b = change.get(k)
@@ -2090,16 +2084,26 @@ class SkillLibrary(_Matcher):
                 if skill is None:
                     continue
                 a, b = self.competence.record(name, success)
-                changes = {"a": a, "b": b}
+                # a copy with the new counts, without Skill.__post_init__'s validation of the
+                # text, which they cannot change (record() gives floats, as it leaves them)
+                new = object.__new__(Skill)
+                d = new.__dict__
+                d.update(skill.__dict__)
+                d["a"], d["b"] = a, b
                 if success:
-                    changes["successes"] = skill.successes + 1
-                    changes["last_verified"] = self._today_text()
+                    d["successes"] = skill.successes + 1
+                    d["last_verified"] = self._today_text()
                 else:
-                    changes["failures"] = skill.failures + 1
-                new = _with_counts(skill, changes)
+                    d["failures"] = skill.failures + 1
                 known = self._cleaned.get(id(skill)) is skill
                 if known:   # same text: not scanned again
-                    self._mark_clean(new)
+                    if skill.extra or skill.extra_metadata:
+                        self._mark_clean(new)
+                    else:   # (_mark_clean's common case, without the call)
+                        memo = self._cleaned
+                        memo[id(new)] = new
+                        if len(memo) > self._cleaned_limit:
+                            self._mark_clean(new)
                 if self.log_outcomes:
                     self._commit("outcome", new, run_id, "success" if success else "failure",
                                  content=False)
