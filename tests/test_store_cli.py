@@ -77,3 +77,26 @@ def test_bad_input_exits_2_with_one_line(db, capsys, tmp_path):
     assert rc == 2 and "not a dyna experience store" in err
     assert junk.read_bytes() == b"not sqlite" * 100  # never touched
     assert not (tmp_path / "missing.db").exists()  # never created
+
+
+def test_compact_keep_0_asks_first_as_delete_does(db, capsys, monkeypatch):
+    """``--keep 0`` deletes every record: without a terminal it needs --yes (exit 2, one
+    line, the store unchanged); on a terminal a "no" deletes nothing; --yes compacts."""
+    before = db.read_bytes()
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
+    rc, _, err = run(capsys, "compact", str(db), "--keep", "0")
+    assert rc == 2 and err.count("\n") == 1
+    assert "--yes" in err and "would delete all 24 records" in err
+    rc, _, err = run(capsys, "compact", str(db), "--keep", "0", "--tenant", "t1")
+    assert rc == 2 and "would delete all 12 records" in err
+    rc, _, err = run(capsys, "compact", str(db), "--keep", "0", "--tenant", "t2")
+    assert rc == 2 and "--tenant" in err and "'t1', 't10'" in err
+    assert db.read_bytes() == before
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True, raising=False)
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    rc, _, err = run(capsys, "compact", str(db), "--keep", "0", "--tenant", "t10")
+    assert rc == 1 and err == "dyna: nothing deleted\n" and db.read_bytes() == before
+    rc, out, _ = run(capsys, "compact", str(db), "--keep", "0", "--tenant", "t10", "--yes")
+    assert rc == 0
+    rc, out, _ = run(capsys, "stats", str(db))
+    assert out["n_records"] == 12 and {c["tenant_id"] for c in out["consumption"]} == {"t1"}

@@ -229,6 +229,33 @@ def _delete(args) -> int:
     return _run("delete_data", lambda a: {"tenant_id": a.tenant, **_selectors(a)})(args)
 
 
+def _compact(args) -> int:
+    """``dyna store compact``: ``--keep 0`` (every record of every task type deleted) asks
+    first, as ``delete`` does (or ``--yes``); any other ``--keep`` runs as given."""
+    import sys  # noqa: PLC0415
+
+    keep = _keep(args.keep)
+    if keep == 0 and not args.yes:
+        store = _open(args.db, read_only=True)
+        try:
+            if args.tenant is not None:
+                _refuse_unknown_tenant(store, args)
+            n = store.dispatch("get_stats", tenant_id=args.tenant)["n_records"]
+        finally:
+            store.close()
+        if n:
+            if not sys.stdin.isatty():
+                raise ConfigError("--yes", False, f"--keep 0 would delete all {n} records: "
+                                  "give --yes to compact without a terminal")
+            whose = f"of tenant {args.tenant!r} " if args.tenant is not None else ""
+            answer = input(f"delete all {n} records {whose}from {_shown(args.db)}? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("dyna: nothing deleted", file=sys.stderr)
+                return 1
+    return _run("compact", lambda a: {"compact_keep_records": keep,
+                                      "tenant_id": a.tenant})(args)
+
+
 def _add_selectors(p) -> None:
     p.add_argument("--task-type", dest="task_type", help="exact task type")
     p.add_argument("--run-id", dest="run_id", help="exact run id")
@@ -284,10 +311,12 @@ def register(sub) -> None:
                         "then VACUUM")
     p.add_argument("db", metavar="DB")
     p.add_argument("--keep", type=_keep_count, default=None,
-                   help="records kept per tenant and task type (default: delete nothing)")
+                   help="records kept per tenant and task type (default: delete nothing; "
+                   "0 deletes every record, and asks first as delete does)")
     p.add_argument("--tenant", help="only this tenant (exact)")
-    p.set_defaults(func=_run("compact", lambda a: {"compact_keep_records": _keep(a.keep),
-                                                   "tenant_id": a.tenant}))
+    p.add_argument("--yes", action="store_true",
+                   help="with --keep 0: do not ask (required when stdin is not a terminal)")
+    p.set_defaults(func=_compact)
 
     p = cmds.add_parser("recover", help="copy the readable rows of a damaged store into a "
                         "new store")
