@@ -228,6 +228,38 @@ def test_undo_run_restores_files_byte_for_byte(tmp_path):
     assert ops[-7:] == ["undo"] * 6 + ["reject"]  # the undo is itself logged
 
 
+@pytest.mark.parametrize("field, value, reason", [
+    ("file", "scripts/run.sh", "'file' is not SKILL.md or skill.md"),
+    ("file", "../b/SKILL.md", "'file' is not SKILL.md or skill.md"),
+    ("name", "../b", "'name' is not a skill name"),
+    ("loc_before", "elsewhere", "'loc_before' is not active, retired or null"),
+    ("diff", "+x", "'diff' is not a list of lines"),
+    ("diff", ["+x\n", 3], "'diff' is not a list of lines"),
+])
+def test_undo_refuses_a_forged_history_record(tmp_path, field, value, reason):
+    """undo acts on what the history says: a record naming a file, skill, place or diff
+    dyna never writes is a corrupt line (file and line named), and nothing moves."""
+    from dyna.loops._io import CorruptFileError
+
+    lib = SkillLibrary(tmp_path)
+    lib.add(Skill("a", "one"), "r1")
+    lib.add(Skill("b", "two"), "r0")
+    (tmp_path / "b" / "scripts").mkdir()
+    (tmp_path / "b" / "scripts" / "run.sh").write_text("echo ok\n")
+    lib.patch("a", "r2", description="changed")
+    log = tmp_path / ".dyna" / "history.jsonl"
+    lines = log.read_text().splitlines()
+    rec = json.loads(lines[-1])
+    assert rec["run_id"] == "r2" and rec["file"] == "SKILL.md"
+    rec[field] = value
+    log.write_text("\n".join(lines[:-1] + [json.dumps(rec)]) + "\n")
+    before = files(tmp_path)
+    with pytest.raises(CorruptFileError) as err:
+        SkillLibrary(tmp_path).undo_run("r2")
+    assert f"history.jsonl:{len(lines)}: history record's {reason}" in str(err.value)
+    assert files(tmp_path) == before
+
+
 def test_undo_conflict_needs_force(tmp_path):
     lib = SkillLibrary(tmp_path)
     lib.add(Skill("a", "one"), "r1")

@@ -1391,12 +1391,34 @@ _HISTORY_KEYS = {"seq": int, "time": str, "op": str, "name": str, "run_id": str,
 
 
 def _checked_history(recs: list[dict], path: Path) -> list[dict]:
-    """History records with their fields checked (CorruptFileError names file and line)."""
+    """History records with their fields checked (CorruptFileError names file and line).
+
+    An undo acts on what the history says (which skill, which file, which place, which
+    diff), so a record that says what dyna never writes is refused: a name that is not a
+    skill name (``../x``), a file other than ``SKILL.md`` / ``skill.md`` (``run.sh``,
+    ``../x/SKILL.md``), a place other than active, retired or absent, a diff that is not
+    a list of lines."""
     for i, r in enumerate(recs):
         for k, t in _HISTORY_KEYS.items():
             if not isinstance(r.get(k), t) or (t is int and isinstance(r.get(k), bool)):
                 raise CorruptFileError(path, i + 1,
                                        f"history record has no valid {k!r}")
+        try:
+            check_skill_name(r["name"])
+        except ConfigError:
+            raise CorruptFileError(path, i + 1, "history record's 'name' is not a skill "
+                                   "name") from None
+        if "file" in r and r["file"] not in ("SKILL.md", "skill.md"):
+            raise CorruptFileError(path, i + 1, "history record's 'file' is not SKILL.md "
+                                   "or skill.md")
+        for k in ("loc_before", "loc_after"):
+            if k in r and r[k] not in _LOCS and r[k] is not None:
+                raise CorruptFileError(path, i + 1, f"history record's {k!r} is not "
+                                       "active, retired or null")
+        d = r.get("diff", [])
+        if not isinstance(d, list) or not all(isinstance(x, str) for x in d):
+            raise CorruptFileError(path, i + 1, "history record's 'diff' is not a list of "
+                                   "lines")
     return recs
 
 
