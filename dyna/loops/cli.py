@@ -380,6 +380,10 @@ def _skills_add(args) -> int:
     _plain("--description", args.description)
     for t in args.trigger or ():
         _plain("--trigger", t)
+        if "," in t:                    # stored comma-separated: "a, b" would be two triggers
+            raise ConfigError("--trigger", visible(_shown(t)), "holds a comma; a trigger is "
+                              "one word or phrase (triggers are stored comma-separated): "
+                              "give each with its own --trigger")
     _plain("--source", args.source)
     d = _path("DIR", args.dir)
     if d.exists() and not d.is_dir():
@@ -538,8 +542,8 @@ def register(sub) -> None:
         (("--description",), {"required": True, "help": "what it does and when to use it "
                                                         "(1-1,024 characters)"}),
         (("--trigger",), {"action": "append", "metavar": "TEXT",
-                          "help": "a word or phrase that selects the skill; repeat for "
-                                  "more (none: it matches on its description)"}),
+                          "help": "a word or phrase that selects the skill (no commas); "
+                                  "repeat for more (none: it matches on its description)"}),
         (("--body",), {"required": True, "metavar": "FILE",
                        "help": "Markdown file with the instructions (UTF-8)"}),
         (("--source",), {"default": "person", "help": "where it comes from: person, "

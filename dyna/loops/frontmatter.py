@@ -9,7 +9,12 @@ Markdown body. Reading is forgiving about encoding details and strict about cont
   ``2024-05-01`` are never turned into booleans, floats or dates;
 - invalid YAML (for example an unquoted ``description: Debug mazes: walls and goal``,
   which PyYAML refuses with "mapping values are not allowed here") raises
-  :class:`FrontmatterError` naming the file, the line and the field (case SKL-01 (a)).
+  :class:`FrontmatterError` naming the file, the line and the field (case SKL-01 (a));
+- a mapping key given twice, at any depth (``description:`` twice, a key twice inside
+  ``metadata:`` or deeper, in block or flow style), raises :class:`FrontmatterError` naming
+  the key's dotted path as the field and the line of its second occurrence. PyYAML would
+  keep the last value silently, while a person reading the file sees the first: a SKILL.md
+  from elsewhere must not say one thing to its reviewer and another to dyna.
 
 Writing uses PyYAML's safe dumper, quoting whatever needs it (colons, quotes, ``yes``,
 leading spaces) and escaping characters that YAML would otherwise fold (NEL, LINE
@@ -62,6 +67,64 @@ class _StringLoader(_BaseLoader):
 
 _StringLoader.yaml_implicit_resolvers = {}
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _DuplicateKey(Exception):
+    """A mapping key given twice: its dotted path and both (0-based, YAML-relative) lines."""
+
+    def __init__(self, field: str, key, first: int, second: int):
+        self.field, self.key, self.first, self.second = field, key, first, second
+
+
+def _child(path: str, part: str) -> str:
+    return f"{path}.{part}" if path and not part.startswith("[") else f"{path}{part}"
+
+
+def _check_duplicates(loader, root) -> None:
+    """Raise :class:`_DuplicateKey` for the key, anywhere below ``root``, whose second
+    occurrence comes first in the text (when several keys are repeated).
+
+    Keys are compared as the constructor will build them (so ``a`` and ``"a"`` are the same
+    key), before merge keys (an explicit ``!!merge``) are flattened: a key a merge brings in
+    and the mapping's own key are YAML's defined override, not a duplicate. Non-scalar keys
+    are left to the constructor, which refuses them as unhashable. Shared (aliased) nodes are
+    walked once, so recursive or exponential aliases cannot make the walk loop or blow up.
+    """
+    seen_nodes: set[int] = set()
+    found: list[_DuplicateKey] = []
+    stack = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys: dict = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE_TAG:      # merged keys land in this mapping
+                    merged = (value_node.value if isinstance(value_node, yaml.SequenceNode)
+                              else [value_node])
+                    stack.extend((m, path) for m in merged)
+                    continue
+                if not isinstance(key_node, yaml.ScalarNode):
+                    continue                        # unhashable: the constructor refuses it
+                key = loader.construct_object(key_node)
+                here = _child(path, str(key))
+                stack.append((value_node, here))
+                try:
+                    first = keys.get(key)
+                except TypeError:
+                    continue
+                if first is None:
+                    keys[key] = key_node.start_mark.line
+                elif not any(f.field == here for f in found):
+                    found.append(_DuplicateKey(here, key, first, key_node.start_mark.line))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+    if found:
+        raise min(found, key=lambda f: f.second)
+
 
 class _Dumper(_BaseDumper):
     """Safe dumper that double-quotes strings YAML would fold or mangle."""
@@ -99,6 +162,20 @@ def _field_at(lines: list[str], idx: int) -> str:
     return "frontmatter"
 
 
+def _load(text: str):
+    """``yaml.load(text, Loader=_StringLoader)``, refusing repeated mapping keys
+    (:class:`_DuplicateKey`) before anything is constructed from the document."""
+    loader = _StringLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_duplicates(loader, node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def parse_frontmatter(text: str | bytes, path="<text>") -> tuple[dict, str]:
     """Split and parse a frontmatter file.
 
@@ -121,7 +198,9 @@ def parse_frontmatter(text: str | bytes, path="<text>") -> tuple[dict, str]:
     ------
     FrontmatterError
         Not UTF-8, no opening or closing ``---``, YAML that does not parse (with the file
-        line and the field), or YAML that is not a mapping.
+        line and the field), a mapping key given twice at any depth (the field is the key's
+        dotted path, e.g. ``metadata.author``, and the line its second occurrence), or YAML
+        that is not a mapping.
     """
     try:
         text = _normalise(text)
@@ -135,7 +214,12 @@ def parse_frontmatter(text: str | bytes, path="<text>") -> tuple[dict, str]:
         raise FrontmatterError(path, None, "frontmatter", "no closing '---' line")
     yaml_lines = lines[1:close]
     try:
-        meta = yaml.load("\n".join(yaml_lines), Loader=_StringLoader)
+        meta = _load("\n".join(yaml_lines))
+    except _DuplicateKey as dup:
+        raise FrontmatterError(path, dup.second + 2, dup.field,
+                               f"duplicate key {str(dup.key)!r} (first at line "
+                               f"{dup.first + 2}): a reader sees the first value, a YAML "
+                               "loader keeps the last; remove one", dup.key) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
