@@ -62,10 +62,10 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 
-from dyna.errors import ConfigError
+from dyna.errors import ConfigError, StoreDamagedError
 from dyna.index import (ColumnStore, ExactIndex, _inv_norms, copy_checked,
                         copy_with_inverse_norms, inverse_norms)
-from dyna.redact import DEFAULT_SENSITIVE_KEYS, check_label, hash_features, redact
+from dyna.redact import DEFAULT_SENSITIVE_KEYS, check_label, hash_features, redact, redact_text
 
 __all__ = [
     "CATEGORICAL_FIELDS",
@@ -474,6 +474,10 @@ class ExperienceBuffer:
         before they are hashed or stored.
     clock : callable
         Returns the current time in seconds (UTC epoch); used when ``timestamp`` is omitted.
+    source : str, optional
+        The store the rows are read from (its path), named by
+        :class:`dyna.errors.StoreDamagedError` when a stored dict field's text is not JSON;
+        ``None`` (a buffer of its own) is named ``":memory:"``.
 
     Attributes
     ----------
@@ -490,7 +494,7 @@ class ExperienceBuffer:
 
     def __init__(self, dim: int = 64, capacity: int = 1024, *, ring: bool = False,
                  redact_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, source: str | None = None):
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
             raise ConfigError("dim", dim, "must be a positive integer")
         self._dim = int(dim)
@@ -505,6 +509,7 @@ class ExperienceBuffer:
         self._redact_keys = frozenset(redact_keys) if not isinstance(redact_keys, str) else redact_keys
         redact({}, self._redact_keys)  # validates the key collection
         self._clock = clock
+        self._source = ":memory:" if source is None else str(source)
         # New labels are refused when they hold a secret (dyna.redact.check_label); off only
         # while an experience store loads what an older version stored (see `dyna store scrub`).
         self._check_labels = True
@@ -532,6 +537,7 @@ class ExperienceBuffer:
     def __setstate__(self, state: dict) -> None:
         state.setdefault("_check_labels", True)
         state.setdefault("_tainted", {})
+        state.setdefault("_source", ":memory:")
         self.__dict__.update(state)
         self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
                                      stamp="id", prepare=_norms_hook(self))
@@ -1177,6 +1183,15 @@ class ExperienceBuffer:
         list of dict
             Keys: ``id``, the categoricals (None when missing), ``reward``, ``timestamp``,
             the four dict fields (decoded JSON or None) and optionally ``state_features``.
+
+        Raises
+        ------
+        ConfigError
+            Bad ``sel`` (a mask of the wrong shape, positions out of range).
+        StoreDamagedError
+            A stored dict field's text is not JSON (another program wrote it into the store
+            the rows came from); names the store, the field and the episode id, never the
+            text. Nothing is changed.
         """
         idx = self._rows(sel)
         out_cols: dict[str, list] = {"id": self._store.view("id")[idx].tolist()}
@@ -1186,12 +1201,30 @@ class ExperienceBuffer:
         out_cols["reward"] = self._store.view("reward")[idx].tolist()
         out_cols["timestamp"] = self._store.view("timestamp")[idx].tolist()
         for name in DICT_FIELDS:
-            out_cols[name] = [None if s is None else json.loads(s)
-                              for s in self._store.view(name)[idx]]
+            texts = self._store.view(name)[idx]
+            try:
+                out_cols[name] = [None if s is None else json.loads(s) for s in texts]
+            except (TypeError, ValueError, RecursionError):
+                raise self._damaged(name, texts, out_cols["id"]) from None
         if features:
             out_cols["state_features"] = self._store.view("features")[idx].tolist()
         keys = list(out_cols)
         return [dict(zip(keys, vals)) for vals in zip(*out_cols.values())]
+
+    def _damaged(self, name: str, texts, ids: list) -> StoreDamagedError:
+        """The error for a stored ``name`` text among ``texts`` (ids ``ids``) that is not
+        JSON: the first such row, by episode id and the decoder's complaint (a position or a
+        type name), never the text itself (it may hold a secret)."""
+        for t, i in zip(texts, ids):
+            if t is None:
+                continue
+            try:
+                json.loads(t)
+            except (TypeError, ValueError, RecursionError) as exc:
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                return StoreDamagedError(self._source, f"a stored {name} value (episode id "
+                                         f"{i}) is not JSON ({why})")
+        return StoreDamagedError(self._source, f"a stored {name} value is not JSON")
 
     def order(self) -> np.ndarray:
         """Row positions in write order, oldest first (``arange(len)`` unless a wrapped ring)."""
@@ -1545,7 +1578,8 @@ class ExperienceBuffer:
         Raises
         ------
         ConfigError
-            Missing required columns or invalid values (as :meth:`record_batch`).
+            Missing required columns or invalid values (as :meth:`record_batch`); a dict
+            column's text that is not JSON names ``field[row]`` and a short redacted prefix.
         """
         import polars as pl  # noqa: PLC0415
 
@@ -1566,8 +1600,8 @@ class ExperienceBuffer:
                 cols[name] = df.get_column(name).cast(pl.Float64).to_numpy()
         for name in DICT_FIELDS:
             if name in df.columns:
-                cols[name] = [None if s is None else json.loads(s)
-                              for s in df.get_column(name).to_list()]
+                cols[name] = _parse_json_texts(name, df.get_column(name).to_list(),
+                                               "is not JSON")
         if "features" in df.columns:
             cols["state_features"] = df.get_column("features").to_numpy().astype(np.float32)
         ids = df.get_column("id").to_numpy() if "id" in df.columns else None
@@ -1606,16 +1640,25 @@ def _json_texts(field: str, texts, n: int) -> np.ndarray:
     return arr
 
 
-def _parse_json_texts(field: str, texts: np.ndarray) -> list:
-    """The values of JsonText texts (None stays None); text that is not JSON raises
-    ConfigError naming ``field[row]``."""
+def _parse_json_texts(field: str, texts, what: str = "JsonText is not JSON") -> list:
+    """The values of JSON texts (None stays None); text that is not JSON (or not text)
+    raises ConfigError naming ``field[row]``, with a short prefix of the text redacted
+    (:func:`dyna.redact.redact_text`: never a secret in the message)."""
     out = []
     for i, t in enumerate(texts):
         try:
             out.append(None if t is None else json.loads(t))
-        except ValueError as exc:
-            raise ConfigError(f"{field}[{i}]", t[:40], f"JsonText is not JSON ({exc})") from None
+        except (TypeError, ValueError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            shown = _short_redacted(t) if isinstance(t, str) else type(t).__name__
+            raise ConfigError(f"{field}[{i}]", shown, f"{what} ({why})") from None
     return out
+
+
+def _short_redacted(text: str, limit: int = 40) -> str:
+    """At most ``limit`` characters of ``text`` after redaction (then ``...``)."""
+    shown = redact_text(text[:4096])   # bounded work for a huge hostile text
+    return shown if len(shown) <= limit else shown[:limit] + "..."
 
 
 def _float_array(field: str, values, dtype) -> np.ndarray:

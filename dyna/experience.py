@@ -524,7 +524,8 @@ class ExperienceStore:
                                      "nothing was changed")
 
     def _new_buffer(self) -> ExperienceBuffer:
-        return ExperienceBuffer(self.dim, redact_keys=self.redact_keys, clock=self.clock)
+        return ExperienceBuffer(self.dim, redact_keys=self.redact_keys, clock=self.clock,
+                                source=None if self._db is None else self._db.path)
 
     @property
     def persistence_status(self) -> str:
@@ -1028,6 +1029,9 @@ class ExperienceStore:
         ------
         ConfigError
             ``k <= 0``, a query of the wrong dimension, no query, a zero query vector.
+        StoreDamagedError
+            A found episode's stored dict field is not JSON (named with the store and the
+            episode id, never the text); the file is left as it was.
         """
         tenant_id = self._tenant(tenant_id)
         k = _positive_int("k", k, MAX_K)
@@ -1326,6 +1330,15 @@ class ExperienceStore:
         -------
         dict
             ``episodes`` (list of dicts) and ``ids``.
+
+        Raises
+        ------
+        ConfigError
+            A bad ``batch_size``, ``strategy``, ``seed``, ``half_life_seconds``, or
+            ``ids`` / ``priorities`` that do not match.
+        StoreDamagedError
+            A sampled episode's stored dict field is not JSON (named with the store and the
+            episode id, never the text); the file is left as it was.
         """
         tenant_id = self._tenant(tenant_id)
         batch_size = _positive_int("batch_size", batch_size, MAX_BATCH_SIZE)
