@@ -398,12 +398,31 @@ def _selection(task_type, run_id, task_id, request_id) -> dict:
 
 def _stored_json(text: str, name: str, where: str):
     """A stored JSON column value, decoded; text another program wrote there that is not
-    JSON raises :class:`~dyna.errors.StoreDamagedError` naming the store and the column."""
+    JSON (or nested deeper than the decoder goes) raises
+    :class:`~dyna.errors.StoreDamagedError` naming the store and the column, never the
+    text."""
     try:
         return json.loads(text)
     except (TypeError, ValueError) as exc:   # (JSONDecodeError is a ValueError)
         raise StoreDamagedError(where, f"a stored {name} value is not JSON "
                                 f"({exc})") from None
+    except RecursionError:
+        raise StoreDamagedError(where, f"a stored {name} value is not JSON (nested too "
+                                "deeply)") from None
+
+
+def _check_json_texts(cols: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`~dyna.errors.StoreDamagedError` when a stored JSON column holds a value
+    that is not text (a BLOB or a number another program wrote there), naming the column,
+    the episode id and the value's type; stored texts are decoded where they are read."""
+    for name in DICT_FIELDS:
+        vals = cols[name]
+        if set(map(type, vals)) <= {str, type(None)}:
+            continue
+        for i, v in zip(cols["id"], vals):
+            if v is not None and type(v) is not str:
+                raise StoreDamagedError(where, f"a stored {name} value (episode id {int(i)}) "
+                                        f"is {type(v).__name__}, not JSON text")
 
 
 class ExperienceStore:
@@ -619,6 +638,7 @@ class ExperienceStore:
 
     def _record_loaded(self, buf: ExperienceBuffer, cols: Mapping[str, Any]) -> None:
         """Record columns read from the store (labels as (codes, labels) pairs) into ``buf``."""
+        _check_json_texts(cols, self._where())
         kw: dict[str, Any] = {}
         for name in CATEGORICAL_FIELDS:
             codes, labels = cols[name]
@@ -1265,17 +1285,19 @@ class ExperienceStore:
             b0, b1 = bins(before), bins(after)
             keep = np.ones(rows.size, dtype=bool)
         else:
-            def values(texts):
+            where = self._where()
+
+            def values(texts, name):
                 out = np.full(len(texts), np.nan)
                 for i, t in enumerate(texts):
                     if t is None:
                         continue
-                    v = json.loads(t)
+                    v = _stored_json(t, name, where)
                     v = v.get(state_key) if isinstance(v, dict) else None
                     if isinstance(v, (int, float)) and not isinstance(v, bool):
                         out[i] = float(v)
                 return out
-            v0, v1 = values(before), values(after)
+            v0, v1 = values(before, "state_before"), values(after, "state_after")
             keep = np.isfinite(v0) & np.isfinite(v1)
             both = np.concatenate([v0[keep], v1[keep]])
             lo, hi = (float(both.min()), float(both.max())) if both.size else (0.0, 1.0)

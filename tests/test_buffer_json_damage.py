@@ -178,3 +178,31 @@ def test_mcp_tool_error_is_one_line_naming_the_damage(healthy, tmp_path):
         out, is_error = tools.call("get_stats", {})   # the server keeps serving
         assert not is_error and out["n_records"] == 4
     assert _sha(path) == sha
+
+
+@pytest.mark.parametrize("op, kwargs", [
+    ("get_transition_table", {"state_key": "cell"}),
+    ("export_data", {}),
+    ("query_similar", {"k": 4, "state_features": [1.0, 0.0, 0.0, 1.0]}),
+])
+def test_a_blob_or_a_too_deep_text_in_a_json_column_is_named_damage(healthy, tmp_path, op,
+                                                                     kwargs):
+    """Not text at all (a BLOB, which SQLite's TEXT affinity keeps as bytes), or JSON nested
+    deeper than the decoder goes: StoreDamagedError naming the column (and, for a BLOB, the
+    episode id and type), for the transition table and export too; the file unchanged."""
+    cases = [(b"\x00\xff", "a stored state_before value (episode id 2) is bytes, not JSON "
+                           "text"),
+             ("[" * 100_000 + "]" * 100_000, None)]
+    for value, detail in cases:
+        path = _damaged(healthy, tmp_path, "state_before", value)
+        before = _sha(path)
+        with ExperienceStore(path, dim=DIM, read_only=True) as store:
+            with pytest.raises(StoreDamagedError) as err:
+                store.dispatch(op, tenant_id=TENANT, **kwargs)
+        if detail is not None:
+            assert str(err.value) == _message(path, detail)
+        else:
+            assert "state_before value" in str(err.value) and "nested too deeply" in str(
+                err.value) and "[[[" not in str(err.value)
+        assert _sha(path) == before
+        path.unlink()
