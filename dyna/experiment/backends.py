@@ -131,8 +131,11 @@ class Backend(ABC):
         Raises
         ------
         Exception
-            The exception of the first job to fail (in the order the jobs end), with a
-            note naming the job; remaining jobs are cancelled.
+            The exception of the earliest failing job in the order of ``jobs`` (the lowest
+            index), whichever job ends first, with a note naming the job: the same error on
+            every run and backend. When a job fails, the jobs after it are cancelled (or
+            their outcome ignored); the jobs before it still running are waited for, and
+            the first of them to fail, if any, is raised instead.
         """
 
     def describe(self) -> dict:
@@ -156,6 +159,11 @@ class InProcessBackend(Backend):
         self.workers = 1
 
     def map(self, fn, jobs, on_result=None):
+        """Run the jobs one after the other, in order; see :meth:`Backend.map`.
+
+        The first job to fail is the earliest in job order: its exception is raised (with a
+        note naming the job) and the jobs after it are not run.
+        """
         out = []
         for job in jobs:
             try:
@@ -305,6 +313,16 @@ class ProcessPoolBackend(Backend):
         self.workers = workers
 
     def map(self, fn, jobs, on_result=None):
+        """Run the jobs on the pool; results in job order; see :meth:`Backend.map`.
+
+        When jobs fail, the exception raised (with a note naming the job; a worker's
+        exception that cannot be pickled is rebuilt, a :class:`~dyna.errors.ConfigError`
+        stays one, others become :class:`JobFailedError`) is that of the earliest failing
+        job in job order, not the first to end: after job ``k`` fails, the jobs before
+        ``k`` still running are waited for (a failure among them takes over), the jobs
+        after ``k`` not yet started are cancelled and the outcome of the others ignored
+        (those running are waited for at the pool's shutdown, as before).
+        """
         jobs = list(jobs)
         if not jobs:
             return []
@@ -317,12 +335,18 @@ class ProcessPoolBackend(Backend):
         # new sets built): with 6,160 one-run jobs that is ~8 ms per call, several calls a
         # second, and the parent took ~11% of a core from the workers on a 2-core machine.
         finished: queue.SimpleQueue = queue.SimpleQueue()
+        futures = []
+        # Jobs whose outcome still matters: all of them, then, once job k has failed, only
+        # those before k (the earliest failure in job order is raised, whichever ends first).
+        waiting = set(range(len(jobs)))
+        cutoff = len(jobs)          # index of the earliest failure so far
+        failure = None              # its exception
         try:
             for i, job in enumerate(jobs):
                 fut = pool.submit(_portable_call, fn, job)
                 fut.add_done_callback(lambda f, i=i: finished.put((i, f)))
-            remaining = len(jobs)
-            while remaining:
+                futures.append(fut)
+            while waiting:
                 # wake at least every 0.2 s: results (and the progress bar) are handled as
                 # jobs finish, and a signal delivered to another thread of this process is
                 # acted on at once (the main thread runs Python's signal handlers)
@@ -330,15 +354,26 @@ class ProcessPoolBackend(Backend):
                     i, fut = finished.get(timeout=0.2)
                 except queue.Empty:
                     continue
-                remaining -= 1
+                if i not in waiting:    # after the earliest failure (or cancelled)
+                    continue
+                waiting.discard(i)
                 exc = fut.exception()
                 if exc is not None:
-                    if isinstance(exc, _CarriedError):
-                        exc = exc.rebuild()
-                    raise _annotate(exc, jobs[i])
+                    # later jobs cannot change the outcome: drop them, cancel those not
+                    # started (the running ones end in the shutdown below, as before)
+                    for j in range(i + 1, cutoff):
+                        if j in waiting:
+                            waiting.discard(j)
+                            futures[j].cancel()
+                    cutoff, failure = i, exc
+                    continue
                 results[i] = fut.result()
                 if on_result is not None:
                     on_result(jobs[i], results[i])
+            if failure is not None:
+                if isinstance(failure, _CarriedError):
+                    failure = failure.rebuild()
+                raise _annotate(failure, jobs[cutoff])
         except KeyboardInterrupt:
             # Ctrl-C, or SIGTERM turned into dyna.cli.Terminated by the CLI. Workers ignore
             # SIGINT (the parent decides) and never see a SIGTERM sent to the parent alone;

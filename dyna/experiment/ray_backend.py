@@ -29,8 +29,10 @@ Failures
   point, runs and seed, and carries the results of the jobs that finished
   (``JobsFailedError.results``) and the failures (``JobsFailedError.failures``).
 * A job raising a :class:`dyna.errors.DynaError` (bad input: deterministic, so retrying is
-  pointless) stops the sweep at once, as with the other backends, and that error propagates
+  pointless) stops the sweep, as with the other backends, and that error propagates
   unchanged (with a note naming the job), so the CLI prints it as one line with status 2.
+  With several, it is the earliest job's in job order, whichever ends first: the jobs
+  before it still running are waited for, those after it dropped (see :meth:`RayBackend.map`).
 * Ctrl-C (``KeyboardInterrupt``, also when raised by the ``on_result`` callback) closes
   what this backend opened: a local instance it started is shut down, a connection it
   opened to a cluster is closed (Ray then ends that job's tasks). When the process was
@@ -380,10 +382,17 @@ class RayBackend(Backend):
         ------
         JobsFailedError
             Some jobs failed ``1 + max_retries`` times; raised after every other job
-            finished, carrying their results.
+            finished, carrying their results; the failures are listed in job order and
+            the exception is chained (``__cause__``) to the earliest one's.
         DynaError
-            A job's bad-input error, at once (what this backend opened is closed, unless
-            ``keep_alive``; otherwise the tasks still running are cancelled).
+            A job's bad-input error: that of the earliest such job in job order (lowest
+            index), whichever ends first, so the same on every run and backend. Once job
+            ``k`` raised one, the jobs after ``k`` are dropped (their tasks cancelled at
+            once, as below, when the instance outlives the call) and the jobs before ``k``
+            still running are waited for (with their retries); the earliest bad-input
+            error among them, if any, is raised instead, else ``k``'s, as soon as they
+            have ended. Then what this backend opened is closed, unless ``keep_alive``;
+            otherwise the tasks still running are cancelled.
         KeyboardInterrupt
             What this backend opened is closed; when the connection was opened elsewhere,
             the tasks still running are cancelled.
@@ -405,19 +414,40 @@ class RayBackend(Backend):
             attempts[i] += 1
             pending[task.remote(fn_ref, jobs[i])] = i
 
+        # The earliest bad-input error in job order is raised, whichever job ends first:
+        # once job k raised one, only the jobs before k are waited for (one of them may
+        # raise another), and the jobs after k no longer matter.
+        cutoff = len(jobs)                 # index of the earliest bad-input error so far
+        bad = None                         # its exception
+        # a DynaError closes what this backend opened (then Ray ends the tasks) unless
+        # keep_alive; otherwise the tasks after k are cancelled as soon as k fails
+        closing = self._own and not self.keep_alive
+
         try:
             for i in range(len(jobs)):
                 submit(i)
             while pending:
-                ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=_POLL_S)
+                waiting = list(pending) if bad is None else [
+                    ref for ref, i in pending.items() if i < cutoff]
+                if not waiting:
+                    break
+                ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=_POLL_S)
                 for ref in ready:
-                    i = pending.pop(ref)
+                    i = pending.pop(ref, None)
+                    if i is None or i > cutoff:   # dropped after an earlier bad-input error
+                        continue
                     try:
                         result = copy.deepcopy(ray.get(ref))
                     except ray.exceptions.RayTaskError as err:
                         exc = _cause(ray, err)
                         if isinstance(exc, DynaError):
-                            raise _annotate(exc, jobs[i]) from None
+                            cutoff, bad = i, exc
+                            if not closing:
+                                later = [r for r, j in pending.items() if j > i]
+                                for r in later:
+                                    del pending[r]
+                                self._cancel(later)
+                            continue
                         if attempts[i] <= self.max_retries:
                             self._retried += 1
                             submit(i)
@@ -431,6 +461,8 @@ class RayBackend(Backend):
                     results[i] = result
                     if on_result is not None:
                         on_result(jobs[i], result)
+            if bad is not None:
+                raise _annotate(bad, jobs[cutoff]) from None
         except BaseException as exc:
             shutting_down = self._own and (isinstance(exc, KeyboardInterrupt)
                                            or not self.keep_alive)
