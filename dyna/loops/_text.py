@@ -89,6 +89,7 @@ def content_words(text: str) -> tuple[str, ...]:
 _FACT_TOKEN_RE = re.compile(r"\w+(?:[.\-/:@+]\w+)*")
 
 
+@lru_cache(maxsize=1 << 13)   # a store re-keys its facts after every write
 def fact_key(text: str) -> str:
     """Normal form of a fact: entries with equal keys are the same fact.
 
