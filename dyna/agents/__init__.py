@@ -25,7 +25,15 @@ eval_every=0, eval_episodes=0, optimal_length=0, optimal_checks=5) -> RunResult`
   follows a path of ``optimal_length`` steps (-1 if never; only when ``optimal_length > 0``)
 """
 
-from dyna.agents.tabular import (AGENTS, HPARAMS, DynaAgent, RunResult, run_agent,
-                                 validate_hparams, warmup)
+
+# The names and checks need no numba; the kernels' names load dyna.agents.tabular (numba,
+# which creates its cache folder when a cached kernel is defined) on first use, so
+# validating a config (``from dyna.agents import HPARAMS, validate_hparams``) writes nothing.
+from dyna._lazy import lazy_getattr
+from dyna.agents.hparams import AGENTS, HPARAMS, validate_hparams
 
 __all__ = ["AGENTS", "HPARAMS", "DynaAgent", "RunResult", "run_agent", "validate_hparams", "warmup"]
+
+__getattr__ = lazy_getattr(__name__, {name: "tabular" for name in
+                                      ("DynaAgent", "RunResult", "run_agent", "warmup")},
+                           globals())

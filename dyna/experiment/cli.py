@@ -21,8 +21,10 @@ from dyna.errors import ConfigError, MissingFileError, check_range
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    # The render worker starts first, so it imports matplotlib and scipy.stats while this
-    # process reads the config, imports numba and runs (dyna.experiment.render_worker).
+    # The render worker starts first, so it imports scipy.stats while this process reads
+    # the config, and matplotlib (which creates its config and cache folders) only once the
+    # runner has validated it, while this process imports numba and runs: a rejected config
+    # leaves nothing anywhere (dyna.experiment.render_worker).
     from dyna.experiment.render_worker import render_mode
 
     mode = render_mode("auto")        # "worker" or "serial", decided once

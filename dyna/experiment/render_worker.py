@@ -11,12 +11,24 @@ TOML file without importing the kind), and
 :func:`dyna.experiment.runner.run_experiment` as soon as it knows the kind, for any other
 kind that offers ``preload_render()``; in both cases only when a core is free for it
 (:func:`free_cores`) or ``DYNA_RENDER=worker`` asks for it. The worker imports what
-rendering needs while the parent imports numba, loads the kernels and runs; when the
-parent has written the tables into its temporary output folder it sends one JSON line on
-the worker's stdin, and the worker draws the plots (PNG and SVG) and writes ``report.md``
-into that folder, answers one JSON line on stdout and exits 0. The parent then writes
-``manifest.json`` and renames the folder into place, as the serial path does; the files
-are the same bytes either way.
+rendering needs while the parent imports numba, loads the kernels and runs, in two steps:
+
+1. at once, what writes no file (the kind's ``preload_render_early()``: scipy.stats and
+   the report's modules, about three quarters of the time), while the parent reads and
+   validates the config;
+2. only when the parent says "go" (:meth:`RenderWorker.go`: one byte on a pipe of its
+   own, ``--go-fd``), which it does once the config is validated and the kind has
+   resolved its inputs (the run will render), the rest (``preload_render()``:
+   matplotlib, which creates its config and cache folders, ``~/.config/matplotlib`` and
+   ``~/.cache/matplotlib`` or wherever ``MPLCONFIGDIR`` says, and may write its font
+   list there, when imported).
+
+So a rejected config creates nothing anywhere: the pipe closes without a "go" and the
+worker exits 0 having written nothing. When the parent has written the tables into its
+temporary output folder it sends one JSON line on the worker's stdin, and the worker draws
+the plots (PNG and SVG) and writes ``report.md`` into that folder, answers one JSON line
+on stdout and exits 0. The parent then writes ``manifest.json`` and renames the folder
+into place, as the serial path does; the files are the same bytes either way.
 
 The message (parent to worker) is ``{"v": 1, "folder": <absolute path of the temporary
 output folder>, "tables": {<file name>: <sha256>}, "elapsed": {"output": s, "wall": s},
@@ -37,9 +49,11 @@ Robustness: the parent treats any failure of the worker (it cannot start, dies, 
 nonsense, reports an error, or does not answer within :func:`reply_timeout` seconds) by
 stopping it, removing whatever it wrote and rendering in its own process, so errors are
 the same typed errors (and exit statuses) as without a worker, and no half-written folder
-is left. The worker exits when its stdin closes without a message (the parent stopped
-early), on Linux when its parent dies (``PR_SET_PDEATHSIG``), and quietly on Ctrl-C; the
-parent stops and reaps it on every exit path (errors, Ctrl-C, SIGTERM).
+is left. The worker exits (status 0, nothing written) when the "go" pipe or its stdin
+closes without a word (the parent stopped early: a rejected config, an error before the
+runs), on Linux when its parent dies (``PR_SET_PDEATHSIG``), and quietly on Ctrl-C; the
+parent stops and reaps it on every exit path (errors, Ctrl-C, SIGTERM). Started without
+``--go-fd`` (by hand), the job line itself is the "go".
 
 ``dyna run`` uses the worker where the kind offers one and a core is free for it
 (:func:`free_cores`; ``DYNA_RENDER=auto``, the default), always with ``DYNA_RENDER=worker``
@@ -190,23 +204,55 @@ class RenderWorker:
 
     def __init__(self, proc: subprocess.Popen):
         self.proc = proc
+        self._go: int | None = None     # write end of the "go" pipe, until go() or close()
 
     @classmethod
     def start(cls, kind_name: str) -> "RenderWorker | None":
-        """Start a worker that preloads what ``kind_name``'s plots and report need.
+        """Start a worker that preloads what ``kind_name``'s plots and report need: what
+        writes no file at once, the rest (matplotlib) after :meth:`go`.
 
         Returns
         -------
         RenderWorker or None
             None when the process cannot be started (the caller renders serially).
         """
+        command = list(_command(kind_name))
+        read_end = write_end = None
+        if os.name == "posix":   # elsewhere no pass_fds: the job line is the "go"
+            try:
+                read_end, write_end = os.pipe()     # neither inheritable (PEP 446)
+                command = [*command, "--go-fd", str(read_end)]
+            except OSError:
+                return None
         try:
-            proc = subprocess.Popen(_command(kind_name), stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    close_fds=True, env=_environment())
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, close_fds=True,
+                                    pass_fds=() if read_end is None else (read_end,),
+                                    env=_environment())
         except (OSError, ValueError, subprocess.SubprocessError):
+            if write_end is not None:
+                os.close(write_end)
             return None
-        return cls(proc)
+        finally:
+            if read_end is not None:
+                os.close(read_end)
+        worker = cls(proc)
+        worker._go = write_end
+        return worker
+
+    def go(self) -> None:
+        """Tell the worker the run will render (the config is valid and resolved): it
+        imports matplotlib now, which creates matplotlib's config and cache folders.
+        Idempotent, never raises (a worker that died is found out by :meth:`render`)."""
+        fd, self._go = self._go, None
+        if fd is None:
+            return
+        try:
+            os.write(fd, b"g")
+        except OSError:     # the worker is gone (EPIPE): render() reports it
+            pass
+        finally:
+            os.close(fd)
 
     def render(self, folder: Path, config, manifest: dict, tables: dict[str, str],
                elapsed: dict[str, float], timeout: float) -> dict[str, float]:
@@ -240,6 +286,7 @@ class RenderWorker:
         WorkerFailed
             Whatever went wrong (the worker is stopped before this returns).
         """
+        self.go()     # a caller that skipped it: the job is the "go"
         try:
             objects = base64.b64encode(pickle.dumps((config, manifest), protocol=5)).decode()
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
@@ -267,7 +314,15 @@ class RenderWorker:
         return timing
 
     def close(self) -> None:
-        """Stop the worker if it still runs and reap it (idempotent, never raises)."""
+        """Stop the worker if it still runs and reap it (idempotent, never raises). Before
+        :meth:`go` the "go" pipe closes unsaid: the worker has imported nothing that writes
+        a file and exits at once if it is not killed first."""
+        fd, self._go = self._go, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         proc = self.proc
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             try:
@@ -418,18 +473,46 @@ def serve(kind, line: bytes, parent: int) -> dict:
     return {"ok": True, "timing": timing}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m dyna.experiment.render_worker --kind K --parent PID``.
+def _wait_for_go(go_fd: int) -> str:
+    """Wait for the parent's word: ``"go"`` (a byte on ``go_fd``), ``"stop"`` (``go_fd``
+    closed unsaid) or ``"stdin"`` (stdin can be read first: a job line, which is a "go"
+    too, or its end); ``go_fd`` is closed when it has spoken."""
+    import select
 
-    Preloads the kind's rendering, reads one message, renders, answers; exit status 0
-    after an answer (even ``ok: false``), 0 when stdin closes without a message, 2 on a
-    bad command line, 130 on Ctrl-C.
+    try:
+        ready, _, _ = select.select([go_fd, sys.stdin.buffer.fileno()], [], [])
+    except (OSError, ValueError):   # not a usable descriptor: the job line says go
+        return "stdin"
+    if go_fd not in ready:
+        return "stdin"
+    try:
+        said = os.read(go_fd, 1)
+    except OSError:
+        said = b""
+    try:
+        os.close(go_fd)
+    except OSError:
+        pass
+    return "go" if said else "stop"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m dyna.experiment.render_worker --kind K --parent PID
+    [--go-fd FD]``.
+
+    Preloads what of the kind's rendering writes no file (``preload_render_early``), waits
+    for the parent's "go" (one byte on FD; without ``--go-fd``, the job line), preloads the
+    rest (``preload_render``: matplotlib, which creates its config and cache folders),
+    reads one message, renders, answers; exit status 0 after an answer (even ``ok:
+    false``), 0 when the "go" pipe or stdin closes without a word (nothing written), 2 on
+    a bad command line, 130 on Ctrl-C.
     """
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m dyna.experiment.render_worker")
     ap.add_argument("--kind", required=True)
     ap.add_argument("--parent", type=int, required=True)
+    ap.add_argument("--go-fd", type=int, default=None)
     args = ap.parse_args(argv)
     try:
         _die_with_parent(args.parent)
@@ -439,10 +522,22 @@ def main(argv: list[str] | None = None) -> int:
         preload = getattr(kind, "preload_render", None)
         if not callable(preload):
             return 0                  # a kind that renders only in its own process
-        preload()
-        line = sys.stdin.buffer.readline()
-        if not line.strip():
-            return 0                  # the parent closed the pipe: nothing to do
+        early = getattr(kind, "preload_render_early", None)
+        if callable(early):
+            early()                   # writes no file: done while the parent validates
+        heard = _wait_for_go(args.go_fd) if args.go_fd is not None else "stdin"
+        if heard == "stop":
+            return 0                  # the parent stopped before the run: nothing to do
+        if heard == "go":
+            preload()                 # matplotlib: while the parent runs
+            line = sys.stdin.buffer.readline()
+            if not line.strip():
+                return 0              # the parent closed the pipe: nothing to do
+        else:                         # the job line (or the end of stdin) comes first
+            line = sys.stdin.buffer.readline()
+            if not line.strip():
+                return 0              # the parent closed the pipe: nothing to do
+            preload()
         answer = serve(kind, line, args.parent)
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()

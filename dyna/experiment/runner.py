@@ -355,6 +355,10 @@ def _run(config, out_dir, kind_name, kind, backend, block_size, progress, source
         raise ConfigError("--out", str(out), "already exists; choose a new folder")
     _check_writable(out)
     jobs = kind.plan_jobs(config, prepared, block_size=block_size)
+    if worker is not None:
+        # the run will render: only now may the worker import matplotlib, which creates
+        # its config and cache folders (a rejected config leaves nothing anywhere)
+        worker.go()
 
     # 2. Compile, then run the jobs.
     compile_s = kind.warm_up()

@@ -71,10 +71,21 @@ class TabularKind(ExperimentKind):
 
         return report.write_report(out, folder)
 
+    def preload_render_early(self) -> None:
+        """The part of :meth:`preload_render` that writes no file (scipy.stats, the
+        report's modules; not matplotlib, which creates its config and cache folders when
+        imported): a render worker does it at once, while ``dyna run`` still validates
+        the config, which may be rejected."""
+        import scipy.stats  # noqa: F401 -- the reference comparisons' t distribution
+
+        from dyna.experiment.kinds.tabular import reference, report  # noqa: F401
+
     def preload_render(self) -> None:
         """Import what :meth:`draw_plots` and :meth:`write_report` need (matplotlib with
         its Agg and SVG backends, scipy.stats, the font list), so a render worker
-        (:mod:`dyna.experiment.render_worker`) pays for it while the runs go on."""
+        (:mod:`dyna.experiment.render_worker`) pays for it while the runs go on; called
+        only once the run will render (matplotlib creates its config and cache folders,
+        may write its font list there)."""
         import matplotlib.backends.backend_svg  # noqa: F401 -- savefig(".svg") needs it
         import scipy.stats  # noqa: F401 -- the reference comparisons' t distribution
 
