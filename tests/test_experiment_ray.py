@@ -63,10 +63,11 @@ def ray_backend():
     backend.start()
     yield backend
     backend.close()
-    assert signal.getsignal(signal.SIGTERM) is SIGTERM_BEFORE[0]
+    assert signal.getsignal(signal.SIGTERM) is SIGTERM_BEFORE[-1]
 
 
-SIGTERM_BEFORE: list = []   # the SIGTERM disposition before the module's ray.init
+SIGTERM_BEFORE: list = []   # the SIGTERM disposition before each ray.init of the fixture (the
+#                             last: the one running; another module may import the fixture)
 
 
 def test_tables_bit_identical_to_in_process_and_manifest_records_cluster(ray_backend,
@@ -335,7 +336,7 @@ def test_ctrl_c_cancels_tasks_and_shuts_down_own_instance(ray_backend):
     assert not ray.is_initialized()        # the owner shut its instance down
     # and put back the SIGTERM disposition it found (Ray's handler, sys.exit(15), had
     # outlived the instance before)
-    assert signal.getsignal(signal.SIGTERM) is SIGTERM_BEFORE[0]
+    assert signal.getsignal(signal.SIGTERM) is SIGTERM_BEFORE[-1]
 
 
 def test_agent_tasks_v1_two_scenarios_bit_identical_on_ray_and_the_process_pool(ray_backend,
