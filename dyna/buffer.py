@@ -477,7 +477,8 @@ class ExperienceBuffer:
     source : str, optional
         The store the rows are read from (its path), named by
         :class:`dyna.errors.StoreDamagedError` when a stored dict field's text is not JSON;
-        ``None`` (a buffer of its own) is named ``":memory:"``.
+        ``None`` (a buffer of its own): such a text came from the caller (a
+        :class:`JsonText`), and reading it raises ConfigError naming the field and id.
 
     Attributes
     ----------
@@ -509,7 +510,7 @@ class ExperienceBuffer:
         self._redact_keys = frozenset(redact_keys) if not isinstance(redact_keys, str) else redact_keys
         redact({}, self._redact_keys)  # validates the key collection
         self._clock = clock
-        self._source = ":memory:" if source is None else str(source)
+        self._source = None if source is None else str(source)
         # New labels are refused when they hold a secret (dyna.redact.check_label); off only
         # while an experience store loads what an older version stored (see `dyna store scrub`).
         self._check_labels = True
@@ -537,7 +538,7 @@ class ExperienceBuffer:
     def __setstate__(self, state: dict) -> None:
         state.setdefault("_check_labels", True)
         state.setdefault("_tainted", {})
-        state.setdefault("_source", ":memory:")
+        state.setdefault("_source", None)
         self.__dict__.update(state)
         self.index = ExactIndex.over(self._store, vectors="features", inv_norm="inv_norm",
                                      stamp="id", prepare=_norms_hook(self))
@@ -1187,7 +1188,9 @@ class ExperienceBuffer:
         Raises
         ------
         ConfigError
-            Bad ``sel`` (a mask of the wrong shape, positions out of range).
+            Bad ``sel`` (a mask of the wrong shape, positions out of range); in a buffer of
+            its own (no ``source``), a dict field's :class:`JsonText` that is not JSON
+            (``field[id N]``).
         StoreDamagedError
             A stored dict field's text is not JSON (another program wrote it into the store
             the rows came from); names the store, the field and the episode id, never the
@@ -1211,10 +1214,12 @@ class ExperienceBuffer:
         keys = list(out_cols)
         return [dict(zip(keys, vals)) for vals in zip(*out_cols.values())]
 
-    def _damaged(self, name: str, texts, ids: list) -> StoreDamagedError:
+    def _damaged(self, name: str, texts, ids: list) -> StoreDamagedError | ConfigError:
         """The error for a stored ``name`` text among ``texts`` (ids ``ids``) that is not
         JSON: the first such row, by episode id and the decoder's complaint (a position or a
-        type name), never the text itself (it may hold a secret)."""
+        type name), never the text itself (it may hold a secret). StoreDamagedError when
+        the rows came from a store (``source``); else the caller gave the text (a
+        :class:`JsonText`), and it is a ConfigError naming ``field[id]``."""
         for t, i in zip(texts, ids):
             if t is None:
                 continue
@@ -1222,8 +1227,13 @@ class ExperienceBuffer:
                 json.loads(t)
             except (TypeError, ValueError, RecursionError) as exc:
                 why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                if self._source is None:
+                    return ConfigError(f"{name}[id {i}]", type(t).__name__,
+                                       f"a JsonText that is not JSON ({why})")
                 return StoreDamagedError(self._source, f"a stored {name} value (episode id "
                                          f"{i}) is not JSON ({why})")
+        if self._source is None:
+            return ConfigError(name, None, "a JsonText that is not JSON")
         return StoreDamagedError(self._source, f"a stored {name} value is not JSON")
 
     def order(self) -> np.ndarray:

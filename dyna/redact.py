@@ -1084,7 +1084,7 @@ def _embedded_json(text: str):
     if s[:1] in "{[" and s[-1:] in "}]" and len(s) >= 2:
         try:
             parsed = json.loads(s)
-        except ValueError:
+        except (ValueError, RecursionError):   # (too deep for the decoder: text, then)
             return None
         if isinstance(parsed, (dict, list)):
             return parsed
@@ -1095,8 +1095,11 @@ def _redact_string(text: str, key_set: frozenset[str], hmac_key,
                    learned: set[str] | None = None) -> str:
     parsed = _embedded_json(text)
     if parsed is not None:
-        out = _redact(parsed, key_set, True, hmac_key, learned)
-        return text if out == parsed else json.dumps(out, ensure_ascii=False)
+        try:
+            out = _redact(parsed, key_set, True, hmac_key, learned)
+            return text if out == parsed else json.dumps(out, ensure_ascii=False)
+        except RecursionError:
+            pass   # nested deeper than the walk goes: redacted below as the text it is
     if len(text) <= DETECT_CACHE_MAX_CHARS and not detect(text):
         # no detector fires (remembered by digest): _scan_text would return ``text``
         # unchanged and learn no user id; the loops redact the same tool outputs and
@@ -1177,8 +1180,14 @@ def _scan_text_of(o: str, counts) -> None:
         return
     parsed = _embedded_json(o)
     if parsed is not None:
-        _scan_walk(parsed, counts)
-        return
+        sub = _Found()
+        try:
+            _scan_walk(parsed, sub)
+        except RecursionError:
+            pass   # nested deeper than the walk goes: scanned below as the text it is
+        else:
+            counts.update(sub)
+            return
     found = detect(o)
     if found:
         counts.update(found)
@@ -1224,7 +1233,6 @@ def _scan_walk(o, counts) -> None:
                     and isinstance(o, str)):
         _scan_text_of(o, counts)
     elif t is dict or (t is not list and t is not tuple and isinstance(o, Mapping)):
-        values = []
         for k, v in o.items():
             if isinstance(k, str):   # (_keyed_catch is None for any other key)
                 found, cue = _key_scan(k)
@@ -1235,22 +1243,20 @@ def _scan_walk(o, counts) -> None:
                     if catch is not None:
                         counts.update((catch,))
                         continue
-            values.append(v)
-        _scan_values(values, counts)
+            # (_scan_text_of's first checks without the call: most values of a record are
+            # short or seen before; one frame per level, as deep as before)
+            if type(v) is str:
+                if len(v) >= 6 and v not in _CLEAN_SHORT:
+                    _scan_text_of(v, counts)
+            elif type(v) not in _SCALAR_TYPES:
+                _scan_walk(v, counts)
     elif t is list or t is tuple or isinstance(o, (list, tuple)):
-        _scan_values(o, counts)
-
-
-def _scan_values(values, counts) -> None:
-    for v in values:
-        tv = type(v)
-        if tv is str:
-            # (_scan_text_of's own first checks, without the call: most values of a
-            # record are short or seen before)
-            if len(v) >= 6 and v not in _CLEAN_SHORT:
-                _scan_text_of(v, counts)
-        elif tv not in _SCALAR_TYPES:
-            _scan_walk(v, counts)
+        for v in o:
+            if type(v) is str:
+                if len(v) >= 6 and v not in _CLEAN_SHORT:
+                    _scan_text_of(v, counts)
+            elif type(v) not in _SCALAR_TYPES:
+                _scan_walk(v, counts)
 
 
 def check_label(field: str, value):

@@ -120,14 +120,17 @@ def test_healthy_rows_of_the_same_store_still_read(healthy, tmp_path):
 BASE = dict(tenant_id="t", task_type="nav", action_type="go", outcome="success")
 
 
-def test_a_buffer_of_its_own_names_memory_and_json_nested_too_deeply():
+def test_a_buffer_of_its_own_blames_the_caller_and_json_nested_too_deeply():
+    """No store behind the buffer: the JsonText came from the caller, a ConfigError naming
+    the field and the id (no advice to recover a store that does not exist)."""
     buf = ExperienceBuffer(dim=2)
     buf.record_batch(reward=np.zeros(3), state_features=np.ones((3, 2)),
                      metadata=JsonText(['{"a":1}', "[" * 100_000, None]), **BASE)
-    with pytest.raises(StoreDamagedError) as info:
+    with pytest.raises(ConfigError) as info:
         buf.rows()
-    assert (info.value.path, info.value.detail) == (
-        ":memory:", "a stored metadata value (episode id 1) is not JSON (nested too deeply)")
+    assert not isinstance(info.value, StoreDamagedError)
+    assert str(info.value) == ("metadata[id 1]='str': a JsonText that is not JSON (nested "
+                               "too deeply)")
     assert buf.rows([0, 2])[0]["metadata"] == {"a": 1}   # rows without it still read
     named = ExperienceBuffer(dim=2, source="elsewhere.db")
     named.record_batch(reward=[0.0], state_features=np.ones((1, 2)),

@@ -170,3 +170,26 @@ def test_skills_list_names_the_repeated_key(capsys, tmp_path):
     assert rc == 1 and "1 active, 0 retired, 0 pending, 1 failed to load (2 skill files)" in out
     assert (f"error: {d / 'dup-skill' / 'SKILL.md'}:7: field 'metadata.author': "
             + REASON.format(key="author", first=5)) in out
+
+
+def test_a_duplicated_key_is_shown_redacted_and_cut_short():
+    """A key is text from the file: a token as a key is never echoed, and a key of 50,000
+    characters gives a message of a few hundred (duplicated or malformed alike)."""
+    token = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+    text = (f"---\nname: a\ndescription: d\nmetadata:\n  {token}: x\n  {token}: y\n"
+            "---\nbody\n")
+    with pytest.raises(FrontmatterError) as err:
+        parse_frontmatter(text, "x/SKILL.md")
+    assert str(err.value) == ("x/SKILL.md:6: field 'metadata.[REDACTED]': duplicate key "
+                              "'[REDACTED]' (first at line 5): a reader sees the first "
+                              "value, a YAML loader keeps the last; remove one")
+    assert err.value.value == "[REDACTED]" and token not in repr(err.value.__dict__)
+    key = "k" * 1000
+    with pytest.raises(FrontmatterError) as err:
+        parse_frontmatter(f"---\nname: a\ndescription: d\n{key}: 1\n{key}: 2\n---\n")
+    assert str(err.value).startswith(f"<text>:5: field '{'k' * 120}...': duplicate key "
+                                     f"'{'k' * 60}...' (first at line 4)")
+    with pytest.raises(FrontmatterError) as err:
+        parse_frontmatter(f"---\nname: a\ndescription: d\n{'k' * 50_000}: 1\n---\n")
+    assert len(str(err.value)) < 300 and str(err.value).endswith("invalid YAML: could not "
+                                                                 "find expected ':'")

@@ -240,8 +240,7 @@ def test_agent_on_v1_offers_the_env_tools_and_reads_its_outputs():
 
 def test_agent_answers_hostile_tool_calls_with_an_error_and_never_raises():
     """Review R18: a tool name that is a list (unhashable) gets an error answer and no env
-    step; arguments nested past the JSON parser's limit end the run (not done), never
-    raise."""
+    step; so do arguments nested past the JSON parser's limit; nothing raises."""
     from dyna.agents.llm import parse_llm_table, run_llm_agent
 
     deep = '{"value": ' + "[" * 100_000 + "]" * 100_000 + "}"
@@ -256,10 +255,13 @@ def test_agent_answers_hostile_tool_calls_with_an_error_and_never_raises():
     bodies = [r["body"] for r in srv.requests]
     assert bodies[1]["messages"][-1] == {"role": "tool", "tool_call_id": "h0",
                                          "content": "error: no tool called \"['tool_a']\""}
-    # the nested arguments: the answer is refused on arrival (its embedded JSON cannot
-    # be redacted), which ends the run not done: no third request, no step, no raise
-    assert len(bodies) == 2
-    assert (bool(out["success"][0]), int(out["steps"][0])) == (False, 0)
+    # the nested arguments: the answer is redacted as the text it is (too deep to walk),
+    # and the call is answered as one whose arguments are not JSON, with no env step;
+    # the run goes on (the recorded answers then sweep the tools: 6 steps, done)
+    assert bodies[2]["messages"][-1] == {"role": "tool", "tool_call_id": "h1",
+                                         "content": "error: the arguments are not JSON"}
+    assert len(bodies) == 8
+    assert (bool(out["success"][0]), int(out["steps"][0])) == (True, 6)
 
 
 def test_a_tampered_recording_is_refused_in_one_line_and_nothing_is_written(

@@ -435,10 +435,12 @@ def test_deeply_nested_arguments_are_refused_malformed_arguments():
                      ok(completion("DONE"))]) as srv:
         loop = _loop(srv)
         rec = _finish(loop)
-    # the redactor reads embedded JSON text: it gives up first, and so does the review
-    assert (rec.review.status, rec.review.reason) == (
-        "failed", "malformed_response: embedded JSON nested too deeply")
-    assert len(loop.memory) == 0 and len(srv.requests) == 1
+    # the redactor reads embedded JSON text nested too deeply to walk as the text it is;
+    # the tool call's arguments are then refused, and the review goes on to its end
+    assert (rec.review.status, rec.review.reason) == ("reviewed", "0 proposals")
+    assert [(d.action, d.detail) for d in rec.review.decisions] == [
+        ("refused", "malformed_arguments: nested too deeply")]
+    assert len(loop.memory) == 0 and len(srv.requests) == 2
 
 
 @pytest.mark.parametrize("header, waited", [("-5", 1.0), ("nan", 1.0), ("2", 2.0),

@@ -229,12 +229,21 @@ def test_undo_run_restores_files_byte_for_byte(tmp_path):
 
 
 @pytest.mark.parametrize("field, value, reason", [
-    ("file", "scripts/run.sh", "'file' is not SKILL.md or skill.md"),
-    ("file", "../b/SKILL.md", "'file' is not SKILL.md or skill.md"),
-    ("name", "../b", "'name' is not a skill name"),
-    ("loc_before", "elsewhere", "'loc_before' is not active, retired or null"),
-    ("diff", "+x", "'diff' is not a list of lines"),
-    ("diff", ["+x\n", 3], "'diff' is not a list of lines"),
+    ("file", "scripts/run.sh", "history record's 'file' is not SKILL.md or skill.md"),
+    ("file", "../b/SKILL.md", "history record's 'file' is not SKILL.md or skill.md"),
+    ("name", "../b", "history record's 'name' is not a skill name"),
+    ("loc_before", "elsewhere",
+     "history record's 'loc_before' is not active, retired or null"),
+    ("diff", "+x", "history record's 'diff' is not a list of lines"),
+    ("diff", ["+x\n", 3], "history record's 'diff' is not a list of lines"),
+    ("book_before", "junk", "history record's 'book_before' is not a mapping"),
+    ("book_before", {"a": "x", "b": 1.0}, "history record's 'book_before' has a bad 'a'"),
+    ("book_after", {"successes": -1}, "history record's 'book_after' has a bad 'successes'"),
+    ("book_before", {"last_verified": "May 1"},
+     "history record's 'book_before' has a bad 'last_verified'"),
+    ("book_before", {"a": 2.0},
+     "history record's 'book_before' has 'a' and 'b' not given together"),
+    ("loc_after", None, "history record has no 'loc_after'"),   # (None: the key removed)
 ])
 def test_undo_refuses_a_forged_history_record(tmp_path, field, value, reason):
     """undo acts on what the history says: a record naming a file, skill, place or diff
@@ -251,12 +260,15 @@ def test_undo_refuses_a_forged_history_record(tmp_path, field, value, reason):
     lines = log.read_text().splitlines()
     rec = json.loads(lines[-1])
     assert rec["run_id"] == "r2" and rec["file"] == "SKILL.md"
-    rec[field] = value
+    if value is None:
+        del rec[field]
+    else:
+        rec[field] = value
     log.write_text("\n".join(lines[:-1] + [json.dumps(rec)]) + "\n")
     before = files(tmp_path)
     with pytest.raises(CorruptFileError) as err:
         SkillLibrary(tmp_path).undo_run("r2")
-    assert f"history.jsonl:{len(lines)}: history record's {reason}" in str(err.value)
+    assert f"history.jsonl:{len(lines)}: {reason}" in str(err.value)
     assert files(tmp_path) == before
 
 

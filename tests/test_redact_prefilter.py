@@ -9,6 +9,7 @@ redacted, and on random texts built from the detectors' own alphabets and litera
 detector names as the scan that runs every detector.
 """
 
+import collections
 import json
 import re
 import string
@@ -215,3 +216,18 @@ def test_scan_found_counts_what_scan_counts_and_the_memo_keeps_only_clean_short_
     for i in range(R.CLEAN_SHORT_SIZE + 5):
         R.scan(f"plain text {i:06d}")
     assert len(R._CLEAN_SHORT) <= R.CLEAN_SHORT_SIZE
+
+
+@pytest.mark.parametrize("depth", [600, 990, 1500, 100_000])
+def test_json_nested_deeper_than_the_walk_is_scanned_as_text(depth):
+    """A text holding JSON nested ``depth`` deep: walked when the stack allows (a frame per
+    level), else scanned and redacted as the text it is; the token is caught once and
+    never written, whatever the depth (a skill body has no length cap)."""
+    from dyna.loops.skills import Skill, SkillLibrary
+
+    token = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+    body = "[" * depth + json.dumps(token) + "]" * depth
+    assert R.scan(body) == collections.Counter({"github_token": 1})
+    lib = SkillLibrary(None)
+    skill = lib.add(Skill("a", "a json skill", body), "r1").skill
+    assert token not in skill.body and lib.redactions == {"github_token": 1}

@@ -74,14 +74,25 @@ def content_words(text: str) -> tuple[str, ...]:
 
     Single characters and stop-words (:data:`STOPWORDS`) are left out.
     """
-    # the word runs (``\w+``) of the case-folded text are :func:`tokenize`'s tokens that
-    # start with a word character (the others are single punctuation characters): read
-    # from its cache, where matching the same task text put them
     seen: dict[str, None] = {}
-    for w in tokenize(text)[0]:
-        if len(w) > 1 and w not in STOPWORDS and (w[0].isalnum() or w[0] == "_"):
+    if type(text) is str and len(text) <= _TASK_CHARS:
+        # the word runs (``\w+``) of the case-folded text are :func:`tokenize`'s tokens
+        # that start with a word character (the others are single punctuation
+        # characters): read from its cache, where matching the same task text put them
+        # (only for texts as short as a task's, so long ones do not crowd it)
+        for w in tokenize(text)[0]:
+            if len(w) > 1 and w not in STOPWORDS and (w[0].isalnum() or w[0] == "_"):
+                seen.setdefault(w, None)
+        return tuple(seen)
+    for w in _WORD_RE.findall(text.casefold()):
+        if len(w) > 1 and w not in STOPWORDS:
             seen.setdefault(w, None)
     return tuple(seen)
+
+
+#: Texts up to this long (a task statement, a trigger) take :func:`content_words` from
+#: :func:`tokenize`'s cache; longer ones (a skill's description and body) are split alone.
+_TASK_CHARS = 256
 
 
 # Tokens for fact identity: words joined by inner punctuation stay one token, so

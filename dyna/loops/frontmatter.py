@@ -93,6 +93,7 @@ def _check_duplicates(loader, root) -> None:
     """
     seen_nodes: set[int] = set()
     found: list[_DuplicateKey] = []
+    found_fields: set[str] = set()   # (a set: a file of many repeats stays linear)
     stack = [(root, "")]
     while stack:
         node, path = stack.pop()
@@ -118,7 +119,8 @@ def _check_duplicates(loader, root) -> None:
                     continue
                 if first is None:
                     keys[key] = key_node.start_mark.line
-                elif not any(f.field == here for f in found):
+                elif here not in found_fields:
+                    found_fields.add(here)
                     found.append(_DuplicateKey(here, key, first, key_node.start_mark.line))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
@@ -160,6 +162,15 @@ def _field_at(lines: list[str], idx: int) -> str:
         if m:
             return m.group(1).strip().strip("'\"")
     return "frontmatter"
+
+
+def _shown(text: str, limit: int) -> str:
+    """``text`` redacted (:func:`dyna.redact.redact_text`), at most ``limit`` characters
+    (then ``...``)."""
+    from dyna.redact import redact_text
+
+    shown = redact_text(text[:4096])
+    return shown if len(shown) <= limit else shown[:limit] + "..."
 
 
 def _load(text: str):
@@ -216,10 +227,13 @@ def parse_frontmatter(text: str | bytes, path="<text>") -> tuple[dict, str]:
     try:
         meta = _load("\n".join(yaml_lines))
     except _DuplicateKey as dup:
-        raise FrontmatterError(path, dup.second + 2, dup.field,
-                               f"duplicate key {str(dup.key)!r} (first at line "
+        # a key is text from the file: shown redacted and cut short (a key can be a
+        # token, or 50,000 characters long)
+        key = _shown(str(dup.key), 60)
+        raise FrontmatterError(path, dup.second + 2, _shown(dup.field, 120),
+                               f"duplicate key {key!r} (first at line "
                                f"{dup.first + 2}): a reader sees the first value, a YAML "
-                               "loader keeps the last; remove one", dup.key) from None
+                               "loader keeps the last; remove one", key) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -228,7 +242,7 @@ def parse_frontmatter(text: str | bytes, path="<text>") -> tuple[dict, str]:
             line = mark.line + 2  # 1-based, after the opening '---'
             field = _field_at(yaml_lines, mark.line)
         hint = " (quote the value)" if "mapping values are not allowed" in problem else ""
-        raise FrontmatterError(path, line, field or "frontmatter",
+        raise FrontmatterError(path, line, _shown(field, 120) if field else "frontmatter",
                                f"invalid YAML: {problem}{hint}") from None
     if meta is None:
         meta = {}

@@ -414,9 +414,10 @@ class Proposal:
         else:
             try:
                 base = _proposal_skill(self)   # validate and commit build the same skill
-            except TypeError:   # a field that cannot be hashed (a list for a tuple)
-                base = _build_skill(self)
-            _LAST_SKILL = (self, base)   # one assignment: safe beside a review thread
+            except TypeError:   # a field that cannot be hashed (a list for a tuple), which
+                base = _build_skill(self)   # can change in place: not remembered either
+            else:
+                _LAST_SKILL = (self, base)   # one assignment: safe beside a review thread
         return base if run_id == "" else base.evolve(source_run=run_id)
 
 

@@ -1419,7 +1419,45 @@ def _checked_history(recs: list[dict], path: Path) -> list[dict]:
         if not isinstance(d, list) or not all(isinstance(x, str) for x in d):
             raise CorruptFileError(path, i + 1, "history record's 'diff' is not a list of "
                                    "lines")
+        if "diff" in r:   # what an undo of a file change reads besides the diff
+            for k in ("loc_before", "loc_after", "book_before", "book_after"):
+                if k not in r:
+                    raise CorruptFileError(path, i + 1, f"history record has no {k!r}")
+        for k in ("book_before", "book_after"):
+            why = _bad_book(r[k]) if k in r else None
+            if why is not None:
+                raise CorruptFileError(path, i + 1, f"history record's {k!r} {why}")
     return recs
+
+
+def _bad_book(entry) -> str | None:
+    """Why ``entry`` is not a state-file entry dyna writes (None: it is one, or null): a
+    mapping whose bookkeeping fields (:data:`_BOOK`), ``path`` and ``sha256`` are each of
+    the type the skill's own checks accept, so an undo never writes a state file that no
+    later open can read (other fields are never read back)."""
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        return "is not a mapping"
+    for k, v in entry.items():
+        if k in ("successes", "failures"):
+            ok = type(v) is int and v >= 0
+        elif k in ("a", "b"):
+            ok = v is None or (type(v) in (int, float) and math.isfinite(v) and v > 0)
+        elif k == "last_verified":
+            try:
+                ok = _check_date(k, v) is not None
+            except ConfigError:
+                ok = False
+        elif k in ("retired_reason", "path", "sha256"):
+            ok = isinstance(v, str)
+        else:
+            continue   # (not read back: the skill takes only the bookkeeping fields)
+        if not ok:
+            return f"has a bad {k!r}"
+    if ("a" in entry) != ("b" in entry) or (entry.get("a") is None) != (entry.get("b") is None):
+        return "has 'a' and 'b' not given together"
+    return None
 
 
 def _check_writable(skill: Skill, md: Path) -> None:

@@ -8,7 +8,7 @@
     dyna store delete DB --tenant T [--task-type K] [--run-id R] [--task-id I] [--request-id Q]
                          [--dry-run] [--yes]
     dyna store prune DB --max-age SECONDS [--tenant T]
-    dyna store compact DB [--keep N] [--tenant T]
+    dyna store compact DB [--keep N] [--tenant T] [--yes]   (--keep 0 asks first)
     dyna store recover DB --out NEW
     dyna store scrub DB [--dry-run]
     dyna store cache DB
