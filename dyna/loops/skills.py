@@ -577,6 +577,15 @@ class Match:
     by_trigger: bool = True
 
 
+def _match(name, score, matched, suspect, skill, by_trigger) -> Match:
+    """``Match(name, score, matched, suspect, skill, by_trigger)`` without the frozen
+    dataclass's ``__init__`` (a ``__setattr__`` per field): the same object."""
+    m = object.__new__(Match)
+    m.__dict__.update(name=name, score=score, matched=matched, suspect=suspect, skill=skill,
+                      by_trigger=by_trigger)
+    return m
+
+
 class MatchIndex:
     """Inverted index from first token to triggers, for whole-word and phrase matching,
     and a BM25 index of the descriptions of skills without triggers.
@@ -795,8 +804,8 @@ class _Matcher:
         # by it alone; a trigger match's triggers are sorted only for the results
         # (sorted()[:limit] is what heapq.nsmallest returns, and quicker on a few dozen)
         best = sorted(ranked)[:limit] if len(ranked) <= 64 else heapq.nsmallest(limit, ranked)
-        return [Match(name, -neg, tuple(sorted(matched)) if tier == 0 else matched, suspect,
-                      skills[name], tier == 0)
+        return [_match(name, -neg, tuple(sorted(matched)) if tier == 0 else matched, suspect,
+                       skills[name], tier == 0)
                 for tier, neg, name, suspect, matched in best]
 
 
@@ -1837,9 +1846,10 @@ class SkillLibrary(_Matcher):
         if (old is not None and skill.active and old.triggers == skill.triggers
                 and old.description == skill.description):
             # still active, indexed under the same triggers and description (an outcome, a
-            # patched body): the index is unchanged; the skill moves to the end, as a
-            # removal and an insertion would move it
-            del self._skills[name]
+            # patched body): the index is unchanged, and the skill keeps its place (every
+            # reader sorts by name; a dict without holes is copied in one block by the
+            # next snapshot, ~1 us for 300 skills against ~10 with the holes a removal
+            # and an insertion leave)
             self._skills[name] = skill
             comp = self.competence
             if posterior_held:
