@@ -111,8 +111,10 @@ def _checked_name(name: str, field_name: str) -> str:
     norm = unicodedata.normalize("NFKC", name)
     if not 1 <= len(norm) <= MAX_NAME:
         raise ConfigError(field_name, name, f"must have 1-{MAX_NAME} characters")
+    # (no hyphen at either end, so a name is never all hyphens: what is left without
+    # them is non-empty, and isalnum() is every character's isalnum())
     if (norm != norm.lower() or norm.startswith("-") or norm.endswith("-") or "--" in norm
-            or not all(c.isalnum() or c == "-" for c in norm)):
+            or not norm.replace("-", "").isalnum()):
         raise ConfigError(field_name, name, "must be lowercase letters, digits and single "
                           "hyphens (no path separators)")
     return norm
