@@ -193,3 +193,30 @@ def test_a_duplicated_key_is_shown_redacted_and_cut_short():
         parse_frontmatter(f"---\nname: a\ndescription: d\n{'k' * 50_000}: 1\n---\n")
     assert len(str(err.value)) < 300 and str(err.value).endswith("invalid YAML: could not "
                                                                  "find expected ':'")
+
+
+def test_match_and_catalog_say_which_skill_files_were_not_loaded(capsys, tmp_path):
+    """A skill that failed to load is never matched nor in the catalog: both say so on
+    stderr (one line per file), not only ``list``."""
+    d = tmp_path / "skills"
+    _write(d, "dup-skill", META)
+    _write(d, "good-skill", "---\nname: good-skill\ndescription: Works\n---\nDo it.\n")
+    warning = (f"dyna: warning: not loaded: {d / 'dup-skill' / 'SKILL.md'}:7: field "
+               f"'metadata.author': " + REASON.format(key="author", first=5) + "\n")
+    rc, out, err = run(capsys, "skills", "match", str(d), "anything at all")
+    assert (rc, out, err) == (0, "no skill matches\n", warning)
+    rc, out, err = run(capsys, "skills", "catalog", str(d))
+    assert rc == 0 and err == warning
+    # "- good-skill: Works\n": 20 characters, ceil(20 / 4) = 5 tokens
+    assert out == ("- good-skill: Works\n\n1 skill, 20 characters, about 5 tokens "
+                   "(estimate: characters / 4)\n")
+
+
+def test_skills_add_refuses_an_empty_trigger(capsys, tmp_path):
+    body = tmp_path / "body.md"
+    body.write_text("Run `make rollback-staging`.\n")
+    rc, _, err = run(capsys, "skills", "add", str(tmp_path / "skills"), "--name", "rollback",
+                     "--description", "Roll back", "--body", str(body), "--trigger", " ")
+    assert rc == 2 and err == ("dyna: error: --trigger=' ': is empty; give a word or phrase, "
+                               "or no --trigger to match on the description\n")
+    assert not (tmp_path / "skills").exists()

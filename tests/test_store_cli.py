@@ -86,9 +86,10 @@ def test_compact_keep_0_asks_first_as_delete_does(db, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
     rc, _, err = run(capsys, "compact", str(db), "--keep", "0")
     assert rc == 2 and err.count("\n") == 1
-    assert "--yes" in err and "would delete all 24 records" in err
+    assert err == ("dyna: error: --yes=False: --keep 0 would delete all 24 episodes: give "
+                   "--yes to do it without a terminal\n")
     rc, _, err = run(capsys, "compact", str(db), "--keep", "0", "--tenant", "t1")
-    assert rc == 2 and "would delete all 12 records" in err
+    assert rc == 2 and "would delete all 12 episodes" in err
     rc, _, err = run(capsys, "compact", str(db), "--keep", "0", "--tenant", "t2")
     assert rc == 2 and "--tenant" in err and "'t1', 't10'" in err
     assert db.read_bytes() == before
@@ -100,3 +101,21 @@ def test_compact_keep_0_asks_first_as_delete_does(db, capsys, monkeypatch):
     assert rc == 0
     rc, out, _ = run(capsys, "stats", str(db))
     assert out["n_records"] == 12 and {c["tenant_id"] for c in out["consumption"]} == {"t1"}
+
+
+def test_prune_that_would_empty_the_store_asks_first(db, capsys, monkeypatch):
+    """Every episode older than --max-age (0 here: all of them): asked first as delete
+    does, or --yes; a prune that leaves some episodes runs as before."""
+    before = db.read_bytes()
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
+    rc, _, err = run(capsys, "prune", str(db), "--max-age", "0")
+    assert (rc, err) == (2, "dyna: error: --yes=False: --max-age 0 would delete all 24 "
+                            "episodes: give --yes to do it without a terminal\n")
+    rc, _, err = run(capsys, "prune", str(db), "--max-age", "0", "--tenant", "t1")
+    assert rc == 2 and "would delete all 12 episodes" in err
+    assert db.read_bytes() == before
+    # timestamps are 0..11 s after the epoch: 1e15 s keeps every episode, asks nothing
+    rc, out, _ = run(capsys, "prune", str(db), "--max-age", "1e15")
+    assert rc == 0 and out["deleted"] == 0
+    rc, out, _ = run(capsys, "prune", str(db), "--max-age", "0", "--tenant", "t1", "--yes")
+    assert rc == 0 and out["deleted"] == 12

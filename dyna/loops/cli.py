@@ -147,7 +147,7 @@ def _list(args) -> int:
                         "verified", "trust"], rows, right={4, 5, 6, 7}))
     c = lib.summary()
     print(f"\n{c['active']} active, {c['retired']} retired, {c['pending']} pending, "
-          f"{c['failed']} failed to load ({c['total']} skill files)"
+          f"{c['failed']} failed to load ({_plural(c['total'], 'skill file')})"
           + (f", {c['warned']} loaded with warnings" if c["warned"] else ""))
     for err in lib.errors:
         print(f"error: {err}")
@@ -175,8 +175,23 @@ def _show(args) -> int:
     return 0
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _warn_failed(lib) -> None:
+    """On stderr, a line per skill file that could not be read (``list`` shows them in its
+    table): a skill that failed to load is never matched or listed in a catalog, and a
+    silent absence reads as "no such skill"."""
+    import sys
+
+    for err in lib.errors:
+        print(f"dyna: warning: not loaded: {err}", file=sys.stderr)
+
+
 def _match(args) -> int:
     lib = _library(args)
+    _warn_failed(lib)
     res = lib.match(args.text, limit=args.limit)
     if not res:
         print("no skill matches")
@@ -199,10 +214,12 @@ def _catalog(args) -> int:
     from dyna.loops._text import CHARS_PER_TOKEN, estimate_tokens
 
     lib = _library(args)
+    _warn_failed(lib)
     text = catalog_text(lib)
     print(text, end="")
-    print(f"\n{len(lib)} skills, {len(text)} characters, about {estimate_tokens(text)} tokens "
-          f"(estimate: characters / {CHARS_PER_TOKEN})")
+    print(f"\n{_plural(len(lib), 'skill')}, {_plural(len(text), 'character')}, about "
+          f"{_plural(estimate_tokens(text), 'token')} (estimate: characters / "
+          f"{CHARS_PER_TOKEN})")
     return 0
 
 
@@ -380,6 +397,9 @@ def _skills_add(args) -> int:
     _plain("--description", args.description)
     for t in args.trigger or ():
         _plain("--trigger", t)
+        if not t.strip():
+            raise ConfigError("--trigger", t, "is empty; give a word or phrase, or no "
+                              "--trigger to match on the description")
         if "," in t:                    # stored comma-separated: "a, b" would be two triggers
             raise ConfigError("--trigger", visible(_shown(t)), "holds a comma; a trigger is "
                               "one word or phrase (triggers are stored comma-separated): "

@@ -7,7 +7,7 @@
                          [--task-type K] [--run-id R] [--task-id I] [--request-id Q]
     dyna store delete DB --tenant T [--task-type K] [--run-id R] [--task-id I] [--request-id Q]
                          [--dry-run] [--yes]
-    dyna store prune DB --max-age SECONDS [--tenant T]
+    dyna store prune DB --max-age SECONDS [--tenant T] [--yes]   (asks if it would empty it)
     dyna store compact DB [--keep N] [--tenant T] [--yes]   (--keep 0 asks first)
     dyna store recover DB --out NEW
     dyna store scrub DB [--dry-run]
@@ -229,11 +229,53 @@ def _delete(args) -> int:
     return _run("delete_data", lambda a: {"tenant_id": a.tenant, **_selectors(a)})(args)
 
 
+def _confirm_all(args, n: int, doing: str) -> int | None:
+    """Ask before ``doing`` deletes all ``n`` episodes (of ``--tenant``, or of the store), as
+    ``delete`` asks: without a terminal, ``--yes`` is needed (ConfigError naming it); a
+    "no" is exit status 1. None: go on."""
+    import sys  # noqa: PLC0415
+
+    if not n or args.yes:
+        return None
+    if not sys.stdin.isatty():
+        raise ConfigError("--yes", False, f"{doing} would delete all {n} episodes: give "
+                          "--yes to do it without a terminal")
+    whose = f"of tenant {args.tenant!r} " if args.tenant is not None else ""
+    answer = input(f"delete all {n} episodes {whose}from {_shown(args.db)}? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        print("dyna: nothing deleted", file=sys.stderr)
+        return 1
+    return None
+
+
+def _prune(args) -> int:
+    """``dyna store prune``: when every episode in scope is older than ``--max-age`` (the
+    prune would empty it, e.g. ``--max-age 0``), ask first as ``delete`` does (or
+    ``--yes``); otherwise prune as given."""
+    import numpy as np  # noqa: PLC0415
+
+    age = _max_age(args.max_age)
+    if not args.yes:
+        store = _open(args.db, read_only=True)
+        try:
+            if args.tenant is not None:
+                _refuse_unknown_tenant(store, args)
+            buf = store.buffer
+            rows = (buf.select(tenant_id=args.tenant) if args.tenant is not None
+                    else np.arange(len(buf)))
+            old = int(np.count_nonzero(buf.column("timestamp")[rows]
+                                       < float(store.clock()) - age))
+        finally:
+            store.close()
+        stop = _confirm_all(args, old if old == len(rows) else 0, f"--max-age {age:g}")
+        if stop is not None:
+            return stop
+    return _run("prune_old", lambda a: {"max_age_seconds": age, "tenant_id": a.tenant})(args)
+
+
 def _compact(args) -> int:
     """``dyna store compact``: ``--keep 0`` (every record of every task type deleted) asks
     first, as ``delete`` does (or ``--yes``); any other ``--keep`` runs as given."""
-    import sys  # noqa: PLC0415
-
     keep = _keep(args.keep)
     if keep == 0 and not args.yes:
         store = _open(args.db, read_only=True)
@@ -243,15 +285,9 @@ def _compact(args) -> int:
             n = store.dispatch("get_stats", tenant_id=args.tenant)["n_records"]
         finally:
             store.close()
-        if n:
-            if not sys.stdin.isatty():
-                raise ConfigError("--yes", False, f"--keep 0 would delete all {n} records: "
-                                  "give --yes to compact without a terminal")
-            whose = f"of tenant {args.tenant!r} " if args.tenant is not None else ""
-            answer = input(f"delete all {n} records {whose}from {_shown(args.db)}? [y/N] ")
-            if answer.strip().lower() not in ("y", "yes"):
-                print("dyna: nothing deleted", file=sys.stderr)
-                return 1
+        stop = _confirm_all(args, n, "--keep 0")
+        if stop is not None:
+            return stop
     return _run("compact", lambda a: {"compact_keep_records": keep,
                                       "tenant_id": a.tenant})(args)
 
@@ -304,8 +340,10 @@ def register(sub) -> None:
     p.add_argument("--max-age", dest="max_age", type=float, required=True,
                    help="maximum age in seconds (>= 0)")
     p.add_argument("--tenant", help="only this tenant (exact)")
-    p.set_defaults(func=_run("prune_old", lambda a: {"max_age_seconds": _max_age(a.max_age),
-                                                     "tenant_id": a.tenant}))
+    p.add_argument("--yes", action="store_true",
+                   help="when every episode is older than --max-age: do not ask (required "
+                   "when stdin is not a terminal)")
+    p.set_defaults(func=_prune)
 
     p = cmds.add_parser("compact", help="keep the newest N per tenant and task type, "
                         "then VACUUM")
