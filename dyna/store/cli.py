@@ -252,22 +252,18 @@ def _prune(args) -> int:
     """``dyna store prune``: when every episode in scope is older than ``--max-age`` (the
     prune would empty it, e.g. ``--max-age 0``), ask first as ``delete`` does (or
     ``--yes``); otherwise prune as given."""
-    import numpy as np  # noqa: PLC0415
-
     age = _max_age(args.max_age)
     if not args.yes:
         store = _open(args.db, read_only=True)
         try:
             if args.tenant is not None:
                 _refuse_unknown_tenant(store, args)
-            buf = store.buffer
-            rows = (buf.select(tenant_id=args.tenant) if args.tenant is not None
-                    else np.arange(len(buf)))
-            old = int(np.count_nonzero(buf.column("timestamp")[rows]
-                                       < float(store.clock()) - age))
+            # (the statistics come from SQL: no episode is loaded to count)
+            st = store.dispatch("get_stats", tenant_id=args.tenant)
+            emptied = st["n_records"] and st["newest"] < float(store.clock()) - age
         finally:
             store.close()
-        stop = _confirm_all(args, old if old == len(rows) else 0, f"--max-age {age:g}")
+        stop = _confirm_all(args, st["n_records"] if emptied else 0, f"--max-age {age:g}")
         if stop is not None:
             return stop
     return _run("prune_old", lambda a: {"max_age_seconds": age, "tenant_id": a.tenant})(args)
