@@ -6,6 +6,7 @@ combining marks, digits of other scripts, punctuation that a pattern needs or st
 and, where a rule is per character, on every code point below U+3000.
 """
 
+import datetime as _dt
 import random
 import re
 import unicodedata
@@ -16,6 +17,7 @@ import pytest
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError
 from dyna.loops import _text as T
+from dyna.loops import skills as S
 from dyna.loops.skills import Match, Skill, _checked_name, _match
 
 ALPHABET = "abcXYZ_09-/. ,:;`'\"\tßéİ٣²½ǅ\u0301\u200b日本ـ" + "aaee tt  "
@@ -100,3 +102,47 @@ def test_record_in_python_floats_is_update_then_posterior(prior, discount):
         b.update(key, ok)
         want = b.posterior(key)
         assert got == want and type(got[0]) is float and type(got[1]) is float
+
+
+class _EagerBackend(S.MemorySkillBackend):
+    """The in-memory backend with each history record made when it is written."""
+
+    append_history_later = None
+
+
+def _library_ops(lib):
+    t = [_dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)]
+    lib._clock = lambda: t[0]
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0L1m2N3p4"
+    lib.add(Skill("deploy-app", "Deploy the app.", "1. call `make deploy`", ("deploy",)),
+            run_id="e1", reason="first")
+    t[0] += _dt.timedelta(days=1, seconds=7)
+    lib.patch("deploy-app", run_id="e2", reason=f"key {key} seen", body="1. call `make up`")
+    lib.record_outcome(["deploy-app"], True, "e3")
+    lib.record_outcome(["deploy-app"], False, "e4")
+    item = lib.stage(Skill("fix-ci", "Fix CI.", "1. rerun"), "e5", ("tool_output",),
+                     reason=f"from a tool that printed {key}")
+    lib.reject(item.id)
+    lib.retire("deploy-app", run_id="e6")
+    t[0] += _dt.timedelta(hours=3)
+    lib.restore("deploy-app", run_id="e7")
+    lib.undo_run("e7")
+    return lib
+
+
+def test_an_in_memory_history_made_later_is_the_history_made_at_once():
+    later = _library_ops(S.SkillLibrary.in_memory(log_outcomes=True))
+    eager = S.SkillLibrary.in_memory(log_outcomes=True)
+    eager.backend = _EagerBackend()
+    eager = _library_ops(eager)
+    assert later.backend._history and any(type(r) is S._Later for r in later.backend._history)
+    # the safety net's counts include the records still to make
+    assert later.redactions == eager.redactions and sum(eager.redactions.values()) == 3
+    assert later.history() == eager.history()
+    ops = [h.op for h in later.history()]
+    assert ops == ["create", "patch", "outcome", "outcome", "stage", "reject", "retire",
+                   "restore", "undo"]
+    assert [h.time for h in later.history()][:2] == ["2025-01-01T00:00:00+00:00",
+                                                    "2025-01-02T00:00:07+00:00"]
+    assert "sk-proj-" not in repr(later.backend.history())
+    assert not any(type(r) is S._Later for r in later.backend._history)

@@ -706,7 +706,7 @@ class LoopAgent:
         self.competence = BetaCompetence()
         self._families: tuple = ()   # (0, ..., n_families - 1): competence.shapes_of's keys
         self.t = 0
-        self._now = None   # (episode, days per episode) -> its datetime (_clock)
+        self._now = None   # (episode, days per episode, its datetime) (_clock)
         self._names = env.tool_names
         self._tool_ix = {n: i for i, n in enumerate(env.tool_names)}
         self._value_ix = {n: i for i, n in enumerate(env.value_names)}
@@ -764,11 +764,11 @@ class LoopAgent:
     def _clock(self) -> _dt.datetime:
         # the stores read the clock several times an episode: the same (immutable)
         # datetime for the same episode and rate, computed once
-        key = (self.t, self.params.days_per_episode)
+        t, rate = self.t, self.params.days_per_episode
         got = self._now
-        if got is None or got[0] != key:
-            got = self._now = (key, EPOCH + _dt.timedelta(days=key[0] * key[1]))
-        return got[1]
+        if got is None or got[0] != t or got[1] != rate:
+            got = self._now = (t, rate, EPOCH + _dt.timedelta(days=t * rate))
+        return got[2]
 
     # ------------------------------------------------------------------ knowledge
     def _family_of_key(self, words) -> int | None:

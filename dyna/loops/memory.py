@@ -59,6 +59,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dyna._quick import quick_init
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
 from dyna.loops._io import SafetyNet, atomic_write, library_lock
@@ -324,6 +325,7 @@ def relation(new: str, old: str) -> str:
     return "conflict" if a.kind is not None else "unsure"
 
 
+@quick_init
 @dataclass(frozen=True)
 class MemoryEntry:
     """One fact.
@@ -479,6 +481,7 @@ def _render_doc(lines, entries, subst=None) -> str:
     return "".join(out)
 
 
+@quick_init
 @dataclass(frozen=True)
 class MemorySnapshot:
     """The facts a run sees: taken at the run's start, unchanged afterwards.
@@ -505,6 +508,7 @@ class MemorySnapshot:
         return render_memory(self.entries)
 
 
+@quick_init
 @dataclass(frozen=True)
 class StoreResult:
     """What :meth:`MemoryStore.add` did.

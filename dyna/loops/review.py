@@ -33,6 +33,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from dyna._quick import quick_init
 from dyna.errors import ConfigError, check_range
 from dyna.loops._text import (FEATURE_CACHE_SIZE, TextFeatures, concrete_parts, content_words,
                               is_concrete, jaccard, text_features)
@@ -83,6 +84,7 @@ def has_secret(text: str) -> bool:
     return redact_text(text) != text
 
 
+@quick_init
 @dataclass(frozen=True)
 class ToolCall:
     """One tool call of a run as the reviewer sees it.
@@ -127,6 +129,7 @@ def _tool_call(name: str, args: dict, error: bool, output: str, skills: tuple,
     return call
 
 
+@quick_init
 @dataclass(frozen=True)
 class Digest:
     """A finished run, as handed to a reviewer. Build it with :meth:`from_run`.
@@ -360,6 +363,7 @@ class ReviewPolicy:
 
 # ============================================================================ proposals
 
+@quick_init
 @dataclass(frozen=True)
 class Proposal:
     """A lesson a reviewer proposes.
@@ -435,6 +439,7 @@ _proposal_skill = lru_cache(maxsize=1024)(_build_skill)
 _LAST_SKILL: tuple = (None, None)
 
 
+@quick_init
 @dataclass(frozen=True)
 class ReviewContext:
     """What a reviewer may look at besides the digest (read-only views).
@@ -454,6 +459,7 @@ class ReviewContext:
     max_lessons: int
 
 
+@quick_init
 @dataclass(frozen=True)
 class ReviewerOutput:
     """A reviewer's answer: proposals (possibly none) and its token usage.
@@ -794,6 +800,7 @@ class LoopConfig:
 
 # ============================================================================ validate, grade
 
+@quick_init
 @dataclass(frozen=True)
 class Validation:
     """Result of :func:`validate`.
@@ -990,6 +997,7 @@ def validate(proposal: Proposal, skills=None, memory=None,
     return Validation(not reasons, tuple(reasons))
 
 
+@quick_init
 @dataclass(frozen=True)
 class Grade:
     """Result of :func:`grade`.
@@ -1088,6 +1096,7 @@ def grade(proposal: Proposal, skills=None, memory=None,
 
 # ============================================================================ the loop
 
+@quick_init
 @dataclass(frozen=True)
 class Decision:
     """What happened to one proposal: ``action`` is ``committed``, ``staged``,
@@ -1117,6 +1126,7 @@ class Decision:
     grade: Grade | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class LearningCost:
     """Learning cost of one review, apart from the run's own cost.
@@ -1147,6 +1157,7 @@ class LearningCost:
         return self.reviewer_tokens
 
 
+@quick_init
 @dataclass(frozen=True)
 class ReviewResult:
     """Outcome of reviewing one run: ``status`` is ``reviewed``, ``skipped`` (policy),
@@ -1176,6 +1187,7 @@ class ReviewResult:
     cost: LearningCost = LearningCost()
 
 
+@quick_init
 @dataclass(frozen=True)
 class EpisodeContext:
     """What an episode starts with: matched skills and the memory snapshot.

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
+from dyna._quick import quick_init
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label, scan_found
@@ -212,6 +213,7 @@ _OUR_KEYS = ("triggers", "kind", "actions", "created", "last_verified", "source_
              "retired_reason")
 
 
+@quick_init
 @dataclass(frozen=True)
 class Skill:
     """One skill: a procedure to follow when a situation arises (or a learned workflow).
@@ -550,6 +552,7 @@ def _line_of(text: str, key: str) -> int | None:
 
 # ============================================================================ matching
 
+@quick_init
 @dataclass(frozen=True)
 class Match:
     """One result of :meth:`SkillLibrary.match`.
@@ -911,6 +914,17 @@ class PendingItem:
         return f"{self.skill.kind} {self.dest}: {' '.join(self.skill.description.split())}"
 
 
+class _Later:
+    """A history record still to make: ``build(*args)`` (:meth:`MemorySkillBackend.
+    append_history_later`)."""
+
+    __slots__ = ("build", "args")
+
+    def __init__(self, build, args):
+        self.build = build
+        self.args = args
+
+
 class MemorySkillBackend:
     """Skills, history and pending proposals held in memory (no files).
 
@@ -922,7 +936,9 @@ class MemorySkillBackend:
 
     def __init__(self):
         self._skills: dict[str, Skill] = {}
-        self._history: list[dict] = []
+        self._history: list = []   # records, and records still to make (_Later)
+        self._later_from = 0   # every record before this index is made
+        self._later_lock = threading.Lock()
         self._pending: dict[str, PendingItem] = {}
 
     def scan(self):
@@ -932,7 +948,8 @@ class MemorySkillBackend:
         return None
 
     def tail(self) -> dict | None:
-        return self._history[-1] if self._history else None
+        hist = self._made()
+        return hist[-1] if hist else None
 
     def write(self, skill: Skill, *, content: bool = True, log: bool = True,
               clean=None) -> dict:
@@ -955,8 +972,26 @@ class MemorySkillBackend:
     def append_history(self, rec: dict) -> None:
         self._history.append(rec)
 
+    def append_history_later(self, build: Callable[..., dict], *args) -> None:
+        """Append the record ``build(*args)`` makes, made when the history is first read
+        (:meth:`tail`, :meth:`history`): nothing here reaches a file, and a run that never
+        reads its history never pays for its records (the redaction of each, its time's
+        text). ``args`` must be immutable or no longer changed by the caller."""
+        self._history.append(_Later(build, args))
+
+    def _made(self) -> list[dict]:
+        hist = self._history
+        if self._later_from < len(hist):
+            with self._later_lock:   # one thread makes a record, once
+                for i in range(self._later_from, len(hist)):
+                    rec = hist[i]
+                    if type(rec) is _Later:
+                        hist[i] = rec.build(*rec.args)
+                self._later_from = len(hist)
+        return hist
+
     def history(self) -> list[dict]:
-        return list(self._history)
+        return list(self._made())
 
     def put_pending(self, item: PendingItem) -> None:
         self._pending[item.id] = item
@@ -1512,6 +1547,7 @@ def _utc_now() -> _dt.datetime:
 
 # ============================================================================ library
 
+@quick_init
 @dataclass(frozen=True)
 class AddResult:
     """What :meth:`SkillLibrary.add` did.
@@ -1556,6 +1592,43 @@ def _evolve(skill: "Skill", **changes) -> "Skill":
         object.__setattr__(new, k, v)
     new._check_book(names)
     return new
+
+
+def _history_record(net: SafetyNet, fmt, now, seq: int, op: str, name: str, run_id: str,
+                    reason: str, staged: int, change: dict | None) -> dict:
+    """One history record of a :class:`SkillLibrary`, its values through the safety net
+    ``net``; ``now`` is its time's text, or with ``fmt`` a datetime that
+    ``fmt(now, timespec="seconds")`` formats."""
+    if fmt is not None:
+        now = fmt(now, timespec="seconds")
+    # "time" is not scanned: _now formats a datetime itself (digits, "-", ":", "T",
+    # "+"), and no detector catches such a text (60,000 random ones checked)
+    rec = {"seq": seq, "op": op, "name": name,
+           "run_id": run_id, "reason": reason, "staged": staged}
+    change = dict(change or {})
+    # hashes are not text (a hex digest can look like a phone number to a detector)
+    # and a diff is made of texts the net has seen (its "+" prefix can make a date
+    # look like a phone number)
+    hashes = {k: change.pop(k) for k in ("sha_after", "diff") if k in change}
+    for k in ("before", "after"):
+        # the in-memory backend's skill objects: the scan does not look into a Skill
+        # (nor None), so they are passed, not walked (the same record, quicker)
+        if k in change and (change[k] is None or type(change[k]) is Skill):
+            hashes[k] = change.pop(k)
+    books = {}
+    for k in ("book_before", "book_after"):
+        b = change.get(k)
+        if isinstance(b, dict) and "sha256" in b:
+            books[k] = b["sha256"]
+            change[k] = {x: v for x, v in b.items() if x != "sha256"}
+    rec.update(change)
+    # values only: the keys are the record's schema (``name`` is the skill's identifier)
+    rec = net.values(rec)
+    rec = {"seq": rec["seq"], "time": now, **rec}   # the key order as before
+    rec.update(hashes)
+    for k, h in books.items():
+        rec[k] = dict(rec[k], sha256=h)
+    return rec
 
 
 class SkillLibrary(_Matcher):
@@ -1924,6 +1997,9 @@ class SkillLibrary(_Matcher):
     @property
     def redactions(self) -> dict[str, int]:
         """Catches of the redaction safety net so far, per detector name."""
+        made = getattr(self.backend, "_made", None)
+        if made is not None:
+            made()   # the in-memory history's records still to make are scanned now
         return dict(self._net.counts)
 
     def _clean(self, skill: Skill) -> Skill:
@@ -1998,35 +2074,19 @@ class SkillLibrary(_Matcher):
 
     def _log(self, op, name, run_id, reason, change: dict | None = None) -> None:
         self._seq += 1
-        now = self._now()
-        # "time" is not scanned: _now formats a datetime itself (digits, "-", ":", "T",
-        # "+"), and no detector catches such a text (60,000 random ones checked)
-        rec = {"seq": self._seq, "op": op, "name": name,
-               "run_id": run_id, "reason": reason, "staged": self._staged}
-        change = dict(change or {})
-        # hashes are not text (a hex digest can look like a phone number to a detector)
-        # and a diff is made of texts the net has seen (its "+" prefix can make a date
-        # look like a phone number)
-        hashes = {k: change.pop(k) for k in ("sha_after", "diff") if k in change}
-        for k in ("before", "after"):
-            # the in-memory backend's skill objects: the scan does not look into a Skill
-            # (nor None), so they are passed, not walked (the same record, quicker)
-            if k in change and (change[k] is None or type(change[k]) is Skill):
-                hashes[k] = change.pop(k)
-        books = {}
-        for k in ("book_before", "book_after"):
-            b = change.get(k)
-            if isinstance(b, dict) and "sha256" in b:
-                books[k] = b["sha256"]
-                change[k] = {x: v for x, v in b.items() if x != "sha256"}
-        rec.update(change)
-        # values only: the keys are the record's schema (``name`` is the skill's identifier)
-        rec = self._net.values(rec)
-        rec = {"seq": rec["seq"], "time": now, **rec}   # the key order as before
-        rec.update(hashes)
-        for k, h in books.items():
-            rec[k] = dict(rec[k], sha256=h)
-        self.backend.append_history(rec)
+        later = getattr(self.backend, "append_history_later", None)
+        if later is not None:
+            now = self._clock()
+            if type(now) is _dt.datetime:
+                # an in-memory history: the record (its redaction, its time's text) is
+                # made when it is first read, from these values (a datetime and the
+                # texts are immutable; change holds immutable Skill objects or None)
+                later(_history_record, self._net, _dt.datetime.isoformat, now, self._seq,
+                      op, name, run_id, reason, self._staged, change)
+                return
+        self.backend.append_history(_history_record(self._net, None, self._now(), self._seq,
+                                                    op, name, run_id, reason, self._staged,
+                                                    change))
 
     def _weakest(self) -> Skill | None:
         """The eviction candidate: the loop-written skill (one with a ``source_run``,

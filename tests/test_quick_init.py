@@ -1,0 +1,112 @@
+"""dyna._quick.quick_init: the same objects as the dataclass ``__init__`` it replaces."""
+
+import dataclasses
+import inspect
+import pickle
+
+import pytest
+
+from dyna._quick import quick_init
+from dyna.loops import memory as M
+from dyna.loops import review as R
+from dyna.loops import skills as S
+
+
+@quick_init
+@dataclasses.dataclass(frozen=True)
+class _Point:
+    x: int
+    tags: list = dataclasses.field(default_factory=list)
+    label: str = dataclasses.field(default="p", kw_only=True)
+    y: float = 0.5
+
+    def __post_init__(self):
+        if self.x < 0:
+            raise ValueError("x must be >= 0")
+
+
+def test_signature_defaults_factory_kw_only_and_post_init_as_the_dataclass():
+    # (the same text: a factory's default is a sentinel of ours, shown as dataclasses' is)
+    assert (str(inspect.signature(_Point.__init__))
+            == str(inspect.signature(_Point.__dataclass_init__)))
+    assert str(inspect.signature(_Point)) == ("(x: int, tags: list = <factory>, "
+                                              "y: float = 0.5, *, label: str = 'p') -> None")
+    p = _Point(3)
+    assert vars(p) == {"x": 3, "tags": [], "y": 0.5, "label": "p"}
+    q = _Point(3)
+    assert p.tags is not q.tags                     # a new list per object, as dataclasses
+    assert _Point(1, [2], 0.25, label="z") == _Point(x=1, tags=[2], y=0.25, label="z")
+    with pytest.raises(TypeError):
+        _Point(1, [2], 0.25, "z")                   # label is keyword-only
+    with pytest.raises(ValueError, match="x must be >= 0"):
+        _Point(-1)                                  # __post_init__ still runs
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.x = 4                                     # still frozen
+    assert repr(_Point(2)) == "_Point(x=2, tags=[], label='p', y=0.5)"
+    assert pickle.loads(pickle.dumps(_Point(5, [1]))) == _Point(5, [1])
+
+
+def test_refuses_what_it_cannot_build_alike():
+    with pytest.raises(TypeError, match="not a frozen dataclass"):
+        quick_init(dataclasses.dataclass(type("A", (), {"__annotations__": {"x": int}})))
+    with pytest.raises(TypeError, match="__slots__"):
+        @quick_init
+        @dataclasses.dataclass(frozen=True, slots=True)
+        class B:
+            x: int
+    with pytest.raises(TypeError, match="takes"):
+        @quick_init
+        @dataclasses.dataclass(frozen=True)
+        class C:
+            x: int
+            y: dataclasses.InitVar[int] = 0
+    with pytest.raises(TypeError, match="takes"):
+        @quick_init
+        @dataclasses.dataclass(frozen=True)
+        class D:
+            x: int
+            z: int = dataclasses.field(default=0, init=False)
+
+
+#: every class of dyna built with quick_init, and arguments to build one with
+CASES = [
+    (R.ToolCall, ("make",), {"args": {"target": "x"}, "error": True}),
+    (R.Proposal, ("skill", "deploy-app", "Deploy.", "1. call `make`"), {"triggers": ("deploy",)}),
+    (R.Validation, (False, ("too long",)), {}),
+    (R.Grade, (0.7, 1.0, 0.5, 1.0, True, "ok"), {}),
+    (R.LearningCost, (10, 1, 4, 6, 2, 0.25), {}),
+    (R.ReviewContext, (None, None, 2), {}),
+    (R.ReviewerOutput, ((), 300), {}),
+    (R.Decision, (None, "invalid", "why"), {}),
+    (R.ReviewResult, ("e1", "ok", "1 proposals"), {}),
+    (R.EpisodeContext, ("e1", "task", (), None, None), {}),
+    (R.Digest, ("e1", "task", True, True, False, 2, 40, (), (), ()), {}),
+    (S.Skill, ("deploy-app", "Deploy the app.", "1. call `make`", ("deploy",)),
+     {"a": 2.0, "b": 1.0, "successes": 1}),
+    (S.Match, ("deploy-app", 1.0, ("deploy",), False, None, True), {}),
+    (S.AddResult, (None,), {}),
+    (M.MemoryEntry, ("the staging port is 8080",), {}),
+    (M.MemorySnapshot, ((),), {}),
+    (M.StoreResult, ("added", None), {}),
+]
+
+
+@pytest.mark.parametrize("cls,args,kwargs", CASES, ids=[c[0].__name__ for c in CASES])
+def test_dyna_classes_build_the_same_objects_as_their_dataclass_init(cls, args, kwargs):
+    assert str(inspect.signature(cls.__init__)) == str(inspect.signature(cls.__dataclass_init__))
+    quick = cls(*args, **kwargs)
+    plain = object.__new__(cls)
+    cls.__dataclass_init__(plain, *args, **kwargs)
+    assert vars(quick) == vars(plain) and quick == plain and repr(quick) == repr(plain)
+    assert list(vars(quick)) == [f.name for f in dataclasses.fields(cls)]
+    if cls.__hash__ is not None:
+        try:
+            assert hash(quick) == hash(plain)
+        except TypeError:   # an unhashable value (a dict): unhashable in both
+            with pytest.raises(TypeError):
+                hash(plain)
+
+
+def test_a_skill_is_still_validated_when_built():
+    with pytest.raises(Exception, match="name"):
+        S.Skill("Not A Name!", "d", "b")
