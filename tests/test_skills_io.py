@@ -116,3 +116,68 @@ def test_diffs_rebuild_both_texts_byte_for_byte():
     assert d == ["--- before", "+++ after", "@@ -1,2 +1,2 @@", " one\n", "-two\n", "+2\n"]
     with pytest.raises(ValueError, match="does not apply at line 2"):
         apply_diff("one\nthree\n", d)
+
+
+def test_a_key_named_twice_is_damage_in_every_file_and_shown_redacted(tmp_path):
+    """JSON readers differ on which of two values of one key counts (this one keeps the
+    last; a person reading the file sees the first): such a file is refused, never read
+    one way (the state file's trust, a pending proposal's destination)."""
+    from dyna.loops.skills import SkillLibrary
+
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    h = tmp_path / "h.jsonl"
+    h.write_bytes(b'{"seq": 1}\n{"seq": 2, "op": "create", "op": "retire"}\n{"seq": 3}\n')
+    with pytest.raises(CorruptFileError) as exc:
+        read_jsonl(h)
+    assert (exc.value.line, str(exc.value)) == (
+        2, f"{h}:2: corrupt log line (duplicate key 'op')")
+    h.write_bytes(b'{"seq": 1}\n{"seq": 2, "%s": 1, "%s": 2}' % ((secret.encode(),) * 2))
+    for read in (read_jsonl, read_last_jsonl):   # the last line, without its newline
+        with pytest.raises(CorruptFileError, match="duplicate key") as exc:
+            read(h)
+        assert secret not in str(exc.value) and "ghp_" not in str(exc.value)
+    before = h.read_bytes()
+    with pytest.raises(CorruptFileError, match="duplicate key"):
+        append_jsonl(h, {"seq": 3})                # not cut as a torn tail, not appended to
+    assert h.read_bytes() == before
+    j = tmp_path / "s.json"
+    j.write_text('{"skills": {"x": {"trust": "untrusted", "trust": "approved"}}}')
+    with pytest.raises(CorruptFileError, match="duplicate key 'trust'"):
+        read_json(j)
+    long_key = "k" * 5000
+    j.write_text('{"%s": 1, "%s": 2}' % (long_key, long_key))
+    with pytest.raises(CorruptFileError) as exc:
+        read_json(j)
+    assert len(str(exc.value)) < len(str(j)) + 120
+    # a library whose state file names a key twice does not open
+    lib = SkillLibrary(tmp_path / "lib")
+    from dyna.loops.skills import Skill
+    lib.add(Skill("deploy-app", "Deploy the app.", "1. call `make deploy`"), run_id="e1")
+    lib.record_outcome(["deploy-app"], True, "e2")
+    st = tmp_path / "lib" / ".dyna" / "state.json"
+    text = st.read_text()
+    assert text.count('"successes": 1') == 1
+    st.write_text(text.replace('"successes": 1', '"successes": 0, "successes": 1'))
+    with pytest.raises(CorruptFileError, match="duplicate key 'successes'"):
+        SkillLibrary(tmp_path / "lib")
+    # none of these reads wrote anything
+    assert st.read_text().count('"successes"') == 2
+
+
+def test_a_memory_file_naming_a_key_twice_is_refused(tmp_path):
+    from dyna.loops.memory import MemoryFileError, MemoryStore
+
+    store = MemoryStore(tmp_path / "MEMORY.md")
+    store.add("the staging port is 8080", run_id="e1")
+    store.stage("the prod port is 9090", run_id="e2", provenance=("tool_output",))
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file() and p.suffix in
+                   (".json", ".jsonl"))
+    assert len(files) == 2, files                  # the pending file and the history
+    for f in files:
+        raw = f.read_bytes()
+        assert raw.count(b'"run_id": ') >= 1
+        f.write_bytes(raw.replace(b'"run_id": ', b'"run_id": "x", "run_id": ', 1))
+        with pytest.raises(MemoryFileError, match="duplicate key 'run_id'"):
+            MemoryStore(tmp_path / "MEMORY.md").pending()
+            MemoryStore(tmp_path / "MEMORY.md").history()
+        f.write_bytes(raw)

@@ -243,7 +243,12 @@ def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
             if fh.read(1) != b"\n":            # no final newline
                 start = _last_newline(fh, size) + 1
                 fh.seek(start)
-                if _whole_record(fh.read(size - start)) is not None:
+                try:
+                    whole = _whole_record(fh.read(size - start))
+                except DuplicateKeyError as exc:   # a record, damaged: not to be cut
+                    raise CorruptFileError(path, None, f"corrupt last log line ({exc})") \
+                        from None
+                if whole is not None:
                     line = "\n" + line            # a whole record: end its line
                 else:                            # torn tail of a crashed append: cut
                     fh.truncate(start)
@@ -253,14 +258,48 @@ def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
             os.fsync(fh.fileno())
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object of a file names one key twice. JSON readers differ on which value
+    counts (Python's keeps the last, a person reading the file sees the first), so such a
+    file is refused as damaged rather than read one way."""
+
+
+def _unique_object(pairs: list) -> dict:
+    """``object_pairs_hook`` of :func:`loads_unique`."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                from dyna.loops.frontmatter import _shown
+                # a key is text from the file: redacted and cut short
+                raise DuplicateKeyError(f"duplicate key {_shown(key, 60)!r}")
+            seen.add(key)
+    return obj
+
+
+def loads_unique(text):
+    """``json.loads(text)``, refusing an object that names a key twice.
+
+    Raises
+    ------
+    json.JSONDecodeError
+        Not JSON.
+    DuplicateKeyError
+        A key named twice in one object (the message shows it redacted, at most 60
+        characters).
+    """
+    return json.loads(text, object_pairs_hook=_unique_object)
+
+
 def _whole_record(line: bytes) -> dict | None:
     """The JSON object ``line`` holds, else None. A last line without its newline is a
     whole record when it parses as an object: an object's text ends at its closing brace,
     so no cut-off prefix of one parses as an object; anything else is a torn tail."""
     try:
-        rec = json.loads(line.decode("ascii"))
+        rec = loads_unique(line.decode("ascii"))
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
+        return None   # (a DuplicateKeyError is no torn tail: it reaches the caller)
     return rec if isinstance(rec, dict) else None
 
 
@@ -330,14 +369,14 @@ def read_jsonl(path: Path) -> list[dict]:
     for i, line in enumerate(lines):
         if not line.strip():
             continue
-        if torn and i == len(lines) - 1:
-            rec = _whole_record(line)
-            if rec is not None:
-                out.append(rec)
-            break
         try:
-            rec = json.loads(line.decode("ascii"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            if torn and i == len(lines) - 1:
+                rec = _whole_record(line)
+                if rec is not None:
+                    out.append(rec)
+                break
+            rec = loads_unique(line.decode("ascii"))
+        except (UnicodeDecodeError, ValueError) as exc:   # (not JSON, a key twice)
             raise CorruptFileError(path, i + 1, f"corrupt log line ({exc})") from None
         if not isinstance(rec, dict):
             raise CorruptFileError(path, i + 1, "corrupt log line (not a JSON object)")
@@ -363,7 +402,10 @@ def read_last_jsonl(path: Path) -> dict | None:
         end = _last_newline(fh, size)          # end of the last complete line
         if end < size - 1:                     # a last line without its newline
             fh.seek(end + 1)
-            rec = _whole_record(fh.read(size - end - 1))
+            try:
+                rec = _whole_record(fh.read(size - end - 1))
+            except DuplicateKeyError as exc:
+                raise CorruptFileError(path, None, f"corrupt last log line ({exc})") from None
             if rec is not None:
                 return rec
         if end < 0:
@@ -374,8 +416,8 @@ def read_last_jsonl(path: Path) -> dict | None:
     if not line.strip():
         return None
     try:
-        rec = json.loads(line.decode("ascii"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        rec = loads_unique(line.decode("ascii"))
+    except (UnicodeDecodeError, ValueError) as exc:   # (not JSON, a key twice)
         raise CorruptFileError(path, None, f"corrupt last log line ({exc})") from None
     if not isinstance(rec, dict):
         raise CorruptFileError(path, None, "corrupt last log line (not a JSON object)")
@@ -396,12 +438,14 @@ def read_json(path: Path):
     if raw is None:
         return None
     try:
-        return json.loads(raw.decode("utf-8"))
+        return loads_unique(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise CorruptFileError(path, raw[:exc.start].count(b"\n") + 1,
                                f"not UTF-8 ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise CorruptFileError(path, exc.lineno, f"not JSON ({exc.msg})") from None
+    except DuplicateKeyError as exc:
+        raise CorruptFileError(path, None, str(exc)) from None
 
 
 class SafetyNet:

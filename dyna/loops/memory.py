@@ -62,7 +62,7 @@ import numpy as np
 from dyna._quick import quick_init
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
-from dyna.loops._io import SafetyNet, atomic_write, library_lock
+from dyna.loops._io import SafetyNet, atomic_write, library_lock, loads_unique
 from dyna.loops._text import (_COMMAND_RE, FEATURE_CACHE_SIZE, fact_key, is_concrete,
                               jaccard, similarity_matrix, text_features)
 
@@ -637,7 +637,7 @@ def _pending_to_json(items) -> str:
 
 def _pending_from_json(raw: bytes, path) -> list[PendingFact]:
     try:
-        recs = json.loads(raw)
+        recs = loads_unique(raw)
         if not isinstance(recs, list):
             raise TypeError("not a list")
         return [PendingFact(r["id"], MemoryEntry(**r["entry"]), r["run_id"], r["staged_at"],
@@ -713,7 +713,7 @@ class _HistoryLog:
             if not piece.strip():
                 continue
             try:
-                rec = json.loads(piece)
+                rec = loads_unique(piece)
                 if not isinstance(rec, dict) or not isinstance(rec.get("seq"), int) \
                         or not isinstance(rec.get("op"), str):
                     raise ValueError("not a history record")
