@@ -168,8 +168,8 @@ class SymlinkError(ConfigError):
 
 class CorruptFileError(DynaError, ValueError):
     """A library file dyna keeps (``.dyna/history.jsonl``, a pending proposal, the state
-    file) cannot be read: not UTF-8, not JSON, or not the expected record. Nothing is
-    dropped or rewritten; fix or remove the file.
+    file) cannot be read: not UTF-8, not JSON, an object naming one key twice, or not the
+    expected record. Nothing is dropped or rewritten; fix or remove the file.
 
     Attributes
     ----------
