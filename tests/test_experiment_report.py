@@ -61,9 +61,11 @@ def test_figure_8_2_section_hand_computed():
     assert "- n=0: episodes 41-50 average 16 steps (book: 14 optimal steps plus exploration, " \
            "about 15-18; consistent within 14-20) -> consistent" in text
     assert "(n=" not in text and "n = 0 (" not in text
-    # final performance: last 10 episodes per run average 16 steps, return 1
+    # final performance: last 10 episodes per run average 16 steps; the return, 1 in every
+    # episode, is said once
     assert "Mean over runs with its 95% bootstrap confidence interval" in text
-    assert "| n=0 | 16 [16, 16] | 1 [1, 1] |" in text
+    assert "| n=0 | 16 [16, 16] |\n" in text
+    assert "The return was 1 in every episode of every run (no column)." in text
     assert f"- config sha256: `{out.config.hash[:12]}` (in full in manifest.json)" in text
     assert out.config.hash not in text
     assert "| states | actions | max episode steps | optimal path (steps) |" in text
@@ -214,3 +216,24 @@ def test_prioritized_sweeping_fewer_updates_at_every_size(tmp_path):
     text = (out / "report.md").read_text()
     assert "needs fewer updates at every size: yes" in text
     assert text.count("| 4/4 |") >= 1
+
+
+def test_a_return_the_same_in_every_episode_is_said_once_not_a_column():
+    steps = {"n=0": [[40, 30] + [16] * 48, [50, 20] + [16] * 48],
+             "n=50": [[40, 18] + [14] * 48, [50, 22] + [14] * 48]}
+    meta = {"requested_id": "dyna/DynaMaze-v0", "resolved_id": "dyna/DynaMaze-v0",
+            "n_states": 54, "n_actions": 4, "max_episode_steps": 0, "optimal_path_length": 14}
+    frame = _episodes_frame(steps)
+    text = build_report(_output({}, frame, pl.DataFrame(), [meta]))
+    assert "| variant | steps/episode, last 10 episodes |" in text
+    assert "return/episode" not in text
+    assert "The return was 1 in every episode of every run (no column)." in text
+    assert "| n=0 | 16 [16, 16] |" in text and "| n=50 | 14 [14, 14] |" in text
+    # returns that differ: the column is there, and the sentence is not
+    varied = frame.with_columns(pl.when(pl.col("run") == 1).then(0.5).otherwise(1.0)
+                                .alias("return"))
+    text = build_report(_output({}, varied, pl.DataFrame(), [meta]))
+    assert ("| variant | steps/episode, last 10 episodes | return/episode, last 10 episodes |"
+            in text)
+    assert "| n=0 | 16 [16, 16] | 0.75 [0.5, 1] |" in text
+    assert "in every episode of every run" not in text

@@ -257,8 +257,15 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
     # runs that stop once optimal play different numbers of episodes, and their last ones
     # precede the stop: no final steps per episode to report, updates until optimal instead
     by_episode = c.schedule.episodes is not None and not c.schedule.stop_at_optimal
+    # a return that is the same in every episode of every run (the Dyna maze's 1 at the
+    # goal) tells the variants apart in nothing: said once instead of a column of it
+    returns = out.results.get_column("return") if by_episode else None
+    same_return = (returns is not None and returns.len() > 0 and returns.null_count() == 0
+                   and returns.n_unique() == 1)
     if by_episode:
-        header += [f"steps/episode, last {K} episodes", f"return/episode, last {K} episodes"]
+        header += [f"steps/episode, last {K} episodes"]
+        if not same_return:
+            header += [f"return/episode, last {K} episodes"]
     elif c.schedule.episodes is None:
         header += [f"cumulative reward at step {c.schedule.total_steps}"]
     if c.schedule.eval_every:
@@ -272,7 +279,8 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
         row = [variant.name, *[point[k] for k in keys]]
         if by_episode:
             row.append(ci(per_run_ci(_per_run(res, "steps", last=K), **opts)))
-            row.append(ci(per_run_ci(_per_run(res, "return", last=K), **opts)))
+            if not same_return:
+                row.append(ci(per_run_ci(_per_run(res, "return", last=K), **opts)))
         elif c.schedule.episodes is None:
             row.append(ci(per_run_ci(_per_run(res, "cumulative_reward", last=1), **opts)))
         if c.schedule.eval_every and out.evals is not None:
@@ -285,9 +293,11 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
             row.append(ci(per_run_ci(found, **opts)))
         rows.append(row)
     per_run = f"; per run, the last {K} episodes are averaged first" if by_episode else ""
+    same = (f" The return was {returns[0]:g} in every episode of every run (no column)."
+            if same_return else "")
     return ["", "## Final performance", "",
             f"{stat[0].upper() + stat[1:]} over runs with its {a.confidence:.0%} bootstrap "
-            f"confidence interval [low, high]{per_run}.", "", *md_table(header, rows)]
+            f"confidence interval [low, high]{per_run}.{same}", "", *md_table(header, rows)]
 
 
 def _n_of(variant) -> int | None:
