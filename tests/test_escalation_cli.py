@@ -30,6 +30,11 @@ def test_replay_prints_one_row_per_rule_with_exact_costs(capsys):
     assert float(never[1]) == pytest.approx(50 * 201 / 500)
     assert float(never[4]) == pytest.approx(201 / 500, abs=5e-4)
     assert float(always[1]) == 10.0 and float(always[3]) == 1.0
+    # the units: the failure cost the rows were computed with, stated under them
+    assert lines[4].startswith("cost/task and regret/task (against the task-type oracle) in "
+                               "units of the log's costs: an escalation costs 10, a failure "
+                               "50 (c_escalate / (1 - p*), p* = 0.8);")
+    assert len(lines) == 5
 
 
 @pytest.mark.parametrize("argv,message", [

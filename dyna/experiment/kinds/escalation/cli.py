@@ -81,6 +81,13 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"{name:<14}{(r['total_cost'] / steps).mean():>11.4f}"
               f"{(r['regret_type'] / steps).mean():>13.4f}{r['escalation_rate'].mean():>12.3f}"
               f"{r['failure_rate'].mean():>9.3f}{r['aurc'].mean():>8.3f}")
+    from dyna.escalation import RISK_CLASSES
+    p_star = RISK_CLASSES[args.risk_class].p_star
+    print(f"cost/task and regret/task (against the task-type oracle) in units of the "
+          f"log's costs: an escalation costs {args.c_escalate:g}, a failure "
+          f"{args.c_escalate / (1 - p_star):g} (c_escalate / (1 - p*), p* = {p_star:g}); "
+          "escalation and failure are rates per task; AURC is the area under the "
+          "risk-coverage curve (lower is better); means over the orders")
     return 0
 
 
