@@ -34,6 +34,18 @@ class ConfigError(DynaError, ValueError):
         return (type(self), (self.field, self.value, self.reason))
 
 
+class ConfirmationError(ConfigError):
+    """A command that deletes data was not confirmed: no terminal to ask on, and not the
+    flag that confirms it (``field``, e.g. ``--yes``). The message is ``reason`` alone
+    (it names the flag); ``value`` is what the flag was (False)."""
+
+    def __init__(self, field: str, value: object, reason: str):
+        self.field = field
+        self.value = value
+        self.reason = reason
+        DynaError.__init__(self, reason)
+
+
 class UnknownEnvError(ConfigError):
     """An environment id that neither dyna nor the installed Gymnasium knows."""
 

@@ -123,7 +123,9 @@ def test_delete_refuses_an_unknown_tenant_counts_and_asks(db, capsys, monkeypatc
     # no terminal, no --yes: refused, never waits for input
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     assert main(["store", "delete", str(db), "--tenant", "alice"]) == 2
-    _one_line(capsys, "--yes", "would delete 3 episodes")
+    err = _one_line(capsys, "--yes", "would delete 3 episodes")
+    assert err == ("dyna: error: would delete 3 episodes: give --yes to delete without a "
+                   "terminal (or --dry-run to count)\n")
     # a terminal: asks; "n" deletes nothing
     tty = io.StringIO("n\n")
     tty.isatty = lambda: True

@@ -86,7 +86,7 @@ def test_compact_keep_0_asks_first_as_delete_does(db, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
     rc, _, err = run(capsys, "compact", str(db), "--keep", "0")
     assert rc == 2 and err.count("\n") == 1
-    assert err == ("dyna: error: --yes=False: --keep 0 would delete all 24 episodes: give "
+    assert err == ("dyna: error: --keep 0 would delete all 24 episodes: give "
                    "--yes to do it without a terminal\n")
     rc, _, err = run(capsys, "compact", str(db), "--keep", "0", "--tenant", "t1")
     assert rc == 2 and "would delete all 12 episodes" in err
@@ -109,7 +109,7 @@ def test_prune_that_would_empty_the_store_asks_first(db, capsys, monkeypatch):
     before = db.read_bytes()
     monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
     rc, _, err = run(capsys, "prune", str(db), "--max-age", "0")
-    assert (rc, err) == (2, "dyna: error: --yes=False: --max-age 0 would delete all 24 "
+    assert (rc, err) == (2, "dyna: error: --max-age 0 would delete all 24 "
                             "episodes: give --yes to do it without a terminal\n")
     rc, _, err = run(capsys, "prune", str(db), "--max-age", "0", "--tenant", "t1")
     assert rc == 2 and "would delete all 12 episodes" in err

@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dyna.errors import ConfigError, MissingFileError, NotAStoreError
+from dyna.errors import ConfigError, ConfirmationError, MissingFileError, NotAStoreError
 
 __all__ = ["register"]
 
@@ -219,7 +219,7 @@ def _delete(args) -> int:
         return 0
     if n and not args.yes:
         if not sys.stdin.isatty():
-            raise ConfigError("--yes", False, f"would delete {n} episodes: give --yes to "
+            raise ConfirmationError("--yes", False, f"would delete {n} episodes: give --yes to "
                               "delete without a terminal (or --dry-run to count)")
         answer = input(f"delete {n} episodes of tenant {args.tenant!r} from "
                        f"{_shown(args.db)}? [y/N] ")
@@ -238,7 +238,7 @@ def _confirm_all(args, n: int, doing: str) -> int | None:
     if not n or args.yes:
         return None
     if not sys.stdin.isatty():
-        raise ConfigError("--yes", False, f"{doing} would delete all {n} episodes: give "
+        raise ConfirmationError("--yes", False, f"{doing} would delete all {n} episodes: give "
                           "--yes to do it without a terminal")
     whose = f"of tenant {args.tenant!r} " if args.tenant is not None else ""
     answer = input(f"delete all {n} episodes {whose}from {_shown(args.db)}? [y/N] ")
