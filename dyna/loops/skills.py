@@ -983,11 +983,12 @@ class MemorySkillBackend:
         hist = self._history
         if self._later_from < len(hist):
             with self._later_lock:   # one thread makes a record, once
-                for i in range(self._later_from, len(hist)):
+                end = len(hist)   # (a record another thread appends now: the next read)
+                for i in range(self._later_from, end):
                     rec = hist[i]
                     if type(rec) is _Later:
                         hist[i] = rec.build(*rec.args)
-                self._later_from = len(hist)
+                self._later_from = end
         return hist
 
     def history(self) -> list[dict]:
