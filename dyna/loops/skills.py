@@ -980,19 +980,19 @@ class MemorySkillBackend:
         self._history.append(_Later(build, args))
 
     def _made(self) -> list[dict]:
+        """The records appended so far, each made (a copy of the list)."""
         hist = self._history
-        if self._later_from < len(hist):
-            with self._later_lock:   # one thread makes a record, once
-                end = len(hist)   # (a record another thread appends now: the next read)
-                for i in range(self._later_from, end):
-                    rec = hist[i]
-                    if type(rec) is _Later:
-                        hist[i] = rec.build(*rec.args)
-                self._later_from = end
-        return hist
+        with self._later_lock:   # one thread makes a record, once
+            end = len(hist)   # (a record another thread appends now: the next read's)
+            for i in range(self._later_from, end):
+                rec = hist[i]
+                if type(rec) is _Later:
+                    hist[i] = rec.build(*rec.args)
+            self._later_from = end
+        return hist[:end]
 
     def history(self) -> list[dict]:
-        return list(self._made())
+        return self._made()
 
     def put_pending(self, item: PendingItem) -> None:
         self._pending[item.id] = item
