@@ -264,6 +264,31 @@ def test_agent_answers_hostile_tool_calls_with_an_error_and_never_raises():
     assert (bool(out["success"][0]), int(out["steps"][0])) == (True, 6)
 
 
+def test_agent_answers_arguments_naming_a_key_twice_with_an_error():
+    """Which of two values counts differs between JSON readers: the call is answered as
+    one whose arguments are not JSON, with no env step, not run with the last value."""
+    from dyna.agents.llm import parse_llm_table, run_llm_agent
+
+    def run(arguments):
+        first = [ok(completion(tool_calls=[tool_call("tool_a", arguments, "d0")]))]
+        with ChatServer(first, responder=responder) as srv:
+            llm = parse_llm_table({"base_url": srv.base_url, "model": "m",
+                                   "api_key_env": KEY_ENV})
+            env = {"n_families": 1, "n_tools": 3, "n_values": 2, "length": 2,
+                   "untrusted_tools": 0}
+            out = run_llm_agent("no_learning", llm=llm, env_kwargs=env, episodes=1)
+        last = srv.requests[1]["body"]["messages"][-1]
+        return last, (bool(out["success"][0]), int(out["steps"][0]))
+
+    last, twice = run('{"value": "val_0", "value": "val_1"}')
+    assert last == {"role": "tool", "tool_call_id": "d0",
+                    "content": "error: the arguments are not JSON (duplicate key 'value')"}
+    # no env step: the same run as after a call whose value is no value at all
+    last, unknown = run('{"value": "val_9"}')
+    assert last["content"] == "error: value must be one of val_0, val_1"
+    assert twice == unknown
+
+
 def test_a_tampered_recording_is_refused_in_one_line_and_nothing_is_written(
         live_run, tmp_path, capsys):
     """Review R18: a recording truncated, edited, swapped for a link, or edited together

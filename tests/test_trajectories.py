@@ -262,6 +262,9 @@ def _nest(n):
      "traj[1].tool_calls[0].function.arguments: not JSON (NaN is not a JSON value)"),
     (_with_args('{"amount": -Infinity}'),
      "traj[1].tool_calls[0].function.arguments: not JSON (-Infinity is not a JSON value)"),
+    # which of two amounts counts differs between JSON readers: refused, not read one way
+    (_with_args('{"amount": 1, "amount": 1000}'),
+     "traj[1].tool_calls[0].function.arguments: not JSON (duplicate key 'amount')"),
     (_with_output("ok", cid=["c1"]), "traj[2].tool_call_id: must be a string"),
     (_with_output("ok", cid={"id": "c1"}), "traj[2].tool_call_id: must be a string"),
     (_with_output(_nest(99_000)), "traj[2].content: JSON nested too deeply"),
@@ -284,6 +287,10 @@ def test_a_file_nested_past_the_parser_is_not_json(tmp_path):
     with pytest.raises(TrajectoryError) as e:
         load_trajectories(p)
     assert str(e.value) == f"{p}: file: not JSON (nested too deeply)"
+    p.write_text('[{"task_id": 3, "trial": 0, "task_id": 4}]')
+    with pytest.raises(TrajectoryError) as e:
+        load_trajectories(p)
+    assert str(e.value) == f"{p}: file: not JSON (duplicate key 'task_id')"
     p.write_text(json.dumps([{"task_id": 3, "trial": 0, "pad": json.loads(_nest(40))}]))
     with pytest.raises(TrajectoryError) as e:
         load_trajectories(p)

@@ -24,7 +24,6 @@ as the endpoint reports it), ``learning_tokens`` the reviewer's; ``poisoned`` an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import numpy as np
@@ -177,8 +176,11 @@ class LLMAgent:
         name = fn.get("name") if isinstance(fn, Mapping) else None
         if not isinstance(name, str) or name not in offered:   # a list is unhashable
             return None, f"error: no tool called {str(name)[:40]!r}", {}
+        from dyna.loops._io import DuplicateKeyError, loads_unique
         try:
-            args = json.loads(fn.get("arguments") or "")
+            args = loads_unique(fn.get("arguments") or "")
+        except DuplicateKeyError as exc:   # which value counts differs between readers
+            return None, f"error: the arguments are not JSON ({exc})", {}
         except (TypeError, ValueError, RecursionError):
             return None, "error: the arguments are not JSON", {}
         value = args.get("value") if isinstance(args, dict) else None

@@ -278,8 +278,8 @@ def _unique_object(pairs: list) -> dict:
     return obj
 
 
-def loads_unique(text):
-    """``json.loads(text)``, refusing an object that names a key twice.
+def loads_unique(text, **kwargs):
+    """``json.loads(text, **kwargs)``, refusing an object that names a key twice.
 
     Raises
     ------
@@ -289,7 +289,7 @@ def loads_unique(text):
         A key named twice in one object (the message shows it redacted, at most 60
         characters).
     """
-    return json.loads(text, object_pairs_hook=_unique_object)
+    return json.loads(text, object_pairs_hook=_unique_object, **kwargs)
 
 
 def _whole_record(line: bytes) -> dict | None:

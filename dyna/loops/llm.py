@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from dyna.errors import ConfigError, check_range
+from dyna.loops._io import DuplicateKeyError, loads_unique
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact
 
 __all__ = ["ChatClient", "ChatResult", "Endpoint", "LLMReviewer", "MAX_JSON_DEPTH",
@@ -844,7 +845,9 @@ class LLMReviewer:
         if name != self.tool_name:
             return refuse(f"unknown_tool: {str(name)[:64]!r} (offered: {self.tool_name})")
         try:
-            args = json.loads(raw) if isinstance(raw, str) else None
+            args = loads_unique(raw) if isinstance(raw, str) else None
+        except DuplicateKeyError as exc:   # which value counts differs between readers
+            return refuse(f"malformed_arguments: {exc}")
         except ValueError as exc:
             return refuse(f"malformed_arguments: {exc.msg} at character {exc.pos}")
         except RecursionError:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dyna.errors import ConfigError, DynaError, MissingFileError
+from dyna.loops._io import loads_unique
 from dyna.redact import DEFAULT_SENSITIVE_KEYS
 
 __all__ = ["DIGEST_SENSITIVE_KEYS", "NOT_ACTIONS", "NO_CHANGE", "PERSONAL_FIELDS", "PREDICTORS",
@@ -73,11 +74,13 @@ MAX_DEPTH = 32
 
 
 def _loads(text: str):
-    """Strict JSON of untrusted text: NaN and Infinity refused (ValueError), nesting past
-    :data:`MAX_DEPTH` (or the parser's own limit) a ValueError "nested too deeply"."""
+    """Strict JSON of untrusted text: NaN and Infinity refused (ValueError), an object
+    naming a key twice refused (:class:`dyna.loops._io.DuplicateKeyError`, a ValueError:
+    which value counts differs between readers), nesting past :data:`MAX_DEPTH` (or the
+    parser's own limit) a ValueError "nested too deeply"."""
     from dyna.loops.llm import json_depth
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = loads_unique(text, parse_constant=_refuse_constant)
     except RecursionError:
         raise ValueError("nested too deeply") from None
     if json_depth(value) > MAX_DEPTH:
@@ -559,14 +562,15 @@ def load_trajectories(path) -> list[TrajectoryRun]:
     MissingFileError
         No such file (field ``data``).
     TrajectoryError
-        The file is not UTF-8 or not JSON, is not a list, holds two runs with the same task
-        and trial, or a run is malformed (:func:`parse_run`).
+        The file is not UTF-8 or not JSON (an object naming a key twice included), is not
+        a list, holds two runs with the same task and trial, or a run is malformed
+        (:func:`parse_run`).
     """
     p = Path(path)
     if not p.is_file():
         raise MissingFileError("data", p)
     try:
-        raw = json.loads(p.read_bytes().decode("utf-8"))
+        raw = loads_unique(p.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise TrajectoryError(p, "", "file", None, f"not UTF-8 (byte {exc.start})") from None
     except RecursionError:
