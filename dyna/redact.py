@@ -1208,6 +1208,14 @@ CLEAN_SHORT_MAX_CHARS = 64
 _CLEAN_SHORT: dict[str, None] = {}
 
 
+def known_clean(text) -> bool:
+    """True when :func:`scan_found` of a record (a dict or list) holding the string
+    ``text`` as a value would not run a detector on it: a text under 6 characters (the
+    walk skips those), or a short one it found nothing in before (its memo). False says
+    only "not known", never "holds a secret"."""
+    return type(text) is str and (len(text) < 6 or text in _CLEAN_SHORT)
+
+
 class _Found(list):
     """The detector names :func:`_scan_walk` finds, as a list (``update`` extends it):
     what :func:`scan_found` collects without building a Counter."""

@@ -146,3 +146,34 @@ def test_an_in_memory_history_made_later_is_the_history_made_at_once():
                                                     "2025-01-02T00:00:07+00:00"]
     assert "sk-proj-" not in repr(later.backend.history())
     assert not any(type(r) is S._Later for r in later.backend._history)
+
+
+def test_known_clean_texts_are_those_the_record_scan_skips_and_a_seen_text_is_rescanned():
+    from dyna.redact import known_clean, scan_found
+
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    for t in _texts(3000, 12, seed=5) + ["e1", "e12345", "tool_output", secret, "x" * 70]:
+        if known_clean(t):   # never says so of a text the record scan would catch
+            assert scan_found({"v": t}) == [] and scan_found([t]) == []
+    assert known_clean("e1") and not known_clean(secret) and not known_clean(12345)
+    # a skill whose texts went through the net before, with a secret in its provenance:
+    # the provenance is still scanned and written redacted
+    lib = S.SkillLibrary.in_memory()
+    body = "1. call `make deploy`"
+    lib.add(Skill("deploy-app", "Deploy the app.", body, ("deploy",)), run_id="e1")
+    lib.add(Skill("deploy-app-2", "Deploy the app.", body, ("deploy",),
+                  provenance=("tool_output", f"page {secret}")), run_id="e2")
+    assert lib.get("deploy-app-2").provenance[0] == "tool_output"
+    assert secret not in repr(lib.get("deploy-app-2")) and lib.redactions
+
+
+def test_an_outcome_copy_replaces_its_skill_in_the_clean_memo():
+    lib = S.SkillLibrary.in_memory()
+    lib.add(Skill("deploy-app", "Deploy the app.", "1. call `make deploy`", ("deploy",)),
+            run_id="e1")
+    for i in range(50):
+        lib.record_outcome(["deploy-app"], i % 3 != 0, f"e{i + 2}")
+    live = lib.get("deploy-app")
+    assert (live.successes, live.failures) == (33, 17)
+    # the memo holds the skill as it is now (and what the history holds), not 50 copies
+    assert lib._cleaned.get(id(live)) is live and len(lib._cleaned) <= 2

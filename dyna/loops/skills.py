@@ -46,7 +46,7 @@ from types import MappingProxyType
 from dyna._quick import quick_init
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
-from dyna.redact import check_label, scan_found
+from dyna.redact import check_label, known_clean, scan_found
 from dyna.loops._io import (CorruptFileError, SafetyNet, SymlinkError, append_jsonl,
                             atomic_write, check_no_symlink, library_lock, read_bytes_nofollow,
                             read_json, read_jsonl, read_last_jsonl)
@@ -2017,10 +2017,13 @@ class SkillLibrary(_Matcher):
         if texts is not None and texts in self._clean_texts:
             # the same description, body and triggers came through the net unchanged
             # before, in a skill with nothing else to catch: the scan of the whole record
-            # is theirs (nothing) plus the rest's, entry by entry
-            if not scan_found({"source_run": skill.source_run,
-                               "provenance": list(skill.provenance),
-                               "retired_reason": skill.retired_reason}):
+            # is theirs (nothing) plus the rest's, entry by entry (the rest's keys are
+            # no cue of any detector, so each value is scanned alone; a short or
+            # known-clean text, a run id most often, is not scanned again)
+            rest = (skill.source_run, skill.retired_reason, *skill.provenance)
+            if all(map(known_clean, rest)) or not scan_found(
+                    {"source_run": skill.source_run, "provenance": list(skill.provenance),
+                     "retired_reason": skill.retired_reason}):
                 self._mark_clean(skill)
                 return skill
         fields = {"description": skill.description, "body": skill.body,
@@ -2228,12 +2231,15 @@ class SkillLibrary(_Matcher):
                     d["last_verified"] = self._today_text()
                 else:
                     d["failures"] = skill.failures + 1
-                known = self._cleaned.get(id(skill)) is skill
+                memo = self._cleaned
+                known = memo.get(id(skill)) is skill
                 if known:   # same text: not scanned again
+                    # the copy replaces the skill in the memo: an outcome's skill is held
+                    # by the library alone, and the memo does not keep every one alive
+                    del memo[id(skill)]
                     if skill.extra or skill.extra_metadata:
                         self._mark_clean(new)
                     else:   # (_mark_clean's common case, without the call)
-                        memo = self._cleaned
                         memo[id(new)] = new
                         if len(memo) > self._cleaned_limit:
                             self._mark_clean(new)
