@@ -229,3 +229,35 @@ def test_agent_clock_follows_the_agent_and_outlives_it():
     assert clock() == EPOCH + dt.timedelta(days=6)
     del agent
     assert clock() == EPOCH + dt.timedelta(days=6)   # the last time it gave
+
+
+def test_a_run_pauses_the_cyclic_collector_and_restores_it_even_when_it_fails(monkeypatch):
+    import gc
+
+    from dyna.agents import loop_agents as L
+
+    seen = []
+    real = L.LoopAgent.episode
+
+    def episode(self):
+        seen.append(gc.isenabled())
+        if len(seen) == 3:
+            raise RuntimeError("boom")
+        return real(self)
+
+    env = {"n_families": 2, "n_tools": 3, "n_values": 2, "length": 2}
+    assert gc.isenabled()
+    out = L.run_loop_agent("naive_loop", env_kwargs=env, episodes=2, seed=1)
+    assert len(out["success"]) == 2 and gc.isenabled()
+    monkeypatch.setattr(L.LoopAgent, "episode", episode)
+    with pytest.raises(RuntimeError, match="boom"):
+        L.run_loop_agent("naive_loop", env_kwargs=env, episodes=5, seed=1)
+    assert seen == [False, False, False] and gc.isenabled()
+    gc.disable()   # off before the run: still off after it
+    try:
+        seen.clear()
+        monkeypatch.setattr(L.LoopAgent, "episode", real)
+        L.run_loop_agent("naive_loop", env_kwargs=env, episodes=2, seed=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
