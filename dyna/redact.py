@@ -68,6 +68,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyna._json import loads_unique
 from dyna.errors import ConfigError
 
 __all__ = [
@@ -1083,8 +1084,10 @@ def _embedded_json(text: str):
     s = text.strip()
     if s[:1] in "{[" and s[-1:] in "}]" and len(s) >= 2:
         try:
-            parsed = json.loads(s)
-        except (ValueError, RecursionError):   # (too deep for the decoder: text, then)
+            parsed = loads_unique(s)
+        except (ValueError, RecursionError):
+            # too deep for the decoder, or an object naming a key twice (whose parsed copy
+            # would drop a value): read as the text it is, every value scanned
             return None
         if isinstance(parsed, (dict, list)):
             return parsed

@@ -177,3 +177,26 @@ def test_an_outcome_copy_replaces_its_skill_in_the_clean_memo():
     assert (live.successes, live.failures) == (33, 17)
     # the memo holds the skill as it is now (and what the history holds), not 50 copies
     assert lib._cleaned.get(id(live)) is live and len(lib._cleaned) <= 2
+
+
+def test_json_text_naming_a_key_twice_is_scanned_as_text_and_its_secret_redacted():
+    """A parsed copy keeps the last of two values: the first, a secret, was never seen
+    by the safety net, the digest or the reviewer's redaction (review of session 16)."""
+    from dyna.loops import Digest
+    from dyna.redact import redact, redact_text, scan_found
+
+    gh = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    text = '{"note": "%s", "note": "fine"}' % gh
+    assert scan_found({"o": text}) == ["github_token"] and gh not in redact_text(text)
+    assert gh not in repr(redact({"o": text})) and gh not in repr(redact([text]))
+    d = Digest.from_run("e1", "read the page", success=True, verified=True,
+                        tool_calls=[{"name": "read", "args": {}, "output": text}])
+    assert gh not in d.tool_calls[0].output and d.redactions == 1
+    lib = S.SkillLibrary.in_memory()
+    lib.add(Skill("read-page", "Read the page.", "1. read\n" + text, ("page",)),
+            run_id="e1", reason=text)
+    assert gh not in lib.get("read-page").body and lib.redactions == {"github_token": 2}
+    assert gh not in repr(lib.history())
+    # without the repeated key the parsed text is redacted in place, as before
+    once = '{"note": "%s"}' % gh
+    assert redact({"o": once}) == {"o": '{"note": "[REDACTED]"}'}

@@ -375,6 +375,10 @@ def _reply(body_or_raw):
     (json.dumps({"choices": [{"message": {"role": "assistant", "content": "x"}}],
                  "pad": _nested(100)}).encode(), "malformed_response: nested more than 64 levels"),
     (b"<html>upstream down</html>", "malformed_response: not JSON"),
+    # "choices" twice: a harmless answer, then a tool call that a last-wins reader runs
+    (b'{"choices": [{"message": {"role": "assistant", "content": "DONE"}}], "choices": '
+     b'[{"message": {"role": "assistant", "content": null, "tool_calls": []}}]}',
+     "malformed_response: not JSON (duplicate key 'choices')"),
 ])
 def test_a_hostile_answer_ends_the_review_failed_with_its_reason(raw, reason):
     with ChatServer([_reply(raw)]) as srv:

@@ -176,7 +176,7 @@ class LLMAgent:
         name = fn.get("name") if isinstance(fn, Mapping) else None
         if not isinstance(name, str) or name not in offered:   # a list is unhashable
             return None, f"error: no tool called {str(name)[:40]!r}", {}
-        from dyna.loops._io import DuplicateKeyError, loads_unique
+        from dyna._json import DuplicateKeyError, loads_unique
         try:
             args = loads_unique(fn.get("arguments") or "")
         except DuplicateKeyError as exc:   # which value counts differs between readers

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import filelock
 
+from dyna._json import DuplicateKeyError, loads_unique
 from dyna.errors import ConfigError, DynaError
 from dyna.redact import redact, scan, scan_found
 from dyna.store.jsonl import atomic_target
@@ -256,40 +257,6 @@ def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
         fh.flush()
         if durable:
             os.fsync(fh.fileno())
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object of a file names one key twice. JSON readers differ on which value
-    counts (Python's keeps the last, a person reading the file sees the first), so such a
-    file is refused as damaged rather than read one way."""
-
-
-def _unique_object(pairs: list) -> dict:
-    """``object_pairs_hook`` of :func:`loads_unique`."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen = set()
-        for key, _ in pairs:
-            if key in seen:
-                from dyna.loops.frontmatter import _shown
-                # a key is text from the file: redacted and cut short
-                raise DuplicateKeyError(f"duplicate key {_shown(key, 60)!r}")
-            seen.add(key)
-    return obj
-
-
-def loads_unique(text, **kwargs):
-    """``json.loads(text, **kwargs)``, refusing an object that names a key twice.
-
-    Raises
-    ------
-    json.JSONDecodeError
-        Not JSON.
-    DuplicateKeyError
-        A key named twice in one object (the message shows it redacted, at most 60
-        characters).
-    """
-    return json.loads(text, object_pairs_hook=_unique_object, **kwargs)
 
 
 def _whole_record(line: bytes) -> dict | None:

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from dyna.errors import ConfigError, check_range
-from dyna.loops._io import DuplicateKeyError, loads_unique
+from dyna._json import DuplicateKeyError, loads_unique
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact
 
 __all__ = ["ChatClient", "ChatResult", "Endpoint", "LLMReviewer", "MAX_JSON_DEPTH",
@@ -341,7 +341,9 @@ def _checked_exchange(i: int, ex, seqs: set) -> dict:
     parsed = None
     if ex["response"]:
         try:
-            parsed = json.loads(ex["response"])
+            parsed = loads_unique(ex["response"])
+        except DuplicateKeyError as exc:
+            bad("response", f"not JSON text ({exc})")
         except (ValueError, RecursionError):
             bad("response", "not JSON text")
         if not isinstance(parsed, dict) or json_depth(parsed) > MAX_JSON_DEPTH:
@@ -554,7 +556,10 @@ class ChatClient:
                 return ChatResult("failed", None, f"malformed_response: more than "
                                   f"{MAX_RESPONSE_BYTES} bytes", tuple(attempts))
             try:
-                data = json.loads(raw)
+                data = loads_unique(raw)
+            except DuplicateKeyError as exc:   # which value counts differs between readers
+                return ChatResult("failed", None, f"malformed_response: not JSON ({exc})",
+                                  tuple(attempts))
             except (ValueError, RecursionError):
                 return ChatResult("failed", None, "malformed_response: not JSON",
                                   tuple(attempts))

@@ -62,7 +62,8 @@ import numpy as np
 from dyna._quick import quick_init
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
-from dyna.loops._io import SafetyNet, atomic_write, library_lock, loads_unique
+from dyna._json import loads_unique
+from dyna.loops._io import SafetyNet, atomic_write, library_lock
 from dyna.loops._text import (_COMMAND_RE, FEATURE_CACHE_SIZE, fact_key, is_concrete,
                               jaccard, similarity_matrix, text_features)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dyna.errors import ConfigError, DynaError, MissingFileError
-from dyna.loops._io import loads_unique
+from dyna._json import loads_unique
 from dyna.redact import DEFAULT_SENSITIVE_KEYS
 
 __all__ = ["DIGEST_SENSITIVE_KEYS", "NOT_ACTIONS", "NO_CHANGE", "PERSONAL_FIELDS", "PREDICTORS",
