@@ -181,3 +181,35 @@ def test_a_memory_file_naming_a_key_twice_is_refused(tmp_path):
             MemoryStore(tmp_path / "MEMORY.md").pending()
             MemoryStore(tmp_path / "MEMORY.md").history()
         f.write_bytes(raw)
+
+
+@pytest.mark.parametrize("bad", [None, 5, 1.5, ["e9"], ("e9",), {"a": 1}, b"e9"])
+def test_a_run_id_that_is_not_text_is_refused_before_anything_is_written(tmp_path, bad):
+    """It used to be written into the history, whose reader then refused the whole library
+    (every command failed on it); bytes raised a TypeError after state.json had changed."""
+    from dyna.errors import ConfigError
+    from dyna.loops.skills import Skill, SkillLibrary
+
+    lib = SkillLibrary(tmp_path / "lib")
+    lib.add(Skill("b-skill", "Build it.", "1. call `make build`"), run_id="e1")
+    files = {p: p.read_bytes() for p in (tmp_path / "lib").rglob("*") if p.is_file()}
+    mem = SkillLibrary.in_memory()
+    mem.add(Skill("b-skill", "Build it.", "1. call `make build`"), run_id="e1")
+    calls = [lambda x: x.record_outcome(["b-skill"], True, bad),
+             lambda x: x.retire("b-skill", run_id=bad),
+             lambda x: x.patch("b-skill", run_id=bad, body="1. call `make b`"),
+             lambda x: x.add(Skill("c-skill", "C.", "1. c"), run_id=bad),
+             lambda x: x.stage(Skill("d-skill", "D.", "1. d"), bad),
+             lambda x: x.propose(Skill("e-skill", "E.", "1. e"), bad),
+             lambda x: x.retire("b-skill", run_id="e2", reason=bad)]
+    for call in calls:
+        for x in (lib, mem):
+            with pytest.raises(ConfigError) as exc:
+                call(x)
+            assert exc.value.field in ("run_id", "reason")
+            assert "e9" not in str(exc.value)   # the type is shown, not the value
+    assert {p: p.read_bytes() for p in files} == files
+    assert [h.op for h in SkillLibrary(tmp_path / "lib").history()] == ["create"]
+    assert [h.op for h in mem.history()] == ["create"]
+    assert mem.get("b-skill").successes == 0 and lib.competence.posterior("b-skill") \
+        == mem.competence.posterior("b-skill")

@@ -1595,6 +1595,24 @@ def _evolve(skill: "Skill", **changes) -> "Skill":
     return new
 
 
+def _check_write(run_id, reason) -> None:
+    """The run id and reason of a write are texts (what the history's reader accepts), the
+    run id a label without a secret (:func:`dyna.redact.check_label`); checked before
+    anything is changed.
+
+    Raises
+    ------
+    ConfigError
+        ``run_id`` or ``reason`` not a string (the value shown is its type, never the
+        value), or a run id holding a secret.
+    """
+    if not isinstance(run_id, str):
+        raise ConfigError("run_id", type(run_id).__name__, "must be a string")
+    if not isinstance(reason, str):
+        raise ConfigError("reason", type(reason).__name__, "must be a string")
+    check_label("run_id", run_id)
+
+
 def _history_record(net: SafetyNet, fmt, now, seq: int, op: str, name: str, run_id: str,
                     reason: str, staged: int, change: dict | None) -> dict:
     """One history record of a :class:`SkillLibrary`, its values through the safety net
@@ -2069,7 +2087,7 @@ class SkillLibrary(_Matcher):
                 content: bool = True) -> Skill:
         """Write ``skill`` (or, ``content`` False, only its bookkeeping and status),
         redacted, and log the change; returns the skill as written."""
-        check_label("run_id", run_id)
+        _check_write(run_id, reason)
         skill = self._clean(skill)
         change = self.backend.write(skill, content=content, clean=self._net.values)
         self._place(skill)
@@ -2135,6 +2153,7 @@ class SkillLibrary(_Matcher):
         """
         if not isinstance(skill, Skill):
             raise ConfigError("skill", skill, "must be a Skill")
+        _check_write(run_id, reason)
         with self._writing():
             if skill.name in self._skills:
                 raise ConfigError("name", skill.name, "an active skill has this name; "
@@ -2144,7 +2163,6 @@ class SkillLibrary(_Matcher):
                             created=skill.created or today,
                             last_verified=skill.last_verified or skill.created or today,
                             source_run=skill.source_run or run_id)
-            check_label("run_id", run_id)
             evicted = self._make_room(skill.name, run_id)
             skill = self._commit(op, skill, run_id, reason)
             return AddResult(skill, evicted)
@@ -2158,6 +2176,7 @@ class SkillLibrary(_Matcher):
             No active skill ``name``; a change of ``name`` or ``status`` (use
             :meth:`retire` / :meth:`restore`); an invalid value.
         """
+        _check_write(run_id, reason)
         with self._writing():
             if name not in self._skills:
                 raise ConfigError("name", name, "no active skill with this name")
@@ -2175,6 +2194,7 @@ class SkillLibrary(_Matcher):
         ConfigError
             No active skill ``name``.
         """
+        _check_write(run_id, reason)
         with self._writing():
             if name not in self._skills:
                 raise ConfigError("name", name, "no active skill with this name")
@@ -2190,10 +2210,10 @@ class SkillLibrary(_Matcher):
         ConfigError
             No retired skill ``name``.
         """
+        _check_write(run_id, reason)
         with self._writing():
             if name not in self._retired:
                 raise ConfigError("name", name, "no retired skill with this name")
-            check_label("run_id", run_id)
             evicted = self._make_room(name, run_id)
             skill = _evolve(self._retired[name], status="active", retired_reason="")
             skill = self._commit("restore", skill, run_id, reason, content=False)
@@ -2213,6 +2233,7 @@ class SkillLibrary(_Matcher):
             The skills retired by this report.
         """
         success = bool(success)
+        _check_write(run_id, "")
         retired = []
         with self._writing():
             for name in dict.fromkeys(names):
@@ -2269,7 +2290,7 @@ class SkillLibrary(_Matcher):
         skill name) is fixed now."""
         if not isinstance(skill, Skill):
             raise ConfigError("skill", skill, "must be a Skill")
-        check_label("run_id", run_id)
+        _check_write(run_id, reason)
         with self._writing():
             self._staged += 1
             taken = set(self.backend.pending_numbers())
@@ -2292,6 +2313,7 @@ class SkillLibrary(_Matcher):
         untrusted one (provenance with tool output, web pages or user files) when
         ``require_approval``."""
         provenance = tuple(provenance)
+        _check_write(run_id, reason)
         if require_approval and is_untrusted(provenance):
             return self.stage(skill, run_id, provenance, reason)
         changes = {}
