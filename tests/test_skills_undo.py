@@ -115,3 +115,22 @@ def test_history_holds_diffs_not_whole_texts(tmp_path):
     assert recs[-1]["loc_before"] == "active" and recs[-1]["loc_after"] == "retired"
     assert lib.undo_run("r2") == ["big"]
     assert tree(tmp_path) == start
+
+
+def test_an_undo_that_meets_a_damaged_pending_file_changes_nothing(tmp_path):
+    """The pending folder used to be read after the skills were reverted: a damaged
+    pending file raised with SKILL.md, state.json and the history already changed."""
+    from dyna.loops._io import CorruptFileError
+
+    lib = SkillLibrary(tmp_path, clock=clock)
+    lib.add(Skill("deploy-app", "Deploy the app.", "1. call `make deploy`"), run_id="e1")
+    lib.patch("deploy-app", run_id="e2", body="1. call `make up`")
+    item = lib.stage(Skill("fix-ci", "Fix CI.", "1. rerun"), "e2", ("tool_output",))
+    pending = next((tmp_path / ".dyna").rglob(f"{item.id}*.json"))
+    text = pending.read_text()
+    assert text.count('"dest": ') == 1
+    pending.write_text(text.replace('"dest": ', '"dest": "deploy-app", "dest": ', 1))
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    with pytest.raises(CorruptFileError, match="duplicate key 'dest'"):
+        SkillLibrary(tmp_path, clock=clock).undo_run("e2")
+    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before

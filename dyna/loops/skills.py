@@ -2439,15 +2439,16 @@ class SkillLibrary(_Matcher):
             if conflicts and not force:
                 raise ConfigError("run_id", run_id, "skills changed by later runs: "
                                   f"{', '.join(conflicts)} (use force to revert anyway)")
+            # every file the undo reads is read (a damaged one raises) before it changes one
+            staged = [item for item in self.pending() if item.run_id == run_id]
             for name in sorted(first):
                 chain = [h for h in recs if h["name"] == name and h["seq"] >= first[name]
                          and h["op"] not in ("stage", "reject")]
                 skill, change = self.backend.revert(name, chain[::-1], clean=self._net.values)
                 self._place(skill, name)
                 self._log("undo", name, f"undo:{run_id}", f"reverted run {run_id}", change)
-            for item in self.pending():
-                if item.run_id == run_id:
-                    self.backend.drop_pending(item.id)
-                    self._log("reject", item.dest, f"undo:{run_id}",
-                              f"{item.id}: run {run_id} undone")
+            for item in staged:
+                self.backend.drop_pending(item.id)
+                self._log("reject", item.dest, f"undo:{run_id}",
+                          f"{item.id}: run {run_id} undone")
             return sorted(first)
