@@ -213,3 +213,28 @@ def test_a_run_id_that_is_not_text_is_refused_before_anything_is_written(tmp_pat
     assert [h.op for h in mem.history()] == ["create"]
     assert mem.get("b-skill").successes == 0 and lib.competence.posterior("b-skill") \
         == mem.competence.posterior("b-skill")
+
+
+def test_memory_file_errors_show_no_secret_of_the_line(tmp_path):
+    """A history line was cut to 60 bytes before redaction: a token cut short of its
+    detector's length was shown (29 of 36 characters); an unknown key of a pending fact
+    was quoted whole by the TypeError."""
+    from dyna.loops.memory import MemoryFileError, MemoryStore
+
+    gh = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    store = MemoryStore(tmp_path / "MEMORY.md")
+    store.add("the staging port is 8080", run_id="e1")
+    store.stage("the prod port is 9090", run_id="e2", provenance=("tool_output",))
+    hist, pend = sorted((p for p in tmp_path.rglob("*.json*") if p.is_file()),
+                        key=lambda p: p.suffix != ".jsonl")
+    raw = hist.read_bytes()
+    hist.write_bytes(b'{"op": "add", "n": "see    %s", "seq": "x"}\n' % gh.encode() + raw)
+    with pytest.raises(MemoryFileError) as exc:
+        MemoryStore(tmp_path / "MEMORY.md").history()
+    assert "ghp_A1b2" not in str(exc.value) and "[REDACTED]" in str(exc.value)
+    hist.write_bytes(raw)
+    text = pend.read_text()
+    pend.write_text(text.replace('"text": ', f'"{gh}": 1, "text": ', 1))
+    with pytest.raises(MemoryFileError) as exc:
+        MemoryStore(tmp_path / "MEMORY.md").pending()
+    assert "ghp_A1b2" not in str(exc.value) and "unexpected keyword" in str(exc.value)

@@ -66,6 +66,7 @@ from dyna._json import loads_unique
 from dyna.loops._io import SafetyNet, atomic_write, library_lock
 from dyna.loops._text import (_COMMAND_RE, FEATURE_CACHE_SIZE, fact_key, is_concrete,
                               jaccard, similarity_matrix, text_features)
+from dyna.loops.frontmatter import _shown
 
 __all__ = ["Attribute", "ConsolidationReport", "MemoryEntry", "MemoryFileError",
            "MemorySnapshot", "MemoryStore", "PendingFact", "StoreResult", "attribute_of",
@@ -644,7 +645,9 @@ def _pending_from_json(raw: bytes, path) -> list[PendingFact]:
         return [PendingFact(r["id"], MemoryEntry(**r["entry"]), r["run_id"], r["staged_at"],
                             tuple(r["provenance"]), r["reason"]) for r in recs]
     except (ValueError, TypeError, KeyError) as exc:
-        raise MemoryFileError(str(path), "pending", f"corrupt pending file ({exc})") from None
+        # the complaint can quote the file (an unknown key): shown redacted, cut short
+        raise MemoryFileError(str(path), "pending",
+                              f"corrupt pending file ({_shown(str(exc), 200)})") from None
 
 
 class _MemoryBackend:
@@ -719,8 +722,11 @@ class _HistoryLog:
                         or not isinstance(rec.get("op"), str):
                     raise ValueError("not a history record")
             except ValueError as exc:
-                raise MemoryFileError(f"{self.path}:{first_line + n}", piece[:60].decode(
-                    "utf-8", "replace"), f"corrupt history line ({exc})") from None
+                # the line redacted before it is cut (a cut can leave a secret too short
+                # for its detector)
+                raise MemoryFileError(f"{self.path}:{first_line + n}", _shown(
+                    piece[:4096].decode("utf-8", "replace"), 60),
+                    f"corrupt history line ({exc})") from None
             self.seq = max(self.seq, rec["seq"])
             self.staged += rec["op"] == "stage"
             if collect is not None:
