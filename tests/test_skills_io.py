@@ -238,3 +238,27 @@ def test_memory_file_errors_show_no_secret_of_the_line(tmp_path):
     with pytest.raises(MemoryFileError) as exc:
         MemoryStore(tmp_path / "MEMORY.md").pending()
     assert "ghp_A1b2" not in str(exc.value) and "unexpected keyword" in str(exc.value)
+
+
+def test_a_damaged_pending_file_fails_list_and_show_before_any_output(tmp_path, capsys):
+    from dyna.cli import main
+    from dyna.loops.memory import MemoryStore
+    from dyna.loops.skills import Skill, SkillLibrary
+
+    lib = SkillLibrary(tmp_path / "lib")
+    lib.add(Skill("deploy-app", "Deploy the app.", "1. call `make deploy`"), run_id="e1")
+    item = lib.stage(Skill("fix-ci", "Fix CI.", "1. rerun"), "e2", ("tool_output",))
+    p = next((tmp_path / "lib" / ".dyna").rglob(f"{item.id}*.json"))
+    p.write_text(p.read_text().replace('"dest": ', '"dest": "x", "dest": ', 1))
+    store = MemoryStore(tmp_path / "MEMORY.md")
+    store.add("the staging port is 8080", run_id="e1")
+    store.stage("the prod port is 9090", run_id="e2", provenance=("tool_output",))
+    q = next(x for x in tmp_path.rglob("*.json")
+             if x.relative_to(tmp_path).parts[0] != "lib")   # the memory's pending file
+    q.write_text(q.read_text().replace('"run_id": ', '"run_id": "x", "run_id": ', 1))
+    capsys.readouterr()
+    for argv in (["skills", "list", str(tmp_path / "lib")],
+                 ["memory", "show", str(tmp_path / "MEMORY.md")]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and "duplicate key" in err, (argv, out, err)

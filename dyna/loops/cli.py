@@ -143,9 +143,9 @@ def _list(args) -> int:
                      s.trust])
     for err in lib.errors:
         rows.append([Path(err.path).parent.name, "ERROR", "", str(err), "", "", "", "", "", ""])
+    c = lib.summary()   # (reads the pending proposals: a damaged one fails before any output)
     print(format_table(["name", "status", "kind", "triggers", "ok", "fail", "mean", "lower",
                         "verified", "trust"], rows, right={4, 5, 6, 7}))
-    c = lib.summary()
     print(f"\n{c['active']} active, {c['retired']} retired, {c['pending']} pending, "
           f"{c['failed']} failed to load ({_plural(c['total'], 'skill file')})"
           + (f", {c['warned']} loaded with warnings" if c["warned"] else ""))
@@ -473,10 +473,10 @@ def _memory(args):
 
 def _mem_show(args) -> int:
     store = _memory(args)
+    pend = store.pending()   # (a damaged pending file fails before any output)
     print(format_table(["#", "date", "source", "trust", "fact"],
                        [[i + 1, e.date, e.source, e.trust, e.text]
                         for i, e in enumerate(store.entries())], right={0}))
-    pend = store.pending()
     print(f"\n{len(store)} facts, {len(pend)} pending")
     pairs = store.unsure_pairs()
     if pairs:
