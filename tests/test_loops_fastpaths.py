@@ -200,3 +200,52 @@ def test_json_text_naming_a_key_twice_is_scanned_as_text_and_its_secret_redacted
     # without the repeated key the parsed text is redacted in place, as before
     once = '{"note": "%s"}' % gh
     assert redact({"o": once}) == {"o": '{"note": "[REDACTED]"}'}
+
+
+class _TickingTime(_dt.datetime):
+    """A datetime subclass (as freezegun's): the clock below advances one second a read."""
+
+
+def test_a_subclass_clock_is_read_once_per_change_and_both_backends_agree(tmp_path):
+    def ops(lib):
+        t = [_TickingTime(2025, 1, 1, tzinfo=_dt.timezone.utc)]
+        reads = []
+
+        def clock():
+            t[0] = t[0] + _dt.timedelta(seconds=1)
+            reads.append(1)
+            return t[0]
+
+        lib._clock = clock
+        counts = []
+        for op in (lambda: lib.add(Skill("b-skill", "Build it.", "1. call `make`"),
+                                   run_id="e1"),
+                   lambda: lib.retire("b-skill", run_id="e2"),
+                   lambda: lib.stage(Skill("c-skill", "C.", "1. c"), "e3")):
+            reads.clear()
+            op()
+            counts.append(len(reads))
+        return counts, [(h.op, h.time) for h in lib.history()]
+
+    mem, folder = ops(S.SkillLibrary.in_memory()), ops(S.SkillLibrary(tmp_path / "lib"))
+    assert mem == folder
+    # add: its date, then the change; retire: the change; stage: the item and its record
+    assert mem[0] == [2, 1, 1]
+    assert mem[1] == [("create", "2025-01-01T00:00:02+00:00"),
+                      ("retire", "2025-01-01T00:00:03+00:00"),
+                      ("stage", "2025-01-01T00:00:04+00:00")]
+
+
+@pytest.mark.parametrize("bad", ["2025-01-01", 1735689600.0, None])
+def test_a_clock_that_returns_no_datetime_is_a_typed_error_before_any_change(tmp_path, bad):
+    lib = S.SkillLibrary(tmp_path / "lib")
+    lib.add(Skill("b-skill", "Build it.", "1. call `make`"), run_id="e1")
+    files = {p: p.read_bytes() for p in (tmp_path / "lib").rglob("*") if p.is_file()}
+    lib._clock = lambda: bad
+    for op in (lambda: lib.retire("b-skill", run_id="e2"),
+               lambda: lib.add(Skill("c-skill", "C.", "1. c"), run_id="e3"),
+               lambda: lib.today()):
+        with pytest.raises(ConfigError, match="clock") as exc:
+            op()
+        assert exc.value.field == "clock"
+    assert {p: p.read_bytes() for p in files} == files and "b-skill" in lib

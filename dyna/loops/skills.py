@@ -732,8 +732,17 @@ class _Matcher:
         return iter(sorted(self._skills))
 
     def today(self) -> _dt.date:
-        """Today's date by the library clock (UTC by default)."""
-        return self._clock().date()
+        """Today's date by the library clock (UTC by default).
+
+        Raises
+        ------
+        ConfigError
+            The clock returned something other than a :class:`datetime.datetime`.
+        """
+        now = self._clock()
+        if not isinstance(now, _dt.datetime):
+            raise ConfigError("clock", type(now).__name__, "must return a datetime.datetime")
+        return now.date()
 
     def is_suspect(self, skill: Skill, today: _dt.date | None = None) -> bool:
         """True when dating is on and ``skill`` was last verified (or, never verified,
@@ -1976,10 +1985,23 @@ class SkillLibrary(_Matcher):
         else:
             self.competence.reset(name)
 
+    def _read_clock(self) -> _dt.datetime:
+        """The clock's time, checked to be a :class:`datetime.datetime`.
+
+        Raises
+        ------
+        ConfigError
+            ``clock`` returned something else (its type is named).
+        """
+        now = self._clock()
+        if type(now) is not _dt.datetime and not isinstance(now, _dt.datetime):
+            raise ConfigError("clock", type(now).__name__, "must return a datetime.datetime")
+        return now
+
     def _today_text(self) -> str:
         """``self.today().isoformat()``, remembered for the clock's last datetime (an
         exact :class:`datetime.datetime`, immutable: the same object, the same date)."""
-        now = self._clock()
+        now = self._read_clock()
         memo = self._clock_memo
         if memo is not None and memo[0] is now and memo[2] is not None:
             return memo[2]
@@ -1989,8 +2011,10 @@ class SkillLibrary(_Matcher):
                                 else None, text)
         return text
 
-    def _now(self) -> str:
-        now = self._clock()
+    def _now(self, now: _dt.datetime | None = None) -> str:
+        """The time's text (``now``, else the clock's) to the second."""
+        if now is None:
+            now = self._read_clock()
         memo = self._clock_memo
         if memo is not None and memo[0] is now and memo[1] is not None:
             return memo[1]   # the same (exact, immutable) datetime: the same text
@@ -2088,27 +2112,33 @@ class SkillLibrary(_Matcher):
         """Write ``skill`` (or, ``content`` False, only its bookkeeping and status),
         redacted, and log the change; returns the skill as written."""
         _check_write(run_id, reason)
+        now = self._read_clock()   # (a clock that fails, fails before the write)
         skill = self._clean(skill)
         change = self.backend.write(skill, content=content, clean=self._net.values)
         self._place(skill)
-        self._log(op, skill.name, run_id, reason, change)
+        self._log(op, skill.name, run_id, reason, change, now)
         return skill
 
-    def _log(self, op, name, run_id, reason, change: dict | None = None) -> None:
+    def _log(self, op, name, run_id, reason, change: dict | None = None,
+             now: _dt.datetime | None = None) -> None:
+        """Append the history record of a change made at ``now`` (read from the clock
+        once, by the caller before it changed anything, or here)."""
+        if now is None:
+            now = self._read_clock()
         self._seq += 1
         later = getattr(self.backend, "append_history_later", None)
-        if later is not None:
-            now = self._clock()
-            if type(now) is _dt.datetime:
-                # an in-memory history: the record (its redaction, its time's text) is
-                # made when it is first read, from these values (a datetime and the
-                # texts are immutable; change holds immutable Skill objects or None)
-                later(_history_record, self._net, _dt.datetime.isoformat, now, self._seq,
-                      op, name, run_id, reason, self._staged, change)
-                return
-        self.backend.append_history(_history_record(self._net, None, self._now(), self._seq,
-                                                    op, name, run_id, reason, self._staged,
-                                                    change))
+        if (later is not None and type(now) is _dt.datetime
+                and (now.tzinfo is None or type(now.tzinfo) is _dt.timezone)):
+            # an in-memory history: the record (its redaction, its time's text) is made
+            # when it is first read, from these values (an exact datetime with a fixed
+            # offset formats the same then; the texts are immutable; change holds
+            # immutable Skill objects or None)
+            later(_history_record, self._net, _dt.datetime.isoformat, now, self._seq,
+                  op, name, run_id, reason, self._staged, change)
+            return
+        self.backend.append_history(_history_record(self._net, None, self._now(now),
+                                                    self._seq, op, name, run_id, reason,
+                                                    self._staged, change))
 
     def _weakest(self) -> Skill | None:
         """The eviction candidate: the loop-written skill (one with a ``source_run``,
@@ -2301,10 +2331,12 @@ class SkillLibrary(_Matcher):
                             provenance=tuple(dict.fromkeys(skill.provenance + prov)))
             skill = self._clean(skill)
             clean = self._net.values({"provenance": list(prov), "reason": reason})
+            now = self._read_clock()
             item = PendingItem(f"p{self._staged:04d}", skill.name, skill, run_id,
-                               self._now(), tuple(clean["provenance"]), clean["reason"])
+                               self._now(now), tuple(clean["provenance"]), clean["reason"])
             self.backend.put_pending(item)
-            self._log("stage", item.dest, run_id, f"{item.id}: {reason}".rstrip(": "))
+            self._log("stage", item.dest, run_id, f"{item.id}: {reason}".rstrip(": "),
+                      now=now)
             return item
 
     def propose(self, skill: Skill, run_id: str = "", provenance: Iterable[str] = (),
