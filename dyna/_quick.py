@@ -39,13 +39,17 @@ def quick_init(cls: type) -> type:
     Raises
     ------
     TypeError
-        ``cls`` is not a frozen dataclass, has ``__slots__`` (no instance dict), a field
-        with ``init=False``, an ``InitVar`` pseudo-field, or a field the class also
-        defines as a data descriptor (its ``__set__`` would be bypassed).
+        ``cls`` is not a frozen dataclass, has its own ``__init__`` (``init=False``),
+        ``__slots__`` (no instance dict), a field with ``init=False``, an ``InitVar``
+        pseudo-field, a field the class also defines as a data descriptor (its
+        ``__set__`` would be bypassed), or a field named ``self`` or ``_qi_...`` (the
+        generated code's own names).
     """
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen:
         raise TypeError(f"quick_init: {cls.__name__} is not a frozen dataclass")
+    if not params.init:   # its __init__ is the class's own
+        raise TypeError(f"quick_init: {cls.__name__} has init=False")
     if "__slots__" in cls.__dict__:
         raise TypeError(f"quick_init: {cls.__name__} has __slots__")
     wanted = [f.name for f in dataclasses.fields(cls)]
@@ -53,26 +57,32 @@ def quick_init(cls: type) -> type:
     if sorted(have) != sorted(wanted):   # an InitVar (a parameter, no field) or init=False
         raise TypeError(f"quick_init: the __init__ of {cls.__name__} takes {have}, "
                         f"not its fields {wanted}")
-    ns: dict = {"_FACTORY": _FACTORY}
+    # the generated source's own names are self and names starting with _qi_: a field may
+    # not take one of them
+    ns: dict = {"_qi_FACTORY": _FACTORY}
     pos: list[str] = []
     kw: list[str] = []
-    body = ["d = self.__dict__"]
+    body = ["_qi_d = self.__dict__"]
     for f in dataclasses.fields(cls):
         if not f.init:
             raise TypeError(f"quick_init: field {f.name!r} of {cls.__name__} has init=False")
-        if hasattr(type(getattr(cls, f.name, None)), "__set__"):
+        if f.name == "self" or f.name.startswith("_qi_") or not f.name.isidentifier():
+            raise TypeError(f"quick_init: field {f.name!r} of {cls.__name__} takes a name "
+                            "of the generated code")
+        # (getattr_static: a descriptor's __get__ on the class would show its default)
+        if hasattr(type(inspect.getattr_static(cls, f.name, None)), "__set__"):
             raise TypeError(f"quick_init: field {f.name!r} of {cls.__name__} is a descriptor")
         if f.default is not _MISSING:
-            ns[f"_d_{f.name}"] = f.default
-            param = f"{f.name}=_d_{f.name}"
+            ns[f"_qi_default_{f.name}"] = f.default
+            param = f"{f.name}=_qi_default_{f.name}"
         elif f.default_factory is not _MISSING:
-            ns[f"_f_{f.name}"] = f.default_factory
-            param = f"{f.name}=_FACTORY"
-            body.append(f"if {f.name} is _FACTORY: {f.name} = _f_{f.name}()")
+            ns[f"_qi_factory_{f.name}"] = f.default_factory
+            param = f"{f.name}=_qi_FACTORY"
+            body.append(f"if {f.name} is _qi_FACTORY: {f.name} = _qi_factory_{f.name}()")
         else:
             param = f.name
         (kw if f.kw_only else pos).append(param)
-        body.append(f"d[{f.name!r}] = {f.name}")
+        body.append(f"_qi_d[{f.name!r}] = {f.name}")
     if hasattr(cls, "__post_init__"):
         body.append("self.__post_init__()")
     args = ", ".join(["self"] + pos + (["*"] + kw if kw else []))

@@ -110,3 +110,40 @@ def test_dyna_classes_build_the_same_objects_as_their_dataclass_init(cls, args, 
 def test_a_skill_is_still_validated_when_built():
     with pytest.raises(Exception, match="name"):
         S.Skill("Not A Name!", "d", "b")
+
+
+class _Positive:
+    """A data descriptor used as a field's default (the dataclasses docs' pattern)."""
+
+    def __set_name__(self, owner, name):
+        self._name = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        return 100 if obj is None else getattr(obj, self._name)
+
+    def __set__(self, obj, value):
+        object.__setattr__(obj, self._name, int(value))
+
+
+def test_what_the_generated_code_would_get_wrong_is_refused():
+    """The review of session 16: a descriptor field hidden by its __get__, fields named
+    like the generated code's own names, and a class with its own __init__."""
+    with pytest.raises(TypeError, match="descriptor"):
+        @quick_init
+        @dataclasses.dataclass(frozen=True)
+        class A:
+            qty: _Positive = _Positive()
+    for name in ("self", "_qi_d", "_qi_FACTORY", "_qi_factory_x"):
+        with pytest.raises(TypeError, match="name of the generated code"):
+            quick_init(dataclasses.make_dataclass("B", [(name, int)], frozen=True))
+    with pytest.raises(TypeError, match="init=False"):
+        @quick_init
+        @dataclasses.dataclass(frozen=True, init=False)
+        class C:
+            x: int
+
+            def __init__(self, x):
+                object.__setattr__(self, "x", abs(int(x)))
+    # a field named d (the first version's local name) is a field like any other
+    D = quick_init(dataclasses.make_dataclass("D", [("d", int), ("e", list)], frozen=True))
+    assert vars(D(5, [1])) == {"d": 5, "e": [1]} and D(5, [1]) == D(5, [1])
