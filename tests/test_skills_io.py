@@ -262,3 +262,31 @@ def test_a_damaged_pending_file_fails_list_and_show_before_any_output(tmp_path, 
         assert main(argv) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.count("\n") == 1 and "duplicate key" in err, (argv, out, err)
+
+
+def test_a_memory_history_whose_last_record_lost_its_newline_keeps_it(tmp_path):
+    """It was read as a torn write: invisible, then cut by the next write, whose record
+    took its seq (the attacker's find); the skills' log has kept such a record since
+    session 5."""
+    from dyna.loops.memory import MemoryFileError, MemoryStore
+
+    store = MemoryStore(tmp_path / "MEMORY.md")
+    store.add("the staging port is 8080", run_id="e1")
+    item = store.stage("the prod port is 9090", run_id="e2", provenance=("tool_output",))
+    hist = next(tmp_path.rglob("*.history.jsonl"))
+    raw = hist.read_bytes()
+    hist.write_bytes(raw[:-1])                     # an edit dropped the final newline
+    again = MemoryStore(tmp_path / "MEMORY.md")
+    assert [h["op"] for h in again.history()] == ["add", "stage"]
+    again.approve(item.id)
+    recs = MemoryStore(tmp_path / "MEMORY.md").history()
+    assert [h["op"] for h in recs][:2] == ["add", "stage"] and len(recs) >= 3
+    assert len({h["seq"] for h in recs}) == len(recs)           # no seq taken twice
+    assert hist.read_bytes().startswith(raw) and hist.read_bytes().endswith(b"\n")
+    # a torn write (a cut-off record) is still cut, and a last record naming a key twice
+    # is refused, not cut
+    hist.write_bytes(raw + b'{"seq": 9, "op": "ad')
+    assert [h["op"] for h in MemoryStore(tmp_path / "MEMORY.md").history()] == ["add", "stage"]
+    hist.write_bytes(raw + b'{"seq": 9, "op": "add", "op": "stage"}')
+    with pytest.raises(MemoryFileError, match="duplicate key 'op'"):
+        MemoryStore(tmp_path / "MEMORY.md").history()

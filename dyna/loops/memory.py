@@ -62,7 +62,7 @@ import numpy as np
 from dyna._quick import quick_init
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
-from dyna._json import loads_unique
+from dyna._json import DuplicateKeyError, loads_unique
 from dyna.loops._io import SafetyNet, atomic_write, library_lock
 from dyna.loops._text import (_COMMAND_RE, FEATURE_CACHE_SIZE, fact_key, is_concrete,
                               jaccard, similarity_matrix, text_features)
@@ -707,13 +707,30 @@ class _HistoryLog:
         self.seq = 0
         self.staged = 0
         self.torn = False     # an incomplete last line (a writer died mid-append)
+        self.open_tail = False   # the last record read has no newline (an edit dropped it)
 
     def _parse(self, data: bytes, first_line: int, collect=None):
-        """Complete lines of ``data``; returns bytes consumed and lines consumed."""
+        """The records of ``data``: its complete lines, and a last line without its newline
+        when it is a whole JSON object (an object's text ends at its closing brace, so no
+        cut-off prefix of one parses as an object; anything else is a torn tail, left
+        unread). Returns bytes consumed and lines consumed; sets :attr:`open_tail`."""
         used = n = 0
-        for piece in data.split(b"\n")[:-1]:
+        pieces = data.split(b"\n")
+        tail = pieces.pop()
+        self.open_tail = False
+        if tail.strip():
+            try:
+                whole = isinstance(loads_unique(tail), dict)
+            except DuplicateKeyError:
+                whole = True   # a whole record, damaged: refused below, never cut
+            except (ValueError, RecursionError):
+                whole = False
+            if whole:
+                pieces.append(tail)
+                self.open_tail = True
+        for i, piece in enumerate(pieces):
             n += 1
-            used += len(piece) + 1
+            used += len(piece) + (0 if self.open_tail and i == len(pieces) - 1 else 1)
             if not piece.strip():
                 continue
             try:
@@ -747,7 +764,10 @@ class _HistoryLog:
             self.pos = self.lines = self.seq = self.staged = 0
             self.torn = False
             return
+        was_open = self.open_tail
         used, n = self._parse(data, self.lines)
+        if not data:
+            self.open_tail = was_open   # nothing new: the last record still has no newline
         self.pos += used
         self.lines += n
         self.torn = used < len(data)
@@ -766,7 +786,8 @@ class _HistoryLog:
 
     def append(self, rec: dict) -> None:
         """Append under the store's lock: a torn last line left by a dead writer is cut
-        off first, so it never ends up in the middle of the file."""
+        off first, so it never ends up in the middle of the file; a whole last record
+        without its newline gets one first (it is kept)."""
         _refuse_symlink(self.path.parent)
         _refuse_symlink(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -775,6 +796,9 @@ class _HistoryLog:
             if self.torn:
                 fh.truncate(self.pos)
                 self.torn = False
+            elif self.open_tail:
+                line = b"\n" + line
+                self.open_tail = False
             fh.write(line)
             fh.flush()
             if self.durable:
