@@ -14,6 +14,12 @@ import json
 __all__ = ["DuplicateKeyError", "loads_unique"]
 
 
+#: How a message shows a key: :mod:`dyna.redact` sets it to its redaction when it loads
+#: (it reads JSON with this module, so this module cannot import it); until then no key
+#: is shown.
+show_key = None
+
+
 class DuplicateKeyError(ValueError):
     """A JSON object names one key twice. ``key`` is the key as parsed (text from the
     input); the message shows it redacted (:func:`dyna.redact.redact_text`) and cut to
@@ -24,9 +30,9 @@ class DuplicateKeyError(ValueError):
         self.key = key
 
     def __str__(self) -> str:
-        from dyna.redact import redact_text   # (dyna.redact reads JSON with this module)
-
-        shown = redact_text(self.key[:4096])
+        if show_key is None:
+            return "duplicate key (not shown)"
+        shown = show_key(self.key[:4096])
         if len(shown) > 60:
             shown = shown[:60] + "..."
         return f"duplicate key {shown!r}"

@@ -68,6 +68,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyna import _json
 from dyna._json import loads_unique
 from dyna.errors import ConfigError
 
@@ -1379,3 +1380,7 @@ def hash_features(dicts: Mapping[str, object], dim: int) -> np.ndarray:
     if norm > 0.0:
         acc /= norm
     return acc.astype(np.float32)
+
+
+# a repeated JSON key is shown redacted in its error message (dyna._json cannot import us)
+_json.show_key = redact_text

@@ -290,3 +290,15 @@ def test_a_memory_history_whose_last_record_lost_its_newline_keeps_it(tmp_path):
     hist.write_bytes(raw + b'{"seq": 9, "op": "add", "op": "stage"}')
     with pytest.raises(MemoryFileError, match="duplicate key 'op'"):
         MemoryStore(tmp_path / "MEMORY.md").history()
+
+
+def test_a_repeated_key_is_shown_only_through_the_redactor(monkeypatch):
+    from dyna import _json
+    from dyna._json import DuplicateKeyError, loads_unique
+
+    gh = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    with pytest.raises(DuplicateKeyError) as exc:
+        loads_unique('{"x": {"%s": 1, "\\u0067hp_%s": 2}}' % (gh, gh[4:]))   # one key
+    assert exc.value.key == gh and str(exc.value) == "duplicate key '[REDACTED]'"
+    monkeypatch.setattr(_json, "show_key", None)   # before dyna.redact set its redaction
+    assert str(exc.value) == "duplicate key (not shown)"
