@@ -28,6 +28,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from dyna._json import DuplicateKeyError, loads_unique
+
 from dyna.errors import ConfigError, check_range
 
 __all__ = ["AGENT_PROMPT", "LLMAgent", "LLM_DEFAULTS", "parse_llm_table", "run_llm_agent",
@@ -176,7 +178,6 @@ class LLMAgent:
         name = fn.get("name") if isinstance(fn, Mapping) else None
         if not isinstance(name, str) or name not in offered:   # a list is unhashable
             return None, f"error: no tool called {str(name)[:40]!r}", {}
-        from dyna._json import DuplicateKeyError, loads_unique
         try:
             args = loads_unique(fn.get("arguments") or "")
         except DuplicateKeyError as exc:   # which value counts differs between readers

@@ -52,8 +52,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from dyna.errors import ConfigError, check_range
 from dyna._json import DuplicateKeyError, loads_unique
+from dyna.errors import ConfigError, check_range
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact
 
 __all__ = ["ChatClient", "ChatResult", "Endpoint", "LLMReviewer", "MAX_JSON_DEPTH",

@@ -59,11 +59,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dyna._json import DuplicateKeyError, loads_unique
 from dyna._quick import quick_init
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
-from dyna._json import DuplicateKeyError, loads_unique
-from dyna.loops._io import SafetyNet, atomic_write, library_lock
+from dyna.loops._io import SafetyNet, _whole_record, atomic_write, library_lock
 from dyna.loops._text import (_COMMAND_RE, FEATURE_CACHE_SIZE, fact_key, is_concrete,
                               jaccard, similarity_matrix, text_features)
 from dyna.loops.frontmatter import _shown
@@ -720,11 +720,9 @@ class _HistoryLog:
         self.open_tail = False
         if tail.strip():
             try:
-                whole = isinstance(loads_unique(tail), dict)
+                whole = _whole_record(tail) is not None
             except DuplicateKeyError:
                 whole = True   # a whole record, damaged: refused below, never cut
-            except (ValueError, RecursionError):
-                whole = False
             if whole:
                 pieces.append(tail)
                 self.open_tail = True

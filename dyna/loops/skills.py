@@ -739,10 +739,20 @@ class _Matcher:
         ConfigError
             The clock returned something other than a :class:`datetime.datetime`.
         """
+        return self._read_clock().date()
+
+    def _read_clock(self) -> _dt.datetime:
+        """The clock's time, checked to be a :class:`datetime.datetime`.
+
+        Raises
+        ------
+        ConfigError
+            ``clock`` returned something else (its type is named).
+        """
         now = self._clock()
         if not isinstance(now, _dt.datetime):
             raise ConfigError("clock", type(now).__name__, "must return a datetime.datetime")
-        return now.date()
+        return now
 
     def is_suspect(self, skill: Skill, today: _dt.date | None = None) -> bool:
         """True when dating is on and ``skill`` was last verified (or, never verified,
@@ -1622,13 +1632,12 @@ def _check_write(run_id, reason) -> None:
     check_label("run_id", run_id)
 
 
-def _history_record(net: SafetyNet, fmt, now, seq: int, op: str, name: str, run_id: str,
+def _history_record(net: SafetyNet, now, seq: int, op: str, name: str, run_id: str,
                     reason: str, staged: int, change: dict | None) -> dict:
     """One history record of a :class:`SkillLibrary`, its values through the safety net
-    ``net``; ``now`` is its time's text, or with ``fmt`` a datetime that
-    ``fmt(now, timespec="seconds")`` formats."""
-    if fmt is not None:
-        now = fmt(now, timespec="seconds")
+    ``net``; ``now`` is its time's text, or a datetime formatted to the second."""
+    if not isinstance(now, str):
+        now = _dt.datetime.isoformat(now, timespec="seconds")
     # "time" is not scanned: _now formats a datetime itself (digits, "-", ":", "T",
     # "+"), and no detector catches such a text (60,000 random ones checked)
     rec = {"seq": seq, "op": op, "name": name,
@@ -1985,19 +1994,6 @@ class SkillLibrary(_Matcher):
         else:
             self.competence.reset(name)
 
-    def _read_clock(self) -> _dt.datetime:
-        """The clock's time, checked to be a :class:`datetime.datetime`.
-
-        Raises
-        ------
-        ConfigError
-            ``clock`` returned something else (its type is named).
-        """
-        now = self._clock()
-        if type(now) is not _dt.datetime and not isinstance(now, _dt.datetime):
-            raise ConfigError("clock", type(now).__name__, "must return a datetime.datetime")
-        return now
-
     def _today_text(self) -> str:
         """``self.today().isoformat()``, remembered for the clock's last datetime (an
         exact :class:`datetime.datetime`, immutable: the same object, the same date)."""
@@ -2133,12 +2129,12 @@ class SkillLibrary(_Matcher):
             # when it is first read, from these values (an exact datetime with a fixed
             # offset formats the same then; the texts are immutable; change holds
             # immutable Skill objects or None)
-            later(_history_record, self._net, _dt.datetime.isoformat, now, self._seq,
-                  op, name, run_id, reason, self._staged, change)
+            later(_history_record, self._net, now, self._seq, op, name, run_id, reason,
+                  self._staged, change)
             return
-        self.backend.append_history(_history_record(self._net, None, self._now(now),
-                                                    self._seq, op, name, run_id, reason,
-                                                    self._staged, change))
+        self.backend.append_history(_history_record(self._net, self._now(now), self._seq, op,
+                                                    name, run_id, reason, self._staged,
+                                                    change))
 
     def _weakest(self) -> Skill | None:
         """The eviction candidate: the loop-written skill (one with a ``source_run``,

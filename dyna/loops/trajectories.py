@@ -75,7 +75,7 @@ MAX_DEPTH = 32
 
 def _loads(text: str):
     """Strict JSON of untrusted text: NaN and Infinity refused (ValueError), an object
-    naming a key twice refused (:class:`dyna.loops._io.DuplicateKeyError`, a ValueError:
+    naming a key twice refused (:class:`dyna._json.DuplicateKeyError`, a ValueError:
     which value counts differs between readers), nesting past :data:`MAX_DEPTH` (or the
     parser's own limit) a ValueError "nested too deeply"."""
     from dyna.loops.llm import json_depth
