@@ -1,0 +1,287 @@
+"""Where the memory store keeps its facts: in memory, or in MEMORY.md with its history.
+
+Both backends give :class:`dyna.loops.memory.MemoryStore` the same operations (read and
+write the facts, append to and read the history, read and write the pending facts); the
+file backend writes MEMORY.md and the pending file atomically
+(:func:`dyna.loops._io.atomic_write`), appends the history under the store's lock, and
+never writes through a symbolic link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+from dyna._json import DuplicateKeyError, loads_unique
+from dyna.errors import ConfigError
+from dyna.loops._io import _whole_record, atomic_write, library_lock
+from dyna.loops.frontmatter import _shown
+from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact,
+                                      _parse_lines, _pending_from_json, _pending_to_json,
+                                      _render_doc)
+
+class _MemoryBackend:
+    location = None
+
+    def __init__(self):
+        self._entries: list[MemoryEntry] = []
+        self._history: list[dict] = []
+        self._pending: list[PendingFact] = []
+        self.seq = 0
+        self.staged = 0
+
+    @contextlib.contextmanager
+    def locked(self):
+        yield
+
+    def refresh(self):
+        return None
+
+    def read(self):
+        return list(self._entries)
+
+    def write(self, entries, subst=None):
+        self._entries = [(subst or {}).get(id(e), e) for e in entries]
+        return list(self._entries)
+
+    def append_history(self, rec):
+        self._history.append(rec)
+        self.seq = rec["seq"]
+        self.staged += rec["op"] == "stage"
+
+    def history(self):
+        return list(self._history)
+
+    def read_pending(self):
+        return list(self._pending)
+
+    def write_pending(self, items):
+        self._pending = list(items)
+
+
+def _refuse_symlink(p: Path, what: str = "write through") -> None:
+    """Raise a ConfigError naming ``p`` (field ``path``) when it is a symbolic link."""
+    if p.is_symlink():
+        raise ConfigError("path", str(p), f"is a symlink; refusing to {what} it")
+
+
+class _HistoryLog:
+    """The append-only history file, read incrementally (a write re-reads only what other
+    processes appended since)."""
+
+    def __init__(self, path: Path, durable: bool):
+        self.path = path
+        self.durable = durable
+        self.pos = 0          # bytes consumed (complete lines)
+        self.lines = 0        # lines consumed
+        self.seq = 0
+        self.staged = 0
+        self.torn = False     # an incomplete last line (a writer died mid-append)
+        self.open_tail = False   # the last record read has no newline (an edit dropped it)
+
+    def _parse(self, data: bytes, first_line: int, collect=None):
+        """The records of ``data``: its complete lines, and a last line without its newline
+        when it is a whole JSON object (an object's text ends at its closing brace, so no
+        cut-off prefix of one parses as an object; anything else is a torn tail, left
+        unread). Returns bytes consumed and lines consumed; sets :attr:`open_tail`."""
+        used = n = 0
+        pieces = data.split(b"\n")
+        tail = pieces.pop()
+        self.open_tail = False
+        if tail.strip():
+            try:
+                whole = _whole_record(tail) is not None
+            except DuplicateKeyError:
+                whole = True   # a whole record, damaged: refused below, never cut
+            if whole:
+                pieces.append(tail)
+                self.open_tail = True
+        for i, piece in enumerate(pieces):
+            n += 1
+            used += len(piece) + (0 if self.open_tail and i == len(pieces) - 1 else 1)
+            if not piece.strip():
+                continue
+            try:
+                rec = loads_unique(piece)
+                if not isinstance(rec, dict) or not isinstance(rec.get("seq"), int) \
+                        or not isinstance(rec.get("op"), str):
+                    raise ValueError("not a history record")
+            except ValueError as exc:
+                # the line redacted before it is cut (a cut can leave a secret too short
+                # for its detector)
+                raise MemoryFileError(f"{self.path}:{first_line + n}", _shown(
+                    piece[:4096].decode("utf-8", "replace"), 60),
+                    f"corrupt history line ({exc})") from None
+            self.seq = max(self.seq, rec["seq"])
+            self.staged += rec["op"] == "stage"
+            if collect is not None:
+                collect.append(rec)
+        return used, n
+
+    def refresh(self) -> None:
+        _refuse_symlink(self.path.parent, "read through")   # dyna's own file: never a link
+        _refuse_symlink(self.path, "read through")
+        try:
+            with open(self.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size < self.pos:               # replaced or truncated: read it again
+                    self.pos = self.lines = self.seq = self.staged = 0
+                fh.seek(self.pos)
+                data = fh.read()
+        except FileNotFoundError:
+            self.pos = self.lines = self.seq = self.staged = 0
+            self.torn = False
+            return
+        was_open = self.open_tail
+        used, n = self._parse(data, self.lines)
+        if not data:
+            self.open_tail = was_open   # nothing new: the last record still has no newline
+        self.pos += used
+        self.lines += n
+        self.torn = used < len(data)
+
+    def records(self) -> list[dict]:
+        _refuse_symlink(self.path.parent, "read through")
+        _refuse_symlink(self.path, "read through")
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        out: list[dict] = []
+        fresh = _HistoryLog(self.path, self.durable)
+        fresh._parse(data, 0, out)
+        return out
+
+    def append(self, rec: dict) -> None:
+        """Append under the store's lock: a torn last line left by a dead writer is cut
+        off first, so it never ends up in the middle of the file; a whole last record
+        without its newline gets one first (it is kept)."""
+        _refuse_symlink(self.path.parent)
+        _refuse_symlink(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = (json.dumps(rec, ensure_ascii=True, sort_keys=True) + "\n").encode("ascii")
+        with open(self.path, "ab") as fh:
+            if self.torn:
+                fh.truncate(self.pos)
+                self.torn = False
+            elif self.open_tail:
+                line = b"\n" + line
+                self.open_tail = False
+            fh.write(line)
+            fh.flush()
+            if self.durable:
+                os.fsync(fh.fileno())
+        self.pos += len(line)
+        self.lines += 1
+        self.seq = max(self.seq, rec["seq"])
+        self.staged += rec["op"] == "stage"
+
+
+class _FileBackend:
+    def __init__(self, path, durable=True, lock_timeout=30.0):
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise ConfigError("path", str(path), "is a folder; give the MEMORY.md file")
+        if self.path.is_symlink() or (self.path.exists() and not self.path.is_file()):
+            # a device (/dev/null), FIFO or socket would be replaced by the atomic rename,
+            # and a link would write elsewhere: refused before anything is created
+            raise ConfigError("path", str(path), "is not a regular file (a device, FIFO, "
+                              "socket or symbolic link); give a MEMORY.md file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._side = self.path.parent / ".dyna"
+        self._hist = self._side / f"{self.path.name}.history.jsonl"
+        self._pend = self._side / f"{self.path.name}.pending.json"
+        self.durable = durable
+        self._log = _HistoryLog(self._hist, durable)
+        self._lock_timeout = lock_timeout
+        self._lock = None          # made at the first write: reading creates no file
+        self._lines: list | None = None
+        self._stat = None
+        self._entries: list[MemoryEntry] = []
+
+    @property
+    def location(self):
+        return self.path
+
+    @property
+    def seq(self):
+        return self._log.seq
+
+    @property
+    def staged(self):
+        return self._log.staged
+
+    @contextlib.contextmanager
+    def locked(self):
+        """The inter-process lock, with the file and the history re-read under it."""
+        if self._lock is None:
+            # .dyna/MEMORY.md.lock, beside the history: no stray file next to MEMORY.md
+            self._lock = library_lock(self._side / self.path.name, self._lock_timeout)
+        with self._lock:
+            # always re-read: inode numbers are reused and mtimes are coarse (a few ms),
+            # so a same-size rewrite by another process could pass for "unchanged"
+            self._stat = None
+            self.refresh()
+            yield
+
+    def refresh(self):
+        """Re-read MEMORY.md when it changed (inode, size, mtime) and the history's new
+        lines; returns the facts, or None when MEMORY.md did not change."""
+        self._log.refresh()
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            changed = self._stat is not None or self._lines is None
+            self._stat, self._lines, self._entries = None, [], []
+            return [] if changed else None
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if key == self._stat:
+            return None
+        raw = self.path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MemoryFileError(str(self.path), f"byte {exc.start}",
+                                  f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                                  f"{exc.start} cannot be decoded)") from None
+        self._lines = _parse_lines(text, self.path)
+        self._entries = [e for _, e in self._lines if e is not None]
+        self._stat = key
+        return list(self._entries)
+
+    def read(self):
+        got = self.refresh()
+        return list(self._entries) if got is None else got
+
+    def write(self, entries, subst=None):
+        for p in (self.path, self._side):
+            _refuse_symlink(p)
+        text = _render_doc(self._lines, entries, subst)
+        atomic_write(self.path, text, durable=self.durable)
+        self._stat = None
+        return self.read()
+
+    def append_history(self, rec):
+        _refuse_symlink(self._side)
+        self._log.append(rec)
+
+    def history(self):
+        return self._log.records()
+
+    def read_pending(self):
+        for p in (self._side, self._pend):
+            _refuse_symlink(p, "read through")
+        try:
+            raw = self._pend.read_bytes()
+        except FileNotFoundError:
+            return []
+        return _pending_from_json(raw, self._pend)
+
+    def write_pending(self, items):
+        for p in (self._side, self._pend):
+            _refuse_symlink(p)
+        self._pend.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self._pend, _pending_to_json(items), durable=self.durable)
+
