@@ -8,7 +8,8 @@ import pytest
 
 from dyna.agents.baselines import (BASELINES, AWM, ExpeL, Knowledge, Mem0V2, Mem0V3,
                                    NaiveGrowth, Reflexion, RunRecord, SelectiveAddDelete,
-                                   Voyager, _Fact, make_baseline)
+                                   Voyager, make_baseline)
+from dyna.agents.baselines.mem0 import Fact
 from dyna.agents.loop_agents import run_loop_agent
 from envs.agent_tasks import AgentTaskEnv
 
@@ -198,9 +199,9 @@ def test_mem0_v2_adds_updates_deletes_and_does_nothing(env):
 
 def test_mem0_v2_compares_with_the_same_key_and_step_first(env):
     b = Mem0V2(env, 0)
-    f = _Fact(("bako", "dire"), 0, A, 0)
-    same_slot = _Fact(("bako", "dire"), 0, D, 0)
-    other_key = _Fact(("fiku", "dire"), 0, A, 0)
+    f = Fact(("bako", "dire"), 0, A, 0)
+    same_slot = Fact(("bako", "dire"), 0, D, 0)
+    other_key = Fact(("fiku", "dire"), 0, A, 0)
     assert b.similarity(f, same_slot) == 6.0 and b.similarity(f, other_key) == 4 / 3 + 3
     for w in ("fiku", "gamo", "hila", "kepo", "mivu", "nora"):   # six keys with call A
         b.learn(run(*ok(A), task=f"{w} zuto lumo"))

@@ -1,0 +1,75 @@
+"""Selective addition with history-based deletion (Xiong et al. 2025)."""
+
+from __future__ import annotations
+
+from dyna.agents.baselines.common import RunRecord, steps
+from dyna.agents.baselines.records import Records
+
+
+class SelectiveAddDelete(Records):
+    """Selective addition with history-based deletion (Xiong et al. 2025, arXiv
+    2505.16067, code: yuplin2333/agent_memory_manage ``main_strict.py`` and
+    ``ExperienceMemory.find_worst_memory``): only good records are added; records whose
+    reuse keeps leading to failures are deleted.
+
+    When it writes
+        A run is added (a raw record as in :class:`NaiveGrowth`: no LLM call, 0 tokens)
+        only when it succeeded. The paper uses future task outcomes as labels (the
+        "strict" evaluator compares with the ground truth), so the label is
+        ``verified_success``. A success has no failing last call, so a record holds the
+        calls that went through.
+    When it deletes (the code's rule)
+        Every task's outcome is recorded against the record it reused (``record_l2``);
+        after the task (and after its own addition), when more than ``MIN_SIZE`` records
+        are stored, the one record reused at least ``MIN_REUSES`` times whose mean outcome
+        is worse than the success threshold, here a failure rate above ``MAX_FAILURE``,
+        is deleted, the worst first (ties: the oldest); at most one per task. The values
+        are the code's deletion settings (``DELETION_RETREIVAL_N_TIMES = 3``,
+        ``DELETION_L2_THRESHOLD`` = the success threshold, ``MIN_MEMORY_SIZE = 1``). The
+        code retrieves one record per task, so that record is the one reused; with top-5
+        retrieval a retrieved record counts as reused when the run followed it (made one
+        of its calls at that call's position).
+    Retrieval
+        As :class:`NaiveGrowth`: top 5 by task-text similarity.
+    """
+
+    name = "selective_add_delete"
+    #: Reuses a record needs before it can be deleted.
+    MIN_REUSES = 3
+    #: Failure rate of its reuses above which a record can be deleted.
+    MAX_FAILURE = 0.5
+    #: No deletion while this few records (or fewer) are stored.
+    MIN_SIZE = 1
+
+    def __init__(self, env, seed: int, **kwargs):
+        super().__init__(env, seed, **kwargs)
+        #: Record id -> outcomes of the runs that reused it (True: failed).
+        self.reuses: dict[int, list] = {}
+        #: Records deleted after failed reuses.
+        self.deleted = 0
+
+    def learn(self, run: RunRecord) -> int:
+        task, rids = self._retrieved
+        self._retrieved = (None, [])
+        if task == run.task:
+            made = {(pos, self._named(call)) for pos, call, _ in steps(run)}
+            for rid in rids:
+                rec = self.records.get(rid)
+                if rec is not None and any((pos, c) in made
+                                           for pos, c in enumerate(rec.calls)):
+                    self.reuses.setdefault(rid, []).append(not run.verified_success)
+        if run.verified_success:
+            calls = self._ok_calls(run)
+            if calls:
+                self._store(run, calls)
+        if len(self.records) > self.MIN_SIZE:
+            worst = None
+            for rid, outcomes in self.reuses.items():
+                rate = sum(outcomes) / len(outcomes)
+                if len(outcomes) >= self.MIN_REUSES and rate > self.MAX_FAILURE and (
+                        worst is None or rate > worst[0]):
+                    worst = (rate, rid)
+            if worst is not None:
+                del self.records[worst[1]], self.reuses[worst[1]]
+                self.deleted += 1
+        return 0
