@@ -76,15 +76,28 @@ def jobs() -> list[tuple]:
     return out
 
 
+#: The per-episode fields fingerprinted: what the agent did and what its store held (the
+#: competence columns, which only report, and the fields added for the v3 checks are not
+#: among them, so adding a report column leaves every fingerprint as it is).
+FINGERPRINT_FIELDS = ("family", "success", "self_assessed", "escalated", "incident", "steps",
+                      "tokens", "learning_tokens", "context_entries", "library_size",
+                      "poisoned", "stale", "drift", "drift_family", "acted_outcome_gate",
+                      "acted_redaction", "acted_secret_scan", "acted_novelty_check",
+                      "acted_grading", "acted_cap_eviction", "acted_dating",
+                      "acted_retire_on_contradiction", "acted_approval_for_untrusted",
+                      "acted_consolidation_every", "approved", "rejected")
+
+
 def run_job(job: tuple) -> tuple[str, str]:
-    """``(label, sha256 hex)`` of one job's per-episode outputs."""
+    """``(label, sha256 hex)`` of one job's per-episode outputs (:data:`FINGERPRINT_FIELDS`)."""
     from dyna.agents.loop_agents import EPISODE_FIELDS, run_loop_agent
 
     label, variant, store, env_kwargs, episodes, seed, run, policy, loop = job
     out = run_loop_agent(variant, store=store, env_kwargs=env_kwargs, episodes=episodes,
                          seed=seed, run_index=run, params=policy, loop_config=loop)
     h = hashlib.sha256()
-    for k, dt in EPISODE_FIELDS.items():
+    for k in FINGERPRINT_FIELDS:
+        dt = EPISODE_FIELDS[k]
         arr = out[k]
         assert arr.dtype == dt, (k, arr.dtype)
         h.update(k.encode())

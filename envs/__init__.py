@@ -9,6 +9,8 @@
 * ``dyna/AgentTasks-v0`` -- recurring agent tasks (:class:`envs.agent_tasks.AgentTaskEnv`)
 * ``dyna/AgentTasks-v1`` -- the same with every failure mode given a cost
   (:class:`envs.agent_tasks.AgentTaskEnvV1`)
+* ``dyna/AgentTasks-v2`` -- calibrated presets, decoy values, a chosen drift family,
+  paraphrases and retrials (:class:`envs.agent_tasks_v2.AgentTaskEnvV2`)
 * ``dyna/Escalation-v0`` -- act or escalate, one task per step (:class:`envs.escalation.EscalationEnv`)
 
 and :func:`make_table` gives the transition table of any of them, or of Gymnasium's own
@@ -41,6 +43,8 @@ if "dyna/AgentTasks-v0" not in gym.registry:  # one episode = one agent run on o
     gym.register(id="dyna/AgentTasks-v0", entry_point="envs.agent_tasks:AgentTaskEnv")
 if "dyna/AgentTasks-v1" not in gym.registry:
     gym.register(id="dyna/AgentTasks-v1", entry_point="envs.agent_tasks:AgentTaskEnvV1")
+if "dyna/AgentTasks-v2" not in gym.registry:
+    gym.register(id="dyna/AgentTasks-v2", entry_point="envs.agent_tasks_v2:AgentTaskEnvV2")
 if "dyna/Escalation-v0" not in gym.registry:  # one episode = one pass over a task stream
     gym.register(id="dyna/Escalation-v0", entry_point="envs.escalation:EscalationEnv")
 
@@ -122,5 +126,44 @@ def make_table(env_id: str, **kwargs) -> tuple[TabularTable, dict]:
     return make_toytext_table(env_id, **kwargs)
 
 
-__all__ = ["BatchedStepper", "MAZES", "TabularTable", "make_env", "make_table", "resolve_id",
+#: The agent-task environments an agent-tasks experiment may name in ``[env] id``.
+AGENT_TASK_IDS = ("dyna/AgentTasks-v0", "dyna/AgentTasks-v1", "dyna/AgentTasks-v2")
+
+
+def make_agent_task_env(env_kwargs: dict | None = None):
+    """The agent-task environment an experiment's ``[env]`` table describes.
+
+    Parameters
+    ----------
+    env_kwargs : dict
+        Constructor keywords, plus ``id`` (one of :data:`AGENT_TASK_IDS`; default
+        ``"dyna/AgentTasks-v0"``, :class:`envs.agent_tasks.AgentTaskEnv`, whose keywords
+        give v1's mechanics too).
+
+    Returns
+    -------
+    AgentTaskEnv
+        A new, unreset environment (the class itself, not a Gymnasium wrapper).
+
+    Raises
+    ------
+    ConfigError
+        ``env.id`` unknown, or a keyword unknown or out of range (naming it).
+    """
+    from envs.agent_tasks import AgentTaskEnv, AgentTaskEnvV1
+    from envs.agent_tasks_v2 import AgentTaskEnvV2
+
+    kwargs = dict(env_kwargs or {})
+    env_id = kwargs.pop("id", AGENT_TASK_IDS[0])
+    classes = dict(zip(AGENT_TASK_IDS, (AgentTaskEnv, AgentTaskEnvV1, AgentTaskEnvV2)))
+    if env_id not in classes:
+        raise ConfigError("env.id", env_id, f"must be one of {AGENT_TASK_IDS}")
+    try:
+        return classes[env_id](**kwargs)
+    except TypeError as exc:
+        raise ConfigError("env", kwargs, str(exc)) from None
+
+
+__all__ = ["AGENT_TASK_IDS", "BatchedStepper", "MAZES", "TabularTable",
+           "make_agent_task_env", "make_env", "make_table", "resolve_id",
            "table_from_P"]

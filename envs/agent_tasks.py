@@ -518,8 +518,7 @@ class AgentTaskEnv(gym.Env):
 
     def _drift_once(self, episode: int) -> dict:
         rng = self._rng_drift
-        f = bisect.bisect_right(self._arrival_cum, rng.random())
-        f = min(f, self.n_families - 1)
+        f = self._drift_target(rng)
         if self.drift_kind:
             return self._drift_kind_once(episode, f)
         k = int(rng.integers(self.length))
@@ -541,6 +540,10 @@ class AgentTaskEnv(gym.Env):
                  "new": new}
         self.drift_log.append(event)
         return event
+
+    def _drift_target(self, rng) -> int:
+        """The family a drift changes: drawn by arrival frequency from the drift stream."""
+        return min(bisect.bisect_right(self._arrival_cum, rng.random()), self.n_families - 1)
 
     def _other(self, rng, old: int, choices) -> int:
         others = [c for c in choices if c != old]
@@ -635,14 +638,7 @@ class AgentTaskEnv(gym.Env):
             self._drift_next += 1
         if self.drift_rate > 0.0 and self._rng_drift.random() < self.drift_rate:
             drifts.append(self._drift_once(e))
-        rng = self._rng_arrivals
-        f = bisect.bisect_right(self._arrival_cum, rng.random())
-        self.family = min(f, self.n_families - 1)
-        base = self.n_families * self.n_triggers
-        distract = base + rng.choice(self.n_distractor_words, size=self.n_distractors,
-                                     replace=False)
-        self.description_ids = np.concatenate([self.triggers[self.family],
-                                               distract.astype(np.int64)])
+        self.family, self.description_ids = self._next_task()
         vocab = self.vocabulary
         self.description = " ".join([vocab[i] for i in self.description_ids.tolist()])
         self.position = 0
@@ -672,6 +668,22 @@ class AgentTaskEnv(gym.Env):
                 "description": self.description, "drift": drifts,
                 "follow_factor": self._follow, "context_entries": self.context_entries}
         return self._obs(), info
+
+    def _next_task(self) -> tuple[int, np.ndarray]:
+        """The next task: its family (drawn by arrival frequency) and its description's
+        word ids (the family's triggers, then fresh distractors), both from the arrivals
+        stream."""
+        rng = self._rng_arrivals
+        f = min(bisect.bisect_right(self._arrival_cum, rng.random()), self.n_families - 1)
+        base = self.n_families * self.n_triggers
+        distract = base + rng.choice(self.n_distractor_words, size=self.n_distractors,
+                                     replace=False)
+        return f, np.concatenate([self.triggers[f], distract.astype(np.int64)])
+
+    def _decoy(self, family: int, step: int) -> int:
+        """The value that looks right at ``step`` of ``family``'s procedure without being
+        it (-1: none; every value but the right one errors)."""
+        return -1
 
     def _obs(self) -> dict:
         return {"description": self.description_ids.copy(),
@@ -716,7 +728,8 @@ class AgentTaskEnv(gym.Env):
             out = f"error: {name}: no such tool"
         elif right_tool and value == self.values[f, k] or (
                 right_tool and self._silent_u is not None
-                and self._silent_u[i] < self.silent_wrong_rate):
+                and self._silent_u[i] < self.silent_wrong_rate) or (
+                right_tool and value == self._decoy(f, k)):
             # a silent wrong call (right tool, wrong value) looks exactly like the right one
             # and the procedure goes on; the run is verified a failure at its end
             silent = bool(value != self.values[f, k])

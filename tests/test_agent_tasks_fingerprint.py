@@ -1,9 +1,9 @@
 """The loop agents' per-episode outputs on the v2 worlds are those of before the speed work.
 
-sha256 prefixes of every field of EPISODE_FIELDS (the safeguards' acted_* counts among
-them) of one run of 250 episodes (seed 0, run 1), computed by
-benchmarks/fingerprint_agent_tasks.py's run_job with the code as it was at commit 96f1a68,
-before the loop-agent speed-ups of issue 16. The full set (every variant, six v2 and five
+sha256 prefixes of the behaviour fields (benchmarks/fingerprint_agent_tasks.py's
+FINGERPRINT_FIELDS, the safeguards' acted_* counts among them) of one run of 250 episodes
+(seed 0, run 1), computed by its run_job with the code at commit 211df21, whose every field
+equalled the code before the loop-agent speed-ups (commit 96f1a68). The full set (every variant, six v2 and five
 v0 scenarios per store) is benchmarks/fingerprint_agent_tasks.py --check.
 """
 
@@ -19,17 +19,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from fingerprint_agent_tasks import run_job  # noqa: E402
 
 GOLDEN = {
-    ("skill", "injection-0.5", "naive_loop"): "a367038b5f995d67",
-    ("skill", "injection-0.5", "skill_loop"): "7716eb74c23fe167",
-    ("skill", "injection-0.5", "skill_loop-no_outcome_gate"): "818233111df5f30b",
-    ("skill", "injection-0.5", "skill_loop-no_approval_for_untrusted"): "c2c8af574b662bf2",
-    ("skill", "learning_from_failure-0.5", "skill_loop-no_outcome_gate"): "9cc4d46e92d4e91a",
-    ("memory", "injection-0.5", "naive_loop"): "45cfc279a29702a5",
-    ("memory", "injection-0.5", "memory_loop"): "b1a930ac023c3bee",
-    ("memory", "injection-0.5", "memory_loop-no_outcome_gate"): "5bad64e23160336c",
-    ("memory", "injection-0.5", "memory_loop-no_approval_for_untrusted"): "a9e17944773ee3a4",
+    ("skill", "injection-0.5", "naive_loop"): "4cc40863af2eacda",
+    ("skill", "injection-0.5", "skill_loop"): "94099cb292f2203f",
+    ("skill", "injection-0.5", "skill_loop-no_outcome_gate"): "b3329df427179b48",
+    ("skill", "injection-0.5", "skill_loop-no_approval_for_untrusted"): "7b70b85ac787aeaa",
+    ("skill", "learning_from_failure-0.5", "skill_loop-no_outcome_gate"): "175d054e308ac556",
+    ("memory", "injection-0.5", "naive_loop"): "4c40e908beff2d6e",
+    ("memory", "injection-0.5", "memory_loop"): "2944562209f2e33c",
+    ("memory", "injection-0.5", "memory_loop-no_outcome_gate"): "1de38e7c2dc9d900",
+    ("memory", "injection-0.5", "memory_loop-no_approval_for_untrusted"): "4dd130386ca84097",
     ("memory", "learning_from_failure-0.5", "memory_loop-no_outcome_gate"):
-        "60996f1e9557cec7",
+        "7b4ecf72715db7f9",
 }
 
 

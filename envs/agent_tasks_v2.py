@@ -1,0 +1,242 @@
+"""``dyna/AgentTasks-v2``: recurring agent tasks calibrated so that each learning-loop
+safeguard's effect can be identified.
+
+The world, the actions, the observation, the tokens and the random streams are those of
+:class:`envs.agent_tasks.AgentTaskEnv` (read its module docstring first). Version 2 adds
+presets and four mechanics, each a keyword:
+
+Presets (``preset``)
+    ``"base"`` (:data:`PRESETS`): the setting the v3 experiments' hypotheses are about. A
+    blind agent (no learning) succeeds on about a quarter of its tasks and the same policy
+    given the true procedure on nine in ten (informative errors, 5 tools, 3 values,
+    3-call procedures with one decoy step, a budget of 12 calls; measured on development
+    seeds with the loop agents' policy at ``p_follow = 0.9``), so a loop that learns has
+    room to help and a loop that learns wrong has room to hurt. Any keyword overrides the
+    preset.
+
+Decoy values (learning from failure; ``decoy_steps``)
+    ``decoy_steps`` steps of each family's procedure (drawn once per world) have a *decoy*
+    value: with the right tool it returns the ok output and the procedure goes on, but
+    the run is verified a failure at its end (a silent wrong value). A run that met a
+    decoy is self-assessed a success with probability ``min(1, false_success_rate *
+    silent_judge_factor)``. A lesson written from such a run holds the decoy, and
+    following it fails every task of the family silently: learning from a falsely judged
+    run is harmful.
+
+Drift of a chosen family (``drift_family``)
+    With ``drift_at``, the drift changes ``drift_family`` (an int; default 0, the most
+    frequent family) instead of a family drawn by arrival frequency, so the drift hits a
+    family the loop has had time to learn. A drift of a step's value leaves the old value
+    accepted silently, as a deprecated parameter that still answers ok: the old value
+    becomes that step's decoy, so a stale lesson fails its runs without an error.
+
+Near-duplicates (volume; ``n_paraphrases``)
+    Each family's task text comes in ``n_paraphrases`` wordings. Every wording keeps the
+    family's first trigger word (its *core* word) and has trigger words of its own in the
+    other slots; each fresh task draws its wording uniformly from its own stream. A loop
+    that keys lessons on a task's first words writes one near-duplicate lesson per
+    wording, and each of them matches every task of the family through the core word.
+
+Retrials (``max_retrials``)
+    A task instance whose run failed is presented again (same family, same description)
+    at the next reset, up to ``max_retrials`` times, as an evaluator with retrials does
+    (Reflexion). A retrial draws nothing from the arrivals stream, so the *k*-th fresh task
+    is the same for every agent. Reset's info carries ``task_instance`` (0-based id of the
+    fresh task) and ``retrial`` (0 for a fresh task, *k* for its *k*-th retrial); so does
+    every step's info.
+
+Version history
+    v2: first version (presets, decoy values, a chosen drift family, paraphrases,
+    retrials). v0 and v1 are unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from dyna.errors import ConfigError, check_range
+from envs.agent_tasks import AgentTaskEnv, word_list
+
+__all__ = ["AgentTaskEnvV2", "PRESETS"]
+
+#: Keyword settings of each preset (any keyword given to the env overrides them).
+PRESETS: dict[str, dict] = {
+    "base": {
+        "n_families": 8, "n_tools": 5, "n_values": 3, "length": 3, "n_triggers": 3,
+        "n_distractors": 2, "zipf_s": 1.0, "step_slack": 9,
+        "uninformative_errors": False, "silent_wrong_rate": 0.0, "destructive_rate": 0.25,
+        "decoy_steps": 1, "shared_trigger_fraction": 0.0, "catalog_tokens": 30,
+        "tokens_per_entry": 50, "untrusted_tools": 2, "silent_judge_factor": 2.0,
+        "planted_follow_rate": 0.1, "drift_family": 0,
+    },
+}
+
+#: Streams of the v2 mechanics: children of the world seed's SeedSequence spawned after
+#: the nine of v0 and v1 (:meth:`AgentTaskEnv._build_world`).
+V2_STREAMS = ("world_v2", "paraphrase")
+_EARLIER_STREAMS = 9
+
+
+class AgentTaskEnvV2(AgentTaskEnv):
+    """``dyna/AgentTasks-v2`` (see the module docstring).
+
+    Parameters
+    ----------
+    preset : {"base"}
+        The setting to start from (:data:`PRESETS`).
+    decoy_steps : int
+        Steps per family with a decoy value, ``0 .. length``; needs ``n_values >= 2``.
+    drift_family : int or None
+        The family every drift changes (None: drawn by arrival frequency, as in v0).
+    n_paraphrases : int
+        Wordings per family, >= 1 (1: every task of a family has the same trigger words).
+    max_retrials : int
+        Times a failed task instance is presented again, >= 0.
+    **kwargs
+        Any keyword of :class:`envs.agent_tasks.AgentTaskEnv`; overrides the preset.
+
+    Raises
+    ------
+    ConfigError
+        An unknown preset, or any keyword out of range, naming it.
+    """
+
+    def __init__(self, preset: str = "base", *, decoy_steps: int | None = None,
+                 drift_family: int | None = -1, n_paraphrases: int = 1,
+                 max_retrials: int = 0, **kwargs):
+        if preset not in PRESETS:
+            raise ConfigError("preset", preset, f"must be one of {tuple(PRESETS)}")
+        settings = {**PRESETS[preset], **kwargs}
+        if kwargs.get("max_steps") is not None and "step_slack" not in kwargs:
+            del settings["step_slack"]   # an explicit budget replaces the preset's slack
+        preset_decoys = settings.pop("decoy_steps", 0)
+        preset_drift = settings.pop("drift_family", None)
+        super().__init__(**settings)
+        self.preset = preset
+        self.decoy_steps = check_range(
+            "decoy_steps", preset_decoys if decoy_steps is None else decoy_steps, 0,
+            self.length, integer=True)
+        if self.decoy_steps and self.n_values < 2:
+            raise ConfigError("decoy_steps", self.decoy_steps, "needs n_values >= 2")
+        drift_family = preset_drift if drift_family == -1 else drift_family
+        self.drift_family = (None if drift_family is None else check_range(
+            "drift_family", drift_family, 0, self.n_families - 1, integer=True))
+        self.n_paraphrases = check_range("n_paraphrases", n_paraphrases, 1, None,
+                                         integer=True)
+        if self.n_paraphrases > 1 and self.n_triggers < 2:
+            raise ConfigError("n_paraphrases", n_paraphrases, "needs n_triggers >= 2 (a "
+                              "core word and a word of each wording)")
+        self.max_retrials = check_range("max_retrials", max_retrials, 0, None, integer=True)
+        # the other wordings' trigger words take the ids after the first wording's
+        # triggers and the distractor pool, before the shared words
+        self.n_paraphrase_words = (self.n_families * (self.n_paraphrases - 1)
+                                   * (self.n_triggers - 1))
+        self.vocab_size += self.n_paraphrase_words
+        if self.vocab_size > len(word_list()):
+            raise ConfigError("n_paraphrases", n_paraphrases,
+                              f"needs {self.vocab_size} words, more than {len(word_list())}")
+        self.observation_space["description"] = spaces.MultiDiscrete(
+            [self.vocab_size] * self.n_words)
+        self.task_instance = -1
+        self.retrial = 0
+        self._failed = False
+
+    # ------------------------------------------------------------------ world
+    def _build_world(self, seed) -> None:
+        super()._build_world(seed)
+        world_v2, paraphrase = (
+            np.random.Generator(np.random.PCG64(s))
+            for s in np.random.SeedSequence(seed).spawn(_EARLIER_STREAMS + 2)[-2:])
+        # wordings: (n_families, n_paraphrases, n_triggers) word ids; wording 0 is the
+        # family's triggers, the others keep slot 0 (the core word) and take fresh words
+        first = self.n_families * self.n_triggers + self.n_distractor_words
+        extra = first + np.arange(self.n_paraphrase_words, dtype=np.int64).reshape(
+            self.n_families, max(self.n_paraphrases - 1, 0), self.n_triggers - 1)
+        wordings = np.repeat(self.triggers[:, None, :], self.n_paraphrases, axis=1)
+        wordings[:, 1:, 1:] = extra
+        self.wordings = wordings
+        for f in range(self.n_families):
+            for i in extra[f].ravel().tolist():
+                self._word_families.setdefault(self.vocabulary[i], set()).add(f)
+        # decoys: which steps of each family have one, and its offset from the right value
+        self._decoy_at = np.zeros((self.n_families, self.length), dtype=bool)
+        for f in range(self.n_families):
+            steps = world_v2.choice(self.length, size=self.decoy_steps, replace=False)
+            self._decoy_at[f, steps] = True
+        self._decoy_offset = world_v2.integers(1, max(self.n_values, 2),
+                                               size=(self.n_families, self.length))
+        self._rng_paraphrase = paraphrase
+        self.task_instance = -1
+        self.retrial = 0
+        self._failed = False
+
+    def _decoy(self, family: int, step: int) -> int:
+        if not self._decoy_at[family, step]:
+            return -1
+        return int((self.values[family, step] + self._decoy_offset[family, step])
+                   % self.n_values)
+
+    def decoy_value(self, family: int, step: int) -> int:
+        """The decoy value of ``step`` (0-based) of ``family``'s procedure now, -1 when
+        that step has none (used by analyses; an agent that reads it is cheating)."""
+        self._need_world()
+        return self._decoy(family, step)
+
+    def _drift_once(self, episode: int) -> dict:
+        event = super()._drift_once(episode)
+        if event["what"] == "value":   # the old value keeps returning ok: the step's decoy
+            f, k = event["family"], event["step"]
+            self._decoy_at[f, k] = True
+            self._decoy_offset[f, k] = (event["old"] - event["new"]) % self.n_values
+        return event
+
+    def _drift_target(self, rng) -> int:
+        if self.drift_family is None:
+            return super()._drift_target(rng)
+        return self.drift_family
+
+    def _next_task(self) -> tuple[int, np.ndarray]:
+        failed = self._failed or self._active   # an abandoned run counts as failed
+        if failed and self.task_instance >= 0 and self.retrial < self.max_retrials:
+            self.retrial += 1
+            return self.family, self.description_ids
+        self.task_instance += 1
+        self.retrial = 0
+        family, ids = super()._next_task()
+        if self.n_paraphrases > 1:
+            w = int(self._rng_paraphrase.integers(self.n_paraphrases))
+            ids = ids.copy()
+            ids[:self.n_triggers] = self.wordings[family, w]
+        return family, ids
+
+    def family_of_words(self, words) -> int | None:
+        """The family one of whose wordings' trigger words all occur in ``words`` (None
+        if none; the lowest such family if several)."""
+        self._need_world()
+        ws = set(words)
+        for f in range(self.n_families):
+            for wording in self.wordings[f]:
+                if all(self.vocabulary[i] in ws for i in wording):
+                    return f
+        return None
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """As :meth:`AgentTaskEnv.reset`; the info also carries ``task_instance`` and
+        ``retrial`` (module docstring)."""
+        obs, info = super().reset(seed=seed, options=options)
+        self._failed = False
+        info.update(task_instance=self.task_instance, retrial=self.retrial)
+        return obs, info
+
+    def step(self, action):
+        """As :meth:`AgentTaskEnv.step`; the info also carries ``task_instance`` and
+        ``retrial``, and ``decoy`` (this call was a decoy value)."""
+        f, k = self.family, self.position
+        obs, reward, terminated, truncated, info = super().step(action)
+        info.update(task_instance=self.task_instance, retrial=self.retrial,
+                    decoy=bool(info["position"] > k and int(action[1]) == self._decoy(f, k)))
+        if terminated or truncated:
+            self._failed = reward <= 0.0
+        return obs, reward, terminated, truncated, info
