@@ -55,6 +55,7 @@ from dyna.loops.bm25 import BM25Index, document_terms, query_terms
 from dyna.loops.frontmatter import FrontmatterError, dump_frontmatter, parse_frontmatter
 from dyna.loops.provenance import TRUSTED, Source, skeleton
 from dyna.loops.provenance import is_untrusted as _is_untrusted
+from dyna.loops.retirement import retirement_reason
 
 __all__ = [
     "UNTRUSTED_SOURCES", "AddResult", "HistoryEntry", "LoadWarning", "Match", "MatchIndex",
@@ -2300,13 +2301,11 @@ class SkillLibrary(_Matcher):
                     # the estimator holds (a, b): they were read from it just now, unless
                     # the net changed the skill (then its numbers are still a, b)
                     self._place(new, posterior_held=True)
-                if (not success and self.retire_below is not None
-                        and new.uses >= self.retire_min_uses):
-                    mean = a / (a + b)
-                    if mean < self.retire_below:
-                        self.retire(name, run_id, f"contradicted: competence mean {mean:.3f} "
-                                    f"< {self.retire_below} after a failure")
-                        retired.append(name)
+                why = None if success else retirement_reason(
+                    a, b, new.uses, self.retire_below, self.retire_min_uses)
+                if why is not None:
+                    self.retire(name, run_id, why)
+                    retired.append(name)
         return retired
 
     # ------------------------------------------------------------------ approval queue
