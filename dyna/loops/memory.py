@@ -32,6 +32,13 @@ fact replacing a loop-written fact is applied and logged (drift recovery needs i
 replacement of a person's fact by a loop, or any replacement from an untrusted source, is
 staged for approval.
 
+Outcomes and retirement (:meth:`MemoryStore.record_outcomes`): each fact counts the runs in
+which a tool call that followed it succeeded or returned an error (``successes``,
+``failures``, written on its line). With ``retire_below`` set, a fact contradicted often
+enough is retired by the rule the skills use (:func:`dyna.loops.retirement.retirement_reason`):
+it leaves MEMORY.md, so it is no longer retrieved or put in context, and is kept in the
+history (op ``retire``, :meth:`MemoryStore.retired`).
+
 Several processes may share one MEMORY.md: every write takes an inter-process file lock
 (:func:`dyna.loops._io.library_lock`, ``.dyna/MEMORY.md.lock``) and re-reads the file and the
 history under it. Files the store writes (MEMORY.md, ``.dyna`` and its files) are never
@@ -47,11 +54,14 @@ import datetime as _dt
 import operator
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from dyna._quick import quick_init
+from dyna.competence import prior_shapes
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
 from dyna.loops._io import SafetyNet
@@ -63,6 +73,7 @@ from dyna.loops.memory_consolidation import ConsolidationReport, consolidation_p
 from dyna.loops.memory_format import (HEADER, MAX_FACT, PERSON, TRUST, MemoryEntry,
                                       MemoryFileError, PendingFact, parse_memory,
                                       render_memory)
+from dyna.loops.retirement import retirement_reason
 
 __all__ = ["Attribute", "ConsolidationReport", "HEADER", "MAX_FACT", "MemoryEntry",
            "MemoryFileError", "MemorySnapshot", "MemoryStore", "PERSON", "PendingFact",
@@ -150,6 +161,17 @@ class MemoryStore:
     lock_timeout : float
         Seconds a write waits for another process's lock (file backend) before
         :class:`dyna.loops._io.LibraryLockTimeout`.
+    retire_below : float or None
+        Retire on contradiction (:meth:`record_outcomes`): after a failure, a fact with at
+        least ``retire_min_uses`` outcomes whose posterior mean ``a / (a + b)`` is below
+        this, in [0, 1], is retired. None (the default): outcomes are counted, nothing is
+        retired.
+    retire_min_uses : int
+        >= 0.
+    prior : {"uniform", "jeffreys"} or (float, float)
+        The Beta prior ``(a0, b0)`` of a fact's competence
+        (:func:`dyna.competence.prior_shapes`): its posterior is ``Beta(a0 + successes,
+        b0 + failures)``.
 
     Attributes
     ----------
@@ -170,10 +192,17 @@ class MemoryStore:
 
     def __init__(self, path=None, *, cap: int | None = 30, similarity: float = 0.8,
                  clock: Callable[[], _dt.datetime] | None = None, durable: bool = True,
-                 lock_timeout: float = 30.0):
+                 lock_timeout: float = 30.0, retire_below: float | None = None,
+                 retire_min_uses: int = 3, prior="uniform"):
         if cap is not None:
             cap = check_range("cap", cap, 1, None, integer=True)
         self.cap = cap
+        if retire_below is not None:
+            retire_below = float(check_range("retire_below", retire_below, 0.0, 1.0))
+        self.retire_below = retire_below
+        self.retire_min_uses = check_range("retire_min_uses", retire_min_uses, 0, None,
+                                           integer=True)
+        self.prior = prior_shapes(prior)
         self.similarity = float(check_range("similarity", similarity, 0.0, 1.0, lo_open=True))
         self._clock = clock or (lambda: _dt.datetime.now(_dt.timezone.utc))
         self.backend = (_MemoryBackend() if path is None
@@ -271,21 +300,29 @@ class MemoryStore:
             return entry
         return replace(entry, text=clean)
 
-    def _save(self, entries: list[MemoryEntry]) -> None:
+    def _save(self, entries: list[MemoryEntry],
+              updated: Mapping[int, MemoryEntry] | None = None) -> None:
+        """Write ``entries``; ``updated`` maps ``id(fact)`` of some of them to a copy with
+        other outcome counts, written on that fact's line (its place kept)."""
         # the net under every write of MEMORY.md (facts read from a hand-written file too);
         # a fact it already passed unchanged is not scanned again (the same result)
         subst = {}
         netted, fresh = self._netted, self._fresh
         clean = {}
         for e in entries:
+            w = updated.get(id(e), e) if updated else e   # (same text as e)
             if e is fresh or netted.get(id(e)) is e:
-                clean[id(e)] = e
+                clean[id(w)] = w
+                if w is not e:
+                    subst[id(e)] = w
                 continue
-            t = self._net.values(e.text)
-            if t is not e.text:
-                subst[id(e)] = replace(e, text=t)
+            t = self._net.values(w.text)
+            if t is not w.text:
+                subst[id(e)] = replace(w, text=t)
             else:
-                clean[id(e)] = e
+                clean[id(w)] = w
+                if w is not e:
+                    subst[id(e)] = w
         self._entries = tuple(self.backend.write(entries, subst))
         self._netted = clean
 
@@ -438,6 +475,86 @@ class MemoryStore:
             self._log("remove", e.text, run_id, reason)
             self._save([x for x in self._entries if x is not e])
             return e
+
+    def record_outcomes(self, outcomes: Mapping[str, bool], run_id: str = "") -> list[str]:
+        """Count one run's outcome for each fact a tool call followed, and retire the
+        facts the run contradicted past the threshold.
+
+        ``outcomes`` maps a fact (its text, found by :func:`dyna.loops._text.fact_key`)
+        to True when the calls that followed it in the run succeeded and False when one
+        returned an error (the run contradicted it). A True adds 1 to the fact's
+        ``successes``, a False 1 to its ``failures``; the counts are written on the fact's
+        line (MEMORY.md, or the in-memory store), its place kept, in one atomic write.
+        After a failure, with ``retire_below`` set, the fact is retired when
+        :func:`dyna.loops.retirement.retirement_reason` says so for its posterior
+        ``Beta(a0 + successes, b0 + failures)`` and ``uses``: it leaves the store (no longer
+        retrieved or in context) and the history records it (op ``retire``, the reason
+        with its counts). Facts no longer stored (superseded, evicted or retired
+        meanwhile) are ignored. Outcomes are not logged in the history one by one.
+
+        Parameters
+        ----------
+        outcomes : Mapping of str to bool
+        run_id : str
+            The run, recorded with a retirement.
+
+        Returns
+        -------
+        list of str
+            The texts of the facts retired by this report, in ``outcomes`` order.
+
+        Raises
+        ------
+        ConfigError
+            A key that is not a string (field ``outcomes``), a value that is not a bool
+            (field ``outcomes[<text>]``), or a run id holding a secret; nothing is written.
+        """
+        if not isinstance(outcomes, Mapping):
+            raise ConfigError("outcomes", outcomes, "must map fact texts to true or false")
+        for text, ok in outcomes.items():
+            if not isinstance(text, str):
+                raise ConfigError("outcomes", text, "keys must be fact texts")
+            if not isinstance(ok, (bool, np.bool_)):
+                raise ConfigError(f"outcomes[{text!r}]", ok, "must be true or false")
+        check_label("run_id", run_id)
+        retired: list[str] = []
+        if not outcomes:
+            return retired
+        a0, b0 = self.prior
+        with self._writing():
+            updated: dict[int, MemoryEntry] = {}
+            gone: set[int] = set()
+            for text, ok in outcomes.items():
+                fact = self.find(text)
+                if fact is None or id(fact) in gone:
+                    continue
+                now = updated.get(id(fact), fact)
+                now = replace(now, successes=now.successes + bool(ok),
+                              failures=now.failures + (not ok))
+                updated[id(fact)] = now
+                why = None if ok else retirement_reason(
+                    a0 + now.successes, b0 + now.failures, now.uses, self.retire_below,
+                    self.retire_min_uses)
+                if why is not None:
+                    gone.add(id(fact))
+                    self._log("retire", fact.text, run_id, f"{why} (successes "
+                              f"{now.successes}, failures {now.failures})")
+                    retired.append(fact.text)
+            if updated:
+                self._save([e for e in self._entries if id(e) not in gone], updated)
+        return retired
+
+    def retired(self) -> list[dict]:
+        """Facts retired on contradiction, oldest first: their history records (``seq,
+        time, op, run_id, text, reason``; the reason gives the posterior mean and the
+        counts). A retired fact written again later is a new fact with no outcomes.
+
+        Raises
+        ------
+        MemoryFileError
+            A corrupt history line.
+        """
+        return [r for r in self.history() if r["op"] == "retire"]
 
     def similar(self, text: str, threshold: float | None = None) -> list[MemoryEntry]:
         """Stored facts that are the same fact as ``text`` or near-duplicates of it

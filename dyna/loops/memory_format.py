@@ -7,8 +7,13 @@ MEMORY.md holds one fact per line, with its date, source and trust::
     - [2024-05-01 | run-12 | trusted] The test command is `make test-fast`.
     - [2024-05-02 | run-14 | approved] API port: 8080
 
+A fact with outcome counts (:attr:`MemoryEntry.successes`, :attr:`MemoryEntry.failures`)
+carries them as a fourth field::
+
+    - [2024-05-03 | run-20 | trusted | successes 4, failures 1] Deploy host is web-2
+
 A line ``- fact`` without the bracket (written by hand) is read as a fact with no date,
-no source and trust ``user``. Other lines (headings, prose, comments) are not facts and are
+no source, trust ``user`` and no outcomes. Other lines (headings, prose, comments) are not facts and are
 kept byte for byte: a write changes only the lines of the facts it adds, removes or
 updates (new facts go after the last fact line). Facts waiting for approval are in
 ``.dyna/MEMORY.md.pending.json`` (:class:`PendingFact`).
@@ -23,7 +28,7 @@ from dataclasses import dataclass, field
 
 from dyna._json import loads_unique
 from dyna._quick import quick_init
-from dyna.errors import ConfigError
+from dyna.errors import ConfigError, check_range
 from dyna.loops._text import text_features
 from dyna.loops.fact_attributes import Attribute, _attribute_memo, _subject_memo
 from dyna.loops.frontmatter import _shown
@@ -37,6 +42,8 @@ PERSON = ("user", "approved")
 MAX_FACT = 500
 _FIELD_BAD = re.compile(r"[|\]\n\r]")
 _LINE_RE = re.compile(r"^\s*[-*]\s+(?:\[(?P<meta>[^\]]*)\]\s+)?(?P<text>\S.*?)\s*$")
+#: The fourth field of a fact's bracket: its outcome counts.
+_COUNTS_RE = re.compile(r"successes (\d+), failures (\d+)")
 HEADER = "# Memory\n\n<!-- One fact per line: \"- [date | source | trust] fact\". -->\n"
 
 
@@ -60,6 +67,11 @@ class MemoryEntry:
     source : str
         The run (or person) it came from; no ``|``, ``]`` or newline.
     trust : {"trusted", "approved", "untrusted", "user"}
+    successes, failures : int
+        Outcome counts, >= 0: runs in which the fact was in context and a tool call that
+        followed it succeeded (``successes``) or returned an error (``failures``: the run
+        contradicted it). They make the fact's Beta posterior for retirement on
+        contradiction (:meth:`dyna.loops.memory.MemoryStore.record_outcomes`).
 
     Raises
     ------
@@ -71,6 +83,8 @@ class MemoryEntry:
     date: str = ""
     source: str = ""
     trust: str = "trusted"
+    successes: int = 0
+    failures: int = 0
 
     def __post_init__(self):
         if not isinstance(self.text, str):
@@ -93,6 +107,14 @@ class MemoryEntry:
         object.__setattr__(self, "source", self.source.strip())
         if self.trust not in TRUST:
             raise ConfigError("trust", self.trust, f"must be one of {TRUST}")
+        for name in ("successes", "failures"):
+            object.__setattr__(self, name, check_range(name, getattr(self, name), 0, None,
+                                                       integer=True))
+
+    @property
+    def uses(self) -> int:
+        """Runs with an outcome for this fact: ``successes + failures``."""
+        return self.successes + self.failures
 
     @property
     def key(self) -> str:
@@ -105,7 +127,10 @@ class MemoryEntry:
         return _subject_memo(self.text)
 
     def to_line(self) -> str:
-        """The MEMORY.md line of this fact."""
+        """The MEMORY.md line of this fact (the counts only when it has an outcome)."""
+        if self.uses:
+            return (f"- [{self.date} | {self.source} | {self.trust} | successes "
+                    f"{self.successes}, failures {self.failures}] {self.text}")
         if not (self.date or self.source) and self.trust == "user":
             return f"- {self.text}"
         return f"- [{self.date} | {self.source} | {self.trust}] {self.text}"
@@ -137,9 +162,18 @@ def _parse_lines(text: str, path) -> list[tuple[str, MemoryEntry | None]]:
                 out.append((raw, MemoryEntry(m.group("text"), trust="user")))
                 continue
             parts = [p.strip() for p in meta.split("|")]
-            if len(parts) != 3:
-                raise ConfigError("meta", meta, "must be [date | source | trust]")
-            out.append((raw, MemoryEntry(m.group("text"), parts[0], parts[1], parts[2])))
+            if len(parts) not in (3, 4):
+                raise ConfigError("meta", meta, "must be [date | source | trust] or [date | "
+                                  "source | trust | successes N, failures M]")
+            counts = (0, 0)
+            if len(parts) == 4:
+                got = _COUNTS_RE.fullmatch(parts[3])
+                if got is None:
+                    raise ConfigError("counts", parts[3],
+                                      "must be 'successes N, failures M'")
+                counts = (int(got.group(1)), int(got.group(2)))
+            out.append((raw, MemoryEntry(m.group("text"), parts[0], parts[1], parts[2],
+                                         *counts)))
         except ConfigError as exc:
             raise ConfigError(f"{path}:{i}", line, f"{exc.field}: {exc.reason}") from None
     return out

@@ -100,9 +100,9 @@ class ToolCall:
     output : str
         Output, redacted, then cut to 200 characters.
     skills : tuple of str
-        Names of the injected skills whose procedure this call followed (empty: the call
-        came from the agent itself). A call that followed a skill and returned an error
-        *contradicts* that skill (see :meth:`Digest.contradicted`).
+        The injected entries this call followed: skills by name, memory facts by text
+        (empty: the call came from the agent itself). A call that followed an entry and
+        returned an error *contradicts* it (see :meth:`Digest.contradicted`).
     trusted : bool
         The tool declared its output trusted (an internal service that reads no external
         content). False by default: a file reader, a web fetch, an e-mail or retrieval
@@ -663,8 +663,8 @@ class LoopConfig:
     max_age_days : float
     suspect_factor : float
     retire_on_contradiction : bool
-        Retire a skill whose competence mean falls below ``retire_below`` after a failure
-        (with at least ``retire_min_uses`` outcomes).
+        Retire a skill or a memory fact whose competence mean falls below
+        ``retire_below`` after a failure (with at least ``retire_min_uses`` outcomes).
     retire_below : float
     retire_min_uses : int
     approval_for_untrusted : bool
@@ -786,14 +786,17 @@ class LoopConfig:
 
     def memory_store(self, path=None, **kwargs) -> MemoryStore:
         """A :class:`MemoryStore` (file ``path``, created at the first write, or in memory)
-        with these switches (the cap); ``kwargs`` override (e.g. ``clock``).
+        with these switches (cap, retirement, competence prior); ``kwargs`` override
+        (e.g. ``clock``).
 
         Raises
         ------
         ConfigError
             A bad keyword value, ``path`` a folder, or a MEMORY.md line that cannot be read.
         """
-        kw = dict(cap=self.memory_cap if self.cap_eviction else None)
+        kw = dict(cap=self.memory_cap if self.cap_eviction else None,
+                  retire_below=self.retire_below if self.retire_on_contradiction else None,
+                  retire_min_uses=self.retire_min_uses, prior=self.prior)
         kw.update(kwargs)
         return MemoryStore(path, **kw)
 
@@ -1234,6 +1237,8 @@ class EpisodeRecord:
         None until the review ends (background) or when none was started.
     retired : tuple of str
         Skills the episode's outcome reports retired on contradiction.
+    retired_facts : tuple of str
+        Memory facts (their texts) the episode's outcome retired on contradiction.
     """
 
     run_id: str
@@ -1244,6 +1249,23 @@ class EpisodeRecord:
     learning_tokens: int = 0
     review: ReviewResult | None = None
     retired: tuple[str, ...] = ()
+    retired_facts: tuple[str, ...] = ()
+
+
+def _fact_outcomes(digest: Digest, memory: MemorySnapshot) -> dict[str, bool]:
+    """Per fact retrieved for the run (``memory``, the context's facts) that a tool call of
+    ``digest`` followed (named by its text in :attr:`ToolCall.skills`): False when such a
+    call returned an error (the run contradicted it), else True. A name that is no fact
+    retrieved for this run gets nothing."""
+    if not len(memory):
+        return {}
+    retrieved = set(memory.texts())
+    out: dict[str, bool] = {}
+    for tc in digest.tool_calls:
+        for name in tc.skills:
+            if name in retrieved:
+                out[name] = out.get(name, True) and not tc.error
+    return out
 
 
 class LearningLoop:
@@ -1319,7 +1341,7 @@ class LearningLoop:
         proposals refused as not novel, and grades whose verdict the novelty term decided;
         ``grading`` proposals rejected by their grade; ``cap_eviction`` entries evicted at
         a cap; ``dating`` matches whose result dating changed; ``retire_on_contradiction``
-        skills retired; ``approval_for_untrusted`` proposals staged instead of written;
+        skills and memory facts retired; ``approval_for_untrusted`` proposals staged instead of written;
         ``consolidation_every`` facts merged, superseded, dropped or evicted by a
         consolidation (an eviction at consolidation counts under both switches). A count
         of 0 over a whole run means the switch never acted: the same run with it off makes
@@ -1399,6 +1421,13 @@ class LearningLoop:
         run's outcome. A failure can retire the skill (retire on contradiction, when the
         library has ``retire_below``); the record's ``retired`` names those skills.
 
+        Each memory fact retrieved for the run (``context.memory``) that a tool call
+        followed gets an outcome (:meth:`MemoryStore.record_outcomes`): a failure when
+        such a call returned an error, else a success; a fact no call followed, or one
+        not retrieved for this run, gets none. A failure can retire the fact (with the
+        store's ``retire_below``); the record's ``retired_facts`` names those facts.
+        Retirements of both kinds count under ``acted["retire_on_contradiction"]``.
+
         The returned record holds the run's own outcome, tokens and steps as the digest
         gave them; nothing the review does (or fails to do) changes them. With a
         background policy the review runs on a worker thread (see :meth:`wait`).
@@ -1430,9 +1459,12 @@ class LearningLoop:
         for name, ok in outcomes.items():
             if ok is not None:
                 retired += self.skills.record_outcome([name], ok, digest.run_id)
-        self.acted["retire_on_contradiction"] += len(retired)
+        retired_facts = self.memory.record_outcomes(_fact_outcomes(digest, context.memory),
+                                                    digest.run_id)
+        self.acted["retire_on_contradiction"] += len(retired) + len(retired_facts)
         rec = EpisodeRecord(digest.run_id, digest.success, digest.tokens, digest.steps,
-                            context.active_lessons, retired=tuple(retired))
+                            context.active_lessons, retired=tuple(retired),
+                            retired_facts=tuple(retired_facts))
         self.records.append(rec)
         self._episodes += 1
         every = self.config.consolidation_every
