@@ -40,8 +40,9 @@ import numpy as np
 
 from dyna.errors import ConfigError, check_range
 
-__all__ = ["BetaCompetence", "beta_interval", "clopper_pearson", "newcombe_diff", "prior_shapes",
-           "wilson_interval"]
+__all__ = ["EB_PRIOR_STRENGTH", "BetaCompetence", "beta_interval", "clopper_pearson",
+           "empirical_bayes_prior", "newcombe_diff", "posterior_path", "prior_shapes",
+           "weighted_beta_mean", "wilson_interval"]
 
 _PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
 
@@ -282,6 +283,191 @@ def clopper_pearson(k, n, level: float = 0.95):
     return _scalar_or_array(lo, scalar), _scalar_or_array(hi, scalar)
 
 
+#: Prior strength ``a0 + b0`` (in pseudo-outcomes) of :func:`empirical_bayes_prior`.
+EB_PRIOR_STRENGTH = 2.0
+
+
+def _nonnegative(name: str, x) -> np.ndarray:
+    """``x`` as a float64 array, every value finite and >= 0.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``name`` and the first bad value.
+    """
+    v = np.asarray(x, dtype=np.float64)
+    bad = ~(np.isfinite(v) & (v >= 0))
+    if bad.any():
+        raise ConfigError(name, float(v[bad].flat[0]), "must be finite and >= 0")
+    return v
+
+
+def empirical_bayes_prior(successes, failures, strength: float = EB_PRIOR_STRENGTH):
+    """Beta prior of many keys' success probabilities, centred on their pooled success rate.
+
+    Empirical Bayes for the prior mean in the beta-binomial model (Gelman et al., *Bayesian
+    Data Analysis*, 3rd ed., section 5.3, where the hyperparameters of the keys' common Beta
+    prior are estimated from the keys' data): the prior mean is the pooled rate
+
+        m = (K + 1/2) / (N + 1),
+
+    ``K`` the successes and ``N`` the outcomes summed over the keys (the half-counts of the
+    Jeffreys prior keep ``m`` inside (0, 1), also with no data, where ``m = 1/2``). The
+    strength ``a0 + b0`` is fixed, not estimated (with a handful of keys its moment
+    estimate is unstable and can be negative), so the prior is ``Beta(strength * m,
+    strength * (1 - m))``: a key with few outcomes reads near the pooled rate instead of
+    1/2.
+
+    Parameters
+    ----------
+    successes, failures : array_like of float64, shape (..., n)
+        Each key's success and failure counts (:meth:`BetaCompetence.evidence`), finite and
+        >= 0, broadcastable; the last axis runs over the keys.
+    strength : float
+        ``a0 + b0`` in pseudo-outcomes, finite and > 0 (default :data:`EB_PRIOR_STRENGTH`).
+
+    Returns
+    -------
+    a0, b0 : float or ndarray of float64, shape (...)
+        Strictly positive prior shapes; Python floats for 1-D input.
+
+    Raises
+    ------
+    ConfigError
+        A negative or non-finite count (field ``successes`` or ``failures``), or a bad
+        ``strength``.
+
+    Examples
+    --------
+    Successes (3, 0) and failures (1, 4): ``K = 3``, ``N = 8``, ``m = 3.5 / 9``, so
+    ``(a0, b0) = (7/9, 11/9)`` with strength 2.
+    """
+    check_range("strength", strength, 0.0, None, lo_open=True)
+    if not math.isfinite(strength):
+        raise ConfigError("strength", strength, "must be finite")
+    s = _nonnegative("successes", successes)
+    f = _nonnegative("failures", failures)
+    s, f = np.broadcast_arrays(s, f)
+    k = s.sum(axis=-1)
+    n = k + f.sum(axis=-1)
+    m = (k + 0.5) / (n + 1.0)
+    scalar = s.ndim <= 1
+    return (_scalar_or_array(strength * m, scalar),
+            _scalar_or_array(strength * (1.0 - m), scalar))
+
+
+def weighted_beta_mean(a, b, weights, level: float = 0.95):
+    """Mean and credible interval of a weighted mean of independent Beta probabilities.
+
+    With ``p_i ~ Beta(a_i, b_i)`` independent and weights ``w_i >= 0`` (normalised to
+    ``v_i = w_i / sum_j w_j``), the weighted mean ``M = sum_i v_i p_i`` has
+
+        E[M] = mu = sum_i v_i a_i / (a_i + b_i),
+        Var[M] = sum_i v_i^2 a_i b_i / ((a_i + b_i)^2 (a_i + b_i + 1))
+
+    (the Beta moments: Gelman et al., *Bayesian Data Analysis*, 3rd ed., appendix A). Its
+    distribution is approximated by the Beta with these two moments (method of moments),
+    ``Beta(mu nu, (1 - mu) nu)`` with ``nu = mu (1 - mu) / Var[M] - 1``, and the interval is
+    that Beta's equal-tailed credible interval (:func:`beta_interval`). ``nu`` is always
+    > 0 (``Var[M] <= sum_i v_i Var[p_i] < sum_i v_i mu_i (1 - mu_i) <= mu (1 - mu)``), and
+    with one key of positive weight the result is that key's own Beta (up to rounding). A key of
+    weight 0 does not enter. No random draw is made.
+
+    Parameters
+    ----------
+    a, b : array_like of float64, shape (..., n)
+        Shapes, finite and > 0; the last axis runs over the keys.
+    weights : array_like of float64, shape (..., n)
+        Finite and >= 0, with a positive sum over the last axis (e.g. each key's arrival
+        count). All three broadcast together.
+    level : float
+        Credible level in (0, 1).
+
+    Returns
+    -------
+    mean, lower, upper : float or ndarray of float64, shape (...)
+        ``mu`` and the interval's ends, within [0, 1]; Python floats for 1-D input.
+
+    Raises
+    ------
+    ConfigError
+        A shape that is not finite and > 0 (field ``a`` or ``b``), a negative or
+        non-finite weight or weights summing to 0 (field ``weights``), a level outside
+        (0, 1).
+
+    Examples
+    --------
+    Beta(4, 2) and Beta(1, 5) with weights 1 and 3: ``mu = (2/3 + 3/6) / 4 = 7/24``,
+    ``Var[M] = (1/16)(8/252) + (9/16)(5/252) = 53/4032``.
+    """
+    level = _check_level(level)
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    for name, v in (("a", a), ("b", b)):
+        bad = ~(np.isfinite(v) & (v > 0))
+        if bad.any():
+            raise ConfigError(name, float(v[bad].flat[0]), "Beta shape must be finite and > 0")
+    w = _nonnegative("weights", weights)
+    a, b, w = np.broadcast_arrays(a, b, w)
+    total = w.sum(axis=-1, keepdims=True)
+    if (total <= 0).any():
+        raise ConfigError("weights", 0.0, "must have a positive sum over the keys")
+    v = w / total
+    n = a + b
+    mu = (v * (a / n)).sum(axis=-1)
+    var = (v * v * (a * b / (n * n * (n + 1.0)))).sum(axis=-1)
+    nu = mu * (1.0 - mu) / var - 1.0
+    lo, hi = beta_interval(mu * nu, (1.0 - mu) * nu, level)
+    scalar = a.ndim <= 1
+    return (_scalar_or_array(mu, scalar), _scalar_or_array(np.asarray(lo), scalar),
+            _scalar_or_array(np.asarray(hi), scalar))
+
+
+def posterior_path(successes, prior="uniform", discount: float = 1.0):
+    """The Beta posterior of one key after each of its outcomes, in order, vectorised.
+
+    The path :class:`BetaCompetence` takes when the outcomes are given to :meth:`update`
+    one by one (module docstring): after the t-th outcome
+
+        a_t = a0 + sum_{j <= t} discount**(t - j) s_j,
+        b_t = b0 + sum_{j <= t} discount**(t - j) (1 - s_j),
+
+    a running sum for ``discount = 1`` and otherwise the first-order recursion
+    ``e_t = discount * e_(t-1) + s_t`` (:func:`scipy.signal.lfilter`).
+
+    Parameters
+    ----------
+    successes : array_like of bool, shape (n,)
+        The outcomes in order (True a success).
+    prior : see :func:`prior_shapes`
+    discount : float
+        In (0, 1].
+
+    Returns
+    -------
+    a, b : ndarray of float64, shape (n,)
+
+    Raises
+    ------
+    ConfigError
+        A bad prior or discount, or ``successes`` not 1-D.
+    """
+    a0, b0 = prior_shapes(prior)
+    d = float(check_range("discount", discount, 0.0, 1.0, lo_open=True))
+    s = np.asarray(successes, dtype=bool)
+    if s.ndim != 1:
+        raise ConfigError("successes", s.shape, "must be one outcome per entry (1-D)")
+    x = s.astype(np.float64)
+    if d == 1.0:
+        ks, kf = np.cumsum(x), np.cumsum(1.0 - x)
+    else:
+        from scipy import signal
+
+        ks = signal.lfilter([1.0], [1.0, -d], x)
+        kf = signal.lfilter([1.0], [1.0, -d], 1.0 - x)
+    return a0 + ks, b0 + kf
+
+
 class BetaCompetence:
     """Beta(a, b) success posteriors for many keys, vectorised.
 
@@ -314,11 +500,6 @@ class BetaCompetence:
         self._keys: list[Hashable] = []
         self._a = np.empty(8, dtype=np.float64)
         self._b = np.empty(8, dtype=np.float64)
-        # (keys, _layout, rows, seen mask or None when all seen) of the last shapes_of()
-        # call: valid while no key is added and no reset(None) forgets them (both change
-        # ``_layout``)
-        self._layout = 0
-        self._last_rows: tuple | None = None
 
     # ----------------------------------------------------------------- storage
     def __len__(self) -> int:
@@ -347,7 +528,6 @@ class BetaCompetence:
             self._b[row] = self.b0
             self._rows[key] = row
             self._keys.append(key)
-            self._layout += 1
         return row
 
     @staticmethod
@@ -361,50 +541,14 @@ class BetaCompetence:
             if row is None:
                 return self.a0, self.b0
             return float(self._a[row]), float(self._b[row])
-        rows = self._rows_of(keys)
-        return self._gather(rows, rows >= 0)
-
-    def _rows_of(self, keys) -> np.ndarray:
-        """Row of each key (int64, -1 for an unseen key)."""
-        return np.fromiter((self._rows.get(k, -1) for k in keys), dtype=np.int64,
+        rows = np.fromiter((self._rows.get(k, -1) for k in keys), dtype=np.int64,
                            count=len(keys))
-
-    def _gather(self, rows: np.ndarray, seen: np.ndarray | None):
-        """Shapes (a, b) of ``rows``; ``seen`` masks the rows that exist (None: all do),
-        the others get the prior."""
-        if seen is None:
-            return self._a[rows], self._b[rows]
+        seen = rows >= 0
         a = np.full(rows.shape, self.a0)
         b = np.full(rows.shape, self.b0)
         a[seen] = self._a[rows[seen]]
         b[seen] = self._b[rows[seen]]
         return a, b
-
-    def shapes_of(self, keys: tuple) -> tuple[np.ndarray, np.ndarray]:
-        """Shapes ``(a, b)`` of many keys, as :meth:`mean` reads them for a list: two float64
-        arrays of shape ``(len(keys),)``, the prior for an unseen key.
-
-        For a reader that asks for the same keys again and again (the agent tasks read
-        every family's posterior after each episode): the rows of the last ``keys`` object
-        given are remembered until a key is added or every key reset, so a repeated call
-        costs two array look-ups instead of a dict look-up per key. ``keys`` is a tuple
-        (each entry one key, never split) and must not be a new tuple on every call for
-        the memo to help; the values are the same either way.
-
-        Raises
-        ------
-        ConfigError
-            ``keys`` is not a tuple.
-        """
-        if type(keys) is not tuple:
-            raise ConfigError("keys", type(keys).__name__, "must be a tuple of keys")
-        last = self._last_rows
-        if last is None or last[0] is not keys or last[1] != self._layout:
-            rows = self._rows_of(keys)
-            seen = rows >= 0
-            last = self._last_rows = (keys, self._layout, rows,
-                                      None if seen.all() else seen)
-        return self._gather(last[2], last[3])
 
     # ----------------------------------------------------------------- updates
     def update(self, key, success: bool, weight: float = 1.0) -> None:
@@ -552,7 +696,6 @@ class BetaCompetence:
         if key is None:
             self._rows.clear()
             self._keys.clear()
-            self._layout += 1
             return
         row = self._rows.get(key)
         if row is not None:
@@ -570,6 +713,24 @@ class BetaCompetence:
         With a discount these are the decayed (possibly fractional) counts.
         """
         a, b = self.posterior(key)
+        return a - self.a0, b - self.b0
+
+    def evidence(self, keys) -> tuple[np.ndarray, np.ndarray]:
+        """Effective ``(n_success, n_failure)`` of many keys, as :meth:`counts` gives them
+        for one: ``(a - a0, b - b0)``, 0 for an unseen key.
+
+        Parameters
+        ----------
+        keys : iterable of hashable
+            Each entry one key (a tuple entry is one key), length n.
+
+        Returns
+        -------
+        successes, failures : ndarray of float64, shape (n,)
+            Non-negative; fractional under a discount. Add another prior's shapes to them
+            to read the same outcomes under that prior (:func:`empirical_bayes_prior`).
+        """
+        a, b = self._shapes(list(keys))
         return a - self.a0, b - self.b0
 
     def mean(self, keys):

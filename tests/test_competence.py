@@ -246,33 +246,3 @@ def test_quantiles_are_the_bits_scipy_stats_gives():
     p = 7 / 20
     want = (p + z * z / 40 - z * math.sqrt(p * (1 - p) / 20 + z * z / 1600)) / (1 + z * z / 20)
     assert lo == pytest.approx(want, rel=0, abs=1e-15)
-
-
-def test_shapes_of_remembers_rows_until_the_keys_change():
-    c = BetaCompetence()
-    keys = (0, 1, 2)
-    a, b = c.shapes_of(keys)
-    assert a.tolist() == [1.0, 1.0, 1.0] and b.tolist() == [1.0, 1.0, 1.0]
-    c.update(1, True)
-    c.update(1, True)
-    c.update(2, False)
-    a, b = c.shapes_of(keys)            # a key was added since: rows read again
-    assert a.tolist() == [1.0, 3.0, 1.0] and b.tolist() == [1.0, 1.0, 2.0]
-    c.update(0, False)
-    c.update(1, False)                  # no new key after this one: the memo is used
-    a, b = c.shapes_of(keys)
-    assert a.tolist() == [1.0, 3.0, 1.0] and b.tolist() == [2.0, 2.0, 2.0]
-    c.update(0, True)
-    a, b = c.shapes_of(keys)            # all seen: values read through the held rows
-    assert a.tolist() == [2.0, 3.0, 1.0] and b.tolist() == [2.0, 2.0, 2.0]
-    ref = c._shapes(list(keys))
-    assert a.tolist() == ref[0].tolist() and b.tolist() == ref[1].tolist()
-    c.reset()                           # every key forgotten: back to the prior
-    c.update(2, True)                   # key 2 now has row 0
-    a, b = c.shapes_of(keys)
-    assert a.tolist() == [1.0, 1.0, 2.0] and b.tolist() == [1.0, 1.0, 1.0]
-    # a tuple is a list of keys here, never one key
-    c.update((0, 1), True)
-    assert c.shapes_of(((0, 1), 2))[0].tolist() == [2.0, 2.0]
-    with pytest.raises(ConfigError, match="keys"):
-        c.shapes_of([0, 1])
