@@ -47,7 +47,8 @@ def _digests(paths):
 def _jobs(out, folder):
     cfg = out.config
     series = P._series(out.tables["episodes"], int(cfg.analysis["window"]),
-                       max(1, cfg.episodes // 100))
+                       max(1, cfg.episodes // 100),
+                       chosen_family=int(cfg.analysis["chosen_family"]))
     return [P._scenario_job(out, s, series, folder) for s, _ in cfg.scenarios]
 
 
@@ -172,8 +173,10 @@ def test_the_message_round_trips_the_series_exactly(out, tmp_path):
         assert pl.read_ipc(io.BytesIO(rest[off:off + n])).equals(job[2][key])
         off += n
     cfg = FH._as_config(head["config"])
-    assert (cfg.variants, cfg.store, cfg.runs, cfg.seed, cfg.analysis["window"]) == (
-        tuple(out.config.variants), "skill", 2, 3, int(out.config.analysis["window"]))
+    assert (cfg.variants, cfg.store, cfg.runs, cfg.seed, cfg.analysis["window"],
+            cfg.analysis["chosen_family"]) == (
+        tuple(out.config.variants), "skill", 2, 3, int(out.config.analysis["window"]),
+        int(out.config.analysis["chosen_family"]))
 
 
 def test_how_many_processes(monkeypatch):

@@ -19,7 +19,8 @@ def _as_config(fields: dict) -> SimpleNamespace:
     """The config a scenario figure reads, from :func:`_config_fields`'s values."""
     return SimpleNamespace(name=str(fields["name"]), store=str(fields["store"]),
                            variants=tuple(str(v) for v in fields["variants"]),
-                           analysis={"window": int(fields["window"])},
+                           analysis={"window": int(fields["window"]),
+                                     "chosen_family": int(fields["chosen_family"])},
                            runs=int(fields["runs"]), seed=int(fields["seed"]))
 
 

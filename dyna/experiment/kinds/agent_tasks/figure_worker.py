@@ -14,9 +14,10 @@ A helper is handed one figure at a time from a queue this process also takes fro
 idles while another has several figures left. The message to a helper (its stdin, a pipe
 its parent made; closed when the queue is empty) is, per figure, one JSON line ``{"i":
 <index>, "scenario": <name>, "same": [<variant>...], "folder": <absolute path>, "config":
-{"name", "store", "variants", "window", "runs", "seed"}, "sizes": [<bytes>...]}``
-followed by that many bytes of each series table in Arrow IPC (one per row of the
-figure, :data:`~dyna.experiment.kinds.agent_tasks.plots.ROWS` order). No pickle: nothing
+{"name", "store", "variants", "window", "chosen_family", "runs", "seed"}, "sizes":
+[<bytes>...]}`` followed by that many bytes of each series table in Arrow IPC (one per
+row of the figure, :data:`~dyna.experiment.kinds.agent_tasks.plots.ROWS` order; the
+drift episodes are the rows whose ``drift`` column is true). No pickle: nothing
 in the message can run code. The helper answers one JSON line ``{"i": <index>, "paths":
 [...]}`` on stdout per figure saved, and exits 0 when its stdin closes.
 
@@ -47,7 +48,8 @@ __all__ = ["draw_all"]
 def _config_fields(cfg) -> dict:
     """What a scenario figure reads of the experiment's config, as JSON values."""
     return {"name": cfg.name, "store": cfg.store, "variants": list(cfg.variants),
-            "window": int(cfg.analysis["window"]), "runs": int(cfg.runs),
+            "window": int(cfg.analysis["window"]),
+            "chosen_family": int(cfg.analysis["chosen_family"]), "runs": int(cfg.runs),
             "seed": int(cfg.seed)}
 
 

@@ -28,7 +28,8 @@ def execute_agent_job(job: Job) -> dict:
         return _llm_job(job)
     rows = [run_loop_agent(p["variant_name"], store=p["store"], env_kwargs=p["env_kwargs"],
                            episodes=p["episodes"], seed=p["seed"], run_index=r,
-                           params=p["policy"], loop_config=p["loop"])
+                           params=p["policy"], loop_config=p["loop"],
+                           chosen_family=p["chosen_family"])
             for r in job.run_indices]
     return {k: np.stack([r[k] for r in rows]) for k in EPISODE_FIELDS}
 
@@ -53,7 +54,8 @@ def _llm_job(job: Job) -> dict:
     rows = [run_llm_agent(p["variant_name"], llm=p["llm"], store=p["store"],
                           env_kwargs=p["env_kwargs"], episodes=p["episodes"], seed=p["seed"],
                           run_index=r, loop_config=p["loop"],
-                          replay=None if recorded is None else recorded.get(r, []))
+                          replay=None if recorded is None else recorded.get(r, []),
+                          chosen_family=p["chosen_family"])
             for r in job.run_indices]
     out = {k: np.stack([r[k] for r in rows]) for k in EPISODE_FIELDS}
     out["exchanges"] = [r["exchanges"] for r in rows]

@@ -3,29 +3,47 @@
 One figure per scenario as small multiples: a row per metric with one y-scale per row, a
 column per group of at most six variants (the baselines, the tabular learners, the
 safeguard ablations in groups of five; the full loop, in black, in every column as the
-reference), the legend of each column under its bottom panel, outside the data. y-limits
-of unbounded metrics come from the 1st-99th percentiles of what is drawn, so one
-exploding early value cannot flatten the rest. Bands are 95% bootstrap confidence intervals
-across runs (:func:`dyna.experiment.stats.curve_ci`) of the per-episode quantity.
+reference), the legend of each column under its bottom panel, outside the data. Each
+variant has one colour in every panel and every figure (:func:`variant_color`), and a
+dotted vertical line marks each drift episode. y-limits of unbounded metrics come from
+the 1st-99th percentiles of what is drawn, so one exploding early value cannot flatten the
+rest. Bands of the success, token and poisoned-entry rows are 95% bootstrap confidence
+intervals across runs (:func:`dyna.experiment.stats.curve_ci`) of the per-episode
+quantity.
+
+The two competence rows show what the agent's Beta posteriors say against what happened
+(:func:`dyna.agents.loop_agents.competence_fields`): the arrival-weighted competence over
+the families seen so far, and the competence of the family ``analysis.chosen_family``
+names, each a solid line (the posterior mean, under an empirical-Bayes prior centred on
+the agent's pooled success rate) in a band (the 95% credible interval), beside a dashed
+line of the same colour: the true success of the agent's own runs over the last
+``analysis.window`` episodes (for the chosen family: over its last ``analysis.window``
+arrivals). Over several runs the lines are means over runs and the band the mean of the
+runs' interval ends (quantile averaging: Lichtendahl, Grushka-Cockayne & Winkler 2013,
+"Is it better to average probabilities or quantiles?", Management Science 59(7)).
+``dyna plot DIR --only competence`` draws these two rows alone (:func:`draw_competence`).
 """
 
 from __future__ import annotations
 
 import os
 import textwrap
+import zlib
 from pathlib import Path
 
 import matplotlib
 import numpy as np
+from matplotlib.lines import Line2D
 import polars as pl
 
-from dyna.errors import check_range
+from dyna.competence import beta_interval
+from dyna.errors import ConfigError, check_range
 from dyna.experiment.kinds.agent_tasks.analysis import PROFILE_TAUS, aggregates, ablated_switch
 from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import curve_ci, per_run_ci
 
-__all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "PLOT_RESAMPLES", "draw_plots", "plot_processes",
-           "variant_panels"]
+__all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "PLOT_RESAMPLES", "draw_competence",
+           "draw_plots", "plot_processes", "variant_color", "variant_panels"]
 
 #: At most this many lines in one panel.
 MAX_LINES = 6
@@ -36,8 +54,30 @@ PLOT_RESAMPLES = 500
 #: (token costs span orders of magnitude), "linear" limits from the data.
 ROWS = (("success", "success rate", "unit"),
         ("tokens_per_success", "tokens per success (log)", "log"),
-        ("competence", "competence (posterior mean)", "unit"),
+        ("competence", "competence,\narrival-weighted", "unit"),
+        ("competence_chosen", "competence,\nfamily {chosen}", "unit"),
         ("poisoned", "poisoned entries", "linear"))
+#: The rows drawn as a posterior (mean, credible band) beside the true rolling success.
+COMPETENCE_ROWS = ("competence", "competence_chosen")
+
+#: The fixed colour of each variant (matplotlib colours), the same in every figure. The
+#: variants that switch one safeguard on or off (``<store>_loop-no_<switch>``,
+#: ``naive_loop+<switch>``) take the colour of their safeguard (:data:`SWITCH_COLORS`).
+VARIANT_COLORS = {
+    "no_learning": "#7f7f7f", "oracle": "#bcbd22", "naive_loop": "#d62728",
+    "self_reflection": "#9467bd", "episodic": "#8c564b", "dyna_q": "#1f77b4",
+    "dyna_q_plus": "#ff7f0e", "reflexion": "#393b79", "voyager": "#d95f02",
+    "expel": "#66a61e", "awm": "#637939", "mem0_v2": "#843c39", "mem0_v3": "#e7969c",
+    "naive_growth": "#6b6ecf", "selective_add_delete": "#de9ed6",
+}
+#: The colour of each safeguard (:attr:`dyna.loops.LoopConfig.SWITCHES`), none of them one
+#: of the base variants' in :data:`VARIANT_COLORS` they share panels with.
+SWITCH_COLORS = {
+    "outcome_gate": "#1f77b4", "redaction": "#e6ab02", "secret_scan": "#a6761d",
+    "novelty_check": "#2ca02c", "grading": "#7570b3", "cap_eviction": "#ff7f0e",
+    "dating": "#e377c2", "retire_on_contradiction": "#17becf",
+    "approval_for_untrusted": "#e7298a", "consolidation_every": "#1b9e77",
+}
 
 
 def variant_panels(variants, store: str) -> list[tuple[str, list[str]]]:
@@ -62,15 +102,22 @@ def variant_panels(variants, store: str) -> list[tuple[str, list[str]]]:
     return panels
 
 
-def _colors(panels, store: str) -> dict:
-    """Distinct colours within each panel (tab10, in panel order); the full loop black."""
-    cmap = matplotlib.colormaps["tab10"]
-    loop = f"{store}_loop"
-    out = {loop: (0.0, 0.0, 0.0, 1.0)}
-    for _, group in panels:
-        for i, v in enumerate(x for x in group if x != loop):
-            out.setdefault(v, cmap(i % 10))
-    return out
+def variant_color(variant: str, store: str):
+    """The colour of ``variant`` in every figure: black for the full loop
+    (``<store>_loop``), its safeguard's colour for a variant that switches one safeguard
+    off or on, :data:`VARIANT_COLORS` for the others, and for a name none of these know a
+    tab20 colour chosen by the name's CRC-32 (fixed, but not guaranteed distinct)."""
+    if variant == f"{store}_loop":
+        return "#000000"
+    switch = ablated_switch(variant, store)
+    head, plus, added = variant.partition("+")
+    if switch is None and head == "naive_loop" and plus:
+        switch = added
+    if switch in SWITCH_COLORS:
+        return SWITCH_COLORS[switch]
+    if variant in VARIANT_COLORS:
+        return VARIANT_COLORS[variant]
+    return matplotlib.colormaps["tab20"](zlib.crc32(variant.encode()) % 20)
 
 
 def _short(variant: str, store: str) -> str:
@@ -91,15 +138,18 @@ def _same_as_loop(ep: pl.DataFrame, scenario: str, loop: str) -> set[str]:
             and sub.filter(pl.col("variant") == v).select(cols).equals(ref)}
 
 
-def _series(ep: pl.DataFrame, window: int, stride: int) -> dict[str, pl.DataFrame]:
+def _series(ep: pl.DataFrame, window: int, stride: int, *,
+            chosen_family: int) -> dict[str, pl.DataFrame]:
     """Per-run, per-episode curves of each row metric (columns scenario, variant, run,
-    episode, y), kept every ``stride`` episodes."""
+    episode, drift, y; the competence rows also lo, hi and truth), kept every ``stride``
+    episodes and at every drift episode."""
     keyed = ep.sort("scenario", "variant", "run", "episode")
     over = ("scenario", "variant", "run")
 
-    def thin(f):
-        return f.filter((pl.col("episode") % stride == 0) | (pl.col("episode") == 1)) \
-            .select("scenario", "variant", "run", "episode", "y")
+    def thin(f, *extra):
+        return f.filter((pl.col("episode") % stride == 0) | (pl.col("episode") == 1)
+                        | pl.col("drift")) \
+            .select("scenario", "variant", "run", "episode", "drift", "y", *extra)
 
     succ = keyed.with_columns(pl.col("success").cast(pl.Float64)
                               .rolling_mean(window, min_samples=1).over(over).alias("y"))
@@ -109,10 +159,55 @@ def _series(ep: pl.DataFrame, window: int, stride: int) -> dict[str, pl.DataFram
                               .rolling_sum(window, min_samples=1).over(over).alias("ns"))
            .with_columns((pl.col("tok") / pl.max_horizontal(pl.col("ns"), pl.lit(1.0)))
                          .alias("y")))
-    comp = keyed.with_columns(pl.col("comp_mean_all").cast(pl.Float64).alias("y"))
     pois = keyed.with_columns(pl.col("poisoned").cast(pl.Float64).alias("y"))
-    return {"success": thin(succ), "tokens_per_success": thin(tps), "competence": thin(comp),
+    comp, chosen = _competence_series(keyed, window, chosen_family)
+    return {"success": thin(succ), "tokens_per_success": thin(tps),
+            "competence": thin(comp, "lo", "hi", "truth"),
+            "competence_chosen": thin(chosen, "lo", "hi", "truth"),
             "poisoned": thin(pois)}
+
+
+def _competence_series(keyed: pl.DataFrame, window: int, chosen_family: int):
+    """The two competence rows' per-run curves (``keyed``: the episodes sorted by
+    scenario, variant, run, episode): y (posterior mean), lo and hi (its 95% credible
+    interval) and truth, the success rate of the agent's own (not escalated) runs over the
+    last ``window`` episodes, or for the chosen family over its last ``window`` arrivals
+    (carried forward between them; null before its first).
+
+    Raises
+    ------
+    ConfigError
+        The table lacks the ``comp_weighted_*`` / ``comp_chosen_*`` columns (an output
+        folder written before they were recorded).
+    """
+    need = ("comp_weighted_mean", "comp_weighted_lower", "comp_weighted_upper",
+            "comp_chosen_a", "comp_chosen_b")
+    missing = [c for c in need if c not in keyed.columns]
+    if missing:
+        raise ConfigError("episodes", ", ".join(missing), "missing from the episodes table: "
+                          "it was written before the competence fields were recorded; "
+                          "run the experiment again")
+    over = ("scenario", "variant", "run")
+    own = ~pl.col("escalated")
+    succ = (pl.col("success") & own).cast(pl.Float64)
+    num = succ.rolling_sum(window, min_samples=1).over(over)
+    den = own.cast(pl.Float64).rolling_sum(window, min_samples=1).over(over)
+    weighted = keyed.with_columns(
+        pl.col("comp_weighted_mean").alias("y"), pl.col("comp_weighted_lower").alias("lo"),
+        pl.col("comp_weighted_upper").alias("hi"),
+        pl.when(den > 0).then(num / den).otherwise(None).alias("truth"))
+    a = keyed["comp_chosen_a"].to_numpy()
+    b = keyed["comp_chosen_b"].to_numpy()
+    lo, hi = beta_interval(a, b, 0.95)
+    fam = (keyed.filter((pl.col("family") == chosen_family) & own)
+           .with_columns(pl.col("success").cast(pl.Float64)
+                         .rolling_mean(window, min_samples=1).over(over).alias("truth"))
+           .select(*over, "episode", "truth"))
+    chosen = (keyed.with_columns(y=pl.Series(a / (a + b)), lo=pl.Series(lo),
+                                 hi=pl.Series(hi))
+              .join(fam, on=[*over, "episode"], how="left", maintain_order="left")
+              .with_columns(pl.col("truth").forward_fill().over(over)))
+    return weighted, chosen
 
 
 def _limits(values: list[np.ndarray], scale: str) -> tuple[float, float]:
@@ -135,35 +230,86 @@ def _limits(values: list[np.ndarray], scale: str) -> tuple[float, float]:
     return (lo, hi + 0.05 * (hi - lo))
 
 
-def _scenario_job(out, scenario: str, series: dict, folder: Path) -> tuple:
+def _scenario_job(out, scenario: str, series: dict, folder: Path, rows=None) -> tuple:
     """The arguments of :func:`_scenario_figure` for one scenario: only what it draws
     (the config, the scenario's rows of each series, the variants equal to the loop), so a
-    figure can be drawn in another process."""
+    figure can be drawn in another process. ``rows``: the keys of the rows to draw
+    (default every row of :data:`ROWS`)."""
     cfg = out.config
+    keys = [key for key, _, _ in ROWS] if rows is None else list(rows)
     sub = {key: series[key].filter(pl.col("scenario") == scenario).drop("scenario")
-           for key, _, _ in ROWS}
+           for key in keys}
     same = _same_as_loop(out.tables["episodes"], scenario, f"{cfg.store}_loop")
     return cfg, scenario, sub, same, Path(folder)
 
 
-def _scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path) -> list[Path]:
+def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set) -> list:
+    """One panel: each variant of ``group`` in its colour, its band and, in a competence
+    row, its true rolling success dashed; returns the mean curves drawn."""
+    drawn = []
+    for v in group:
+        g = curves.filter(pl.col("variant") == v)
+        if g.is_empty():
+            continue
+        x = g["episode"].to_numpy()
+        est, lo, hi = (g[k].to_numpy() for k in ("estimate", "low", "high"))
+        color = variant_color(v, cfg.store)
+        ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
+        name = _short(v, cfg.store) + (" (= loop)" if v in same else "")
+        ax.plot(x, est, color=color, lw=1.1, label=name)
+        drawn.append(est)
+        if key in COMPETENCE_ROWS:
+            truth = g["truth"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+            ax.plot(x, truth, color=color, lw=0.9, ls=(0, (3, 2)))
+    return drawn
+
+
+def _curves(key: str, frame: pl.DataFrame, cfg) -> pl.DataFrame:
+    """Per variant and episode: ``estimate``, ``low``, ``high`` (and ``truth`` in a
+    competence row): a bootstrap interval across runs of the mean, or for competence the
+    mean over runs of the posterior mean, of each interval end and of the true success."""
+    if key not in COMPETENCE_ROWS:
+        return curve_ci(frame, by=["variant"], x="episode", y="y",
+                        n_resamples=PLOT_RESAMPLES, seed=cfg.seed)
+    return (frame.group_by("variant", "episode", maintain_order=True)
+            .agg(pl.col("y").mean().alias("estimate"), pl.col("lo").mean().alias("low"),
+                 pl.col("hi").mean().alias("high"), pl.col("truth").mean())
+            .sort("variant", "episode"))
+
+
+def _scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path,
+                     stem: str = "scenario", svg: bool = True) -> list[Path]:
     """Draw and save one scenario's figure (module docstring) from :func:`_scenario_job`'s
-    arguments."""
+    arguments: a row per key of ``sub`` (in :data:`ROWS` order), saved as
+    ``<stem>_<scenario>.png`` (and ``.svg`` with ``svg``)."""
+    rows = [r for r in ROWS if r[0] in sub]
     panels = variant_panels(cfg.variants, cfg.store)
-    colors = _colors(panels, cfg.store)
-    n_rows, n_cols = len(ROWS), len(panels)
+    n_rows, n_cols = len(rows), len(panels)
     W = int(cfg.analysis["window"])
-    curves = {key: curve_ci(sub[key], by=["variant"], x="episode", y="y",
-                            n_resamples=PLOT_RESAMPLES, seed=cfg.seed)
-              for key, _, _ in ROWS}
-    width, height = 3.3 * n_cols, 2.3 * n_rows + 1.8
-    band = (f"{over_runs('mean', cfg.runs)} across runs ({PLOT_RESAMPLES} resamples)"
-            if cfg.runs > 1 else over_runs("mean", 1))
+    chosen = int(cfg.analysis["chosen_family"])
+    curves = {key: _curves(key, sub[key], cfg) for key, _, _ in rows}
+    first = sub[rows[0][0]]
+    drifts = sorted(set(first.filter(pl.col("drift"))["episode"].to_list()))
+    styles = any(key in COMPETENCE_ROWS for key, _, _ in rows)
+    legend = 1.75 + (0.45 if styles else 0.0)   # inches: the line-style key takes 3 lines
+    width, height = 3.3 * n_cols, 2.3 * n_rows + legend + 0.05
+    lines = [f"{cfg.name}, scenario {scenario}"]
+    if any(key not in COMPETENCE_ROWS for key, _, _ in rows):
+        band = (f"{over_runs('mean', cfg.runs)} across runs ({PLOT_RESAMPLES} resamples)"
+                if cfg.runs > 1 else over_runs("mean", 1))
+        lines.append(f"{band}; success and tokens rolling over {W} episodes")
+    if any(key in COMPETENCE_ROWS for key, _, _ in rows):
+        where = "" if cfg.runs == 1 else f", means over {cfg.runs} runs"
+        lines.append(f"competence: solid, posterior mean of all runs so far "
+                     f"(empirical-Bayes prior at the pooled success rate), band 95% "
+                     f"credible interval{where}; dashed, "
+                     f"true success of the agent's own runs over the last {W} episodes "
+                     f"(family {chosen}: its last {W} arrivals)")
+    if drifts:
+        lines.append("dotted vertical lines: drifts")
     # the title wrapped to the figure's width (~13 characters per inch at 9 points: one
     # line was wider than the figure for long scenario names)
-    heading = "\n".join(textwrap.fill(line, max(20, int(13 * width))) for line in (
-        f"{cfg.name}, scenario {scenario}",
-        f"{band}; success and tokens rolling over {W} episodes"))
+    heading = "\n".join(textwrap.fill(line, max(20, int(13 * width))) for line in lines)
     with figure(figsize=(width, height), layout=None) as fig:
         # fixed margins in inches (the layout engine took ~40% of a figure's drawing
         # time): the y labels on the left (a log axis may label minor ticks, "2 x 10^3"),
@@ -171,26 +317,19 @@ def _scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path) -> 
         # entry a line, MAX_LINES at most) below the bottom row
         fig.subplots_adjust(left=0.95 / width, right=1 - 0.12 / width,
                             top=1 - (0.48 + 0.16 * heading.count("\n")) / height,
-                            bottom=1.75 / height, wspace=0.06, hspace=0.09)
+                            bottom=legend / height, wspace=0.06, hspace=0.12)
         axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey="row")
-        for r, (key, ylabel, scale) in enumerate(ROWS):
+        for r, (key, ylabel, scale) in enumerate(rows):
             drawn = []
             for c, (title, group) in enumerate(panels):
                 ax = axes[r, c]
-                for v in group:
-                    g = curves[key].filter(pl.col("variant") == v)
-                    if g.is_empty():
-                        continue
-                    x = g["episode"].to_numpy()
-                    est, lo, hi = (g[k].to_numpy() for k in ("estimate", "low", "high"))
-                    ax.fill_between(x, lo, hi, color=colors[v], alpha=0.15, linewidth=0)
-                    name = _short(v, cfg.store) + (" (= loop)" if v in same else "")
-                    ax.plot(x, est, color=colors[v], lw=1.1, label=name)
-                    drawn.append(est)
+                drawn += _draw_row(ax, key, curves[key], group, cfg, same)
+                for e in drifts:
+                    ax.axvline(e, color="0.35", lw=0.8, ls=":", zorder=0)
                 if r == 0:
                     ax.set_title(title, fontsize=9)
                 if c == 0:
-                    ax.set_ylabel(ylabel, fontsize=8)
+                    ax.set_ylabel(ylabel.format(chosen=chosen), fontsize=8)
                 if r == n_rows - 1:
                     ax.set_xlabel("episode", fontsize=8)
                 ax.tick_params(labelsize=7)
@@ -205,10 +344,18 @@ def _scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path) -> 
                     axes[r, c].set_yscale("log")
                 axes[r, c].set_ylim(*ylim)
         for c in range(n_cols):
-            axes[-1, c].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.28),
-                               ncol=1, frameon=False)
+            handles, labels = axes[-1, c].get_legend_handles_labels()
+            if styles:
+                # the line styles of the competence rows, after a gap, named as styles
+                # so that their grey is not read as a variant's
+                handles += [Line2D([], [], lw=0), Line2D([], [], color="0.6", lw=1.1),
+                            Line2D([], [], color="0.6", lw=0.9, ls=(0, (3, 2)))]
+                labels += ["", "solid line: competence (posterior)",
+                           f"dashed line: true success (rolling {W})"]
+            axes[-1, c].legend(handles, labels, fontsize=6.5, loc="upper left",
+                               bbox_to_anchor=(0.0, -0.28), ncol=1, frameon=False)
         fig.suptitle(heading, fontsize=9, y=1 - 0.08 / height, va="top")
-        return save(fig, folder / f"scenario_{scenario}")
+        return save(fig, folder / f"{stem}_{scenario}", svg=svg)
 
 
 def _profiles_figure(out, folder: Path) -> list[Path]:
@@ -217,7 +364,7 @@ def _profiles_figure(out, folder: Path) -> list[Path]:
     if not agg["profiles"]:
         return []
     panels = variant_panels([v for v in cfg.variants if v in agg["profiles"]], cfg.store)
-    colors = _colors(panels, cfg.store)
+    colors = {v: variant_color(v, cfg.store) for v in cfg.variants}
     with figure(figsize=(3.3 * len(panels), 4.4)) as fig:
         axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
         for ax, (title, group) in zip(axes, panels):
@@ -248,7 +395,7 @@ def _recovery_figure(out, folder: Path) -> list[Path]:
              if runs.filter(pl.col("scenario") == s)["drifts_measured"].sum() > 0]
     if not drift:
         return []
-    colors = _colors(variant_panels(cfg.variants, cfg.store), cfg.store)
+    colors = {v: variant_color(v, cfg.store) for v in cfg.variants}
     with figure(figsize=(7.0, 0.28 * len(cfg.variants) * len(drift) + 1.5)) as fig:
         axes = fig.subplots(len(drift), 1, squeeze=False)[:, 0]
         for ax, s in zip(axes, drift):
@@ -284,7 +431,7 @@ def _crossover_figure(out, folder: Path) -> list[Path]:
     loop = f"{cfg.store}_loop"
     shown = [v for v in ("no_learning", "naive_loop", loop) if v in cfg.variants] + \
         [v for v in cfg.variants if v.startswith("naive_loop+")]
-    colors = _colors([("crossover", shown)], cfg.store)
+    colors = {v: variant_color(v, cfg.store) for v in cfg.variants}
     with figure(figsize=(max(6.0, 3.6 * len(sweeps)), 4.2)) as fig:
         axes = fig.subplots(1, len(sweeps), squeeze=False)[0]
         for ax, sw in zip(axes, sweeps):
@@ -352,9 +499,9 @@ def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> li
     """The standard plots of an agent-tasks experiment into ``folder/plots`` (PNG and SVG):
 
     * ``scenario_<name>``: per scenario, small multiples (module docstring) of the success
-      rate and tokens per success (rolling ``analysis.window`` episodes), the competence
-      (each run's per-family Beta posterior mean, averaged over families) and the poisoned
-      entries, over episodes;
+      rate and tokens per success (rolling ``analysis.window`` episodes), the
+      arrival-weighted competence and the chosen family's, each with its credible band
+      and the true rolling success, and the poisoned entries, over episodes;
     * ``performance_profiles``: the fraction of runs whose final success rate exceeds each
       tau, over all scenarios (rliable), with stratified bootstrap bands;
     * ``recovery``: episodes to recover after a drift per variant, for scenarios with
@@ -383,10 +530,8 @@ def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> li
         Whatever ``also`` or drawing a figure raises (after every helper is stopped).
     """
     cfg = out.config
-    ep = out.tables["episodes"]
-    stride = max(1, cfg.episodes // 100)
     dest = Path(folder) / "plots"
-    series = _series(ep, int(cfg.analysis["window"]), stride)
+    series = _all_series(out)
     jobs = [_scenario_job(out, s, series, dest) for s, _ in cfg.scenarios]
     summary: list[list[Path]] = []
 
@@ -401,3 +546,35 @@ def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> li
     drawn = draw_all(jobs, plot_processes(len(jobs), processes), here,
                      draw=_scenario_figure, rows=[key for key, _, _ in ROWS])
     return [p for got in drawn + summary for p in got]
+
+
+def _all_series(out) -> dict[str, pl.DataFrame]:
+    """:func:`_series` of an output's episodes, thinned to about 100 points a curve."""
+    cfg = out.config
+    return _series(out.tables["episodes"], int(cfg.analysis["window"]),
+                   max(1, cfg.episodes // 100),
+                   chosen_family=int(cfg.analysis["chosen_family"]))
+
+
+def draw_competence(out, folder: Path) -> list[Path]:
+    """Only the competence over episodes (``dyna plot DIR --only competence``): per
+    scenario, ``folder/plots/competence_<name>.png`` (no SVG: a quick look; the scenario
+    figures of :func:`draw_plots` hold the same rows in both formats), the two competence
+    rows of the scenario figure (module docstring) drawn alone, in this process.
+
+    Returns
+    -------
+    list of Path
+        The files written, in scenario order.
+
+    Raises
+    ------
+    ConfigError
+        The episodes table lacks the competence fields (written by an older version).
+    """
+    cfg = out.config
+    dest = Path(folder) / "plots"
+    series = _all_series(out)
+    return [p for s, _ in cfg.scenarios
+            for p in _scenario_figure(*_scenario_job(out, s, series, dest, COMPETENCE_ROWS),
+                                      stem="competence", svg=False)]
