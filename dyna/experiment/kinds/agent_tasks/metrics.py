@@ -1,4 +1,11 @@
-"""Kind ``agent_tasks``: per-run summary metrics and recovery after drift (numpy only)."""
+"""Kind ``agent_tasks``: per-run summary metrics and recovery after drift (numpy only).
+
+One function, :func:`run_summaries`, turns a group's episode arrays (shape ``(runs,
+episodes)``) into the columns of the ``runs`` table. The agent-tasks v3 metrics read the
+per-episode fields of :func:`dyna.agents.loop_agents.run_loop_agent` listed in
+:data:`V3_SOURCES`; where a field is missing (an env or agent that does not record it) the
+metrics made from it are NaN, so a hypothesis on them is "too few pairs", not an error.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,8 @@ import math
 
 import numpy as np
 
-__all__ = ["HYPOTHESIS_METRICS", "RUN_METRICS", "run_summaries"]
+__all__ = ["DRIFT_ARRIVALS", "HARMFUL_SOURCES", "HYPOTHESIS_METRICS", "RUN_METRICS",
+           "V3_METRICS", "V3_SOURCES", "harmful_stored_source", "run_summaries"]
 
 #: Columns of the ``runs`` table a declared hypothesis may test (:func:`run_summaries`).
 HYPOTHESIS_METRICS = ("final_success", "success_rate", "tokens_per_success", "learning_share",
@@ -14,7 +22,42 @@ HYPOTHESIS_METRICS = ("final_success", "success_rate", "tokens_per_success", "le
                       "poisoned_final", "poisoned_max", "stale_final", "library_final",
                       "recovery", "staged_per_1000", "approved", "rejected",
                       "late_success", "late_tokens_per_success", "incidents_per_1000",
-                      "drift_calls_per_success")
+                      "drift_calls_per_success", "drift_success_next100",
+                      "poisoned_follows_per_1000", "lesson_incidents_per_1000",
+                      "direct_incidents_per_1000", "harmful_stored",
+                      "catalog_tokens_per_episode", "context_tokens_per_episode",
+                      "precision_at_k")
+
+#: Arrivals of the drifted family over which ``drift_success_next100`` is taken.
+DRIFT_ARRIVALS = 100
+
+#: The agent-tasks v3 per-run metrics: column -> label (:func:`run_summaries`).
+V3_METRICS = {
+    "drift_success_next100": f"drifted family's success, next {DRIFT_ARRIVALS} arrivals",
+    "poisoned_follows_per_1000": "poisoned-entry follows per 1,000 episodes",
+    "lesson_incidents_per_1000": "lesson-mediated incidents per 1,000 episodes",
+    "direct_incidents_per_1000": "direct-obedience incidents per 1,000 episodes (floor)",
+    "harmful_stored": "harmful entries stored",
+    "catalog_tokens_per_episode": "catalog tokens per episode, last tokens_window",
+    "context_tokens_per_episode": "context tokens per episode, last tokens_window",
+    "precision_at_k": "precision@k of injected entries, last tokens_window",
+}
+
+#: Episode fields each v3 metric is made from (a metric is NaN when one is missing).
+V3_SOURCES = {
+    "drift_success_next100": ("success", "family", "drift_family"),
+    "poisoned_follows_per_1000": ("poisoned_follows",),
+    "lesson_incidents_per_1000": ("incident_lesson",),
+    "direct_incidents_per_1000": ("incident_direct",),
+    "catalog_tokens_per_episode": ("catalog_tokens",),
+    "context_tokens_per_episode": ("context_tokens",),
+    "precision_at_k": ("injected_relevant", "context_entries"),
+}
+
+#: Where ``harmful_stored`` is read from, first present wins: the store's count of harmful
+#: entries at each episode (its maximum over the run), else the proposals that carried a
+#: harmful call (their total over the run: an upper bound, every one counted as stored).
+HARMFUL_SOURCES = (("harmful_entries", "max"), ("harmful_proposed", "sum"))
 
 
 #: Per-run metrics of the ``runs`` table shown in the report: column -> label.
@@ -34,19 +77,118 @@ RUN_METRICS = {
 }
 
 
+def _after_drift(family: np.ndarray, drift_family: np.ndarray) -> tuple[int, np.ndarray]:
+    """``(d, after)`` of one run's first drift: its episode index ``d`` (0-based) and the
+    episode indices of the drifted family's arrivals from ``d`` on, in order (int64,
+    shape (k,)); ``(-1, empty)`` without a drift."""
+    drifts = np.flatnonzero(drift_family >= 0)
+    if not drifts.size:
+        return -1, np.zeros(0, dtype=np.int64)
+    d = int(drifts[0])
+    idx = np.flatnonzero(family == drift_family[d])
+    return d, idx[idx >= d]
+
+
+def _drift_next(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
+                n: int) -> tuple[float, int]:
+    """The drifted family's success proportion over its next ``n`` arrivals from the first
+    drift on (the drift episode included), and how many arrivals that is (fewer than
+    ``n`` when the run ends first); ``(NaN, 0)`` without a drift or an arrival."""
+    _, after = _after_drift(family, drift_family)
+    after = after[:n]
+    if not after.size:
+        return math.nan, 0
+    return float(success[after].mean()), int(after.size)
+
+
+def _time_to_recovery(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
+                      window: int) -> tuple[float, int]:
+    """Time to recovery of the drifted family, as survival data: ``(time, event)``.
+
+    For the run's first drift, at episode index ``d`` on family ``f``, recovery is the
+    first streak of ``window`` consecutive successful arrivals of ``f`` from ``d`` on
+    (other families' episodes in between do not break it). The event time is the number
+    of episodes from the drift episode to the one that completes the streak, both
+    counted (``e - d + 1``); event 1. A run that ends first is *censored* at its end:
+    time ``E - d`` (the episodes from ``d`` to the last), event 0. ``(NaN, 0)`` without a
+    drift. Unit: episodes.
+    """
+    d, after = _after_drift(family, drift_family)
+    if d < 0:
+        return math.nan, 0
+    s = success[after].astype(np.float64)
+    if s.size >= window:
+        full = np.flatnonzero(np.convolve(s, np.ones(window), mode="valid") >= window - 0.5)
+        if full.size:
+            return float(after[full[0] + window - 1] - d + 1), 1
+    return float(success.size - d), 0
+
+
+def _per_1000(arrays: dict, name: str, R: int, E: int) -> np.ndarray:
+    """Sum of episode field ``name`` per 1,000 episodes, per run; NaN when missing."""
+    if name not in arrays:
+        return np.full(R, math.nan)
+    return arrays[name].sum(1) * 1000.0 / E
+
+
+def harmful_stored_source(columns) -> str | None:
+    """The episode field ``harmful_stored`` is read from, given the fields present, with
+    how (:data:`HARMFUL_SOURCES`), e.g. ``"harmful_proposed (sum)"``; None: neither."""
+    for name, how in HARMFUL_SOURCES:
+        if name in columns:
+            return f"{name} ({how})"
+    return None
+
+
+def _v3_metrics(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
+    """The agent-tasks v3 columns of :func:`run_summaries` (its docstring)."""
+    succ = arrays["success"]
+    R, E = succ.shape
+    nan = np.full(R, math.nan)
+    out = {}
+    nxt = [_drift_next(succ[r], arrays["family"][r], arrays["drift_family"][r],
+                       DRIFT_ARRIVALS) for r in range(R)]
+    out["drift_success_next100"] = np.array([x[0] for x in nxt], dtype=np.float64)
+    out["drift_arrivals"] = np.array([x[1] for x in nxt], dtype=np.int64)
+    rec = [_time_to_recovery(succ[r], arrays["family"][r], arrays["drift_family"][r],
+                             int(analysis["recovery_window"])) for r in range(R)]
+    out["recovery_time"] = np.array([x[0] for x in rec], dtype=np.float64)
+    out["recovery_event"] = np.array([x[1] for x in rec], dtype=np.int64)
+    out["poisoned_follows_per_1000"] = _per_1000(arrays, "poisoned_follows", R, E)
+    out["lesson_incidents_per_1000"] = _per_1000(arrays, "incident_lesson", R, E)
+    out["direct_incidents_per_1000"] = _per_1000(arrays, "incident_direct", R, E)
+    out["harmful_stored"] = nan
+    for name, how in HARMFUL_SOURCES:
+        if name in arrays:
+            x = arrays[name].astype(np.float64)
+            out["harmful_stored"] = x.max(1) if how == "max" else x.sum(1)
+            break
+    tw = min(int(analysis.get("tokens_window", 200)), E)
+    for col, name in (("catalog_tokens_per_episode", "catalog_tokens"),
+                      ("context_tokens_per_episode", "context_tokens")):
+        out[col] = arrays[name][:, -tw:].mean(1) if name in arrays else nan
+    if "injected_relevant" in arrays:
+        shown = arrays["context_entries"][:, -tw:].sum(1).astype(np.float64)
+        hits = arrays["injected_relevant"][:, -tw:].sum(1).astype(np.float64)
+        out["precision_at_k"] = np.where(shown > 0, hits / np.maximum(shown, 1), math.nan)
+    else:
+        out["precision_at_k"] = nan
+    # the two sums of the ratio-of-sums tokens per success (its interval is taken across
+    # runs by the report, :mod:`.volume`)
+    out["late_tokens"] = (arrays["tokens"][:, -tw:].sum(1)
+                          + arrays["learning_tokens"][:, -tw:].sum(1)).astype(np.float64)
+    out["late_successes"] = succ[:, -tw:].sum(1).astype(np.int64)
+    return out
+
+
 def _drift_calls(success: np.ndarray, steps: np.ndarray, family: np.ndarray,
                  drift_family: np.ndarray, n: int) -> float:
     """Tool calls per success on the first drifted family's next ``n`` episodes from its
     drift (the drift episode included); NaN without a drift. Without a success the calls
     count as for one success (*censored*, a lower bound of the true cost), so the worst
     runs stay in the paired comparison instead of dropping out."""
-    drifts = np.flatnonzero(drift_family >= 0)
-    if not drifts.size:
-        return math.nan
-    d = drifts[0]
-    f = drift_family[d]
-    idx = np.flatnonzero(family == f)
-    after = idx[idx >= d][:n]
+    _, after = _after_drift(family, drift_family)
+    after = after[:n]
     if not after.size:
         return math.nan
     wins = float(success[after].sum())
@@ -116,7 +258,21 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
         over successes in the last ``tokens_window`` episodes; without a success, censored:
         the tokens as for one success),
         ``incidents_per_1000`` and ``drift_calls_per_success`` (:func:`_drift_calls` over
-        ``drift_episodes`` episodes).
+        ``drift_episodes`` episodes); the agent-tasks v3 metrics (issue "Agent tasks v3",
+        float64 unless said; NaN where their episode fields, :data:`V3_SOURCES`, are
+        missing): ``drift_success_next100`` (:func:`_drift_next`, a proportion; NaN
+        without a drift) with ``drift_arrivals`` (int64, the arrivals it is over, at most
+        :data:`DRIFT_ARRIVALS`), ``recovery_time`` (episodes) and ``recovery_event``
+        (int64, 1 recovered, 0 censored) of :func:`_time_to_recovery` over
+        ``recovery_window`` arrivals, ``poisoned_follows_per_1000``,
+        ``lesson_incidents_per_1000`` (from ``incident_lesson``),
+        ``direct_incidents_per_1000`` (from ``incident_direct``, the floor no learning
+        safeguard can touch), ``harmful_stored`` (:data:`HARMFUL_SOURCES`), and over the
+        last ``tokens_window`` episodes ``catalog_tokens_per_episode``,
+        ``context_tokens_per_episode``, ``precision_at_k`` (injected entries about the
+        task's family / injected entries; NaN when none was injected), ``late_tokens``
+        (run + learning tokens) and ``late_successes`` (int64), the two sums of the
+        ratio-of-sums tokens per success.
     """
     succ = arrays["success"].astype(np.float64)
     R, E = succ.shape
@@ -168,4 +324,5 @@ def run_summaries(arrays: dict, analysis: dict) -> dict[str, np.ndarray]:
     for k in ("approved", "rejected"):   # the simulated approver's answers
         if k in arrays:
             out[k] = arrays[k].sum(1).astype(np.int64)
+    out.update(_v3_metrics(arrays, analysis))
     return out
