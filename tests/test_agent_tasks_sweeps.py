@@ -114,7 +114,7 @@ def test_evaluate_hypotheses_runs_slope_and_sign_tests_under_holm():
 
 
 def test_the_crossover_map_finds_the_first_worse_point_and_the_restoring_safeguard():
-    cfg = _cfg(analysis={"n_resamples": 500})
+    cfg = _cfg(analysis={"n_resamples": 500}, variants=BASE["variants"] + ["oracle"])
     pts = cfg.sweeps[0].points()
     gaps = {0.0: 0.10, 0.1: -0.005, 0.25: -0.20, 0.5: -0.30}
     wobble = 0.03 * np.array([1, -1, 1, -1, 1, -1])   # mean 0: the gap is each mean
@@ -123,6 +123,7 @@ def test_the_crossover_map_finds_the_first_worse_point_and_the_restoring_safegua
     for sc, s in pts:
         none = rng.uniform(0.3, 0.6, size=6)
         table[(sc, "no_learning")] = none
+        table[(sc, "oracle")] = none + 0.08   # the gate's 0.05 is over half of it
         table[(sc, "naive_loop")] = none + gaps[s] + wobble
         table[(sc, "naive_loop+outcome_gate")] = none + 0.05 + rng.normal(0, 0.01, size=6)
         table[(sc, "skill_loop")] = none

@@ -36,9 +36,11 @@ from dyna.experiment.stats import (Interval, benjamini_hochberg, bootstrap_ci, h
                                    probability_of_improvement, sign_flip_test, stratified_iqm)
 from dyna.loops import LoopConfig
 
-__all__ = ["Comparison", "Crossover", "HypothesisResult", "compare_slope", "crossover_map", "MIN_RUNS_CLAIMS", "MIN_RUNS_NO_WARNING",
-           "aggregates", "compare", "evaluate_hypotheses", "exploratory_cells",
-           "inert_switches", "safeguard_activity"]
+__all__ = ["Comparison", "Crossover", "HypothesisResult", "compare_slope", "crossover_map",
+           "MIN_RUNS_CLAIMS", "MIN_RUNS_NO_WARNING", "aggregates", "compare",
+           "evaluate_hypotheses", "exploratory_cells", "inert_switches", "judge_differences",
+           "restores_benefit", "safeguard_activity", "base_scenarios",
+           "scenario_metrics"]
 
 #: Below this many runs the report makes no significance claims: a sign-flip test over
 #: n runs cannot go below 2^-n (1/16 for 4 runs), so nothing could pass a 0.05 level.
@@ -172,8 +174,10 @@ def compare(runs: pl.DataFrame, scenario: str, variant: str, versus: str, metric
     keep = np.isfinite(x) & np.isfinite(y)
     base = dict(scenario=scenario, variant=variant, versus=versus, metric=metric,
                 direction=direction)
-    return _judge(x[keep] - y[keep], base, sw is not None and sw in inert.get(scenario, set()),
-                  alpha=alpha, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    return judge_differences(x[keep] - y[keep], base,
+                             sw is not None and sw in inert.get(scenario, set()),
+                             alpha=alpha, confidence=confidence, n_resamples=n_resamples,
+                             seed=seed)
 
 
 def _ablated_pair(variant: str, versus: str, store: str) -> str | None:
@@ -183,11 +187,21 @@ def _ablated_pair(variant: str, versus: str, store: str) -> str | None:
             ablated_switch(versus, store) if variant == loop else None)
 
 
-def _judge(d: np.ndarray, base: dict, inert: bool, *, alpha: float, confidence: float,
-           n_resamples: int, seed: int) -> Comparison:
+def judge_differences(d: np.ndarray, base: dict, inert: bool, *, alpha: float,
+                      confidence: float, n_resamples: int, seed: int) -> Comparison:
     """A :class:`Comparison` of paired per-run values ``d`` (differences, or per-run
     slopes): inert, too few pairs, no difference in any run, or tested (bootstrap interval
-    of the mean, sign-flip p toward ``base["direction"]``, d_z, smallest detectable)."""
+    of the mean, sign-flip p toward ``base["direction"]``, d_z, smallest detectable).
+
+    Parameters
+    ----------
+    d : numpy.ndarray, float64, shape (n,)
+        One finite value per run.
+    base : dict
+        ``scenario, variant, versus, metric, direction`` of the :class:`Comparison`.
+    inert : bool
+        The comparison is of a safeguard that never acted: nothing is tested.
+    """
     base = {**base, "n": int(d.size)}
     if inert:
         return Comparison(status="inert", **base)
@@ -242,12 +256,12 @@ def compare_slope(runs: pl.DataFrame, sweep, variant: str, versus: str, metric: 
     slopes = np.where(flat, 0.0, d @ xc / float(xc @ xc))
     base = dict(scenario=sweep.name, variant=variant, versus=versus, metric=metric,
                 direction=direction)
-    if sw is None or not all(sw in inert.get(sc, set()) for sc, _ in pts):
+    all_inert = sw is not None and all(sw in inert.get(sc, set()) for sc, _ in pts)
+    if not all_inert:
         if x.size and np.all(x == x[:, :1]) and np.all(y == y[:, :1]):
             return Comparison(status="inert knob", n=int(x.shape[0]), **base)
-    return _judge(slopes, base,
-                  sw is not None and all(sw in inert.get(sc, set()) for sc, _ in pts),
-                  alpha=alpha, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    return judge_differences(slopes, base, all_inert, alpha=alpha, confidence=confidence,
+                             n_resamples=n_resamples, seed=seed)
 
 
 @dataclass(frozen=True)
@@ -337,8 +351,11 @@ class Crossover:
     estimate_at : object or None
         The first grid value whose mean difference is on the worse side.
     restores : tuple of (str, Interval)
-        At ``at``, the ``naive_loop+<switch>`` variants whose interval against no
-        learning does not lie on the worse side, best first, with that interval.
+        At ``at``, the ``naive_loop+<switch>`` variants that restore the benefit
+        (:func:`restores_benefit`), best first, with their interval against no learning.
+    oracle_gap : Interval or None
+        ``oracle - no_learning`` at ``at`` (paired by run); None when there is no crossover
+        or no ``oracle`` variant (then no safeguard can be said to restore the benefit).
     """
 
     sweep: str
@@ -347,6 +364,7 @@ class Crossover:
     at: object = None
     estimate_at: object = None
     restores: tuple = ()
+    oracle_gap: Interval | None = None
 
 
 def _worse(iv, better: str) -> tuple[bool, bool]:
@@ -357,11 +375,34 @@ def _worse(iv, better: str) -> tuple[bool, bool]:
     return est > 0, lo > 0
 
 
+def restores_benefit(gain: Interval, oracle_gap: Interval, better: str) -> bool:
+    """Whether a safeguard added to the naive loop restores the benefit of learning.
+
+    Both must hold: the safeguard's paired difference against no learning (``gain``,
+    ``naive_loop+X - no_learning``) is not worse than no learning (its interval does not
+    lie wholly on the worse side), and its mean is at least half of the oracle's
+    (``oracle_gap``, ``oracle - no_learning``) in the better direction. A safeguard that
+    merely stops learning meets the first and fails the second.
+
+    Parameters
+    ----------
+    gain, oracle_gap : Interval
+        0-d mean paired differences with their intervals, in the metric's unit.
+    better : {"greater", "less"}
+        Which way the metric is better.
+    """
+    sign = 1.0 if better == "greater" else -1.0
+    not_worse = not _worse(gain, better)[1]
+    return not_worse and sign * float(gain.estimate) >= 0.5 * sign * float(oracle_gap.estimate)
+
+
 def crossover_map(cfg, runs: pl.DataFrame) -> list[Crossover]:
     """The crossover map (one :class:`Crossover` per sweep of the config): the severity at
     which ``naive_loop`` first becomes worse than ``no_learning`` on the sweep's primary
     metric, and which single safeguard (a ``naive_loop+<switch>`` variant) restores the
-    benefit there. Exploratory: intervals at ``analysis.confidence``, no correction."""
+    benefit there (:func:`restores_benefit`: not worse than no learning and at least half
+    of ``oracle - no_learning``; nothing restores without an ``oracle`` variant).
+    Exploratory: intervals at ``analysis.confidence``, no correction."""
     if not {"naive_loop", "no_learning"} <= set(cfg.variants):
         return []
     a = cfg.analysis
@@ -382,18 +423,20 @@ def crossover_map(cfg, runs: pl.DataFrame) -> list[Crossover]:
                 est = v
             if at is None and all_worse:
                 at = v
-        restores = []
-        if at is not None:
+        restores, gap = [], None
+        if at is not None and "oracle" in cfg.variants:
             sc = sw.scenario(list(sw.values).index(at))
+            gap = compare(runs, sc, "oracle", "no_learning", sw.metric, **opts).interval
             for var in cfg.variants:
-                if not var.startswith("naive_loop+"):
+                if not var.startswith("naive_loop+") or gap is None:
                     continue
                 c = compare(runs, sc, var, "no_learning", sw.metric, **opts)
-                if c.interval is not None and not _worse(c.interval, sw.better)[1]:
+                if c.interval is not None and restores_benefit(c.interval, gap, sw.better):
                     restores.append((var.partition("+")[2], c.interval))
             sign = -1.0 if sw.better == "greater" else 1.0
             restores.sort(key=lambda r: sign * float(r[1].estimate))
-        out.append(Crossover(sw.name, sw.metric, tuple(comps), at, est, tuple(restores)))
+        out.append(Crossover(sw.name, sw.metric, tuple(comps), at, est, tuple(restores),
+                             gap))
     return out
 
 
@@ -488,3 +531,26 @@ def aggregates(cfg, runs: pl.DataFrame) -> dict:
                 out["poi"][sw] = probability_of_improvement(full, score_matrix(cfg, runs, v),
                                                             **opts)
     return out
+
+
+def base_scenarios(cfg) -> list[str]:
+    """The scenarios in config order without the robustness copies (the declared ones and
+    the sweeps' points): those the analyses other than the robustness table are about."""
+    rob = getattr(cfg, "robustness", None)
+    copies = {c.scenario for c in rob.copies} if rob else set()
+    return [s for s, _ in cfg.scenarios if s not in copies]
+
+
+def scenario_metrics(cfg, scenario: str) -> tuple[str, ...]:
+    """The primary metrics of one scenario, in order, without repeats: the metric of the
+    sweep it is a point of, then those of the sign hypotheses declared on it; a scenario
+    with neither has ``("late_success",)`` (success over episodes ``late_from`` .. end, the
+    agent-tasks default score). A robustness copy has those of the scenario it copies."""
+    rob = getattr(cfg, "robustness", None)
+    scenario = next((c.source for c in rob.copies if c.scenario == scenario),
+                    scenario) if rob else scenario
+    out = [sw.metric for sw in getattr(cfg, "sweeps", ())
+           if scenario in {sc for sc, _ in sw.points()}]
+    out += [m for h in cfg.hypotheses if getattr(h, "test", "sign") == "sign"
+            and h.scenario == scenario for m in h.metrics]
+    return tuple(dict.fromkeys(out)) or ("late_success",)
