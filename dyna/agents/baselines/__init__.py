@@ -12,10 +12,11 @@ run's calls with their outputs, like any loop.
 
 The variants (:data:`BASELINES`)
 
-=========================  ============================================  =================
+=========================  ============================================  ====================
 variant                    writes after                                  keeps / retrieves
-=========================  ============================================  =================
-``reflexion``              a self-judged failure                         last 3 per key
+=========================  ============================================  ====================
+``reflexion``              a verified failure                            last 3 per task
+                                                                         instance
 ``voyager``                a self-verified success                       top 5, no cap
 ``expel``                  a verified success, or a failure to compare   rules, all
 ``awm``                    every task (re-induction from self-judged     whole file
@@ -24,7 +25,7 @@ variant                    writes after                                  keeps /
 ``mem0_v3``                every run: ADD with MD5 dedup                 top 20, hybrid
 ``naive_growth``           every run                                     top 5, no cap
 ``selective_add_delete``   a verified success; deletes on failed reuses  top 5
-=========================  ============================================  =================
+=========================  ============================================  ====================
 
 Conventions shared by all of them
     * The task's *key* is its first ``title_words`` content words

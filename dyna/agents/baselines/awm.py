@@ -62,7 +62,7 @@ class AWM(TaskBaseline):
         self.workflows = self.induce(run.run_id)
         return self.tokens_per_review
 
-    def knowledge(self, task: str) -> Knowledge:
+    def knowledge(self, task: str, *, task_instance: int) -> Knowledge:
         words = self._words(task)
         k = Knowledge(entries=len(self.workflows))
         for key, calls in self.workflows:

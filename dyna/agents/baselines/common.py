@@ -79,6 +79,11 @@ class RunRecord:
         The agent's own opinion.
     tokens : int
         Tokens of the run.
+    task_instance : int
+        Which task instance the run attempted (the env's reset info ``task_instance``:
+        the 0-based id of the fresh task; its retrials keep the id).
+    retrial : int
+        0 for a fresh task, ``k`` for its ``k``-th retrial (reset info ``retrial``).
     """
 
     run_id: str
@@ -88,6 +93,8 @@ class RunRecord:
     verified_success: bool
     self_assessed_success: bool
     tokens: int
+    task_instance: int
+    retrial: int
 
 
 class Baseline(ABC):
@@ -115,8 +122,10 @@ class Baseline(ABC):
         self.tokens_per_review = tokens_per_review
 
     @abstractmethod
-    def knowledge(self, task: str) -> Knowledge:
-        """What to bring into a run on ``task``."""
+    def knowledge(self, task: str, *, task_instance: int) -> Knowledge:
+        """What to bring into a run on ``task``, an attempt of task instance
+        ``task_instance`` (:attr:`RunRecord.task_instance`; only a baseline that keeps
+        lessons per instance reads it)."""
 
     @abstractmethod
     def learn(self, run: RunRecord) -> int:

@@ -167,7 +167,7 @@ class ExpeL(TaskBaseline):
         self.apply(ops)
         return self.tokens_per_review
 
-    def knowledge(self, task: str) -> Knowledge:
+    def knowledge(self, task: str, *, task_instance: int) -> Knowledge:
         words = self._words(task)
         per_step: dict = {}
         irrelevant = 0

@@ -91,7 +91,7 @@ class Mem0V2(Mem0):
                 self.ops["ADD"] += 1
         return tokens
 
-    def knowledge(self, task: str) -> Knowledge:
+    def knowledge(self, task: str, *, task_instance: int) -> Knowledge:
         words = self._words(task)
         got = self.search(task)
         k = Knowledge(entries=len(got))

@@ -105,7 +105,7 @@ class Mem0V3(Mem0):
         scored.sort(key=lambda x: -x[0])                 # stable: semantic order on ties
         return [m for _, m in scored[:self.TOP_K]]
 
-    def knowledge(self, task: str) -> Knowledge:
+    def knowledge(self, task: str, *, task_instance: int) -> Knowledge:
         words = self._words(task)
         got = self.search(task)
         k = Knowledge(entries=len(got))

@@ -62,7 +62,7 @@ class Records(TaskBaseline):
                         break
         return got
 
-    def knowledge(self, task: str) -> Knowledge:
+    def knowledge(self, task: str, *, task_instance: int) -> Knowledge:
         words = self._words(task)
         got = self.retrieve(task)
         self._retrieved = (task, [r.rid for r in got])

@@ -61,7 +61,7 @@ class Voyager(TaskBaseline):
                         key=lambda x: (-cosine(frozenset(x[1]), words), x[0]))
         return [k for _, k in ranked[:self.TOP_K]]
 
-    def knowledge(self, task: str) -> Knowledge:
+    def knowledge(self, task: str, *, task_instance: int) -> Knowledge:
         words = self._words(task)
         got = self.retrieve(task)
         return Knowledge(calls=[list(self._ix_calls(self.skills[k])) for k in got],

@@ -242,7 +242,7 @@ class _Names:
 
 #: A baseline's attributes that are settings, caches or counters, not what it keeps.
 _NOT_KEPT = frozenset({"env", "seed", "title_words", "tokens_per_review", "copy_rate",
-                       "_names", "_tix", "_vix", "_calls_ix", "ops", "_clock"})
+                       "ops", "_clock"})
 
 
 def _kept_text(baseline) -> str:
@@ -270,7 +270,8 @@ def _replay_baseline(p: dict, runs, values, category, r: int) -> tuple[dict, dic
         rec = RunRecord(run.run_id, run.task_id, run.first_message,
                         tuple((names.call(c), c["output"], c["error"])
                               for c in run.tool_calls),
-                        run.success, run.success, run.tokens)
+                        run.success, run.success, run.tokens,
+                        task_instance=run.task_id, retrial=run.trial)
         row["learning_tokens"] += b.learn(rec)
         after = _entries(b)
         if after != before:

@@ -180,7 +180,7 @@ def build_report(out, folder: Path) -> str:
     # ------------------------------------------------------------------ baselines
     if baselines:
         lines += ["## Literature baselines", "",
-                  "Each baseline's own rule on the same runs (dyna/agents/baselines.py), with "
+                  "Each baseline's own rule on the same runs (dyna/agents/baselines/), with "
                   "the reward as its judge (tau-bench records no self-assessment) and calls "
                   "kept as they were made: no redaction step, so `personal values kept` is "
                   "what their stores hold. `writes` = runs after which the entries it "
