@@ -94,7 +94,8 @@ def test_voyager_retrieves_the_top_five_by_description_similarity(env):
 def test_expel_counts_add_agree_edit_remove_and_drops_at_zero(env):
     b = ExpeL(env, 0)
     key = ("bako", "dire")
-    assert b.learn(run(*ok(A, B, C), verified=False)) == 0    # nothing to compare with
+    # a failure with nothing to compare with: the gathering agent's reflection only
+    assert b.learn(run(*ok(A, B, C), verified=False)) == 300
     assert b.rules == []
     assert b.learn(run(*ok(A, B, C), verified=True)) == 300   # ADD +2 each
     assert b.rules == [[(key, 0, *A), 2], [(key, 1, *B), 2], [(key, 2, *C), 2]]
@@ -107,8 +108,9 @@ def test_expel_counts_add_agree_edit_remove_and_drops_at_zero(env):
         return next((c for r, c in b.rules if r == (key, 1, *B)), None)
 
     # failures whose step-2 call (the rule's B) errored: REMOVE -1 each, dropped at 0
+    # (each costs a reflection and an extraction)
     for expected in (3, 2, 1, None):
-        assert b.learn(run(*ok(A), (B, True), (C, True))) == 300
+        assert b.learn(run(*ok(A), (B, True), (C, True))) == 600
         assert count_b() == expected
     assert b.rules == [[(key, 0, *A), 4], [(key, 2, *D), 4]]
     # with no rule left at step 2, the compared success's call there is ADDed again
@@ -135,15 +137,18 @@ def test_expel_drops_a_contained_add_and_removes_three_when_full(env):
 
 
 def test_expel_adds_nothing_at_the_cap_and_injects_every_rule(env):
-    b = ExpeL(env, 0)
+    b = ExpeL(env, 0, train_episodes=2)
     b.apply([("ADD", ((f"w{i:02d}", "zuto"), 0, *C)) for i in range(20)])
     assert b.learn(run(*ok(A, B), verified=True)) == 300       # the call is made ...
-    assert b.size() == 20                                      # ... and adds nothing
+    assert len(b.rules) == 20                                  # ... and adds nothing
     b.rules.pop()
     b.learn(run(*ok(A, B), verified=True))                     # from 19: both steps ADDed
-    assert b.size() == 21
+    assert len(b.rules) == 21 and len(b.pool) == 2 and b.size() == 23
+    assert b.frozen
     k = b.knowledge("bako dire somo", task_instance=0)
-    assert k.entries == 21 and k.irrelevant == 19 and k.calls == [[(0, 0), (1, 1)]]
+    # every rule, then the two successes of the pool as few-shots
+    assert k.entries == 23 and k.irrelevant == 19
+    assert k.calls == [[(0, 0), (1, 1)]] * 3
 
 
 # ============================================================================ AWM

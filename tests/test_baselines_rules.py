@@ -1,9 +1,12 @@
-"""The rules of ../shared/BASELINES.md for Reflexion, pinned with exact values on runs
-built by hand in a world of three tools and three values."""
+"""The rules of ../shared/BASELINES.md for Reflexion and ExpeL, each pinned with exact
+values on runs built by hand in a world of three tools and three values."""
 
 from types import SimpleNamespace
 
-from dyna.agents.baselines import Knowledge, Reflexion, RunRecord
+import pytest
+
+from dyna.agents.baselines import ExpeL, Knowledge, Reflexion, RunRecord
+from dyna.errors import ConfigError
 
 #: The names a baseline reads from its env (tool i and value j are indices i and j), and
 #: the env's retrial budget: a failed task instance is presented again up to twice.
@@ -87,3 +90,97 @@ def test_reflexion_prepends_the_last_three_reflections_of_the_instance():
     assert k.avoid == {(0, 0, 1), (2, 2, 0), (1, 1, 0)}
     assert b.audit_entries() == [("bako dire", ()), ("bako dire", ((0, 0), (1, 1))),
                                  ("bako dire", ((0, 0),))]
+
+
+# ============================================================================ ExpeL
+
+def test_expel_counts_add_two_agree_edit_one_remove_one():
+    b = ExpeL(WORLD, 0)
+    b.apply([("ADD", (KEY, 0, *F0))])
+    assert b.rules == [[(KEY, 0, *F0), 2]]
+    b.apply([("AGREE", 0)])
+    assert b.rules == [[(KEY, 0, *F0), 3]]
+    b.apply([("EDIT", 0, (KEY, 0, *F1))])                  # the text replaced, +1
+    assert b.rules == [[(KEY, 0, *F1), 4]]
+    b.apply([("REMOVE", 0)])
+    assert b.rules == [[(KEY, 0, *F1), 3]]
+    # the same moves from runs: a success ADDs its steps, a second AGREEs, a third
+    # with another call at step 2 EDITs it, a failure on that call REMOVEs it
+    r = ExpeL(WORLD, 0)
+    assert r.learn(rec(*ok(F0, B0), verified=True)) == 300
+    assert r.rules == [[(KEY, 0, *F0), 2], [(KEY, 1, *B0), 2]]
+    r.learn(rec(*ok(F0, B0), verified=True))
+    assert r.rules == [[(KEY, 0, *F0), 3], [(KEY, 1, *B0), 3]]
+    r.learn(rec(*ok(F0, B1), verified=True))
+    assert r.rules == [[(KEY, 0, *F0), 4], [(KEY, 1, *B1), 4]]
+    assert r.learn(rec(*ok(F0), err(B1), inst=1)) == 600    # a reflection, an extraction
+    assert r.rules == [[(KEY, 0, *F0), 4], [(KEY, 1, *B1), 3]]
+
+
+def test_expel_removes_three_when_full_and_drops_a_rule_at_zero():
+    b = ExpeL(WORLD, 0)
+    b.apply([("ADD", ((f"w{i:02d}",), 0, *F0)) for i in range(25)])   # "full" at 25
+    b.apply([("AGREE", 1), ("REMOVE", 0)])
+    assert len(b.rules) == 24                                # w00: 2 - 3 <= 0, dropped
+    assert b.rules[0] == [(("w01",), 0, *F0), 3]
+    assert [c for _, c in b.rules[1:]] == [2] * 23
+    small = ExpeL(WORLD, 0)
+    small.apply([("ADD", (KEY, 0, *F0)), ("ADD", (KEY, 1, *B0))])
+    small.apply([("REMOVE", 1)])
+    assert small.rules == [[(KEY, 0, *F0), 2], [(KEY, 1, *B0), 1]]
+    small.apply([("REMOVE", 1)])                             # 24 or fewer rules: -1
+    assert small.rules == [[(KEY, 0, *F0), 2]]               # at 0: dropped
+
+
+def test_expel_drops_a_contained_add_and_adds_nothing_at_twenty_rules():
+    b = ExpeL(WORLD, 0)
+    b.apply([("ADD", (KEY, 0, *F0))])
+    b.apply([("ADD", (KEY, 0, *F0))])                        # contained in a rule: dropped
+    assert b.rules == [[(KEY, 0, *F0), 2]]
+    b.apply([("ADD", ((f"w{i:02d}",), 0, *F2)) for i in range(19)])
+    assert len(b.rules) == 20
+    assert b.learn(rec(*ok(F1, B1), verified=True, task="kivo nura lumo")) == 300
+    assert len(b.rules) == 20                                # the call, and no ADD
+
+
+def test_expel_extracts_nothing_after_its_training_episodes():
+    b = ExpeL(WORLD, 0, train_episodes=2)
+    assert b.learn(rec(*ok(F0, B1), verified=True, inst=0)) == 300
+    assert b.rules == [[(KEY, 0, *F0), 2], [(KEY, 1, *B1), 2]]
+    assert not b.frozen
+    # in training the agent brings the gathering agent's reflections: none for instance 1
+    assert b.knowledge(TASK, task_instance=1) == Knowledge()
+    # a failure compared with the pool's success: AGREE the success's step 2 (+1)
+    assert b.learn(rec(*ok(F0), err(B2), inst=1)) == 600
+    assert b.rules == [[(KEY, 1, *B1), 3], [(KEY, 0, *F0), 2]]
+    assert b.frozen and b.episodes == 2 and b.gathering.reflections == {}
+    # frozen: no extraction, no pool, no reflection, no tokens
+    assert b.learn(rec(*ok(F1, B2), verified=True, inst=2)) == 0
+    assert b.learn(rec(err(F2), inst=3)) == 0
+    assert b.rules == [[(KEY, 1, *B1), 3], [(KEY, 0, *F0), 2]]
+    assert [calls for _, _, calls in b.pool] == [(F0, B1)] and b.episodes == 2
+    k = b.knowledge(TASK, task_instance=3)
+    assert k.entries == 3 and k.irrelevant == 0                  # 2 rules, 1 few-shot
+    assert k.calls == [[(0, 0), (1, 1)], [(0, 0), (1, 1)]]
+    assert k.avoid == set()
+    with pytest.raises(ConfigError, match="train_episodes"):
+        ExpeL(WORLD, 0, train_episodes=-1)
+    with pytest.raises(ConfigError, match="train_episodes"):
+        ExpeL(WORLD, 0, train_episodes=1.5)
+
+
+def test_expel_replays_the_most_similar_successes_as_fewshots():
+    b = ExpeL(WORLD, 0, train_episodes=4)
+    b.learn(rec(*ok(F0, B0), verified=True, task="bako dire lumo pesa"))
+    b.learn(rec(*ok(F1, B1), verified=True, task="bako dire lumo kivo"))
+    b.learn(rec(*ok(F2, B2), verified=True, task="fiku gamo zuto pesa"))
+    b.learn(rec(*ok(F0, B2), verified=True, task="bako nura lumo pesa"))
+    assert b.frozen and len(b.pool) == 4
+    # cosines with the task's words: 4/4, 3/4, 1/4, 3/4; the tie goes to the newer
+    shots = b.fewshots(TASK)
+    assert [calls for _, _, calls in shots] == [(F0, B0), (F0, B2)]
+    k = b.knowledge(TASK, task_instance=9)
+    # 6 rules (the second bako-dire success EDITed both of the first's), 2 few-shots;
+    # irrelevant: the fiku-gamo and bako-nura rules and the bako-nura few-shot
+    assert k.entries == 8 and k.irrelevant == 5
+    assert k.calls == [[(0, 1), (1, 1)], [(0, 0), (1, 0)], [(0, 0), (1, 2)]]

@@ -18,7 +18,8 @@ variant                    writes after                                  keeps /
 ``reflexion``              a verified failure                            last 3 per task
                                                                          instance
 ``voyager``                a self-verified success                       top 5, no cap
-``expel``                  a verified success, or a failure to compare   rules, all
+``expel``                  in its training phase only: a verified        rules, all; 2 most
+                           success, or a failure to compare              similar successes
 ``awm``                    every task (re-induction from self-judged     whole file
                            successes)
 ``mem0_v2``                every run: ADD / UPDATE / DELETE / NONE       top 20

@@ -1,26 +1,48 @@
-"""ExpeL (Zhao et al., AAAI 2024): insights with counts, extracted from experience."""
+"""ExpeL (Zhao et al., AAAI 2024): a training phase that gathers experience and extracts
+insights with counts, then frozen insights and few-shot replay of successes."""
 
 from __future__ import annotations
 
 from dyna.agents.baselines.common import (Knowledge, RunRecord, TaskBaseline, audit_step,
-                                           steps)
+                                           cosine, steps)
+from dyna.agents.baselines.reflexion import Reflexion
+from dyna.errors import ConfigError, check_range
 
 
 class ExpeL(TaskBaseline):
-    """ExpeL (Zhao et al., AAAI 2024, arXiv 2308.10144): insights (rules) with counts,
-    extracted from success/failure pairs and from successes.
+    """ExpeL (Zhao et al., AAAI 2024, arXiv 2308.10144; code: LeapLabTHU/ExpeL
+    ``train.py``, ``insight_extraction.py``, ``agent/expel.py``): a training phase that
+    gathers experience and extracts insights (rules) with counts; then the insights are
+    frozen and injected, with the most similar successful trajectories as few-shots.
 
-    The success signal
-        ExpeL gathers experience on training tasks with the environment's reward (a trial
-        succeeds when the benchmark says so), so this class reads ``verified_success``,
-        the trusted outcome, not the self-assessment.
-    When it writes
-        One insight-extraction call (``tokens_per_review``) after a success (the
-        "compare" prompt when the key has failed before, the "all success" prompt
-        otherwise; in this world both give the same operations) and after a failure whose
-        key has a success to compare it with (the code's ``create_rules`` makes
-        compare-pairs and success-chunks only; a failure with nothing to compare is not
-        critiqued: 0 tokens).
+    Training phase (the first ``train_episodes`` runs it learns from)
+        Experience is gathered as the code's ``train.py`` does: the agent runs Reflexion
+        (``max_reflection_depth: 3``), so during training :meth:`knowledge` is the
+        :class:`~dyna.agents.baselines.reflexion.Reflexion` knowledge of the task
+        instance and each failure may cost a reflection call. ExpeL gathers with the
+        environment's reward, so every signal here is ``verified_success``, the trusted
+        outcome, not the self-assessment. Every verified success joins the experience
+        pool (its ok calls, with its task text), and insights are extracted from the runs
+        as they come (below). The code extracts in a separate pass over the finished
+        training fold; extracting run by run over the same runs applies the same
+        operations with the same counts, in the order the runs were made.
+    After it (frozen)
+        No more extraction, no more pool, no reflections: :meth:`learn` changes nothing
+        and costs 0 tokens, as the code's evaluation loads the rules and the pool
+        (``eval.py``, ``load_cache_rules``) and writes neither.
+    How many training runs (``train_episodes``, default :attr:`TRAIN_EPISODES` = 200)
+        The code trains on one of 2 folds (``k_folds: 2``): 50 of WebShop's 100 tasks,
+        each tried up to 4 times (3 reflections), so at most 200 training trials; 200 is
+        also the episode by which the reference loop of the agent-task experiments must
+        hold a right entry for the head families (issue 34's coverage check), so ExpeL
+        learns from as much experience as the loop is given to converge.
+    When it extracts (one call, ``tokens_per_review``)
+        After a success (the "compare" prompt when the key has failed before, the "all
+        success" prompt otherwise; in this world both give the same operations) and after
+        a failure whose key has a success in the pool to compare it with (the code's
+        ``create_rules`` makes compare-pairs and success-chunks only; a failure with
+        nothing to compare is not critiqued: 0 tokens). The code pairs the trials of one
+        training task; here the pair is by task key (one key, one procedure).
     The operations (the simulated LLM, reading the run and the existing rules)
         A rule is "at step k of <key> tasks call <tool> with <value>". From a success, per
         procedure step: AGREE the rule that says this call, EDIT the rule of that step
@@ -41,11 +63,26 @@ class ExpeL(TaskBaseline):
         the list is sorted by count (stable). The code does not truncate the list: 20 is
         the prompt's cap (no ADD at 20 or more), so one extraction that ADDs from 19 can
         leave a few more than 20.
-    Retrieval
-        All rules are injected (entries = number of rules); the agent follows, per step,
-        the highest-count rule about its task. ExpeL's other evaluation-time input,
-        successful trajectories replayed as few-shots by task similarity, is not
-        modelled: in this world a success of the same key prescribes what its rules say.
+    Retrieval (frozen)
+        All rules are injected; the agent follows, per step, the highest-count rule about
+        its task, as the first procedure of :attr:`Knowledge.calls`. Then the
+        :attr:`N_FEWSHOTS` successful trajectories of the pool most similar to the task
+        (the code's ``fewshot_strategy: task_similarity``: here the bag-of-words cosine
+        of the task texts' content words; ties the most recent), most similar first, each
+        a further procedure. Entries = rules + few-shots; those not about the task count
+        as irrelevant.
+
+    Parameters
+    ----------
+    env, seed, title_words, tokens_per_review, copy_rate
+        As :class:`~dyna.agents.baselines.common.TaskBaseline`.
+    train_episodes : int
+        Runs of the training phase, >= 0 (0: frozen from the start, with no rules).
+
+    Raises
+    ------
+    dyna.errors.ConfigError
+        ``train_episodes`` not an integer >= 0, ``copy_rate`` outside [0, 1].
     """
 
     name = "expel"
@@ -55,13 +92,32 @@ class ExpeL(TaskBaseline):
     FULL_MARGIN = 5
     #: "Do at most 4 operations" (the extraction prompt).
     MAX_OPERATIONS = 4
+    #: Few-shot trajectories per task: ``num_fewshots`` of the released ALFWorld and
+    #: WebShop configs, the code's tool-using benchmarks (HotpotQA's is 6).
+    N_FEWSHOTS = 2
+    #: Default length of the training phase, in runs (class docstring).
+    TRAIN_EPISODES = 200
 
-    def __init__(self, env, seed: int, **kwargs):
+    def __init__(self, env, seed: int, train_episodes: int = TRAIN_EPISODES, **kwargs):
         super().__init__(env, seed, **kwargs)
+        self.train_episodes = check_range("train_episodes", train_episodes, 0, None,
+                                          integer=True)
+        #: Runs learned from so far (the training phase ends at ``train_episodes``).
+        self.episodes = 0
         #: ``[rule, count]``, highest count first; ``rule = (key, step, tool, value)``.
         self.rules: list[list] = []
-        #: key -> the last successful run's ok calls (the compare pair's success).
-        self.successes: dict[tuple, tuple] = {}
+        #: The experience pool: ``(key, words, calls)`` of every verified success of the
+        #: training phase (task key, task content words, named ok calls), oldest first.
+        self.pool: list[tuple] = []
+        #: The gathering agent's reflections (emptied when training ends).
+        self.gathering = Reflexion(env, seed, title_words=self.title_words,
+                                   tokens_per_review=self.tokens_per_review,
+                                   copy_rate=self.copy_rate)
+
+    @property
+    def frozen(self) -> bool:
+        """True once the training phase is over (no more extraction)."""
+        return self.episodes >= self.train_episodes
 
     @staticmethod
     def text(rule) -> str:
@@ -72,7 +128,13 @@ class ExpeL(TaskBaseline):
     def apply(self, ops: list) -> None:
         """Apply operations as the code's ``update_rules``: ``("ADD", rule)``,
         ``("AGREE", i)``, ``("EDIT", i, rule)``, ``("REMOVE", i)`` with ``i`` an index
-        into :attr:`rules` (class docstring)."""
+        into :attr:`rules` (class docstring).
+
+        Raises
+        ------
+        dyna.errors.ConfigError
+            An operation of another kind (field ``operation``).
+        """
         rules = self.rules
         full = len(rules) >= self.MAX_RULES + self.FULL_MARGIN
         texts = [self.text(r) for r, _ in rules]
@@ -94,7 +156,7 @@ class ExpeL(TaskBaseline):
                 if 0 <= op[1] < len(rules):
                     kept.append(op)
             else:
-                raise ValueError(f"unknown ExpeL operation {kind!r}")
+                raise ConfigError("operation", kind, "must be ADD, AGREE, EDIT or REMOVE")
         for kind in ("REMOVE", "AGREE", "EDIT", "ADD"):   # the code's order
             for op in kept:
                 if op[0] != kind:
@@ -135,7 +197,7 @@ class ExpeL(TaskBaseline):
             for step, call in enumerate(self._lesson(run)):
                 ops.append(self._step_op(key, step, call, touched, can_add))
         else:
-            pair = self.successes.get(key)
+            pair = self.compared(key)
             if pair is None:
                 return None
             wrong = None
@@ -156,18 +218,40 @@ class ExpeL(TaskBaseline):
         ops = sorted((o for o in ops if o is not None), key=lambda o: order[o[0]])
         return ops[:self.MAX_OPERATIONS]
 
+    def compared(self, key) -> tuple | None:
+        """The success a failure of ``key`` is compared with: the pool's most recent
+        success of that key (its named ok calls), None when it has none."""
+        return next((calls for k, _, calls in reversed(self.pool) if k == key), None)
+
     def learn(self, run: RunRecord) -> int:
+        if self.frozen:
+            return 0
+        self.episodes += 1
+        tokens = self.gathering.learn(run)
         ops = self.operations(run)
-        if run.verified_success and self.key(run.task):
+        key = self.key(run.task)
+        if run.verified_success and key:
             calls = self._ok_calls(run)
             if calls:
-                self.successes[self.key(run.task)] = calls
-        if ops is None:
-            return 0
-        self.apply(ops)
-        return self.tokens_per_review
+                self.pool.append((key, self._words(run.task), calls))
+        if ops is not None:
+            self.apply(ops)
+            tokens += self.tokens_per_review
+        if self.frozen:
+            self.gathering.reflections.clear()
+        return tokens
+
+    def fewshots(self, task: str) -> list[tuple]:
+        """The :attr:`N_FEWSHOTS` pool entries ``(key, words, calls)`` most similar to
+        ``task``, most similar first (class docstring)."""
+        words = self._words(task)
+        ranked = sorted(range(len(self.pool)),
+                        key=lambda i: (-cosine(self.pool[i][1], words), -i))
+        return [self.pool[i] for i in ranked[:self.N_FEWSHOTS]]
 
     def knowledge(self, task: str, *, task_instance: int) -> Knowledge:
+        if not self.frozen:
+            return self.gathering.knowledge(task, task_instance=task_instance)
         words = self._words(task)
         per_step: dict = {}
         irrelevant = 0
@@ -176,14 +260,19 @@ class ExpeL(TaskBaseline):
                 per_step.setdefault(step, (tool, value))
             else:
                 irrelevant += 1
-        k = Knowledge(entries=len(self.rules), irrelevant=irrelevant)
+        shots = self.fewshots(task)
+        k = Knowledge(entries=len(self.rules) + len(shots),
+                      irrelevant=irrelevant + sum(not self._about(key, words)
+                                                  for key, _, _ in shots))
         if per_step:
             k.calls.append([self._ix(per_step[s]) if s in per_step else (-1, -1)
                             for s in range(max(per_step) + 1)])
+        k.calls.extend(list(self._ix_calls(calls)) for _, _, calls in shots)
         return k
 
     def audit_entries(self) -> list[tuple[str, tuple]]:
-        return [(" ".join(r[0]), audit_step(r[1], self._ix(r[2:]))) for r, _ in self.rules]
-
-    def size(self) -> int:
-        return len(self.rules)
+        """The rules, then the pool's trajectories, then (while training) the gathering
+        agent's reflections."""
+        return ([(" ".join(r[0]), audit_step(r[1], self._ix(r[2:]))) for r, _ in self.rules]
+                + [(" ".join(key), self._ix_calls(calls)) for key, _, calls in self.pool]
+                + self.gathering.audit_entries())
