@@ -1,11 +1,13 @@
-"""The rules of ../shared/BASELINES.md for Reflexion and ExpeL, each pinned with exact
-values on runs built by hand in a world of three tools and three values."""
+"""The rules of ../shared/BASELINES.md for Reflexion, ExpeL and naive growth (and the
+selective regime that shares its retrieval), each pinned with exact values on runs built
+by hand in a world of three tools and three values."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from dyna.agents.baselines import ExpeL, Knowledge, Reflexion, RunRecord
+from dyna.agents.baselines import (ExpeL, Knowledge, NaiveGrowth, Reflexion, RunRecord,
+                                   SelectiveAddDelete)
 from dyna.errors import ConfigError
 
 #: The names a baseline reads from its env (tool i and value j are indices i and j), and
@@ -184,3 +186,33 @@ def test_expel_replays_the_most_similar_successes_as_fewshots():
     # irrelevant: the fiku-gamo and bako-nura rules and the bako-nura few-shot
     assert k.entries == 8 and k.irrelevant == 5
     assert k.calls == [[(0, 1), (1, 1)], [(0, 0), (1, 0)], [(0, 0), (1, 2)]]
+
+
+# ============================================================================ naive growth
+
+def test_naive_growth_writes_every_episode_and_retrieves_exactly_one_record():
+    b = NaiveGrowth(WORLD, 0)
+    assert b.knowledge(TASK, task_instance=0) == Knowledge()
+    assert b.learn(rec(*ok(F1), task="fiku gamo zuto")) == 0
+    # only an unrelated record: it is still the one retrieved (score 0), irrelevant
+    assert b.knowledge(TASK, task_instance=0) == Knowledge(calls=[[(0, 1)]], entries=1,
+                                                           irrelevant=1)
+    assert b.learn(rec(*ok(F0, B0), verified=True)) == 0
+    assert b.learn(rec(*ok(F0), err(B2))) == 0                 # a failure is kept too
+    assert b.size() == 3 and [r.calls for r in b.records.values()] == [
+        (F1,), (F0, B0), (F0, B2)]
+    k = b.knowledge(TASK, task_instance=0)
+    assert k.entries == 1 and k.irrelevant == 0
+    assert k.calls == [[(0, 0), (1, 2)]]                       # of the two equal, newer
+    for i in range(40):                                        # no cap
+        b.learn(rec(*ok(P0), task=f"kivo w{i}ka"))
+    assert b.size() == 43 and b.knowledge(TASK, task_instance=0).entries == 1
+
+
+def test_selective_add_delete_retrieves_exactly_one_record():
+    b = SelectiveAddDelete(WORLD, 0)
+    b.learn(rec(*ok(F0, B0), verified=True))
+    b.learn(rec(*ok(F1, B1), verified=True, task="bako dire lumo kivo"))
+    b.learn(rec(*ok(F2), verified=True, task="fiku gamo zuto"))
+    k = b.knowledge(TASK, task_instance=0)
+    assert k == Knowledge(calls=[[(0, 0), (1, 0)]], entries=1)

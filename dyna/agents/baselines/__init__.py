@@ -24,8 +24,8 @@ variant                    writes after                                  keeps /
                            successes)
 ``mem0_v2``                every run: ADD / UPDATE / DELETE / NONE       top 20
 ``mem0_v3``                every run: ADD with MD5 dedup                 top 20, hybrid
-``naive_growth``           every run                                     top 5, no cap
-``selective_add_delete``   a verified success; deletes on failed reuses  top 5
+``naive_growth``           every run                                     top 1, no cap
+``selective_add_delete``   a verified success; deletes on failed reuses  top 1
 =========================  ============================================  ====================
 
 Conventions shared by all of them

@@ -17,10 +17,10 @@ class NaiveGrowth(Records):
         when that call errored (a record of a failure is a record of what was done, so it
         repeats the failure). The record is the raw run, no LLM call: 0 learning tokens.
     Retrieval
-        The top 5 records by similarity of their task text to the new task's (bag-of-words
-        cosine of content words; ties: the most recent), all followed as procedures, best
-        first (:attr:`TOP_K`; the released code's driving agent retrieves one record).
-        No cap: the memory grows with every episode (the code's "always add" setting,
+        The one record whose task text is most similar to the new task's (bag-of-words
+        cosine of content words; ties: the most recent), followed as a procedure
+        (:attr:`TOP_K` = 1: the released code's driving agent retrieves one record). No
+        cap: the memory grows with every episode (the code's "always add" setting,
         ``SUCCESS_L2_THRESHOLD = 99999``, no deletion).
     """
 

@@ -24,8 +24,8 @@ class Records(TaskBaseline):
     """Shared by the two memory-management regimes of Xiong et al.: records of runs,
     retrieved by task similarity."""
 
-    #: Records retrieved per task.
-    TOP_K = 5
+    #: Records retrieved per task (the released code's driving agent retrieves one).
+    TOP_K = 1
 
     def __init__(self, env, seed: int, **kwargs):
         super().__init__(env, seed, **kwargs)

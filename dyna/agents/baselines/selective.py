@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dyna.agents.baselines.common import RunRecord, steps
+from dyna.agents.baselines.common import RunRecord
 from dyna.agents.baselines.records import Records
 
 
@@ -26,11 +26,12 @@ class SelectiveAddDelete(Records):
         is deleted, the worst first (ties: the oldest); at most one per task. The values
         are the code's deletion settings (``DELETION_RETREIVAL_N_TIMES = 3``,
         ``DELETION_L2_THRESHOLD`` = the success threshold, ``MIN_MEMORY_SIZE = 1``). The
-        code retrieves one record per task, so that record is the one reused; with top-5
-        retrieval a retrieved record counts as reused when the run followed it (made one
-        of its calls at that call's position).
+        code retrieves one record per task and credits the task's outcome to it, so the
+        record retrieved for the run is the one reused, whether or not the run made its
+        calls.
     Retrieval
-        As :class:`NaiveGrowth`: top 5 by task-text similarity.
+        As :class:`NaiveGrowth`: the one most similar record by task text (the released
+        code's k = 1).
     """
 
     name = "selective_add_delete"
@@ -52,11 +53,8 @@ class SelectiveAddDelete(Records):
         task, rids = self._retrieved
         self._retrieved = (None, [])
         if task == run.task:
-            made = {(pos, self._named(call)) for pos, call, _ in steps(run)}
             for rid in rids:
-                rec = self.records.get(rid)
-                if rec is not None and any((pos, c) in made
-                                           for pos, c in enumerate(rec.calls)):
+                if rid in self.records:
                     self.reuses.setdefault(rid, []).append(not run.verified_success)
         if run.verified_success:
             calls = self._ok_calls(run)
