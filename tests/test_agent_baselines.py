@@ -158,18 +158,20 @@ def test_awm_reinduces_the_whole_file_after_every_task(env):
     assert b.learn(run(*ok(A, B), judged=False, rid="e0")) == 0   # nothing to induce from
     assert b.workflows == []
     assert b.learn(run(*ok(A, B), judged=True, rid="e1")) == 300
-    assert b.workflows == [(("bako", "dire"), (A, B))]
+    assert b.workflows == [(("bako", "dire"), ("tool_a", "tool_b"))]   # tools, no values
     assert b.learn(run(*ok(C), judged=False, task=OTHER, rid="e2")) == 300  # re-induced
-    assert b.workflows == [(("bako", "dire"), (A, B))]
+    assert b.workflows == [(("bako", "dire"), ("tool_a", "tool_b"))]
     b.learn(run(*ok(C, D), judged=True, task=OTHER, rid="e3"))
-    assert b.workflows == [(("bako", "dire"), (A, B)), (("fiku", "gamo"), (C, D))]
+    assert b.workflows == [(("bako", "dire"), ("tool_a", "tool_b")),
+                           (("fiku", "gamo"), ("tool_c", "tool_d"))]
     k = b.knowledge("fiku gamo somo", task_instance=0)
-    assert k.entries == 2 and k.irrelevant == 1 and k.calls == [[(2, 2), (3, 3)]]
+    assert k.entries == 2 and k.irrelevant == 1
+    assert k.tools == {0: 2, 1: 3} and k.values == {} and k.calls == []
     # every success stays a candidate: the file is a draw of one per key
     b.learn(run(*ok(A, D), judged=True, rid="e4"))
     assert b.trajectories[("bako", "dire")] == [(A, B), (A, D)]
     files = {tuple(b.induce(f"x{i}")) for i in range(40)}
-    assert {f[0][1] for f in files} == {(A, B), (A, D)}
+    assert {f[0][1] for f in files} == {("tool_a", "tool_b"), ("tool_a", "tool_d")}
     assert b.induce("x1") == b.induce("x1")
     # one workflow per distinct call sequence
     b2 = AWM(env, 3)
@@ -342,10 +344,13 @@ def test_llm_writers_copy_a_planted_instruction_at_copy_rate(env):
     m3 = Mem0V3(env, 0, copy_rate=1.0)
     m3.learn(planted_run())          # coexists with B at step 2
     assert [(f.step, f.call) for f in m3.memories] == [(0, A), (1, S), (1, B), (2, C)]
-    for cls in (AWM, NaiveGrowth, SelectiveAddDelete):          # copy the calls as made
+    for cls in (NaiveGrowth, SelectiveAddDelete):               # copy the calls as made
         b = cls(env, 0, copy_rate=1.0)
         b.learn(planted_run())
         assert [c for _, c in b.audit_entries()] == [((0, 0), (1, 1), (2, 2))]
+    w = AWM(env, 0, copy_rate=1.0)                              # the tools as made
+    w.learn(planted_run())
+    assert [c for _, c in w.audit_entries()] == [((0, -1), (1, -1), (2, -1))]
     n = 2000
     half = Voyager(env, 3, copy_rate=0.5)
     got = 0

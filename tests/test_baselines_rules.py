@@ -1,13 +1,13 @@
-"""The rules of ../shared/BASELINES.md for Reflexion, ExpeL and naive growth (and the
-selective regime that shares its retrieval), each pinned with exact values on runs built
-by hand in a world of three tools and three values."""
+"""The rules of ../shared/BASELINES.md for Reflexion, ExpeL, naive growth (and the
+selective regime that shares its retrieval) and AWM, each pinned with exact values on
+runs built by hand in a world of three tools and three values."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from dyna.agents.baselines import (ExpeL, Knowledge, NaiveGrowth, Reflexion, RunRecord,
-                                   SelectiveAddDelete)
+from dyna.agents.baselines import (AWM, ExpeL, Knowledge, NaiveGrowth, Reflexion, RunRecord,
+                                   SelectiveAddDelete, agrees)
 from dyna.errors import ConfigError
 
 #: The names a baseline reads from its env (tool i and value j are indices i and j), and
@@ -216,3 +216,46 @@ def test_selective_add_delete_retrieves_exactly_one_record():
     b.learn(rec(*ok(F2), verified=True, task="fiku gamo zuto"))
     k = b.knowledge(TASK, task_instance=0)
     assert k == Knowledge(calls=[[(0, 0), (1, 0)]], entries=1)
+
+
+# ============================================================================ AWM
+
+def test_awm_knowledge_carries_no_concrete_value():
+    b = AWM(WORLD, 0)
+    assert b.learn(rec(*ok(F0), err(B2), *ok(B1, P2), judged=True, rid="e0")) == 300
+    assert b.workflows == [(KEY, ("find", "book", "pay"))]
+    assert not any(v in repr(b.workflows) for v in WORLD.value_names)
+    k = b.knowledge(TASK, task_instance=0)
+    assert k == Knowledge(tools={0: 0, 1: 1, 2: 2}, entries=1)   # no values, no calls
+    assert b.audit_entries() == [("bako dire", ((0, -1), (1, -1), (2, -1)))]
+
+
+def test_awm_writes_after_judged_successes_and_reinduces_after_every_task():
+    b = AWM(WORLD, 0)
+    # judged by the LLM judge (the self-assessment), not the ground truth
+    assert b.learn(rec(*ok(F0, B0), verified=True, judged=False, rid="e0")) == 0
+    assert b.workflows == [] and b.trajectories == {}
+    assert b.learn(rec(*ok(F0, B0), judged=True, rid="e1")) == 300
+    # every task re-induces the whole file, a judged failure too
+    assert b.learn(rec(err(F2), task="fiku gamo zuto", rid="e2")) == 300
+    assert b.workflows == [(KEY, ("find", "book"))]
+    # another key with the same tools and other values: the same abstract sequence
+    b.learn(rec(*ok(F2, B2), judged=True, task="fiku gamo zuto", rid="e3"))
+    assert len(b.workflows) == 1 and b.size() == 1
+    b.learn(rec(*ok(P0), judged=True, task="kivo nura", rid="e4"))
+    assert sorted(t for _, t in b.workflows) == [("find", "book"), ("pay",)]
+    # the whole file is in context: the workflow not about the task is irrelevant
+    k = b.knowledge("kivo nura soma", task_instance=0)
+    assert k == Knowledge(tools={0: 2}, entries=2, irrelevant=1)
+
+
+# ============================================================================ the audit
+
+def test_an_entry_agrees_with_a_procedure_on_every_tool_and_value_it_states():
+    truth = ((0, 2), (1, 1))
+    assert agrees(((0, 2), (1, 1)), truth)
+    assert agrees(((0, -1), (1, -1)), truth)                  # tools only
+    assert agrees(((-1, -1), (1, 1)), truth)                  # nothing about step 1
+    assert not agrees(((0, -1), (2, -1)), truth)              # a wrong tool
+    assert not agrees(((0, 2), (1, 0)), truth)                # a wrong value
+    assert not agrees(((0, 2),), truth)                       # too short

@@ -20,8 +20,8 @@ variant                    writes after                                  keeps /
 ``voyager``                a self-verified success                       top 5, no cap
 ``expel``                  in its training phase only: a verified        rules, all; 2 most
                            success, or a failure to compare              similar successes
-``awm``                    every task (re-induction from self-judged     whole file
-                           successes)
+``awm``                    every task (re-induction from self-judged     whole file, tools
+                           successes)                                    only (no values)
 ``mem0_v2``                every run: ADD / UPDATE / DELETE / NONE       top 20
 ``mem0_v3``                every run: ADD with MD5 dedup                 top 20, hybrid
 ``naive_growth``           every run                                     top 1, no cap
@@ -63,7 +63,7 @@ interface and the helpers), then one module per baseline (:mod:`.reflexion`,
 from __future__ import annotations
 
 from dyna.agents.baselines.awm import AWM
-from dyna.agents.baselines.common import Baseline, Knowledge, RunRecord
+from dyna.agents.baselines.common import Baseline, Knowledge, RunRecord, agrees
 from dyna.agents.baselines.expel import ExpeL
 from dyna.agents.baselines.mem0_v2 import Mem0V2
 from dyna.agents.baselines.mem0_v3 import Mem0V3
@@ -74,7 +74,7 @@ from dyna.agents.baselines.voyager import Voyager
 
 __all__ = ["AWM", "BASELINES", "Baseline", "ExpeL", "Knowledge", "Mem0V2", "Mem0V3",
            "NaiveGrowth", "Reflexion", "RunRecord", "SelectiveAddDelete", "Voyager",
-           "make_baseline"]
+           "agrees", "make_baseline"]
 
 #: Baseline variant name -> class.
 BASELINES: dict[str, type] = {cls.name: cls for cls in (

@@ -22,8 +22,8 @@ import numpy as np
 from dyna.errors import check_range
 from dyna.loops._text import content_words
 
-__all__ = ["Baseline", "Knowledge", "RunRecord", "TaskBaseline", "audit_step", "cosine",
-           "steps"]
+__all__ = ["Baseline", "Knowledge", "RunRecord", "TaskBaseline", "agrees", "audit_step",
+           "cosine", "steps"]
 
 
 @dataclass
@@ -161,6 +161,24 @@ def steps(run: RunRecord):
             pos += 1
 
 
+def agrees(calls, truth) -> bool:
+    """Whether an entry's calls are right for a procedure: as many steps, and every tool
+    and value the entry states equal to the procedure's (``-1`` states nothing, so
+    ``(-1, -1)`` is a step it says nothing about and ``(tool, -1)`` a tool without a
+    value).
+
+    Parameters
+    ----------
+    calls : sequence of (int, int)
+        The entry's ``(tool, value)`` per step (:meth:`Baseline.audit_entries`).
+    truth : sequence of (int, int)
+        The procedure's ``(tool, value)`` per step.
+    """
+    return len(calls) == len(truth) and all(
+        (c[0] < 0 or c[0] == t[0]) and (c[1] < 0 or c[1] == t[1])
+        for c, t in zip(calls, truth))
+
+
 def audit_step(step: int, call) -> tuple:
     """An entry that prescribes ``call`` at ``step`` only."""
     return ((-1, -1),) * step + (tuple(call),)
@@ -202,10 +220,15 @@ class TaskBaseline(Baseline):
         """A ``(tool, value)`` index pair as the names an LLM writer would write."""
         return (self.env.tool_names[call[0]], self.env.value_names[call[1]])
 
+    def _tool_ix(self, name: str) -> int:
+        """The index of a tool name now (``-1`` for a name the env does not know)."""
+        tools = self.env.tool_names
+        return tools.index(name) if name in tools else -1
+
     def _ix(self, named) -> tuple[int, int]:
         """``(tool, value)`` indices of a named call now (``-1`` for an unknown name)."""
-        tools, values = self.env.tool_names, self.env.value_names
-        return (tools.index(named[0]) if named[0] in tools else -1,
+        values = self.env.value_names
+        return (self._tool_ix(named[0]),
                 values.index(named[1]) if named[1] in values else -1)
 
     def _ix_calls(self, named_calls: tuple) -> tuple:
