@@ -116,7 +116,7 @@ def test_expel_counts_add_agree_edit_remove_and_drops_at_zero(env):
     # with no rule left at step 2, the compared success's call there is ADDed again
     b.learn(run(*ok(A), (B, True), (C, True)))
     assert b.rules == [[(key, 0, *A), 4], [(key, 2, *D), 4], [(key, 1, *B), 2]]
-    assert b.audit_entries()[2] == ("bako dire", ((-1, -1), (1, 1)))
+    assert b.audit_entries()[2] == ("bako dire", ((-1, -1), (1, 1), (-1, -1)))
 
 
 def test_expel_drops_a_contained_add_and_removes_three_when_full(env):
@@ -202,7 +202,7 @@ def test_mem0_v2_adds_updates_deletes_and_does_nothing(env):
     k = b.knowledge("bako dire somo", task_instance=0)
     assert k.entries == 3 and k.irrelevant == 1
     assert k.values == {0: 0, 1: 3} and k.tools == {0: 0, 1: 3} and k.calls == []
-    assert b.audit_entries()[1] == ("bako dire", ((-1, -1), (3, 3)))
+    assert b.audit_entries()[1] == ("bako dire", ((-1, -1), (3, 3), (-1, -1)))
 
 
 def test_mem0_v2_compares_with_the_same_key_and_step_first(env):

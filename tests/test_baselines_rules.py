@@ -10,12 +10,14 @@ from dyna.agents.baselines import (AWM, ExpeL, Knowledge, NaiveGrowth, Reflexion
                                    SelectiveAddDelete, agrees)
 from dyna.errors import ConfigError
 
-#: The names a baseline reads from its env (tool i and value j are indices i and j), and
-#: the env's retrial budget: a failed task instance is presented again up to twice.
+#: What a baseline reads from its env: the names (tool i and value j are indices i and
+#: j), the procedure length, and the retrial budget (a failed task instance is presented
+#: again up to twice).
 WORLD = SimpleNamespace(tool_names=("find", "book", "pay"), value_names=("v0", "v1", "v2"),
-                        max_retrials=2)
-#: The same names with no declared retrial budget.
-NO_BUDGET = SimpleNamespace(tool_names=WORLD.tool_names, value_names=WORLD.value_names)
+                        length=3, max_retrials=2)
+#: The same with no declared retrial budget.
+NO_BUDGET = SimpleNamespace(tool_names=WORLD.tool_names, value_names=WORLD.value_names,
+                            length=3)
 
 TASK = "bako dire lumo pesa"          # key ("bako", "dire")
 KEY = ("bako", "dire")
@@ -259,3 +261,14 @@ def test_an_entry_agrees_with_a_procedure_on_every_tool_and_value_it_states():
     assert not agrees(((0, -1), (2, -1)), truth)              # a wrong tool
     assert not agrees(((0, 2), (1, 0)), truth)                # a wrong value
     assert not agrees(((0, 2),), truth)                       # too short
+
+
+def test_a_rule_about_one_step_is_audited_over_the_whole_procedure():
+    b = ExpeL(WORLD, 0)
+    b.apply([("ADD", (KEY, 0, *F0)), ("ADD", (KEY, 2, *P2))])
+    truth = (ix(F0), ix(B1), ix(P2))
+    assert [calls for _, calls in b.audit_entries()] == [
+        ((0, 0), (-1, -1), (-1, -1)), ((-1, -1), (-1, -1), (2, 2))]
+    assert all(agrees(calls, truth) for _, calls in b.audit_entries())
+    b.apply([("EDIT", 0, (KEY, 0, *F1))])
+    assert not agrees(b.audit_entries()[0][1], truth)          # a wrong value at step 1

@@ -179,9 +179,11 @@ def agrees(calls, truth) -> bool:
         for c, t in zip(calls, truth))
 
 
-def audit_step(step: int, call) -> tuple:
-    """An entry that prescribes ``call`` at ``step`` only."""
-    return ((-1, -1),) * step + (tuple(call),)
+def audit_step(step: int, call, length: int) -> tuple:
+    """An entry that prescribes ``call`` at ``step`` and nothing about the other steps of
+    a ``length``-step procedure (``(-1, -1)`` there), so that :func:`agrees` holds a
+    right one right; when ``length`` is ``step`` or less the entry ends at ``step``."""
+    return ((-1, -1),) * step + (tuple(call),) + ((-1, -1),) * (length - step - 1)
 
 
 #: A planted instruction in a tool output (:mod:`envs.agent_tasks`).

@@ -273,6 +273,8 @@ class ExpeL(TaskBaseline):
     def audit_entries(self) -> list[tuple[str, tuple]]:
         """The rules, then the pool's trajectories, then (while training) the gathering
         agent's reflections."""
-        return ([(" ".join(r[0]), audit_step(r[1], self._ix(r[2:]))) for r, _ in self.rules]
+        length = self.env.length
+        return ([(" ".join(r[0]), audit_step(r[1], self._ix(r[2:]), length))
+                 for r, _ in self.rules]
                 + [(" ".join(key), self._ix_calls(calls)) for key, _, calls in self.pool]
                 + self.gathering.audit_entries())

@@ -68,7 +68,7 @@ class Mem0(TaskBaseline):
         return [m for _, m in self._semantic(self._words(task), self.TOP_K)]
 
     def audit_entries(self) -> list[tuple[str, tuple]]:
-        return [(" ".join(m.key), audit_step(m.step, self._ix(m.call)))
+        return [(" ".join(m.key), audit_step(m.step, self._ix(m.call), self.env.length))
                 for m in self.memories]
 
     def size(self) -> int:

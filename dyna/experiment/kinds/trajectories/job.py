@@ -226,7 +226,10 @@ def _replay_loop(p: dict, runs, digests, values, category, r: int) -> tuple[dict
 class _Names:
     """The tool and value names a literature baseline reads from its env: every tool of
     the recorded runs and every distinct argument object (as canonical JSON), unredacted,
-    as the baselines keep calls (they have no redaction step)."""
+    as the baselines keep calls (they have no redaction step). The runs have no fixed
+    procedure length (``length`` 0): an entry about one step ends at that step."""
+
+    length = 0
 
     def __init__(self, runs):
         calls = [(c["name"], json.dumps(c["args"], sort_keys=True))
