@@ -13,6 +13,18 @@ Presets (``preset``)
     seeds with the loop agents' policy at ``p_follow = 0.9``), so a loop that learns has
     room to help and a loop that learns wrong has room to hurt. Any keyword overrides the
     preset.
+    ``"tau_airline"``: matched to the 200 GPT-4o tau-bench airline runs in
+    ``data/agent_trajectories`` (MIT, Sierra): 7 families arriving as that data's task
+    types (``TrajectoryRun.task_type``: 80, 44, 40, 16, 12, 4 and 4 runs, through
+    ``arrival_weights``), 5-call procedures (the runs' median), and a task hint (the task
+    names its tools and every value but the decisions', as a policy document and a user's
+    request do), so that most calls are right and the failures are silent wrong
+    decisions: ``decoy_steps`` (1, 2, 2, 3, 1, 3, 2) per family, active on every instance
+    but for the most frequent family (``decoy_rate`` 0.58). Chosen so that the loop
+    agents' no-learning policy meets the data's overall success (84 of 200), the success
+    of each type with at least 40 runs (57/80, 11/44, 9/40), the calls per run (mean 5.8,
+    median 5) and the share of calls that error (73 of 1,164);
+    :mod:`dyna.experiment.kinds.agent_tasks.reality` compares them.
 
 Decoy values (learning from failure; ``decoy_steps``)
     ``decoy_steps`` steps of each family's procedure (drawn once per world) have a *decoy*
@@ -37,6 +49,15 @@ Near-duplicates (volume; ``n_paraphrases``)
     that keys lessons on a task's first words writes one near-duplicate lesson per
     wording, and each of them matches every task of the family through the core word.
 
+Task hints and arrival weights (``hint``, ``arrival_weights``)
+    With ``hint``, reset's info (and :attr:`AgentTaskEnvV2.task_hint`) carries per
+    procedure step ``(tool, value)``: the tool always, the value unless the step has an
+    active decoy in this instance (then -1: the decision is the agent's). With
+    ``arrival_weights`` (one positive number per family) families arrive in proportion to
+    them instead of by ``zipf_s``. ``decoy_steps`` and ``decoy_rate`` (the probability that
+    a fresh task instance's decoys are active, drawn from its own stream) may be given per
+    family.
+
 Retrials (``max_retrials``)
     A task instance whose run failed is presented again (same family, same description)
     at the next reset, up to ``max_retrials`` times, as an evaluator with retrials does
@@ -46,7 +67,8 @@ Retrials (``max_retrials``)
     every step's info.
 
 Version history
-    v2: first version (presets, decoy values, a chosen drift family, paraphrases,
+    v2: first version (presets ``base`` and ``tau_airline``, decoy values per family and
+    per instance, arrival weights, a task hint, a chosen drift family, paraphrases,
     retrials). v0 and v1 are unchanged.
 """
 
@@ -70,11 +92,29 @@ PRESETS: dict[str, dict] = {
         "tokens_per_entry": 50, "untrusted_tools": 2, "silent_judge_factor": 2.0,
         "planted_follow_rate": 0.1, "drift_family": 0,
     },
+    # matched to the 200 GPT-4o tau-bench airline runs of data/agent_trajectories (module
+    # docstring): 7 families arriving as its task types, most frequent first: no_change,
+    # update_reservation_flights, cancel_reservation, book_reservation, send_certificate,
+    # update_reservation_baggages, update_reservation_passengers
+    "tau_airline": {
+        "n_families": 7, "arrival_weights": (80, 44, 40, 16, 12, 4, 4), "n_tools": 10,
+        "n_values": 3, "length": 5, "n_triggers": 3, "n_distractors": 2, "step_slack": 10,
+        "hint": True, "decoy_steps": (1, 2, 2, 3, 1, 3, 2),
+        "decoy_rate": (0.58, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0),
+        "uninformative_errors": False, "silent_wrong_rate": 0.0, "destructive_rate": 0.0,
+        "shared_trigger_fraction": 0.0, "catalog_tokens": 30, "tokens_per_entry": 50,
+        "untrusted_tools": 2, "silent_judge_factor": 2.0, "planted_follow_rate": 0.1,
+        "drift_family": 0,
+    },
 }
+
+#: The v2 keywords and their values outside any preset.
+V2_DEFAULTS = {"decoy_steps": 0, "decoy_rate": 1.0, "drift_family": None, "n_paraphrases": 1,
+               "max_retrials": 0, "hint": False, "arrival_weights": None}
 
 #: Streams of the v2 mechanics: children of the world seed's SeedSequence spawned after
 #: the nine of v0 and v1 (:meth:`AgentTaskEnv._build_world`).
-V2_STREAMS = ("world_v2", "paraphrase")
+V2_STREAMS = ("world_v2", "paraphrase", "decoy_instance")
 _EARLIER_STREAMS = 9
 
 
@@ -102,52 +142,79 @@ class AgentTaskEnvV2(AgentTaskEnv):
         An unknown preset, or any keyword out of range, naming it.
     """
 
-    def __init__(self, preset: str = "base", *, decoy_steps: int | None = None,
-                 drift_family: int | None = -1, n_paraphrases: int = 1,
-                 max_retrials: int = 0, **kwargs):
+    def __init__(self, preset: str = "base", **kwargs):
         if preset not in PRESETS:
             raise ConfigError("preset", preset, f"must be one of {tuple(PRESETS)}")
-        settings = {**PRESETS[preset], **kwargs}
+        settings = {**V2_DEFAULTS, **PRESETS[preset], **kwargs}
         if kwargs.get("max_steps") is not None and "step_slack" not in kwargs:
-            del settings["step_slack"]   # an explicit budget replaces the preset's slack
-        preset_decoys = settings.pop("decoy_steps", 0)
-        preset_drift = settings.pop("drift_family", None)
+            settings.pop("step_slack", None)   # an explicit budget replaces the slack
+        v2 = {k: settings.pop(k) for k in V2_DEFAULTS}
         super().__init__(**settings)
         self.preset = preset
-        self.decoy_steps = check_range(
-            "decoy_steps", preset_decoys if decoy_steps is None else decoy_steps, 0,
-            self.length, integer=True)
-        if self.decoy_steps and self.n_values < 2:
-            raise ConfigError("decoy_steps", self.decoy_steps, "needs n_values >= 2")
-        drift_family = preset_drift if drift_family == -1 else drift_family
+        nf = self.n_families
+        self.decoy_steps = self._per_family("decoy_steps", v2["decoy_steps"], 0,
+                                            self.length, integer=True)
+        if self.decoy_steps.any() and self.n_values < 2:
+            raise ConfigError("decoy_steps", v2["decoy_steps"], "needs n_values >= 2")
+        self.decoy_rate = self._per_family("decoy_rate", v2["decoy_rate"], 0.0, 1.0)
+        drift_family = v2["drift_family"]
         self.drift_family = (None if drift_family is None else check_range(
-            "drift_family", drift_family, 0, self.n_families - 1, integer=True))
-        self.n_paraphrases = check_range("n_paraphrases", n_paraphrases, 1, None,
+            "drift_family", drift_family, 0, nf - 1, integer=True))
+        self.n_paraphrases = check_range("n_paraphrases", v2["n_paraphrases"], 1, None,
                                          integer=True)
         if self.n_paraphrases > 1 and self.n_triggers < 2:
-            raise ConfigError("n_paraphrases", n_paraphrases, "needs n_triggers >= 2 (a "
-                              "core word and a word of each wording)")
-        self.max_retrials = check_range("max_retrials", max_retrials, 0, None, integer=True)
+            raise ConfigError("n_paraphrases", self.n_paraphrases, "needs n_triggers >= 2 "
+                              "(a core word and a word of each wording)")
+        self.max_retrials = check_range("max_retrials", v2["max_retrials"], 0, None,
+                                        integer=True)
+        if not isinstance(v2["hint"], (bool, np.bool_)):
+            raise ConfigError("hint", v2["hint"], "must be true or false")
+        self.hint = bool(v2["hint"])
+        if v2["arrival_weights"] is not None:
+            w = self._per_family("arrival_weights", v2["arrival_weights"], 0.0, None,
+                                 scalar=False)
+            if not (w > 0).all():
+                raise ConfigError("arrival_weights", v2["arrival_weights"],
+                                  "every weight must be > 0")
+            self.arrival_p = w / w.sum()
+            cum = np.cumsum(self.arrival_p)
+            cum[-1] = 1.0
+            self._arrival_cum = tuple(cum.tolist())
         # the other wordings' trigger words take the ids after the first wording's
         # triggers and the distractor pool, before the shared words
-        self.n_paraphrase_words = (self.n_families * (self.n_paraphrases - 1)
-                                   * (self.n_triggers - 1))
+        self.n_paraphrase_words = nf * (self.n_paraphrases - 1) * (self.n_triggers - 1)
         self.vocab_size += self.n_paraphrase_words
         if self.vocab_size > len(word_list()):
-            raise ConfigError("n_paraphrases", n_paraphrases,
+            raise ConfigError("n_paraphrases", self.n_paraphrases,
                               f"needs {self.vocab_size} words, more than {len(word_list())}")
         self.observation_space["description"] = spaces.MultiDiscrete(
             [self.vocab_size] * self.n_words)
         self.task_instance = -1
         self.retrial = 0
+        self.task_hint: tuple = ()
         self._failed = False
+
+    def _per_family(self, name: str, value, lo, hi, integer: bool = False,
+                    scalar: bool = True) -> np.ndarray:
+        """``value`` (a number, when ``scalar``, or one per family) checked against
+        ``[lo, hi]`` and given as an array of ``n_families`` entries."""
+        if np.ndim(value) == 0 and scalar:
+            check_range(name, value, lo, hi, integer=integer)
+            return np.full(self.n_families, value, dtype=np.int64 if integer else float)
+        if isinstance(value, (str, bytes)) or np.ndim(value) != 1 \
+                or len(value) != self.n_families:
+            raise ConfigError(name, value, f"must be {'a number or ' if scalar else ''}a "
+                              f"list of n_families={self.n_families} numbers")
+        for i, v in enumerate(value):
+            check_range(f"{name}[{i}]", v, lo, hi, integer=integer)
+        return np.asarray(value, dtype=np.int64 if integer else float)
 
     # ------------------------------------------------------------------ world
     def _build_world(self, seed) -> None:
         super()._build_world(seed)
-        world_v2, paraphrase = (
-            np.random.Generator(np.random.PCG64(s))
-            for s in np.random.SeedSequence(seed).spawn(_EARLIER_STREAMS + 2)[-2:])
+        world_v2, paraphrase, decoy_instance = (
+            np.random.Generator(np.random.PCG64(s)) for s in
+            np.random.SeedSequence(seed).spawn(_EARLIER_STREAMS + len(V2_STREAMS))[-3:])
         # wordings: (n_families, n_paraphrases, n_triggers) word ids; wording 0 is the
         # family's triggers, the others keep slot 0 (the core word) and take fresh words
         first = self.n_families * self.n_triggers + self.n_distractor_words
@@ -162,17 +229,23 @@ class AgentTaskEnvV2(AgentTaskEnv):
         # decoys: which steps of each family have one, and its offset from the right value
         self._decoy_at = np.zeros((self.n_families, self.length), dtype=bool)
         for f in range(self.n_families):
-            steps = world_v2.choice(self.length, size=self.decoy_steps, replace=False)
+            steps = world_v2.choice(self.length, size=int(self.decoy_steps[f]), replace=False)
             self._decoy_at[f, steps] = True
         self._decoy_offset = world_v2.integers(1, max(self.n_values, 2),
                                                size=(self.n_families, self.length))
         self._rng_paraphrase = paraphrase
+        self._rng_decoy_instance = decoy_instance
+        self._decoys_on = True        # this task instance's decoys are active
+        self._stale: dict = {}        # (family, step) -> a drifted step's old value
         self.task_instance = -1
         self.retrial = 0
         self._failed = False
 
     def _decoy(self, family: int, step: int) -> int:
-        if not self._decoy_at[family, step]:
+        stale = self._stale.get((family, step))
+        if stale is not None:
+            return stale
+        if not (self._decoys_on and self._decoy_at[family, step]):
             return -1
         return int((self.values[family, step] + self._decoy_offset[family, step])
                    % self.n_values)
@@ -186,9 +259,7 @@ class AgentTaskEnvV2(AgentTaskEnv):
     def _drift_once(self, episode: int) -> dict:
         event = super()._drift_once(episode)
         if event["what"] == "value":   # the old value keeps returning ok: the step's decoy
-            f, k = event["family"], event["step"]
-            self._decoy_at[f, k] = True
-            self._decoy_offset[f, k] = (event["old"] - event["new"]) % self.n_values
+            self._stale[event["family"], event["step"]] = event["old"]
         return event
 
     def _drift_target(self, rng) -> int:
@@ -204,6 +275,7 @@ class AgentTaskEnvV2(AgentTaskEnv):
         self.task_instance += 1
         self.retrial = 0
         family, ids = super()._next_task()
+        self._decoys_on = bool(self._rng_decoy_instance.random() < self.decoy_rate[family])
         if self.n_paraphrases > 1:
             w = int(self._rng_paraphrase.integers(self.n_paraphrases))
             ids = ids.copy()
@@ -228,6 +300,12 @@ class AgentTaskEnvV2(AgentTaskEnv):
         obs, info = super().reset(seed=seed, options=options)
         self._failed = False
         info.update(task_instance=self.task_instance, retrial=self.retrial)
+        if self.hint:
+            f = self.family
+            self.task_hint = tuple(
+                (int(t), -1 if self._decoy(f, k) >= 0 else int(v))
+                for k, (t, v) in enumerate(zip(self.tools[f], self.values[f])))
+            info["hint"] = self.task_hint
         return obs, info
 
     def step(self, action):

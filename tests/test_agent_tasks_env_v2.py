@@ -32,7 +32,7 @@ def test_the_base_preset_is_the_default_and_keywords_override_it():
     env = AgentTaskEnvV2()
     assert (env.n_families, env.n_tools, env.n_values, env.length) == (8, 5, 3, 3)
     assert env.max_steps == 3 + 9 and env.uninformative_errors is False
-    assert env.decoy_steps == 1 and env.drift_family == 0
+    assert env.decoy_steps.tolist() == [1] * 8 and env.drift_family == 0
     env = AgentTaskEnvV2(n_tools=3, max_steps=5, drift_family=None)
     assert env.n_tools == 3 and env.max_steps == 5 and env.drift_family is None
     assert PRESETS["base"]["n_tools"] == 5   # the preset itself is not changed
@@ -183,3 +183,47 @@ def test_make_agent_task_env_resolves_the_id():
     with pytest.raises(ConfigError) as e:
         envs.make_agent_task_env({"id": "dyna/AgentTasks-v2", "colour": 1})
     assert e.value.field == "env"
+
+
+def test_per_family_decoys_and_the_instance_rate():
+    env = AgentTaskEnvV2(n_families=3, decoy_steps=[0, 1, 3], decoy_rate=[1.0, 0.0, 0.5],
+                         zipf_s=0.0)
+    env.reset(seed=8)
+    assert [int(env._decoy_at[f].sum()) for f in range(3)] == [0, 1, 3]
+    on = {0: [], 1: [], 2: []}
+    for _ in range(600):
+        _, info = env.reset()
+        f = info["family"]
+        on[f].append(any(env.decoy_value(f, k) >= 0 for k in range(3)))
+    assert not any(on[0]) and not any(on[1])        # none to turn on / rate 0
+    assert 0.4 < np.mean(on[2]) < 0.6                 # rate 0.5
+    with pytest.raises(ConfigError) as e:
+        AgentTaskEnvV2(n_families=3, decoy_steps=[0, 1])
+    assert e.value.field == "decoy_steps"
+    with pytest.raises(ConfigError) as e:
+        AgentTaskEnvV2(n_families=3, decoy_rate=[0.5, 2.0, 0.1])
+    assert e.value.field == "decoy_rate[1]"
+
+
+def test_arrival_weights_set_the_arrival_probabilities():
+    env = AgentTaskEnvV2(n_families=3, arrival_weights=[2, 1, 1])
+    assert env.arrival_p.tolist() == [0.5, 0.25, 0.25]
+    env.reset(seed=1)
+    fams = [env.reset()[1]["family"] for _ in range(4000)]
+    assert abs(np.mean(np.array(fams) == 0) - 0.5) < 0.03
+    with pytest.raises(ConfigError) as e:
+        AgentTaskEnvV2(n_families=3, arrival_weights=[1, 0, 1])
+    assert e.value.field == "arrival_weights"
+
+
+def test_the_hint_names_every_tool_and_the_values_of_steps_without_a_decoy():
+    env = AgentTaskEnvV2(hint=True, decoy_steps=1)
+    env.reset(seed=3)
+    for _ in range(20):
+        _, info = env.reset()
+        f = info["family"]
+        proc = env.procedure(f)
+        assert [t for t, _ in info["hint"]] == [t for t, _ in proc]
+        assert [v for _, v in info["hint"]] == [
+            -1 if env.decoy_value(f, k) >= 0 else proc[k][1] for k in range(3)]
+    assert "hint" not in AgentTaskEnvV2().reset(seed=3)[1]
