@@ -33,9 +33,10 @@ class ExpeL(TaskBaseline):
     How many training runs (``train_episodes``, default :attr:`TRAIN_EPISODES` = 200)
         The code trains on one of 2 folds (``k_folds: 2``): 50 of WebShop's 100 tasks,
         each tried up to 4 times (3 reflections), so at most 200 training trials; 200 is
-        also the episode by which the reference loop of the agent-task experiments must
-        hold a right entry for the head families (issue 34's coverage check), so ExpeL
-        learns from as much experience as the loop is given to converge.
+        also the episode by which the full loop of the agent-task experiments must hold a
+        right entry for 80% of the head families (a manipulation check of the v3
+        experiments), so ExpeL learns from as much experience as the loop is given to
+        converge.
     When it extracts (one call, ``tokens_per_review``)
         After a success (the "compare" prompt when the key has failed before, the "all
         success" prompt otherwise; in this world both give the same operations) and after
