@@ -48,7 +48,7 @@ from dyna.experiment.render_worker import (RenderWorker, WorkerFailed, free_core
 from dyna.store.tmpfiles import clean_orphans, make_temp_dir
 
 __all__ = ["ExperimentOutput", "draw_output_plots", "load_output", "package_versions",
-           "project_revision", "run_experiment", "start_render_worker"]
+           "project_revision", "run_experiment", "run_tables", "start_render_worker"]
 
 
 _PACKAGES = ("dyna", "numpy", "scipy", "numba", "gymnasium", "polars", "matplotlib", "tqdm")
@@ -361,29 +361,7 @@ def _run(config, out_dir, kind_name, kind, backend, block_size, progress, source
         worker.go()
 
     # 2. Compile, then run the jobs.
-    compile_s = kind.warm_up()
-    t_run = time.perf_counter()
-    total_runs = sum(len(j.run_indices) for j in jobs)
-    if progress is None:
-        progress = sys.stderr.isatty()
-    failed = None
-    with _progress_bar(progress, total=total_runs, desc=config.name,
-                       unit=kind.progress_unit) as bar:
-        try:
-            results = backend.map(kind.job_function, jobs,
-                                  on_result=lambda job, _res: bar.update(len(job.run_indices)))
-        except DynaError as exc:
-            # a backend that finishes the other jobs before reporting failures (Ray) hands
-            # their results over: keep every (variant, point) whose runs all finished
-            if not hasattr(exc, "failures") or not getattr(exc, "results", None):
-                raise
-            failed = exc
-            jobs, results = _complete_groups([exc.jobs[i] for i in sorted(exc.results)],
-                                             [exc.results[i] for i in sorted(exc.results)],
-                                             config.runs)
-            if not jobs:
-                raise
-    run_s = time.perf_counter() - t_run
+    jobs, results, failed, compile_s, run_s = _execute(kind, config, jobs, backend, progress)
 
     # 3. Write into a hidden sibling, rename into place at the end.
     t_out = time.perf_counter()
@@ -483,6 +461,82 @@ def _run(config, out_dir, kind_name, kind, backend, block_size, progress, source
         failed.output = out
         raise failed
     return out
+
+
+def _execute(kind, config, jobs: list[Job], backend: Backend, progress: bool | None):
+    """Compile (``kind.warm_up``), then run ``jobs`` on ``backend`` with a progress bar.
+
+    Returns
+    -------
+    (jobs, results, failed, compile_s, run_s)
+        ``failed`` is None, or the backend's error when it finished the other jobs before
+        reporting failures (Ray): ``jobs`` and ``results`` then hold every (variant, point)
+        whose runs all finished.
+    """
+    compile_s = kind.warm_up()
+    t_run = time.perf_counter()
+    total_runs = sum(len(j.run_indices) for j in jobs)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    failed = None
+    with _progress_bar(progress, total=total_runs, desc=config.name,
+                       unit=kind.progress_unit) as bar:
+        try:
+            results = backend.map(kind.job_function, jobs,
+                                  on_result=lambda job, _res: bar.update(len(job.run_indices)))
+        except DynaError as exc:
+            # a backend that finishes the other jobs before reporting failures (Ray) hands
+            # their results over: keep every (variant, point) whose runs all finished
+            if not hasattr(exc, "failures") or not getattr(exc, "results", None):
+                raise
+            failed = exc
+            jobs, results = _complete_groups([exc.jobs[i] for i in sorted(exc.results)],
+                                             [exc.results[i] for i in sorted(exc.results)],
+                                             config.runs)
+            if not jobs:
+                raise
+    return jobs, results, failed, compile_s, time.perf_counter() - t_run
+
+
+def run_tables(config, *, backend: Backend | None = None, block_size: int | None = None,
+               progress: bool | None = None, pairs=None) -> dict:
+    """Run an experiment's jobs and return the kind's tables, writing nothing (the pilot
+    of a calibrated experiment, :func:`dyna.experiment.calibration_commands.run_pilot`,
+    writes its own files from them).
+
+    Parameters
+    ----------
+    config, backend, block_size, progress
+        As for :func:`run_experiment`.
+    pairs : set of (int, int), optional
+        Run only the jobs of these ``(variant index, point index)`` pairs; default all.
+
+    Returns
+    -------
+    dict of str -> polars.DataFrame
+        ``kind.build_tables`` of the runs, in canonical order.
+
+    Raises
+    ------
+    ConfigError
+        Whatever the kind's ``prepare`` finds, a ``block_size`` below 1.
+    Exception
+        Whatever a job raised; also a backend's partial failure.
+    """
+    backend = backend or InProcessBackend()
+    kind = get_kind(config_kind(config))
+    prepared = kind.prepare(config)
+    if block_size is None:
+        block_size = _auto_block_size(kind.n_groups(config), config.runs, backend)
+    block_size = check_range("--block-size", block_size, lo=1, integer=True)
+    jobs = kind.plan_jobs(config, prepared, block_size=block_size)
+    if pairs is not None:
+        jobs = [j for j in jobs if (j.variant, j.point) in pairs]
+    jobs, results, failed, _, _ = _execute(kind, config, jobs, backend, progress)
+    if failed is not None:
+        raise failed
+    jobs, results = _canonical(jobs, results, config.runs)
+    return kind.build_tables(config, prepared, jobs, results)
 
 
 class _NoBar:
