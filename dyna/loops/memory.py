@@ -34,10 +34,13 @@ staged for approval.
 
 Outcomes and retirement (:meth:`MemoryStore.record_outcomes`): each fact counts the runs in
 which a tool call that followed it succeeded or returned an error (``successes``,
-``failures``, written on its line). With ``retire_below`` set, a fact contradicted often
-enough is retired by the rule the skills use (:func:`dyna.loops.retirement.retirement_reason`):
-it leaves MEMORY.md, so it is no longer retrieved or put in context, and is kept in the
-history (op ``retire``, :meth:`MemoryStore.retired`).
+``failures``, written on its line) and keeps its Beta posterior of competence ``(a, b)``,
+updated as the skills' is (:class:`dyna.competence.BetaCompetence`, with the store's
+``discount``: older outcomes weigh less, so a fact that once worked can still be retired
+after the world changes). With ``retire_below`` set, a fact contradicted often enough is
+retired by the rule the skills use (:func:`dyna.loops.retirement.retirement_reason`) on that
+posterior: it leaves MEMORY.md, so it is no longer retrieved or put in context, and is kept
+in the history (op ``retire``, :meth:`MemoryStore.retired`).
 
 Several processes may share one MEMORY.md: every write takes an inter-process file lock
 (:func:`dyna.loops._io.library_lock`, ``.dyna/MEMORY.md.lock``) and re-reads the file and the
@@ -61,7 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from dyna._quick import quick_init
-from dyna.competence import prior_shapes
+from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label
 from dyna.loops._io import SafetyNet
@@ -170,8 +173,14 @@ class MemoryStore:
         >= 0.
     prior : {"uniform", "jeffreys"} or (float, float)
         The Beta prior ``(a0, b0)`` of a fact's competence
-        (:func:`dyna.competence.prior_shapes`): its posterior is ``Beta(a0 + successes,
-        b0 + failures)``.
+        (:func:`dyna.competence.prior_shapes`).
+    discount : float
+        In (0, 1]: the factor by which a fact's evidence (its posterior above the prior)
+        decays before each of its outcomes, as for skills (discounted Thompson sampling,
+        Raj & Kalyani 2017; :mod:`dyna.competence`). With 1 (the default) a fact's
+        posterior is ``Beta(a0 + successes, b0 + failures)`` and its line holds the counts
+        alone; below 1 the posterior after the outcomes is written on the line beside them
+        (:class:`MemoryEntry` ``a``, ``b``).
 
     Attributes
     ----------
@@ -193,7 +202,7 @@ class MemoryStore:
     def __init__(self, path=None, *, cap: int | None = 30, similarity: float = 0.8,
                  clock: Callable[[], _dt.datetime] | None = None, durable: bool = True,
                  lock_timeout: float = 30.0, retire_below: float | None = None,
-                 retire_min_uses: int = 3, prior="uniform"):
+                 retire_min_uses: int = 3, prior="uniform", discount: float = 1.0):
         if cap is not None:
             cap = check_range("cap", cap, 1, None, integer=True)
         self.cap = cap
@@ -202,7 +211,11 @@ class MemoryStore:
         self.retire_below = retire_below
         self.retire_min_uses = check_range("retire_min_uses", retire_min_uses, 0, None,
                                            integer=True)
-        self.prior = prior_shapes(prior)
+        # the update rule of a fact's posterior (:meth:`record_outcomes`); the posteriors
+        # themselves live on the facts (MEMORY.md), which other processes may rewrite
+        self._competence = BetaCompetence(prior, discount)
+        self.prior = (self._competence.a0, self._competence.b0)
+        self.discount = self._competence.discount
         self.similarity = float(check_range("similarity", similarity, 0.0, 1.0, lo_open=True))
         self._clock = clock or (lambda: _dt.datetime.now(_dt.timezone.utc))
         self.backend = (_MemoryBackend() if path is None
@@ -303,7 +316,7 @@ class MemoryStore:
     def _save(self, entries: list[MemoryEntry],
               updated: Mapping[int, MemoryEntry] | None = None) -> None:
         """Write ``entries``; ``updated`` maps ``id(fact)`` of some of them to a copy with
-        other outcome counts, written on that fact's line (its place kept)."""
+        other outcome counts and posterior, written on that fact's line (its place kept)."""
         # the net under every write of MEMORY.md (facts read from a hand-written file too);
         # a fact it already passed unchanged is not scanned again (the same result)
         subst = {}
@@ -483,14 +496,21 @@ class MemoryStore:
         ``outcomes`` maps a fact (its text, found by :func:`dyna.loops._text.fact_key`)
         to True when the calls that followed it in the run succeeded and False when one
         returned an error (the run contradicted it). A True adds 1 to the fact's
-        ``successes``, a False 1 to its ``failures``; the counts are written on the fact's
-        line (MEMORY.md, or the in-memory store), its place kept, in one atomic write.
+        ``successes``, a False 1 to its ``failures``, and the fact's Beta posterior
+        (:meth:`posterior`) gets the outcome by :meth:`dyna.competence.BetaCompetence.record`
+        under the store's prior and ``discount``: its evidence decays by ``discount``, then
+        1 is added to ``a`` or ``b`` (:mod:`dyna.competence`). The counts, and the posterior
+        when the fact carries one, are written on the fact's line (MEMORY.md, or the
+        in-memory store), its place kept, in one atomic write. A fact with no posterior of
+        its own (``a`` None: read from a file written without one, or never updated by a
+        store with a discount) starts from prior + counts; with ``discount`` 1 such a fact
+        keeps none, since prior + counts is then its posterior.
         After a failure, with ``retire_below`` set, the fact is retired when
-        :func:`dyna.loops.retirement.retirement_reason` says so for its posterior
-        ``Beta(a0 + successes, b0 + failures)`` and ``uses``: it leaves the store (no longer
-        retrieved or in context) and the history records it (op ``retire``, the reason
-        with its counts). Facts no longer stored (superseded, evicted or retired
-        meanwhile) are ignored. Outcomes are not logged in the history one by one.
+        :func:`dyna.loops.retirement.retirement_reason` says so for its posterior ``(a, b)``
+        and ``uses``: it leaves the store (no longer retrieved or in context) and the
+        history records it (op ``retire``, the reason with its counts). Facts no longer
+        stored (superseded, evicted or retired meanwhile) are ignored. Outcomes are not
+        logged in the history one by one.
 
         Parameters
         ----------
@@ -520,7 +540,6 @@ class MemoryStore:
         retired: list[str] = []
         if not outcomes:
             return retired
-        a0, b0 = self.prior
         with self._writing():
             updated: dict[int, MemoryEntry] = {}
             gone: set[int] = set()
@@ -528,13 +547,10 @@ class MemoryStore:
                 fact = self.find(text)
                 if fact is None or id(fact) in gone:
                     continue
-                now = updated.get(id(fact), fact)
-                now = replace(now, successes=now.successes + bool(ok),
-                              failures=now.failures + (not ok))
+                now = self._with_outcome(updated.get(id(fact), fact), bool(ok))
                 updated[id(fact)] = now
                 why = None if ok else retirement_reason(
-                    a0 + now.successes, b0 + now.failures, now.uses, self.retire_below,
-                    self.retire_min_uses)
+                    *self._posterior(now), now.uses, self.retire_below, self.retire_min_uses)
                 if why is not None:
                     gone.add(id(fact))
                     self._log("retire", fact.text, run_id, f"{why} (successes "
@@ -543,6 +559,38 @@ class MemoryStore:
             if updated:
                 self._save([e for e in self._entries if id(e) not in gone], updated)
         return retired
+
+    def _posterior(self, fact: MemoryEntry) -> tuple[float, float]:
+        """``(a, b)`` of ``fact``: its own, else the store's prior plus its counts."""
+        if fact.a is None:
+            return self.prior[0] + fact.successes, self.prior[1] + fact.failures
+        return fact.a, fact.b
+
+    def _with_outcome(self, fact: MemoryEntry, ok: bool) -> MemoryEntry:
+        """A copy of ``fact`` with one more outcome: its counts, and its posterior updated
+        by the store's :class:`BetaCompetence` (kept as prior + counts, no posterior of
+        its own, while the store has no discount and the fact has none)."""
+        counts = dict(successes=fact.successes + ok, failures=fact.failures + (not ok))
+        if fact.a is None and self.discount == 1.0:
+            return replace(fact, **counts)
+        self._competence.set_posterior(fact.key, *self._posterior(fact))
+        a, b = self._competence.record(fact.key, ok)
+        return replace(fact, a=a, b=b, **counts)
+
+    def posterior(self, text: str) -> tuple[float, float]:
+        """The Beta posterior ``(a, b)`` of the stored fact that is the same fact as
+        ``text`` (:meth:`find`): the one on its line, else the store's prior plus its
+        counts ``(a0 + successes, b0 + failures)``.
+
+        Raises
+        ------
+        ConfigError
+            No such fact (field ``text``).
+        """
+        fact = self.find(text)
+        if fact is None:
+            raise ConfigError("text", text, "no such fact")
+        return self._posterior(fact)
 
     def retired(self) -> list[dict]:
         """Facts retired on contradiction, oldest first: their history records (``seq,

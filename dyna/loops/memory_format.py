@@ -12,6 +12,15 @@ carries them as a fourth field::
 
     - [2024-05-03 | run-20 | trusted | successes 4, failures 1] Deploy host is web-2
 
+and, once a store that forgets old outcomes (evidence discount below 1) has updated it,
+its Beta posterior of competence (:attr:`MemoryEntry.a`, :attr:`MemoryEntry.b`), each float
+written as :func:`repr` writes it, so that it reads back bit for bit. Uniform prior,
+discount 0.9, outcomes success, success, failure::
+
+    - [2024-05-04 | run-21 | trusted | successes 2, failures 1, a 2.71, b 2.0] Host: web-2
+
+A fact without ``a`` and ``b`` has the posterior prior + counts.
+
 A line ``- fact`` without the bracket (written by hand) is read as a fact with no date,
 no source, trust ``user`` and no outcomes. Other lines (headings, prose, comments) are not facts and are
 kept byte for byte: a write changes only the lines of the facts it adds, removes or
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -42,8 +52,9 @@ PERSON = ("user", "approved")
 MAX_FACT = 500
 _FIELD_BAD = re.compile(r"[|\]\n\r]")
 _LINE_RE = re.compile(r"^\s*[-*]\s+(?:\[(?P<meta>[^\]]*)\]\s+)?(?P<text>\S.*?)\s*$")
-#: The fourth field of a fact's bracket: its outcome counts.
-_COUNTS_RE = re.compile(r"successes (\d+), failures (\d+)")
+#: The fourth field of a fact's bracket: its outcome counts, then its posterior (optional).
+_COUNTS_RE = re.compile(r"successes (\d+), failures (\d+)"
+                        r"(?:, a ([0-9.eE+-]+), b ([0-9.eE+-]+))?")
 HEADER = "# Memory\n\n<!-- One fact per line: \"- [date | source | trust] fact\". -->\n"
 
 
@@ -72,6 +83,12 @@ class MemoryEntry:
         followed it succeeded (``successes``) or returned an error (``failures``: the run
         contradicted it). They make the fact's Beta posterior for retirement on
         contradiction (:meth:`dyna.loops.memory.MemoryStore.record_outcomes`).
+    a, b : float or None
+        The fact's Beta posterior of competence after its outcomes, both finite and > 0,
+        given together; None (both): the posterior is the store's prior plus the counts,
+        ``(a0 + successes, b0 + failures)``. A store with an evidence discount below 1
+        sets them (:class:`dyna.competence.BetaCompetence`'s update rule), since the
+        counts alone no longer give the posterior.
 
     Raises
     ------
@@ -85,6 +102,8 @@ class MemoryEntry:
     trust: str = "trusted"
     successes: int = 0
     failures: int = 0
+    a: float | None = None
+    b: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.text, str):
@@ -110,6 +129,14 @@ class MemoryEntry:
         for name in ("successes", "failures"):
             object.__setattr__(self, name, check_range(name, getattr(self, name), 0, None,
                                                        integer=True))
+        if (self.a is None) != (self.b is None):
+            raise ConfigError("a", self.a, "a and b are given together or not at all")
+        if self.a is not None:
+            for name in ("a", "b"):
+                v = float(check_range(name, getattr(self, name), 0.0, None, lo_open=True))
+                if not math.isfinite(v):
+                    raise ConfigError(name, v, "must be finite")
+                object.__setattr__(self, name, v)
 
     @property
     def uses(self) -> int:
@@ -127,7 +154,13 @@ class MemoryEntry:
         return _subject_memo(self.text)
 
     def to_line(self) -> str:
-        """The MEMORY.md line of this fact (the counts only when it has an outcome)."""
+        """The MEMORY.md line of this fact (the counts only when it has an outcome or a
+        posterior; the posterior, when set, in :func:`repr` form, which reads back to the
+        same float)."""
+        if self.a is not None:
+            return (f"- [{self.date} | {self.source} | {self.trust} | successes "
+                    f"{self.successes}, failures {self.failures}, a {self.a!r}, "
+                    f"b {self.b!r}] {self.text}")
         if self.uses:
             return (f"- [{self.date} | {self.source} | {self.trust} | successes "
                     f"{self.successes}, failures {self.failures}] {self.text}")
@@ -164,14 +197,19 @@ def _parse_lines(text: str, path) -> list[tuple[str, MemoryEntry | None]]:
             parts = [p.strip() for p in meta.split("|")]
             if len(parts) not in (3, 4):
                 raise ConfigError("meta", meta, "must be [date | source | trust] or [date | "
-                                  "source | trust | successes N, failures M]")
-            counts = (0, 0)
+                                  "source | trust | successes N, failures M(, a X, b Y)]")
+            counts = (0, 0, None, None)
             if len(parts) == 4:
                 got = _COUNTS_RE.fullmatch(parts[3])
-                if got is None:
-                    raise ConfigError("counts", parts[3],
-                                      "must be 'successes N, failures M'")
-                counts = (int(got.group(1)), int(got.group(2)))
+                try:
+                    if got is None:
+                        raise ValueError
+                    a, b = (None, None) if got.group(3) is None else (
+                        float(got.group(3)), float(got.group(4)))
+                except ValueError:
+                    raise ConfigError("counts", parts[3], "must be 'successes N, failures M' "
+                                      "or 'successes N, failures M, a X, b Y'") from None
+                counts = (int(got.group(1)), int(got.group(2)), a, b)
             out.append((raw, MemoryEntry(m.group("text"), parts[0], parts[1], parts[2],
                                          *counts)))
         except ConfigError as exc:

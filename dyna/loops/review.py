@@ -786,8 +786,8 @@ class LoopConfig:
 
     def memory_store(self, path=None, **kwargs) -> MemoryStore:
         """A :class:`MemoryStore` (file ``path``, created at the first write, or in memory)
-        with these switches (cap, retirement, competence prior); ``kwargs`` override
-        (e.g. ``clock``).
+        with these switches (cap, retirement, competence prior and discount, as the
+        skills'); ``kwargs`` override (e.g. ``clock``).
 
         Raises
         ------
@@ -796,7 +796,8 @@ class LoopConfig:
         """
         kw = dict(cap=self.memory_cap if self.cap_eviction else None,
                   retire_below=self.retire_below if self.retire_on_contradiction else None,
-                  retire_min_uses=self.retire_min_uses, prior=self.prior)
+                  retire_min_uses=self.retire_min_uses, prior=self.prior,
+                  discount=self.discount)
         kw.update(kwargs)
         return MemoryStore(path, **kw)
 
