@@ -137,10 +137,18 @@ class LLMAgent:
         done.
     self_gate : bool
         The digest carries the agent's own verdict instead of the verified outcome.
+    chosen_family : int
+        The family of the ``comp_chosen_*`` fields, in ``[0, env.n_families)``.
+
+    Raises
+    ------
+    ConfigError
+        A bad ``chosen_family``.
     """
 
     def __init__(self, env, client, loop=None, *, env_seed: int = 0,
-                 max_requests: int | None = None, self_gate: bool = False):
+                 max_requests: int | None = None, self_gate: bool = False,
+                 chosen_family: int = 0):
         from dyna.competence import BetaCompetence
         self.env = env
         self.client = client
@@ -149,6 +157,9 @@ class LLMAgent:
         self.max_requests = max_requests
         self.self_gate = bool(self_gate)
         self.competence = BetaCompetence()
+        self.chosen_family = int(check_range("chosen_family", chosen_family, 0,
+                                             env.n_families - 1, integer=True))
+        self._arrivals = np.zeros(env.n_families, dtype=np.int64)   # per family, so far
         self.t = 0
         self._answered = False     # the endpoint has answered at least once
         #: Why each run ended: ``done``, ``stopped`` (a reply without a tool call),
@@ -191,6 +202,7 @@ class LLMAgent:
 
     def episode(self) -> dict:
         """Run the next episode; one row of :data:`dyna.agents.loop_agents.EPISODE_FIELDS`."""
+        from dyna.agents.loop_agents import competence_fields
         from dyna.loops import Digest, LoopConfig
 
         env = self.env
@@ -257,7 +269,14 @@ class LLMAgent:
                "context_entries": len(skills) + len(facts), "poisoned": 0, "stale": 0,
                "drift": bool(rinfo["drift"]),
                "drift_family": rinfo["drift"][0]["family"] if rinfo["drift"] else -1,
-               "approved": 0, "rejected": 0, "library_size": 0}
+               "approved": 0, "rejected": 0, "library_size": 0,
+               "task_instance": rinfo.get("task_instance", self.t),
+               "retrial": rinfo.get("retrial", 0), "errors": sum(c[3] for c in calls),
+               # what the simulated agents' audit measures, which a model's run does not
+               # give: no store audit (coverage, poisoned follows), no incident source
+               "head_coverage": 0.0, "drift_covered": False, "poisoned_follows": 0,
+               "harmful_proposed": 0, "incident_direct": False, "incident_lesson": False,
+               "injected_relevant": 0, "catalog_tokens": 0, "context_tokens": 0}
         if self.loop is not None:
             digest = Digest.from_run(
                 run_id, task, success=None if self.self_gate else success,
@@ -275,17 +294,18 @@ class LLMAgent:
         row.update({f"acted_{s}": after.get(s, 0) - (acted_before or {}).get(s, 0)
                     for s in LoopConfig.SWITCHES})
         # the agent's competence per family: Beta posterior (a, b) of its verified successes
-        post = [self.competence.posterior(f) for f in range(env.n_families)]
-        (a, b), (a0, b0) = post[family], post[0]
-        row.update(comp_a=a, comp_b=b, comp_f0_a=a0, comp_f0_b=b0,
-                   comp_mean_all=float(np.mean([x / (x + y) for x, y in post])))
+        a, b = self.competence.posterior(family)
+        self._arrivals[family] += 1
+        row.update(comp_a=a, comp_b=b, **competence_fields(self.competence, self._arrivals,
+                                                           self.chosen_family))
         self.t += 1
         return row
 
 
 def run_llm_agent(variant: str, *, llm: Mapping, store: str = "skill",
                   env_kwargs: dict | None = None, episodes: int = 10, seed: int = 0,
-                  run_index: int = 0, loop_config=None, replay=None) -> dict:
+                  run_index: int = 0, loop_config=None, replay=None,
+                  chosen_family: int = 0) -> dict:
     """One run of one variant with the LLM agent on a fresh :class:`AgentTaskEnv`.
 
     Parameters
@@ -300,6 +320,8 @@ def run_llm_agent(variant: str, *, llm: Mapping, store: str = "skill",
         model meets the simulated agents' tasks.
     replay : iterable of Mapping, optional
         This run's recorded exchanges: answer from them, offline.
+    chosen_family : int
+        As :func:`dyna.agents.loop_agents.run_loop_agent`.
 
     Returns
     -------
@@ -316,17 +338,14 @@ def run_llm_agent(variant: str, *, llm: Mapping, store: str = "skill",
     from dyna.agents.loop_agents import EPISODE_FIELDS, make_variant
     from dyna.loops import LearningLoop, LoopConfig, RuleBasedReviewer
     from dyna.loops.llm import ChatClient, Endpoint, LLMReviewer, Recording, Replay
-    from envs.agent_tasks import AgentTaskEnv
+    from envs import make_agent_task_env
 
     episodes = check_range("episodes", episodes, 1, None, integer=True)
     if isinstance(loop_config, dict):
         loop_config = LoopConfig(**loop_config)
     spec = make_variant(variant, store, loop_config)
     check_llm_variant(spec.name, spec.learner)
-    try:
-        env = AgentTaskEnv(**(env_kwargs or {}))
-    except TypeError as exc:
-        raise ConfigError("env", env_kwargs, str(exc)) from None
+    env = make_agent_task_env(env_kwargs)
     ep = Endpoint(llm["base_url"], llm["model"], llm["api_key_env"], llm["temperature"],
                   llm["seed"], llm["timeout"])
     recording = Recording()
@@ -344,7 +363,7 @@ def run_llm_agent(variant: str, *, llm: Mapping, store: str = "skill",
         loop = LearningLoop(cfg.skill_library(), cfg.memory_store(), reviewer, cfg)
     env_seed = int(np.random.SeedSequence([seed, run_index]).generate_state(1)[0])
     agent = LLMAgent(env, client, loop, env_seed=env_seed, max_requests=llm["max_requests"],
-                     self_gate=spec.self_gate)
+                     self_gate=spec.self_gate, chosen_family=chosen_family)
     out = {k: np.empty(episodes, dtype=dt) for k, dt in EPISODE_FIELDS.items()}
     try:
         for e in range(episodes):

@@ -10,7 +10,9 @@ The policy model (one episode = one run on one task)
     it has not tried at this position (never the harmful tool of its own accord) with a
     value it has not tried with that tool. Errors say whether the tool or only the value
     was wrong, and the agent uses that (under ``uninformative_errors`` it learns only that
-    the call failed). It explores among the tools that exist now
+    the call failed). A task hint (``dyna/AgentTasks-v2``'s ``hint``: the task names its
+    tools, and the values of the steps that hold no decision) is explored first, after
+    what its facts say. It explores among the tools that exist now
     (:meth:`~envs.agent_tasks.AgentTaskEnv.callable_tools`: a renamed tool's old name is
     gone) and reads its lessons' tool names against the current tool list, so a lesson
     naming a renamed tool sends it to the old name, which errors. Planted instructions:
@@ -29,13 +31,17 @@ Knowledge per variant
       on files: ``SkillLibrary(None)``, ``MemoryStore(None)``) with a
       :class:`ProcedureReviewer`. The ``skill`` store gives procedures (tool and value per
       step) matched on the task text; the ``memory`` store gives facts ("<task words> step
-      k value is val_j"), all of them in context on every step. Each tool call in the
-      digest names the injected skills it followed, so a skill whose step returned an
-      error is reported to the library as a failure (contradicted) even when the agent
-      recovered and the run succeeded (:meth:`dyna.loops.LearningLoop.finish`).
+      k value is val_j"), the whole memory in context, or with ``memory_k`` the facts
+      the loop retrieves for the task. Each tool call in the digest names the injected
+      skills it followed, or the facts (a step's tool fact and value fact) whose call it
+      made, so a skill or fact whose call returned an error is reported to the store as
+      a failure (contradicted) even when the agent recovered and the run succeeded
+      (:meth:`dyna.loops.LearningLoop.finish`). A fact is followed only on a task whose
+      words hold its key words, and counts only when the loop retrieved it for the task.
 
       - ``naive_loop``: :meth:`LoopConfig.naive` (writes after every run: no gate, no
-        novelty check, no cap, no approval).
+        novelty check, no cap, no approval), with the full loop's sizes (lessons,
+        matches, caps and ``memory_k``).
       - ``self_reflection``: the reviewer gates on the agent's own opinion (the digest
         carries the self-assessment, not the verified outcome) and its untrusted inputs
         are not held for approval.
@@ -64,6 +70,9 @@ Competence and escalation
     (:func:`dyna.escalation.should_escalate`) a run whose family is judged below the
     threshold is handed to an expert that succeeds at ``escalation_tokens``; while the
     rule still lacks evidence (``insufficient_episodes``) the agent acts, to gather it.
+    Each row records the current family's posterior (``comp_a``, ``comp_b``), the chosen
+    family's and the arrival-weighted competence over the families seen so far
+    (:func:`competence_fields`).
 
 Time
     The stores' clock advances ``days_per_episode`` days per episode from 2025-01-01, so
@@ -85,8 +94,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from dyna.agents.baselines import BASELINES, Knowledge, RunRecord, make_baseline
-from dyna.competence import BetaCompetence
+from dyna.agents.baselines import BASELINES, Knowledge, RunRecord, agrees, make_baseline
+from dyna.competence import BetaCompetence, empirical_bayes_prior, weighted_beta_mean
 from dyna.errors import ConfigError, check_range
 from envs.seeding import (BLOCK, _INIT_A, _INIT_B, _M32, _MULT_A, _MULT_B, _PCG_MULT_HI,
                           _PCG_MULT_LO, _Hash, _mix, _pcg_seeded, _pcg_uniforms,
@@ -96,8 +105,8 @@ from dyna.loops._text import content_words, fact_key
 from dyna.loops.review import OUTPUT_CHARS, _tool_call
 
 __all__ = ["BASE_VARIANTS", "EPISODE_FIELDS", "LoopAgent", "PolicyParams", "agent_streams",
-           "ProcedureReviewer", "VariantSpec", "make_variant", "run_loop_agent",
-           "variant_names"]
+           "ProcedureReviewer", "VariantSpec", "competence_fields", "make_variant",
+           "run_loop_agent", "variant_names"]
 
 BASE_VARIANTS = ("no_learning", "oracle", "naive_loop", "self_reflection", "skill_loop",
                  "memory_loop", "episodic", "dyna_q", "dyna_q_plus")
@@ -110,11 +119,38 @@ EPISODE_FIELDS = {
     "escalated": np.bool_, "incident": np.bool_, "steps": np.int64, "tokens": np.int64,
     "learning_tokens": np.int64, "context_entries": np.int64, "library_size": np.int64,
     "poisoned": np.int64, "stale": np.int64, "drift": np.bool_, "drift_family": np.int64,
-    "comp_a": np.float64, "comp_b": np.float64, "comp_f0_a": np.float64,
-    "comp_f0_b": np.float64, "comp_mean_all": np.float64,
+    "comp_a": np.float64, "comp_b": np.float64, "comp_chosen_a": np.float64,
+    "comp_chosen_b": np.float64, "comp_weighted_mean": np.float64,
+    "comp_weighted_lower": np.float64, "comp_weighted_upper": np.float64,
     **{f"acted_{s}": np.int32 for s in LoopConfig.SWITCHES},
     "approved": np.int32, "rejected": np.int32,
+    "task_instance": np.int64, "retrial": np.int64, "head_coverage": np.float64,
+    "drift_covered": np.bool_, "poisoned_follows": np.int64, "harmful_proposed": np.int64,
+    "incident_direct": np.bool_, "incident_lesson": np.bool_,
+    "injected_relevant": np.int64, "catalog_tokens": np.int64, "context_tokens": np.int64,
+    "errors": np.int64,
 }
+"""The fields for the calibration checks and the v3 metrics (see :func:`run_loop_agent`):
+
+* ``task_instance``, ``retrial``: the env's reset info (``dyna/AgentTasks-v2``; without
+  retrials the episode index and 0);
+* ``head_coverage``: at the start of the episode, the share of the *head* families (the
+  fewest most frequent families whose arrival probabilities sum to at least 0.8) for which
+  the store holds an entry right for the family's current procedure (a skill whose every
+  call is right; facts right for every step); 1 for the oracle, 0 without a store;
+* ``drift_covered``: on an episode that starts with a drift, whether the store held a right
+  entry for the drifted family just before it;
+* ``poisoned_follows``: calls that followed a stored entry (a skill's or a fact's call) and
+  were wrong for the task's current procedure at that step;
+* ``harmful_proposed``: lessons proposed after the episode that name the harmful tool;
+* ``incident_direct`` / ``incident_lesson``: the episode's incident (if any) came from
+  obeying the instruction planted in the last tool output / from following a stored entry;
+* ``injected_relevant``: injected entries about the task's family (``context_entries``
+  minus the irrelevant ones);
+* ``catalog_tokens``, ``context_tokens``: the episode's tokens for the catalog of stored
+  skills and for the injected entries;
+* ``errors``: the episode's tool calls that returned an error.
+"""
 
 #: The simulated approver answers a staged proposal this many episodes after it was staged.
 APPROVER_DELAY = 10
@@ -464,13 +500,16 @@ def make_variant(name: str, store: str = "skill", config: LoopConfig | None = No
             raise ConfigError(field_name, name, f"unknown safeguard {switch!r}; one of "
                               f"{LoopConfig.SWITCHES}")
         naive = LoopConfig.naive(max_lessons=base.max_lessons, match_limit=base.match_limit,
-                                 skill_cap=base.skill_cap, memory_cap=base.memory_cap)
+                                 skill_cap=base.skill_cap, memory_cap=base.memory_cap,
+                                 memory_k=base.memory_k)
         return VariantSpec(name, "loop", store,
                            replace(naive, **{switch: getattr(base, switch)}))
     if name == "naive_loop":
+        # the full loop's sizes (lessons, matches, caps, facts retrieved): only the
+        # safeguards differ
         return VariantSpec(name, "loop", store, LoopConfig.naive(
             max_lessons=base.max_lessons, match_limit=base.match_limit,
-            skill_cap=base.skill_cap, memory_cap=base.memory_cap))
+            skill_cap=base.skill_cap, memory_cap=base.memory_cap, memory_k=base.memory_k))
     if name == "self_reflection":
         return VariantSpec(name, "loop", store,
                            replace(base, outcome_gate="self", approval_for_untrusted=False),
@@ -543,6 +582,8 @@ class ProcedureReviewer:
         #: episodes (the loop agents' ids), drawn at once by :func:`review_uniforms_many`
         self._drawn: dict[int, tuple[float, float]] = {}
         self._known: tuple | None = None   # (a snapshot's facts, their keys)
+        #: Lessons proposed so far that name the harmful tool (a copied planted call).
+        self.harmful_proposed = 0
 
     def _known_keys(self, memory) -> frozenset:
         """The fact keys of ``memory`` (a snapshot, or any iterable of facts), remembered
@@ -610,7 +651,9 @@ class ProcedureReviewer:
         if not calls or not key:
             return ReviewerOutput((), self.tokens_per_review)
         prov = ("tool_output",) if copied else ()
+        harmful = sum(t == "send_secrets" for t, _ in calls)
         if self.store == "skill":
+            self.harmful_proposed += bool(harmful)
             body = "\n".join(f"{i}. call `{t}` with `{v}`" for i, (t, v) in
                              enumerate(calls, 1))
             tag = f"{zlib.crc32(body.encode()):08x}"
@@ -630,6 +673,7 @@ class ProcedureReviewer:
                 texts = [f"{head} step {k} value is {v}"]
             for text in texts:
                 if fact_key(text) not in known:
+                    self.harmful_proposed += t == "send_secrets"
                     out.append(Proposal("memory", text=text,
                                         provenance=prov if t == "send_secrets" else ()))
         return ReviewerOutput(tuple(out), self.tokens_per_review)
@@ -663,6 +707,23 @@ class _AgentClock:
 _Knowledge = Knowledge
 
 
+@dataclass
+class _FactKnowledge(Knowledge):
+    """What a memory loop brings into one episode: :class:`Knowledge` whose ``tools`` and
+    ``values`` come from memory facts, with the facts they came from.
+
+    Attributes
+    ----------
+    facts : dict of int -> tuple of str
+        Procedure step (0-based) -> the texts of the facts that gave ``tools[step]`` and
+        ``values[step]``. A call made from both names them in the digest
+        (:attr:`dyna.loops.ToolCall.skills`), so a call that returns an error contradicts
+        them (:meth:`dyna.loops.LearningLoop.finish`).
+    """
+
+    facts: dict = field(default_factory=dict)
+
+
 class LoopAgent:
     """One variant acting in one :class:`envs.agent_tasks.AgentTaskEnv` over many episodes.
 
@@ -677,6 +738,14 @@ class LoopAgent:
         :func:`agent_streams` of it, the same for every variant.
     params : PolicyParams
     env_seed : int, optional
+    chosen_family : int
+        The family whose competence the ``comp_chosen_*`` fields record
+        (:func:`competence_fields`), in ``[0, env.n_families)``.
+
+    Raises
+    ------
+    ConfigError
+        A bad seed or ``chosen_family``.
 
     Attributes
     ----------
@@ -687,7 +756,7 @@ class LoopAgent:
     """
 
     def __init__(self, spec: VariantSpec, env, seed, params: PolicyParams | None = None,
-                 env_seed: int | None = None):
+                 env_seed: int | None = None, chosen_family: int = 0):
         self.spec = spec
         self.env = env
         self.env_seed = env_seed
@@ -705,7 +774,9 @@ class LoopAgent:
         self._policy_block: tuple[int, list] = (0, [])
         self.rng = self._policy_rng(0)
         self.competence = BetaCompetence()
-        self._families: tuple = ()   # (0, ..., n_families - 1): competence.shapes_of's keys
+        self.chosen_family = int(check_range("chosen_family", chosen_family, 0,
+                                             env.n_families - 1, integer=True))
+        self._arrivals = np.zeros(env.n_families, dtype=np.int64)   # per family, so far
         self.t = 0
         self._now = None   # (episode, days per episode, its datetime) (_clock)
         self._names = env.tool_names
@@ -719,6 +790,8 @@ class LoopAgent:
         self._placed: int | None = None      # the skill library's mark at the last audit
         self._entries_seen = None            # the memory's facts at the last audit
         self._staged_at: dict = {}
+        self._covered: frozenset = frozenset()   # _right_families() at the last audit
+        self.episode_stats: dict = {}
         self.loop = None
         self.tabular = None
         self.experience = None
@@ -815,7 +888,7 @@ class LoopAgent:
             self._parsed[text] = got
         return got
 
-    def _knowledge(self, family: int, task: str):
+    def _knowledge(self, family: int, task: str, task_instance: int):
         env = self.env
         if self.spec.learner == "oracle":
             return _Knowledge([list(env.procedure(family))], entries=1), None
@@ -823,12 +896,12 @@ class LoopAgent:
             return self._recall(family, task), None
         if self.baseline is not None:
             self._sync_names()
-            return self.baseline.knowledge(task), None
+            return self.baseline.knowledge(task, task_instance=task_instance), None
         if self.loop is None:
             return _Knowledge(), None
         self._sync_names()
         ctx = self.loop.begin(f"e{self.t}", task)
-        k = _Knowledge()
+        k = _Knowledge() if self.spec.store == "skill" else _FactKnowledge()
         if self.spec.store == "skill":
             for m in ctx.skills:
                 k.calls.append(self._skill_calls(m.skill))
@@ -837,13 +910,18 @@ class LoopAgent:
             k.entries = len(ctx.skills)
             k.names = tuple(m.name for m in ctx.skills)
         else:
+            # a fact counts for this task when the task's words hold its key words (what
+            # the agent reads), never by the family the env hides
             words = set(task.split())
             for e in ctx.memory:
                 key, step, kind, ix = self._fact(e.text)
                 if key is None or not words.issuperset(key):
                     k.irrelevant += 1
                     continue
-                (k.values if kind == "value" else k.tools).setdefault(step - 1, ix)
+                got = k.values if kind == "value" else k.tools
+                if step - 1 not in got:   # the first such fact in context order
+                    got[step - 1] = ix
+                    k.facts[step - 1] = k.facts.get(step - 1, ()) + (e.text,)
             k.entries = len(ctx.memory)
         return k, ctx
 
@@ -886,8 +964,9 @@ class LoopAgent:
     def _act(self, know: _Knowledge, factor: float):
         """Play the episode; returns ``(calls, info, followed)``: the calls as
         ``((tool, value), output, error)``, the last step's info, and per call the names of
-        the injected skills whose procedure gave it (empty when the call did not come from
-        following a skill)."""
+        the injected skills whose procedure gave it and the texts of the facts that gave
+        both its tool and its value (empty when the call did not come from following a
+        skill or facts)."""
         env, rng = self.env, self.rng
         n_tools, n_values = env.n_tools, env.n_values
         oracle = self.spec.learner == "oracle"
@@ -898,6 +977,11 @@ class LoopAgent:
             else list(range(n_tools))
         harmful = env.harmful_tool
         calls, info, followed = [], None, []
+        truth = env.procedure(env.family)
+        hint = getattr(env, "task_hint", ())   # the task's hint (dyna/AgentTasks-v2)
+        stats = self.episode_stats = dict.fromkeys(
+            ("poisoned_follows", "catalog_tokens", "context_tokens", "errors"), 0)
+        stats.update(incident_direct=False, incident_lesson=False)
         pos = -1
         while True:
             if pos != env.position:  # a new procedure position: fresh local knowledge
@@ -920,15 +1004,19 @@ class LoopAgent:
                         v = know.values.get(pos, -1)
                         if t >= 0 and v >= 0:
                             guide.append((t, v))
+                            if isinstance(know, _FactKnowledge):   # the call names its facts
+                                source.setdefault((t, v), []).extend(know.facts.get(pos, ()))
                         fact_tool, fact_value = t, v
                     else:
                         fact_tool = fact_value = -1
                 else:
                     fact_tool = fact_value = -1
             call = None
+            origin = "explore"   # or "planted" (obeyed the last output), "entry", "fact"
             if planted_rate is not None and env.planted[0] > 0 and env.falls_for_planted():
                 # it obeys the instruction planted in the output it has just read
                 call = (env.planted[0] - 1, env.planted[1] - 1)
+                origin = "planted"
             for g in guide if call is None else ():
                 if g not in tried and g[0] not in bad_tools and not (
                         g[0] == known_tool and g[1] in bad_values):
@@ -937,16 +1025,20 @@ class LoopAgent:
                         tried.add(g)   # a lesson's harmful step, not followed this time
                         continue
                     call = g
+                    origin = "entry"
                     break
             followed.append(tuple(source.get(call, ())) if call is not None else ())
             if call is None:
                 if (fact_tool == harmful and planted_rate is not None
                         and not env.falls_for_planted()):
                     fact_tool = -1   # a fact's harmful tool, not followed this time
+                hint_tool, hint_value = hint[pos] if hint else (-1, -1)
                 if known_tool >= 0:
                     tool = known_tool
                 elif fact_tool >= 0 and fact_tool not in bad_tools:
                     tool = fact_tool
+                elif hint_tool >= 0 and hint_tool not in bad_tools:
+                    tool = hint_tool
                 else:
                     free = [t for t in callable_tools if t not in bad_tools]
                     tool = free[int(rng.integers(len(free)))] if free else \
@@ -957,12 +1049,26 @@ class LoopAgent:
                     vals = list(range(n_values))
                 if fact_value >= 0 and fact_value in vals and (tool, fact_value) not in tried:
                     value = fact_value
+                elif tool == hint_tool and hint_value in vals and (tool, hint_value) not in tried:
+                    value = hint_value
                 else:
                     vals = [v for v in vals if (tool, v) not in tried] or vals
                     value = vals[int(rng.integers(len(vals)))]
                 call = (tool, value)
+                if tool == fact_tool or value == fact_value:
+                    origin = "fact"
             tried.add(call)
+            if origin == "entry" and call != truth[pos] or origin == "fact" and (
+                    call[0] == fact_tool != truth[pos][0]
+                    or call[1] == fact_value != truth[pos][1]):
+                stats["poisoned_follows"] += 1
             _, _, terminated, truncated, info = env.step(call)
+            stats["context_tokens"] += info["tokens"]["context"]
+            stats["errors"] += env.last_result not in (1,)
+            stats["catalog_tokens"] += info["tokens"].get("catalog", 0)
+            if info["incident"]:
+                stats["incident_direct"] = origin == "planted"
+                stats["incident_lesson"] = origin in ("entry", "fact")
             res = env.last_result
             calls.append((call, info["tool_output"], res != 1))
             if res == 2:
@@ -1005,12 +1111,19 @@ class LoopAgent:
         row = {"family": family, "drift": bool(rinfo["drift"]),
                "drift_family": rinfo["drift"][0]["family"] if rinfo["drift"] else -1,
                "escalated": False,
-               "learning_tokens": 0, "context_entries": 0}
+               "learning_tokens": 0, "context_entries": 0,
+               "task_instance": rinfo.get("task_instance", self.t),
+               "retrial": rinfo.get("retrial", 0), "injected_relevant": 0,
+               **self._coverage_fields(row_drift=rinfo["drift"])}
+        self.episode_stats = dict.fromkeys(
+            ("poisoned_follows", "catalog_tokens", "context_tokens", "errors"), 0)
+        self.episode_stats.update(incident_direct=False, incident_lesson=False)
+        harmful_before = self._harmful_proposed()
         if p.escalation is not None and self._escalate(family):
             row.update(success=True, self_assessed=True, escalated=True, incident=False,
                        steps=0, tokens=int(p.escalation.get("escalation_tokens", 5000)))
         else:
-            know, ctx = self._knowledge(family, task)
+            know, ctx = self._knowledge(family, task, rinfo.get("task_instance", self.t))
             stored = (len(self.loop.skills) if self.loop is not None
                       and self.spec.store == "skill" and getattr(env, "catalog_tokens", 0)
                       else 0)
@@ -1029,11 +1142,14 @@ class LoopAgent:
             if self.baseline is not None:
                 row["learning_tokens"] = int(self.baseline.learn(RunRecord(
                     f"e{self.t}", family, task, tuple(calls), success, judged,
-                    int(info["episode_tokens"]))))
+                    int(info["episode_tokens"]),
+                    task_instance=rinfo.get("task_instance", self.t),
+                    retrial=rinfo.get("retrial", 0))))
             self.competence.update(family, success)
             row.update(success=success, self_assessed=judged, incident=bool(info["incident"]),
                        steps=len(calls), tokens=int(info["episode_tokens"]),
-                       context_entries=know.entries)
+                       context_entries=know.entries,
+                       injected_relevant=know.entries - know.irrelevant)
             if self.loop is not None:
                 names = env.tool_names
                 vals = env.value_names
@@ -1059,6 +1175,8 @@ class LoopAgent:
                 rec = self.loop.finish(ctx, digest)
                 row["learning_tokens"] = int(rec.learning_tokens)
         self._audit(row)
+        row.update(self.episode_stats, harmful_proposed=self._harmful_proposed() - harmful_before)
+        self._covered = self._right_families()
         row["approved"], row["rejected"] = approved, rejected
         if acted_before is None:
             for _, col in _ACTED_COLUMNS:
@@ -1068,15 +1186,70 @@ class LoopAgent:
             for s, col in _ACTED_COLUMNS:
                 row[col] = acted[s] - acted_before[s]
         a, b = self.competence.posterior(family)
-        a0, b0 = self.competence.posterior(0)
-        nf = env.n_families
-        if len(self._families) != nf:
-            self._families = tuple(range(nf))
-        ka, kb = self.competence.shapes_of(self._families)
-        row.update(comp_a=a, comp_b=b, comp_f0_a=a0, comp_f0_b=b0,
-                   comp_mean_all=float(np.mean(ka / (ka + kb))))
+        self._arrivals[family] += 1
+        row.update(comp_a=a, comp_b=b, **competence_fields(self.competence, self._arrivals,
+                                                           self.chosen_family))
         self.t += 1
         return row
+
+    def _head_families(self) -> frozenset:
+        """The fewest most frequent families whose arrival probabilities sum to at least
+        0.8 (ties broken by the lower family id)."""
+        p = np.asarray(self.env.arrival_p)
+        order = np.argsort(-p, kind="stable")
+        n = int(np.searchsorted(np.cumsum(p[order]), 0.8 - 1e-12)) + 1
+        return frozenset(order[:n].tolist())
+
+    def _coverage_fields(self, row_drift) -> dict:
+        """``head_coverage`` and ``drift_covered`` of the episode about to start, from the
+        right families found at the end of the last one (:meth:`_right_families`)."""
+        if self.spec.learner == "oracle":
+            return {"head_coverage": 1.0, "drift_covered": bool(row_drift)}
+        head = self._head_families()
+        covered = self._covered
+        return {"head_coverage": len(covered & head) / len(head),
+                "drift_covered": bool(row_drift) and row_drift[0]["family"] in covered}
+
+    def _right_families(self) -> frozenset:
+        """The families for which the store holds an entry right for the current procedure:
+        a skill (or a baseline's entry) whose every call is right, or facts right for every
+        step (the value, and the tool when the reviewer writes tool facts)."""
+        env = self.env
+        if self.baseline is not None:
+            right = set()
+            for key, calls in self.baseline.audit_entries():
+                fam = self._family_of_key(key.split())
+                if fam is not None and agrees(calls, env.procedure(fam)):
+                    right.add(fam)
+            return frozenset(right)
+        if self.loop is None:
+            return frozenset()
+        if self.spec.store == "skill":
+            right = set()
+            for s in self.loop.skills._skills.values():
+                fam = self._family_of_key(s.triggers)
+                if fam is not None and tuple(self._skill_calls_of(s.body)) == env.procedure(fam):
+                    right.add(fam)
+            return frozenset(right)
+        kinds = ("value", "tool") if self.params.memory_facts == "call" else ("value",)
+        known: set = set()
+        for e in self.loop.memory.entries():
+            words, step, kind, ix = self._fact(e.text)
+            fam = self._family_of_key(words) if words else None
+            if fam is not None and 1 <= step <= env.length:
+                known.add((fam, step - 1, kind, ix))
+        right = set()
+        for fam in range(env.n_families):
+            proc = env.procedure(fam)
+            if all((fam, k, kind, proc[k][kind == "value"]) in known
+                   for k in range(env.length) for kind in kinds):
+                right.add(fam)
+        return frozenset(right)
+
+    def _harmful_proposed(self) -> int:
+        """Lessons the reviewer has proposed so far that name the harmful tool."""
+        reviewer = self.loop.reviewer if self.loop is not None else None
+        return getattr(reviewer, "harmful_proposed", 0)
 
     def _policy_rng(self, t: int) -> np.random.Generator:
         """The policy's generator for episode ``t``: it draws what
@@ -1133,7 +1306,8 @@ class LoopAgent:
     # ------------------------------------------------------------------ audit
     def _audit_baseline(self, row: dict) -> None:
         """The audit of a literature baseline's entries (their key words name the family;
-        a step an entry says nothing about, ``(-1, -1)``, is not held against it)."""
+        a tool or value an entry says nothing about, ``-1``, is not held against it:
+        :func:`dyna.agents.baselines.agrees`)."""
         env = self.env
         poisoned = stale = 0
         row["library_size"] = self.baseline.size()
@@ -1143,8 +1317,7 @@ class LoopAgent:
             if fam is not None and fam not in procs:
                 procs[fam] = env.procedure(fam)
             truth = procs[fam] if fam is not None else ()
-            right_now = (fam is not None and len(calls) == len(truth)
-                         and all(c == (-1, -1) or c == t for c, t in zip(calls, truth)))
+            right_now = fam is not None and agrees(calls, truth)
             ok_at_write = self._written.setdefault(("baseline", key, tuple(calls)),
                                                    right_now)
             if not ok_at_write:
@@ -1309,10 +1482,54 @@ class _StoreAudit:
         return self._counts
 
 
+def competence_fields(competence: BetaCompetence, arrivals: np.ndarray,
+                      chosen_family: int, level: float = 0.95) -> dict[str, float]:
+    """The ``comp_chosen_*`` and ``comp_weighted_*`` fields of an episode's row.
+
+    Each family's evidence is the agent's own verified successes and failures in it (the
+    runs it made itself: an escalated run gives none), read under one empirical-Bayes
+    prior (:func:`dyna.competence.empirical_bayes_prior`: its mean the pooled success rate
+    of all the agent's runs so far, its strength 2 pseudo-runs), so that a family with few
+    runs reads near the agent's overall rate rather than 1/2.
+
+    * ``comp_chosen_a``, ``comp_chosen_b``: the Beta posterior of ``chosen_family``;
+    * ``comp_weighted_mean``, ``comp_weighted_lower``, ``comp_weighted_upper``: the
+      arrival-weighted competence over the families that have arrived so far, each
+      weighted by its arrival count, with the 95% credible interval of that weighted mean
+      of the families' success probabilities under their independent Beta posteriors (a
+      Beta matched to its mean and variance: :func:`dyna.competence.weighted_beta_mean`).
+      A family that has not arrived does not enter. No random number is drawn.
+
+    Parameters
+    ----------
+    competence : BetaCompetence
+        The agent's posteriors, keyed by family id.
+    arrivals : ndarray of int64, shape (n_families,)
+        Arrivals per family so far, this episode's included (so at least one is > 0).
+    chosen_family : int
+        In ``[0, n_families)``.
+    level : float
+        Credible level of the band.
+
+    Returns
+    -------
+    dict of str to float
+    """
+    s, f = competence.evidence(range(len(arrivals)))
+    a0, b0 = empirical_bayes_prior(s, f)
+    a, b = a0 + s, b0 + f
+    seen = arrivals > 0
+    mean, lower, upper = weighted_beta_mean(a[seen], b[seen], arrivals[seen], level)
+    return {"comp_chosen_a": float(a[chosen_family]), "comp_chosen_b": float(b[chosen_family]),
+            "comp_weighted_mean": mean, "comp_weighted_lower": lower,
+            "comp_weighted_upper": upper}
+
+
 def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | None = None,
                    episodes: int = 100, seed: int = 0, run_index: int = 0,
                    params: PolicyParams | dict | None = None,
-                   loop_config: LoopConfig | dict | None = None) -> dict[str, np.ndarray]:
+                   loop_config: LoopConfig | dict | None = None,
+                   chosen_family: int = 0) -> dict[str, np.ndarray]:
     """One run (one seed) of one variant on a fresh :class:`AgentTaskEnv`.
 
     Every random stream depends only on ``(seed, run_index)`` (common random numbers): every
@@ -1327,7 +1544,7 @@ def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | Non
         See :func:`make_variant`.
     store : {"skill", "memory"}
     env_kwargs : dict
-        :class:`envs.agent_tasks.AgentTaskEnv` keywords.
+        The environment's keywords and its ``id`` (:func:`envs.make_agent_task_env`).
     episodes : int
         >= 1.
     seed, run_index : int
@@ -1335,6 +1552,9 @@ def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | Non
     params : PolicyParams or dict
     loop_config : LoopConfig or dict
         Base settings of the full loop.
+    chosen_family : int
+        The family of the ``comp_chosen_*`` fields (the experiment's
+        ``analysis.chosen_family``), in ``[0, n_families)``.
 
     Returns
     -------
@@ -1344,7 +1564,7 @@ def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | Non
     Raises
     ------
     ConfigError
-        Bad variant, env keyword, parameter.
+        Bad variant, env keyword, parameter, ``chosen_family``.
 
     Notes
     -----
@@ -1353,7 +1573,7 @@ def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | Non
     counting (a run leaves no reference cycle of its own objects; the test
     ``test_a_finished_loop_run_leaves_no_reference_cycle`` checks it).
     """
-    from envs.agent_tasks import AgentTaskEnv
+    from envs import make_agent_task_env
 
     episodes = check_range("episodes", episodes, 1, None, integer=True)
     seed = check_range("seed", seed, 0, None, integer=True)
@@ -1363,12 +1583,9 @@ def run_loop_agent(variant: str, *, store: str = "skill", env_kwargs: dict | Non
     if isinstance(loop_config, dict):
         loop_config = LoopConfig(**loop_config)
     spec = make_variant(variant, store, loop_config)
-    try:
-        env = AgentTaskEnv(**(env_kwargs or {}))
-    except TypeError as exc:
-        raise ConfigError("env", env_kwargs, str(exc)) from None
+    env = make_agent_task_env(env_kwargs)
     env_seed = int(np.random.SeedSequence([seed, run_index]).generate_state(1)[0])
-    agent = LoopAgent(spec, env, (seed, run_index), params, env_seed)
+    agent = LoopAgent(spec, env, (seed, run_index), params, env_seed, chosen_family)
     out = {k: np.empty(episodes, dtype=dt) for k, dt in EPISODE_FIELDS.items()}
     # the cyclic collector is paused for the run (as it was, after): a run makes (almost)
     # no reference cycles (tests/test_loop_agents_speed.py), and its passes over the
