@@ -84,8 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "run experiments, plot results, inspect stores, skills and memories.")
     parser.add_argument("--version", action="version", version=f"dyna {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in _COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    registered = {name: importlib.import_module(name).register(sub)
+                  for name in _COMMAND_MODULES}
+    # `dyna store competence` draws, so it is added from dyna.experiment
+    from dyna.experiment.store_competence.cli import add_parser
+
+    add_parser(registered["dyna.store.cli"])
     _describe(parser)
     _document(parser, ("dyna",))
     return parser
@@ -96,6 +100,7 @@ EXAMPLES = {
     "dyna": "dyna run experiments/dyna_maze.toml",
     "dyna run": "dyna run experiments/dyna_maze.toml --runs 5 --out runs/quick",
     "dyna plot": "dyna plot runs/dyna_maze-20261201-120000-1a2b",
+    "dyna freeze": "dyna freeze experiments/agent_tasks_v3_skill.toml",
     "dyna escalation": "dyna escalation check data/swebench_verified_bash_only.csv",
     "dyna escalation check": "dyna escalation check data/swebench_verified_bash_only.csv",
     "dyna escalation replay": "dyna escalation replay data/swebench_verified_bash_only.csv "
@@ -135,6 +140,8 @@ EXAMPLES = {
     "dyna store recover": "dyna store recover damaged.db --out recovered.db",
     "dyna store scrub": "dyna store scrub ~/.dyna/experience.db --dry-run",
     "dyna store cache": "dyna store cache ~/.dyna/experience.db",
+    "dyna store competence": "dyna store competence ~/.dyna/experience.db --tenant my-agent "
+                             "--task-type triage --out competence.png",
 }
 
 #: Help of arguments their modules left without one: (command, dest) -> text.

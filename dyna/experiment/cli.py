@@ -4,9 +4,18 @@
 [--address ADDR] [--workers N] [--block-size N] [--no-progress] [--replay DIR]``
     Runs the experiment in the TOML file FILE (any kind: ``kind = "tabular"`` by default,
     see :mod:`dyna.experiment.kinds`) and prints the output folder. ``--replay DIR``
-    answers an ``agent = "llm"`` experiment's model requests from DIR's recording.
-``dyna plot DIR``
-    Redraws the plots of an output folder from its Parquet tables.
+    answers an ``agent = "llm"`` experiment's model requests from DIR's recording. For a
+    file with ``[calibration]`` (:mod:`dyna.experiment.calibration`) it runs the
+    confirmatory seeds (``--seeds replication``: the replication seeds) only when the file
+    is frozen and unchanged since; ``--pilot`` runs the manipulation checks on the pilot
+    seeds instead, writes only the check and standard-deviation files, and appends to the
+    pilot log.
+``dyna freeze FILE``
+    Writes the freeze record into a calibrated file's ``[calibration]`` once its last pilot
+    passed every check at the current commit with a clean tree.
+``dyna plot DIR [--only competence]``
+    Redraws the plots of an output folder from its Parquet tables; ``--only competence``
+    draws only the competence over episodes of an agent-tasks folder.
 
 Bad input raises a :class:`dyna.errors.DynaError`, which :mod:`dyna.cli` prints as one line
 with exit status 2; no output folder is left behind.
@@ -100,6 +109,9 @@ def _run(args: argparse.Namespace, worker, mode: str) -> tuple[int, bool]:
     from dyna.experiment.runner import run_experiment
 
     config = load_experiment(args.file, runs=args.runs, seed=args.seed)
+    if (args.pilot or args.seeds is not None
+            or getattr(config, "calibration", None) is not None):
+        config = _calibrated_config(args, config)
     if args.replay is not None:
         config = _replay_config(config, Path(args.replay))
     # the file's [run] table, overridden by the command line
@@ -117,6 +129,14 @@ def _run(args: argparse.Namespace, worker, mode: str) -> tuple[int, bool]:
             raise ConfigError("--address", address, "only with --backend ray")
         options["address"] = address
     backend = get_backend(backend_name, workers, **options)
+    if args.pilot:
+        from dyna.experiment.calibration_commands import pilot_text, run_pilot
+
+        pilot = run_pilot(args.file, config, out=args.out, backend=backend,
+                          block_size=block_size, progress=False if args.no_progress else None)
+        print(pilot_text(pilot))
+        print(pilot.out)
+        return 0, False
     out = run_experiment(config, args.out, backend=backend, block_size=block_size,
                          progress=False if args.no_progress else None, source=args.file,
                          render=mode, worker=worker)
@@ -124,6 +144,26 @@ def _run(args: argparse.Namespace, worker, mode: str) -> tuple[int, bool]:
     from dyna.experiment.protocol import config_kind
 
     return 0, backend_name == "inprocess" and config_kind(config) == "tabular"
+
+
+def _calibrated_config(args: argparse.Namespace, config):
+    """The config of a file with ``[calibration]``: the pilot's (``--pilot``) or the
+    confirmatory one, refused when the file is not frozen or was edited since
+    (:func:`dyna.experiment.calibration_commands.confirmatory_config`)."""
+    from dyna.experiment.calibration_commands import confirmatory_config, pilot_config
+
+    if args.pilot:
+        return pilot_config(args.file, config, runs=args.runs, seed=args.seed,
+                            seeds=args.seeds)
+    return confirmatory_config(args.file, config, seed=args.seed, seeds=args.seeds)
+
+
+def _cmd_freeze(args: argparse.Namespace) -> int:
+    from dyna.experiment.calibration_commands import freeze
+
+    frozen = freeze(args.file)
+    print(f"{args.file}: frozen at commit {frozen.commit[:12]}, sha256 {frozen.sha256[:12]}")
+    return 0
 
 
 def _replay_config(config, folder: Path):
@@ -201,7 +241,17 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     if not folder.is_dir():
         raise MissingFileError("DIR", folder, "no such folder")
-    paths = draw_output_plots(load_output(folder), folder)
+    out = load_output(folder)
+    if args.only is None:
+        paths = draw_output_plots(out, folder)
+    else:
+        from dyna.experiment.registry import get_kind
+
+        draw_only = getattr(get_kind(out.kind), "draw_only", None)
+        if draw_only is None:
+            raise ConfigError("--only", args.only, f"is for agent-tasks output folders; "
+                              f"{folder} holds a {out.kind!r} experiment")
+        paths = draw_only(out, folder, args.only)
     print(f"{len(paths)} plot files written to {folder / 'plots'}")
     return 0
 
@@ -235,10 +285,29 @@ def register(sub) -> None:
                      help="answer every model request from the recording in DIR (the output "
                      "folder of an earlier run of the same agent = 'llm' experiment): offline, "
                      "same tables; default: ask the endpoint")
+    run.add_argument("--pilot", action="store_true",
+                     help="for a file with [calibration]: run the manipulation checks on the "
+                     "pilot seeds, write only checks.md/.parquet and pilot_sd.md/.parquet, "
+                     "and append to the pilot log")
+    run.add_argument("--seeds", default=None, choices=("confirmatory", "replication"),
+                     help="for a frozen file with [calibration]: which declared seed set "
+                     "to run (default: confirmatory)")
     run.set_defaults(func=_cmd_run)
+
+    freeze = sub.add_parser("freeze", help="freeze a calibrated experiment file once its "
+                            "checks pass",
+                            description="Write frozen = {commit, sha256} into the "
+                            "[calibration] table of FILE, when the pilot log's last entry "
+                            "for it has the file's sha256, passed every check and was made "
+                            "at the current commit with a clean tree.")
+    freeze.add_argument("file", metavar="FILE", help="experiment TOML file with [calibration]")
+    freeze.set_defaults(func=_cmd_freeze)
 
     plot = sub.add_parser("plot", help="redraw the plots of an output folder",
                           description="Redraw the plots of an experiment output folder from "
                           "its Parquet tables and manifest.")
     plot.add_argument("dir", metavar="DIR", help="output folder of `dyna run`")
+    plot.add_argument("--only", choices=("competence",), default=None,
+                      help="draw only this figure: competence (an agent-tasks folder's "
+                      "competence over episodes, plots/competence_<scenario>.png)")
     plot.set_defaults(func=_cmd_plot)

@@ -36,14 +36,15 @@ counts without writing. ``cache`` writes the feature cache beside a SQLite store
 ``query_similar`` from a memory map; it prints ``n_rows``, ``n_tenants``, ``generation`` and
 ``max_id`` (rewrite it after deletions: until then queries read from SQL).
 
-``competence`` opens the store read-only and follows the store's Beta posterior of one
-tenant's task type over its episodes, oldest first (by timestamp, then id): after each
-episode the posterior the store would hold had it seen only the episodes up to it (its own
-prior and discount, :func:`dyna.competence.posterior_path`), with the 95% equal-tailed
-credible interval. It prints the final posterior (the one ``get_competence`` answers) as
-JSON; with ``--out PNG`` it draws the path against the episode index or, ``--by time``,
-the episode's time (UTC) into that PNG (written whole or not at all; its folder must
-exist), and without ``--out`` it prints the whole path instead and writes nothing.
+``competence`` (defined in :mod:`dyna.experiment.store_competence.cli`, since it
+draws) opens the store read-only and follows the store's Beta posterior of one tenant's
+task type over its episodes, oldest first (by timestamp, then id): after each episode the
+posterior the store would hold had it seen only the episodes up to it (its own prior and
+discount, :func:`dyna.competence.posterior_path`), with the 95% equal-tailed credible
+interval. It prints the final posterior (the one ``get_competence`` answers) as JSON; with ``--out PNG``
+it draws the path against the episode index or, ``--by time``, the episode's time (UTC)
+into that PNG (written whole or not at all; its folder must exist), and without ``--out``
+it prints the whole path instead and writes nothing.
 """
 
 from __future__ import annotations
@@ -56,7 +57,15 @@ from dyna.errors import ConfigError, ConfirmationError, MissingFileError, NotASt
 __all__ = ["register"]
 
 
-def _open(db: str, read_only: bool):
+def open_store(db: str, read_only: bool):
+    """The experience store at ``db`` (a SQLite file that must exist, or a postgresql://
+    DSN of a dyna store), opened with its own ``dim``.
+
+    Raises
+    ------
+    MissingFileError, NotAStoreError, ConfigError
+        Nothing there, not a dyna store, or a folder.
+    """
     from dyna.experience import ExperienceStore  # noqa: PLC0415 - keeps `dyna --help` fast
     from dyna.store import postgres as _postgres  # noqa: PLC0415
     from dyna.store.sqlite import stored_dim  # noqa: PLC0415
@@ -102,7 +111,7 @@ def _selectors(args) -> dict:
 
 def _run(op: str, build, read_only: bool = False):
     def func(args) -> int:
-        store = _open(args.db, read_only)
+        store = open_store(args.db, read_only)
         try:
             out = store.dispatch(op, **build(args))
             if op == "get_stats":
@@ -187,7 +196,7 @@ def _export_format(out: str, given: str | None) -> str:
     return EXPORT_SUFFIXES[suffix]
 
 
-def _refuse_unknown_tenant(store, args) -> None:
+def refuse_unknown_tenant(store, args) -> None:
     """Raise ConfigError (``--tenant``, naming up to five tenants the store has) when the
     tenant has no episodes: a mistyped tenant is refused, not answered with nothing."""
     if store.dispatch("get_stats", tenant_id=args.tenant)["n_records"] == 0:
@@ -202,9 +211,9 @@ def _export(args) -> int:
     """``dyna store export``: the format from ``--out`` checked before the store is
     opened; an unknown tenant refused before anything is written."""
     fmt = _export_format(args.out, args.format)
-    store = _open(args.db, read_only=True)
+    store = open_store(args.db, read_only=True)
     try:
-        _refuse_unknown_tenant(store, args)
+        refuse_unknown_tenant(store, args)
         out = store.dispatch("export_data", tenant_id=args.tenant, path=args.out,
                              format=fmt, **_selectors(args))
     finally:
@@ -218,9 +227,9 @@ def _delete(args) -> int:
     import sys  # noqa: PLC0415
 
     sel = _selectors(args)
-    store = _open(args.db, read_only=True)
+    store = open_store(args.db, read_only=True)
     try:
-        _refuse_unknown_tenant(store, args)
+        refuse_unknown_tenant(store, args)
         n = store.count_matching(args.tenant, **sel)
     finally:
         store.close()
@@ -265,10 +274,10 @@ def _prune(args) -> int:
     ``--yes``); otherwise prune as given."""
     age = _max_age(args.max_age)
     if not args.yes:
-        store = _open(args.db, read_only=True)
+        store = open_store(args.db, read_only=True)
         try:
             if args.tenant is not None:
-                _refuse_unknown_tenant(store, args)
+                refuse_unknown_tenant(store, args)
             # (the statistics come from SQL: no episode is loaded to count)
             st = store.dispatch("get_stats", tenant_id=args.tenant)
             emptied = st["n_records"] and st["newest"] < float(store.clock()) - age
@@ -285,10 +294,10 @@ def _compact(args) -> int:
     first, as ``delete`` does (or ``--yes``); any other ``--keep`` runs as given."""
     keep = _keep(args.keep)
     if keep == 0 and not args.yes:
-        store = _open(args.db, read_only=True)
+        store = open_store(args.db, read_only=True)
         try:
             if args.tenant is not None:
-                _refuse_unknown_tenant(store, args)
+                refuse_unknown_tenant(store, args)
             n = store.dispatch("get_stats", tenant_id=args.tenant)["n_records"]
         finally:
             store.close()
@@ -299,124 +308,6 @@ def _compact(args) -> int:
                                       "tenant_id": a.tenant})(args)
 
 
-def _png_target(out: str) -> Path:
-    """``--out`` of ``store competence``, checked before the store is opened.
-
-    Raises
-    ------
-    ConfigError
-        A suffix other than ``.png``, or a folder.
-    MissingFileError
-        Its folder does not exist (never created).
-    """
-    path = Path(out)
-    if path.suffix.lower() != ".png":
-        raise ConfigError("--out", out, "must name a .png file")
-    if path.is_dir():
-        raise ConfigError("--out", out, "is a folder, not a .png file")
-    if not path.parent.is_dir():
-        raise MissingFileError("--out", path.parent, "no such folder (it is not created)")
-    return path
-
-
-def _competence(args) -> int:
-    """``dyna store competence`` (module docstring): an unknown tenant or a task type
-    without episodes of the tenant refused in one line, nothing written."""
-    from dyna.competence import beta_interval, posterior_path  # noqa: PLC0415
-    from dyna.experience import SUCCESS  # noqa: PLC0415
-
-    target = _png_target(args.out) if args.out is not None else None
-    store = _open(args.db, read_only=True)
-    try:
-        _refuse_unknown_tenant(store, args)
-        frame = store.to_dataset(args.tenant, task_type=args.task_type)
-        if frame.height == 0:
-            types = [t["task_type"] for t in
-                     store.dispatch("list_task_types", tenant_id=args.tenant)["task_types"]]
-            shown = ", ".join(repr(t) for t in types[:5]) + (", ..." if len(types) > 5
-                                                              else "")
-            raise ConfigError("--task-type", args.task_type, f"has no episodes of tenant "
-                              f"{args.tenant!r} (task types: {shown})")
-        prior, discount = store.prior, store.discount
-    finally:
-        store.close()
-    frame = frame.sort("timestamp", "id")
-    success = (frame["outcome"] == SUCCESS).fill_null(False).to_numpy()
-    a, b = posterior_path(success, prior, discount)
-    lower, upper = beta_interval(a, b, 0.95)
-    mean = a / (a + b)
-    out = {"tenant_id": args.tenant, "task_type": args.task_type,
-           "n_episodes": int(a.size), "prior": list(prior), "discount": discount,
-           "level": 0.95, "a": float(a[-1]), "b": float(b[-1]), "mean": float(mean[-1]),
-           "lower": float(lower[-1]), "upper": float(upper[-1]),
-           "out": None if target is None else str(target)}
-    if target is None:
-        out["path"] = {"episode": list(range(1, a.size + 1)),
-                       "timestamp": frame["timestamp"].to_list(), "a": a.tolist(),
-                       "b": b.tolist(), "mean": mean.tolist(), "lower": lower.tolist(),
-                       "upper": upper.tolist()}
-    else:
-        _draw_competence(target, args, frame["timestamp"].to_numpy(), success,
-                         (mean, lower, upper), prior, discount)
-    print(json.dumps(out, indent=2, sort_keys=True))
-    return 0
-
-
-def _draw_competence(path: Path, args, timestamps, success, curve, prior,
-                     discount: float) -> None:
-    """The PNG of ``store competence``: the posterior mean and its band against the
-    episode index (or the time, ``--by time``), each outcome a tick at 0 (failure) or 1
-    (success). Written whole (:func:`dyna.experiment.plotting.save`).
-
-    Raises
-    ------
-    StoreWriteError
-        The PNG could not be written (field ``--out``); nothing is left under its name.
-    """
-    import datetime as _dt  # noqa: PLC0415
-
-    import numpy as np  # noqa: PLC0415
-
-    from dyna.errors import StoreWriteError  # noqa: PLC0415
-    from dyna.experiment.plotting import figure, save  # noqa: PLC0415
-
-    mean, lower, upper = curve
-    if args.by == "time":
-        x = [_dt.datetime.fromtimestamp(t, _dt.timezone.utc) for t in timestamps.tolist()]
-        xlabel = "time of the episode (UTC)"
-    else:
-        x = list(range(1, mean.size + 1))
-        xlabel = "episode (oldest first)"
-    forget = "" if discount == 1.0 else f", discount {discount:g} per episode"
-    title = (f"competence of tenant {args.tenant!r}, task type {args.task_type!r}: "
-             f"{mean.size} episodes\nBeta posterior after each episode, prior "
-             f"Beta({prior[0]:g}, {prior[1]:g}){forget}; band: 95% credible interval")
-    with figure(figsize=(7.0, 4.0)) as fig:
-        ax = fig.subplots()
-        ax.fill_between(x, lower, upper, color="C0", alpha=0.2, linewidth=0,
-                        label="95% credible interval")
-        ax.plot(x, mean, color="C0", lw=1.3, label="posterior mean")
-        ax.plot(x, np.where(success, 1.0, 0.0), "|", color="0.35", ms=5, alpha=0.6,
-                label="outcome (1 success, 0 failure)")
-        ax.set_ylim(-0.05, 1.05)
-        ax.set_xlabel(xlabel, fontsize=8)
-        ax.set_ylabel("competence (probability of success)", fontsize=8)
-        ax.set_title(title, fontsize=8)
-        ax.grid(alpha=0.3)
-        ax.tick_params(labelsize=7)
-        fig.legend(fontsize=7, loc="outside lower center", ncol=3, frameon=False)
-        if args.by == "time":
-            from matplotlib import dates  # noqa: PLC0415
-
-            locator = dates.AutoDateLocator()
-            ax.xaxis.set_major_locator(locator)
-            ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator))
-        try:
-            save(fig, path.with_suffix(""), svg=False)
-        except OSError as exc:
-            raise StoreWriteError(path, exc.strerror or str(exc), field="--out") from None
-
-
 def _add_selectors(p) -> None:
     p.add_argument("--task-type", dest="task_type", help="exact task type")
     p.add_argument("--run-id", dest="run_id", help="exact run id")
@@ -424,8 +315,10 @@ def _add_selectors(p) -> None:
     p.add_argument("--request-id", dest="request_id", help="exact request id")
 
 
-def register(sub) -> None:
-    """Add ``dyna store ...`` to the top-level sub-parsers ``sub``."""
+def register(sub):
+    """Add ``dyna store ...`` to the top-level sub-parsers ``sub``; returns the sub-parsers
+    of ``dyna store`` (where :mod:`dyna.experiment.store_competence.cli` adds its
+    command)."""
     store = sub.add_parser("store", help="inspect and maintain an experience store (SQLite "
                            "file or postgresql:// DSN; put the password in PGPASSWORD or "
                            "~/.pgpass, not on the command line, where ps shows it)")
@@ -495,25 +388,11 @@ def register(sub) -> None:
                    help="count the values that would change; write nothing")
     p.set_defaults(func=_scrub)
 
-    p = cmds.add_parser("competence", help="a tenant's task type: the store's Beta "
-                        "posterior over its episodes, with the 95%% credible band (JSON, "
-                        "or a PNG with --out); read-only")
-    p.add_argument("db", metavar="DB", help="experience store (must exist): a SQLite file or "
-                   "a postgresql:// DSN (password in PGPASSWORD or ~/.pgpass)")
-    p.add_argument("--tenant", required=True, help="tenant (exact; must have episodes)")
-    p.add_argument("--task-type", dest="task_type", required=True,
-                   help="task type (exact; must have episodes of the tenant)")
-    p.add_argument("--by", choices=["episode", "time"], default="episode",
-                   help="x axis of the PNG: the episode index (default) or its time")
-    p.add_argument("--out", default=None, metavar="PNG",
-                   help="draw into this .png file (its folder must exist); default: print "
-                   "the posterior after each episode as JSON and write nothing")
-    p.set_defaults(func=_competence)
-
     p = cmds.add_parser("cache", help="write the feature cache beside a SQLite store, so "
                         "that query_similar answers without loading every episode")
     p.add_argument("db", metavar="DB")
     p.set_defaults(func=_cache)
+    return cmds
 
 
 def _cache(args) -> int:
@@ -522,7 +401,7 @@ def _cache(args) -> int:
     if postgres.is_dsn(args.db):
         raise ConfigError("DB", _shown(args.db), "store cache writes a file beside a SQLite "
                           "store; a PostgreSQL store has none")
-    store = _open(args.db, read_only=False)
+    store = open_store(args.db, read_only=False)
     try:
         out = store.write_feature_cache()
     finally:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.config import config_hash
+from dyna.experiment.kinds.agent_tasks.checks import parse_calibrated
 from dyna.experiment.kinds.agent_tasks.metrics import HYPOTHESIS_METRICS
+from dyna.experiment.kinds.agent_tasks.robustness import parse_robustness
 
 __all__ = ["AgentTasksConfig", "DIRECTIONS", "Hypothesis", "Sweep", "TESTS",
            "parse_agent_tasks"]
@@ -22,7 +25,8 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 _TOP = ("name", "description", "seed", "runs", "episodes", "store", "variants", "env",
-        "policy", "loop", "scenarios", "sweeps", "analysis", "hypotheses", "agent", "llm")
+        "policy", "loop", "scenarios", "sweeps", "analysis", "hypotheses", "agent", "llm",
+        "robustness", "calibration", "checks")
 #: Who acts: the simulated policy of :mod:`dyna.agents.loop_agents`, or a chat model
 #: (:mod:`dyna.agents.llm`, with an ``[llm]`` table).
 AGENTS = ("simulated", "llm")
@@ -34,7 +38,7 @@ _ANALYSIS = {"final_window": 100, "window": 50, "recovery_window": 10,
              "tokens_window": 200, "drift_episodes": 50}
 
 _HYPOTHESIS = ("name", "scenario", "sweep", "test", "metric", "variant", "versus",
-               "direction")
+               "direction", "smallest_effect", "checks")
 _SWEEP = ("name", "knob", "values", "env", "metric", "better", "safeguards")
 #: Tests a hypothesis may declare: the sign of the paired difference in one scenario, or
 #: the sign of its per-run slope over a sweep's ordered severity grid.
@@ -135,6 +139,13 @@ class Hypothesis:
         severity values has the predicted sign ("the gap grows with severity"), tested by
         a sign flip over runs.
     sweep : str or None
+    smallest_effect : float or None
+        The smallest effect of interest, in the metric's units (> 0; for a slope, per unit
+        of the knob); required in a file with ``[calibration]``
+        (:mod:`dyna.experiment.calibration`), where it sizes the runs and bounds the
+        equivalence test.
+    checks : tuple of str
+        The manipulation checks (``[[checks]]``) it needs besides the required ones.
     """
 
     name: str
@@ -145,6 +156,8 @@ class Hypothesis:
     versus: tuple
     test: str = "sign"
     sweep: str | None = None
+    smallest_effect: float | None = None
+    checks: tuple = ()
 
     def components(self) -> list[tuple[str, str, str, str]]:
         """``(variant, versus, metric, direction)`` of every comparison, in file order."""
@@ -158,7 +171,10 @@ class Hypothesis:
                  else {"scenario": self.scenario})
         return {"name": self.name, **where, "metric": one(self.metrics),
                 "direction": one(self.directions), "variant": one(self.variants),
-                "versus": one(self.versus)}
+                "versus": one(self.versus),
+                **({"smallest_effect": self.smallest_effect}
+                   if self.smallest_effect is not None else {}),
+                **({"checks": list(self.checks)} if self.checks else {})}
 
 
 def _names(value, allowed, fname: str, what: str) -> tuple:
@@ -243,8 +259,18 @@ def _parse_hypotheses(raw, variants: tuple, scenarios: tuple, sweeps: tuple = ()
         if name in seen:
             raise ConfigError(f"{where}.name", name, "duplicate hypothesis name")
         seen.add(name)
+        smallest = h.get("smallest_effect")
+        if smallest is not None:
+            smallest = float(check_range(f"{where}.smallest_effect", smallest, 0.0, math.inf,
+                                         lo_open=True, hi_open=True))
+        needs = h.get("checks", [])
+        if (not isinstance(needs, list) or not all(isinstance(n, str) for n in needs)
+                or len(set(needs)) != len(needs)):
+            raise ConfigError(f"{where}.checks", needs, "must be a list of distinct check "
+                              "names")
         out.append(Hypothesis(name, scenario[0], metrics, directions, first, second,
-                              test=test, sweep=scenario[0] if test == "slope" else None))
+                              test=test, sweep=scenario[0] if test == "slope" else None,
+                              smallest_effect=smallest, checks=tuple(needs)))
     return tuple(out)
 
 
@@ -338,6 +364,13 @@ class AgentTasksConfig:
     sweeps : tuple of Sweep
         Severity sweeps (``[[sweeps]]``); their points are scenarios after the declared
         ``[[scenarios]]``.
+    robustness : Robustness or None
+        ``[robustness]`` (:mod:`.robustness`); its scenario copies come last.
+    calibration : dyna.experiment.calibration.Calibration or None
+        ``[calibration]``: pilot, confirmatory and replication seeds, the required checks,
+        the power, the freeze record; None without the table (and then no ``checks``).
+    checks : tuple of Check
+        The manipulation checks (``[[checks]]``, :mod:`.checks`).
     """
 
     name: str
@@ -354,6 +387,11 @@ class AgentTasksConfig:
     description: str = ""
     hypotheses: tuple = ()
     sweeps: tuple = ()
+    #: ``[robustness]``: scenario copies with the policy scaled (:mod:`.robustness`),
+    #: the last of :attr:`scenarios`; None without the table.
+    robustness: object = None
+    calibration: object = None
+    checks: tuple = ()
     agent: str = "simulated"
     llm: dict = field(default_factory=dict)
     #: ``--replay DIR``: answer the model's requests from DIR's recording (not hashed).
@@ -373,6 +411,10 @@ class AgentTasksConfig:
                 **({"sweeps": [sw.to_dict() for sw in self.sweeps]} if self.sweeps else {}),
                 **({"hypotheses": [h.to_dict() for h in self.hypotheses]}
                    if self.hypotheses else {}),
+                **({"robustness": self.robustness.to_dict()} if self.robustness else {}),
+                **({"calibration": self.calibration.to_dict(),
+                    "checks": [c.to_dict() for c in self.checks]}
+                   if self.calibration is not None else {}),
                 **({"agent": self.agent, "llm": dict(self.llm)}
                    if self.agent != "simulated" else {})}
 
@@ -381,6 +423,7 @@ class AgentTasksConfig:
         """The ``[[scenarios]]`` of the file (the sweeps' points, which follow them in
         :attr:`scenarios`, are left out: the sweeps make them again)."""
         n = sum(len(sw.values) for sw in self.sweeps)
+        n += len(self.robustness.copies) if self.robustness else 0
         return self.scenarios[:len(self.scenarios) - n]
 
     @property
@@ -416,6 +459,13 @@ class AgentTasksConfig:
                               "agent = 'llm' (nothing else asks a model)")
         return dataclasses.replace(self, replay=str(folder))
 
+    def policy_kwargs(self, scenario: int) -> dict:
+        """PolicyParams keywords of scenario ``scenario``: ``policy``, with one parameter
+        scaled in a robustness copy (:mod:`.robustness`)."""
+        over = (self.robustness.policy_overrides(self.scenarios[scenario][0])
+                if self.robustness else {})
+        return {**self.policy, **over}
+
     def env_kwargs(self, scenario: int) -> dict:
         """AgentTaskEnv keywords of scenario ``scenario``."""
         return {**self.env, **self.scenarios[scenario][1]}
@@ -446,7 +496,7 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
     """
     from dyna.agents.loop_agents import PolicyParams, make_variant, variant_names
     from dyna.loops import LoopConfig
-    from envs.agent_tasks import AgentTaskEnv
+    from envs import make_agent_task_env
 
     data = {k: v for k, v in data.items() if k != "run"}  # where to run: not the experiment
     _check_keys(data, _TOP, "")
@@ -512,8 +562,13 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
         kw = sc.get("env", {})
         if not isinstance(kw, dict):
             raise ConfigError(f"scenarios[{i}].env", kw, "must be a table")
-        env = _build(AgentTaskEnv, {**tables["env"], **kw},
-                     f"{labels[i]}.env" if labels[i].startswith("scenarios") else labels[i])
+        where = f"{labels[i]}.env" if labels[i].startswith("scenarios") else labels[i]
+        try:
+            env = make_agent_task_env({**tables["env"], **kw})
+        except ConfigError as exc:   # "env" (a bad keyword), "env.id" or a keyword's name
+            field = (where + exc.field.removeprefix("env") if exc.field.split(".")[0] == "env"
+                     else f"{where}.{exc.field}")
+            raise ConfigError(field, exc.value, exc.reason) from None
         if analysis["chosen_family"] >= env.n_families:
             raise ConfigError("analysis.chosen_family", analysis["chosen_family"],
                               f"scenario {sname!r} has {env.n_families} families")
@@ -531,11 +586,22 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
             check_llm_variant(v, make_variant(v, store).learner, f"variants[{i}]")
     elif "llm" in data:
         raise ConfigError("llm", "(table)", "only with agent = 'llm'")
+    hypotheses = _parse_hypotheses(data.get("hypotheses"), tuple(variants),
+                                   tuple(n for n, _ in scenarios), sweeps)
+    robustness = parse_robustness(data.get("robustness"), tables["policy"], tuple(scenarios),
+                                  hypotheses)
+    if robustness is not None:   # the copies follow every other scenario
+        kws = dict(scenarios)
+        scenarios += [(c.scenario, dict(kws[c.source])) for c in robustness.copies]
+    calibration, checks = parse_calibrated(data, tuple(variants),
+                                           tuple(n for n, _ in scenarios), episodes,
+                                           hypotheses)
+    if calibration is not None and "seed" not in data:
+        seed_v = calibration.confirmatory_seed
     cfg = AgentTasksConfig(name=name, seed=seed_v, runs=runs_v, episodes=episodes,
                            store=store, variants=tuple(variants), scenarios=tuple(scenarios),
                            env=tables["env"], policy=tables["policy"], loop=tables["loop"],
                            analysis=analysis, description=description,
-                           hypotheses=_parse_hypotheses(data.get("hypotheses"), tuple(variants),
-                                                        tuple(n for n, _ in scenarios), sweeps),
-                           sweeps=sweeps, agent=agent, llm=llm)
+                           hypotheses=hypotheses, sweeps=sweeps, robustness=robustness,
+                           calibration=calibration, checks=checks, agent=agent, llm=llm)
     return cfg.with_overrides(runs=runs, seed=seed)

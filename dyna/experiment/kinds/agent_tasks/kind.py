@@ -28,11 +28,11 @@ class AgentTasksKind(ExperimentKind):
         return parse_agent_tasks(data, runs=runs, seed=seed)
 
     def prepare(self, config: AgentTasksConfig) -> Prepared:
-        from envs.agent_tasks import AgentTaskEnv
+        from envs import make_agent_task_env
         scen = []
         for i, (name, _) in enumerate(config.scenarios):
             kw = config.env_kwargs(i)
-            env = AgentTaskEnv(**kw)
+            env = make_agent_task_env(kw)
             scen.append({"scenario": name, "env_kwargs": kw, "n_families": env.n_families,
                          "arrival_p": env.arrival_p.tolist()})
         from dyna.experiment.kinds.agent_tasks.report import statistics_manifest
@@ -49,7 +49,8 @@ class AgentTasksKind(ExperimentKind):
                 payload = {"variant_name": variant, "point_kwargs": {"scenario": sname},
                            "store": config.store, "env_kwargs": config.env_kwargs(p),
                            "episodes": config.episodes, "seed": config.seed,
-                           "policy": dict(config.policy), "loop": dict(config.loop)}
+                           "policy": config.policy_kwargs(p), "loop": dict(config.loop),
+                           "chosen_family": int(config.analysis["chosen_family"])}
                 if config.agent == "llm":
                     payload.update(agent="llm", llm=dict(config.llm), replay=config.replay)
                 for block in split_runs(config.runs, block_size):
@@ -94,6 +95,24 @@ class AgentTasksKind(ExperimentKind):
 
         return draw_plots(_contiguous(out), Path(folder))
 
+    def draw_only(self, out, folder, name: str) -> list[Path]:
+        """One figure of :meth:`draw_plots` alone (``dyna plot DIR --only NAME``):
+        ``competence``, the competence over episodes, ``plots/competence_<scenario>.png``
+        (:func:`~dyna.experiment.kinds.agent_tasks.plots.draw_competence`).
+
+        Raises
+        ------
+        ConfigError
+            Another name (field ``--only``), or an episodes table without the competence
+            fields.
+        """
+        from dyna.errors import ConfigError
+        from dyna.experiment.kinds.agent_tasks.plots import draw_competence
+
+        if name != "competence":
+            raise ConfigError("--only", name, "must be 'competence'")
+        return draw_competence(_contiguous(out), Path(folder))
+
     def write_report(self, out, folder, body=None):
         from dyna.experiment.kinds.agent_tasks.report import build_report
 
@@ -118,6 +137,28 @@ class AgentTasksKind(ExperimentKind):
 
     def required_tables(self):
         return ("episodes", "runs")
+
+    # the calibration of a file with [calibration] (dyna.experiment.calibration)
+
+    def calibration_pairs(self, config) -> set[tuple[int, int]]:
+        """``(variant index, scenario index)`` of the groups a pilot runs: those its checks
+        and hypotheses read (:func:`.checks.pilot_pairs`)."""
+        from dyna.experiment.kinds.agent_tasks.checks import pilot_pairs
+
+        return pilot_pairs(config)
+
+    def check_results(self, config, tables) -> list:
+        """The manipulation checks measured on ``tables`` (:func:`.checks.check_results`)."""
+        from dyna.experiment.kinds.agent_tasks.checks import check_results
+
+        return check_results(config, tables)
+
+    def sizing_contrasts(self, config, tables) -> tuple[list, float]:
+        """Every hypothesis comparison's per-run differences and the family's alpha, for
+        sizing the runs (:func:`.checks.sizing_contrasts`)."""
+        from dyna.experiment.kinds.agent_tasks.checks import sizing_contrasts
+
+        return sizing_contrasts(config, tables)
 
 
 def _contiguous(out):

@@ -2,8 +2,10 @@
 
 It opens with what a reader needs to trust the numbers: the number of runs (a warning
 below 10; below 5 no significance claims at all), the interval and test methods, the config
-hash and the git commit. Then the declared hypotheses (Holm-corrected), what each safeguard
-did (its counts; a switch that never acted is *inert in this scenario* and its cells are
+hash and the git commit. Then the declared hypotheses (Holm-corrected), the sections that
+identify safeguard effects (:mod:`.report_effects`: interactions, survival after drift, rare
+events per episode, the volume cost split, normalised aggregates, robustness), what each
+safeguard did (its counts; a switch that never acted is *inert in this scenario* and its cells are
 not tested), a table per scenario, the exploratory effects of removing each safeguard
 (Benjamini-Hochberg over all of them), the aggregates across scenarios (rliable) and the
 plots. The statistics come from :mod:`.analysis`.
@@ -22,6 +24,7 @@ from dyna.experiment.kinds.agent_tasks.analysis import (EXPLORATORY_METRICS, MIN
                                                        inert_switches, safeguard_activity,
                                                        values)
 from dyna.experiment.kinds.agent_tasks.metrics import RUN_METRICS
+from dyna.experiment.kinds.agent_tasks.report_effects import effect_sections
 from dyna.experiment.reporting import ci, fmt, md_table, short_hash
 from dyna.experiment.stats import AGGREGATE_METHOD, INTERVAL_METHOD, per_run_ci
 
@@ -186,19 +189,27 @@ def _hypotheses_section(cfg, results) -> list[str]:
     return lines
 
 
-def _headline(cfg, runs, results) -> list[str]:
-    """At most five lines: what was run, the primary hypotheses' verdicts, and the main
-    result (the crossover map for sweeps, else the full loop against no learning)."""
+def _headline(cfg, runs, results, checked=None) -> list[str]:
+    """At most six lines: in a calibrated experiment, how many manipulation checks pass
+    (``checked``) and how many hypotheses they leave not testable; what was run, the
+    primary hypotheses' verdicts, and the main result (the crossover map for sweeps, else
+    the full loop against no learning)."""
     import polars as pl
 
+    from dyna.experiment.calibration_stats import NO_EFFECT, NOT_TESTABLE
     from dyna.experiment.kinds.agent_tasks.analysis import crossover_map
-    lines = ["## Headline", "",
-             f"- {len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x "
-             f"{cfg.runs} runs x {cfg.episodes} episodes, {cfg.store} store."]
+    lines = ["## Headline", ""]
+    if checked is not None:
+        lines.append(f"- checks {sum(c.passed for c in checked)} of {len(checked)} pass; "
+                     f"{sum(r.verdict == NOT_TESTABLE for r in results)} hypotheses not "
+                     "testable.")
+    lines.append(f"- {len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x "
+                 f"{cfg.runs} runs x {cfg.episodes} episodes, {cfg.store} store.")
     if results:
         held = [r.hypothesis.name for r in results if r.verdict == "holds"]
         counts = {v: sum(r.verdict == v for r in results)
-                  for v in ("holds", "does not hold", "inert", "not tested")}
+                  for v in ("holds", "does not hold", NO_EFFECT, NOT_TESTABLE, "inert",
+                            "not tested")}
         said = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
         lines.append(f"- primary hypotheses ({len(results)}, Holm): {said}"
                      + (f"; holding: {'; '.join(held[:2])}" + (" ..." if len(held) > 2
@@ -223,7 +234,30 @@ def _headline(cfg, runs, results) -> list[str]:
             return ci(per_run_ci(x["final_success"].to_numpy(), **o))
         lines.append(f"- final success in `{sc}`: {loop} {fs(loop)}, no_learning "
                      f"{fs('no_learning')}.")
-    return lines[:7] + [""]
+    return lines[:8] + [""]
+
+
+def _checks_section(cfg, checked) -> list[str]:
+    """The manipulation-check table, recomputed from this run's tables (a calibrated
+    experiment's first section; :mod:`.checks`)."""
+    from dyna.experiment.calibration_stats import checks_table
+
+    if checked is None:
+        return []
+    conf = float(cfg.analysis["confidence"])
+    return (["## Manipulation checks", "",
+             f"Declared with the hypotheses before the pilot and recomputed here from these "
+             f"{cfg.runs} runs (base seed {cfg.seed}): the mean over runs of each check's "
+             f"per-run measure with its {conf:.0%} interval (Wilson for 0/1 measures, "
+             "percentile bootstrap otherwise), passing when it lies within the threshold. "
+             "A hypothesis is *not testable* when one of its checks or a required one "
+             f"({', '.join(cfg.calibration.required) or 'none'}) fails, never *does not "
+             "hold*; one that does not hold is reported as *no effect as large as its "
+             "smallest effect of interest* when the equivalence test (TOST: the "
+             "1 - 2 alpha t-interval of every comparison's paired difference inside "
+             "(-smallest effect, +smallest effect), alpha the family's over the number of "
+             "hypotheses) passes.", ""]
+            + checks_table(checked, conf) + [""])
 
 
 def _crossover_section(cfg, runs) -> list[str]:
@@ -239,8 +273,8 @@ def _crossover_section(cfg, runs) -> list[str]:
     lines += [f"Per failure mode (severity sweep), the first severity at which the naive "
               f"loop is worse than no learning on the sweep's primary metric: by its "
               f"paired mean difference, and with the whole {conf}% interval on the worse "
-              "side; at the latter, the single safeguards (`naive_loop+<switch>`) whose "
-              "interval against no learning is not wholly worse, best first. Exploratory "
+              "side; at the latter, the single safeguards (`naive_loop+<switch>`) that "
+              "restore the benefit, best first (the rule is under the table). Exploratory "
               "(no correction); the primary hypotheses above carry the claims.", ""]
     rows = []
     for cx in cmap:
@@ -248,14 +282,21 @@ def _crossover_section(cfg, runs) -> list[str]:
         gaps = "; ".join(f"{v}: {_comparison_text(c)}" for (_, v), c in
                          zip(sw.points(), cx.points))
         rest = ", ".join(f"`{g}` {_comparison_text_iv(iv)}" for g, iv in cx.restores) \
-            if cx.restores else ("none of the variants run" if cx.at is not None else "")
+            if cx.restores else ("" if cx.at is None else "needs the `oracle` variant"
+                                 if cx.oracle_gap is None else "none of the variants run")
         rows.append([f"`{cx.sweep}`", f"`{sw.knob}`", f"{cx.metric} ({sw.better} is better)",
                      "never" if cx.estimate_at is None else str(cx.estimate_at),
                      "never" if cx.at is None else str(cx.at), rest, gaps])
     lines += md_table(["failure mode", "knob", "metric", "worse from (mean)",
                        f"worse from ({conf}% CI)", "single safeguard restoring it",
                        "naive - no learning per grid point"], rows)
-    lines += ["", "![crossover](plots/crossover.png)", ""]
+    lines += ["", "Rule: `naive_loop+X` restores the benefit where the naive loop is worse "
+              f"(whole {conf}% CI) when both hold there: it is not worse than no learning "
+              f"(its {conf}% interval against no learning does not lie wholly on the worse "
+              "side), and its mean paired gain over no learning is at least half of the "
+              "oracle's (`oracle - no_learning`, same policy with perfect entries). A "
+              "safeguard that merely stops learning meets the first and not the second.",
+              "", "![crossover](plots/crossover.png)", ""]
     return lines
 
 
@@ -395,21 +436,32 @@ def report_body(out) -> list[str]:
     opts = {"confidence": float(cfg.analysis["confidence"]),
             "n_resamples": int(cfg.analysis["n_resamples"]), "seed": cfg.seed}
     results = evaluate_hypotheses(cfg, runs)
+    checked = None
+    if getattr(cfg, "calibration", None) is not None:
+        from dyna.experiment.kinds.agent_tasks.checks import (calibrated_hypotheses,
+                                                              check_results)
+        checked = check_results(cfg, out.tables)
+        results = calibrated_hypotheses(cfg, out.tables, results, checked)
     primary = {(c.scenario, c.variant, c.versus, c.metric)
                for r in results for c in r.comparisons}
     lines = [f"# {cfg.name}", "", cfg.description or "", ""]
-    lines += _headline(cfg, runs, results)
+    lines += _headline(cfg, runs, results, checked)
+    lines += _checks_section(cfg, checked)
     lines += _warnings(cfg)
     lines += _setup(cfg, out)
     lines += _crossover_section(cfg, runs)
     lines += _hypotheses_section(cfg, results)
+    lines += effect_sections(cfg, out.tables)
     lines += _activity_section(cfg, runs)
     lines += _scenario_tables(cfg, runs, opts)
     lines += _exploratory_section(cfg, runs, exploratory_cells(cfg, runs, primary))
     lines += _aggregate_section(cfg, runs)
     lines += ["## Plots", "",
-              "Bands are 95% bootstrap confidence intervals across runs of the plotted "
-              "per-episode quantity (for competence: of each run's Beta posterior mean; "
-              "the posterior is Beta(1 + successes, 1 + failures) of the run's own, "
-              "verified, outcomes), not credible intervals.", ""]
+              "Bands of success, tokens and poisoned entries are 95% bootstrap confidence "
+              "intervals across runs of the plotted per-episode quantity. The competence "
+              "rows are Beta posteriors of each run's own, verified, outcomes under an "
+              "empirical-Bayes prior (its mean the run's pooled success rate, its strength "
+              "2 runs): the arrival-weighted competence over the families seen so far and "
+              f"family {int(cfg.analysis['chosen_family'])}'s, each with its 95% credible "
+              "interval (averaged over runs) and, dashed, the true rolling success.", ""]
     return lines
