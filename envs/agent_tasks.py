@@ -680,10 +680,12 @@ class AgentTaskEnv(gym.Env):
                                      replace=False)
         return f, np.concatenate([self.triggers[f], distract.astype(np.int64)])
 
-    def _decoy(self, family: int, step: int) -> int:
-        """The value that looks right at ``step`` of ``family``'s procedure without being
-        it (-1: none; every value but the right one errors)."""
-        return -1
+    def _accepts_silently(self, family: int, step: int, tool: int, value: int) -> bool:
+        """Whether the wrong call ``(tool, value)`` at ``step`` of ``family``'s procedure
+        answers ok and lets the procedure go on (a run that made one is verified a failure
+        at its end). Never, here: every wrong call errors (the ``silent_wrong_rate``
+        draws aside)."""
+        return False
 
     def _obs(self) -> dict:
         return {"description": self.description_ids.copy(),
@@ -726,13 +728,13 @@ class AgentTaskEnv(gym.Env):
         elif not self.installed[tool]:
             result = RESULT_WRONG_TOOL
             out = f"error: {name}: no such tool"
-        elif right_tool and value == self.values[f, k] or (
+        elif (exact := right_tool and value == self.values[f, k]) or (
                 right_tool and self._silent_u is not None
                 and self._silent_u[i] < self.silent_wrong_rate) or (
-                right_tool and value == self._decoy(f, k)):
-            # a silent wrong call (right tool, wrong value) looks exactly like the right one
-            # and the procedure goes on; the run is verified a failure at its end
-            silent = bool(value != self.values[f, k])
+                self._accepts_silently(f, k, tool, value)):
+            # a silent wrong call looks exactly like the right one and the procedure goes
+            # on; the run is verified a failure at its end
+            silent = not exact
             self._silent_failures += silent
             result = RESULT_OK
             self.position += 1

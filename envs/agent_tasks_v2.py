@@ -38,9 +38,11 @@ Decoy values (learning from failure; ``decoy_steps``)
 Drift of a chosen family (``drift_family``)
     With ``drift_at``, the drift changes ``drift_family`` (an int; default 0, the most
     frequent family) instead of a family drawn by arrival frequency, so the drift hits a
-    family the loop has had time to learn. A drift of a step's value leaves the old value
-    accepted silently, as a deprecated parameter that still answers ok: the old value
-    becomes that step's decoy, so a stale lesson fails its runs without an error.
+    family the loop has had time to learn. A drift (of a value, a tool or the whole
+    procedure) leaves each changed step's old call answering ok, as a deprecated endpoint
+    or parameter that still answers and no longer does the job: a stale lesson fails its
+    runs silently, without an error to contradict it (a renamed tool is the exception: its
+    old name is gone, and calling it errors).
 
 Near-duplicates (volume; ``n_paraphrases``)
     Each family's task text comes in ``n_paraphrases`` wordings. Every wording keeps the
@@ -241,10 +243,11 @@ class AgentTaskEnvV2(AgentTaskEnv):
         self.retrial = 0
         self._failed = False
 
+    def _accepts_silently(self, family: int, step: int, tool: int, value: int) -> bool:
+        return ((tool == self.tools[family, step] and value == self._decoy(family, step))
+                or self._stale.get((family, step)) == (tool, value))
+
     def _decoy(self, family: int, step: int) -> int:
-        stale = self._stale.get((family, step))
-        if stale is not None:
-            return stale
         if not (self._decoys_on and self._decoy_at[family, step]):
             return -1
         return int((self.values[family, step] + self._decoy_offset[family, step])
@@ -257,9 +260,13 @@ class AgentTaskEnvV2(AgentTaskEnv):
         return self._decoy(family, step)
 
     def _drift_once(self, episode: int) -> dict:
+        before = [self.procedure(f) for f in range(self.n_families)]
         event = super()._drift_once(episode)
-        if event["what"] == "value":   # the old value keeps returning ok: the step's decoy
-            self._stale[event["family"], event["step"]] = event["old"]
+        if event["what"] != "rename":   # a renamed tool's old name is gone: it errors
+            f = event["family"]
+            for k, (old, new) in enumerate(zip(before[f], self.procedure(f))):
+                if old != new:   # the old call keeps answering ok, and does nothing
+                    self._stale[f, k] = old
         return event
 
     def _drift_target(self, rng) -> int:
@@ -310,11 +317,14 @@ class AgentTaskEnvV2(AgentTaskEnv):
 
     def step(self, action):
         """As :meth:`AgentTaskEnv.step`; the info also carries ``task_instance`` and
-        ``retrial``, and ``decoy`` (this call was a decoy value)."""
+        ``retrial``, and ``decoy`` (this call was wrong and answered ok: a decoy value or a
+        drifted step's old call)."""
         f, k = self.family, self.position
+        right = (int(self.tools[f, k]), int(self.values[f, k]))
         obs, reward, terminated, truncated, info = super().step(action)
+        call = (int(action[0]), int(action[1]))
         info.update(task_instance=self.task_instance, retrial=self.retrial,
-                    decoy=bool(info["position"] > k and int(action[1]) == self._decoy(f, k)))
+                    decoy=bool(info["position"] > k and call != right))
         if terminated or truncated:
             self._failed = reward <= 0.0
         return obs, reward, terminated, truncated, info

@@ -91,18 +91,44 @@ def test_false_success_judges_a_decoy_run_at_the_silent_factor():
     assert 0.5 < verdicts[1] < 0.7
 
 
-def test_the_drift_hits_the_chosen_family_and_a_value_drift_leaves_the_old_value_a_decoy():
-    env = AgentTaskEnvV2(decoy_steps=0, drift_at=[2], drift_kind="value", drift_family=3)
+@pytest.mark.parametrize("kind", ["value", "tool", "procedure"])
+def test_a_drift_hits_the_chosen_family_and_its_old_calls_answer_ok_and_fail(kind):
+    env = AgentTaskEnvV2(decoy_steps=0, drift_at=[2], drift_kind=kind, drift_family=3,
+                         zipf_s=0.0, n_families=4)
     env.reset(seed=11)
     before = env.procedure(3)
     for _ in range(2):
         _, info = env.reset()
     (event,) = info["drift"]
-    assert event["family"] == 3 and event["what"] == "value"
+    assert event["family"] == 3 and event["what"] == kind
+    after = env.procedure(3)
+    changed = [k for k in range(3) if after[k] != before[k]]
+    assert changed and (kind == "procedure" or changed == [event["step"]])
+    while info["family"] != 3:    # a task of the drifted family
+        env.step((env.harmful_tool, 0))
+        _, info = env.reset()
+    # the old procedure, call for call: every call answers ok, and the run fails
+    r, term, _, last = _play(env, list(before))
+    assert term and r == 0.0 and last["position"] == 3 and env._loud_errors == 0
+    _, info = env.reset()
+    while info["family"] != 3:
+        env.step((env.harmful_tool, 0))
+        _, info = env.reset()
+    assert _play(env, list(after))[0] == 1.0
+
+
+def test_a_renamed_tool_errors_under_its_old_name():
+    env = AgentTaskEnvV2(decoy_steps=0, drift_at=[1], drift_kind="rename", drift_family=0,
+                         n_families=1)
+    env.reset(seed=4)
+    before = env.procedure(0)
+    _, info = env.reset()
+    (event,) = info["drift"]
     k = event["step"]
-    assert env.procedure(3)[k][1] == event["new"] != event["old"] == before[k][1]
-    assert env.decoy_value(3, k) == event["old"]
-    assert [env.decoy_value(3, j) for j in range(3) if j != k] == [-1, -1]
+    for call in before[:k]:
+        env.step(call)
+    env.step(before[k])
+    assert env.last_result == 2 and env.position == k   # "no such tool"
 
 
 def test_paraphrases_keep_the_core_word_and_draw_a_wording_per_task():
