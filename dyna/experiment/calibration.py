@@ -61,7 +61,7 @@ __all__ = ["Calibration", "Frozen", "append_pilot_entry", "checkout_state", "fil
            "write_frozen"]
 
 _KEYS = ("pilot_seed", "pilot_runs", "confirmatory_seed", "replication_seed", "required",
-         "power", "frozen")
+         "power", "frozen", "scope")
 _SEEDS = ("pilot_seed", "confirmatory_seed", "replication_seed")
 #: Hex digits of each field of the freeze record.
 _HEX_DIGITS = {"commit": 40, "sha256": 64}
@@ -96,6 +96,12 @@ class Calibration:
         In (0, 1): the power the run count is sized for.
     frozen : Frozen or None
         The freeze record; None until ``dyna freeze``.
+    scope : {"grid", "hypotheses"}
+        What a confirmatory run covers: every variant in every scenario (``"grid"``, the
+        default), or only the pairs its hypotheses and checks compare, plus the reference
+        variants (``no_learning``, ``oracle``) in every scenario (``"hypotheses"``: the
+        primary confirmatory family, with every run spent on it; the crossover map then
+        shows what those pairs give).
     """
 
     pilot_seed: int
@@ -105,6 +111,7 @@ class Calibration:
     required: tuple = ()
     power: float = 0.8
     frozen: Frozen | None = None
+    scope: str = "grid"
 
     def to_dict(self) -> dict:
         """The TOML form."""
@@ -115,6 +122,8 @@ class Calibration:
             out["replication_seed"] = self.replication_seed
         if self.frozen is not None:
             out["frozen"] = {"commit": self.frozen.commit, "sha256": self.frozen.sha256}
+        if self.scope != "grid":
+            out["scope"] = self.scope
         return out
 
 
@@ -163,7 +172,18 @@ def parse_calibration(raw) -> Calibration:
         replication_seed=seeds.get("replication_seed"), required=tuple(required),
         power=float(check_range("calibration.power", raw.get("power", 0.8), 0.0, 1.0,
                                 lo_open=True, hi_open=True)),
-        frozen=_parse_frozen(raw["frozen"]) if "frozen" in raw else None)
+        frozen=_parse_frozen(raw["frozen"]) if "frozen" in raw else None,
+        scope=_parse_scope(raw.get("scope", "grid")))
+
+
+#: What a confirmatory run may cover (:attr:`Calibration.scope`).
+SCOPES = ("grid", "hypotheses")
+
+
+def _parse_scope(value) -> str:
+    if value not in SCOPES:
+        raise ConfigError("calibration.scope", value, f"must be one of {SCOPES}")
+    return value
 
 
 def _parse_frozen(raw) -> Frozen:

@@ -169,6 +169,8 @@ def compare(runs: pl.DataFrame, scenario: str, variant: str, versus: str, metric
     inert = inert_switches(runs, store) if inert is None else inert
     sw = _ablated_pair(variant, versus, store)
     x, y = values(runs, scenario, variant, metric), values(runs, scenario, versus, metric)
+    if not (x.size and y.size):   # a pair a scoped run left out: nothing to compare
+        x = y = np.empty(0)
     if x.size != y.size:
         raise ValueError(f"{scenario}: {variant} has {x.size} runs, {versus} {y.size}")
     keep = np.isfinite(x) & np.isfinite(y)
@@ -456,6 +458,8 @@ def exploratory_cells(cfg, runs: pl.DataFrame, primary: set | None = None) -> li
         for v in cfg.variants:
             if ablated_switch(v, cfg.store) is None:
                 continue
+            if not (ran(runs, s, v) and ran(runs, s, loop)):
+                continue   # not run (a scoped confirmatory run)
             for met in EXPLORATORY_METRICS:
                 if (s, v, loop, met) in primary:
                     continue
@@ -492,6 +496,13 @@ def safeguard_activity(cfg, runs: pl.DataFrame) -> dict[str, dict[str, tuple]]:
     return out
 
 
+def ran(runs: pl.DataFrame, scenario: str, variant: str) -> bool:
+    """Whether the ``runs`` table holds runs of ``variant`` in ``scenario`` (a scoped
+    confirmatory run leaves pairs out)."""
+    return runs.filter((pl.col("scenario") == scenario)
+                       & (pl.col("variant") == variant)).height > 0
+
+
 def score_matrix(cfg, runs: pl.DataFrame, variant: str, metric: str = "final_success"
                  ) -> np.ndarray:
     """Scores of one variant, shape ``(runs, scenarios)`` (a task per scenario)."""
@@ -517,17 +528,22 @@ def aggregates(cfg, runs: pl.DataFrame) -> dict:
     opts = dict(confidence=float(a["confidence"]), n_resamples=int(a["n_resamples"]),
                 seed=cfg.seed)
     out: dict = {"iqm": {}, "poi": {}, "profiles": {}, "n_resamples": opts["n_resamples"]}
+    # a variant run in only some scenarios (a scoped confirmatory run) has no aggregate
+    counts = runs.group_by("variant").agg(pl.col("scenario").n_unique().alias("n"))
+    complete = set(counts.filter(pl.col("n") == len(cfg.scenarios))["variant"].to_list())
     for v in cfg.variants:
+        if v not in complete:
+            continue
         sc = score_matrix(cfg, runs, v)
         if np.all(np.isfinite(sc)):
             out["iqm"][v] = stratified_iqm(sc, **opts)
             out["profiles"][v] = performance_profile(sc, PROFILE_TAUS, **opts)
     loop = f"{cfg.store}_loop"
-    if loop in cfg.variants:
+    if loop in complete:
         full = score_matrix(cfg, runs, loop)
         for v in cfg.variants:
             sw = ablated_switch(v, cfg.store)
-            if sw is not None:
+            if sw is not None and v in complete:
                 out["poi"][sw] = probability_of_improvement(full, score_matrix(cfg, runs, v),
                                                             **opts)
     return out

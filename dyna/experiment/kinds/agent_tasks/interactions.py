@@ -25,7 +25,7 @@ import polars as pl
 
 from dyna.experiment.kinds.agent_tasks.analysis import (Comparison, base_scenarios,
                                                        compare, judge_differences,
-                                                       scenario_metrics, values)
+                                                       ran, scenario_metrics, values)
 
 __all__ = ["Interaction", "interactions"]
 
@@ -77,6 +77,8 @@ def interactions(cfg, runs: pl.DataFrame) -> list[Interaction]:
         if not {"naive_loop", plus, loop, minus} <= have:
             continue
         for s in base_scenarios(cfg):
+            if not all(ran(runs, s, v) for v in (loop, minus, plus, "naive_loop")):
+                continue   # not all four run here (a scoped confirmatory run)
             for met in scenario_metrics(cfg, s):
                 added = compare(runs, s, plus, "naive_loop", met, store=cfg.store, inert={},
                                 **opts)

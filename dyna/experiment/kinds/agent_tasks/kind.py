@@ -44,8 +44,11 @@ class AgentTasksKind(ExperimentKind):
 
     def plan_jobs(self, config, prepared, *, block_size):
         jobs = []
+        wanted = _scoped_pairs(config)
         for v, variant in enumerate(config.variants):
             for p, (sname, _) in enumerate(config.scenarios):
+                if wanted is not None and (v, p) not in wanted:
+                    continue
                 payload = {"variant_name": variant, "point_kwargs": {"scenario": sname},
                            "store": config.store, "env_kwargs": config.env_kwargs(p),
                            "episodes": config.episodes, "seed": config.seed,
@@ -159,6 +162,19 @@ class AgentTasksKind(ExperimentKind):
         from dyna.experiment.kinds.agent_tasks.checks import sizing_contrasts
 
         return sizing_contrasts(config, tables)
+
+
+def _scoped_pairs(config) -> set | None:
+    """The ``(variant, scenario)`` index pairs a run of ``config`` covers: None for every
+    pair; with ``[calibration] scope = "hypotheses"``, the pairs its hypotheses and checks
+    compare and the reference variants (``no_learning``, ``oracle``) in every scenario."""
+    cal = getattr(config, "calibration", None)
+    if cal is None or cal.scope == "grid":
+        return None
+    from dyna.experiment.kinds.agent_tasks.checks import pilot_pairs
+
+    refs = [v for v, name in enumerate(config.variants) if name in ("no_learning", "oracle")]
+    return pilot_pairs(config) | {(v, p) for v in refs for p in range(len(config.scenarios))}
 
 
 def _contiguous(out):

@@ -1,0 +1,95 @@
+"""``[calibration] scope``: a confirmatory run of the hypotheses' pairs only."""
+
+import pytest
+
+from dyna.errors import ConfigError
+from dyna.experiment.kinds.agent_tasks.config import parse_agent_tasks
+from dyna.experiment.kinds.agent_tasks.kind import KIND
+from dyna.experiment.registry import read_toml
+
+TOML = """kind = "agent_tasks"
+name = "scoped"
+runs = 2
+episodes = 30
+store = "skill"
+variants = ["no_learning", "oracle", "naive_loop", "skill_loop", "skill_loop-no_novelty_check"]
+scenarios = [{ name = "a" }, { name = "b" }, { name = "c" }]
+
+[env]
+n_families = 2
+n_tools = 3
+n_values = 2
+length = 2
+max_steps = 5
+
+[calibration]
+pilot_seed = 1000
+pilot_runs = 2
+confirmatory_seed = 0
+required = ["base rate"]
+scope = "hypotheses"
+
+[[checks]]
+name = "base rate"
+scenario = "a"
+variant = "no_learning"
+measure = "late_success"
+min = 0.0
+
+[[checks]]
+name = "novelty acts"
+scenario = "c"
+variant = "skill_loop"
+measure = "differs"
+versus = "skill_loop-no_novelty_check"
+min = 0.5
+
+[[hypotheses]]
+name = "the loop beats the naive loop in b"
+scenario = "b"
+metric = "late_success"
+variant = "skill_loop"
+versus = "naive_loop"
+direction = "greater"
+smallest_effect = 0.05
+"""
+
+
+def _config(tmp_path, text=TOML):
+    path = tmp_path / "scoped.toml"
+    path.write_text(text)
+    data = read_toml(path)
+    data.pop("kind")
+    return parse_agent_tasks(data)
+
+
+def test_a_scoped_run_covers_the_compared_pairs_and_the_references(tmp_path):
+    cfg = _config(tmp_path)
+    jobs = KIND.plan_jobs(cfg, KIND.prepare(cfg), block_size=2)
+    got = {(cfg.variants[j.variant], cfg.scenarios[j.point][0]) for j in jobs}
+    refs = {(v, s) for v in ("no_learning", "oracle") for s in "abc"}
+    compared = {("skill_loop", "b"), ("naive_loop", "b"), ("skill_loop", "c"),
+                ("skill_loop-no_novelty_check", "c")}
+    assert got == refs | compared
+
+
+def test_the_default_scope_is_the_whole_grid(tmp_path):
+    cfg = _config(tmp_path, TOML.replace('scope = "hypotheses"\n', ""))
+    jobs = KIND.plan_jobs(cfg, KIND.prepare(cfg), block_size=2)
+    assert len(jobs) == 5 * 3
+
+
+def test_an_unknown_scope_names_the_field(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        _config(tmp_path, TOML.replace('scope = "hypotheses"', 'scope = "some"'))
+    assert e.value.field == "calibration.scope"
+
+
+def test_a_scoped_run_writes_its_report(tmp_path):
+    from dyna.experiment.runner import run_experiment
+
+    cfg = _config(tmp_path)
+    out = run_experiment(cfg, tmp_path / "out", progress=False)
+    report = (out / "report.md").read_text()
+    assert "## Manipulation checks" in report
+    assert "the loop beats the naive loop in b" in report
