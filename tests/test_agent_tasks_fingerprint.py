@@ -5,7 +5,8 @@ FINGERPRINT_FIELDS, the safeguards' acted_* counts among them) of one run of 250
 (seed 0, run 1), computed by its run_job with the code at commit 211df21, whose every field
 equalled the code before the loop-agent speed-ups (commit 96f1a68); three memory rows
 changed on purpose with the facts' outcome counts and retirement and the naive loop's
-memory_k (commit 75cbacc and its agent side). The full set (every variant, six v2 and five
+memory_k (commit 75cbacc and its agent side); two more when a followed fact took the
+run's outcome, as a skill does. The full set (every variant, six v2 and five
 v0 scenarios per store) is benchmarks/fingerprint_agent_tasks.py --check.
 """
 
@@ -28,10 +29,10 @@ GOLDEN = {
     ("skill", "learning_from_failure-0.5", "skill_loop-no_outcome_gate"): "175d054e308ac556",
     ("memory", "injection-0.5", "naive_loop"): "333d00e4786db5a5",
     ("memory", "injection-0.5", "memory_loop"): "2944562209f2e33c",
-    ("memory", "injection-0.5", "memory_loop-no_outcome_gate"): "100bce5c661013ae",
+    ("memory", "injection-0.5", "memory_loop-no_outcome_gate"): "bed73d2efe06585d",
     ("memory", "injection-0.5", "memory_loop-no_approval_for_untrusted"): "4dd130386ca84097",
     ("memory", "learning_from_failure-0.5", "memory_loop-no_outcome_gate"):
-        "1c854a7e10966b9a",
+        "61c352fb068ab636",
 }
 
 

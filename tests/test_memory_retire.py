@@ -209,3 +209,26 @@ def test_a_run_with_an_error_and_an_ok_call_on_one_fact_is_one_failure():
     loop.finish(ctx, digest)
     (e,) = loop.memory.entries()
     assert (e.successes, e.failures) == (0, 1)
+
+
+@pytest.mark.parametrize("success, verified, judged, want", [
+    (False, True, None, (0, 1)),    # a verified failure: the silent fact is blamed
+    (True, True, None, (1, 0)),     # a verified success
+    (None, False, True, (1, 0)),    # unverified: the self-assessment
+    (None, False, None, (0, 0)),    # nothing known: no outcome
+])
+def test_a_followed_fact_without_error_gets_the_runs_outcome(success, verified, judged,
+                                                              want):
+    cfg = LoopConfig(max_lessons=0)
+    loop = LearningLoop(cfg.skill_library(), cfg.memory_store(clock=CLOCK),
+                        RuleBasedReviewer(), cfg)
+    web = "deploy web step 1 tool is tool_a"
+    loop.memory.add(web, trust="trusted")
+    ctx = loop.begin("r0", "deploy web now")
+    digest = Digest.from_run("r0", "deploy web now", success=success, verified=verified,
+                             self_assessment=judged, tool_calls=[
+                                 {"name": "tool_a", "args": {}, "output": "ok",
+                                  "error": False, "skills": (web,)}])
+    loop.finish(ctx, digest)
+    (entry,) = loop.memory.entries()
+    assert (entry.successes, entry.failures) == want

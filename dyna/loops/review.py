@@ -1256,17 +1256,21 @@ class EpisodeRecord:
 def _fact_outcomes(digest: Digest, memory: MemorySnapshot) -> dict[str, bool]:
     """Per fact retrieved for the run (``memory``, the context's facts) that a tool call of
     ``digest`` followed (named by its text in :attr:`ToolCall.skills`): False when such a
-    call returned an error (the run contradicted it), else True. A name that is no fact
+    call returned an error (the run contradicted it), else the run's outcome, as an
+    injected skill's (:meth:`Digest.skill_outcomes`: the verified outcome, or the
+    self-assessment when unverified; nothing when both are unknown). A name that is no fact
     retrieved for this run gets nothing."""
     if not len(memory):
         return {}
     retrieved = set(memory.texts())
-    out: dict[str, bool] = {}
+    erred: dict[str, bool] = {}
     for tc in digest.tool_calls:
         for name in tc.skills:
             if name in retrieved:
-                out[name] = out.get(name, True) and not tc.error
-    return out
+                erred[name] = erred.get(name, False) or tc.error
+    outcome = digest.success if digest.success is not None else digest.self_assessment
+    return {name: (False if bad else outcome) for name, bad in erred.items()
+            if bad or outcome is not None}
 
 
 class LearningLoop:
@@ -1424,8 +1428,8 @@ class LearningLoop:
 
         Each memory fact retrieved for the run (``context.memory``) that a tool call
         followed gets an outcome (:meth:`MemoryStore.record_outcomes`): a failure when
-        such a call returned an error, else a success; a fact no call followed, or one
-        not retrieved for this run, gets none. A failure can retire the fact (with the
+        such a call returned an error, else the run's outcome (as a skill's); a fact no
+        call followed, or one not retrieved for this run, gets none. A failure can retire the fact (with the
         store's ``retire_below``); the record's ``retired_facts`` names those facts.
         Retirements of both kinds count under ``acted["retire_on_contradiction"]``.
 
