@@ -11,8 +11,10 @@ An experiment file (``experiments/skill_loop_ablation.toml``)::
     store = "skill"            # what the loops keep: "skill" or "memory"
     variants = "all"           # or a list of names (dyna.agents.loop_agents.make_variant)
 
-    [env]                      # AgentTaskEnv keywords shared by every scenario
-    n_families = 8
+    [env]                      # the environment, shared by every scenario
+    id = "dyna/AgentTasks-v2"  # default dyna/AgentTasks-v0 (envs.make_agent_task_env)
+    preset = "base"            # v2 only: "base" or "tau_airline" (envs.agent_tasks_v2)
+    n_families = 8             # any keyword of the env overrides the preset
 
     [policy]                   # PolicyParams (p_follow, tokens_per_review, copy_rate, ...)
     [loop]                     # LoopConfig settings of the full loop (skill_cap, ...)
@@ -44,6 +46,9 @@ each hypothesis's smallest effect of interest::
     replication_seed = 2000    # optional: a second confirmatory run on another seed set
     required = ["no-learning base rate", "oracle ceiling"]   # checks every hypothesis needs
     power = 0.8                # for sizing the run count
+    scope = "hypotheses"       # optional: the confirmatory run covers only the pairs the
+                               # hypotheses and checks compare, and no_learning and oracle
+                               # everywhere (default "grid": every variant everywhere)
     frozen = { commit = "<40 hex>", sha256 = "<64 hex>" }    # absent until frozen
 
     [[checks]]
@@ -83,10 +88,14 @@ recovery time after drifts, ...). Plots and ``report.md`` as described in
 Modules: ``config`` (the file), ``checks`` (the manipulation checks of a calibrated file),
 ``job`` (one variant in one scenario for a block of runs),
 ``metrics`` (per-run summaries, recovery after drift), ``kind`` (the
-:class:`~dyna.experiment.protocol.ExperimentKind`), ``plots`` and ``report``. The package
+:class:`~dyna.experiment.protocol.ExperimentKind`), ``analysis`` (paired comparisons,
+crossover map, aggregates), ``interactions``, ``survival``, ``rare_events``,
+``aggregate``, ``volume``, ``robustness`` (the v3 analyses, rendered by
+``report_effects``), ``reality`` (the ``tau_airline`` preset beside the real tau-bench
+runs), ``plots`` and ``report``. The package
 imports the experiment machinery it needs (protocol, config checks, backends' jobs, stats,
 plotting and reporting helpers), :mod:`dyna.agents.loop_agents`, :mod:`dyna.loops` and
-:mod:`envs.agent_tasks`; never another kind, the registry or the runner.
+:mod:`envs`; never another kind, the registry or the runner.
 """
 
 from dyna.experiment.kinds.agent_tasks.kind import KIND, AgentTasksKind
