@@ -319,6 +319,8 @@ class AgentTaskEnvV2(AgentTaskEnv):
         """As :meth:`AgentTaskEnv.step`; the info also carries ``task_instance`` and
         ``retrial``, and ``decoy`` (this call was wrong and answered ok: a decoy value or a
         drifted step's old call)."""
+        if not self._active:   # (the base class says so, naming the call)
+            return super().step(action)
         f, k = self.family, self.position
         right = (int(self.tools[f, k]), int(self.values[f, k]))
         obs, reward, terminated, truncated, info = super().step(action)

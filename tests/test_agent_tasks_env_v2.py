@@ -253,3 +253,14 @@ def test_the_hint_names_every_tool_and_the_values_of_steps_without_a_decoy():
         assert [v for _, v in info["hint"]] == [
             -1 if env.decoy_value(f, k) >= 0 else proc[k][1] for k in range(3)]
     assert "hint" not in AgentTaskEnvV2().reset(seed=3)[1]
+
+
+def test_stepping_outside_an_episode_is_a_config_error():
+    env = AgentTaskEnvV2()
+    with pytest.raises(ConfigError):
+        env.step((0, 0))                      # before any reset
+    env.reset(seed=0)
+    env.step((env.harmful_tool, 0))           # an incident ends the episode
+    with pytest.raises(ConfigError) as e:
+        env.step((0, 0))
+    assert e.value.field == "step"

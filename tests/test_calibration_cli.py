@@ -176,6 +176,7 @@ def entry(path, **change):
     state = checkout_state(path)
     return {"time": "2026-01-01T00:00:00+00:00", "file": path.name,
             "sha256": file_digest(path), "commit": state["commit"], "dirty": state["dirty"],
+            "seed": 1000, "runs": 2,
             "checks": [{"check": "base rate", "pass": True}], "all_pass": True, **change}
 
 
@@ -189,6 +190,10 @@ def test_freeze_refuses_a_missing_failing_stale_or_dirty_pilot(repo, capsys):
     assert "failing: loop acts" in refused(capsys, "freeze", path)
     append_pilot_entry(log, entry(path, sha256="0" * 64))
     assert "another version of the file" in refused(capsys, "freeze", path)
+    append_pilot_entry(log, entry(path, runs=1))   # a pilot cut short with --runs
+    assert "not the declared pilot_runs = 2" in refused(capsys, "freeze", path)
+    append_pilot_entry(log, entry(path, seed=7))
+    assert "on pilot_seed = 1000" in refused(capsys, "freeze", path)
     append_pilot_entry(log, entry(path, dirty=True))
     assert "uncommitted changes" in refused(capsys, "freeze", path)
     append_pilot_entry(log, entry(path, file="other.toml"))   # another file's entry

@@ -93,3 +93,12 @@ def test_a_scoped_run_writes_its_report(tmp_path):
     report = (out / "report.md").read_text()
     assert "## Manipulation checks" in report
     assert "the loop beats the naive loop in b" in report
+
+
+def test_a_scoped_report_says_which_pairs_ran(tmp_path):
+    from dyna.experiment.runner import run_experiment
+
+    cfg = _config(tmp_path)
+    report = (run_experiment(cfg, tmp_path / "out", progress=False) / "report.md").read_text()
+    # 3 scenarios x 2 references + 4 compared pairs
+    assert "10 of the 15 variant x scenario pairs run" in report

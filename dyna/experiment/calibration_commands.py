@@ -231,7 +231,8 @@ def freeze(path) -> Frozen:
     commit, sha256 }`` into its ``[calibration]`` table (:func:`write_frozen`).
 
     Refused unless the pilot log's last entry for this file has the file's current sha256,
-    passed every check, and was made at the current HEAD with a clean tree.
+    ran the declared ``pilot_runs`` on the ``pilot_seed``, passed every check, and was made
+    at the current HEAD with a clean tree.
 
     Raises
     ------
@@ -263,6 +264,11 @@ def freeze(path) -> Frozen:
         failing = [c.get("check") for c in last.get("checks", []) if not c.get("pass")]
         raise ConfigError("pilot_log", str(log), "the last pilot's checks did not all pass "
                           f"(failing: {', '.join(map(str, failing)) or '?'})")
+    if last.get("runs") != cal.pilot_runs or last.get("seed") != cal.pilot_seed:
+        raise ConfigError("pilot_log", str(log), f"the last pilot ran {last.get('runs')} runs "
+                          f"on seed {last.get('seed')}, not the declared pilot_runs = "
+                          f"{cal.pilot_runs} on pilot_seed = {cal.pilot_seed}: run "
+                          "`dyna run FILE --pilot` without --runs")
     if last.get("dirty") is not False or not last.get("commit"):
         raise ConfigError("pilot_log", str(log), "the last pilot ran with uncommitted changes "
                           "(or outside a git checkout): commit, then run the pilot again")

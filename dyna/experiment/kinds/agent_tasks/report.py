@@ -203,8 +203,12 @@ def _headline(cfg, runs, results, checked=None) -> list[str]:
         lines.append(f"- checks {sum(c.passed for c in checked)} of {len(checked)} pass; "
                      f"{sum(r.verdict == NOT_TESTABLE for r in results)} hypotheses not "
                      "testable.")
+    n_pairs = runs.select("variant", "scenario").unique().height
+    grid = len(cfg.variants) * len(cfg.scenarios)
+    scoped = (f" (scope: the hypotheses' and checks' pairs, {n_pairs} of the {grid} "
+              "variant x scenario pairs run)" if n_pairs < grid else "")
     lines.append(f"- {len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x "
-                 f"{cfg.runs} runs x {cfg.episodes} episodes, {cfg.store} store.")
+                 f"{cfg.runs} runs x {cfg.episodes} episodes, {cfg.store} store{scoped}.")
     if results:
         held = [r.hypothesis.name for r in results if r.verdict == "holds"]
         counts = {v: sum(r.verdict == v for r in results)
@@ -220,10 +224,7 @@ def _headline(cfg, runs, results, checked=None) -> list[str]:
     cmap = crossover_map(cfg, runs) if getattr(cfg, "sweeps", ()) else []
     if cmap:
         lines.append("- crossover (naive loop worse than no learning, whole CI): " + "; ".join(
-            f"{cx.sweep} " + ("never" if cx.at is None else f"from {cx.at}"
-                              + (f", restored by {cx.restores[0][0]}" if cx.restores
-                                 else ""))
-            for cx in cmap) + ".")
+            f"{cx.sweep} " + _crossover_words(cfg, runs, cx) for cx in cmap) + ".")
     loop = f"{cfg.store}_loop"
     if loop in cfg.variants and "no_learning" in cfg.variants:
         o = {"confidence": float(cfg.analysis["confidence"]),
@@ -235,6 +236,23 @@ def _headline(cfg, runs, results, checked=None) -> list[str]:
         lines.append(f"- final success in `{sc}`: {loop} {fs(loop)}, no_learning "
                      f"{fs('no_learning')}.")
     return lines[:8] + [""]
+
+
+def _crossover_words(cfg, runs, cx) -> str:
+    """The headline's words for one sweep's crossover; a scoped run that compared the naive
+    loop with no learning at some grid points only says at which."""
+    from dyna.experiment.kinds.agent_tasks.analysis import ran
+
+    sweep = next(sw for sw in cfg.sweeps if sw.name == cx.sweep)
+    run_at = [v for sc, v in sweep.points()
+              if ran(runs, sc, "naive_loop") and ran(runs, sc, "no_learning")]
+    if not run_at:
+        return "not run (the naive loop is compared at no grid point)"
+    said = ("never" if cx.at is None else f"from {cx.at}"
+            + (f", restored by {cx.restores[0][0]}" if cx.restores else ""))
+    if len(run_at) < len(sweep.values):
+        said += f" (compared at {', '.join(map(str, run_at))} only)"
+    return said
 
 
 def _checks_section(cfg, checked) -> list[str]:
