@@ -102,3 +102,12 @@ def test_a_scoped_report_says_which_pairs_ran(tmp_path):
     report = (run_experiment(cfg, tmp_path / "out", progress=False) / "report.md").read_text()
     # 3 scenarios x 2 references + 4 compared pairs
     assert "10 of the 15 variant x scenario pairs run" in report
+
+
+def test_the_report_says_an_unfrozen_run_is_not_confirmatory(tmp_path):
+    from dyna.experiment.runner import run_experiment
+
+    cfg = _config(tmp_path)
+    report = (run_experiment(cfg, tmp_path / "out", progress=False) / "report.md").read_text()
+    assert "**Not a confirmatory run: the file is not frozen** (seed 0, the confirmatory " \
+        "seed)" in report

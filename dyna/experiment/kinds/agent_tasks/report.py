@@ -263,7 +263,7 @@ def _checks_section(cfg, checked) -> list[str]:
     if checked is None:
         return []
     conf = float(cfg.analysis["confidence"])
-    return (["## Manipulation checks", "",
+    return (["## Manipulation checks", "", _run_status(cfg), "",
              f"Declared with the hypotheses before the pilot and recomputed here from these "
              f"{cfg.runs} runs (base seed {cfg.seed}): the mean over runs of each check's "
              f"per-run measure with its {conf:.0%} interval (Wilson for 0/1 measures, "
@@ -276,6 +276,23 @@ def _checks_section(cfg, checked) -> list[str]:
              "(-smallest effect, +smallest effect), alpha the family's over the number of "
              "hypotheses) passes.", ""]
             + checks_table(checked, conf) + [""])
+
+
+def _run_status(cfg) -> str:
+    """What kind of run of a calibrated file this is: confirmatory (frozen file, its
+    confirmatory or replication seed) or not, said in bold when not."""
+    cal = cfg.calibration
+    seeds = {cal.confirmatory_seed: "confirmatory", cal.replication_seed: "replication",
+             cal.pilot_seed: "pilot"}
+    kind = seeds.get(cfg.seed, "undeclared")
+    if cal.frozen is None:
+        return (f"**Not a confirmatory run: the file is not frozen** (seed {cfg.seed}, "
+                f"the {kind} seed); its verdicts are exploratory.")
+    if kind not in ("confirmatory", "replication"):
+        return (f"**Not a confirmatory run: seed {cfg.seed} is the file's {kind} seed**; "
+                "its verdicts are exploratory.")
+    return (f"The {kind} run of the file frozen at commit `{cal.frozen.commit[:12]}` "
+            f"(sha256 `{cal.frozen.sha256[:12]}`).")
 
 
 def _crossover_section(cfg, runs) -> list[str]:
