@@ -111,3 +111,20 @@ def test_the_report_says_an_unfrozen_run_is_not_confirmatory(tmp_path):
     report = (run_experiment(cfg, tmp_path / "out", progress=False) / "report.md").read_text()
     assert "**Not a confirmatory run: the file is not frozen** (seed 0, the confirmatory " \
         "seed)" in report
+
+
+def test_checks_may_not_read_both_arms_of_a_hypothesis(tmp_path):
+    def check(name, variant, scenario="b"):
+        return (f'[[checks]]\nname = "{name}"\nscenario = "{scenario}"\nvariant = '
+                f'"{variant}"\nmeasure = "late_success"\nmin = 0.0\n\n')
+    one = TOML.replace("[[hypotheses]]", check("one arm", "naive_loop") + "[[hypotheses]]")
+    _config(tmp_path, one)          # one arm alone: a base rate
+    both = TOML.replace("[[hypotheses]]", check("one arm", "naive_loop")
+                        + check("other arm", "skill_loop") + "[[hypotheses]]")
+    with pytest.raises(ConfigError) as e:
+        _config(tmp_path, both)
+    assert e.value.field == "checks[3].measure"
+    assert "both arms of hypothesis 'the loop beats the naive loop in b'" in e.value.reason
+    # both variants read in a scenario no hypothesis compares them in: checks
+    _config(tmp_path, TOML.replace("[[hypotheses]]", check("one arm", "naive_loop", "a")
+                                   + check("other arm", "skill_loop", "a") + "[[hypotheses]]"))

@@ -288,7 +288,36 @@ def parse_calibrated(data: dict, variants: tuple, scenarios: tuple, episodes: in
                               "interest (> 0, in the metric's units)")
         for j, n in enumerate(h.checks):
             _one_of(n, names, f"hypotheses[{i}].checks[{j}]", "check")
+    _refuse_arm_reads(checks, hypotheses)
     return calibration, checks
+
+
+def _refuse_arm_reads(checks, hypotheses) -> None:
+    """Checks may not read both arms of a hypothesis on its own metric in one of its
+    scenarios: they would print, on the pilot seeds, the contrast the hypothesis is about
+    (the pilot writes no hypothesis contrast). One arm alone (a base rate) is a check.
+
+    Raises
+    ------
+    ConfigError
+        ``checks[k].measure`` of the check that reads the second arm, naming the
+        hypothesis.
+    """
+    read: dict = {}   # (scenario, variant, metric) -> index of the first check reading it
+    for k, c in enumerate(checks):
+        if c.measure not in MEASURES:
+            read.setdefault((c.scenario, c.variant, c.measure), k)
+    for h in hypotheses:
+        for v, w, metric, _ in h.components():
+            for sc in {s for s, _, _ in read}:
+                in_scope = (sc == h.scenario if h.test != "slope"
+                            else sc.startswith(f"{h.sweep}-"))
+                if in_scope and (sc, v, metric) in read and (sc, w, metric) in read:
+                    k = max(read[sc, v, metric], read[sc, w, metric])
+                    raise ConfigError(f"checks[{k}].measure", checks[k].measure,
+                                      f"with another check it reads both arms of hypothesis "
+                                      f"{h.name!r} ({v} and {w}, {metric} in {sc}): the "
+                                      "pilot would show its contrast")
 
 
 # ============================================================================ measures
