@@ -64,9 +64,12 @@ Retrials (``max_retrials``)
     A task instance whose run failed is presented again (same family, same description)
     at the next reset, up to ``max_retrials`` times, as an evaluator with retrials does
     (Reflexion). A retrial draws nothing from the arrivals stream, so the *k*-th fresh task
-    is the same for every agent. Reset's info carries ``task_instance`` (0-based id of the
-    fresh task) and ``retrial`` (0 for a fresh task, *k* for its *k*-th retrial); so does
-    every step's info.
+    is the same for every agent; with retrials the per-episode draws (verdicts,
+    injections, silent and destructive calls) are keyed by the attempt (task instance,
+    retrial) rather than by the episode index, so every agent meets the same ones on the
+    same attempt. Drifts stay keyed by the episode index (the world's time). Reset's info
+    carries ``task_instance`` (0-based id of the fresh task) and ``retrial`` (0 for a fresh
+    task, *k* for its *k*-th retrial); so does every step's info.
 
 Version history
     v2: first version (presets ``base`` and ``tau_airline``, decoy values per family and
@@ -118,6 +121,9 @@ V2_DEFAULTS = {"decoy_steps": 0, "decoy_rate": 1.0, "drift_family": None, "n_par
 #: the nine of v0 and v1 (:meth:`AgentTaskEnv._build_world`).
 V2_STREAMS = ("world_v2", "paraphrase", "decoy_instance")
 _EARLIER_STREAMS = 9
+#: First word of the spawn key of the per-attempt draws with retrials (a tag no other
+#: stream of the world seed uses).
+RETRIAL_KEY = 0x7E7
 
 
 class AgentTaskEnvV2(AgentTaskEnv):
@@ -214,6 +220,7 @@ class AgentTaskEnvV2(AgentTaskEnv):
     # ------------------------------------------------------------------ world
     def _build_world(self, seed) -> None:
         super()._build_world(seed)
+        self._world_seed = seed
         world_v2, paraphrase, decoy_instance = (
             np.random.Generator(np.random.PCG64(s)) for s in
             np.random.SeedSequence(seed).spawn(_EARLIER_STREAMS + len(V2_STREAMS))[-3:])
@@ -307,6 +314,8 @@ class AgentTaskEnvV2(AgentTaskEnv):
         obs, info = super().reset(seed=seed, options=options)
         self._failed = False
         info.update(task_instance=self.task_instance, retrial=self.retrial)
+        if self.max_retrials:
+            self._redraw_per_attempt()
         if self.hint:
             f = self.family
             self.task_hint = tuple(
@@ -314,6 +323,23 @@ class AgentTaskEnvV2(AgentTaskEnv):
                 for k, (t, v) in enumerate(zip(self.tools[f], self.values[f])))
             info["hint"] = self.task_hint
         return obs, info
+
+    def _redraw_per_attempt(self) -> None:
+        """With retrials the episode index of the k-th fresh task depends on the agent, so
+        the per-episode draws (the judge's verdict, the injections, the silent, destructive
+        and planted-instruction draws) are keyed by ``(task_instance, retrial)`` instead:
+        every agent that reaches the same attempt of the same task meets the same ones."""
+        ss = np.random.SeedSequence(self._world_seed,
+                                    spawn_key=(RETRIAL_KEY, self.task_instance, self.retrial))
+        judge, inject, v1 = (np.random.default_rng(s) for s in ss.spawn(3))
+        n = self.max_steps
+        self._judge_u = float(judge.random())
+        self._inject_u = inject.random(n)
+        self._inject_v = inject.integers(self.n_values, size=n)
+        for name, draws in zip(("_silent_u", "_destroy_u", "_planted_u"), v1.random((3, n))):
+            if getattr(self, name) is not None:   # the mechanic is on
+                draws.flags.writeable = False
+                setattr(self, name, draws)
 
     def step(self, action):
         """As :meth:`AgentTaskEnv.step`; the info also carries ``task_instance`` and

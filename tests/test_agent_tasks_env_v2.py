@@ -264,3 +264,25 @@ def test_stepping_outside_an_episode_is_a_config_error():
     with pytest.raises(ConfigError) as e:
         env.step((0, 0))
     assert e.value.field == "step"
+
+
+def test_with_retrials_an_attempt_meets_the_same_draws_whatever_came_before():
+    kw = dict(max_retrials=2, false_success_rate=0.5, injection_rate=0.3,
+              silent_wrong_rate=0.2)
+    seen = []
+    for fail_first in (True, False):
+        env = AgentTaskEnvV2(**kw)
+        env.reset(seed=12)
+        draws = {}
+        for _ in range(12):
+            _, info = env.reset()
+            draws[(info["task_instance"], info["retrial"])] = (
+                env._judge_u, env._inject_u.tolist(), env._silent_u.tolist())
+            if fail_first or info["task_instance"] % 2:
+                env.step((env.harmful_tool, 0))          # fail: a retrial follows
+            else:
+                _play(env, list(env.procedure(env.family)))   # may succeed
+        seen.append(draws)
+    common = set(seen[0]) & set(seen[1])
+    assert len(common) >= 3
+    assert all(seen[0][k] == seen[1][k] for k in common)
