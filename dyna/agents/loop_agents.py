@@ -791,6 +791,7 @@ class LoopAgent:
         self._entries_seen = None            # the memory's facts at the last audit
         self._staged_at: dict = {}
         self._covered: frozenset = frozenset()   # _right_families() at the last audit
+        self._head = self._head_families()        # the env's arrival probabilities are fixed
         self.episode_stats: dict = {}
         self.loop = None
         self.tabular = None
@@ -1205,7 +1206,7 @@ class LoopAgent:
         right families found at the end of the last one (:meth:`_right_families`)."""
         if self.spec.learner == "oracle":
             return {"head_coverage": 1.0, "drift_covered": bool(row_drift)}
-        head = self._head_families()
+        head = self._head
         covered = self._covered
         return {"head_coverage": len(covered & head) / len(head),
                 "drift_covered": bool(row_drift) and row_drift[0]["family"] in covered}

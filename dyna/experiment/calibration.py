@@ -353,7 +353,8 @@ def pilot_log_path(path: str | Path, name: str) -> Path:
 def append_pilot_entry(log: str | Path, entry: dict) -> None:
     """Append ``entry`` as one JSON line to the pilot log ``log`` (its folders created if
     absent), whole or not at all: one ``os.write`` of the whole line on a file opened with
-    ``O_APPEND``.
+    ``O_APPEND``. The entry goes through :func:`dyna.redact.redact` first (its check
+    names are text from the experiment file).
 
     Raises
     ------
@@ -362,7 +363,9 @@ def append_pilot_entry(log: str | Path, entry: dict) -> None:
     OSError
         The log cannot be written, or the write was short (a full disk).
     """
-    data = (json.dumps(entry, allow_nan=False) + "\n").encode("utf-8")
+    from dyna.redact import redact
+
+    data = (json.dumps(redact(entry), allow_nan=False) + "\n").encode("utf-8")
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
