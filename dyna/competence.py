@@ -11,7 +11,7 @@ is ``a / (a + b)`` and the equal-tailed credible interval at level L is
 
 Because the prior shapes are required to be strictly positive, every quantile is well
 defined, also at 0 and at n successes and with no data at all: no bound is ever NaN or
-outside [0, 1] (case COMP-01, the statsmodels corner case where ``ppf(q, 0, n + 1)`` gave NaN).
+outside [0, 1] (a shape of 0, as in ``ppf(q, 0, n + 1)``, would make the quantile NaN).
 
 Non-stationary competence is handled with a discount factor ``discount`` (gamma_d in (0, 1]),
 following discounted Thompson sampling (Raj & Kalyani 2017, "Taming non-stationary bandits:
@@ -45,7 +45,6 @@ __all__ = ["EB_PRIOR_STRENGTH", "BetaCompetence", "beta_interval", "clopper_pear
            "weighted_beta_mean", "wilson_interval"]
 
 _PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
-
 
 
 def _beta_ppf(q, a, b):
@@ -88,7 +87,7 @@ def prior_shapes(prior) -> tuple[float, float]:
     ------
     ConfigError
         Unknown name, or a shape that is not finite and > 0 (an improper Beta(0, 0) prior has
-        NaN quantiles without data; case COMP-01).
+        NaN quantiles without data).
     """
     if isinstance(prior, str):
         if prior not in _PRIORS:
@@ -247,7 +246,7 @@ def clopper_pearson(k, n, level: float = 0.95):
     The bounds are Beta quantiles, ``lo = B^-1(t; k, n - k + 1)`` and
     ``hi = B^-1(1 - t; k + 1, n - k)`` with ``t = (1 - level) / 2`` (Clopper & Pearson 1934),
     except at the edges where a shape would be 0: ``lo = 0`` when ``k = 0`` and ``hi = 1``
-    when ``k = n`` (statsmodels issue #2609, case COMP-01). ``n = 0`` gives (0, 1).
+    when ``k = n`` (as statsmodels does, its GitHub #2609). ``n = 0`` gives (0, 1).
 
     Parameters
     ----------
@@ -596,23 +595,8 @@ class BetaCompetence:
         tuple of float
             The same values ``update`` then ``posterior`` give.
         """
-        row = self._row(key)
-        a, b = self._a, self._b
-        # in Python floats (ndarray.item): the same IEEE double arithmetic as on the
-        # array's float64 scalars, without building them
-        x, y = a.item(row), b.item(row)
-        d = self.discount
-        if d != 1.0:
-            x = self.a0 + d * (x - self.a0)
-            y = self.b0 + d * (y - self.b0)
-            a[row], b[row] = x, y
-        if success:
-            x += 1.0
-            a[row] = x
-        else:
-            y += 1.0
-            b[row] = y
-        return x, y
+        self.update(key, success)
+        return self.posterior(key)
 
     def update_many(self, keys: Iterable, successes, weights=None) -> None:
         """Add many outcomes at once, same result as calling :meth:`update` in order.

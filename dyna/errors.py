@@ -124,7 +124,7 @@ class StoreBusyError(StoreError, TimeoutError):
 class StoreDamagedError(StoreError):
     """A store file is damaged (SQLite reports corruption, or it is not a database at all).
 
-    Nothing was renamed, created or written: the file is left exactly as it was, so its
+    Nothing is renamed, created or written: the file is left exactly as it is, so its
     readable rows can still be copied out (``dyna store recover DB --out NEW``).
 
     Attributes

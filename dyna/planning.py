@@ -2,7 +2,7 @@
 
 * :func:`q_update` -- the one-step tabular Q-learning update, Equation (6.8).
 * :func:`dyna_planning` -- ``n`` planning updates from uniformly chosen remembered
-  experience: a previously observed state, then an action previously taken in it (the
+  experience: a state observed before, then an action already taken in it (the
   tabular Dyna-Q box, Section 8.2). With ``plus=True`` it is Dyna-Q+ (Section 8.3): the
   simulated reward gets the bonus ``kappa * sqrt(tau)``, ``tau`` being the time steps since
   the pair was last tried for real, and actions never tried from a visited state are
