@@ -58,7 +58,8 @@ def new_model(n_states: int, n_actions: int, max_outcomes: int, runs: int | None
     """
     S, A, K = int(n_states), int(n_actions), int(max_outcomes)
     if S < 1 or A < 1 or K < 1:
-        raise ConfigError("model shape", (S, A, K), "n_states, n_actions and max_outcomes must be >= 1")
+        raise ConfigError("model shape", (S, A, K),
+                          "n_states, n_actions and max_outcomes must be >= 1")
     L = S * A * K if max_links is None else int(max_links)
     lead = () if runs is None else (int(runs),)
     pair = np.zeros(lead + (S, A, 3), np.int64)
@@ -254,7 +255,8 @@ class TabularModel:
     """
 
     def __init__(self, n_states: int, n_actions: int, max_outcomes: int = 8, runs: int = 1):
-        self.n_states, self.n_actions, self.max_outcomes = int(n_states), int(n_actions), int(max_outcomes)
+        self.n_states, self.n_actions = int(n_states), int(n_actions)
+        self.max_outcomes = int(max_outcomes)
         self.runs = int(runs)
         self.arrays = new_model(n_states, n_actions, max_outcomes, runs=self.runs)
         self._t = np.zeros(self.runs, np.int64)
@@ -284,7 +286,8 @@ class TabularModel:
         if t is None:
             t = int(self._t[run])
         self._t[run] = t + 1
-        ok = model_update(*_run_view(self.arrays, run), s, a, s2, float(r), bool(terminated), t, keep_last)
+        ok = model_update(*_run_view(self.arrays, run), s, a, s2, float(r), bool(terminated), t,
+                          keep_last)
         if not ok:
             raise ConfigError("max_outcomes", self.max_outcomes, f"exceeded by (s={s}, a={a})")
 
@@ -328,7 +331,8 @@ class TabularModel:
         n = sum(o[3] for o in outs)
         return sum(o[1] * o[3] for o in outs) / n
 
-    def sample(self, s: int, a: int, rng_state: np.ndarray, run: int = 0) -> tuple[int, float, bool]:
+    def sample(self, s: int, a: int, rng_state: np.ndarray,
+               run: int = 0) -> tuple[int, float, bool]:
         """Draw ``(s', r, terminated)`` with a :mod:`dyna.rng` state (uint64 (4,)).
 
         Raises

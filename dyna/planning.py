@@ -218,7 +218,8 @@ def ps_push_if(Q, out, rew, pair, hkey, hprio, hpos, hinfo, s, a, gamma, theta):
 
 
 @njit(cache=True)
-def ps_planning(Q, out, rew, pair, pred_head, pred_link, hkey, hprio, hpos, hinfo, n, alpha, gamma, theta):
+def ps_planning(Q, out, rew, pair, pred_head, pred_link, hkey, hprio, hpos, hinfo, n, alpha,
+                gamma, theta):
     """Up to ``n`` prioritized-sweeping backups (Section 8.4); returns how many were made.
 
     Each pops the first pair, applies the expected update
