@@ -1,4 +1,4 @@
-"""The loops' fast paths give what the plain code gives (session 15's speed work).
+"""The loops' fast paths give what the plain code gives.
 
 Each fast path is compared with the plain code it replaces, written out here: on random
 texts over an alphabet of the cases that matter (word characters of several scripts,
@@ -18,7 +18,9 @@ from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError
 from dyna.loops import _text as T
 from dyna.loops import skills as S
-from dyna.loops.skills import Match, Skill, _checked_name, _match
+from dyna.loops.skills import Skill
+from dyna.loops.skills.fields import _checked_name
+from dyna.loops.skills.in_memory import _Later
 
 ALPHABET = "abcXYZ_09-/. ,:;`'\"\tßéİ٣²½ǅ\u0301\u200b日本ـ" + "aaee tt  "
 CODE_POINTS = [chr(c) for c in range(0x3000) if not 0xD800 <= c < 0xE000]
@@ -84,14 +86,6 @@ def test_a_names_characters_checked_at_once_as_one_by_one():
     assert checked("café-notes") == "café-notes" and checked("a--b") is None
 
 
-def test_a_match_built_without_init_is_the_dataclass_match():
-    s = Skill("deploy-web", "Deploy the web app", triggers=("deploy",))
-    a = Match("deploy-web", 1.0, ("deploy",), False, s, True)
-    b = _match("deploy-web", 1.0, ("deploy",), False, s, True)
-    assert a == b and hash(a) == hash(b) and repr(a) == repr(b)
-    assert list(vars(a)) == list(vars(b))
-
-
 @pytest.mark.parametrize("prior, discount", [("uniform", 1.0), ("jeffreys", 0.9),
                                              ((0.3, 7.1), 0.37)])
 def test_record_in_python_floats_is_update_then_posterior(prior, discount):
@@ -135,7 +129,7 @@ def test_an_in_memory_history_made_later_is_the_history_made_at_once():
     eager = S.SkillLibrary.in_memory(log_outcomes=True)
     eager.backend = _EagerBackend()
     eager = _library_ops(eager)
-    assert later.backend._history and any(type(r) is S._Later for r in later.backend._history)
+    assert later.backend._history and any(type(r) is _Later for r in later.backend._history)
     # the safety net's counts include the records still to make
     assert later.redactions == eager.redactions and sum(eager.redactions.values()) == 3
     assert later.history() == eager.history()
@@ -145,7 +139,7 @@ def test_an_in_memory_history_made_later_is_the_history_made_at_once():
     assert [h.time for h in later.history()][:2] == ["2025-01-01T00:00:00+00:00",
                                                     "2025-01-02T00:00:07+00:00"]
     assert "sk-proj-" not in repr(later.backend.history())
-    assert not any(type(r) is S._Later for r in later.backend._history)
+    assert not any(type(r) is _Later for r in later.backend._history)
 
 
 def test_known_clean_texts_are_those_the_record_scan_skips_and_a_seen_text_is_rescanned():
@@ -176,12 +170,13 @@ def test_an_outcome_copy_replaces_its_skill_in_the_clean_memo():
     live = lib.get("deploy-app")
     assert (live.successes, live.failures) == (33, 17)
     # the memo holds the skill as it is now (and what the history holds), not 50 copies
-    assert lib._cleaned.get(id(live)) is live and len(lib._cleaned) <= 2
+    cleaned = lib._redactor.cleaned
+    assert cleaned.get(id(live)) is live and len(cleaned) <= 2
 
 
 def test_json_text_naming_a_key_twice_is_scanned_as_text_and_its_secret_redacted():
     """A parsed copy keeps the last of two values: the first, a secret, was never seen
-    by the safety net, the digest or the reviewer's redaction (review of session 16)."""
+    by the safety net, the digest or the reviewer's redaction."""
     from dyna.loops import Digest
     from dyna.redact import redact, redact_text, scan_found
 

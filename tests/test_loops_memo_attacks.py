@@ -1,8 +1,8 @@
-"""Attacks on the loops' safety-net memos (issue 16's fast paths, review R1).
+"""Attacks on the loops' safety-net memos.
 
 The skill library remembers, by identity, the skills whose text went through the net
-(``SkillLibrary._cleaned``) and the description/body/triggers it passed
-(``_clean_texts``). A Skill is frozen, but the values of its ``extra`` and
+(``SkillRedactor.cleaned``) and the description/body/triggers it passed
+(``SkillRedactor.clean_texts``). A Skill is frozen, but the values of its ``extra`` and
 ``extra_metadata`` entries may be lists or dicts: one mutated after the skill was netted
 must not reach SKILL.md, the history or the library unscanned. The plantings are real
 lines of tests/data/secret_corpus.txt.

@@ -169,9 +169,9 @@ def test_netted_skill_memo_stays_bounded():
             lib.add(Skill(name, f"Procedure {i % 40}", body, ("deploy",)), run_id=f"r{i}")
         lib.record_outcome([name], i % 3 != 0, run_id=f"r{i}")
     assert len(lib) == 40
-    assert len(lib._cleaned) <= 2 * 40 + 256 + 1
+    assert len(lib._redactor.cleaned) <= 2 * 40 + 256 + 1
     # every skill in the library is known netted: its next outcome is not scanned again
-    assert all(lib._cleaned.get(id(s)) is s for s in lib._skills.values())
+    assert all(lib._redactor.cleaned.get(id(s)) is s for s in lib._skills.values())
 
 
 class _NeverKeeps(dict):
@@ -201,10 +201,10 @@ def test_skill_text_memo_gives_the_same_library():
 
     a = SkillLibrary(None, cap=None, log_outcomes=False)
     b = SkillLibrary(None, cap=None, log_outcomes=False)
-    b._clean_texts = _NeverKeeps()
+    b._redactor.clean_texts = _NeverKeeps()
     got_a, got_b = _skill_play(a), _skill_play(b)
     assert got_a == got_b
-    assert sum(got_a[2].values()) >= 25 and len(a._clean_texts) > 0
+    assert sum(got_a[2].values()) >= 25 and len(a._redactor.clean_texts) > 0
 
 
 
@@ -340,9 +340,9 @@ def test_skill_text_memo_by_value_gives_the_same_library():
 
     a = SkillLibrary(None, cap=None, log_outcomes=False)
     b = SkillLibrary(None, cap=None, log_outcomes=False)
-    b._clean_texts = _NeverKeeps()
+    b._redactor.clean_texts = _NeverKeeps()
     got_a, got_b = play(a), play(b)
     assert got_a == got_b
-    assert sum(got_a[2].values()) >= 50 and 0 < len(a._clean_texts) <= 1024
+    assert sum(got_a[2].values()) >= 50 and 0 < len(a._redactor.clean_texts) <= 1024
     # no stored text holds a corpus secret
     assert not any(sec in " ".join(map(str, row)) for row in got_a[0] for sec in SECRETS[:25])

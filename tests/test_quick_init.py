@@ -9,7 +9,6 @@ import pytest
 from dyna._quick import quick_init
 from dyna.loops import memory as M
 from dyna.loops import review as R
-from dyna.loops import skills as S
 
 
 @quick_init
@@ -81,10 +80,6 @@ CASES = [
     (R.ReviewResult, ("e1", "ok", "1 proposals"), {}),
     (R.EpisodeContext, ("e1", "task", (), None, None), {}),
     (R.Digest, ("e1", "task", True, True, False, 2, 40, (), (), ()), {}),
-    (S.Skill, ("deploy-app", "Deploy the app.", "1. call `make`", ("deploy",)),
-     {"a": 2.0, "b": 1.0, "successes": 1}),
-    (S.Match, ("deploy-app", 1.0, ("deploy",), False, None, True), {}),
-    (S.AddResult, (None,), {}),
     (M.MemoryEntry, ("the staging port is 8080",), {}),
     (M.MemorySnapshot, ((),), {}),
     (M.StoreResult, ("added", None), {}),
@@ -105,11 +100,6 @@ def test_dyna_classes_build_the_same_objects_as_their_dataclass_init(cls, args, 
         except TypeError:   # an unhashable value (a dict): unhashable in both
             with pytest.raises(TypeError):
                 hash(plain)
-
-
-def test_a_skill_is_still_validated_when_built():
-    with pytest.raises(Exception, match="name"):
-        S.Skill("Not A Name!", "d", "b")
 
 
 class _Positive:
