@@ -1,0 +1,180 @@
+"""Serving the MCP tools: the SDK's low-level server over stdio or loopback HTTP.
+
+The SDK (PyPI ``mcp``, the ``mcp`` extra of dyna) is imported only here, when the server
+runs. HTTP requires a bearer token (:func:`read_token`, :func:`require_token`); see
+:mod:`dyna.mcp_server` for what is promised.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import sys
+from pathlib import Path
+
+from dyna.errors import ConfigError, MissingFileError
+from dyna.mcp_server.tools import ExperienceTools
+
+__all__ = ["MIN_TOKEN_CHARS", "TOKEN_ENV", "build_server", "read_token", "require_token",
+           "serve_http", "serve_stdio"]
+
+_INSTRUCTIONS = (
+    "Experience store of tenant {tenant}: the memory of what this agent did and how it "
+    "went. After finishing a task, call record (task_type, action_type, outcome 'success' or "
+    "'failure', reward). Before a task, get_competence or should_escalate tell how reliable "
+    "you have been on its task type; query_similar and get_recommendation find similar past "
+    "episodes and the action type that worked best.{ro}")
+
+
+def build_server(tools: ExperienceTools):
+    """An MCP low-level :class:`mcp.server.lowlevel.Server` serving ``tools``.
+
+    Tool calls run in a worker thread (the store is thread-safe), so a long call does not
+    stall the protocol loop.
+
+    Raises
+    ------
+    ImportError
+        The MCP SDK is not installed (``pip install -e '.[mcp]'``).
+    """
+    import anyio  # noqa: PLC0415
+    import mcp.types as types  # noqa: PLC0415
+    from mcp.server.lowlevel import Server  # noqa: PLC0415
+
+    from dyna import __version__  # noqa: PLC0415
+
+    listed = [types.Tool(name=t["name"], description=t["description"],
+                         input_schema=t["input_schema"], output_schema=t["output_schema"],
+                         annotations=types.ToolAnnotations(**t["annotations"]))
+              for t in tools.list_tools()]
+
+    async def on_list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def on_call_tool(ctx, params) -> types.CallToolResult:
+        out, is_error = await anyio.to_thread.run_sync(tools.call, params.name,
+                                                       params.arguments)
+        text = out["error"]["message"] if is_error else json.dumps(out, allow_nan=False)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=out, is_error=is_error)
+
+    ro = " This server is read-only." if tools.read_only else ""
+    return Server("dyna", version=__version__,
+                  instructions=_INSTRUCTIONS.format(tenant=json.dumps(tools.tenant_id),
+                                                    ro=ro),
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+async def serve_stdio(tools: ExperienceTools) -> None:
+    """Serve ``tools`` over the process's stdin/stdout until the client closes stdin."""
+    from mcp.server.stdio import stdio_server  # noqa: PLC0415
+
+    server = build_server(tools)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+#: Environment variable with the bearer token of ``dyna mcp --http``.
+TOKEN_ENV = "DYNA_MCP_TOKEN"
+#: Shortest token accepted (characters).
+MIN_TOKEN_CHARS = 16
+
+
+def read_token(token_file: str | None) -> str:
+    """The bearer token: from ``token_file`` (owner-only permissions) or ``$DYNA_MCP_TOKEN``.
+
+    Raises
+    ------
+    ConfigError
+        No token, a token shorter than :data:`MIN_TOKEN_CHARS`, or a file that group or
+        others can read (field ``--token-file``; the token itself is never in a message).
+    MissingFileError
+        ``token_file`` does not exist.
+    """
+    if token_file is not None:
+        path = Path(token_file)
+        if not path.is_file():
+            raise MissingFileError("--token-file", path)
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise ConfigError("--token-file", str(path), f"mode {mode:04o}: readable by "
+                              "others; make it readable by its owner only (chmod 600)")
+        token = path.read_text(encoding="utf-8").strip()
+        field = "--token-file"
+    else:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        field = TOKEN_ENV
+        if not token:
+            raise ConfigError("--http", "no token", f"HTTP needs a bearer token: set "
+                              f"{TOKEN_ENV} or pass --token-file PATH (mode 600)")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(field, f"{len(token)} characters",
+                          f"the token must have at least {MIN_TOKEN_CHARS} characters")
+    return token
+
+
+def require_token(app, token: str, allowed_origins):
+    """ASGI middleware: 401 without ``Authorization: Bearer <token>`` (constant-time
+    comparison), 403 for an ``Origin`` header not in ``allowed_origins``."""
+    expected = f"Bearer {token}".encode("utf-8")
+
+    async def send_error(send, status: int, text: str):
+        body = text.encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain"),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", b"Bearer")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        origin = headers.get(b"origin")
+        if origin is not None and origin.decode("latin-1") not in allowed_origins():
+            return await send_error(send, 403, "foreign origin")
+        if not hmac.compare_digest(headers.get(b"authorization", b""), expected):
+            return await send_error(send, 401, "bearer token required")
+        return await app(scope, receive, send)
+
+    return wrapped
+
+
+async def serve_http(tools: ExperienceTools, port: int, *, token: str, announce=None) -> None:
+    """Serve ``tools`` over streamable HTTP at ``http://127.0.0.1:port/mcp`` (loopback only).
+
+    Parameters
+    ----------
+    port : int
+        TCP port; 0 picks a free one.
+    token : str
+        The bearer token every request must carry (:func:`require_token`).
+    announce : callable, optional
+        Called with the URL once the socket listens (default: print it on stderr).
+    """
+    import anyio  # noqa: PLC0415
+    import uvicorn  # noqa: PLC0415 - a dependency of mcp
+
+    host = "127.0.0.1"
+    bound: list[int] = []
+
+    def origins():
+        return {f"http://{h}:{p}" for h in (host, "localhost") for p in bound}
+
+    app = require_token(build_server(tools).streamable_http_app(host=host), token, origins)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                           lifespan="on"))
+    if announce is None:
+        def announce(url):
+            print(f"dyna mcp: tenant {tools.tenant_id!r} on {url}", file=sys.stderr,
+                  flush=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        while not server.started:
+            if server.should_exit:
+                return
+            await anyio.sleep(0.02)
+        real = server.servers[0].sockets[0].getsockname()[1]
+        bound.append(real)
+        announce(f"http://{host}:{real}/mcp")
