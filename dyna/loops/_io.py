@@ -245,7 +245,7 @@ def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
                 start = _last_newline(fh, size) + 1
                 fh.seek(start)
                 try:
-                    whole = _whole_record(fh.read(size - start))
+                    whole = whole_record(fh.read(size - start))
                 except DuplicateKeyError as exc:   # a record, damaged: not to be cut
                     raise CorruptFileError(path, None, f"corrupt last log line ({exc})") \
                         from None
@@ -259,7 +259,7 @@ def append_jsonl(path: Path, record: dict, *, durable: bool = True) -> None:
             os.fsync(fh.fileno())
 
 
-def _whole_record(line: bytes) -> dict | None:
+def whole_record(line: bytes) -> dict | None:
     """The JSON object ``line`` holds, else None. A last line without its newline is a
     whole record when it parses as an object: an object's text ends at its closing brace,
     so no cut-off prefix of one parses as an object; anything else is a torn tail."""
@@ -338,7 +338,7 @@ def read_jsonl(path: Path) -> list[dict]:
             continue
         try:
             if torn and i == len(lines) - 1:
-                rec = _whole_record(line)
+                rec = whole_record(line)
                 if rec is not None:
                     out.append(rec)
                 break
@@ -370,7 +370,7 @@ def read_last_jsonl(path: Path) -> dict | None:
         if end < size - 1:                     # a last line without its newline
             fh.seek(end + 1)
             try:
-                rec = _whole_record(fh.read(size - end - 1))
+                rec = whole_record(fh.read(size - end - 1))
             except DuplicateKeyError as exc:
                 raise CorruptFileError(path, None, f"corrupt last log line ({exc})") from None
             if rec is not None:

@@ -164,13 +164,13 @@ def _field_at(lines: list[str], idx: int) -> str:
     return "frontmatter"
 
 
-def _shown(text: str, limit: int) -> str:
+def shown(text: str, limit: int) -> str:
     """``text`` redacted (:func:`dyna.redact.redact_text`), at most ``limit`` characters
     (then ``...``)."""
     from dyna.redact import redact_text
 
-    shown = redact_text(text[:4096])
-    return shown if len(shown) <= limit else shown[:limit] + "..."
+    clean = redact_text(text[:4096])
+    return clean if len(clean) <= limit else clean[:limit] + "..."
 
 
 def _load(text: str):
@@ -229,8 +229,8 @@ def parse_frontmatter(text: str | bytes, path="<text>") -> tuple[dict, str]:
     except _DuplicateKey as dup:
         # a key is text from the file: shown redacted and cut short (a key can be a
         # token, or 50,000 characters long)
-        key = _shown(str(dup.key), 60)
-        raise FrontmatterError(path, dup.second + 2, _shown(dup.field, 120),
+        key = shown(str(dup.key), 60)
+        raise FrontmatterError(path, dup.second + 2, shown(dup.field, 120),
                                f"duplicate key {key!r} (first at line "
                                f"{dup.first + 2}): a reader sees the first value, a YAML "
                                "loader keeps the last; remove one", key) from None
@@ -242,7 +242,7 @@ def parse_frontmatter(text: str | bytes, path="<text>") -> tuple[dict, str]:
             line = mark.line + 2  # 1-based, after the opening '---'
             field = _field_at(yaml_lines, mark.line)
         hint = " (quote the value)" if "mapping values are not allowed" in problem else ""
-        raise FrontmatterError(path, line, _shown(field, 120) if field else "frontmatter",
+        raise FrontmatterError(path, line, shown(field, 120) if field else "frontmatter",
                                f"invalid YAML: {problem}{hint}") from None
     if meta is None:
         meta = {}

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from dyna._json import DuplicateKeyError, loads_unique
 from dyna.errors import ConfigError
-from dyna.loops._io import _whole_record, atomic_write, library_lock
-from dyna.loops.frontmatter import _shown
+from dyna.loops._io import atomic_write, library_lock, whole_record
+from dyna.loops.frontmatter import shown
 from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact,
                                       _parse_lines, _pending_from_json, _pending_to_json,
                                       _render_doc)
@@ -92,7 +92,7 @@ class _HistoryLog:
         self.open_tail = False
         if tail.strip():
             try:
-                whole = _whole_record(tail) is not None
+                whole = whole_record(tail) is not None
             except DuplicateKeyError:
                 whole = True   # a whole record, damaged: refused below, never cut
             if whole:
@@ -111,7 +111,7 @@ class _HistoryLog:
             except ValueError as exc:
                 # the line redacted before it is cut (a cut can leave a secret too short
                 # for its detector)
-                raise MemoryFileError(f"{self.path}:{first_line + n}", _shown(
+                raise MemoryFileError(f"{self.path}:{first_line + n}", shown(
                     piece[:4096].decode("utf-8", "replace"), 60),
                     f"corrupt history line ({exc})") from None
             self.seq = max(self.seq, rec["seq"])

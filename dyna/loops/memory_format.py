@@ -41,7 +41,7 @@ from dyna._quick import quick_init
 from dyna.errors import ConfigError, check_range
 from dyna.loops._text import text_features
 from dyna.loops.fact_attributes import Attribute, _attribute_memo, _subject_memo
-from dyna.loops.frontmatter import _shown
+from dyna.loops.frontmatter import shown
 
 __all__ = ["HEADER", "MAX_FACT", "MemoryEntry", "MemoryFileError", "PERSON", "PendingFact",
            "TRUST", "parse_memory", "render_memory"]
@@ -329,6 +329,6 @@ def _pending_from_json(raw: bytes, path) -> list[PendingFact]:
     except (ValueError, TypeError, KeyError) as exc:
         # the complaint can quote the file (an unknown key): shown redacted, cut short
         raise MemoryFileError(str(path), "pending",
-                              f"corrupt pending file ({_shown(str(exc), 200)})") from None
+                              f"corrupt pending file ({shown(str(exc), 200)})") from None
 
 
