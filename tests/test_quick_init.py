@@ -8,7 +8,6 @@ import pytest
 
 from dyna._quick import quick_init
 from dyna.loops import memory as M
-from dyna.loops import review as R
 
 
 @quick_init
@@ -69,17 +68,6 @@ def test_refuses_what_it_cannot_build_alike():
 
 #: every class of dyna built with quick_init, and arguments to build one with
 CASES = [
-    (R.ToolCall, ("make",), {"args": {"target": "x"}, "error": True}),
-    (R.Proposal, ("skill", "deploy-app", "Deploy.", "1. call `make`"), {"triggers": ("deploy",)}),
-    (R.Validation, (False, ("too long",)), {}),
-    (R.Grade, (0.7, 1.0, 0.5, 1.0, True, "ok"), {}),
-    (R.LearningCost, (10, 1, 4, 6, 2, 0.25), {}),
-    (R.ReviewContext, (None, None, 2), {}),
-    (R.ReviewerOutput, ((), 300), {}),
-    (R.Decision, (None, "invalid", "why"), {}),
-    (R.ReviewResult, ("e1", "ok", "1 proposals"), {}),
-    (R.EpisodeContext, ("e1", "task", (), None, None), {}),
-    (R.Digest, ("e1", "task", True, True, False, 2, 40, (), (), ()), {}),
     (M.MemoryEntry, ("the staging port is 8080",), {}),
     (M.MemorySnapshot, ((),), {}),
     (M.StoreResult, ("added", None), {}),

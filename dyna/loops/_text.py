@@ -117,7 +117,8 @@ def fact_key(text: str) -> str:
     return " ".join(_FACT_TOKEN_RE.findall(text.casefold()))
 
 
-_CODE_RE = re.compile(r"`[^`]+`")
+#: A code span: text between backticks.
+CODE_RE = re.compile(r"`[^`]+`")
 _QUOTED_RE = re.compile(r"\"[^\"\n]+\"|(?:(?<=\s)|^)'[^'\n]+'(?=\s|$|[.,;:!?])")
 _NUMBER_RE = re.compile(r"\d+(?:[.,:]\d+)*")
 _PATH_RE = re.compile(r"(?:[\w.-]*/[\w./-]+|\b[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b)")
@@ -127,8 +128,9 @@ _FILE_RE = re.compile(r"\b[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4}\b")
 _FLAG_RE = re.compile(r"(?:^|(?<=[\s`]))--?[A-Za-z][\w-]*")
 _NAME_RE = re.compile(r"\b(?:[A-Z]{2,}\w*|[a-z]+[A-Z]\w*|[A-Za-z][A-Za-z0-9]*_\w+|"
                       r"(?<=[a-z,;] )[A-Z][a-z]+)\b")
-_COMMAND_RE = re.compile(r"\b(?:make|git|pip|uv|npm|npx|yarn|pytest|python|docker|kubectl|"
-                         r"cargo|go|curl|ssh|dyna)\s+[\w./:@=-]+")
+#: A command line: a common tool's name and its first argument (``make deploy``).
+COMMAND_RE = re.compile(r"\b(?:make|git|pip|uv|npm|npx|yarn|pytest|python|docker|kubectl|"
+                        r"cargo|go|curl|ssh|dyna)\s+[\w./:@=-]+")
 
 
 @lru_cache(maxsize=1 << 13)
@@ -162,8 +164,8 @@ def is_concrete(text: str) -> bool:
     """True when ``text`` names a concrete command, file, value or name: it has a
     :func:`concrete_parts` part, a code span, a quoted string or a command line such as
     ``make test-fast``."""
-    return bool(concrete_parts(text) or _CODE_RE.search(text) or _QUOTED_RE.search(text)
-                or _COMMAND_RE.search(text))
+    return bool(concrete_parts(text) or CODE_RE.search(text) or _QUOTED_RE.search(text)
+                or COMMAND_RE.search(text))
 
 
 #: Distinct texts whose :func:`text_features` are kept (least recently used dropped first).

@@ -1,26 +1,30 @@
-"""What a memory fact states, and how two facts relate.
+"""What a memory fact states, and how two facts relate: the memory store's conflict rule.
 
 A fact of the form "<subject> is/are/:/= <value>" states one typed *attribute* of its
 subject (:func:`attribute_of`): a port, a version, a date, a path, a URL, a command, a
 count, an on/off state, or, when the subject itself names a single-valued attribute
-("deploy host", "step 3 tool"), that attribute. Two facts *conflict* (:func:`relation`)
-only when both give the same attribute of the same subject different values ("API port:
-8080" and "API port: 9090"); facts about different attributes of one subject ("The deploy
-queue is paused on Fridays", "The deploy queue is FIFO") do not; when it cannot tell
-("The cache is redis", "The cache is fast") the pair is "unsure".
+("deploy host", "step 3 tool"), that attribute. Two facts *conflict*
+(:func:`compare_attributes`) only when both give the same attribute of the same subject
+different values ("API port: 8080" and "API port: 9090"); facts about different attributes
+of one subject ("The deploy queue is paused on Fridays", "The deploy queue is FIFO") do
+not; when it cannot tell ("The cache is redis", "The cache is fast") the pair is "unsure".
 
-The memory store (:mod:`dyna.loops.memory`) uses these to supersede, keep or flag facts.
+Reading the attribute is language-specific; comparing two attributes is not. The memory
+store (:mod:`dyna.loops.memory`) holds a *fact rule* (:class:`FactRule`: any object with an
+``attribute`` method) and compares what it reads; its default is :data:`ENGLISH_FACTS`
+(:class:`EnglishFactRule`), the reading of this module, for facts written in English.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
-from dyna.loops._text import _COMMAND_RE, FEATURE_CACHE_SIZE, fact_key
+from dyna.loops._text import COMMAND_RE, FEATURE_CACHE_SIZE, fact_key
 
-__all__ = ["Attribute", "attribute_of", "relation", "subject_of", "unsure_pairs"]
+__all__ = ["ENGLISH_FACTS", "Attribute", "EnglishFactRule", "FactRule", "attribute_of",
+           "compare_attributes", "relation", "subject_of", "unsure_pairs"]
 
 _SUBJECT_RE = re.compile(
     r"^(?P<s>[^:=]{1,80}?)\s*(?:\s(?:is|are|equals|should be|must be|defaults to)\s|:\s|=)"
@@ -51,9 +55,6 @@ def subject_of(text: str) -> tuple[str, str] | None:
         return None
     return subj, val
 
-
-#: :func:`subject_of` memoised by the text itself (a changed text is a new key: never stale).
-_subject_memo = lru_cache(maxsize=FEATURE_CACHE_SIZE)(subject_of)
 
 # ---------------------------------------------------------------------- typed attributes
 
@@ -205,7 +206,7 @@ def attribute_of(text: str) -> Attribute | None:
         if got is not None:
             tok, i, j = got
             return Attribute(subj, kind, tok, _norm(v[:i] + " " + v[j:]))
-        if kind == "command" and state is None and _COMMAND_RE.match(v):
+        if kind == "command" and state is None and COMMAND_RE.match(v):
             return Attribute(subj, kind, _norm(v), "")      # "make deploy" without backticks
         kind = None         # "The API port is closed": not a port number, try its shape
     for kind in ("state", "url", "date", "command", "path", "version", "port", "number"):
@@ -222,34 +223,69 @@ def attribute_of(text: str) -> Attribute | None:
     return Attribute(subj, None, _norm(v) or fact_key(v), "")
 
 
-#: :func:`attribute_of` memoised by the text itself.
-_attribute_memo = lru_cache(maxsize=FEATURE_CACHE_SIZE)(attribute_of)
+class FactRule(Protocol):
+    """What the memory store needs of a conflict rule: the typed attribute a fact states.
+
+    A rule for facts in another language (or of another domain) implements
+    :meth:`attribute` and is passed to :class:`dyna.loops.memory.MemoryStore` as ``rule``;
+    the store compares the attributes it returns (:func:`compare_attributes`).
+    """
+
+    def attribute(self, text: str) -> Attribute | None:
+        """The :class:`Attribute` the fact ``text`` states, or None when it states none
+        (then it neither conflicts with nor restates any fact)."""
 
 
-def relation(new: str, old: str) -> str:
-    """How two facts relate, by their typed attributes (:func:`attribute_of`).
+class EnglishFactRule:
+    """The memory store's default conflict rule, for facts written in **English**.
+
+    It matches a fact of the form "<subject> <verb> <value>", the verb being ``is``,
+    ``are``, ``equals``, ``should be``, ``must be``, ``defaults to``, ``:`` or ``=``
+    (:func:`subject_of`; a subject of at most 6 words, a leading "the", "a", "an", "our" or
+    "my" dropped). The value's kind comes from the subject's English head noun ("port",
+    "version", "host", ...), else from the value: an English on/off state word ("paused",
+    "enabled", ...), a URL, a date (ISO, or an English month name), a command in
+    backticks, a path, a version, "port N", a number (:func:`attribute_of`); English
+    fillers ("now", "set to", ...) are left out of the qualifier. A fact of another form
+    or language states no attribute, so it never conflicts with another fact.
+
+    Both readings are memoised by the text itself (a changed text is another key).
+    """
+
+    #: The language of the facts this rule reads.
+    language = "English"
+
+    def attribute(self, text: str) -> Attribute | None:
+        """The typed attribute ``text`` states (:func:`attribute_of`), or None."""
+        return _ATTRIBUTES(text)
+
+    def subject(self, text: str) -> tuple[str, str] | None:
+        """``(subject, value)`` of ``text`` (:func:`subject_of`), or None."""
+        return _SUBJECTS(text)
+
+
+_ATTRIBUTES = lru_cache(maxsize=FEATURE_CACHE_SIZE)(attribute_of)
+_SUBJECTS = lru_cache(maxsize=FEATURE_CACHE_SIZE)(subject_of)
+
+#: The default rule of the memory store (:class:`EnglishFactRule`).
+ENGLISH_FACTS = EnglishFactRule()
+
+
+def compare_attributes(a: Attribute | None, b: Attribute | None) -> str:
+    """How two facts relate, by the attributes they state (``a`` of the new fact, ``b``
+    of the stored one; None: the fact states none).
 
     Returns
     -------
     str
-        ``"unrelated"`` (no common subject, or a fact without the subject form);
+        ``"unrelated"`` (no common subject, or a fact without an attribute);
         ``"different"`` (different attributes of one subject: both kept);
         ``"restated"`` (same attribute, same value, other words);
         ``"conflict"`` (same attribute and qualifier, different values: the newer
         replaces the older); ``"unsure"`` (one subject, and the attribute cannot be
         told apart: values of no known type, or one attribute under different
         qualifiers; both kept and the pair flagged).
-
-    Examples
-    --------
-    >>> relation("API port: 9090", "The API port is 8080")
-    'conflict'
-    >>> relation("The deploy queue is FIFO", "The deploy queue is paused on Fridays")
-    'different'
-    >>> relation("The cache is memcached", "The cache is redis")
-    'unsure'
     """
-    a, b = _attribute_memo(new), _attribute_memo(old)
     if a is None or b is None or a.subject != b.subject:
         return "unrelated"
     if a.kind != b.kind:
@@ -261,19 +297,35 @@ def relation(new: str, old: str) -> str:
     return "conflict" if a.kind is not None else "unsure"
 
 
-def unsure_pairs(entries) -> list[tuple]:
-    """``(earlier, later)`` pairs of ``entries`` (objects with ``text`` and ``attribute``,
-    such as :class:`dyna.loops.memory.MemoryEntry`) whose :func:`relation` is
+def relation(new: str, old: str, rule: FactRule = ENGLISH_FACTS) -> str:
+    """How two facts relate (:func:`compare_attributes`) by the attributes ``rule`` reads
+    in them (default :data:`ENGLISH_FACTS`).
+
+    Examples
+    --------
+    >>> relation("API port: 9090", "The API port is 8080")
+    'conflict'
+    >>> relation("The deploy queue is FIFO", "The deploy queue is paused on Fridays")
+    'different'
+    >>> relation("The cache is memcached", "The cache is redis")
+    'unsure'
+    """
+    return compare_attributes(rule.attribute(new), rule.attribute(old))
+
+
+def unsure_pairs(entries, rule: FactRule = ENGLISH_FACTS) -> list[tuple]:
+    """``(earlier, later)`` pairs of ``entries`` (objects with a ``text``, such as
+    :class:`dyna.loops.memory.MemoryEntry`) whose :func:`relation` under ``rule`` is
     ``"unsure"``, in the entries' order."""
     by_subj: dict[str, list] = {}
     for e in entries:
-        a = e.attribute
+        a = rule.attribute(e.text)
         if a is not None:
-            by_subj.setdefault(a.subject, []).append(e)
+            by_subj.setdefault(a.subject, []).append((e, a))
     out = []
     for group in by_subj.values():
         for j in range(1, len(group)):
             for i in range(j):
-                if relation(group[j].text, group[i].text) == "unsure":
-                    out.append((group[i], group[j]))
+                if compare_attributes(group[j][1], group[i][1]) == "unsure":
+                    out.append((group[i][0], group[j][0]))
     return out
