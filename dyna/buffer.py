@@ -63,8 +63,8 @@ import numba
 import numpy as np
 
 from dyna.errors import ConfigError, StoreDamagedError
-from dyna.index import (ColumnStore, ExactIndex, _inv_norms, copy_checked,
-                        copy_with_inverse_norms, inverse_norms)
+from dyna.index import (ColumnStore, ExactIndex, copy_checked, copy_with_inverse_norms,
+                        inverse_norms, inverse_norms_into)
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, check_label, hash_features, redact, redact_text
 
 __all__ = [
@@ -557,7 +557,8 @@ class ExperienceBuffer:
         n = len(self._store)
         if self._normed < n:
             lo = self._normed
-            _inv_norms(self._store.view("features")[lo:], self._store.view("inv_norm")[lo:])
+            inverse_norms_into(self._store.view("features")[lo:],
+                               self._store.view("inv_norm")[lo:])
         self._normed = n
 
     # ================================================================= properties

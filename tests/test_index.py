@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dyna import index as index_mod
+from dyna.index import search as index_search
 from dyna.errors import ConfigError
 from dyna.index import AnnIndex, ColumnStore, ExactIndex, inverse_norms, recall_at_k
 
@@ -134,8 +134,8 @@ def test_recency_breaks_ties_with_custom_stamps():
 
 def test_threaded_and_blocked_paths_agree_with_reference(monkeypatch):
     # Enough rows that both the thread split and several sgemm blocks are exercised.
-    monkeypatch.setattr(index_mod, "_MIN_SHARE", 2048)
-    monkeypatch.setattr(index_mod, "_BLOCK_ROWS", 1024)
+    monkeypatch.setattr(index_search, "_MIN_SHARE", 2048)
+    monkeypatch.setattr(index_search, "BLOCK_ROWS", 1024)
     rng = np.random.default_rng(7)
     X = rng.standard_normal((9000, 6)).astype(np.float32)
     X[::7] = X[3]            # many exact ties
@@ -169,8 +169,8 @@ def test_contiguous_candidates_are_a_slice_and_results_are_global_rows():
     ix.add(X)
     rows, _ = ix.search(X[30], 3, candidates=np.arange(20, 40))
     assert rows[0] == 30 and np.all((rows >= 20) & (rows < 40))
-    assert index_mod._candidate_rows(np.arange(20, 40), 50) == (20, 40, None)
-    assert index_mod._candidate_rows([5, 5, 3], 50)[2].tolist() == [3, 5]  # deduped, sorted
+    assert index_search.candidate_rows(np.arange(20, 40), 50) == (20, 40, None)
+    assert index_search.candidate_rows([5, 5, 3], 50)[2].tolist() == [3, 5]  # deduped, sorted
     rows, _ = ix.search(X[0], 5, candidates=[5, 5, 3])
     assert sorted(rows.tolist()) == [3, 5]
 
@@ -293,8 +293,8 @@ def test_equal_vectors_score_equal_and_come_newest_first_in_every_blas_path():
 
 @pytest.mark.parametrize("copies", [5, 40])   # fewer, and more, than the heap's slack
 def test_duplicates_of_the_best_row_beyond_the_heap_are_all_found(monkeypatch, copies):
-    monkeypatch.setattr(index_mod, "_MIN_SHARE", 1024)
-    monkeypatch.setattr(index_mod, "_BLOCK_ROWS", 512)
+    monkeypatch.setattr(index_search, "_MIN_SHARE", 1024)
+    monkeypatch.setattr(index_search, "BLOCK_ROWS", 512)
     rng = np.random.default_rng(11)
     d, n, k = 24, 6000, 12
     X = rng.standard_normal((n, d)).astype(np.float32)

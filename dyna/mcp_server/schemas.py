@@ -90,7 +90,6 @@ def _limits() -> dict:
             ("should_escalate", "min_episodes"): {"minimum": 0}}
 
 
-
 def _property(tool: str, param, dim: int | None) -> dict:
     """The schema of one parameter: one plain ``type``, enum or range, no ``null``."""
     out: dict[str, Any] = {"type": param.type}
@@ -155,7 +154,6 @@ def input_schema(tool: str, params, *, dim: int | None = None,
         schema["if"] = {"required": ["episodes"]}
         schema["else"] = {"required": list(EPISODE_REQUIRED)}
     return schema
-
 
 
 _S, _N, _I, _B = ({"type": "string"}, {"type": "number"}, {"type": "integer"},
