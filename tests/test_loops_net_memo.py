@@ -1,9 +1,5 @@
 """The loops' safety net skips work it has already done, with the same results.
 
-- :meth:`dyna.loops.memory.MemoryStore._save` does not scan again a fact the net passed
-  unchanged (by identity; a MemoryEntry is frozen): the same facts, history and catch
-  counts as a store that scans every fact on every write, on the secret and benign corpora,
-  in memory and on files; and fewer scans.
 - :func:`dyna.redact.scan` counts nothing in a text shorter than 6 characters (its fast
   path), as the detectors and embedded JSON would; and it leaves no reference cycle behind.
 """
@@ -13,16 +9,13 @@ import gc
 import json
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dyna.loops import memory as memory_mod
 from dyna.loops.memory import MemoryStore
 from dyna.redact import _embedded_json, detect, scan
 
 DATA = Path(__file__).parent / "data"
-CLOCK = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
 
 
 def _lines(name):
@@ -32,69 +25,6 @@ def _lines(name):
 
 SECRETS = [line.split("\t")[1].replace("\\n", " ") for line in _lines("secret_corpus.txt")]
 BENIGN = [" ".join(t.split()) for t in _lines("benign_corpus.txt")]
-
-
-def _play(mem: MemoryStore) -> None:
-    """Adds (benign and secret texts, restatements, conflicts), stages, approvals, a
-    removal and evictions at the cap."""
-    for i, text in enumerate(BENIGN[:30]):
-        mem.add(f"benign {i} says {text}", run_id=f"r{i}", trust="trusted")
-    for i, text in enumerate(SECRETS[:40]):
-        mem.add(f"deploy {i} step value is {text}", run_id=f"s{i}", trust="trusted")
-        mem.add(f"deploy {i} step value is other{i}", run_id=f"t{i}", trust="trusted")
-    item = mem.stage(f"staged fact uses {SECRETS[0]}", run_id="x", reason=SECRETS[1])
-    mem.approve(item.id)
-    mem.remove(mem.entries()[0].text, run_id="rm")
-    mem.add("the build runs with make", run_id="u", trust="user")
-
-
-def _state(mem: MemoryStore):
-    return ([(e.text, e.date, e.source, e.trust) for e in mem.entries()],
-            [{k: v for k, v in h.items()} for h in mem.history()],
-            mem.redactions)
-
-
-@pytest.mark.parametrize("on_files", [False, True])
-def test_memory_save_memo_gives_the_same_store(tmp_path, monkeypatch, on_files):
-    scans = {}
-
-    def run(memo: bool):
-        real = memory_mod.SafetyNet.values
-        calls = [0]
-
-        def counted(self, obj):
-            calls[0] += 1
-            return real(self, obj)
-        monkeypatch.setattr(memory_mod.SafetyNet, "values", counted)
-        path = tmp_path / f"m{memo}" / "MEMORY.md" if on_files else None
-        mem = MemoryStore(path, cap=25, clock=lambda: CLOCK)
-        if not memo:   # forget every fact passed, before every save: scan them all again
-            save = mem._save
-
-            def full(entries):
-                mem._netted, mem._fresh = {}, None
-                save(entries)
-            mem._save = full
-        _play(mem)
-        monkeypatch.setattr(memory_mod.SafetyNet, "values", real)
-        scans[memo] = calls[0]
-        return _state(mem)
-
-    with_memo, without = run(True), run(False)
-    assert with_memo == without
-    assert sum(with_memo[2].values()) >= 40          # the net caught the planted secrets
-    if on_files:   # facts re-read from the file are new objects: scanned again
-        assert scans[True] <= scans[False]
-    else:
-        assert scans[True] < scans[False] / 3
-
-
-def test_memory_memo_keeps_no_stale_entries():
-    mem = MemoryStore(None, cap=5)
-    for i in range(40):
-        mem.add(f"service {i} port is {8000 + i}", run_id=f"r{i}", trust="trusted")
-    assert len(mem) == 5
-    assert set(mem._netted) == {id(e) for e in mem.entries()}
 
 
 @settings(max_examples=300, deadline=None)

@@ -18,17 +18,18 @@ Identity of facts (:func:`dyna.loops._text.fact_key`): entries that differ only 
 spacing or punctuation are one fact; entries that differ in a number or a name are
 different facts.
 
-Conflicts (:func:`attribute_of`, :func:`relation`, :mod:`dyna.loops.fact_attributes`): a
-fact of the form "<subject> is/are/:/= <value>" states one typed *attribute* of its subject.
-A new fact replaces a stored one only when both give the same attribute of the same subject
-different values ("API port: 8080" and "API port: 9090"); facts about different attributes
-of one subject are both kept; when it cannot tell ("The cache is redis", "The cache is
-fast") both are kept and the pair is flagged (:meth:`MemoryStore.unsure_pairs`, listed by
-``dyna memory show`` and ``consolidate``).
+Conflicts (:mod:`dyna.loops.fact_attributes`): the store's *fact rule* reads the typed
+*attribute* a fact states; the default, :data:`~dyna.loops.fact_attributes.ENGLISH_FACTS`,
+reads English facts of the form "<subject> is/are/:/= <value>" (another rule is passed as
+``rule``). A new fact replaces a stored one only when both give the same attribute of the
+same subject different values ("API port: 8080" and "API port: 9090"); facts about
+different attributes of one subject are both kept; when it cannot tell ("The cache is
+redis", "The cache is fast") both are kept and the pair is flagged
+(:meth:`MemoryStore.unsure_pairs`, listed by ``dyna memory show`` and ``consolidate``).
 
-Who may replace what (:meth:`MemoryStore.add`): a person's fact (trust ``user`` or
-``approved``) is replaced at once only by a person (``user``/``approved``); a trusted loop
-fact replacing a loop-written fact is applied and logged (drift recovery needs it); a
+Who may replace what (:meth:`MemoryStore.add`, :func:`staging_reason`): a person's fact
+(trust ``user`` or ``approved``) is replaced at once only by a person; a trusted loop fact
+replacing a loop-written fact is applied and logged (drift recovery needs it); a
 replacement of a person's fact by a loop, or any replacement from an untrusted source, is
 staged for approval.
 
@@ -39,8 +40,8 @@ updated as the skills' is (:class:`dyna.competence.BetaCompetence`, with the sto
 ``discount``: older outcomes weigh less, so a fact that once worked can still be retired
 after the world changes). With ``retire_below`` set, a fact contradicted often enough is
 retired by the rule the skills use (:func:`dyna.loops.retirement.retirement_reason`) on that
-posterior: it leaves MEMORY.md, so it is no longer retrieved or put in context, and is kept
-in the history (op ``retire``, :meth:`MemoryStore.retired`).
+posterior: it leaves MEMORY.md, so it is not retrieved or put in context any more, and is
+kept in the history (op ``retire``, :meth:`MemoryStore.retired`).
 
 Several processes may share one MEMORY.md: every write takes an inter-process file lock
 (:func:`dyna.loops._io.library_lock`, ``.dyna/MEMORY.md.lock``) and re-reads the file and the
@@ -55,39 +56,35 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import operator
-import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
-
-from dyna._quick import quick_init
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
-from dyna.redact import check_label
 from dyna.loops._io import SafetyNet
 from dyna.loops._text import fact_key, jaccard, text_features
-from dyna.loops.fact_attributes import (Attribute, _attribute_memo, attribute_of, relation,
-                                        subject_of, unsure_pairs)
-from dyna.loops.memory_backends import _FileBackend, _MemoryBackend
+from dyna.loops.fact_attributes import (ENGLISH_FACTS, Attribute, EnglishFactRule, FactRule,
+                                        attribute_of, compare_attributes, relation, subject_of,
+                                        unsure_pairs)
+from dyna.loops.memory_backends import (FileMemoryBackend, InMemoryBackend, next_pending_id,
+                                       take_pending)
 from dyna.loops.memory_consolidation import ConsolidationReport, consolidation_plan
 from dyna.loops.memory_format import (HEADER, MAX_FACT, PERSON, TRUST, MemoryEntry,
                                       MemoryFileError, PendingFact, parse_memory,
                                       render_memory)
+from dyna.loops.memory_outcomes import check_outcomes, fact_posterior, fact_with_outcome
 from dyna.loops.retirement import retirement_reason
+from dyna.redact import check_label
 
-__all__ = ["Attribute", "ConsolidationReport", "HEADER", "MAX_FACT", "MemoryEntry",
-           "MemoryFileError", "MemorySnapshot", "MemoryStore", "PERSON", "PendingFact",
-           "StoreResult", "TRUST", "attribute_of", "parse_memory", "relation",
-           "render_memory", "subject_of"]
-
-#: A fact's text (for the index of :meth:`MemoryStore._lookup`).
-_TEXT_OF = operator.attrgetter("text")
+__all__ = ["ENGLISH_FACTS", "Attribute", "ConsolidationReport", "EnglishFactRule", "FactRule",
+           "HEADER", "MAX_FACT", "MemoryEntry", "MemoryFileError", "MemorySnapshot",
+           "MemoryStore", "PERSON", "PendingFact", "StoreResult", "TRUST", "attribute_of",
+           "evict_over_cap", "parse_memory", "relation", "render_memory", "staging_reason",
+           "subject_of"]
 
 
-@quick_init
 @dataclass(frozen=True)
 class MemorySnapshot:
     """The facts a run sees: taken at the run's start, unchanged afterwards.
@@ -114,7 +111,6 @@ class MemorySnapshot:
         return render_memory(self.entries)
 
 
-@quick_init
 @dataclass(frozen=True)
 class StoreResult:
     """What :meth:`MemoryStore.add` did.
@@ -141,6 +137,39 @@ class StoreResult:
     evicted: tuple[MemoryEntry, ...] = ()
     flagged: tuple[MemoryEntry, ...] = ()
     pending: "PendingFact | None" = None
+
+
+def evict_over_cap(entries: list[MemoryEntry], keep: MemoryEntry | None,
+                   cap: int | None) -> list[MemoryEntry]:
+    """Remove from ``entries`` (in place) the oldest facts (date, then position) until at
+    most ``cap`` are left, and return them in eviction order. Never ``keep`` and never a
+    fact a person wrote (trust ``user``): when only those are left the list stays over its
+    cap rather than drop them. An approved loop fact is evicted like any loop fact (else
+    approvals would make the cap ineffective). ``cap`` None: nothing is evicted."""
+    evicted: list[MemoryEntry] = []
+    while cap is not None and len(entries) > cap:
+        cand = [(e.date, i) for i, e in enumerate(entries)
+                if e is not keep and e.trust != "user"]
+        if not cand:
+            break
+        _, i = min(cand)
+        evicted.append(entries.pop(i))
+    return evicted
+
+
+def staging_reason(entry: MemoryEntry, replaced) -> str | None:
+    """Why the new fact ``entry``, replacing the stored facts ``replaced``, waits for
+    approval; None when it may replace them at once.
+
+    A replacement by an untrusted source waits; so does one by a loop (trust ``trusted``)
+    of a fact a person wrote or approved (trust ``user`` or ``approved``). A person's fact
+    replaces anything, and a trusted loop fact replaces loop-written facts at once (drift
+    recovery needs it)."""
+    who = [e for e in replaced if e.trust in PERSON]
+    if replaced and (entry.trust == "untrusted" or (entry.trust == "trusted" and who)):
+        return (f"would replace a fact a person wrote or approved: {who[0].text!r}"
+                if who else f"untrusted replacement of {replaced[0].text!r}")
+    return None
 
 
 class MemoryStore:
@@ -181,6 +210,10 @@ class MemoryStore:
         posterior is ``Beta(a0 + successes, b0 + failures)`` and its line holds the counts
         alone; below 1 the posterior after the outcomes is written on the line beside them
         (:class:`MemoryEntry` ``a``, ``b``).
+    rule : FactRule, optional
+        The conflict rule: reads the typed attribute a fact states
+        (:class:`dyna.loops.fact_attributes.FactRule`). Default
+        :data:`~dyna.loops.fact_attributes.ENGLISH_FACTS`, for facts written in English.
 
     Attributes
     ----------
@@ -202,7 +235,8 @@ class MemoryStore:
     def __init__(self, path=None, *, cap: int | None = 30, similarity: float = 0.8,
                  clock: Callable[[], _dt.datetime] | None = None, durable: bool = True,
                  lock_timeout: float = 30.0, retire_below: float | None = None,
-                 retire_min_uses: int = 3, prior="uniform", discount: float = 1.0):
+                 retire_min_uses: int = 3, prior="uniform", discount: float = 1.0,
+                 rule: FactRule = ENGLISH_FACTS):
         if cap is not None:
             cap = check_range("cap", cap, 1, None, integer=True)
         self.cap = cap
@@ -217,19 +251,14 @@ class MemoryStore:
         self.prior = (self._competence.a0, self._competence.b0)
         self.discount = self._competence.discount
         self.similarity = float(check_range("similarity", similarity, 0.0, 1.0, lo_open=True))
+        self.rule = rule
         self._clock = clock or (lambda: _dt.datetime.now(_dt.timezone.utc))
-        self.backend = (_MemoryBackend() if path is None
-                        else _FileBackend(path, durable, lock_timeout))
+        self.backend = (InMemoryBackend() if path is None
+                        else FileMemoryBackend(path, durable, lock_timeout))
         self._lock = threading.RLock()
         self._net = SafetyNet()
-        # facts (by identity) the net passed unchanged: scanning one again finds nothing
-        # again (scan is a function of the text; a MemoryEntry is frozen). Only the
-        # entries in the store at the last save are kept (strong references, so an id is
-        # never reused while it is here), and the last new fact _entry passed
-        self._netted: dict[int, MemoryEntry] = {}
-        self._fresh: MemoryEntry | None = None
         self._entries: tuple[MemoryEntry, ...] = tuple(self.backend.read())
-        self._index: tuple | None = None   # _lookup's (entries, by key, by subject)
+        self._index: tuple | None = None   # _lookup's (entries, texts, by key, by subject)
 
     @classmethod
     def in_memory(cls, **kwargs) -> "MemoryStore":
@@ -271,9 +300,6 @@ class MemoryStore:
         """
         return self.backend.history()
 
-    def _today(self) -> str:
-        return self._clock().date().isoformat()
-
     @property
     def redactions(self) -> dict[str, int]:
         """Catches of the redaction safety net so far, per detector name."""
@@ -308,59 +334,39 @@ class MemoryStore:
         check_label("run_id", run_id)
         entry = MemoryEntry(text, date, source, trust)   # validates (and joins white space)
         clean = self._net.values(entry.text)
-        if clean is entry.text:
-            self._fresh = entry
-            return entry
-        return replace(entry, text=clean)
+        return entry if clean is entry.text else replace(entry, text=clean)
 
     def _save(self, entries: list[MemoryEntry],
               updated: Mapping[int, MemoryEntry] | None = None) -> None:
-        """Write ``entries``; ``updated`` maps ``id(fact)`` of some of them to a copy with
-        other outcome counts and posterior, written on that fact's line (its place kept)."""
-        # the net under every write of MEMORY.md (facts read from a hand-written file too);
-        # a fact it already passed unchanged is not scanned again (the same result)
+        """Write ``entries``, every fact's text through the safety net first (facts read
+        from a hand-written file too); ``updated`` maps ``id(fact)`` of some of them to a
+        copy with other outcome counts and posterior, written on that fact's line (its
+        place kept)."""
         subst = {}
-        netted, fresh = self._netted, self._fresh
-        clean = {}
         for e in entries:
             w = updated.get(id(e), e) if updated else e   # (same text as e)
-            if e is fresh or netted.get(id(e)) is e:
-                clean[id(w)] = w
-                if w is not e:
-                    subst[id(e)] = w
-                continue
-            t = self._net.values(w.text)
-            if t is not w.text:
-                subst[id(e)] = replace(w, text=t)
-            else:
-                clean[id(w)] = w
-                if w is not e:
-                    subst[id(e)] = w
+            text = self._net.values(w.text)
+            if text is not w.text:
+                w = replace(w, text=text)
+            if w is not e:
+                subst[id(e)] = w
         self._entries = tuple(self.backend.write(entries, subst))
-        self._netted = clean
 
     def _lookup(self) -> tuple:
-        """``(entries, their texts, first fact by key, facts by attribute subject)`` of the
-        stored facts now, in their order; rebuilt when the facts changed: another tuple of
-        other objects (a write re-reads them into a new tuple of the same objects; a fact
-        read again from a file is another object), or a fact whose text was changed in
-        place (each text is compared by identity with the one indexed)."""
+        """``(entries, texts, first fact by key, facts by attribute subject)``, in the facts'
+        order; built again for another tuple of facts or a text unlike the one indexed."""
         entries = self._entries
-        got = self._index
-        if got is None or not (
-                (got[0] is entries or (len(got[0]) == len(entries)
-                                       and all(map(operator.is_, got[0], entries))))
-                and all(map(operator.is_, got[1], map(_TEXT_OF, entries)))):
+        texts = tuple(e.text for e in entries)
+        if self._index is None or self._index[0] is not entries or self._index[1] != texts:
             by_key: dict = {}
             by_subject: dict = {}
-            texts = tuple(map(_TEXT_OF, entries))
             for e, text in zip(entries, texts):
                 by_key.setdefault(fact_key(text), e)
-                a = _attribute_memo(text)
+                a = self.rule.attribute(text)
                 if a is not None:
                     by_subject.setdefault(a.subject, []).append(e)
-            got = self._index = (entries, texts, by_key, by_subject)
-        return got
+            self._index = (entries, texts, by_key, by_subject)
+        return self._index
 
     def find(self, text: str) -> MemoryEntry | None:
         """The stored fact that is the same fact as ``text`` (None if none): the first
@@ -369,45 +375,25 @@ class MemoryStore:
 
     def relations(self, text: str) -> list[tuple[MemoryEntry, str]]:
         """Stored facts about the same subject as ``text`` that a write of it would touch,
-        with their :func:`relation` to it: ``"conflict"`` (replaced), ``"restated"`` (same
-        value, other words) or ``"unsure"`` (kept beside it, flagged); in the facts' order.
-        Only facts of the same attribute subject are compared (any other is
-        ``"unrelated"``, as is every fact when ``text`` has no subject form)."""
-        a = _attribute_memo(text)
+        with their relation to it under the store's rule (:func:`compare_attributes`):
+        ``"conflict"`` (replaced), ``"restated"`` (same value, other words) or ``"unsure"``
+        (kept beside it, flagged); in the facts' order. Only facts of the same attribute
+        subject are compared (any other is ``"unrelated"``, as is every fact when ``text``
+        states no attribute)."""
+        a = self.rule.attribute(text)
         if a is None:
             return []
         out = []
         for e in self._lookup()[3].get(a.subject, ()):
-            r = relation(text, e.text)
+            r = compare_attributes(a, self.rule.attribute(e.text))
             if r in ("conflict", "restated", "unsure"):
                 out.append((e, r))
         return out
 
     def unsure_pairs(self) -> list[tuple[MemoryEntry, MemoryEntry]]:
         """Pairs of stored facts (earlier, later) that may contradict each other and were
-        both kept (:func:`relation` ``"unsure"``): check them by hand."""
-        return unsure_pairs(self._entries)
-
-    def _evict_over_cap(self, entries: list[MemoryEntry], keep: MemoryEntry | None,
-                        run_id: str, log: bool = True) -> list[MemoryEntry]:
-        """Evict oldest facts (date, then position) until the cap holds; never ``keep`` and
-        never a fact a person wrote (trust ``user``): when only those are left the store
-        stays over its cap rather than drop them. An approved loop fact can be evicted like
-        any loop fact (else approvals would make the cap ineffective)."""
-        evicted = []
-        if self.cap is None:
-            return evicted
-        while len(entries) > self.cap:
-            cand = [(e.date, i) for i, e in enumerate(entries)
-                    if e is not keep and e.trust != "user"]
-            if not cand:
-                break
-            _, i = min(cand)
-            gone = entries.pop(i)
-            evicted.append(gone)
-            if log:
-                self._log("evict", gone.text, run_id, f"cap {self.cap}")
-        return evicted
+        both kept (relation ``"unsure"`` under the store's rule): check them by hand."""
+        return unsure_pairs(self._entries, self.rule)
 
     def add(self, text: str, source: str = "", trust: str = "untrusted", run_id: str = "",
             date: str | None = None, *, approval: bool = True) -> StoreResult:
@@ -421,11 +407,11 @@ class MemoryStore:
           attribute with the same value, is not written again (``"duplicate"``; a person's
           restatement replaces a loop's wording).
         - One giving another value for the same attribute of a stored fact
-          (:func:`relation` ``"conflict"``) replaces it (``"superseded"``; the old text
-          goes to the history), except that with ``approval`` a replacement from an
-          untrusted source, or by a loop (``trusted``) of a fact a person wrote or
-          approved, is staged instead (``"staged"``, :meth:`stage`). ``approval=False``
-          (the loop's ``approval_for_untrusted`` ablation) applies it at once.
+          (relation ``"conflict"``) replaces it (``"superseded"``; the old text goes to
+          the history), except that with ``approval`` a replacement
+          :func:`staging_reason` holds back is staged instead (``"staged"``,
+          :meth:`stage`). ``approval=False`` (the loop's ``approval_for_untrusted``
+          ablation) applies it at once.
         - Otherwise it is appended (``"added"``); stored facts it may contradict
           (``"unsure"``) are kept and returned in ``flagged``.
 
@@ -440,7 +426,8 @@ class MemoryStore:
         ConfigError
             Invalid text, source, trust or date.
         """
-        entry = self._entry(text, date or self._today(), source or run_id, trust, run_id)
+        today = self._clock().date().isoformat()
+        entry = self._entry(text, date or today, source or run_id, trust, run_id)
         with self._writing():
             same = self.find(entry.text)
             if same is not None:
@@ -453,12 +440,8 @@ class MemoryStore:
             restated = [e for e, r in rels if r == "restated" and e not in replaced]
             if restated and not replaced:
                 return StoreResult("duplicate", restated[0], flagged=flagged)
-            if replaced and approval and (
-                    entry.trust == "untrusted"
-                    or (entry.trust == "trusted" and any(e.trust in PERSON for e in replaced))):
-                who = [e for e in replaced if e.trust in PERSON]
-                reason = (f"would replace a fact a person wrote or approved: {who[0].text!r}"
-                          if who else f"untrusted replacement of {replaced[0].text!r}")
+            reason = staging_reason(entry, replaced) if approval else None
+            if reason is not None:
                 item = self.stage(entry.text, entry.source, run_id, reason=reason)
                 return StoreResult("staged", entry, tuple(replaced), flagged=flagged,
                                    pending=item)
@@ -468,7 +451,9 @@ class MemoryStore:
                 self._log("supersede", e.text, run_id, f"by: {entry.text}")
             entries.append(entry)
             self._log("add", entry.text, run_id, entry.source)
-            evicted = self._evict_over_cap(entries, entry, run_id)
+            evicted = evict_over_cap(entries, entry, self.cap)
+            for gone in evicted:
+                self._log("evict", gone.text, run_id, f"cap {self.cap}")
             self._save(entries)
             return StoreResult("superseded" if replaced else "added", entry,
                                tuple(replaced), tuple(evicted), flagged)
@@ -496,21 +481,16 @@ class MemoryStore:
         ``outcomes`` maps a fact (its text, found by :func:`dyna.loops._text.fact_key`)
         to True when the calls that followed it in the run succeeded and False when one
         returned an error (the run contradicted it). A True adds 1 to the fact's
-        ``successes``, a False 1 to its ``failures``, and the fact's Beta posterior
-        (:meth:`posterior`) gets the outcome by :meth:`dyna.competence.BetaCompetence.record`
-        under the store's prior and ``discount``: its evidence decays by ``discount``, then
-        1 is added to ``a`` or ``b`` (:mod:`dyna.competence`). The counts, and the posterior
-        when the fact carries one, are written on the fact's line (MEMORY.md, or the
-        in-memory store), its place kept, in one atomic write. A fact with no posterior of
-        its own (``a`` None: read from a file written without one, or never updated by a
-        store with a discount) starts from prior + counts; with ``discount`` 1 such a fact
-        keeps none, since prior + counts is then its posterior.
-        After a failure, with ``retire_below`` set, the fact is retired when
-        :func:`dyna.loops.retirement.retirement_reason` says so for its posterior ``(a, b)``
-        and ``uses``: it leaves the store (no longer retrieved or in context) and the
-        history records it (op ``retire``, the reason with its counts). Facts no longer
-        stored (superseded, evicted or retired meanwhile) are ignored. Outcomes are not
-        logged in the history one by one.
+        ``successes``, a False 1 to its ``failures``, and its Beta posterior
+        (:meth:`posterior`) gets the outcome under the store's prior and ``discount``
+        (:mod:`dyna.loops.memory_outcomes`). The counts, and the posterior when the fact
+        carries one, are written on the fact's line (MEMORY.md, or the in-memory store), its
+        place kept, in one atomic write. After a failure, with ``retire_below`` set, the
+        fact is retired when :func:`dyna.loops.retirement.retirement_reason` says so for
+        its posterior ``(a, b)`` and ``uses``: it leaves the store (not retrieved or in
+        context any more) and the history records it (op ``retire``, the reason with its
+        counts). Facts not stored any more (superseded, evicted or retired meanwhile) are
+        ignored. Outcomes are not logged in the history one by one.
 
         Parameters
         ----------
@@ -526,16 +506,10 @@ class MemoryStore:
         Raises
         ------
         ConfigError
-            A key that is not a string (field ``outcomes``), a value that is not a bool
-            (field ``outcomes[<text>]``), or a run id holding a secret; nothing is written.
+            Bad ``outcomes`` (:func:`~dyna.loops.memory_outcomes.check_outcomes`), or a run
+            id holding a secret; nothing is written.
         """
-        if not isinstance(outcomes, Mapping):
-            raise ConfigError("outcomes", outcomes, "must map fact texts to true or false")
-        for text, ok in outcomes.items():
-            if not isinstance(text, str):
-                raise ConfigError("outcomes", text, "keys must be fact texts")
-            if not isinstance(ok, (bool, np.bool_)):
-                raise ConfigError(f"outcomes[{text!r}]", ok, "must be true or false")
+        check_outcomes(outcomes)
         check_label("run_id", run_id)
         retired: list[str] = []
         if not outcomes:
@@ -547,10 +521,12 @@ class MemoryStore:
                 fact = self.find(text)
                 if fact is None or id(fact) in gone:
                     continue
-                now = self._with_outcome(updated.get(id(fact), fact), bool(ok))
+                now = fact_with_outcome(updated.get(id(fact), fact), bool(ok),
+                                        self._competence)
                 updated[id(fact)] = now
                 why = None if ok else retirement_reason(
-                    *self._posterior(now), now.uses, self.retire_below, self.retire_min_uses)
+                    *fact_posterior(now, self.prior), now.uses, self.retire_below,
+                    self.retire_min_uses)
                 if why is not None:
                     gone.add(id(fact))
                     self._log("retire", fact.text, run_id, f"{why} (successes "
@@ -559,23 +535,6 @@ class MemoryStore:
             if updated:
                 self._save([e for e in self._entries if id(e) not in gone], updated)
         return retired
-
-    def _posterior(self, fact: MemoryEntry) -> tuple[float, float]:
-        """``(a, b)`` of ``fact``: its own, else the store's prior plus its counts."""
-        if fact.a is None:
-            return self.prior[0] + fact.successes, self.prior[1] + fact.failures
-        return fact.a, fact.b
-
-    def _with_outcome(self, fact: MemoryEntry, ok: bool) -> MemoryEntry:
-        """A copy of ``fact`` with one more outcome: its counts, and its posterior updated
-        by the store's :class:`BetaCompetence` (kept as prior + counts, no posterior of
-        its own, while the store has no discount and the fact has none)."""
-        counts = dict(successes=fact.successes + ok, failures=fact.failures + (not ok))
-        if fact.a is None and self.discount == 1.0:
-            return replace(fact, **counts)
-        self._competence.set_posterior(fact.key, *self._posterior(fact))
-        a, b = self._competence.record(fact.key, ok)
-        return replace(fact, a=a, b=b, **counts)
 
     def posterior(self, text: str) -> tuple[float, float]:
         """The Beta posterior ``(a, b)`` of the stored fact that is the same fact as
@@ -590,7 +549,7 @@ class MemoryStore:
         fact = self.find(text)
         if fact is None:
             raise ConfigError("text", text, "no such fact")
-        return self._posterior(fact)
+        return fact_posterior(fact, self.prior)
 
     def retired(self) -> list[dict]:
         """Facts retired on contradiction, oldest first: their history records (``seq,
@@ -618,12 +577,6 @@ class MemoryStore:
         return out
 
     # ------------------------------------------------------------------ consolidation
-    @contextlib.contextmanager
-    def _reading(self):
-        with self._lock:
-            self._reread()
-            yield
-
     def consolidate(self, run_id: str = "", *, dry_run: bool = False) -> ConsolidationReport:
         """Merge near-duplicates, drop superseded and vague facts, enforce the cap.
 
@@ -649,26 +602,22 @@ class MemoryStore:
         -------
         ConsolidationReport
         """
-        with (self._reading() if dry_run else self._writing()):
-            entries, vague, superseded, merged = consolidation_plan(self._entries,
-                                                                    self.similarity)
-            if not dry_run:
-                for v in vague:
-                    self._log("drop-vague", v.text, run_id,
-                              "no concrete command, file, value or name")
-                for d, b in superseded:
-                    self._log("supersede", d, run_id, f"by: {b}")
-                for kept, lost in merged:
-                    for g in lost:
-                        self._log("merge", g, run_id, f"into: {kept}")
-            evicted = self._evict_over_cap(entries, None, run_id, log=not dry_run)
-            unsure = [(a.text, b.text) for a, b in unsure_pairs(entries)]
+        with (self._lock if dry_run else self._writing()):
+            if dry_run:
+                self._reread()   # (a write re-reads under its locks)
+            entries, vague, superseded, merged = consolidation_plan(
+                self._entries, self.similarity, self.rule)
+            evicted = evict_over_cap(entries, None, self.cap)
+            unsure = [(a.text, b.text) for a, b in unsure_pairs(entries, self.rule)]
             report = ConsolidationReport(tuple(merged), tuple(superseded),
                                          tuple(v.text for v in vague),
                                          tuple(e.text for e in evicted), tuple(unsure),
                                          dry_run)
-            if report.changed and not dry_run:
-                self._save(entries)
+            if not dry_run:
+                for op, text, reason in report.history_records(self.cap):
+                    self._log(op, text, run_id, reason)
+                if report.changed:
+                    self._save(entries)
             return report
 
     # ------------------------------------------------------------------ approval
@@ -687,25 +636,16 @@ class MemoryStore:
         """Stage a fact instead of writing it (trust ``untrusted`` until approved); ids
         ``m0001``, ``m0002``... are unique across processes sharing the file."""
         with self._writing():
-            entry = self._entry(text, self._today(), source or run_id, "untrusted", run_id)
+            today = self._clock().date().isoformat()
+            entry = self._entry(text, today, source or run_id, "untrusted", run_id)
             items = self.pending()
-            used = [int(p.id[1:]) for p in items if re.fullmatch(r"m\d+", p.id)]
-            n = max([self.backend.staged, *used]) + 1
             clean = self._net.values({"provenance": list(provenance), "reason": reason})
-            item = PendingFact(f"m{n:04d}", entry, run_id,
+            item = PendingFact(next_pending_id(self.backend, items), entry, run_id,
                                _dt.datetime.isoformat(self._clock(), timespec="seconds"),
                                tuple(clean["provenance"]), clean["reason"])
             self.backend.write_pending(items + [item])
             self._log("stage", entry.text, run_id, item.id)
             return item
-
-    def _take_pending(self, pid: str) -> PendingFact:
-        items = self.pending()
-        for p in items:
-            if p.id == pid:
-                self.backend.write_pending([q for q in items if q.id != pid])
-                return p
-        raise ConfigError("id", pid, "no pending fact with this id")
 
     def approve(self, pid: str) -> StoreResult:
         """Write a staged fact (trust ``approved``: it may replace any fact).
@@ -716,7 +656,7 @@ class MemoryStore:
             Unknown id.
         """
         with self._writing():
-            p = self._take_pending(pid)
+            p = take_pending(self.backend, pid)
             self._log("approve", p.entry.text, p.run_id, pid)
             return self.add(p.entry.text, p.entry.source, "approved", p.run_id, p.entry.date)
 
@@ -729,6 +669,6 @@ class MemoryStore:
             Unknown id.
         """
         with self._writing():
-            p = self._take_pending(pid)
+            p = take_pending(self.backend, pid)
             self._log("reject", p.entry.text, p.run_id, pid)
             return p

@@ -12,17 +12,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from pathlib import Path
 
 from dyna._json import DuplicateKeyError, loads_unique
 from dyna.errors import ConfigError
 from dyna.loops._io import atomic_write, library_lock, whole_record
 from dyna.loops.frontmatter import shown
-from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact,
-                                      _parse_lines, _pending_from_json, _pending_to_json,
-                                      _render_doc)
+from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact, parse_lines,
+                                      pending_from_json, pending_to_json, render_document)
 
-class _MemoryBackend:
+__all__ = ["FileMemoryBackend", "InMemoryBackend", "next_pending_id", "take_pending"]
+
+
+class InMemoryBackend:
+    """The facts, history and pending facts of ``MemoryStore(None)``, in lists."""
+
     location = None
 
     def __init__(self):
@@ -179,7 +184,15 @@ class _HistoryLog:
         self.staged += rec["op"] == "stage"
 
 
-class _FileBackend:
+class FileMemoryBackend:
+    """MEMORY.md at ``path``, with its history and pending file in ``.dyna`` beside it.
+
+    Raises
+    ------
+    ConfigError
+        ``path`` is a folder, a symbolic link or not a regular file.
+    """
+
     def __init__(self, path, durable=True, lock_timeout=30.0):
         self.path = Path(path)
         if self.path.is_dir():
@@ -246,7 +259,7 @@ class _FileBackend:
             raise MemoryFileError(str(self.path), f"byte {exc.start}",
                                   f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
                                   f"{exc.start} cannot be decoded)") from None
-        self._lines = _parse_lines(text, self.path)
+        self._lines = parse_lines(text, self.path)
         self._entries = [e for _, e in self._lines if e is not None]
         self._stat = key
         return list(self._entries)
@@ -258,7 +271,7 @@ class _FileBackend:
     def write(self, entries, subst=None):
         for p in (self.path, self._side):
             _refuse_symlink(p)
-        text = _render_doc(self._lines, entries, subst)
+        text = render_document(self._lines, entries, subst)
         atomic_write(self.path, text, durable=self.durable)
         self._stat = None
         return self.read()
@@ -277,11 +290,35 @@ class _FileBackend:
             raw = self._pend.read_bytes()
         except FileNotFoundError:
             return []
-        return _pending_from_json(raw, self._pend)
+        return pending_from_json(raw, self._pend)
 
     def write_pending(self, items):
         for p in (self._side, self._pend):
             _refuse_symlink(p)
         self._pend.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self._pend, _pending_to_json(items), durable=self.durable)
+        atomic_write(self._pend, pending_to_json(items), durable=self.durable)
 
+
+
+def take_pending(backend, pid: str) -> PendingFact:
+    """Remove the staged fact ``pid`` from ``backend``'s pending facts and return it.
+
+    Raises
+    ------
+    ConfigError
+        No pending fact has this id (field ``id``).
+    """
+    items = backend.read_pending()
+    for p in items:
+        if p.id == pid:
+            backend.write_pending([q for q in items if q.id != pid])
+            return p
+    raise ConfigError("id", pid, "no pending fact with this id")
+
+
+def next_pending_id(backend, items) -> str:
+    """The id of the next staged fact: ``m`` and 4 digits, one past both the facts ever
+    staged (the history's ``stage`` records) and the highest id of ``items`` (the pending
+    facts now), so ids stay unique across processes sharing the files."""
+    used = [int(p.id[1:]) for p in items if re.fullmatch(r"m\d+", p.id)]
+    return f"m{max([backend.staged, *used]) + 1:04d}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dyna.loops._text import is_concrete, similarity_matrix, text_features
+from dyna.loops.fact_attributes import ENGLISH_FACTS, FactRule
 
 __all__ = ["ConsolidationReport", "consolidation_plan"]
 
@@ -55,6 +56,16 @@ class ConsolidationReport:
         return (sum(len(d) for _, d in self.merged) + len(self.superseded) + len(self.vague)
                 + len(self.evicted))
 
+    def history_records(self, cap: int | None) -> list[tuple[str, str, str]]:
+        """``(op, text, reason)`` of each fact dropped, for the store's history, in the
+        order of the steps: ``drop-vague``, ``supersede``, ``merge``, ``evict`` (at
+        ``cap``)."""
+        out = [("drop-vague", v, "no concrete command, file, value or name")
+               for v in self.vague]
+        out += [("supersede", d, f"by: {b}") for d, b in self.superseded]
+        out += [("merge", g, f"into: {kept}") for kept, lost in self.merged for g in lost]
+        return out + [("evict", e, f"cap {cap}") for e in self.evicted]
+
     def __str__(self) -> str:
         lines = []
         for kept, dropped in self.merged:
@@ -74,12 +85,12 @@ def _newest(entries, idx) -> int:
     return max(idx, key=lambda i: (entries[i].date, i))
 
 
-def _drop_superseded(entries) -> tuple[list, list]:
+def _drop_superseded(entries, rule) -> tuple[list, list]:
     """Step 2 of :func:`consolidation_plan`: ``(kept facts, (dropped, by) text pairs)``."""
     superseded = []
     groups: dict[tuple, list[int]] = {}
-    for i, e in enumerate(entries):
-        a = e.attribute
+    attrs = [rule.attribute(e.text) for e in entries]
+    for i, a in enumerate(attrs):
         if a is not None and a.kind is not None:
             groups.setdefault((a.subject, a.kind, a.rest), []).append(i)
     drop = set()
@@ -89,12 +100,12 @@ def _drop_superseded(entries) -> tuple[list, list]:
         users = [i for i in idx if entries[i].trust == "user"]
         approved = [i for i in idx if entries[i].trust == "approved"]
         keep = max(users) if users else _newest(entries, approved or idx)
-        kv = entries[keep].attribute.value
+        kv = attrs[keep].value
         for i in idx:
             if i == keep:
                 continue
             e = entries[i]
-            if e.trust == "user" and (i > keep or e.attribute.value == kv):
+            if e.trust == "user" and (i > keep or attrs[i].value == kv):
                 continue         # a person's line goes only for their correction
             drop.add(i)
             superseded.append((e.text, entries[keep].text))
@@ -139,13 +150,14 @@ def _merge_near_duplicates(entries, similarity: float) -> tuple[list, list]:
     return [e for i, e in enumerate(entries) if i not in drop], merged
 
 
-def consolidation_plan(entries, similarity: float) -> tuple[list, list, list, list]:
+def consolidation_plan(entries, similarity: float,
+                       rule: FactRule = ENGLISH_FACTS) -> tuple[list, list, list, list]:
     """What consolidating ``entries`` drops, in three steps, each on what the previous left.
 
     1. *vague*: loop facts (trust other than ``user``) with no concrete command, file,
        value or name (:func:`dyna.loops._text.is_concrete`);
     2. *superseded*: of facts giving values for the same attribute (same subject, kind
-       and qualifier, :func:`dyna.loops.fact_attributes.attribute_of`) one stays: a
+       and qualifier, as ``rule`` reads them) one stays: a
        person's latest line (trust ``user``, by position) if there is one, else the newest
        approved fact, else the newest (date, then position). A person's line is dropped
        only for a later line of a person giving another value (their own correction);
@@ -161,6 +173,9 @@ def consolidation_plan(entries, similarity: float) -> tuple[list, list, list, li
         The facts, in file order.
     similarity : float
         Jaccard threshold of step 3, in (0, 1].
+    rule : FactRule
+        Reads the attribute a fact states (:mod:`dyna.loops.fact_attributes`; default the
+        English rule).
 
     Returns
     -------
@@ -176,6 +191,6 @@ def consolidation_plan(entries, similarity: float) -> tuple[list, list, list, li
     vague = [e for e in entries if e.trust != "user" and not is_concrete(e.text)]
     gone = {id(e) for e in vague}
     kept = [e for e in entries if id(e) not in gone]
-    kept, superseded = _drop_superseded(kept)
+    kept, superseded = _drop_superseded(kept, rule)
     kept, merged = _merge_near_duplicates(kept, similarity)
     return kept, vague, superseded, merged

@@ -22,8 +22,8 @@ discount 0.9, outcomes success, success, failure::
 A fact without ``a`` and ``b`` has the posterior prior + counts.
 
 A line ``- fact`` without the bracket (written by hand) is read as a fact with no date,
-no source, trust ``user`` and no outcomes. Other lines (headings, prose, comments) are not facts and are
-kept byte for byte: a write changes only the lines of the facts it adds, removes or
+no source, trust ``user`` and no outcomes. Other lines (headings, prose, comments) are not
+facts and are kept byte for byte: a write changes only the lines of the facts it adds, removes or
 updates (new facts go after the last fact line). Facts waiting for approval are in
 ``.dyna/MEMORY.md.pending.json`` (:class:`PendingFact`).
 """
@@ -37,14 +37,14 @@ import re
 from dataclasses import dataclass, field
 
 from dyna._json import loads_unique
-from dyna._quick import quick_init
 from dyna.errors import ConfigError, check_range
 from dyna.loops._text import text_features
-from dyna.loops.fact_attributes import Attribute, _attribute_memo, _subject_memo
+from dyna.loops.fact_attributes import ENGLISH_FACTS, Attribute
 from dyna.loops.frontmatter import shown
 
 __all__ = ["HEADER", "MAX_FACT", "MemoryEntry", "MemoryFileError", "PERSON", "PendingFact",
-           "TRUST", "parse_memory", "render_memory"]
+           "TRUST", "parse_lines", "parse_memory", "pending_from_json", "pending_to_json",
+           "render_document", "render_memory"]
 
 TRUST = ("trusted", "approved", "untrusted", "user")
 #: Trust levels of facts a person wrote or approved.
@@ -64,7 +64,6 @@ class MemoryFileError(ConfigError):
     ``field`` always names the file."""
 
 
-@quick_init
 @dataclass(frozen=True)
 class MemoryEntry:
     """One fact.
@@ -87,8 +86,8 @@ class MemoryEntry:
         The fact's Beta posterior of competence after its outcomes, both finite and > 0,
         given together; None (both): the posterior is the store's prior plus the counts,
         ``(a0 + successes, b0 + failures)``. A store with an evidence discount below 1
-        sets them (:class:`dyna.competence.BetaCompetence`'s update rule), since the
-        counts alone no longer give the posterior.
+        sets them (:class:`dyna.competence.BetaCompetence`'s update rule), since then the
+        counts alone do not give the posterior.
 
     Raises
     ------
@@ -150,8 +149,9 @@ class MemoryEntry:
 
     @property
     def subject(self) -> tuple[str, str] | None:
-        """``(subject, value)`` or None (see :func:`subject_of`; memoised by text)."""
-        return _subject_memo(self.text)
+        """``(subject, value)`` by the English fact rule, or None
+        (:meth:`dyna.loops.fact_attributes.EnglishFactRule.subject`)."""
+        return ENGLISH_FACTS.subject(self.text)
 
     def to_line(self) -> str:
         """The MEMORY.md line of this fact (the counts only when it has an outcome or a
@@ -170,15 +170,23 @@ class MemoryEntry:
 
     @property
     def attribute(self) -> Attribute | None:
-        """The typed attribute it states (see :func:`attribute_of`; memoised by text)."""
-        return _attribute_memo(self.text)
+        """The typed attribute it states by the English fact rule, or None
+        (:meth:`dyna.loops.fact_attributes.EnglishFactRule.attribute`)."""
+        return ENGLISH_FACTS.attribute(self.text)
 
 
 _LINE_SPLIT_RE = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
 
 
-def _parse_lines(text: str, path) -> list[tuple[str, MemoryEntry | None]]:
-    """``(raw line with its line ending, fact or None)`` for every line of ``text``."""
+def parse_lines(text: str, path) -> list[tuple[str, MemoryEntry | None]]:
+    """``(raw line with its line ending, fact or None)`` for every line of a MEMORY.md
+    ``text`` (what :func:`render_document` rewrites).
+
+    Raises
+    ------
+    ConfigError
+        A fact line whose bracket is malformed or has bad fields (field ``path:line``).
+    """
     out = []
     pieces = [p for p in _LINE_SPLIT_RE.split(text) if p]
     for i, raw in enumerate(pieces, 1):
@@ -225,7 +233,7 @@ def parse_memory(text: str, path="<text>") -> list[MemoryEntry]:
     ConfigError
         A fact line whose bracket is malformed or has bad fields (field ``path:line``).
     """
-    return [e for _, e in _parse_lines(text, path) if e is not None]
+    return [e for _, e in parse_lines(text, path) if e is not None]
 
 
 def render_memory(entries) -> str:
@@ -234,10 +242,10 @@ def render_memory(entries) -> str:
     return HEADER + ("\n" + "\n".join(lines) + "\n" if lines else "")
 
 
-def _render_doc(lines, entries, subst=None) -> str:
+def render_document(lines, entries, subst=None) -> str:
     """MEMORY.md text keeping every line that is not a fact, and every kept fact's line,
     byte for byte; removed facts' lines go, new facts go after the last fact line (at the
-    end when there is none). ``lines`` is :func:`_parse_lines`' output (None: no file
+    end when there is none). ``lines`` is :func:`parse_lines`' output (None: no file
     yet); ``subst`` maps ``id(fact)`` to a redacted copy to write instead."""
     if not lines:
         return render_memory([(subst or {}).get(id(e), e) for e in entries])
@@ -310,7 +318,8 @@ class PendingFact:
         return f"fact: {self.entry.text}"
 
 
-def _pending_to_json(items) -> str:
+def pending_to_json(items) -> str:
+    """The pending file's JSON text of the staged facts ``items`` (:class:`PendingFact`)."""
     return json.dumps([{"id": p.id, "entry": {"text": p.entry.text, "date": p.entry.date,
                                               "source": p.entry.source,
                                               "trust": p.entry.trust},
@@ -319,7 +328,14 @@ def _pending_to_json(items) -> str:
                        for p in items], indent=1)
 
 
-def _pending_from_json(raw: bytes, path) -> list[PendingFact]:
+def pending_from_json(raw: bytes, path) -> list[PendingFact]:
+    """The staged facts of a pending file's bytes ``raw`` (:func:`pending_to_json`).
+
+    Raises
+    ------
+    MemoryFileError
+        The file is not such a list (field ``path``; the complaint shown redacted).
+    """
     try:
         recs = loads_unique(raw)
         if not isinstance(recs, list):
