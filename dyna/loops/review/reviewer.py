@@ -91,7 +91,8 @@ class Reviewer(Protocol):
     """
 
     def review(self, digest: Digest, context: ReviewContext):  # pragma: no cover - protocol
-        ...
+        """Proposals for ``digest``: a :class:`ReviewerOutput` or a sequence of
+        :class:`Proposal` (empty: nothing learned)."""
 
 
 def _slug(words: Sequence[str], prefix: str) -> str:

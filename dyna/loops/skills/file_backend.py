@@ -93,6 +93,7 @@ class FileSkillBackend:
 
     @property
     def location(self) -> Path:
+        """The library folder."""
         return self.root
 
     # ------------------------------------------------------------------ paths
@@ -392,9 +393,17 @@ class FileSkillBackend:
         return check_no_symlink(self.root, self.meta.joinpath(*parts))
 
     def append_history(self, rec: dict) -> None:
+        """Append a record to ``.dyna/history.jsonl``."""
         append_jsonl(self._meta_file("history.jsonl"), rec, durable=self.durable)
 
     def history(self) -> list[dict]:
+        """Every history record, oldest first, checked (:func:`check_history`).
+
+        Raises
+        ------
+        CorruptFileError
+            A line that is not JSON or not a record dyna writes (file and line).
+        """
         return check_history(read_jsonl(self._meta_file("history.jsonl")),
                                 self.meta / "history.jsonl")
 
@@ -403,6 +412,13 @@ class FileSkillBackend:
         return read_last_jsonl(self._meta_file("history.jsonl"))
 
     def put_pending(self, item: PendingItem) -> None:
+        """Write a staged proposal to ``.dyna/pending/<id>.json``.
+
+        Raises
+        ------
+        ConfigError
+            That file exists (it is never overwritten).
+        """
         folder = self._meta_file("pending")
         folder.mkdir(parents=True, exist_ok=True)
         rec = {"id": item.id, "dest": item.dest, "text": item.skill.to_text(),
@@ -442,6 +458,13 @@ class FileSkillBackend:
         return out
 
     def drop_pending(self, pid: str) -> None:
+        """Remove the staged proposal ``pid``'s file (no-op if absent).
+
+        Raises
+        ------
+        ConfigError
+            ``pid`` is not a pending id (``p`` and digits).
+        """
         if not re.fullmatch(r"p\d+", pid):
             raise ConfigError("id", pid, "not a pending id")
         self._meta_file("pending", f"{pid}.json").unlink(missing_ok=True)

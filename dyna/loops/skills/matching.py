@@ -317,6 +317,7 @@ class SkillSnapshot(SkillMatcher):
 
     @property
     def skills(self) -> Mapping[str, Skill]:
+        """The active skills at snapshot time, by name (read-only)."""
         return self._skills
 
     def get(self, name: str) -> Skill | None:
