@@ -19,8 +19,9 @@ import pytest
 from _chat_server import ChatServer, completion, ok, tool_call
 from dyna.errors import ConfigError
 from dyna.loops import Digest, LearningLoop, LoopConfig
-from dyna.loops.llm import (NOTHING_LEARNED, _digest_payload, ChatClient, Endpoint, LLMReviewer, Recording,
-                            Replay, ReplayError)
+from dyna.loops.llm import (NOTHING_LEARNED, ChatClient, Endpoint, LLMReviewer, Recording, Replay,
+                            ReplayError)
+from dyna.loops.llm.reviewer import _digest_payload
 
 KEY_ENV = "DYNA_TEST_LLM_API_KEY"
 # a key no secret detector recognises: only the client's own scrub keeps it out
@@ -388,8 +389,8 @@ def test_a_hostile_answer_ends_the_review_failed_with_its_reason(raw, reason):
 
 
 def test_an_answer_over_the_size_cap_is_never_read_whole(monkeypatch):
-    import dyna.loops.llm as llm
-    monkeypatch.setattr(llm, "MAX_RESPONSE_BYTES", 2000)
+    import dyna.loops.llm.client as client
+    monkeypatch.setattr(client, "MAX_RESPONSE_BYTES", 2000)
     big = completion("NOTHING_LEARNED " + "x" * 3000)
     with ChatServer([ok(big), ok(completion(NOTHING_LEARNED))]) as srv:
         loop = _loop(srv)

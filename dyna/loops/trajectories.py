@@ -78,7 +78,7 @@ def _loads(text: str):
     naming a key twice refused (:class:`dyna._json.DuplicateKeyError`, a ValueError:
     which value counts differs between readers), nesting past :data:`MAX_DEPTH` (or the
     parser's own limit) a ValueError "nested too deeply"."""
-    from dyna.loops.llm import json_depth
+    from dyna.loops.llm.client import json_depth
     try:
         value = loads_unique(text, parse_constant=_refuse_constant)
     except RecursionError:
@@ -430,7 +430,7 @@ def parse_run(raw, index: int = 0, path: object = "<runs>") -> TrajectoryRun:
 
     if not isinstance(raw, Mapping):
         fail("run", type(raw).__name__, "must be a JSON object")
-    from dyna.loops.llm import json_depth
+    from dyna.loops.llm.client import json_depth
     if json_depth(raw) > MAX_DEPTH:
         fail("run", "(nested data)", f"nested more than {MAX_DEPTH} levels")
     where_long = _long_text(raw)
