@@ -228,7 +228,7 @@ _MEASURE = textwrap.dedent("""
         out["first_query"] = time.perf_counter() - t0 - out["open"]
         out["ids"] = [r["episode"]["id"] for r in res]
         out["scores"] = [r["score"] for r in res]
-        out["loaded"] = s._loaded
+        out["loaded"] = s._live.loaded
         n = len(res)
     elif which == "peer":
         m = np.load(npy, mmap_mode="r")

@@ -1,5 +1,5 @@
 """The MCP tools see episodes another process commits to the same SQLite file, without a
-restart (docs/mcp.md)."""
+restart (README, "Use from an agent (MCP)")."""
 
 import subprocess
 import sys

@@ -114,14 +114,15 @@ def test_library_opens_raise_typed_error_and_do_not_rename(damaged):
 
 def test_a_large_file_is_verified_in_the_background_and_its_damage_then_refuses_all(
         damaged, healthy, tmp_path, monkeypatch):
-    """Issue 19 (open in a second): a file above VERIFY_IN_BACKGROUND_BYTES is checked by
+    """Open in a second: a file above VERIFY_IN_BACKGROUND_BYTES is checked by
     quick_check on its own connection while the open returns; once the check has found
     damage, every read and write raises StoreDamagedError (never an empty store), and
     the file is left as it was."""
     from dyna.experience import RECORD_SCHEMA
     from dyna.store import sqlite as S
+    from dyna.store import sqlite_conn
 
-    monkeypatch.setattr(S, "VERIFY_IN_BACKGROUND_BYTES", 0)    # every file counts as large
+    monkeypatch.setattr(sqlite_conn, "VERIFY_IN_BACKGROUND_BYTES", 0)  # every file is large
     sha = _sha(damaged)
     for read_only in (True, False):
         store = S.SQLiteStore(damaged, RECORD_SCHEMA, DIM, read_only=read_only)
@@ -142,7 +143,8 @@ def test_a_large_file_is_verified_in_the_background_and_its_damage_then_refuses_
     # close() leaves no check running (it interrupts one still going)
     store = S.SQLiteStore(sound, RECORD_SCHEMA, DIM, read_only=True)
     store.close()
-    assert store._verifier is not None and not store._verifier.is_alive()
+    check = store.connection.verifier
+    assert check is not None and not check.is_alive()
 
 
 # ------------------------------------------------------------------ recovery

@@ -1,4 +1,4 @@
-"""The fast single write of ExperienceStore.record (issue 19).
+"""The fast single write of ExperienceStore.record.
 
 One episode recorded with keyword fields goes straight to the file
 (:meth:`dyna.store.sqlite.SQLiteStore.append_row`) when it is plain (labels known, finite
@@ -12,6 +12,7 @@ import pytest
 
 from conftest import stored_table
 from dyna.errors import ConfigError
+from dyna import experience
 from dyna.experience import ExperienceStore
 
 DIM = 4
@@ -41,7 +42,7 @@ _rows = stored_table
 
 def test_fast_single_write_stores_the_rows_of_the_batch_path(persistent_target, second_target,
                                                               monkeypatch):
-    """On SQLite and on PostgreSQL (issue 19: each backend has its own append_row)."""
+    """On SQLite and on PostgreSQL (each backend has its own append_row)."""
     calls = []
     fast_target, slow_target = persistent_target, second_target
     fast = ExperienceStore(fast_target, dim=DIM, clock=lambda: 77.0)
@@ -89,7 +90,7 @@ def test_refusals_are_the_general_paths(tmp_path, bad, monkeypatch):
     errs = []
     for fast in (True, False):
         if not fast:
-            monkeypatch.setattr(ExperienceStore, "_fast_row", lambda self, t, ep: None)
+            monkeypatch.setattr(experience, "fast_row", lambda *a, **k: None)
         with pytest.raises(ConfigError) as e:
             store.record("t1", **ep)
         errs.append((e.value.field, str(e.value)))
@@ -106,7 +107,7 @@ def test_fast_write_is_seen_by_the_next_read_and_by_other_handles(persistent_tar
     a.record("t1", **ep)
     for _ in range(3):
         a.record("t1", **ep)
-        assert a.get_competence("t1", "k")["competence"][0]["n_success"] == len(a._buf)
+        assert a.get_competence("t1", "k")["competence"][0]["n_success"] == len(a._live.buf)
     assert len(a) == len(b) == 4
     assert [r["episode"]["id"] for r in b.query_similar("t1", k=9, state_features=[0, 1, 0, 0])
             ["results"]] == [3, 2, 1, 0]            # ties by recency

@@ -1,4 +1,4 @@
-"""The feature cache beside a SQLite store (dyna.store.featcache; issue 19, open in a second).
+"""The feature cache beside a SQLite store (dyna.store.featcache; open in a second).
 
 A store opened with ``eager=False`` answers ``query_similar`` from the cache without loading
 the buffer; every answer (ids, scores, order, ties, episodes) equals the one of a store that
@@ -70,7 +70,7 @@ def test_hand_computed_scores_and_ties(tmp_path):
     assert [x["episode"]["id"] for x in res] == [1, 2, 0]
     assert [x["score"] for x in res] == [1.0, float(np.float32(0.6)), float(np.float32(0.6))]
     assert res[0]["episode"]["tenant_id"] == "t1" and res[0]["episode"]["run_id"] is None
-    assert r._loaded is False          # answered from the cache, no episode loaded
+    assert r._live.loaded is False          # answered from the cache, no episode loaded
     r.close()
 
 
@@ -82,7 +82,7 @@ def test_equal_to_the_loaded_store_with_ties_tenants_and_task_types(tmp_path):
     assert info["max_id"] == 126
     lazy = ExperienceStore(path, dim=DIM, eager=False)
     got = _all_answers(lazy)
-    assert lazy._loaded is False and lazy._fcache is not None
+    assert lazy._live.loaded is False and lazy._cached.cache is not None
     assert got == _all_answers(s)
     top = got[0]["results"][0]["episode"]
     assert top["state_before"]["password"] == "[REDACTED]" and top["tenant_id"] == "alpha"
@@ -111,22 +111,22 @@ def test_new_rows_of_another_process_are_seen_and_deletes_fall_back(tmp_path):
     assert res[0]["score"] == pytest.approx(1.0, abs=1e-6) and res[0]["episode"]["reward"] == 2.0
     fresh = ExperienceStore(path, dim=DIM)
     assert _all_answers(lazy) == _all_answers(fresh)
-    assert lazy._loaded is False
+    assert lazy._live.loaded is False
     # a second round on another connection: the kept tail is extended, not re-read
     fresh.record("gamma", _eps(np.random.default_rng(3), 4, task_types=("t1", "t9")))
-    assert lazy._fcache._tails["gamma"][1].tolist() == []
+    assert lazy._cached.cache._tails["gamma"][1].tolist() == []
     assert _all_answers(lazy) == _all_answers(fresh)
-    assert lazy._fcache._tails["gamma"][1].tolist() == [132, 133, 134, 135]
-    assert lazy._fcache._tails["alpha"][1].tolist() == [127, 128, 129, 130]
-    assert lazy._loaded is False
+    assert lazy._cached.cache._tails["gamma"][1].tolist() == [132, 133, 134, 135]
+    assert lazy._cached.cache._tails["alpha"][1].tolist() == [127, 128, 129, 130]
+    assert lazy._live.loaded is False
     fresh.delete_data("alpha", task_type="t1")   # bumps the generation: the cache is stale
     after = _all_answers(lazy, ks=(7,))
-    assert lazy._loaded is True                  # answered from the buffer
+    assert lazy._live.loaded is True                  # answered from the buffer
     assert after == _all_answers(fresh, ks=(7,))
     assert all(r["episode"]["task_type"] != "t1" for a in after[:9] for r in a["results"])
     fresh.write_feature_cache()                  # a write command renews it
     again = ExperienceStore(path, dim=DIM, eager=False)
-    assert _all_answers(again) == _all_answers(fresh) and again._loaded is False
+    assert _all_answers(again) == _all_answers(fresh) and again._live.loaded is False
     for h in (lazy, fresh, again):
         h.close()
 
@@ -173,7 +173,7 @@ def test_a_damaged_stale_or_foreign_cache_falls_back(tmp_path, damage):
         (tmp_path / "s.db.features.json").write_text("{not json")
     elif damage == "ids_file":
         (tmp_path / f"s.db.features-{head['token']}.ids.npy").unlink()
-    elif damage == "header_count":         # sections that no longer add up
+    elif damage == "header_count":         # sections that do not add up
         head["tenants"]["alpha"][1] -= 1
         (tmp_path / "s.db.features.json").write_text(json.dumps(head))
     elif damage == "foreign_db":           # another store's cache put beside this one
@@ -198,7 +198,7 @@ def test_a_damaged_stale_or_foreign_cache_falls_back(tmp_path, damage):
     lazy = ExperienceStore(path, dim=DIM, eager=False)
     fresh = ExperienceStore(path, dim=DIM)
     assert _all_answers(lazy, ks=(7,)) == _all_answers(fresh, ks=(7,))
-    assert lazy._loaded is True            # the buffer answered
+    assert lazy._live.loaded is True            # the buffer answered
     lazy.close()
     fresh.close()
 
@@ -215,7 +215,7 @@ def test_rewriting_the_cache_removes_the_old_data_files(tmp_path):
     assert names == ["s.db.features-" + token + ".ids.npy", "s.db.features-" + token + ".npy",
                      "s.db.features.json"]
     lazy = ExperienceStore(path, dim=DIM, eager=False)
-    assert _all_answers(lazy, ks=(9,)) == _all_answers(s, ks=(9,)) and not lazy._loaded
+    assert _all_answers(lazy, ks=(9,)) == _all_answers(s, ks=(9,)) and not lazy._live.loaded
     lazy.close()
     s.close()
 
@@ -246,7 +246,7 @@ def test_cli_store_cache(tmp_path, capsys):
     assert (out["n_rows"], out["n_tenants"], out["max_id"]) == (127, 3, 126)
     lazy = ExperienceStore(path, dim=DIM, eager=False)
     full = ExperienceStore(path, dim=DIM)
-    assert _all_answers(lazy, ks=(3,)) == _all_answers(full, ks=(3,)) and not lazy._loaded
+    assert _all_answers(lazy, ks=(3,)) == _all_answers(full, ks=(3,)) and not lazy._live.loaded
     lazy.close()
     full.close()
     for argv in (["store", "cache", str(tmp_path / "missing.db")],
@@ -273,7 +273,7 @@ def test_cache_files_take_the_store_mode_and_a_fifo_header_is_no_cache(tmp_path)
     lazy = ExperienceStore(path, dim=DIM, eager=False)
     fresh = ExperienceStore(path, dim=DIM)
     assert _all_answers(lazy, ks=(3,)) == _all_answers(fresh, ks=(3,))
-    assert lazy._loaded is True
+    assert lazy._live.loaded is True
     lazy.close()
     fresh.close()
 
@@ -317,7 +317,7 @@ def test_a_reader_on_the_cache_sees_each_row_a_writer_acknowledged(tmp_path):
             parent.send("asked")
     finally:
         p.join(60)
-    assert p.exitcode == 0 and lazy._loaded is False
+    assert p.exitcode == 0 and lazy._live.loaded is False
     lazy.close()
 
 
@@ -363,6 +363,6 @@ def test_buf04_zero_vectors_and_k_past_n_from_the_cache(tmp_path):
     assert zero == "refused: query"          # a zero query is refused, naming it
     assert len(answers[("one", 5, (1, 0, 0))]) == 1
     assert answers[("nobody", 3, (1, 0, 0))] == []
-    assert lazy._loaded is False
+    assert lazy._live.loaded is False
     lazy.close()
     fresh.close()

@@ -1,4 +1,4 @@
-"""The live view of a store shared by connections and processes (issue 19).
+"""The live view of a store shared by connections and processes.
 
 Store interface: change tokens (``data_version``, ``generation``), reads since an id, SQL
 stats, the ``on_write`` hook, and migration of a version-1 file written by earlier code.
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import open_backend
+from dyna.errors import StoreError
 from dyna.store import sqlite as sq
 from dyna.store.sqlite import SQLiteStore
 
@@ -59,7 +60,7 @@ def test_change_tokens_and_reads_since_an_id(tmp_path):
 
 
 def open_store(target):
-    """A store-level handle on a SQLite file or a PostgreSQL DSN (issue 19: both backends)."""
+    """A store-level handle on a SQLite file or a PostgreSQL DSN (both backends)."""
     return open_backend(target, SCHEMA, DIM)
 
 
@@ -192,11 +193,11 @@ def test_own_delete_after_another_process_insert(persistent_target):
     a, b = ExperienceStore(path, dim=4), ExperienceStore(path, dim=4)
     a.record("t1", episodes=_episodes(6))
     assert b.delete_data("t1", task_type="k0") == {"deleted": 2}   # rows 0 and 3
-    assert b._buf.column("id").tolist() == [1, 2, 4, 5]            # no reload in between
+    assert b._live.buf.column("id").tolist() == [1, 2, 4, 5]            # no reload in between
     a.record("t1", episodes=_episodes(3, 6))
     # timestamps 100 + 7i mod 13: ids 2, 4, 6 (101, 102, 103) are older than 104; 6 is a's
     assert b.prune_old(0.0, now=104.0)["deleted"] == 3
-    assert a.buffer.column("id").tolist() == b._buf.column("id").tolist() == [1, 5, 7, 8]
+    assert a.buffer.column("id").tolist() == b._live.buf.column("id").tolist() == [1, 5, 7, 8]
     a.close(), b.close()
 
 
@@ -331,7 +332,7 @@ def test_store_of_a_future_schema_version_is_refused(tmp_path, read_only):
     raw.commit()
     raw.close()
     before = path.read_bytes()
-    with pytest.raises(sq.StoreError, match="schema version 99 is newer than this dyna"):
+    with pytest.raises(StoreError, match="schema version 99 is newer than this dyna"):
         SQLiteStore(path, SCHEMA, DIM, read_only=read_only)
     assert path.read_bytes() == before
 

@@ -11,9 +11,11 @@ import random
 import numpy as np
 import pytest
 
-import dyna.store.sqlite as sq
+import dyna.store.columns as store_columns
 from dyna.buffer import CATEGORICAL_FIELDS, DICT_FIELDS
-from dyna.experience import RECORD_SCHEMA, ExperienceStore, _rows_to_redact
+from dyna.errors import ConfigError
+from dyna.experience import RECORD_SCHEMA, ExperienceStore
+from dyna.experience.stored import rows_to_redact
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, redact
 from dyna.store.sqlite import SQLiteStore
 
@@ -126,18 +128,18 @@ def test_rows_to_redact_never_misses_a_row():
                       for _ in range(2000)], dtype=object)
     for keys in (DEFAULT_SENSITIVE_KEYS, {"key", "to-ken"}, {"名前"}, {"name"}, {"a\"b"},
                  set()):
-        picked = set(_rows_to_redact(texts, keys).tolist())
+        picked = set(rows_to_redact(texts, keys).tolist())
         need = set(_brute(texts, keys))
         assert need <= picked, (keys, sorted(need - picked)[:5])
     # already redacted under the same keys: nothing to redo (the Kelvin sign, which
     # lower-cases to ASCII "k", makes its rows suspect whatever the keys)
     plain = np.array([t for t in texts if t is None or "\\u212a" not in t], dtype=object)
     assert 1500 < plain.size < texts.size
-    assert _rows_to_redact(plain, {"name"}).size == 0
-    assert _rows_to_redact(plain, {"token"}).size > 0
+    assert rows_to_redact(plain, {"name"}).size == 0
+    assert rows_to_redact(plain, {"token"}).size > 0
     # a Kelvin-sign key lower-cases to "key"
     kelvin = np.array([json.dumps({"\u212aEY": "v"})], dtype=object)
-    assert _rows_to_redact(kelvin, {"key"}).tolist() == [0]
+    assert rows_to_redact(kelvin, {"key"}).tolist() == [0]
 
 
 def test_a_broken_stored_text_cannot_hide_the_next_rows_keys():
@@ -146,11 +148,11 @@ def test_a_broken_stored_text_cannot_hide_the_next_rows_keys():
     # "password" key was never looked at.
     texts = np.array(['{"a":"unterminated', '{"password":"hunter2"}', '{"x\\":1',
                       '{"token":"t"}'], dtype=object)
-    assert _rows_to_redact(texts, DEFAULT_SENSITIVE_KEYS).tolist() == [1, 3]
+    assert rows_to_redact(texts, DEFAULT_SENSITIVE_KEYS).tolist() == [1, 3]
 
 
 def test_read_in_chunks_with_categories_nulls_and_bad_blobs(tmp_path, monkeypatch):
-    monkeypatch.setattr(sq, "READ_CHUNK", 3)
+    monkeypatch.setattr(store_columns, "READ_CHUNK", 3)
     schema = [("tenant_id", "str"), ("task_type", "str"), ("timestamp", "float"),
               ("n", "int"), ("meta", "json"), ("v", "vector")]
     st = SQLiteStore(tmp_path / "c.db", schema, 2)
@@ -175,6 +177,6 @@ def test_read_in_chunks_with_categories_nulls_and_bad_blobs(tmp_path, monkeypatc
     assert cols["v"].dtype == np.float32 and np.array_equal(cols["v"], expect)
     cols["v"][0, 0] = 9.0  # writable
     assert st.read(where={"tenant_id": "zz"})["v"].shape == (0, 2)
-    with pytest.raises(sq.ConfigError):
+    with pytest.raises(ConfigError):
         st.read(categories=["timestamp"])
     st.close()

@@ -352,18 +352,20 @@ def test_connection_ended_by_the_server_mid_write_is_typed_writes_nothing_and_re
 
 # ------------------------------------------------------------------ secrets
 def test_redaction_runs_before_the_rows_leave_the_process(pg_store_dsn, monkeypatch):
-    sent = []  # every row handed to the server, by the batch path and the single-row path
-    real_insert, real_row = PostgresStore._insert, PostgresStore.append_row
+    from dyna.store import postgres
 
-    def spy_insert(self, conn, cols, ids, start):
+    sent = []  # every row handed to the server, by the batch path and the single-row path
+    real_insert, real_row = postgres._insert, PostgresStore.append_row
+
+    def spy_insert(conn, cols, ids, start, **kw):
         sent.extend(repr(row) for row in zip(*cols))
-        return real_insert(self, conn, cols, ids, start)
+        return real_insert(conn, cols, ids, start, **kw)
 
     def spy_row(self, values):
         sent.append(repr(tuple(values)))
         return real_row(self, values)
 
-    monkeypatch.setattr(PostgresStore, "_insert", spy_insert)
+    monkeypatch.setattr(postgres, "_insert", spy_insert)
     monkeypatch.setattr(PostgresStore, "append_row", spy_row)
     s = ExperienceStore(pg_store_dsn, dim=DIM)
     secret = dict(state_before={"password": "pw-9f8e7d6c", "note": "Bearer abcdef0123456789xyz"},
@@ -439,8 +441,8 @@ def test_password_never_in_an_error_chain(pg_dsn, pg_schema):
             s.record("t1", task_type="a", action_type="x", outcome="success", reward=1.0)
         assert e.value.__context__ is None and not any(pw in t for t in _chain_texts(e.value))
     assert display_dsn(f"host=h user=u password={pw} dbname=d") == "postgresql://u@h/d"
-    from dyna.store.postgres import _password
-    assert set(_password(f"postgresql://u:{pw}@h/d?sslpassword=k%2Dey")) == {pw, "k%2Dey",
+    from dyna.store.postgres_dsn import password_forms
+    assert set(password_forms(f"postgresql://u:{pw}@h/d?sslpassword=k%2Dey")) == {pw, "k%2Dey",
                                                                               "k-ey"}
 
 

@@ -20,7 +20,8 @@ from conftest import stored_table
 from dyna.buffer import CATEGORICAL_FIELDS, ExperienceBuffer
 from dyna.cli import main
 from dyna.errors import ConfigError
-from dyna.experience import ExperienceStore, _rows_to_redact
+from dyna.experience import ExperienceStore
+from dyna.experience.stored import rows_to_redact
 from dyna.redact import DEFAULT_SENSITIVE_KEYS
 
 DATA = Path(__file__).parent / "data"
@@ -82,7 +83,7 @@ def test_corpus_planted_in_every_free_text_field_never_stored_in_clear(tmp_path,
     control = tmp_path / "control.db"            # the search itself finds every planted value
     control.write_text(json.dumps([t for _, t, _ in SECRETS]), encoding="utf-8")
     assert len(_leaked(control)) == len(SECRETS)
-    db = persistent_target                       # a SQLite file, or a PostgreSQL DSN (issue 19)
+    db = persistent_target                       # a SQLite file, or a PostgreSQL DSN
     store = ExperienceStore(db, dim=8)
     store.record("acme", episodes=[_free_text_episode(i, text)
                                    for i, (_, text, _) in enumerate(SECRETS)])
@@ -152,7 +153,7 @@ def test_rows_to_redact_uses_normalised_key_names():
         {"pass\u200bword": "p"}, {"ｐａｓｓｗｏｒｄ": "p"}, {"credit_card_4421486": {"n": 1}},
         {"djangoSecretKey": "s"}, {"tokenizer": "bpe", "passwordless": True},
         {"password": "[REDACTED]"}, {"note": "a \"password\": b"}]], dtype=object)
-    picked = _rows_to_redact(texts, DEFAULT_SENSITIVE_KEYS).tolist()
+    picked = rows_to_redact(texts, DEFAULT_SENSITIVE_KEYS).tolist()
     assert picked == [0, 1, 2, 3, 4, 5, 6]
 
 

@@ -1,4 +1,5 @@
-"""Tests of dyna.store.sqlite: transactions, concurrency, crash safety, status, space (PERS-01, PERS-05)."""
+"""Tests of dyna.store.sqlite: transactions, concurrency, crash safety, status, space
+(PERS-01, PERS-05)."""
 
 import os
 import signal
@@ -15,7 +16,7 @@ import pytest
 from conftest import open_backend
 from dyna.errors import (ConfigError, MissingFileError, NotAStoreError, StoreBusyError,
                          StoreDamagedError, StoreError, StoreReadOnlyError)
-from dyna.store import sqlite as sq
+from dyna.store import sqlite_file
 from dyna.store.sqlite import SQLiteStore
 
 SCHEMA = [("tenant_id", "str"), ("task_type", "str"), ("outcome", "str"), ("reward", "float"),
@@ -132,7 +133,8 @@ WRITER = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_store_sqlite import SCHEMA, DIM, batch
     from dyna.store.sqlite import SQLiteStore
-    path, tag, n_batches, size, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    path, tag = sys.argv[1], sys.argv[2]
+    n_batches, size, go = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
     st = SQLiteStore(path, SCHEMA, DIM)
     while time.time() < go:
         time.sleep(0.001)
@@ -340,18 +342,18 @@ def test_migration_path_and_newer_schema_refused(tmp_path, monkeypatch):
     path = tmp_path / "m.db"
     SQLiteStore(path, SCHEMA, DIM).append(batch(2))
     ran = []
-    now = sq.SCHEMA_VERSION
+    now = sqlite_file.SCHEMA_VERSION
 
     def next_step(conn, schema, dim):
         conn.execute("ALTER TABLE episodes ADD COLUMN extra TEXT")
         ran.append(dim)
 
-    monkeypatch.setattr(sq, "SCHEMA_VERSION", now + 1)
-    monkeypatch.setitem(sq.MIGRATIONS, now, next_step)
+    monkeypatch.setattr(sqlite_file, "SCHEMA_VERSION", now + 1)
+    monkeypatch.setitem(sqlite_file.MIGRATIONS, now, next_step)
     st = SQLiteStore(path, SCHEMA, DIM)
     assert ran == [DIM] and st.schema_version() == now + 1 and st.count() == 2
     st.close()
-    monkeypatch.setattr(sq, "SCHEMA_VERSION", now)
+    monkeypatch.setattr(sqlite_file, "SCHEMA_VERSION", now)
     with pytest.raises(StoreError, match="newer"):
         SQLiteStore(path, SCHEMA, DIM)
 

@@ -1,5 +1,5 @@
 """SQLiteStore.summary answers from indexes (skip-scans) what one aggregate query answers
-(issue 19: ``dyna store stats`` without loading episodes)."""
+(``dyna store stats`` without loading episodes)."""
 
 import sqlite3
 
@@ -60,7 +60,7 @@ def test_stats_and_consumption_load_no_episode(tmp_path):
     loaded[0]["persistent"] = True
     lazy = ExperienceStore(path, dim=2, read_only=True, eager=False)
     stats, cons = lazy.get_stats("t1"), lazy.get_data_consumption()
-    assert not lazy._loaded and len(lazy._buf) == 0
+    assert not lazy._live.loaded and len(lazy._live.buf) == 0
     assert {k: v for k, v in stats.items() if k != "store"} == \
         {k: v for k, v in loaded[0].items() if k != "store"} == \
         {"n_records": 3, "n_tenants": 1, "n_task_types": 2, "oldest": 10.0, "newest": 12.0,
@@ -70,7 +70,7 @@ def test_stats_and_consumption_load_no_episode(tmp_path):
     assert cons == loaded[1] and cons["consumption"][0] == \
         {"tenant_id": "t1", "task_type": "a", "records": 2, "bytes": 106}
     assert cons["total_records"] == 4
-    assert len(lazy) == 4 and lazy._loaded        # the first operation that needs rows
+    assert len(lazy) == 4 and lazy._live.loaded        # the first operation that needs rows
     lazy.close()
 
 

@@ -22,29 +22,30 @@ feature dimension is read from the file. Selectors match exactly, never as prefi
 input prints one line and exits 2 (handled by :mod:`dyna.cli`).
 
 ``stats`` answers from SQL (counts, time span, bytes per tenant and task type) without
-loading any episode. ``stats`` and ``export`` open the store read-only: they never rename, create or write the
-database (SQLite's ``-wal`` / ``-shm`` companions excepted). A damaged store makes every
-command fail with one line naming the file and what SQLite found; ``recover`` copies its
-readable rows into the new store NEW (refused if NEW exists; written to a temporary file
-renamed at the end) and prints ``rows_recovered`` and ``rows_unreadable``
-(:func:`dyna.store.recover.recover`). ``scrub`` redacts what an older version stored: every
-JSON column re-redacted with the current rules, labels holding a secret reported by row id
-(not changed), in one transaction with ``secure_delete``, then a WAL checkpoint and
-``VACUUM`` (:func:`dyna.store.scrub.scrub`); it prints ``values_changed``; ``--dry-run``
-counts without writing. ``cache`` writes the feature cache beside a SQLite store
-(:mod:`dyna.store.featcache`), with which a store opened without loading its episodes answers
-``query_similar`` from a memory map; it prints ``n_rows``, ``n_tenants``, ``generation`` and
-``max_id`` (rewrite it after deletions: until then queries read from SQL).
+loading any episode. ``stats`` and ``export`` open the store read-only: they never rename,
+create or write the database (SQLite's ``-wal`` / ``-shm`` companions excepted). A damaged
+store makes every command fail with one line naming the file and what SQLite found;
+``recover`` copies its readable rows into the new store NEW (refused if NEW exists; written
+to a temporary file renamed at the end) and prints ``rows_recovered`` and
+``rows_unreadable`` (:func:`dyna.store.recover.recover`). ``scrub`` redacts what an older
+version stored: every JSON column re-redacted with the current rules, labels holding a
+secret reported by row id (not changed), in one transaction with ``secure_delete``, then a
+WAL checkpoint and ``VACUUM`` (:func:`dyna.store.scrub.scrub`); it prints
+``values_changed``; ``--dry-run`` counts without writing. ``cache`` writes the feature cache
+beside a SQLite store (:mod:`dyna.store.featcache`), with which a store opened without
+loading its episodes answers ``query_similar`` from a memory map; it prints ``n_rows``,
+``n_tenants``, ``generation`` and ``max_id`` (rewrite it after deletions: until then queries
+read from SQL).
 
-``competence`` (defined in :mod:`dyna.experiment.store_competence.cli`, since it
-draws) opens the store read-only and follows the store's Beta posterior of one tenant's
-task type over its episodes, oldest first (by timestamp, then id): after each episode the
-posterior the store would hold had it seen only the episodes up to it (its own prior and
-discount, :func:`dyna.competence.posterior_path`), with the 95% equal-tailed credible
-interval. It prints the final posterior (the one ``get_competence`` answers) as JSON; with ``--out PNG``
-it draws the path against the episode index or, ``--by time``, the episode's time (UTC)
-into that PNG (written whole or not at all; its folder must exist), and without ``--out``
-it prints the whole path instead and writes nothing.
+``competence`` (defined in :mod:`dyna.experiment.store_competence.cli`, since it draws)
+opens the store read-only and follows the store's Beta posterior of one tenant's task type
+over its episodes, oldest first (by timestamp, then id): after each episode the posterior
+the store would hold had it seen only the episodes up to it (its own prior and discount,
+:func:`dyna.competence.posterior_path`), with the 95% equal-tailed credible interval. It
+prints the final posterior (the one ``get_competence`` answers) as JSON; with ``--out PNG``
+it draws the path against the episode index or, ``--by time``, the episode's time (UTC) into
+that PNG (written whole or not at all; its folder must exist), and without ``--out`` it
+prints the whole path instead and writes nothing.
 """
 
 from __future__ import annotations

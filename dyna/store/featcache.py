@@ -1,8 +1,8 @@
 """A columnar cache of a SQLite store's feature vectors, for queries that load no episode.
 
 Opening a store of millions of episodes and answering one tenant's top-k similarity query
-needs only that tenant's feature vectors and the k result rows (issue 19, "open in a
-second"). This module keeps the vectors beside the database, grouped by tenant, so that a
+needs only that tenant's feature vectors and the k result rows ("open in a second"). This
+module keeps the vectors beside the database, grouped by tenant, so that a
 query memory-maps one tenant's rows instead of reading every row into an
 :class:`~dyna.buffer.ExperienceBuffer`.
 
@@ -23,11 +23,12 @@ Validity (never a wrong answer)
     database's generation is the header's, those rows are exactly the cached ones, and the
     rows committed since are the ones with ``id > max_id``: each query reads those above the
     highest id it has scanned (a rowid range) and keeps them with the earlier ones (the live
-    view; rewrite the cache when they become many). At open the header is parsed and checked (types, sizes, offsets) and its
-    token and generation compared with the database; a tenant's section is used only after
-    the checksums of its ids and vectors match and sampled rows of it (first, last, 14
-    between) are the database's rows, ids, tenant and vector bytes. Anything else (no cache, another generation, another
-    token, a damaged or foreign file) means :func:`open_cache` returns None or a search
+    view; rewrite the cache when they become many). At open the header is parsed and
+    checked (types, sizes, offsets) and its token and generation compared with the
+    database; a tenant's section is used only after the checksums of its ids and vectors
+    match and sampled rows of it (first, last, 14 between) are the database's rows, ids,
+    tenant and vector bytes. Anything else (no cache, another generation, another token, a
+    damaged or foreign file) means :func:`open_cache` returns None or a search
     returns None, and the caller reads from SQL. Not detected: a program other than dyna
     rewriting stored vectors in place without bumping the generation.
 
@@ -56,6 +57,7 @@ import numpy as np
 
 from dyna.errors import ConfigError, StoreReadOnlyError
 from dyna.index import inverse_norms, search_arrays
+from dyna.store.columns import join_vectors
 from dyna.store.jsonl import atomic_target
 
 __all__ = ["FeatureCache", "cache_paths", "open_cache", "write_cache"]
@@ -100,9 +102,8 @@ def _block_rows(dim: int) -> int:
 
 
 def _sql(store, sql: str, args=()) -> list:
-    """Run one read on the store's connection with its error mapping."""
-    with store._lock, store._reading():
-        return store._conn.execute(sql, args).fetchall()
+    """Run one read on the store's connection with its typed errors."""
+    return store.connection.query(sql, args)
 
 
 def _token(store) -> str | None:
@@ -168,7 +169,7 @@ class FeatureCache:
         got = _sql(store, f"SELECT id, tenant_id, features FROM episodes WHERE id IN "
                    f"({', '.join('?' * len(want))}) ORDER BY id", want)
         return ([r[0] for r in got] == want and all(r[1] == tenant for r in got)
-                and store._join_vectors([r[2] for r in got]) == X[pos].tobytes())
+                and join_vectors([r[2] for r in got], store.dim) == X[pos].tobytes())
 
     def _tail_rows(self, store, tenant: str, dim: int):
         """The tenant's rows committed after the cache: ``(ids, vectors, inverse norms, task
@@ -184,7 +185,7 @@ class FeatureCache:
             new = _sql(store, "SELECT id, features, task_type FROM episodes WHERE id > ? AND "
                        "id <= ? AND +tenant_id = ? ORDER BY id", (seen, top, tenant))
             if new:
-                NX = np.frombuffer(store._join_vectors([r[1] for r in new]),
+                NX = np.frombuffer(join_vectors([r[1] for r in new], dim),
                                    np.float32).reshape(-1, dim)
                 try:
                     ninv = inverse_norms(NX)
@@ -349,6 +350,82 @@ def _created(path: Path, mode: int, dtype, shape) -> np.memmap:
     return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=shape)
 
 
+def _ids_by_tenant(store) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Every stored id ordered by tenant (tenants sorted), then id: ``(ids, tenant ranks,
+    tenants)``, int64 ``(n,)`` twice and the tenant names in first-seen order.
+
+    Raises
+    ------
+    ConfigError
+        A stored tenant id that is not text.
+    """
+    codes: dict[str, int] = {}
+    c_parts, i_parts = [], []
+    for chunk in store.connection.scan("SELECT tenant_id, id FROM episodes", size=_CHUNK):
+        c_parts.append(np.array([codes.setdefault(t, len(codes)) for t, _ in chunk], np.int64))
+        i_parts.append(np.array([i for _, i in chunk], np.int64))
+    labels = list(codes)
+    if any(type(t) is not str for t in labels):
+        raise ConfigError("tenant_id", next(t for t in labels if type(t) is not str),
+                          "a stored tenant id that is not text")
+    rank = np.empty(len(labels), np.int64)
+    rank[np.argsort(np.array(labels, dtype=object))] = np.arange(len(labels))
+    t_rank = rank[np.concatenate(c_parts)] if c_parts else np.zeros(0, np.int64)
+    all_ids = np.concatenate(i_parts) if i_parts else np.zeros(0, np.int64)
+    order = np.lexsort((all_ids, t_rank))
+    return all_ids[order], t_rank[order], labels
+
+
+def _fill_vectors(store, X: np.ndarray, c_ids: np.ndarray) -> None:
+    """Write every stored vector into its row of ``X`` (rows in the order of ``c_ids``),
+    reading the table once in id order."""
+    sorted_ids = np.sort(c_ids)
+    where = np.empty(c_ids.size, np.int64)
+    where[np.searchsorted(sorted_ids, c_ids)] = np.arange(c_ids.size)   # id rank -> position
+    done = 0
+    for chunk in store.connection.scan("SELECT id, features FROM episodes ORDER BY id",
+                                       size=_CHUNK):
+        raw = join_vectors([r[1] for r in chunk], store.dim)
+        X[where[done:done + len(chunk)]] = np.frombuffer(raw, np.float32).reshape(-1, store.dim)
+        done += len(chunk)
+
+
+def _sections(c_ids: np.ndarray, c_rank: np.ndarray, labels: list[str], X: np.ndarray,
+              dim: int) -> dict:
+    """The header's tenant sections: tenant -> ``[offset, count, max_id, crc32 of its ids,
+    [crc32 of each block of vectors]]``."""
+    sections = {}
+    n = c_ids.size
+    by_rank = sorted(labels)
+    firsts = np.flatnonzero(np.r_[True, c_rank[1:] != c_rank[:-1]]) if n else []
+    bounds = [int(a) for a in firsts] + [n]
+    for a, b in itertools.pairwise(bounds):
+        sections[by_rank[int(c_rank[a])]] = [a, b - a, int(c_ids[b - 1]), _crc(c_ids[a:b]),
+                                             _block_crcs(X[a:b], _block_rows(dim))]
+    return sections
+
+
+def _write_data(store, paths: list[Path], mode: int) -> tuple[dict, int, int, int]:
+    """Write the two data files from one consistent read of the store: returns the tenant
+    sections, the generation read, the highest id (-1 without rows) and the row count."""
+    with store.snapshot():
+        gen = store.generation()
+        c_ids, c_rank, labels = _ids_by_tenant(store)
+        X = _created(paths[0], mode, np.float32, (c_ids.size, store.dim))
+        _fill_vectors(store, X, c_ids)
+    top = int(c_ids.max()) if c_ids.size else -1
+    X.flush()
+    ids_file = _created(paths[1], mode, np.int64, (c_ids.size,))
+    ids_file[:] = c_ids
+    ids_file.flush()
+    sections = _sections(c_ids, c_rank, labels, X, store.dim)
+    del X, ids_file
+    for p in paths:
+        with open(p, "rb+") as fh:
+            os.fsync(fh.fileno())
+    return sections, gen, top, int(c_ids.size)
+
+
 def write_cache(store) -> dict:
     """Write (or replace) the store's cache from one consistent read of the database.
 
@@ -381,64 +458,11 @@ def write_cache(store) -> dict:
     name = Path(store.path).name
     token = secrets.token_hex(16)
     paths = [folder / f"{name}.features-{token}.npy", folder / f"{name}.features-{token}.ids.npy"]
+    mode = stat.S_IMODE(os.stat(store.path).st_mode) & 0o666   # the store's own
     try:
-        with store.snapshot():
-            gen = store.generation()
-            codes: dict[str, int] = {}
-            c_parts, i_parts = [], []
-            with store._reading():
-                cur = store._conn.execute("SELECT tenant_id, id FROM episodes")
-                while chunk := cur.fetchmany(_CHUNK):
-                    c_parts.append(np.array([codes.setdefault(t, len(codes))
-                                             for t, _ in chunk], np.int64))
-                    i_parts.append(np.array([i for _, i in chunk], np.int64))
-            labels = list(codes)
-            if any(type(t) is not str for t in labels):
-                raise ConfigError("tenant_id", next(t for t in labels if type(t) is not str),
-                                  "a stored tenant id that is not text")
-            rank = np.empty(len(labels), np.int64)
-            rank[np.argsort(np.array(labels, dtype=object))] = np.arange(len(labels))
-            t_rank = rank[np.concatenate(c_parts)] if c_parts else np.zeros(0, np.int64)
-            all_ids = np.concatenate(i_parts) if i_parts else np.zeros(0, np.int64)
-            del c_parts, i_parts
-            order = np.lexsort((all_ids, t_rank))
-            c_ids, c_rank = all_ids[order], t_rank[order]
-            del all_ids, t_rank, order
-            n, dim = c_ids.size, store.dim
-            mode = stat.S_IMODE(os.stat(store.path).st_mode) & 0o666   # the store's own
-            X = _created(paths[0], mode, np.float32, (n, dim))
-            sorted_ids = np.sort(c_ids)
-            where = np.empty(n, np.int64)
-            where[np.searchsorted(sorted_ids, c_ids)] = np.arange(n)   # id rank -> position
-            with store._reading():
-                cur = store._conn.execute("SELECT id, features FROM episodes "
-                                          "ORDER BY id")
-                done = 0
-                while chunk := cur.fetchmany(_CHUNK):
-                    raw = store._join_vectors([r[1] for r in chunk])
-                    X[where[done:done + len(chunk)]] = np.frombuffer(
-                        raw, np.float32).reshape(-1, dim)
-                    done += len(chunk)
-            top = int(sorted_ids[-1]) if n else -1
-            del sorted_ids, where
-        X.flush()
-        ids_file = _created(paths[1], mode, np.int64, (n,))
-        ids_file[:] = c_ids
-        ids_file.flush()
-        sections = {}
-        by_rank = sorted(labels)
-        firsts = np.flatnonzero(np.r_[True, c_rank[1:] != c_rank[:-1]]) if n else []
-        bounds = [int(a) for a in firsts] + [n]
-        for a, b in itertools.pairwise(bounds):
-            sections[by_rank[int(c_rank[a])]] = [a, b - a, int(c_ids[b - 1]),
-                                                 _crc(c_ids[a:b]),
-                                                 _block_crcs(X[a:b], _block_rows(dim))]
-        del X, ids_file
-        for p in paths:
-            with open(p, "rb+") as fh:
-                os.fsync(fh.fileno())
-        header = {"format": FORMAT, "dim": dim, "generation": gen, "max_id": top,
-                  "n_rows": n, "token": token, "block_rows": _block_rows(dim),
+        sections, gen, top, n = _write_data(store, paths, mode)
+        header = {"format": FORMAT, "dim": store.dim, "generation": gen, "max_id": top,
+                  "n_rows": n, "token": token, "block_rows": _block_rows(store.dim),
                   "tenants": sections}
         with atomic_target(head) as tmp, open(tmp, "w", encoding="utf-8") as fh:
             os.chmod(tmp, mode)
@@ -450,8 +474,8 @@ def write_cache(store) -> dict:
             with contextlib.suppress(OSError):
                 p.unlink()
         raise
-    store._write(lambda conn: conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                           (TOKEN_KEY, token)), hook=False)
+    store.connection.write(lambda conn: conn.execute(
+        "INSERT OR REPLACE INTO meta VALUES (?, ?)", (TOKEN_KEY, token)))
     prefix = f"{name}.features-"
     for entry in os.listdir(folder):       # earlier caches' data files
         if entry.startswith(prefix) and entry.endswith(".npy") and folder / entry not in paths:

@@ -291,7 +291,7 @@ def atomic_target(path):
     The temporary file is removed if the block raises, so ``path`` is either the old file or
     the complete new one (``os.replace`` is atomic on POSIX). Its name records this process
     (:func:`dyna.store.tmpfiles.make_temp_file`); temporaries of ``path`` left by writers
-    that no longer run (a killed export) are removed first
+    that have ended (a killed export) are removed first
     (:func:`dyna.store.tmpfiles.clean_orphans`), those of live writers never.
 
     Raises

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError, StoreError
-from dyna.store.sqlite import MAX_DIM, SCHEMA_VERSION, STORE_TABLES, TABLE
+from dyna.store.columns import STORE_TABLES, TABLE
+from dyna.store.sqlite_file import MAX_DIM, SCHEMA_VERSION
 from dyna.store.tmpfiles import clean_orphans, make_temp_file
 
 __all__ = ["recover"]

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from dyna.errors import MissingFileError, StoreBusyError, StoreDamagedError, StoreError
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, detect, redact, redact_text, scan
-from dyna.store.sqlite import TABLE, check_file_state, check_is_store
+from dyna.store.columns import TABLE
+from dyna.store.sqlite_file import check_file_state, check_is_store
 
 __all__ = ["scrub"]
 
@@ -90,7 +91,7 @@ def scrub(db, schema: Sequence[tuple[str, str]], *, dry_run: bool = False,
         SQLite reports the file as damaged (``quick_check``), or its ``meta`` is (a dim
         out of range or contradicted by its vectors, a bad counter); nothing was written.
     StoreError
-        A schema version newer than this dyna's (:func:`dyna.store.sqlite.check_file_state`);
+        A schema version newer than this dyna's (:func:`dyna.store.sqlite_file.check_file_state`);
         nothing was written.
     StoreBusyError
         Another writer held the file for longer than ``timeout``; nothing was written.

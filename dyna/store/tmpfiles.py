@@ -13,8 +13,8 @@ where ``pid`` is the writer's process id, ``start`` its start time (field 22 of
 that was given the same id later, and ``host`` 8 hex digits naming where process ids mean
 something: a hash of the kernel's boot id, the pid namespace and the host name
 (:func:`host_tag`). A temporary made on another host, in another container (pid namespace)
-or before a reboot is never removed: its pid says nothing here. The name is chosen by the same call that creates the
-file or folder, so no temporary ever exists without its owner.
+or before a reboot is never removed: its pid says nothing here. The name is chosen by the
+same call that creates the file or folder, so no temporary ever exists without its owner.
 
 The next write of the same target (:func:`clean_orphans`, called by
 :func:`dyna.store.jsonl.atomic_target` and by the experiment runner) removes the
@@ -142,7 +142,7 @@ def make_temp_dir(path) -> Path:
 
 
 def clean_orphans(path, *, folder: bool = False, suffix: str = ".tmp") -> list[str]:
-    """Remove the temporaries of target ``path`` left by writers that no longer run.
+    """Remove the temporaries of target ``path`` left by writers that have ended.
 
     Parameters
     ----------

@@ -1,0 +1,338 @@
+"""Records as columns: the schema kinds and the conversions every backend shares.
+
+A store's records are given and returned column by column (numpy arrays or lists, one entry
+per record). What turns those columns into rows for SQL and SQL rows back into columns does
+not depend on the database, so it lives here once and both backends
+(:mod:`dyna.store.sqlite`, :mod:`dyna.store.postgres`) call it.
+
+Kinds of a schema column (``(name, kind)`` pairs after ``id``): ``int``, ``float``, ``str``,
+``json`` (text holding JSON), ``vector`` (``dim`` float32 values, stored as bytes in native
+byte order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from dyna.errors import ConfigError, StoreDamagedError
+
+__all__ = ["FILTER_COLUMNS", "KINDS", "READ_CHUNK", "STORE_TABLES", "TABLE", "check_filter",
+           "check_group_by", "check_row", "check_schema", "collect_chunks", "column_array",
+           "consumption_rows", "encode_labels", "given_ids", "join_vectors", "made_ids",
+           "prepare_columns", "read_names", "row_bytes_sql", "summary_dict", "to_columns",
+           "unencodable"]
+
+#: SQL type of each kind in SQLite (PostgreSQL has its own, :data:`dyna.store.postgres.PG_TYPES`).
+KINDS = {"int": "INTEGER", "float": "REAL", "str": "TEXT", "json": "TEXT", "vector": "BLOB"}
+#: The table of records, in every backend.
+TABLE = "episodes"
+#: Tables a dyna store holds, in every backend (besides the database's own).
+STORE_TABLES = (TABLE, "meta", "schema_version")
+#: Columns a filter may match exactly (``delete``, ``read``, ``count``).
+FILTER_COLUMNS = ("id", "tenant_id", "task_type", "action_type", "outcome", "run_id",
+                  "task_id", "request_id")
+#: Rows fetched per step of a backend's ``read`` (small enough to stay in cache).
+READ_CHUNK = 4096
+
+
+def check_schema(schema: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """A store's columns after ``id`` as ``(name, kind)`` pairs, checked (every backend).
+
+    Raises
+    ------
+    ConfigError
+        A kind not in :data:`KINDS`, a name that is not an identifier or is ``id``, or no
+        ``tenant_id``, ``task_type`` or ``timestamp`` column.
+    """
+    out = tuple((str(n), str(k)) for n, k in schema)
+    names = [n for n, _ in out]
+    for n, k in out:
+        if k not in KINDS:
+            raise ConfigError(f"schema.{n}", k, f"kind must be one of {sorted(KINDS)}")
+        if not n.isidentifier() or n == "id":
+            raise ConfigError("schema", n, "column names must be identifiers other than id")
+    for need in ("tenant_id", "task_type", "timestamp"):
+        if need not in names:
+            raise ConfigError("schema", names, f"must contain {need!r}")
+    return out
+
+
+def encode_labels(vals: list) -> tuple[np.ndarray, list]:
+    """Dictionary-encode a list of labels: int32 codes and distinct labels (first seen)."""
+    if not vals or (vals[0] is None and vals.count(None) == len(vals)):  # all NULL
+        return np.zeros(len(vals), dtype=np.int32), [None]
+    lookup = dict.fromkeys(vals)
+    for code, label in enumerate(lookup):
+        lookup[label] = code
+    codes = np.fromiter(map(lookup.__getitem__, vals), dtype=np.int32, count=len(vals))
+    return codes, list(lookup)
+
+
+def unencodable(schema: Sequence[tuple[str, str]], cols: list[list]) -> ConfigError:
+    """ConfigError naming the first text value of ``cols`` that UTF-8 cannot encode."""
+    for (name, _), vals in zip(schema, cols):
+        for i, v in enumerate(vals):
+            if isinstance(v, str) and not v.isascii():
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    return ConfigError(f"{name}[{i}]", v[exc.start], "a lone surrogate "
+                                       f"at position {exc.start}; text must be valid Unicode")
+    return ConfigError("columns", "text", "holds text that UTF-8 cannot encode")
+
+
+# ----------------------------------------------------------------------------- writing
+def prepare_columns(schema: Sequence[tuple[str, str]], dim: int,
+                    columns: Mapping[str, object], n: int) -> list[list]:
+    """Validated per-column Python lists in schema order, ready for an insert.
+
+    Parameters
+    ----------
+    schema : sequence of (str, str)
+        The store's columns after ``id``.
+    dim : int
+        Length of every vector.
+    columns : mapping of str to sequence
+        Each of length ``n``; a vector column as float32 values of shape ``(n, dim)``. A
+        column left out is stored as NULL.
+    n : int
+        Number of records.
+
+    Returns
+    -------
+    list of list
+        One list per schema column; vectors as ``bytes`` of ``dim`` float32 values each.
+
+    Raises
+    ------
+    ConfigError
+        A column of the wrong length or shape.
+    """
+    cols: list[list] = []
+    for name, kind in schema:
+        v = columns.get(name)
+        if v is None:
+            cols.append([None] * n)
+        elif kind == "vector":
+            arr = np.ascontiguousarray(v, dtype=np.float32)
+            if arr.shape != (n, dim):
+                raise ConfigError(name, arr.shape, f"must have shape ({n}, {dim})")
+            raw = arr.tobytes()
+            w = dim * 4
+            cols.append([raw[i:i + w] for i in range(0, n * w, w)])
+        else:
+            vals = v.tolist() if isinstance(v, np.ndarray) else list(v)
+            if len(vals) != n:
+                raise ConfigError(name, len(vals), f"column length must be {n}")
+            cols.append(vals)
+    return cols
+
+
+def given_ids(ids, n: int) -> np.ndarray | None:
+    """Explicit ids of a batch of ``n`` records as int64 ``(n,)`` (None: none given).
+
+    Raises
+    ------
+    ConfigError
+        Not one id per record.
+    """
+    given = None if ids is None else np.asarray(ids, dtype=np.int64).reshape(-1)
+    if given is not None and given.shape != (n,):
+        raise ConfigError("ids", given.shape, f"must have shape ({n},)")
+    return given
+
+
+def made_ids(ids, start: int) -> np.ndarray:
+    """The ids an ``append_from`` builder returned, as int64, checked to be >= ``start``.
+
+    Raises
+    ------
+    ConfigError
+        An id below the next id.
+    """
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if ids.size and int(ids.min()) < start:
+        raise ConfigError("ids", int(ids.min()), f"must be >= next id {start}")
+    return ids
+
+
+def check_row(schema: Sequence[tuple[str, str]], dim: int, values: Sequence[object], *,
+              refuse_nul: bool = False) -> tuple:
+    """One record's values (schema order) checked for a single-row insert.
+
+    ``refuse_nul``: text holding NUL is refused too (PostgreSQL text cannot store it).
+
+    Raises
+    ------
+    ConfigError
+        The wrong number of values, a vector that is not ``bytes`` of ``dim`` float32
+        values, text with NUL when refused.
+    """
+    values = tuple(values)
+    if len(values) != len(schema):
+        raise ConfigError("values", len(values), f"must have {len(schema)} values")
+    for (name, kind), v in zip(schema, values):
+        if kind == "vector" and v is not None:
+            if type(v) is not bytes or len(v) != 4 * dim:
+                raise ConfigError(name, type(v).__name__, f"must be bytes of {dim} "
+                                  "float32 values")
+        elif refuse_nul and isinstance(v, str) and "\x00" in v:
+            raise ConfigError(name, "\\x00", "PostgreSQL text cannot hold a NUL character")
+    return values
+
+
+def check_filter(column: str, value, kinds: Mapping[str, str]) -> None:
+    """Refuse a filter on a column that is not in :data:`FILTER_COLUMNS` or not stored."""
+    if column not in FILTER_COLUMNS or (column != "id" and column not in kinds):
+        raise ConfigError(column, value, f"filter column must be one of {list(FILTER_COLUMNS)}")
+
+
+def check_group_by(by: Sequence[str], kinds: Mapping[str, str]) -> None:
+    """Refuse a ``keep_newest`` grouping column the store does not have."""
+    for col in by:
+        if col not in kinds:
+            raise ConfigError("by", col, "unknown column")
+
+
+# ----------------------------------------------------------------------------- reading
+def read_names(schema: Sequence[tuple[str, str]], columns: Sequence[str] | None,
+               categories: Sequence[str]) -> list[str]:
+    """The columns a ``read`` returns (``id`` first), checked with ``categories``.
+
+    Raises
+    ------
+    ConfigError
+        An unknown column, or a ``categories`` entry that is not a ``str`` column.
+    """
+    kinds = dict(schema)
+    names = ["id"] + [c for c, _ in schema] if columns is None else \
+        ["id"] + [c for c in columns if c != "id"]
+    for c in names[1:]:
+        if c not in kinds:
+            raise ConfigError("columns", c, "unknown column")
+    for c in categories:
+        if kinds.get(c) != "str":
+            raise ConfigError("categories", c, "must name a str column")
+    return names
+
+
+def join_vectors(vals, dim: int) -> bytes:
+    """One chunk of vector values as one bytes object; NULL or a wrong length -> zeros."""
+    w = dim * 4
+    if None not in vals:
+        raw = b"".join(vals)
+        if len(raw) == len(vals) * w and set(map(len, vals)) == {w}:
+            return raw
+    zero = bytes(w)
+    return b"".join(v if isinstance(v, bytes) and len(v) == w else zero for v in vals)
+
+
+def collect_chunks(chunks: Iterable[Sequence[tuple]], kinds: Sequence[str],
+                   dim: int) -> list[list]:
+    """Fetched rows, chunk by chunk, transposed into one list per column.
+
+    A vector column's list holds one joined ``bytes`` per chunk (:func:`join_vectors`), so
+    no million small byte strings are alive at once.
+    """
+    acc: list[list] = [[] for _ in kinds]
+    vectors = [j for j, kind in enumerate(kinds) if kind == "vector"]
+    for chunk in chunks:
+        cols = list(zip(*chunk))
+        for j in vectors:
+            acc[j].append(join_vectors(cols[j], dim))
+            cols[j] = ()
+        for col, vals in zip(acc, cols):
+            col.extend(vals)
+    return acc
+
+
+def column_array(kind: str, vals: list, dim: int) -> np.ndarray:
+    """One column of fetched values as a numpy array (see :func:`to_columns`).
+
+    A vector column arrives as a list of joined chunks (:func:`collect_chunks`).
+    """
+    n = len(vals)
+    if kind == "vector":
+        raw = bytearray().join(vals)  # writable, so frombuffer needs no copy
+        return np.frombuffer(raw, dtype=np.float32).reshape(-1, dim)
+    if kind == "float":
+        if None in vals:
+            vals = [np.nan if v is None else v for v in vals]
+        return np.array(vals, dtype=np.float64).reshape(n)
+    if kind == "int":
+        if None in vals:
+            arr = np.empty(n, dtype=object)
+            arr[:] = vals
+            return arr
+        return np.array(vals, dtype=np.int64).reshape(n)
+    arr = np.empty(n, dtype=object)
+    arr[:] = vals
+    return arr
+
+
+def to_columns(names: Sequence[str], kinds: Sequence[str], acc: list[list],
+               categories: Sequence[str], dim: int, where: str) -> dict[str, object]:
+    """The result of a backend's ``read``: collected values as numpy columns.
+
+    Returns
+    -------
+    dict of str to ndarray or (ndarray, list)
+        ``id`` int64 (n,); int columns int64 (NULL ints come back as an object array);
+        float columns float64 (NULL -> NaN); str/json columns object arrays (None for NULL);
+        vector columns float32 (n, dim), NULL or a value of the wrong length -> zeros. A
+        column named in ``categories`` is a pair ``(codes, labels)`` (:func:`encode_labels`).
+
+    Raises
+    ------
+    StoreDamagedError
+        A number column holds text another program wrote there (``where`` names the store).
+    """
+    cats = set(categories)
+    out: dict[str, object] = {}
+    for name, kind, vals in zip(names, kinds, acc):
+        if name in cats:
+            out[name] = encode_labels(vals)
+            continue
+        try:
+            out[name] = column_array(kind, vals, dim)
+        except (TypeError, ValueError):
+            bad = next((v for v in vals if v is not None
+                        and not isinstance(v, (int, float))), None)
+            raise StoreDamagedError(where, f"a stored {name} value is {bad!r:.40}, "
+                                    "not a number") from None
+    return out
+
+
+# ----------------------------------------------------------------------------- statistics
+def summary_dict(n, n_tenants, n_task_types, oldest, newest) -> dict:
+    """A backend's ``summary``: counts as int, the time span as float (None without rows)."""
+    return {"n_records": int(n), "n_tenants": int(n_tenants), "n_task_types": int(n_task_types),
+            "oldest": None if oldest is None else float(oldest),
+            "newest": None if newest is None else float(newest)}
+
+
+def row_bytes_sql(schema: Sequence[tuple[str, str]], dim: int,
+                  text_bytes: Callable[[str], str]) -> str:
+    """SQL summing the bytes of one row: 8 per int or float column (``id`` included), 4 d
+    per vector column and, for each text column, ``text_bytes(name)`` (the backend's
+    expression for the UTF-8 length of a value, 0 for NULL)."""
+    parts = ["8"]
+    for name, kind in schema:
+        if kind in ("int", "float"):
+            parts.append("8")
+        elif kind == "vector":
+            parts.append(str(4 * dim))
+        else:
+            parts.append(text_bytes(name))
+    return " + ".join(parts)
+
+
+def consumption_rows(rows: Iterable[tuple]) -> list[dict]:
+    """A backend's ``consumption``: ``(tenant, task type, records, bytes)`` rows as dicts
+    sorted by tenant then task type."""
+    out = [{"tenant_id": t, "task_type": k, "records": int(n), "bytes": int(b)}
+           for t, k, n, b in rows]
+    out.sort(key=lambda r: (r["tenant_id"], r["task_type"]))
+    return out
