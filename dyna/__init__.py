@@ -1,7 +1,8 @@
 """dyna: a Dyna-style research toolkit for agents that learn from their own runs.
 
-See DESIGN.md in the repository for the architecture. Sutton & Barto (2018), *Reinforcement
-Learning: An Introduction*, 2nd ed., chapter 8 is the reference for the planning methods.
+docs/architecture.md in the repository gives the layers, the data flow, the names and a
+glossary of the project's own words. Sutton & Barto (2018), *Reinforcement Learning: An
+Introduction*, 2nd ed., chapter 8 is the reference for the planning methods.
 """
 
 __version__ = "0.1.0"

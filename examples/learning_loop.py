@@ -3,8 +3,8 @@
 Run it with ``python examples/learning_loop.py``; it writes a skill library and a
 MEMORY.md in a fresh temporary folder (printed at the end) and touches nothing else.
 ``my_agent`` stands in for your agent; everything else is the real API
-(``dyna.loops``). The code below this docstring is the README's "Use the loops from
-Python" block, character for character (tests/test_examples.py checks it and runs this
+(``dyna.loops``). The code below this docstring is the "Use the loops from Python" block
+of docs/loops.md, character for character (tests/test_examples.py checks it and runs this
 file).
 """
 

@@ -1,5 +1,5 @@
 """Every file in examples/ runs as written, in a fresh process and a temporary folder, and
-prints the figures below; the README's Python block for the loops is the example's code."""
+prints the figures below; the Python block of docs/loops.md is the example's code."""
 
 import os
 import re
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doc_pages import after_heading
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
@@ -83,9 +84,8 @@ def test_learning_loop_writes_what_it_printed(tmp_path):
     assert "sk-live" not in written                 # the run's API key reached no file
 
 
-def test_readme_python_block_is_the_example():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Use the loops from Python\n", 1)[1]
+def test_loops_page_python_block_is_the_example():
+    section = after_heading("Use the loops from Python")
     block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     example = (ROOT / "examples" / "learning_loop.py").read_text(encoding="utf-8")
     docstring, code = example.split('"""\n', 1)
@@ -93,9 +93,8 @@ def test_readme_python_block_is_the_example():
     assert docstring.startswith('"""A learning loop around an agent')
 
 
-def test_readme_shell_block_runs_as_written(tmp_path):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Use the loops from Python\n", 1)[1]
+def test_loops_page_shell_block_runs_as_written(tmp_path):
+    section = after_heading("Use the loops from Python")
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     proc = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=env,

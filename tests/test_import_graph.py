@@ -16,8 +16,8 @@ way one module can load another:
 Implicit imports of parent packages (``import a.b.c`` runs ``a/__init__`` and
 ``a/b/__init__``) are not edges: every module would depend on its parents.
 
-The rules (../shared/DESIGN.md, "How data flows", and the README's "Adding an experiment
-kind"):
+The rules (docs/architecture.md, "Layers", and docs/experiment-kinds.md, "Adding an
+experiment kind"):
 
 1. no import circle anywhere in ``dyna/`` and ``envs/``;
 2. the experiment machinery (``dyna.experiment`` outside ``dyna.experiment.kinds.*``)

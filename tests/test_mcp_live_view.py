@@ -1,5 +1,5 @@
 """The MCP tools see episodes another process commits to the same SQLite file, without a
-restart (README, "Use from an agent (MCP)")."""
+restart (docs/mcp.md)."""
 
 import subprocess
 import sys

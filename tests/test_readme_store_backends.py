@@ -1,20 +1,20 @@
-"""The README's experience-store example, as written, on the three backends (issue 19).
+"""The experience-store example of docs/experience-store.md, as written, on the three
+backends.
 
 The example's Python block is run with its store target replaced by ``""`` (in memory), a
 SQLite file and a PostgreSQL DSN, and a fixed clock (the example leaves timestamps to the
 clock, so episodes recorded a second apart would differ). Every expression statement in its
 ``with`` block is collected: the three tables of results must be equal, element for element
-(floats bit for bit), and equal to what the README's comments say.
+(floats bit for bit), and equal to what the example's comments say.
 """
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
+from doc_pages import after_heading
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-SECTION = README.read_text(encoding="utf-8").split("### The experience store from Python")[1]
+SECTION = after_heading("The experience store from Python")
 EXAMPLE = re.search(r"```python\n(.*?)```", SECTION, re.S).group(1)
 T0 = 1_767_225_600.0
 
@@ -40,7 +40,7 @@ def _instrumented(target_name: str) -> ast.Module:
 
 def run_example(target) -> list:
     results: list = []
-    exec(compile(_instrumented("TARGET"), "README store example", "exec"),
+    exec(compile(_instrumented("TARGET"), "docs/experience-store.md example", "exec"),
          {"TARGET": str(target), "results": results})
     out = []
     for source, value in results:
@@ -57,7 +57,7 @@ def test_readme_store_example_same_results_on_memory_sqlite_postgresql(tmp_path,
     assert tables["memory"] == tables["sqlite"] == tables["postgresql"]
     values = dict(tables["postgresql"])
     comp = values["store.get_competence('acme', 'refund')"]["competence"][0]
-    # what the README's comments say: Beta(31, 11), mean 0.738, 95% [0.597, 0.858]
+    # what the example's comments say: Beta(31, 11), mean 0.738, 95% [0.597, 0.858]
     assert (comp["a"], comp["b"]) == (31.0, 11.0)
     assert (round(comp["mean"], 3), round(comp["lower"], 3), round(comp["upper"], 3)) == \
         (0.738, 0.597, 0.858)

@@ -451,12 +451,12 @@ def test_run_end_to_end_on_a_cut_down_file(tmp_path):
 
 def test_readme_trajectories_snippet_runs_as_written(monkeypatch):
     import re
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Real agent runs", 1)[1].split("\n## ", 1)[0]
+    text = (ROOT / "docs" / "trajectories.md").read_text(encoding="utf-8")
+    section = text.split("## Real agent runs from Python", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
     monkeypatch.chdir(ROOT)
     ns: dict = {}
-    exec(compile(code, "README.md", "exec"), ns)
+    exec(compile(code, "docs/trajectories.md", "exec"), ns)
     r = ns["r"]
     assert (r.task_type, r.success, r.actions[:2]) == (
         "update_reservation_flights", False, ("get_user_details", "get_reservation_details"))
