@@ -83,7 +83,7 @@ def test_skill_loop_learns_each_family_procedure():
     assert len(skills) == 2
     for s in skills:
         fam = a.env.family_of_words(s.triggers)
-        assert a._skill_calls(s) == list(a.env.procedure(fam))
+        assert a.lessons.skill_calls(s.body) == list(a.env.procedure(fam))
     assert rows[0]["learning_tokens"] == 300
 
 
@@ -188,8 +188,8 @@ def test_episodic_follows_what_worked_in_similar_runs():
         assert r["success"] and r["library_size"] == 0
         if i > first[r["family"]]:  # the recommendation is the right call at every step
             assert r["steps"] == 2 and r["context_entries"] == 1
-    assert len(a.experience) == sum(r["steps"] for r in rows)  # one record per call
-    rec = a.experience.get_recommendation("agent", task_type="f0-s1")
+    assert len(a.episodic.store) == sum(r["steps"] for r in rows)  # one record per call
+    rec = a.episodic.store.get_recommendation("agent", task_type="f0-s1")
     t, v = a.env.procedure(0)[1]
     assert rec["action_type"] == f"{a.env.tool_names[t]}:{a.env.value_names[v]}"
 
@@ -197,7 +197,7 @@ def test_episodic_follows_what_worked_in_similar_runs():
 @pytest.mark.parametrize("variant", ["dyna_q", "dyna_q_plus"])
 def test_tabular_dyna_learns_each_family_procedure(variant):
     a, rows = run(variant, 150)
-    env, Q = a.env, a.tabular.Q
+    env, Q = a.env, a.tabular.agent.Q
     assert Q.shape == (2 * 3, 3 * 2)  # (family, position) x (tool, value)
     for f in range(2):
         for k, (t, v) in enumerate(env.procedure(f)):

@@ -32,20 +32,6 @@ def test_agent_streams_depend_on_seed_and_run_only():
     assert len({a["reviewer"], a["tabular"], agent_streams(3, 2)["reviewer"]}) == 3
 
 
-def test_the_agents_policy_generator_draws_what_the_stream_gives_each_episode():
-    from dyna.agents.loop_agents import LoopAgent, make_variant
-    from envs.agent_tasks import AgentTaskEnv
-
-    env = AgentTaskEnv(n_families=4, n_tools=4, max_steps=8)
-    agent = LoopAgent(make_variant("no_learning"), env, (3, 1), env_seed=0)
-    streams = agent_streams(3, 1)
-    for t in (0, 1, 255, 256, 257, 600, 3):     # across the 256-episode blocks, and back
-        got = agent._policy_rng(t)
-        want = streams["policy"](t)
-        assert got.random(4).tolist() == want.random(4).tolist()
-        assert got.integers(9, size=6).tolist() == want.integers(9, size=6).tolist()
-
-
 def _episodes_equal(x, y):
     return all(np.array_equal(x[k], y[k]) for k in EPISODE_FIELDS if not k.startswith("acted_"))
 

@@ -78,7 +78,7 @@ def test_a_lesson_naming_a_renamed_tool_sends_the_agent_to_the_old_slot():
     (ev,) = env.drift_log
     assert row["drift"] and ev["what"] == "rename"
     # the agent called the old slot (its lesson's name) and was told it does not exist
-    calls = [c for c in agent._last_calls if c[0][0] == ev["old"]]
+    calls = [c for c in agent.last_calls if c[0][0] == ev["old"]]
     assert calls and all(out.endswith("no such tool") for _, out, _ in calls)
     assert ev["old"] not in env.callable_tools()
 
@@ -196,9 +196,9 @@ def test_two_renames_give_distinct_names_the_agents_map_to_installed_slots():
     names = env.tool_names
     assert len(set(names)) == len(names)
     agent = LoopAgent(make_variant("skill_loop"), env, (0, 0), PolicyParams())
-    agent._sync_names()
+    agent.lessons.sync()
     for ev in env.drift_log:
-        slot = agent._tool_ix[ev["new_name"]]
+        slot = agent.lessons.tool_index[ev["new_name"]]
         assert slot == ev["new"] and env.installed[slot]
         assert env.tool_index(ev["new_name"]) == slot
 
@@ -239,9 +239,9 @@ def test_the_baseline_audit_holds_a_partial_lesson_against_its_family():
                               ([(key, ((-1, -1), proc[1]))], 0),
                               ([(key, proc + ((0, 0),))], 1)):
         agent.baseline = Fixed(env, entries)
-        agent._written.clear()
+        agent.audit.written.clear()
         row = {}
-        agent._audit_baseline(row)
+        agent._audit(row)
         assert row["poisoned"] == poisoned, entries
 
 

@@ -25,9 +25,9 @@ def test_head_families_cover_80_percent_of_arrivals():
     agent, env = _agent("no_learning", {})
     env.reset(seed=0)
     # Zipf 1 over 8 families: 0.368, 0.184, 0.123, 0.092, 0.074 -> 0.841 after five
-    assert agent._head_families() == frozenset(range(5))
+    assert agent.head_families == frozenset(range(5))
     agent, env = _agent("no_learning", {"n_families": 3, "arrival_weights": [1, 8, 1]})
-    assert agent._head_families() == frozenset({1})   # 0.8 exactly
+    assert agent.head_families == frozenset({1})   # 0.8 exactly
 
 
 def test_the_oracle_covers_every_head_family_and_no_learning_none():
@@ -40,13 +40,13 @@ def test_coverage_counts_families_whose_stored_skill_is_right():
     agent, env = _agent("naive_loop", {})
     for _ in range(300):
         row = agent.episode()
-    right = agent._right_families()
-    head = agent._head_families()
+    right = agent.right_families()
+    head = agent.head_families
     # each right family's stored skill is its procedure, call for call
     for f in right:
-        assert any(tuple(agent._skill_calls_of(s.body)) == env.procedure(f)
-                   for s in agent.loop.skills._skills.values()
-                   if agent._family_of_key(s.triggers) == f)
+        assert any(tuple(agent.lessons.skill_calls(s.body)) == env.procedure(f)
+                   for s in agent.loop.skills.skills()
+                   if agent.lessons.family_of_key(s.triggers) == f)
     row = agent.episode()
     assert row["head_coverage"] == len(right & head) / len(head)
 

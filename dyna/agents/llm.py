@@ -29,7 +29,6 @@ from collections.abc import Mapping
 import numpy as np
 
 from dyna._json import DuplicateKeyError, loads_unique
-
 from dyna.errors import ConfigError, check_range
 
 __all__ = ["AGENT_PROMPT", "LLMAgent", "LLM_DEFAULTS", "parse_llm_table", "run_llm_agent",
@@ -202,8 +201,8 @@ class LLMAgent:
 
     def episode(self) -> dict:
         """Run the next episode; one row of :data:`dyna.agents.loop_agents.EPISODE_FIELDS`."""
-        from dyna.agents.loop_agents import competence_fields
-        from dyna.loops import Digest, LoopConfig
+        from dyna.agents.loop_agents import competence_row
+        from dyna.loops import LoopConfig
 
         env = self.env
         acted_before = self.loop.safeguard_counts() if self.loop is not None else None
@@ -214,15 +213,45 @@ class LLMAgent:
         skills = [m.skill for m in ctx.skills] if ctx is not None else []
         facts = ctx.memory.texts() if ctx is not None else []
         env.declare_context(len(skills) + len(facts))
+        messages = [{"role": "system", "content": system_prompt(skills, facts)},
+                    {"role": "user", "content": f"Task: {task}"}]
+        calls, info, tokens, ending, done = self._converse(messages)
+        self.endings.append(ending)
+        success = bool(info["verified_success"]) if done else False
+        judged = bool(info["self_assessed_success"]) if done else False
+        self.competence.update(family, success)
+        row = _row(rinfo, self.t, calls, success, judged,
+                   bool(info["incident"]) if info is not None else False, tokens,
+                   len(skills) + len(facts))
+        if self.loop is not None:
+            row["learning_tokens"], row["library_size"] = self._review(
+                ctx, run_id, task, calls, success, judged, tokens)
+        after = self.loop.safeguard_counts() if self.loop is not None else {}
+        row.update({f"acted_{s}": after.get(s, 0) - (acted_before or {}).get(s, 0)
+                    for s in LoopConfig.SWITCHES})
+        # the agent's competence per family: Beta posterior (a, b) of its verified successes
+        row.update(competence_row(self.competence, self._arrivals, family, self.chosen_family))
+        self.t += 1
+        return row
+
+    def _converse(self, messages: list) -> tuple[list, dict | None, int, str, bool]:
+        """Ask the model for tool calls and make them until the run is done, the model
+        stops calling tools, the endpoint fails, or ``max_requests`` is reached.
+
+        Returns
+        -------
+        tuple
+            ``(calls, info, tokens, ending, done)``: the calls made, each ``(name, args,
+            output, error, trusted)``; the last step's info (None before any step); the
+            model's tokens; why the run ended (:attr:`endings`); whether the env ended it.
+        """
+        env = self.env
         tools = self.tools()
         offered = {t["function"]["name"]: i for t, i in
                    zip(tools, list(env.callable_tools()) + [env.harmful_tool])}
-        messages = [{"role": "system", "content": system_prompt(skills, facts)},
-                    {"role": "user", "content": f"Task: {task}"}]
-        budget = self.max_requests or 2 * env.max_steps
         calls, info, tokens, ending = [], None, 0, "max_requests"
         done = False
-        for _ in range(budget):
+        for _ in range(self.max_requests or 2 * env.max_steps):
             res = self.client.chat(messages, tools)
             tokens += res.prompt_tokens + res.completion_tokens
             if (res.status == "failed" and not self._answered
@@ -235,18 +264,16 @@ class LLMAgent:
             if res.status != "ok":
                 ending = f"{res.status}: {res.reason}"
                 break
-            msg = res.message
-            tcs = msg.get("tool_calls") or []
+            tcs = res.message.get("tool_calls") or []
             if not isinstance(tcs, list) or not tcs:
                 ending = "stopped"
                 break
-            messages.append({"role": "assistant", "content": msg.get("content"),
+            messages.append({"role": "assistant", "content": res.message.get("content"),
                              "tool_calls": tcs})
             for tc in tcs:
                 cid = str(tc.get("id") or "") if isinstance(tc, Mapping) else ""
-                if done:
-                    out = "error: the run is over"
-                else:
+                out = "error: the run is over"
+                if not done:
                     action, out, args = self._action(tc, offered)
                     if action is not None:
                         _, _, terminated, truncated, info = env.step(action)
@@ -258,48 +285,43 @@ class LLMAgent:
             if done:
                 ending = "done"
                 break
-        self.endings.append(ending)
-        success = bool(info["verified_success"]) if done else False
-        judged = bool(info["self_assessed_success"]) if done else False
-        incident = bool(info["incident"]) if info is not None else False
-        self.competence.update(family, success)
-        row = {"family": family, "success": success, "self_assessed": judged,
-               "escalated": False, "incident": incident, "steps": len(calls),
-               "tokens": int(tokens), "learning_tokens": 0,
-               "context_entries": len(skills) + len(facts), "poisoned": 0, "stale": 0,
-               "drift": bool(rinfo["drift"]),
-               "drift_family": rinfo["drift"][0]["family"] if rinfo["drift"] else -1,
-               "approved": 0, "rejected": 0, "library_size": 0,
-               "task_instance": rinfo.get("task_instance", self.t),
-               "retrial": rinfo.get("retrial", 0), "errors": sum(c[3] for c in calls),
-               # what the simulated agents' audit measures, which a model's run does not
-               # give: no store audit (coverage, poisoned follows), no incident source
-               "head_coverage": 0.0, "drift_covered": False, "poisoned_follows": 0,
-               "harmful_proposed": 0, "incident_direct": False, "incident_lesson": False,
-               "injected_relevant": 0, "catalog_tokens": 0, "context_tokens": 0}
-        if self.loop is not None:
-            digest = Digest.from_run(
-                run_id, task, success=None if self.self_gate else success,
-                verified=not self.self_gate, self_assessment=judged, steps=len(calls),
-                tokens=int(tokens),
-                tool_calls=[{"name": n, "args": a, "output": o, "error": e, "trusted": tr}
-                            for n, a, o, e, tr in calls],
-                actions=tuple(f"{n}:{a.get('value')}" for n, a, *_ in calls),
-                redaction=self.loop.config.redaction)
-            rec = self.loop.finish(ctx, digest)
-            self.loop.wait()   # a background review ends before the next run: reproducible
-            row["learning_tokens"] = int(rec.learning_tokens)
-            row["library_size"] = len(self.loop.skills) + len(self.loop.memory)
-        after = self.loop.safeguard_counts() if self.loop is not None else {}
-        row.update({f"acted_{s}": after.get(s, 0) - (acted_before or {}).get(s, 0)
-                    for s in LoopConfig.SWITCHES})
-        # the agent's competence per family: Beta posterior (a, b) of its verified successes
-        a, b = self.competence.posterior(family)
-        self._arrivals[family] += 1
-        row.update(comp_a=a, comp_b=b, **competence_fields(self.competence, self._arrivals,
-                                                           self.chosen_family))
-        self.t += 1
-        return row
+        return calls, info, tokens, ending, done
+
+    def _review(self, ctx, run_id: str, task: str, calls: list, success: bool, judged: bool,
+                tokens: int) -> tuple[int, int]:
+        """Hand the finished run to the loop; ``(learning tokens, library size)``."""
+        from dyna.loops import Digest
+
+        digest = Digest.from_run(
+            run_id, task, success=None if self.self_gate else success,
+            verified=not self.self_gate, self_assessment=judged, steps=len(calls),
+            tokens=int(tokens),
+            tool_calls=[{"name": n, "args": a, "output": o, "error": e, "trusted": tr}
+                        for n, a, o, e, tr in calls],
+            actions=tuple(f"{n}:{a.get('value')}" for n, a, *_ in calls),
+            redaction=self.loop.config.redaction)
+        rec = self.loop.finish(ctx, digest)
+        self.loop.wait()   # a background review ends before the next run: reproducible
+        return int(rec.learning_tokens), len(self.loop.skills) + len(self.loop.memory)
+
+
+def _row(rinfo: dict, t: int, calls: list, success: bool, judged: bool, incident: bool,
+         tokens: int, context_entries: int) -> dict:
+    """The fields of an LLM episode's row known without the loop and the competence."""
+    return {"family": rinfo["family"], "success": success, "self_assessed": judged,
+            "escalated": False, "incident": incident, "steps": len(calls),
+            "tokens": int(tokens), "learning_tokens": 0,
+            "context_entries": context_entries, "poisoned": 0, "stale": 0,
+            "drift": bool(rinfo["drift"]),
+            "drift_family": rinfo["drift"][0]["family"] if rinfo["drift"] else -1,
+            "approved": 0, "rejected": 0, "library_size": 0,
+            "task_instance": rinfo.get("task_instance", t),
+            "retrial": rinfo.get("retrial", 0), "errors": sum(c[3] for c in calls),
+            # what the simulated agents' audit measures, which a model's run does not
+            # give: no store audit (coverage, poisoned follows), no incident source
+            "head_coverage": 0.0, "drift_covered": False, "poisoned_follows": 0,
+            "harmful_proposed": 0, "incident_direct": False, "incident_lesson": False,
+            "injected_relevant": 0, "catalog_tokens": 0, "context_tokens": 0}
 
 
 def run_llm_agent(variant: str, *, llm: Mapping, store: str = "skill",
