@@ -40,9 +40,9 @@ Drift of a chosen family (``drift_family``)
     frequent family) instead of a family drawn by arrival frequency, so the drift hits a
     family the loop has had time to learn. A drift (of a value, a tool or the whole
     procedure) leaves each changed step's old call answering ok, as a deprecated endpoint
-    or parameter that still answers and no longer does the job: a stale lesson fails its
-    runs silently, without an error to contradict it (a renamed tool is the exception: its
-    old name is gone, and calling it errors).
+    or parameter that still answers but does not do the job any more: a stale lesson fails
+    its runs silently, without an error to contradict it (a renamed tool is the exception:
+    its old name is gone, and calling it errors).
 
 Near-duplicates (volume; ``n_paraphrases``)
     Each family's task text comes in ``n_paraphrases`` wordings. Every wording keeps the
@@ -184,10 +184,7 @@ class AgentTaskEnvV2(AgentTaskEnv):
             if not (w > 0).all():
                 raise ConfigError("arrival_weights", v2["arrival_weights"],
                                   "every weight must be > 0")
-            self.arrival_p = w / w.sum()
-            cum = np.cumsum(self.arrival_p)
-            cum[-1] = 1.0
-            self._arrival_cum = tuple(cum.tolist())
+            self._set_arrivals(w / w.sum())
         # the other wordings' trigger words take the ids after the first wording's
         # triggers and the distractor pool, before the shared words
         self.n_paraphrase_words = nf * (self.n_paraphrases - 1) * (self.n_triggers - 1)
