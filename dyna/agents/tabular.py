@@ -138,16 +138,46 @@ def _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, max_steps, st):
     return ret, max_steps, False
 
 
+@njit(cache=True)
+def _phase_at(phase_start, p, t):
+    """The layout phase in force at total step ``t``, searching from phase ``p`` on."""
+    while p + 1 < phase_start.shape[0] and t >= phase_start[p + 1]:
+        p += 1
+    return p
+
+
+@njit(cache=True)
+def _mean_greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, max_steps, episodes, st):
+    """Mean undiscounted return of ``episodes`` greedy episodes (:func:`_greedy_return`)."""
+    tot = 0.0
+    for _ in range(episodes):
+        g, _, _ = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, max_steps, st)
+        tot += g
+    return tot / episodes
+
+
+@njit(cache=True)
+def _greedy_is_optimal(Q, nxt, cum, rew, trm, nout, isd_cum, p, optimal_length, checks, st):
+    """Whether the greedy path reaches a goal within ``optimal_length`` steps in every one
+    of ``checks`` rollouts (ties random, so a lucky tie-break cannot pass)."""
+    for _ in range(checks):
+        _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p,
+                                             optimal_length, st)
+        if not (reached and n_steps <= optimal_length):
+            return False
+    return True
+
+
 @njit(cache=True, parallel=True)
 def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, keep_last,
                 nxt, cum, rew, trm, nout, isd_cum, phase_start, max_steps,
-                n_episodes, total_steps, eval_every, eval_episodes, eval_max_steps, optimal_length,
-                optimal_checks, max_total_steps, train_st, eval_st, out, rew_m, pair, seen_s, seen_a, pred_head, pred_link, info,
+                n_episodes, total_steps, eval_every, eval_episodes, eval_max_steps,
+                optimal_length, optimal_checks, max_total_steps, train_st, eval_st,
+                out, rew_m, pair, seen_s, seen_a, pred_head, pred_link, info,
                 hkey, hprio, hpos, hinfo,
-                ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
-                Q_out, overflow, budget_hit):
+                ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt,
+                final_greedy, Q_out, overflow, budget_hit):
     R = train_st.shape[0]
-    n_phases = phase_start.shape[0]
     by_steps = total_steps > 0
     # Runs are independent (own random streams, own model and queue: leading axis R), so
     # they are spread over the cores; a run's result does not depend on the thread it ran on.
@@ -161,24 +191,12 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
         r_hkey, r_hprio, r_hpos, r_hinfo = hkey[r], hprio[r], hpos[r], hinfo[r]
         model_reset(r_out, r_rew, r_pair, r_seen_s, r_seen_a, r_pred_head, r_pred_link, r_info)
         queue_clear(r_hkey, r_hprio, r_hpos, r_hinfo)
-        t = 0
-        p = 0
-        updates = 0
-        n_eval = 0
-        ep = 0
-        while True:
-            if by_steps:
-                if t >= total_steps:
-                    break
-            elif ep >= n_episodes:
-                break
+        t = p = updates = n_eval = ep = 0
+        while (t < total_steps) if by_steps else (ep < n_episodes):
             s = _start_state(isd_cum, st)
-            steps = 0
-            ret = 0.0
-            term = False
+            steps, ret, term = 0, 0.0, False
             while True:
-                while p + 1 < n_phases and t >= phase_start[p + 1]:
-                    p += 1
+                p = _phase_at(phase_start, p, t)
                 a = epsilon_greedy_action(Q, s, epsilon, st)
                 s2, rwd, term = _env_step(nxt, cum, rew, trm, nout, p, s, a, st)
                 if by_steps:
@@ -190,9 +208,9 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
                     q_update(Q, s, a, rwd, s2, term, alpha, gamma)
                     u, ok = 1, True
                 else:
-                    u, ok = agent_learn(code, Q, r_out, r_rew, r_pair, r_seen_s, r_seen_a, r_pred_head,
-                                        r_pred_link, r_info, r_hkey, r_hprio, r_hpos, r_hinfo,
-                                        s, a, rwd, s2, term, t,
+                    u, ok = agent_learn(code, Q, r_out, r_rew, r_pair, r_seen_s, r_seen_a,
+                                        r_pred_head, r_pred_link, r_info, r_hkey, r_hprio,
+                                        r_hpos, r_hinfo, s, a, rwd, s2, term, t,
                                         alpha, gamma, n_planning, kappa, theta, keep_last, st)
                 updates += u
                 if not ok:
@@ -207,8 +225,7 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
                 s = s2
             if budget_hit[r]:
                 break
-            while p + 1 < n_phases and t >= phase_start[p + 1]:
-                p += 1  # evaluate in the layout in force for the next step
+            p = _phase_at(phase_start, p, t)  # evaluate in the layout in force for the next step
             if not by_steps:
                 ep_steps[r, ep] = steps
                 ep_ret[r, ep] = ret
@@ -216,27 +233,18 @@ def _run_kernel(code, alpha, gamma, epsilon, n_planning, kappa, theta, q_init, k
                 ep_upd[r, ep] = updates
             ep += 1
             if eval_every > 0 and ep % eval_every == 0 and n_eval < eval_score.shape[1]:
-                tot = 0.0
-                for _ in range(eval_episodes):
-                    g, _, _ = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, eval_max_steps, est)
-                    tot += g
-                eval_score[r, n_eval] = tot / eval_episodes
+                eval_score[r, n_eval] = _mean_greedy_return(Q, nxt, cum, rew, trm, nout,
+                                                            isd_cum, p, eval_max_steps,
+                                                            eval_episodes, est)
                 n_eval += 1
-            if optimal_length > 0 and upd_to_opt[r] < 0:
-                # the greedy path must reach a goal within optimal_length steps in every one
-                # of optimal_checks rollouts (ties random; default OPTIMAL_CHECKS = 5, so a
-                # lucky tie-break cannot pass)
-                found = True
-                for _ in range(optimal_checks):
-                    _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p,
-                                                         optimal_length, est)
-                    if not (reached and n_steps <= optimal_length):
-                        found = False
-                        break
-                if found:
-                    upd_to_opt[r] = updates
-                    break
-        _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p, eval_max_steps, est)
+            # the optimal-path check (Example 8.4): default OPTIMAL_CHECKS rollouts
+            if optimal_length > 0 and upd_to_opt[r] < 0 and _greedy_is_optimal(
+                    Q, nxt, cum, rew, trm, nout, isd_cum, p, optimal_length, optimal_checks,
+                    est):
+                upd_to_opt[r] = updates
+                break
+        _, n_steps, reached = _greedy_return(Q, nxt, cum, rew, trm, nout, isd_cum, p,
+                                             eval_max_steps, est)
         final_greedy[r] = n_steps if reached else -1
 
 

@@ -29,8 +29,8 @@ class Reflexion(TaskBaseline):
         between instances, even of one family: the code keeps one ``memory`` list per
         environment. The code appends every reflection and reads the last 3
         (``memory[-3:]``; the paper bounds the memory at 1-3), so only the last
-        :attr:`WINDOW` per instance are kept here. An instance that can no longer reach
-        a prompt is closed and its reflections dropped (the library size counts what
+        :attr:`WINDOW` per instance are kept here. An instance that cannot reach a
+        prompt any more is closed and its reflections dropped (the library size counts what
         can): after its verified success (the code skips a solved environment) and after
         a failure on its last retrial when the env declares ``max_retrials`` (an env
         without it is never taken to have run out).
