@@ -40,7 +40,8 @@ def run_states(seed: int, run_indices, stream: int = STREAM_TRAIN) -> np.ndarray
     idx = np.asarray(run_indices, dtype=np.int64).reshape(-1)
     out = np.empty((idx.size, 4), dtype=np.uint64)
     for i, r in enumerate(idx):
-        st = np.random.SeedSequence([int(seed), int(r), int(stream)]).generate_state(4, dtype=np.uint64)
+        ss = np.random.SeedSequence([int(seed), int(r), int(stream)])
+        st = ss.generate_state(4, dtype=np.uint64)
         if not st.any():  # the all-zero state is a fixed point of xoshiro
             st[0] = 1
         out[i] = st

@@ -11,7 +11,8 @@
   (:class:`envs.agent_tasks.AgentTaskEnvV1`)
 * ``dyna/AgentTasks-v2`` -- calibrated presets, decoy values, a chosen drift family,
   paraphrases and retrials (:class:`envs.agent_tasks_v2.AgentTaskEnvV2`)
-* ``dyna/Escalation-v0`` -- act or escalate, one task per step (:class:`envs.escalation.EscalationEnv`)
+* ``dyna/Escalation-v0`` -- act or escalate, one task per step
+  (:class:`envs.escalation.EscalationEnv`)
 
 and :func:`make_table` gives the transition table of any of them, or of Gymnasium's own
 FrozenLake, Taxi and CliffWalking, for the vectorised agents.
@@ -122,7 +123,8 @@ def make_table(env_id: str, **kwargs) -> tuple[TabularTable, dict]:
                              t.isd_cum, t.phase_start, max_steps, meta)
         return table, meta
     if env_id.startswith("dyna/"):
-        raise UnknownEnvError("env.id", env_id, f"unknown dyna environment (known: {sorted(MAZES)})")
+        raise UnknownEnvError("env.id", env_id,
+                              f"unknown dyna environment (known: {sorted(MAZES)})")
     return make_toytext_table(env_id, **kwargs)
 
 

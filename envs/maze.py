@@ -102,7 +102,8 @@ def parse_layout(text: str):
         Ragged rows, unknown characters, no or several starts, no goal.
     """
     if not isinstance(text, str):
-        raise ConfigError("layout", text, "must be a string of rows (# wall, . free, S start, G goal)")
+        raise ConfigError("layout", text,
+                          "must be a string of rows (# wall, . free, S start, G goal)")
     rows = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not rows:
         raise ConfigError("layout", text, "is empty")
@@ -137,7 +138,8 @@ def scale_layout(walls: np.ndarray, start, goals, resolution: int, goal_block: b
     ConfigError
         ``resolution`` not an integer >= 1, ``goal_block`` not a bool.
     """
-    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) or resolution < 1:
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) \
+            or resolution < 1:
         raise ConfigError("resolution", resolution, "must be an integer >= 1")
     if not isinstance(goal_block, (bool, np.bool_)):
         raise ConfigError("goal_block", goal_block, "must be true or false")
@@ -229,7 +231,8 @@ class GridMaze(gym.Env):
         if isinstance(layouts, str):
             layouts = [layouts]
         if not isinstance(layouts, (list, tuple)) or not layouts:
-            raise ConfigError("layout", layouts, "must be a string of rows (# wall, . free, S start, G goal)")
+            raise ConfigError("layout", layouts,
+                              "must be a string of rows (# wall, . free, S start, G goal)")
         layouts = list(layouts)
         from dyna.errors import check_range
 
@@ -239,7 +242,8 @@ class GridMaze(gym.Env):
             change_at = [change_at]
         change_at = [check_range("change_at", c, 1, 2**62, integer=True) for c in change_at]
         if len(change_at) != len(layouts) - 1:
-            raise ConfigError("change_at", change_at, f"needs {len(layouts) - 1} value(s), one per layout change")
+            raise ConfigError("change_at", change_at,
+                              f"needs {len(layouts) - 1} value(s), one per layout change")
         if any(c <= 0 for c in change_at) or any(b <= a for a, b in zip(change_at, change_at[1:])):
             raise ConfigError("change_at", change_at, "must be positive and strictly increasing")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -249,7 +253,8 @@ class GridMaze(gym.Env):
         walls0, start, goals = parsed[0]
         for w, st, g in parsed[1:]:
             if w.shape != walls0.shape or st != start or g != goals:
-                raise ConfigError("layouts", "...", "all phases need the same size, start and goals")
+                raise ConfigError("layouts", "...",
+                                  "all phases need the same size, start and goals")
         self.walls_by_phase = [p[0] for p in parsed]
         self.start, self.goals = start, goals
         self.rows, self.cols = walls0.shape
@@ -257,7 +262,8 @@ class GridMaze(gym.Env):
         n = self.rows * self.cols
         isd = np.zeros(n)
         isd[start[0] * self.cols + start[1]] = 1.0
-        self.optimal_path_lengths = [shortest_path_length(w, start, goals) for w in self.walls_by_phase]
+        self.optimal_path_lengths = [shortest_path_length(w, start, goals)
+                                     for w in self.walls_by_phase]
         if -1 in self.optimal_path_lengths:
             phase = self.optimal_path_lengths.index(-1)
             raise ConfigError("layout", layouts[phase], "no goal can be reached from the start")
@@ -376,7 +382,8 @@ class AsciiMaze(GridMaze):
 
     With the default layout (the Dyna maze) and ``resolution`` k the maze has 54 k^2 cells,
     47 k^2 of them free; ``goal_block=True`` makes the goal the k x k block at the top right
-    (shortest path 13 k + 1 steps instead of 14 k). Example 8.4 runs prioritized sweeping and Dyna-Q on such mazes of growing size.
+    (shortest path 13 k + 1 steps instead of 14 k). Example 8.4 runs prioritized sweeping and
+    Dyna-Q on such mazes of growing size.
     Registered as ``dyna/AsciiMaze-v0``.
     """
 

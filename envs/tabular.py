@@ -86,6 +86,37 @@ class TabularTable:
         return P
 
 
+def _checked_outcome(outcome, where: str, n_states: int) -> tuple[float, int, float, bool]:
+    """``(prob, next_state, reward, terminated)`` of one outcome of a toy-text table, checked.
+
+    Raises
+    ------
+    ConfigError
+        Not a 4-tuple, a probability outside [0, 1], a reward that is not finite, a next
+        state outside ``[0, n_states)`` or a ``terminated`` that is not a bool (field ``P``,
+        value ``where``).
+    """
+    import math
+
+    if not isinstance(outcome, (tuple, list)) or len(outcome) != 4:
+        raise ConfigError("P", where, "must be (prob, next_state, reward, terminated)")
+    prob, s2, r, done = outcome
+    try:
+        prob, r = float(prob), float(r)
+    except (TypeError, ValueError):
+        raise ConfigError("P", where, "probability and reward must be numbers") from None
+    if not (0.0 <= prob <= 1.0):  # also refuses NaN
+        raise ConfigError("P", where, f"probability {prob} is not in [0, 1]")
+    if not math.isfinite(r):
+        raise ConfigError("P", where, f"reward {r} is not finite")
+    if isinstance(s2, (bool, np.bool_)) or not isinstance(s2, (int, np.integer)) \
+            or not 0 <= s2 < n_states:
+        raise ConfigError("P", where, f"next state {s2!r} is not in [0, {n_states})")
+    if not isinstance(done, (bool, np.bool_)):
+        raise ConfigError("P", where, f"terminated {done!r} is not a bool")
+    return prob, s2, r, done
+
+
 def table_from_P(P_phases, isd, *, phase_start=(0,), max_episode_steps: int = 0,
                  meta: dict | None = None) -> TabularTable:
     """Build a :class:`TabularTable` from one or more toy-text tables.
@@ -107,12 +138,12 @@ def table_from_P(P_phases, isd, *, phase_start=(0,), max_episode_steps: int = 0,
     ConfigError
         Probabilities that do not sum to 1 (tolerance 1e-9), mismatched phases, bad starts.
     """
-    import math
-
     if isinstance(P_phases, dict):
         P_phases = [P_phases]
-    if not isinstance(P_phases, (list, tuple)) or not P_phases or not all(isinstance(P, dict) for P in P_phases):
-        raise ConfigError("P", type(P_phases).__name__, "must be a toy-text table P[s][a] (a dict) or a list of them")
+    if not isinstance(P_phases, (list, tuple)) or not P_phases \
+            or not all(isinstance(P, dict) for P in P_phases):
+        raise ConfigError("P", type(P_phases).__name__,
+                          "must be a toy-text table P[s][a] (a dict) or a list of them")
     n_phases = len(P_phases)
     try:
         phase_start = np.asarray(phase_start, dtype=np.int64)
@@ -130,10 +161,12 @@ def table_from_P(P_phases, isd, *, phase_start=(0,), max_episode_steps: int = 0,
         raise ConfigError("P", "[0]", "must map actions 0..A-1 to outcome lists")
     for p, P in enumerate(P_phases):
         if set(P) != set(range(S)):
-            raise ConfigError("P", f"phase {p}", f"has states {len(P)}, expected exactly 0..{S - 1}")
+            raise ConfigError("P", f"phase {p}",
+                              f"has states {len(P)}, expected exactly 0..{S - 1}")
         for st, row in P.items():
             if not isinstance(row, dict) or set(row) != set(range(A)):
-                raise ConfigError("P", f"phase {p} [{st}]", f"must have exactly the actions 0..{A - 1}")
+                raise ConfigError("P", f"phase {p} [{st}]",
+                                  f"must have exactly the actions 0..{A - 1}")
     K = max(len(outs) for P in P_phases for row in P.values() for outs in row.values())
     nxt = np.zeros((n_phases, S, A, K), np.int32)
     cum = np.ones((n_phases, S, A, K), np.float64)
@@ -149,21 +182,7 @@ def table_from_P(P_phases, isd, *, phase_start=(0,), max_episode_steps: int = 0,
                     raise ConfigError("P", where, "has no outcome")
                 total = 0.0
                 for k, outcome in enumerate(outs):
-                    if not isinstance(outcome, (tuple, list)) or len(outcome) != 4:
-                        raise ConfigError("P", f"{where}[{k}]", "must be (prob, next_state, reward, terminated)")
-                    prob, s2, r, done = outcome
-                    try:
-                        prob, r = float(prob), float(r)
-                    except (TypeError, ValueError):
-                        raise ConfigError("P", f"{where}[{k}]", "probability and reward must be numbers") from None
-                    if not (0.0 <= prob <= 1.0):  # also refuses NaN
-                        raise ConfigError("P", f"{where}[{k}]", f"probability {prob} is not in [0, 1]")
-                    if not math.isfinite(r):
-                        raise ConfigError("P", f"{where}[{k}]", f"reward {r} is not finite")
-                    if isinstance(s2, (bool, np.bool_)) or not isinstance(s2, (int, np.integer)) or not 0 <= s2 < S:
-                        raise ConfigError("P", f"{where}[{k}]", f"next state {s2!r} is not in [0, {S})")
-                    if not isinstance(done, (bool, np.bool_)):
-                        raise ConfigError("P", f"{where}[{k}]", f"terminated {done!r} is not a bool")
+                    prob, s2, r, done = _checked_outcome(outcome, f"{where}[{k}]", S)
                     total += prob
                     nxt[p, s, a, k] = int(s2)
                     cum[p, s, a, k] = total
@@ -177,7 +196,8 @@ def table_from_P(P_phases, isd, *, phase_start=(0,), max_episode_steps: int = 0,
         isd = np.asarray(isd, dtype=np.float64)
     except (TypeError, ValueError):
         raise ConfigError("isd", isd, "must be numbers") from None
-    if isd.shape != (S,) or not np.all(np.isfinite(isd)) or abs(isd.sum() - 1.0) > 1e-9 or np.any(isd < 0):
+    if isd.shape != (S,) or not np.all(np.isfinite(isd)) or abs(isd.sum() - 1.0) > 1e-9 \
+            or np.any(isd < 0):
         raise ConfigError("isd", isd.tolist() if isd.size < 20 else "...",
                           f"must be a distribution over {S} states")
     isd_cum = np.cumsum(isd)
@@ -255,7 +275,8 @@ class BatchedStepper:
         tb = self.table
         actions = np.asarray(actions, dtype=np.int64)
         if actions.shape != (self.n_copies,) or np.any((actions < 0) | (actions >= tb.n_actions)):
-            raise ConfigError("actions", actions.tolist()[:8], f"must be {self.n_copies} ints in [0, {tb.n_actions})")
+            raise ConfigError("actions", actions.tolist()[:8],
+                              f"must be {self.n_copies} ints in [0, {tb.n_actions})")
         phase = tb.phase_at(self.t)
         s = self.state
         cum = tb.cum_prob[phase, s, actions]                           # (R, K)

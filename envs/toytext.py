@@ -52,13 +52,16 @@ def resolve_id(name: str, map_name: str | None = None) -> str:
     if m:
         if name not in gym.registry:
             latest = find_highest_version(None, m.group(1))
-            hint = f"; the installed Gymnasium {gym.__version__} has {m.group(1)}-v{latest}" if latest is not None else ""
+            hint = (f"; the installed Gymnasium {gym.__version__} has {m.group(1)}-v{latest}"
+                    if latest is not None else "")
             raise UnknownEnvError("env.id", name, f"is not registered{hint}")
         return name
     base = canonical_name(name)
     if base is None:
-        raise UnknownEnvError("env.id", name, "unknown environment (dyna/DynaMaze-v0, dyna/BlockingMaze-v0, "
-                              "dyna/ShortcutMaze-v0, dyna/AsciiMaze-v0, FrozenLake, Taxi, CliffWalking)")
+        raise UnknownEnvError("env.id", name,
+                              "unknown environment (dyna/DynaMaze-v0, dyna/BlockingMaze-v0, "
+                              "dyna/ShortcutMaze-v0, dyna/AsciiMaze-v0, FrozenLake, Taxi, "
+                              "CliffWalking)")
     if base == "FrozenLake" and map_name == "8x8":
         base = "FrozenLake8x8"
     version = find_highest_version(None, base)
@@ -94,14 +97,16 @@ def make_env(name: str, **kwargs) -> tuple[gym.Env, dict]:
     if base.startswith("FrozenLake"):
         kwargs.setdefault("is_slippery", True)
         if not isinstance(kwargs["is_slippery"], bool):
-            raise ConfigError("env.kwargs.is_slippery", kwargs["is_slippery"], "must be true or false")
+            raise ConfigError("env.kwargs.is_slippery", kwargs["is_slippery"],
+                              "must be true or false")
         if map_name is not None and map_name not in ("4x4", "8x8"):
             raise ConfigError("env.kwargs.map_name", map_name, 'must be "4x4" or "8x8"')
         if base == "FrozenLake8x8":
             kwargs.pop("map_name", None)
     if "max_episode_steps" in kwargs:
         kwargs["max_episode_steps"] = check_range("env.kwargs.max_episode_steps",
-                                                  kwargs["max_episode_steps"], 1, 2**62, integer=True)
+                                                  kwargs["max_episode_steps"], 1, 2**62,
+                                                  integer=True)
     imposed = False
     if base == "CliffWalking" and "max_episode_steps" not in kwargs:
         kwargs["max_episode_steps"] = CLIFFWALKING_MAX_STEPS
@@ -113,7 +118,8 @@ def make_env(name: str, **kwargs) -> tuple[gym.Env, dict]:
         if bad is None:
             raise ConfigError("env.kwargs", kwargs, f"not accepted by {resolved}: {exc}") from None
         key = bad.group(1)
-        raise ConfigError(f"env.kwargs.{key}", kwargs.get(key), f"not accepted by {resolved}") from None
+        raise ConfigError(f"env.kwargs.{key}", kwargs.get(key),
+                          f"not accepted by {resolved}") from None
     spaces = {"observation": env.observation_space, "action": env.action_space}
     for what, space in spaces.items():
         if not isinstance(space, gym.spaces.Discrete):

@@ -78,13 +78,16 @@ def validate_hparams(agent: str, hparams: dict, field: str = "hparams") -> dict:
             value = float(check_range(f, value, -1e6, 1e6))
         elif key == "model":
             if value not in ("counts", "last"):
-                raise ConfigError(f, value, 'must be "counts" (outcome distribution) or "last" (latest outcome)')
+                raise ConfigError(f, value, 'must be "counts" (outcome distribution) or "last" '
+                                  '(latest outcome)')
         checked[key] = value
     if agent == "prioritized_sweeping" and checked["n_planning"] < 1:
-        raise ConfigError(f"{field}.n_planning", checked["n_planning"], "must be >= 1 for prioritized_sweeping")
+        raise ConfigError(f"{field}.n_planning", checked["n_planning"],
+                          "must be >= 1 for prioritized_sweeping")
     out = {key: checked[key] for key in _USES[agent]}
     if agent == "q_learning":
         if hparams.get("n_planning", 0) not in (0, None):
-            raise ConfigError(f"{field}.n_planning", hparams["n_planning"], "q_learning does no planning (use dyna_q)")
+            raise ConfigError(f"{field}.n_planning", hparams["n_planning"],
+                              "q_learning does no planning (use dyna_q)")
         out["n_planning"] = 0
     return out

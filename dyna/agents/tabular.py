@@ -350,12 +350,14 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
 
     hp = validate_hparams(agent, hparams)
     if not isinstance(table, TabularTable):
-        raise ConfigError("table", type(table).__name__, "must be an envs.tabular.TabularTable (envs.make_table)")
+        raise ConfigError("table", type(table).__name__,
+                          "must be an envs.tabular.TabularTable (envs.make_table)")
     try:
         raw = list(np.asarray(run_indices, dtype=object).reshape(-1))
     except TypeError:
         raw = [run_indices]
-    runs = np.array([check_range("run_indices", v, 0, 2**62, integer=True) for v in raw], dtype=np.int64)
+    runs = np.array([check_range("run_indices", v, 0, 2**62, integer=True) for v in raw],
+                    dtype=np.int64)
     if runs.size == 0:
         raise ConfigError("run_indices", [], "must be a non-empty list of indices >= 0")
     check_range("seed", seed, 0, 2**63 - 1, integer=True)
@@ -363,10 +365,12 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
         raise ConfigError("schedule", {"episodes": episodes, "total_steps": total_steps},
                           "give exactly one of episodes and total_steps")
     E = 0 if episodes is None else check_range("episodes", episodes, 1, 10**8, integer=True)
-    T = 0 if total_steps is None else check_range("total_steps", total_steps, 1, 10**9, integer=True)
+    T = 0 if total_steps is None else check_range("total_steps", total_steps, 1, 10**9,
+                                                  integer=True)
     if runs.size * (E + T) > 5 * 10**8:
         raise ConfigError("episodes" if E else "total_steps", E or T,
-                          f"x {runs.size} runs needs more than 5e8 result cells; use fewer runs per call")
+                          f"x {runs.size} runs needs more than 5e8 result cells; use fewer "
+                          "runs per call")
     eval_every = check_range("eval_every", eval_every, 0, integer=True)
     eval_episodes = check_range("eval_episodes", eval_episodes, 0, integer=True)
     if eval_every > 0 and eval_episodes < 1:
@@ -402,7 +406,8 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
                 table.next_state, table.cum_prob, table.reward, table.terminated, table.n_outcomes,
                 table.isd_cum, table.phase_start, table.max_episode_steps,
                 E, T, eval_every, eval_episodes, eval_max_steps, optimal_length, optimal_checks,
-                max_total_steps if E else 2**62, run_states(seed, runs, STREAM_TRAIN), run_states(seed, runs, STREAM_EVAL), *m, *q,
+                max_total_steps if E else 2**62, run_states(seed, runs, STREAM_TRAIN),
+                run_states(seed, runs, STREAM_EVAL), *m, *q,
                 ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score, upd_to_opt, final_greedy,
                 Q, overflow, budget_hit)
     wall = time.perf_counter() - t0
@@ -414,7 +419,8 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
     if overflow.any():
         raise ConfigError("env", table.meta.get("resolved_id", "table"),
                           f"has more distinct outcomes per (s, a) than its table lists (K={K})")
-    eval_episode = (np.arange(1, V + 1, dtype=np.int64) * eval_every) if V else np.zeros(0, np.int64)
+    eval_episode = ((np.arange(1, V + 1, dtype=np.int64) * eval_every) if V
+                    else np.zeros(0, np.int64))
     return RunResult(agent, hp, runs, ep_steps, ep_ret, ep_term, ep_upd, step_rew, eval_score,
                      eval_episode, upd_to_opt, final_greedy, Q, wall)
 
@@ -426,8 +432,8 @@ def warmup() -> float:
     t0 = time.perf_counter()
     table, _ = envs.make_table("FrozenLake", is_slippery=True)
     for name in AGENTS:
-        run_agent(name, {}, table, seed=0, run_indices=[0], episodes=2, eval_every=1, eval_episodes=1,
-                  optimal_length=1)
+        run_agent(name, {}, table, seed=0, run_indices=[0], episodes=2, eval_every=1,
+                  eval_episodes=1, optimal_length=1)
         run_agent(name, {}, table, seed=0, run_indices=[0], total_steps=5)
     return time.perf_counter() - t0
 
@@ -477,7 +483,8 @@ class DynaAgent:
 
     def _obs(self, s, name):
         if isinstance(s, tuple):
-            raise ConfigError(name, s, "is a tuple: pass the observation, not reset()'s (obs, info)")
+            raise ConfigError(name, s,
+                              "is a tuple: pass the observation, not reset()'s (obs, info)")
         return self._index(s, name, self.Q.shape[0])
 
     @staticmethod
@@ -507,7 +514,8 @@ class DynaAgent:
 
         s, s2 = self._obs(s, "s"), self._obs(s2, "s2")
         a = self._index(a, "a", self.Q.shape[1])
-        if isinstance(r, (bool, np.bool_)) or not isinstance(r, (int, float, np.integer, np.floating)) \
+        if isinstance(r, (bool, np.bool_)) \
+                or not isinstance(r, (int, float, np.integer, np.floating)) \
                 or not math.isfinite(r):
             raise ConfigError("r", r, "must be a finite number")
         for flag, v in (("terminated", terminated), ("truncated", truncated)):
