@@ -426,7 +426,7 @@ def test_filtered_search_by_one_label_follows_appends_and_deletes():
     add(1)
     add(37)                        # appended to the lists and the copies
     check()
-    group = buf._groups["tenant_id"].groups[buf.code("tenant_id", "t0")]
+    group = buf._groups.columns["tenant_id"].groups[buf.code("tenant_id", "t0")]
     assert group.copy is not None and len(group.copy) == buf.select(tenant_id="t0").size
     buf.record(reward=1.0, tenant_id="t2", task_type="nav", action_type="a", outcome="s",
                state_features=np.ones(8))
@@ -446,7 +446,7 @@ def test_filtered_search_on_contiguous_label_reads_a_slice_and_copies_nothing():
     raw = buf.nbytes()
     rows, _ = buf.search(np.ones(4), 5, tenant_id="b")
     assert rows.min() >= 100
-    group = buf._groups["tenant_id"].groups[buf.code("tenant_id", "b")]
+    group = buf._groups.columns["tenant_id"].groups[buf.code("tenant_id", "b")]
     assert group.copy is None and group.contiguous() == slice(100, 200)
     assert buf.nbytes() == raw + 2 * 100 * 8     # only the two row lists (int64)
 
@@ -701,13 +701,13 @@ def test_json_text_that_is_not_json_raises_config_error_when_hashed():
 
 
 def test_categorical_without_labels_is_out_of_range_without_reading_the_empty_table():
-    from dyna.buffer import _stage_codes
+    from dyna.buffer.recording import stage_codes
 
     # The pure-Python kernel indexes like numpy: reading mapping[0] of no labels raises.
     dst = np.full(4, 7, dtype=np.int32)
-    assert _stage_codes.py_func(np.array([0, 0]), np.zeros(0, np.int32), dst, 1,
+    assert stage_codes.py_func(np.array([0, 0]), np.zeros(0, np.int32), dst, 1,
                                 False) == (0, 0)
-    assert _stage_codes.py_func(np.array([3]), np.zeros(0, np.int32), dst, 0, True) == (0, 0)
+    assert stage_codes.py_func(np.array([3]), np.zeros(0, np.int32), dst, 0, True) == (0, 0)
     buf = ExperienceBuffer(dim=4, capacity=1)
     with pytest.raises(ConfigError) as err:
         buf.record_batch(reward=[1.0, 2.0], run_id=Categorical(np.array([0, 0]), []), **BASE)

@@ -34,9 +34,8 @@ norms), :mod:`~dyna.index.kernels` (the compiled top-k heaps), :mod:`~dyna.index
 from dyna.index.ann import AnnIndex, recall_at_k
 from dyna.index.columns import ColumnStore
 from dyna.index.exact import ExactIndex
-from dyna.index.norms import (copy_checked, copy_with_inverse_norms, inverse_norms,
-                              inverse_norms_into)
+from dyna.index.norms import copy_with_inverse_norms, inverse_norms
 from dyna.index.search import search_arrays
 
-__all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "copy_checked", "copy_with_inverse_norms",
-           "inverse_norms", "inverse_norms_into", "recall_at_k", "search_arrays"]
+__all__ = ["AnnIndex", "ColumnStore", "ExactIndex", "copy_with_inverse_norms", "inverse_norms",
+           "recall_at_k", "search_arrays"]

@@ -221,6 +221,22 @@ class ColumnStore:
         if m == 0:
             self._start = 0
 
+    def truncate(self, n: int, *, zero: Iterable[str] = ()) -> None:
+        """Forget every row after the first ``n`` (growable stores only), as if never written:
+        object columns release their Python objects (None) and the columns named in
+        ``zero`` are reset to 0 (the others keep values no read ever sees).
+        """
+        if self.ring:
+            raise ConfigError("ring", True, "truncate needs a growable store")
+        lo, hi = self._start + n, self._start + self._len
+        zero = frozenset(zero)
+        for name, arr in self._arrays.items():
+            if arr.dtype == object:
+                arr[lo:hi] = None
+            elif name in zero:
+                arr[lo:hi] = 0
+        self._len = n
+
     def copy(self) -> ColumnStore:
         """An independent copy of the live rows (a ring keeps its capacity and slots)."""
         specs = {name: (dtype, tail) for name, (dtype, tail) in self._specs.items()}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from dyna.errors import ConfigError
@@ -47,24 +45,21 @@ class ExactIndex:
         self._vec, self._inv, self._stamp = "vectors", "inv_norm", "stamp"
         self._dim = dim
         self._next_stamp = 0
-        self._prepare = None
 
     @classmethod
-    def over(cls, store: ColumnStore, *, vectors: str, inv_norm: str, stamp: str,
-             prepare: Callable[[], None] | None = None) -> ExactIndex:
+    def over(cls, store: ColumnStore, *, vectors: str, inv_norm: str,
+             stamp: str) -> ExactIndex:
         """An index reading columns of an existing :class:`ColumnStore` (no copy).
 
         The owner of ``store`` writes the vectors and keeps ``inv_norm`` equal to
-        :func:`~dyna.index.inverse_norms` of them, at the latest when ``prepare`` (called with
-        no arguments at the start of every search) returns; ``stamp`` (int64) orders ties
-        (larger = newer). Such an index is read-only: rows are added through the owner.
+        :func:`~dyna.index.inverse_norms` of them; ``stamp`` (int64) orders ties (larger =
+        newer). Such an index is read-only: rows are added through the owner.
         """
         self = cls.__new__(cls)
         self._store = store
         self._vec, self._inv, self._stamp = vectors, inv_norm, stamp
         self._dim = store.view(vectors).shape[1]
         self._next_stamp = None
-        self._prepare = prepare
         return self
 
     # ------------------------------------------------------------------ properties
@@ -146,8 +141,6 @@ class ExactIndex:
         """
         k = check_k(k)
         Qn, single = unit_queries(query, self._dim)
-        if self._prepare is not None:
-            self._prepare()
         return search_prepared(self._store.view(self._vec), self._store.view(self._inv),
                                 self._store.view(self._stamp), Qn, single, k, candidates)
 
