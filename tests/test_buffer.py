@@ -19,9 +19,9 @@ def rewards(buf):
     return buf.column("reward").tolist()
 
 
-# --------------------------------------------------------------------------- BUF-03
+# --------------------------------------------------------------------------- growth
 
-def test_buf03_growth_from_capacity_two_keeps_order_and_dtype():
+def test_growth_from_capacity_two_keeps_order_and_dtype():
     buf = ExperienceBuffer(dim=4, capacity=2)
     for r in (1.0, 2.0, 3.0):
         buf.record(reward=r, **BASE)
@@ -49,9 +49,9 @@ def test_growth_never_repeats_data_in_hidden_capacity():
     assert buf.capacity == 6 and hidden.tolist() == [0.0, 0.0]  # zeros, not [1, 2] again
 
 
-# --------------------------------------------------------------------------- BUF-02
+# --------------------------------------------------------------------------- ring
 
-def test_buf02_ring_full_flag_eviction_and_sampling():
+def test_ring_full_flag_eviction_and_sampling():
     buf = ExperienceBuffer(dim=2, capacity=5, ring=True)
     for r in (1.0, 2.0, 3.0):
         buf.record(reward=r, **BASE)
@@ -67,7 +67,7 @@ def test_buf02_ring_full_flag_eviction_and_sampling():
     assert buf.column("reward")[buf.order()].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]
 
 
-def test_buf02_batch_crossing_the_end_keeps_the_last_rows_in_order():
+def test_ring_batch_crossing_the_end_keeps_the_last_rows_in_order():
     buf = ExperienceBuffer(dim=2, capacity=5, ring=True)
     buf.record_batch(reward=[1.0, 2.0, 3.0], **BASE)
     ids = buf.record_batch(reward=np.arange(10.0, 17.0), **BASE)  # 7 rows into capacity 5

@@ -29,9 +29,9 @@ def brute_force(X, stamps, q, k, candidates=None):
     return rows[order], scores[order]
 
 
-# --------------------------------------------------------------------------- case BUF-04
+# --------------------------------------------------------------------------- zero vectors
 
-def test_buf04_zero_vectors_and_k_beyond_n():
+def test_zero_vectors_and_k_beyond_n():
     ix = ExactIndex(3)
     ix.add([[1, 0, 0], [0, 0, 0], [0.9, 0.1, 0]])
     rows, sims = ix.search([1, 0, 0], 2)
@@ -255,9 +255,9 @@ def test_ann_index_without_faiss_names_the_extra(monkeypatch):
 
 
 def test_query_norm_neither_overflows_nor_underflows_in_float64():
-    # |q|^2 of a 1e200 query overflows float64 (it used to become an all-zero query: every
-    # score 0, rows in stamp order); of a 1e-200 query it underflows (it used to be refused
-    # as a zero query). Both are finite, nonzero directions.
+    # |q|^2 of a 1e200 query overflows float64 (unscaled, it would become an all-zero query:
+    # every score 0, rows in stamp order); of a 1e-200 query it underflows (it would look
+    # like a zero query and be refused). Both are finite, nonzero directions.
     ix = ExactIndex(3)
     ix.add([[1, 0, 0], [0, 1, 0], [-1, 0, 0], [1, 1, 0]])
     for scale in (1e200, 1e-200, 1e-310):
