@@ -284,10 +284,12 @@ class MinEpisodes(Policy):
 
     @property
     def name(self) -> str:
+        """The inner policy's name and the gate, e.g. ``mean+min10``."""
         return f"{self.inner.name}+min{self.min_episodes}"
 
     @property
     def randomised(self) -> bool:
+        """Whether the inner policy reads uniforms."""
         return self.inner.randomised
 
     def act(self, a, b, n, u=None):
@@ -313,6 +315,7 @@ class EpsilonExplore(Policy):
 
     @property
     def name(self) -> str:
+        """The inner policy's name and the exploration rate, e.g. ``mean+eps0.05``."""
         return f"{self.inner.name}+eps{self.epsilon:g}"
 
     def act(self, a, b, n, u=None):

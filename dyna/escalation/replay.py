@@ -131,6 +131,7 @@ class _Lanes:
     @classmethod
     def broadcast(cls, L, T, verified, requires_provenance, prior, discount, c_escalate,
                   c_failure, c_act) -> _Lanes:
+        """The arguments of :func:`run_policies` for ``L`` lanes of ``T`` steps."""
         verified = np.ones((L, T), dtype=bool) if verified is None else \
             np.asarray(verified, dtype=bool)
         need_prov = np.broadcast_to(np.asarray(requires_provenance, dtype=bool), (L,))

@@ -115,7 +115,8 @@ class EscalationPolicy(Protocol):
     name: str
 
     def decide(self, evidence: Evidence, *, threshold: float, min_episodes: int,
-               level: float, risk_class: str) -> EscalationDecision: ...
+               level: float, risk_class: str) -> EscalationDecision:
+        """The decision for one task type's evidence under a risk class."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ class ThresholdPolicy:
 
     @property
     def name(self) -> str:
+        """``threshold_mean`` or ``threshold_lower``."""
         return f"threshold_{self.statistic}"
 
     def decide(self, evidence: Evidence, *, threshold: float, min_episodes: int,
