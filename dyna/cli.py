@@ -28,6 +28,7 @@ from dyna.errors import DynaError
 _COMMAND_MODULES = [
     "dyna.experiment.cli",
     "dyna.experiment.kinds.escalation.cli",
+    "dyna.llm_local.cli",
     "dyna.loops.cli",
     "dyna.mcp_server",
     "dyna.store.cli",
@@ -128,6 +129,8 @@ EXAMPLES = {
     "dyna memory approve": "dyna memory approve ~/.agent/MEMORY.md m0001",
     "dyna memory reject": "dyna memory reject ~/.agent/MEMORY.md m0001",
     "dyna memory consolidate": "dyna memory consolidate ~/.agent/MEMORY.md --dry-run",
+    "dyna llm": "dyna llm serve",
+    "dyna llm serve": "dyna llm serve --port 8080",
     "dyna mcp": "dyna mcp --db ~/.dyna/experience.db --tenant my-agent",
     "dyna store": "dyna store stats ~/.dyna/experience.db",
     "dyna store stats": "dyna store stats ~/.dyna/experience.db --tenant my-agent",

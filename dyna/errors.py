@@ -188,3 +188,40 @@ class StoreWriteError(StoreError):
 
     def __reduce__(self):
         return (type(self), (self.path, self.detail, self.field))
+
+
+class LocalModelError(DynaError, RuntimeError):
+    """The local model server (:mod:`dyna.llm_local`) cannot be used: the base of
+    :class:`MissingExtraError`, :class:`ModelChecksumError` and :class:`ServerStartError`.
+    The message is one line naming what and why."""
+
+
+class MissingExtraError(LocalModelError):
+    """A package of the ``local-llm`` extra is not installed; the message names the module
+    and the command that installs the extra."""
+
+
+class ModelChecksumError(LocalModelError):
+    """The model file's SHA-256 is not the one committed in the code: the file is not used.
+
+    Attributes
+    ----------
+    path : str
+    expected, actual : str
+        Hex SHA-256 digests.
+    """
+
+    def __init__(self, path: object, expected: str, actual: str):
+        self.path = str(path)
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"model={self.path}: sha256 {actual} is not the expected {expected}; "
+                         "the file was not used (remove it to assemble it again)")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.expected, self.actual))
+
+
+class ServerStartError(LocalModelError):
+    """The local model server exited, or did not answer within its start-up timeout; it
+    was stopped (its whole process group)."""
