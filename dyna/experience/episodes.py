@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, ExperienceBuffer,
-                         check_value, short_value)
+                         check_value, short_value, to_json)
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label, hash_features, redact
 
@@ -233,7 +233,7 @@ def fast_row(buf: ExperienceBuffer, tainted: set[str], tenant_id: str, ep: Mappi
         for name in DICT_FIELDS:
             if name in ep:
                 redacted[name] = _redacted(name, ep[name], redact_keys)
-            row.append(_json_text(name, redacted[name]) if name in redacted else None)
+            row.append(to_json(name, redacted[name]) if name in redacted else None)
     except ConfigError:
         return None
     feat = _row_features(ep, redacted, dim)
@@ -262,27 +262,6 @@ def _redacted(name: str, value, keys):
         return None
     check_value(name, value)
     return redact(value, keys)
-
-
-def _plain(obj):
-    """JSON form of the numpy values a dict field may hold (as the buffer writes them)."""
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    raise TypeError(type(obj).__name__)
-
-
-def _json_text(name: str, value) -> str | None:
-    """Compact JSON text of a redacted dict field, as the buffer stores it (None stays
-    None); ConfigError when it cannot be serialised."""
-    if value is None:
-        return None
-    try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_plain)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(name, type(value).__name__, f"must be JSON serialisable ({exc})"
-                          ) from None
 
 
 def _row_features(ep: Mapping, redacted: dict, dim: int) -> np.ndarray | None:
