@@ -49,7 +49,7 @@ def _jobs(out, folder):
     series = P._series(out.tables["episodes"], int(cfg.analysis["window"]),
                        max(1, cfg.episodes // 100),
                        chosen_family=int(cfg.analysis["chosen_family"]))
-    return [P._scenario_job(out, s, series, folder) for s, _ in cfg.scenarios]
+    return [P.scenario_job(out, s, series, folder) for s, _ in cfg.scenarios]
 
 
 def test_two_and_three_processes_write_the_bytes_one_process_writes(out, tmp_path):
@@ -96,12 +96,12 @@ def test_helpers_take_figures_from_one_queue(out, tmp_path, monkeypatch):
     import time as _time
 
     drawn_here = []
-    real = P._scenario_figure
+    real = P.scenario_figure
 
     def counting(*job):
         drawn_here.append(job[1])
         return real(*job)
-    monkeypatch.setattr(P, "_scenario_figure", counting)
+    monkeypatch.setattr(P, "scenario_figure", counting)
     folder = tmp_path / "q"
     jobs = _jobs(out, folder)
     want = [folder / f"scenario_{j[1]}.svg" for j in jobs]
@@ -119,7 +119,7 @@ def test_helpers_take_figures_from_one_queue(out, tmp_path, monkeypatch):
 def test_a_figure_that_fails_raises_here_after_the_helpers_stop(out, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise ConfigError("plot", "x", "broken on purpose")
-    monkeypatch.setattr(P, "_scenario_figure", boom)
+    monkeypatch.setattr(P, "scenario_figure", boom)
     with pytest.raises(ConfigError, match="broken on purpose"):
         P.draw_plots(out, tmp_path / "b", processes=2)
 
@@ -153,7 +153,7 @@ def test_the_helper_draws_what_it_is_sent_and_answers_one_line_per_figure(out, t
     assert [x["i"] for x in lines] == [0, 1, 2]
     ref = {}
     for job in jobs:
-        ref.update(_digests(P._scenario_figure(*job[:4], tmp_path / "here")))
+        ref.update(_digests(P.scenario_figure(*job[:4], tmp_path / "here")))
     assert _digests(p for x in lines for p in x["paths"]) == ref
     # a truncated message: exit 1 after the figures before it
     res = subprocess.run([sys.executable, "-m", FH.__name__, "--parent", str(os.getpid())],
@@ -194,8 +194,8 @@ def test_how_many_processes(monkeypatch):
 
 
 def _env():
-    from dyna.experiment.render_worker import _environment
-    return _environment()
+    from dyna.experiment.helper_process import child_environment
+    return child_environment()
 
 
 def test_cells_of_a_chunked_table_equal_the_filters_they_replace(out):
@@ -216,7 +216,7 @@ def test_cells_of_a_chunked_table_equal_the_filters_they_replace(out):
     assert A.values(runs, "nope", "skill_loop", "final_success").size == 0
     with pytest.raises(pl.exceptions.ColumnNotFoundError):
         A.values(runs, "clean", "skill_loop", "no_such_metric")
-    # a new table is split again, never answered from the last one's cells
+    # a new table gives its own values
     doubled = runs.with_columns(pl.col("final_success") * 2)
     assert np.array_equal(A.values(doubled, "clean", "skill_loop", "final_success"),
                           2 * A.values(runs, "clean", "skill_loop", "final_success"))

@@ -10,6 +10,7 @@ from dyna.cli import main
 from dyna.errors import ConfigError, MissingFileError
 from dyna.experiment import runner
 from dyna.experiment.backends import InProcessBackend
+from dyna.experiment.output_folder import rename_into_place
 from dyna.experiment.registry import parse_config
 from dyna.experiment.runner import load_output, run_experiment
 
@@ -53,7 +54,7 @@ def test_a_finished_run_is_never_lost_to_a_taken_name(tmp_path, capsys):
     tmp = tmp_path / ".run.tmp"
     tmp.mkdir()
     (tmp / "manifest.json").write_text("{}")
-    got = runner._rename_into_place(tmp, out)
+    got = rename_into_place(tmp, out)
     assert got == tmp_path / "run-2" and (got / "manifest.json").read_text() == "{}"
     assert (out / "theirs.txt").read_text() == "another run's file"
     assert "run-2" in capsys.readouterr().err

@@ -8,8 +8,10 @@ The machinery every experiment kind shares (it imports no kind):
 * :mod:`dyna.experiment.registry` -- the kinds and backends by name, and the loaders of an
   experiment file or dict of any kind (:func:`load_config`, :func:`parse_config`).
 * :mod:`dyna.experiment.config` -- TOML reading, field checks, the config hash, ``[run]``.
-* :mod:`dyna.experiment.runner` -- :func:`run_experiment` writes one output folder
-  atomically; :func:`load_output` reads it back.
+* :mod:`dyna.experiment.runner` -- :func:`run_experiment` plans, executes, writes and
+  renders one output folder; :func:`load_output` reads it back.
+* :mod:`dyna.experiment.output_folder` -- the output folder built hidden and renamed into
+  place.
 * :mod:`dyna.experiment.backends`, :mod:`dyna.experiment.ray_backend` -- where jobs run
   (in-process, local process pool, Ray).
 * :mod:`dyna.experiment.stats` -- mean / IQM with bootstrap confidence intervals.

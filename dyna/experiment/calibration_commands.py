@@ -163,10 +163,10 @@ def run_pilot(path, config, *, out=None, backend=None, block_size=None, progress
     """
     from types import SimpleNamespace
 
+    from dyna.experiment.output_folder import check_writable, default_out_dir, rename_into_place
     from dyna.experiment.protocol import config_kind
     from dyna.experiment.registry import get_kind
-    from dyna.experiment.runner import (_check_writable, _rename_into_place, default_out_dir,
-                                        run_tables)
+    from dyna.experiment.runner import run_tables
     from dyna.store.tmpfiles import make_temp_dir
 
     digest = file_digest(path)
@@ -176,7 +176,7 @@ def run_pilot(path, config, *, out=None, backend=None, block_size=None, progress
         SimpleNamespace(name=f"{config.name}-pilot"), root)
     if out.exists():
         raise ConfigError("--out", str(out), "already exists; choose a new folder")
-    _check_writable(out)
+    check_writable(out)
     tables = run_tables(config, backend=backend, block_size=block_size, progress=progress,
                         pairs=kind.calibration_pairs(config))
     checks = kind.check_results(config, tables)
@@ -197,7 +197,7 @@ def run_pilot(path, config, *, out=None, backend=None, block_size=None, progress
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)   # mkdtemp makes 0700; the results are for everyone
-        out = _rename_into_place(tmp, out)
+        out = rename_into_place(tmp, out)
     except BaseException:
         import shutil
 

@@ -30,80 +30,7 @@ from dyna.errors import ConfigError, MissingFileError, check_range
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    # The render worker starts first, so it imports scipy.stats while this process reads
-    # the config, and matplotlib (which creates its config and cache folders) only once the
-    # runner has validated it, while this process imports numba and runs: a rejected config
-    # leaves nothing anywhere (dyna.experiment.render_worker).
-    from dyna.experiment.render_worker import render_mode
-
-    mode = render_mode("auto")        # "worker" or "serial", decided once
-    worker = _start_worker(args.file, mode)
-    try:
-        status, plain = _run(args, worker, mode)
-    finally:
-        if worker is not None:
-            worker.close()
-    if plain:
-        _exit_if_command(status)
-    return status
-
-
-def _exit_if_command(status: int) -> None:
-    """End the process now, with ``status``, when it is the ``dyna`` command itself (the
-    console script or ``python -m dyna.cli``) and the run succeeded: the output folder is in
-    place and every file closed, and the interpreter's tear-down of numba, llvmlite and
-    polars would add ~0.25-0.4 s for nothing (issue 17). Only after a tabular experiment on
-    the in-process backend (a process pool, a Ray cluster or another kind's clients may
-    have exit handlers of their own). A program or test calling :func:`dyna.cli.main` in
-    its own process returns as before."""
-    import os
-    import sys
-
-    from pathlib import Path
-
-    top = sys.modules.get("__main__")
-    spec = getattr(top, "__spec__", None)
-    main = getattr(top, "main", None)
-    # the console script is a file called ``dyna`` whose module holds dyna.cli.main (found
-    # by name: this module is imported by dyna.cli); a script or ``python -c`` that
-    # imported main itself may have more to do after it
-    is_command = (getattr(spec, "name", None) == "dyna.cli"
-                  or (getattr(main, "__module__", None) == "dyna.cli"
-                      and getattr(main, "__name__", None) == "main"
-                      and Path(sys.argv[0] if sys.argv else "").name in ("dyna",
-                                                                         "dyna.exe")))
-    if status != 0 or not is_command:
-        return
-    import logging
-
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
-def _start_worker(file: str, mode: str):
-    """A render worker for the kind the TOML file names, started before the kind is
-    imported, or None: unreadable file (the config loader reports it), ``mode`` serial
-    (``DYNA_RENDER=serial``, or no core free for it under the default ``auto``), a kind
-    not known to render in a worker (:data:`~dyna.experiment.render_worker.WORKER_KINDS`),
-    or no process could start."""
-    from dyna.experiment.protocol import kind_of
-    from dyna.experiment.render_worker import start_render_worker
-
-    try:
-        import tomllib
-
-        with open(file, "rb") as fh:
-            kind_name = kind_of(tomllib.load(fh))
-    except (OSError, ValueError, TypeError):   # tomllib's errors are ValueErrors
-        return None
-    return start_render_worker(kind_name, mode)
-
-
-def _run(args: argparse.Namespace, worker, mode: str) -> tuple[int, bool]:
-    """Run the experiment; the exit status, and whether it was a tabular experiment on the
-    in-process backend (see :func:`_exit_if_command`)."""
+    """``dyna run``: run the experiment (or its pilot) and print the output folder."""
     from dyna.experiment.config import load_run_options
     from dyna.experiment.registry import get_backend, load_experiment
     from dyna.experiment.runner import run_experiment
@@ -129,21 +56,19 @@ def _run(args: argparse.Namespace, worker, mode: str) -> tuple[int, bool]:
             raise ConfigError("--address", address, "only with --backend ray")
         options["address"] = address
     backend = get_backend(backend_name, workers, **options)
+    progress = False if args.no_progress else None
     if args.pilot:
         from dyna.experiment.calibration_commands import pilot_text, run_pilot
 
         pilot = run_pilot(args.file, config, out=args.out, backend=backend,
-                          block_size=block_size, progress=False if args.no_progress else None)
+                          block_size=block_size, progress=progress)
         print(pilot_text(pilot))
         print(pilot.out)
-        return 0, False
+        return 0
     out = run_experiment(config, args.out, backend=backend, block_size=block_size,
-                         progress=False if args.no_progress else None, source=args.file,
-                         render=mode, worker=worker)
+                         progress=progress, source=args.file)
     print(out)
-    from dyna.experiment.protocol import config_kind
-
-    return 0, backend_name == "inprocess" and config_kind(config) == "tabular"
+    return 0
 
 
 def _calibrated_config(args: argparse.Namespace, config):

@@ -4,8 +4,8 @@ Figures are :class:`matplotlib.figure.Figure` objects rendered through the Agg c
 (:class:`matplotlib.backends.backend_agg.FigureCanvasAgg`) and never registered with pyplot:
 they need no display whatever ``MPLBACKEND`` says, never count towards pyplot's
 "More than 20 figures have been opened" warning, and are released (``fig.clear()``) in a
-``finally`` block as soon as they are saved, so long sweeps do not leak memory (case RUN-01;
-matplotlib PR #1919). SVG output is reproducible (fixed hash salt, no date).
+``finally`` block as soon as they are saved, so long sweeps do not leak memory
+(matplotlib PR #1919). SVG output is reproducible (fixed hash salt, no date).
 
 Part of the experiment machinery: imports no experiment kind.
 """
@@ -20,7 +20,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["figure", "over_runs", "save", "warm_up"]
+__all__ = ["figure", "over_runs", "save"]
 
 
 _RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
@@ -38,16 +38,6 @@ def figure(figsize=(7.0, 4.5), layout: str | None = "constrained"):
             yield fig
         finally:
             fig.clear()
-
-
-def warm_up() -> None:
-    """Load matplotlib's font list and the default font, which the first drawn text
-    would otherwise load (a render worker does it before its job arrives); changes no
-    output."""
-    from matplotlib import font_manager
-
-    with matplotlib.rc_context(_RC):
-        font_manager.findfont(font_manager.FontProperties())
 
 
 def save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:

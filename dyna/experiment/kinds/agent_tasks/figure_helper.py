@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,7 +33,7 @@ def _read_exact(stream, n: int) -> bytes:
 def _serve(stream) -> None:
     import polars as pl
 
-    from dyna.experiment.kinds.agent_tasks.plots import ROWS, _scenario_figure
+    from dyna.experiment.kinds.agent_tasks.plots import ROWS, scenario_figure
 
     while True:
         line = stream.readline()
@@ -52,7 +51,7 @@ def _serve(stream) -> None:
         folder = Path(head["folder"])
         if not folder.is_absolute() or folder.is_symlink() or not folder.is_dir():
             raise ValueError("bad folder")
-        paths = _scenario_figure(_as_config(head["config"]), scenario, sub,
+        paths = scenario_figure(_as_config(head["config"]), scenario, sub,
                                  {str(v) for v in head["same"]}, folder)
         sys.stdout.write(json.dumps({"i": int(head["i"]), "paths": [str(p) for p in paths]})
                          + "\n")
@@ -70,12 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parent", type=int, required=True)
     args = ap.parse_args(argv)
     try:
-        from dyna.experiment.helper_process import _die_with_parent
+        from dyna.experiment.helper_process import die_with_parent
 
-        _die_with_parent(args.parent)
+        die_with_parent(args.parent)
         _serve(sys.stdin.buffer)
         sys.stdout.flush()
-        os._exit(0)       # files closed: skip tearing down matplotlib and polars
+        return 0
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -1,5 +1,4 @@
-"""Kind ``agent_tasks``: draw scenario figures in helper processes (issue 16, the quick
-look's output stage).
+"""Kind ``agent_tasks``: draw scenario figures in helper processes.
 
 An agent-tasks experiment draws one many-panel figure per scenario (22 in the registered
 sweeps, about 2 s each), one after the other in one process: a third of a ``--runs 1``
@@ -69,14 +68,14 @@ def _encode(i: int, job: tuple, rows) -> bytes:
 
 def _start():
     """A helper process, or None when none can be started."""
-    from dyna.experiment.helper_process import _environment
+    from dyna.experiment.helper_process import child_environment
 
     try:
         return subprocess.Popen(
             [sys.executable, "-P", "-m", "dyna.experiment.kinds.agent_tasks.figure_helper",
              "--parent", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            close_fds=True, env=_environment())
+            close_fds=True, env=child_environment())
     except (OSError, ValueError, subprocess.SubprocessError):
         return None
 
@@ -117,7 +116,8 @@ def _feed(proc, jobs, rows, left: queue.SimpleQueue, done: dict) -> None:
 
 
 def draw_all(jobs: list[tuple], processes: int, here=None, *, draw, rows) -> list[list[Path]]:
-    """Each job's figure (``draw(*job)``, ``plots._scenario_figure``), in order, drawn by
+    """Each job's figure (``draw(*job)``,
+    :func:`~dyna.experiment.kinds.agent_tasks.plots.scenario_figure`), in order, drawn by
     ``processes`` processes: this one and ``processes - 1`` helpers, which take the
     figures one at a time from one queue (so a slow figure or a slow process does not
     leave the others idle).
@@ -125,7 +125,8 @@ def draw_all(jobs: list[tuple], processes: int, here=None, *, draw, rows) -> lis
     Parameters
     ----------
     jobs : list of tuple
-        ``plots._scenario_job`` results: (config, scenario, series by row, same, folder).
+        :func:`~dyna.experiment.kinds.agent_tasks.plots.scenario_job` results: (config,
+        scenario, series by row, same, folder).
     processes : int
         >= 1; 1 draws every figure here.
     here : callable, optional

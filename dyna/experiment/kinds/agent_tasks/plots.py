@@ -26,7 +26,6 @@ runs' interval ends (quantile averaging: Lichtendahl, Grushka-Cockayne & Winkler
 
 from __future__ import annotations
 
-import os
 import textwrap
 import zlib
 from pathlib import Path
@@ -43,7 +42,8 @@ from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import curve_ci, per_run_ci
 
 __all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "PLOT_RESAMPLES", "draw_competence",
-           "draw_plots", "plot_processes", "variant_color", "variant_panels"]
+           "draw_plots", "plot_processes", "scenario_figure", "scenario_job", "variant_color",
+           "variant_panels"]
 
 #: At most this many lines in one panel.
 MAX_LINES = 6
@@ -230,8 +230,8 @@ def _limits(values: list[np.ndarray], scale: str) -> tuple[float, float]:
     return (lo, hi + 0.05 * (hi - lo))
 
 
-def _scenario_job(out, scenario: str, series: dict, folder: Path, rows=None) -> tuple:
-    """The arguments of :func:`_scenario_figure` for one scenario: only what it draws
+def scenario_job(out, scenario: str, series: dict, folder: Path, rows=None) -> tuple:
+    """The arguments of :func:`scenario_figure` for one scenario: only what it draws
     (the config, the scenario's rows of each series, the variants equal to the loop), so a
     figure can be drawn in another process. ``rows``: the keys of the rows to draw
     (default every row of :data:`ROWS`)."""
@@ -277,9 +277,9 @@ def _curves(key: str, frame: pl.DataFrame, cfg) -> pl.DataFrame:
             .sort("variant", "episode"))
 
 
-def _scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path,
-                     stem: str = "scenario", svg: bool = True) -> list[Path]:
-    """Draw and save one scenario's figure (module docstring) from :func:`_scenario_job`'s
+def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path,
+                    stem: str = "scenario", svg: bool = True) -> list[Path]:
+    """Draw and save one scenario's figure (module docstring) from :func:`scenario_job`'s
     arguments: a row per key of ``sub`` (in :data:`ROWS` order), saved as
     ``<stem>_<scenario>.png`` (and ``.svg`` with ``svg``)."""
     rows = [r for r in ROWS if r[0] in sub]
@@ -307,8 +307,8 @@ def _scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path,
                      f"(family {chosen}: its last {W} arrivals)")
     if drifts:
         lines.append("dotted vertical lines: drifts")
-    # the title wrapped to the figure's width (~13 characters per inch at 9 points: one
-    # line was wider than the figure for long scenario names)
+    # the title wrapped to the figure's width (~13 characters per inch at 9 points), so a
+    # long scenario name stays inside the figure
     heading = "\n".join(textwrap.fill(line, max(20, int(13 * width))) for line in lines)
     with figure(figsize=(width, height), layout=None) as fig:
         # fixed margins in inches (the layout engine took ~40% of a figure's drawing
@@ -473,24 +473,23 @@ MIN_FIGURES_PER_PROCESS = 4
 
 def plot_processes(n_figures: int, processes: int | None = None) -> int:
     """How many processes draw ``n_figures`` scenario figures: ``processes`` if given; 1
-    with ``DYNA_RENDER=serial`` (environment: everything drawn in this process); else
-    one per usable core (``os.sched_getaffinity``) but at most one per
-    :data:`MIN_FIGURES_PER_PROCESS` figures. 1 means this process draws them all;
-    otherwise :func:`dyna.experiment.kinds.agent_tasks.figure_worker.draw_all` shares
-    them out.
+    with ``DYNA_RENDER=serial`` (environment: everything drawn in this process,
+    :func:`dyna.experiment.helper_process.helpers_allowed`); else one per usable core
+    (``os.sched_getaffinity``) but at most one per :data:`MIN_FIGURES_PER_PROCESS`
+    figures. 1 means this process draws them all; otherwise
+    :func:`dyna.experiment.kinds.agent_tasks.figure_worker.draw_all` shares them out.
 
     Raises
     ------
     ConfigError
-        ``processes`` is not an integer >= 1 (field ``processes``). (``DYNA_RENDER`` is
-        checked by ``dyna run`` and ``run_experiment``; any value but ``serial`` lets the
-        figure helpers run: they start after the runs, when the cores are free.)
+        ``processes`` is not an integer >= 1 (field ``processes``); ``DYNA_RENDER`` is
+        neither auto nor serial.
     """
     if processes is not None:
         return int(check_range("processes", processes, lo=1, integer=True))
-    from dyna.experiment.helper_process import ENV_MODE, usable_cores
+    from dyna.experiment.helper_process import helpers_allowed, usable_cores
 
-    if os.environ.get(ENV_MODE, "").strip() == "serial":
+    if not helpers_allowed():
         return 1
     return max(1, min(usable_cores(), n_figures // MIN_FIGURES_PER_PROCESS))
 
@@ -532,7 +531,7 @@ def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> li
     cfg = out.config
     dest = Path(folder) / "plots"
     series = _all_series(out)
-    jobs = [_scenario_job(out, s, series, dest) for s, _ in cfg.scenarios]
+    jobs = [scenario_job(out, s, series, dest) for s, _ in cfg.scenarios]
     summary: list[list[Path]] = []
 
     def here():
@@ -544,7 +543,7 @@ def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> li
     from dyna.experiment.kinds.agent_tasks.figure_worker import draw_all
 
     drawn = draw_all(jobs, plot_processes(len(jobs), processes), here,
-                     draw=_scenario_figure, rows=[key for key, _, _ in ROWS])
+                     draw=scenario_figure, rows=[key for key, _, _ in ROWS])
     return [p for got in drawn + summary for p in got]
 
 
@@ -576,5 +575,5 @@ def draw_competence(out, folder: Path) -> list[Path]:
     dest = Path(folder) / "plots"
     series = _all_series(out)
     return [p for s, _ in cfg.scenarios
-            for p in _scenario_figure(*_scenario_job(out, s, series, dest, COMPETENCE_ROWS),
+            for p in scenario_figure(*scenario_job(out, s, series, dest, COMPETENCE_ROWS),
                                       stem="competence", svg=False)]

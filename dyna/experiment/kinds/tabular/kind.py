@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import dyna.experiment.kinds.tabular.job as tabular_job
 from dyna.errors import ConfigError
 from dyna.experiment.kinds.tabular.config import ExperimentConfig, parse_tabular
-from dyna.experiment.kinds.tabular import job
 from dyna.experiment.kinds.tabular.job import make_env_table, merge_results, plan_jobs
 from dyna.experiment.kinds.tabular.tables import build_tables
 from dyna.experiment.protocol import ExperimentKind, Prepared
@@ -32,7 +32,7 @@ class TabularKind(ExperimentKind):
                 if not (reference and exc.field == "env.kwargs.goal_block"
                         and "goal_block" not in config.env.kwargs):
                     raise
-                # the keyword was added by the protocol, not written by the user: say so
+                # the protocol adds this keyword, the user did not write it: say so
                 raise ConfigError("schedule.optimal_protocol", "reference",
                                   f"needs a refined maze that takes goal_block "
                                   f"(dyna/AsciiMaze-v0); env {config.env.id!r} does not "
@@ -53,7 +53,7 @@ class TabularKind(ExperimentKind):
 
     @property
     def job_function(self):
-        return job.execute_job  # looked up at call time (tests monkeypatch it)
+        return tabular_job.execute_job  # looked up at call time (tests monkeypatch it)
 
     def warm_up(self) -> float:
         return _warm_up()
@@ -62,37 +62,14 @@ class TabularKind(ExperimentKind):
         return build_tables(config, merge_results(list(jobs), list(results), config))
 
     def draw_plots(self, out, folder):
-        from dyna.experiment.kinds.tabular import plots
+        from dyna.experiment.kinds.tabular.plots import draw_plots
 
-        return plots.draw_plots(out, folder)
+        return draw_plots(out, folder)
 
     def write_report(self, out, folder):
-        from dyna.experiment.kinds.tabular import report
+        from dyna.experiment.kinds.tabular.report import write_report
 
-        return report.write_report(out, folder)
-
-    def preload_render_early(self) -> None:
-        """The part of :meth:`preload_render` that writes no file (scipy.stats, the
-        report's modules; not matplotlib, which creates its config and cache folders when
-        imported): a render worker does it at once, while ``dyna run`` still validates
-        the config, which may be rejected."""
-        import scipy.stats  # noqa: F401 -- the reference comparisons' t distribution
-
-        from dyna.experiment.kinds.tabular import reference, report  # noqa: F401
-
-    def preload_render(self) -> None:
-        """Import what :meth:`draw_plots` and :meth:`write_report` need (matplotlib with
-        its Agg and SVG backends, scipy.stats, the font list), so a render worker
-        (:mod:`dyna.experiment.render_worker`) pays for it while the runs go on; called
-        only once the run will render (matplotlib creates its config and cache folders,
-        may write its font list there)."""
-        import matplotlib.backends.backend_svg  # noqa: F401 -- savefig(".svg") needs it
-        import scipy.stats  # noqa: F401 -- the reference comparisons' t distribution
-
-        from dyna.experiment import plotting
-        from dyna.experiment.kinds.tabular import plots, reference, report  # noqa: F401
-
-        plotting.warm_up()
+        return write_report(out, folder)
 
     def required_tables(self):
         return ("results", "runs")
