@@ -53,24 +53,6 @@ EXPLORATORY_METRICS = ("final_success", "tokens_per_success", "incidents", "pois
                        "stale_final", "recovery")
 
 
-#: The runs table last split by :func:`_cells` and its parts (one entry; the table is
-#: held, so its identity cannot pass to another table while remembered).
-_CELLS: tuple = (None, {})
-
-
-def _cells(runs: pl.DataFrame) -> dict:
-    """``(scenario, variant) -> that cell's rows, ordered by run``, for ``runs`` (split once
-    per table: a report reads each cell for every metric and test, and one filter of the
-    whole table per read was a third of the report's time)."""
-    global _CELLS
-    held, parts = _CELLS
-    if held is not runs:
-        parts = runs.sort("run").partition_by(["scenario", "variant"], as_dict=True,
-                                              maintain_order=True)
-        _CELLS = (runs, parts)
-    return parts
-
-
 def values(runs: pl.DataFrame, scenario: str, variant: str, metric: str) -> np.ndarray:
     """One value per run index (float64, ordered by run), NaN where missing; empty when
     the table has no row of that scenario and variant.
@@ -80,10 +62,8 @@ def values(runs: pl.DataFrame, scenario: str, variant: str, metric: str) -> np.n
     polars.exceptions.ColumnNotFoundError
         ``metric`` is not a column of ``runs``.
     """
-    sel = _cells(runs).get((scenario, variant))
-    if sel is None:
-        sel = runs.clear()
-    return sel[metric].cast(pl.Float64).to_numpy()
+    sel = runs.filter((pl.col("scenario") == scenario) & (pl.col("variant") == variant))
+    return sel.sort("run")[metric].cast(pl.Float64).to_numpy()
 
 
 def ablated_switch(variant: str, store: str) -> str | None:
