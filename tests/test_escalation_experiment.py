@@ -84,9 +84,9 @@ def test_runs_row_equals_a_direct_replay(output):
     variant = cfg.variants[0]
     c_e, c_f, c_a = class_costs(cfg.costs, "high_stakes")
     assert (c_e, c_f, c_a) == (1.0, pytest.approx(20.0), 0.0)
-    from dyna.experiment.kinds.escalation.job import _crc
+    from dyna.experiment.kinds.escalation.job import crc_key
 
-    payload = {"seed": 7, "stream_key": _crc("flat", ""), "source": "synthetic",
+    payload = {"seed": 7, "stream_key": crc_key("flat", ""), "source": "synthetic",
                "params": cfg.scenarios[0].params}
     s = _stream(payload, 2)
     out = run_policies([build_policy(cfg, variant, "high_stakes")], [0], s["types"][None],
@@ -188,13 +188,13 @@ def test_shipped_experiment_files_parse():
 def test_competence_table_is_the_exact_posterior_of_run_0(output):
     from scipy import stats
 
-    from dyna.experiment.kinds.escalation.job import _crc
+    from dyna.experiment.kinds.escalation.job import crc_key
 
     cfg = parse_experiment(raw())
     comp = pl.read_parquet(output / "competence.parquet").filter(
         (pl.col("scenario") == "flat") & (pl.col("feedback") == "full")
         & (pl.col("risk_class") == "low_stakes") & (pl.col("step") == 150)).sort("task_type")
-    s = _stream({"seed": 7, "stream_key": _crc("flat", ""), "source": "synthetic",
+    s = _stream({"seed": 7, "stream_key": crc_key("flat", ""), "source": "synthetic",
                  "params": cfg.scenarios[0].params}, 0)
     # full feedback, low stakes (every outcome counts), no discount: Beta(1 + s_k, 1 + f_k)
     wins = np.bincount(s["types"][s["outcomes"]], minlength=3)

@@ -149,7 +149,7 @@ def test_sigterm_on_the_ray_backend_shuts_down_the_local_instance(tmp_path):
     # ray.init replaces the SIGTERM handler with Ray's (exit status 1 and a C++ stack
     # report); the backend keeps the CLI's, so the outcome matches the process pool's.
     status, stderr, seen, left = terminate_mid_sweep(
-        tmp_path, "ray", lambda cmd: cmd.startswith("ray::_portable_call"))
+        tmp_path, "ray", lambda cmd: cmd.startswith("ray::portable_call"))
     assert status == 143
     assert stderr.splitlines()[-1] == "dyna: terminated (SIGTERM)"
     assert stderr.count("dyna:") == 1 and "SIGTERM received" not in stderr

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 from dyna.errors import ConfigError
 
-__all__ = ["Backend", "InProcessBackend", "Job", "JobFailedError", "ProcessPoolBackend",
-           "split_runs"]
+__all__ = ["Backend", "CarriedError", "InProcessBackend", "Job", "JobFailedError",
+           "ProcessPoolBackend", "annotate", "portable_call", "split_runs"]
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,9 @@ class Backend(ABC):
         return {"name": self.name, "workers": self.workers}
 
 
-def _annotate(exc: BaseException, job: Job) -> BaseException:
+def annotate(exc: BaseException, job: Job) -> BaseException:
+    """``exc`` with a note naming the job it came from (added once); returned for
+    ``raise annotate(exc, job)``."""
     note = f"in job: {job.describe()}"
     if note not in getattr(exc, "__notes__", ()):
         exc.add_note(note)
@@ -169,14 +171,14 @@ class InProcessBackend(Backend):
             try:
                 result = fn(job)
             except Exception as exc:
-                raise _annotate(exc, job)
+                raise annotate(exc, job)
             if on_result is not None:
                 on_result(job, result)
             out.append(result)
         return out
 
 
-class _CarriedError(Exception):
+class CarriedError(Exception):
     """Picklable stand-in for a worker exception whose own pickling fails.
 
     Exceptions with a custom ``__init__`` (such as :class:`dyna.errors.ConfigError`) do not
@@ -186,6 +188,8 @@ class _CarriedError(Exception):
     """
 
     def rebuild(self) -> BaseException:
+        """The worker's exception rebuilt from its type and constructor arguments, or a
+        :class:`JobFailedError` with its type name and message when that fails."""
         module, qualname, kwargs, message = self.args
         if kwargs is not None:
             try:
@@ -210,7 +214,7 @@ def _carry(exc: BaseException) -> BaseException:
             pickle.dumps(kwargs)
     except Exception:
         kwargs = None
-    return _CarriedError(cls.__module__, cls.__qualname__, kwargs, str(exc))
+    return CarriedError(cls.__module__, cls.__qualname__, kwargs, str(exc))
 
 
 #: Seconds between a worker's checks that its parent still lives.
@@ -251,7 +255,7 @@ def _stop_workers(pool: ProcessPoolExecutor, timeout: float = 5.0) -> None:
     """
     deadline = time.monotonic() + timeout
     # Take the worker handles, the result queue and the manager thread first: shutdown()
-    # sets them to None (CPython 3.11+), after which they could no longer be reached.
+    # sets them to None (CPython 3.11+), after which nothing reaches them.
     seen: dict[int, multiprocessing.process.BaseProcess] = dict(
         getattr(pool, "_processes", None) or {})
     results = getattr(pool, "_result_queue", None)
@@ -281,8 +285,9 @@ def _stop_workers(pool: ProcessPoolExecutor, timeout: float = 5.0) -> None:
         manager.join(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
 
 
-def _portable_call(fn, job):
-    """Run ``fn(job)`` in a worker; make sure an exception survives the trip back."""
+def portable_call(fn, job):
+    """Run ``fn(job)`` in a worker process (of a pool or of Ray); an exception that cannot
+    be pickled is raised as a :class:`CarriedError`, so it survives the trip back."""
     try:
         return fn(job)
     except Exception as exc:
@@ -343,7 +348,7 @@ class ProcessPoolBackend(Backend):
         failure = None              # its exception
         try:
             for i, job in enumerate(jobs):
-                fut = pool.submit(_portable_call, fn, job)
+                fut = pool.submit(portable_call, fn, job)
                 fut.add_done_callback(lambda f, i=i: finished.put((i, f)))
                 futures.append(fut)
             while waiting:
@@ -371,9 +376,9 @@ class ProcessPoolBackend(Backend):
                 if on_result is not None:
                     on_result(jobs[i], results[i])
             if failure is not None:
-                if isinstance(failure, _CarriedError):
+                if isinstance(failure, CarriedError):
                     failure = failure.rebuild()
-                raise _annotate(failure, jobs[cutoff])
+                raise annotate(failure, jobs[cutoff])
         except KeyboardInterrupt:
             # Ctrl-C, or SIGTERM turned into dyna.cli.Terminated by the CLI. Workers ignore
             # SIGINT (the parent decides) and never see a SIGTERM sent to the parent alone;

@@ -60,7 +60,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from dyna.errors import ConfigError, DynaError
-from dyna.experiment.backends import Backend, Job, _annotate, _CarriedError, _portable_call
+from dyna.experiment.backends import Backend, CarriedError, Job, annotate, portable_call
 
 __all__ = ["INSTALL_HINT", "JobsFailedError", "RayBackend", "RayNotInstalledError"]
 
@@ -193,7 +193,7 @@ def _cause(ray, err: BaseException) -> BaseException:
     cause = getattr(err, "cause", None) if isinstance(err, ray.exceptions.RayTaskError) else None
     if cause is None:
         return err
-    if isinstance(cause, _CarriedError):
+    if isinstance(cause, CarriedError):
         return cause.rebuild()
     return cause
 
@@ -344,7 +344,7 @@ class RayBackend(Backend):
         ray-project/ray#54846): measured here with Ray 2.60, 5 of 10 series of 40 bad-input
         sweeps crashed when every pending ref was cancelled, 0 of 10 with this. So refs
         that become ready within a short wait are left alone, and only the rest are
-        cancelled; if that wait fails, every ref is cancelled as before.
+        cancelled; if that wait fails, every ref is cancelled.
         """
         if not pending:
             return
@@ -402,7 +402,7 @@ class RayBackend(Backend):
             return []
         ray = self._ray
         self.start()
-        task = ray.remote(_portable_call).options(num_cpus=1, max_retries=self.max_retries,
+        task = ray.remote(portable_call).options(num_cpus=1, max_retries=self.max_retries,
                                                   retry_exceptions=False)
         fn_ref = ray.put(fn)
         pending: dict = {}                 # ObjectRef -> job index
@@ -416,7 +416,7 @@ class RayBackend(Backend):
 
         # The earliest bad-input error in job order is raised, whichever job ends first:
         # once job k raised one, only the jobs before k are waited for (one of them may
-        # raise another), and the jobs after k no longer matter.
+        # raise another); the jobs after k do not matter.
         cutoff = len(jobs)                 # index of the earliest bad-input error so far
         bad = None                         # its exception
         # a DynaError closes what this backend opened (then Ray ends the tasks) unless
@@ -452,17 +452,17 @@ class RayBackend(Backend):
                             self._retried += 1
                             submit(i)
                         else:
-                            failures[i] = _annotate(exc, jobs[i])
+                            failures[i] = annotate(exc, jobs[i])
                         continue
                     except ray.exceptions.RayError as err:  # Ray already retried it
                         attempts[i] += self.max_retries
-                        failures[i] = _annotate(err, jobs[i])
+                        failures[i] = annotate(err, jobs[i])
                         continue
                     results[i] = result
                     if on_result is not None:
                         on_result(jobs[i], result)
             if bad is not None:
-                raise _annotate(bad, jobs[cutoff]) from None
+                raise annotate(bad, jobs[cutoff]) from None
         except BaseException as exc:
             shutting_down = self._own and (isinstance(exc, KeyboardInterrupt)
                                            or not self.keep_alive)

@@ -15,7 +15,8 @@ from dyna.errors import ConfigError, MissingFileError
 from dyna.experiment.backends import Job
 from dyna.experiment.kinds.escalation.metrics import optimal_aurc, oracle_actions, risk_coverage
 
-__all__ = ["checkpoints_for", "resolve_data_path", "run_job"]
+__all__ = ["cached_log", "checkpoints_for", "crc_key", "file_sha", "load_dates",
+           "resolve_data_path", "run_job"]
 
 
 # =========================================================================== data
@@ -48,7 +49,7 @@ def resolve_data_path(path: str, field_name: str, base_dir: str | Path | None = 
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_log(path: str, sha: str):
+def cached_log(path: str, sha: str):
     """Outcome log, its :class:`envs.escalation.ReplayIndex` and per-(system, type) true
     rates, cached per process (keyed by path and content hash)."""
     from envs.escalation import ReplayIndex, load_outcomes
@@ -59,7 +60,15 @@ def _cached_log(path: str, sha: str):
     return frame, ReplayIndex(frame), rate
 
 
-def _load_dates(path: str | None) -> dict | None:
+def load_dates(path: str | None) -> dict | None:
+    """System -> release date (text) from a CSV with columns ``system`` and ``date``; None
+    without a path.
+
+    Raises
+    ------
+    ConfigError
+        Field ``systems_file``: the file lacks one of the two columns.
+    """
     if not path:
         return None
     frame = pl.read_csv(path, infer_schema_length=0)
@@ -68,11 +77,14 @@ def _load_dates(path: str | None) -> dict | None:
     return dict(zip(frame.get_column("system").to_list(), frame.get_column("date").to_list()))
 
 
-def _file_sha(path: Path) -> str:
+def file_sha(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes: the cache key and manifest record of a data file."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _crc(*parts) -> int:
+def crc_key(*parts) -> int:
+    """CRC-32 of the parts' texts joined by a unit separator: a stable integer naming a
+    stream (scenario, system) in a run's seed."""
     return zlib.crc32("\x1f".join(str(p) for p in parts).encode())
 
 
@@ -98,7 +110,7 @@ def _stream(payload: dict, run: int) -> dict:
         s["rates_tk"] = s["rates"]
         s["c_act"] = None
         return s
-    _, index, rate = _cached_log(payload["data"], payload["data_sha"])
+    _, index, rate = cached_log(payload["data"], payload["data_sha"])
     names = index.type_names
     if payload["system"] == "all_by_date":
         s = index.date_order(rng, order=payload["order"], dates=payload["dates"])

@@ -8,7 +8,7 @@ from dyna.errors import ConfigError
 from dyna.experiment.backends import Job, split_runs
 from dyna.experiment.kinds.escalation.config import (EscalationConfig, build_policy, class_costs,
                                                      parse_escalation)
-from dyna.experiment.kinds.escalation.job import (_cached_log, _crc, _file_sha, _load_dates,
+from dyna.experiment.kinds.escalation.job import (cached_log, crc_key, file_sha, load_dates,
                                                   resolve_data_path, run_job)
 from dyna.experiment.kinds.escalation.tables import build_tables
 from dyna.experiment.protocol import ExperimentKind, Prepared
@@ -51,9 +51,9 @@ class EscalationKind(ExperimentKind):
                 continue
             field = f"scenarios.{sc.name}.data"
             path = resolve_data_path(sc.params["data"], field, config.base_dir)
-            sha = _file_sha(path)
+            sha = file_sha(path)
             try:
-                frame, _, _ = _cached_log(str(path), sha)
+                frame, _, _ = cached_log(str(path), sha)
             except ConfigError as exc:
                 raise ConfigError(field, exc.value, exc.reason) from None
             known = sorted(set(frame.get_column("system").to_list()))
@@ -63,7 +63,7 @@ class EscalationKind(ExperimentKind):
                 sf = resolve_data_path(sc.params["systems_file"],
                                        f"scenarios.{sc.name}.systems_file", config.base_dir)
                 try:
-                    dates = _load_dates(str(sf))
+                    dates = load_dates(str(sf))
                 except ConfigError as exc:
                     raise ConfigError(f"scenarios.{sc.name}.systems_file", str(sf),
                                       exc.reason) from None
@@ -125,7 +125,7 @@ class EscalationKind(ExperimentKind):
                     "requires_provenance": RISK_CLASSES[rc].requires_provenance,
                     "c_escalate": c_e, "c_failure": c_f, "c_act": c_a,
                     "costs": dict(config.costs), "feedback": pt["feedback"],
-                    "seed": config.seed, "stream_key": _crc(sc.name, pt["system"]),
+                    "seed": config.seed, "stream_key": crc_key(sc.name, pt["system"]),
                     "source": sc.source, "params": dict(sc.params),
                     "system": pt["system"], "order": sc.params.get("order", "random"),
                     "data": info.get("data"), "data_sha": info.get("data_sha"),

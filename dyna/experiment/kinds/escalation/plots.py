@@ -32,10 +32,13 @@ from dyna.experiment.stats import curve_ci
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["draw_plots"]
+__all__ = ["draw_plots", "over_systems", "stat_options"]
 
 
-def _opts(out) -> dict:
+def stat_options(out) -> dict:
+    """The keyword arguments of the bootstrap intervals of ``out``'s plots and report
+    (:func:`dyna.experiment.stats.curve_ci`, :func:`~dyna.experiment.stats.per_run_ci`):
+    the mean, the analysis' confidence and resamples, the experiment's seed."""
     a = out.config.analysis
     return dict(statistic="mean", confidence=a.confidence, n_resamples=a.n_resamples,
                 seed=out.config.seed)
@@ -106,11 +109,11 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
     return paths
 
 
-def _over_systems(frame: pl.DataFrame, keys: list[str], y: str) -> pl.DataFrame:
+def over_systems(frame: pl.DataFrame, keys: list[str], y: str) -> pl.DataFrame:
     """Mean of ``y`` over systems per ``keys`` and run: one row per run, the unit of the
     bands. A run index draws a new task order for every system, so these means are
     independent across runs, while a system's rows in different runs replay the same tasks
-    (the report's ``_run_means``)."""
+    (the report's run means)."""
     return frame.group_by([*keys, "run"], maintain_order=True).agg(pl.col(y).mean())
 
 
@@ -127,10 +130,10 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
         with figure(figsize=(11.0, 3.6 * len(classes) + 0.6)) as fig:
             axes = fig.subplots(len(classes), 2, squeeze=False)
             for r, rc in enumerate(classes):
-                summary = curve_ci(_over_systems(g.filter(pl.col("cost_setting") == rc),
+                summary = curve_ci(over_systems(g.filter(pl.col("cost_setting") == rc),
                                                  ["variant", "step"], "cum_pseudo_regret"),
                                    by=["variant"], x="step", y="cum_pseudo_regret", run="run",
-                                   **_opts(out))
+                                   **stat_options(out))
                 for (name,), s in summary.group_by(["variant"], maintain_order=True):
                     c = colors[variants.index(name) % len(colors)]
                     x = s.get_column("step").to_numpy()
@@ -213,10 +216,10 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
         with figure(figsize=(5.5 * len(modes), 4.5)) as fig:
             axes = fig.subplots(1, len(modes), squeeze=False)[0]
             for ax, feedback in zip(axes, modes):
-                summary = curve_ci(_over_systems(g.filter(pl.col("feedback") == feedback),
+                summary = curve_ci(over_systems(g.filter(pl.col("feedback") == feedback),
                                                  ["variant", "p_star"], "regret_per_task"),
                                    by=["variant"], x="p_star", y="regret_per_task", run="run",
-                                   **_opts(out))
+                                   **stat_options(out))
                 for (name,), s in summary.group_by(["variant"], maintain_order=True):
                     c = colors[variants.index(name) % len(colors)]
                     x = s.get_column("p_star").to_numpy()

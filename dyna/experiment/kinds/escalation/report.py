@@ -3,7 +3,8 @@
 Report sections: a headline (what was run, the policy with the lowest regret per cost
 setting, where "always escalate" wins); setup; the lowest-regret policy per cost setting
 (a risk class, or a value of the ``costs.p_star`` grid) with the rank of "always escalate";
-a cost table per policy and cost setting for every scenario and feedback mode; the censoring trap; Thompson sampling's regret growth against log T;
+a cost table per policy and cost setting for every scenario and feedback mode; the
+censoring trap; Thompson sampling's regret growth against log T;
 recovery after change points; per-system tables of replayed logs (cost, regret, AURC next
 to a random score).
 """
@@ -17,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from dyna.experiment.kinds.escalation.metrics import fit_log_growth, recovery_steps
-from dyna.experiment.kinds.escalation.plots import _opts, _over_systems
+from dyna.experiment.kinds.escalation.plots import over_systems, stat_options
 from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
 from dyna.experiment.stats import paired_diff_ci, per_run_ci
 
@@ -51,7 +52,7 @@ def _run_means(frame: pl.DataFrame, col: str) -> np.ndarray:
         random numbers).
     """
     per_task = frame.with_columns((pl.col(col) / pl.col("steps")).alias("_per_task"))
-    return (_over_systems(per_task, [], "_per_task").sort("run")
+    return (over_systems(per_task, [], "_per_task").sort("run")
             .get_column("_per_task").to_numpy().astype(np.float64))
 
 
@@ -80,7 +81,8 @@ def _setup(out) -> list[str]:
               f"- risk classes: {', '.join(cfg.risk_classes)}; feedback: "
               f"{', '.join(cfg.feedback)}"]
     if cfg.costs.get("p_star"):
-        lines.append(f"- cost-setting grid: p* in {', '.join(f'{p:g}' for p in cfg.costs['p_star'])} "
+        grid = ", ".join(f"{p:g}" for p in cfg.costs["p_star"])
+        lines.append(f"- cost-setting grid: p* in {grid} "
                      "(costs.p_star); each sets the failure cost c_escalate / (1 - p*) and the "
                      "threshold of every threshold rule that does not set its own")
     for rc, c in m.get("risk_class_costs", {}).items():
@@ -265,8 +267,9 @@ def _cost_tables(out) -> list[str]:
         lines += [f"### {scenario}, {feedback} feedback{pooled}", ""]
         rows = []
         for (variant, st), s in g.group_by(["variant", "cost_setting"], maintain_order=True):
-            rows.append([variant, st, ci(per_run_ci(_run_means(s, "total_cost"), **_opts(out))),
-                         ci(per_run_ci(_run_means(s, "regret_type"), **_opts(out))),
+            opts = stat_options(out)
+            rows.append([variant, st, ci(per_run_ci(_run_means(s, "total_cost"), **opts)),
+                         ci(per_run_ci(_run_means(s, "regret_type"), **opts)),
                          fmt(float(_per_task(s, "regret_task").mean())),
                          f"{s['escalation_rate'].mean():.3f}",
                          f"{s['failure_rate'].mean():.3f}", f"{s['aurc'].mean():.3f}",
