@@ -128,7 +128,8 @@ class Hypothesis:
     name : str
     scenario : str
     metrics : tuple of str
-        Columns of the runs table (:data:`~dyna.experiment.kinds.agent_tasks.metrics.HYPOTHESIS_METRICS`).
+        Columns of the runs table
+        (:data:`~dyna.experiment.kinds.agent_tasks.metrics.HYPOTHESIS_METRICS`).
     directions : tuple of str
         ``"greater"`` or ``"less"``, one per metric.
     variants, versus : tuple of str
@@ -494,9 +495,8 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
     ConfigError
         Naming the dotted field and the value.
     """
-    from dyna.agents.loop_agents import PolicyParams, make_variant, variant_names
+    from dyna.agents.loop_agents import PolicyParams
     from dyna.loops import LoopConfig
-    from envs import make_agent_task_env
 
     data = {k: v for k, v in data.items() if k != "run"}  # where to run: not the experiment
     _check_keys(data, _TOP, "")
@@ -513,7 +513,51 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
     store = data.get("store", "skill")
     if store not in ("skill", "memory"):
         raise ConfigError("store", store, "must be 'skill' or 'memory'")
-    variants = data.get("variants", "all")
+    variants = _parse_variants(data.get("variants", "all"), store)
+    tables = {}
+    for key in ("env", "policy", "loop", "analysis"):
+        t = data.get(key, {})
+        if not isinstance(t, dict):
+            raise ConfigError(key, t, "must be a table")
+        tables[key] = dict(t)
+    analysis = _parse_analysis(tables["analysis"])
+    _build(PolicyParams, tables["policy"], "policy")
+    _build(LoopConfig, tables["loop"], "loop")
+    sweeps = _parse_sweeps(data.get("sweeps"), tables["env"])
+    scenarios = _parse_scenarios(data, tables["env"], sweeps, analysis["chosen_family"])
+    agent, llm = _parse_agent(data, variants, store)
+    hypotheses = _parse_hypotheses(data.get("hypotheses"), tuple(variants),
+                                   tuple(n for n, _ in scenarios), sweeps)
+    robustness = parse_robustness(data.get("robustness"), tables["policy"], tuple(scenarios),
+                                  hypotheses)
+    if robustness is not None:   # the copies follow every other scenario
+        kws = dict(scenarios)
+        scenarios += [(c.scenario, dict(kws[c.source])) for c in robustness.copies]
+    calibration, checks = parse_calibrated(data, tuple(variants),
+                                           tuple(n for n, _ in scenarios), episodes,
+                                           hypotheses)
+    if calibration is not None and "seed" not in data:
+        seed_v = calibration.confirmatory_seed
+    cfg = AgentTasksConfig(name=name, seed=seed_v, runs=runs_v, episodes=episodes,
+                           store=store, variants=tuple(variants), scenarios=tuple(scenarios),
+                           env=tables["env"], policy=tables["policy"], loop=tables["loop"],
+                           analysis=analysis, description=description,
+                           hypotheses=hypotheses, sweeps=sweeps, robustness=robustness,
+                           calibration=calibration, checks=checks, agent=agent, llm=llm)
+    return cfg.with_overrides(runs=runs, seed=seed)
+
+
+def _parse_variants(variants, store: str) -> list[str]:
+    """The variant names (``"all"``: every variant of ``store``), each known to
+    :func:`~dyna.agents.loop_agents.make_variant`, distinct.
+
+    Raises
+    ------
+    ConfigError
+        Field ``variants`` or ``variants[i]``.
+    """
+    from dyna.agents.loop_agents import make_variant, variant_names
+
     if variants == "all":
         variants = variant_names(store)
     if isinstance(variants, str) or not isinstance(variants, list) or not variants:
@@ -524,14 +568,19 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
         make_variant(v, store, field_name=f"variants[{i}]")
     if len(set(variants)) != len(variants):
         raise ConfigError("variants", variants, "names must be distinct")
-    tables = {}
-    for key in ("env", "policy", "loop", "analysis"):
-        t = data.get(key, {})
-        if not isinstance(t, dict):
-            raise ConfigError(key, t, "must be a table")
-        tables[key] = dict(t)
-    _check_keys(tables["analysis"], _ANALYSIS, "analysis.")
-    analysis = {**_ANALYSIS, **tables["analysis"]}
+    return variants
+
+
+def _parse_analysis(table: dict) -> dict:
+    """The ``[analysis]`` table over its defaults (:data:`_ANALYSIS`), each value checked.
+
+    Raises
+    ------
+    ConfigError
+        Field ``analysis.<key>``.
+    """
+    _check_keys(table, _ANALYSIS, "analysis.")
+    analysis = {**_ANALYSIS, **table}
     for k in ("final_window", "window", "recovery_window", "n_resamples", "late_from",
               "tokens_window", "drift_episodes"):
         check_range(f"analysis.{k}", analysis[k], 1, None, integer=True)
@@ -539,9 +588,22 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
     check_range("analysis.recovery_points", analysis["recovery_points"], 0.0, 1.0)
     for k in ("confidence", "alpha", "fdr"):
         check_range(f"analysis.{k}", analysis[k], 0.0, 1.0, lo_open=True, hi_open=True)
-    _build(PolicyParams, tables["policy"], "policy")
-    _build(LoopConfig, tables["loop"], "loop")
-    sweeps = _parse_sweeps(data.get("sweeps"), tables["env"])
+    return analysis
+
+
+def _parse_scenarios(data: dict, env_table: dict, sweeps: tuple,
+                     chosen_family: int) -> list:
+    """``(name, env keywords)`` of every scenario: those of ``scenarios``, then each sweep's
+    points; each env is built once to check its keywords (over the ``[env]`` table), and
+    must have more than ``chosen_family`` families.
+
+    Raises
+    ------
+    ConfigError
+        Naming the scenario's field (``scenarios[i]...`` or ``sweeps[k].values[j]``).
+    """
+    from envs import make_agent_task_env
+
     raw = data.get("scenarios", [] if sweeps else [{"name": "clean"}])
     if not isinstance(raw, list) or (not raw and not sweeps):
         raise ConfigError("scenarios", raw, "must be a non-empty list of tables")
@@ -564,17 +626,31 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
             raise ConfigError(f"scenarios[{i}].env", kw, "must be a table")
         where = f"{labels[i]}.env" if labels[i].startswith("scenarios") else labels[i]
         try:
-            env = make_agent_task_env({**tables["env"], **kw})
+            env = make_agent_task_env({**env_table, **kw})
         except ConfigError as exc:   # "env" (a bad keyword), "env.id" or a keyword's name
             field = (where + exc.field.removeprefix("env") if exc.field.split(".")[0] == "env"
                      else f"{where}.{exc.field}")
             raise ConfigError(field, exc.value, exc.reason) from None
-        if analysis["chosen_family"] >= env.n_families:
-            raise ConfigError("analysis.chosen_family", analysis["chosen_family"],
+        if chosen_family >= env.n_families:
+            raise ConfigError("analysis.chosen_family", chosen_family,
                               f"scenario {sname!r} has {env.n_families} families")
         scenarios.append((sname, dict(kw)))
     if len({n for n, _ in scenarios}) != len(scenarios):
         raise ConfigError("scenarios", [n for n, _ in scenarios], "names must be distinct")
+    return scenarios
+
+
+def _parse_agent(data: dict, variants: list, store: str) -> tuple[str, dict]:
+    """The agent (:data:`AGENTS`) and, for ``agent = "llm"``, its ``[llm]`` table, every
+    variant checked to run with it.
+
+    Raises
+    ------
+    ConfigError
+        Field ``agent``, ``llm`` or ``variants[i]``.
+    """
+    from dyna.agents.loop_agents import make_variant
+
     agent = data.get("agent", "simulated")
     if agent not in AGENTS:
         raise ConfigError("agent", agent, f"must be one of {AGENTS}")
@@ -586,22 +662,4 @@ def parse_agent_tasks(data: dict, *, runs=None, seed=None) -> AgentTasksConfig:
             check_llm_variant(v, make_variant(v, store).learner, f"variants[{i}]")
     elif "llm" in data:
         raise ConfigError("llm", "(table)", "only with agent = 'llm'")
-    hypotheses = _parse_hypotheses(data.get("hypotheses"), tuple(variants),
-                                   tuple(n for n, _ in scenarios), sweeps)
-    robustness = parse_robustness(data.get("robustness"), tables["policy"], tuple(scenarios),
-                                  hypotheses)
-    if robustness is not None:   # the copies follow every other scenario
-        kws = dict(scenarios)
-        scenarios += [(c.scenario, dict(kws[c.source])) for c in robustness.copies]
-    calibration, checks = parse_calibrated(data, tuple(variants),
-                                           tuple(n for n, _ in scenarios), episodes,
-                                           hypotheses)
-    if calibration is not None and "seed" not in data:
-        seed_v = calibration.confirmatory_seed
-    cfg = AgentTasksConfig(name=name, seed=seed_v, runs=runs_v, episodes=episodes,
-                           store=store, variants=tuple(variants), scenarios=tuple(scenarios),
-                           env=tables["env"], policy=tables["policy"], loop=tables["loop"],
-                           analysis=analysis, description=description,
-                           hypotheses=hypotheses, sweeps=sweeps, robustness=robustness,
-                           calibration=calibration, checks=checks, agent=agent, llm=llm)
-    return cfg.with_overrides(runs=runs, seed=seed)
+    return agent, llm

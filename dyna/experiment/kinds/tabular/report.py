@@ -112,7 +112,7 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
     if c.description:
         lines += [c.description, ""]
     lines += [
-        # the manifest's hash (c.hash imports dyna.agents and numba in a render worker)
+        # the manifest's hash when it has one (c.hash imports dyna.agents and numba)
         f"- config sha256: `{short_hash(m['config_hash'] if 'config_hash' in m else c.hash)}`"
         " (in full in "
         "manifest.json)",
@@ -395,8 +395,8 @@ def _p(p: float) -> str:
 def _reference_section(out: "ExperimentOutput", check: str) -> list[str]:
     """Our declared summaries against the reference implementation's per-run values
     (:mod:`dyna.experiment.kinds.tabular.reference`)."""
+    import dyna.experiment.kinds.tabular.reference as ref
     from dyna.errors import MissingFileError
-    from dyna.experiment.kinds.tabular import reference as ref
 
     declared = [s for s in ref.DECLARED if s.check == check]
     ours = {}
@@ -535,46 +535,10 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
         return lines + ["Needs one dyna_q and one prioritized_sweeping variant."]
     keys = list(out.config.sweep)
     has_steps = "total_steps" in out.runs.columns
-    rows, ratios, split = [], [], []
-    for p, point in enumerate(out.config.sweep_points()):
-        meta = out.env_metas[p] if p < len(out.env_metas) else {}
-        cells = []
-        means, steps = [], []
-        for v in (dq, ps):
-            runs = _select(out.runs, v.name, point)
-            found = runs.get_column("updates_to_optimal").drop_nulls().to_numpy()
-            iv = per_run_ci(found, **opts)
-            means.append(float(iv.estimate))
-            cells += [ci(iv), f"{found.size}/{runs.height}"]
-            if has_steps:  # a run that found the path stopped there: its steps are the steps to it
-                done = runs.filter(pl.col("updates_to_optimal").is_not_null())
-                steps.append(float(done.get_column("total_steps").mean()) if done.height
-                             else float("nan"))
-        ratio = means[0] / means[1] if all(math.isfinite(x) and x > 0 for x in means) \
-            else float("nan")
-        ratios.append(ratio)
-        rows.append([*[point[k] for k in keys], meta.get("free_states", meta.get("n_states", "-")),
-                     *cells, fmt(ratio)])
-        if has_steps:
-            split.append([*[point[k] for k in keys], *(f"{s:.0f}" if math.isfinite(s) else "-" for s in steps),
-                          *(fmt(m / s) if s > 0 else "-" for m, s in zip(means, steps)),
-                          fmt(steps[0] / steps[1]) if steps[1] > 0 else "-"])
+    rows, ratios, split = _ps_rows(out, dq, ps, keys, has_steps, opts)
     sc = out.config.schedule
     tol = f"optimal_tolerance = {sc.optimal_tolerance:g}"
-    if sc.optimal_protocol == "reference":
-        proto = ("Protocol `reference` (schedule.optimal_protocol; the reference "
-                 "implementation's example_8_4): the goal is the k x k block, after each "
-                 "episode one greedy rollout (ties random) must reach it within "
-                 f"floor({sc.optimal_tolerance:g} x k x L1) steps, L1 the unrefined maze's "
-                 "shortest path (the code's 14 x k x 1.2), and prioritized sweeping counts "
-                 "one update more per real step (the code's + 1).")
-    else:
-        proto = ("Protocol `dyna` (schedule.optimal_protocol, the default): the env's goal "
-                 "as configured (a single goal cell in the refined Dyna maze), after each "
-                 "episode 5 greedy rollouts (ties random) must all reach it within "
-                 f"floor({sc.optimal_tolerance:g} x L) steps, L the shortest path, and "
-                 "updates are counted as done (prioritized sweeping: its popped backups). "
-                 "optimal_protocol = 'reference' gives the reference implementation's.")
+    proto = _ps_protocol(sc)
     lines += [f"Updates until optimal: Q updates until the greedy path is accepted as optimal "
               f"({tol}: a greedy path of at most floor({sc.optimal_tolerance:g} x shortest) "
               "steps counts as optimal). " + proto + " States: free (non-wall) cells.", ""]
@@ -602,25 +566,81 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
                   "differences are expected: compare the `optimal_protocol = 'reference'` "
                   "run (experiments/prioritized_sweeping_reference.toml)."]
     if split:
-        n = dq.hparams.get("n_planning", "n")
-        lines += ["", "#### Where the updates go", "",
-                  "Same runs: real steps until the path was found, "
-                  "updates per real step, and the real-step ratio. The update ratio is the "
-                  "real-step ratio times the ratio of updates per real step. Dyna-Q makes "
-                  f"1 + n = {n + 1 if isinstance(n, int) else '1 + n'} updates on every real step, "
-                  "useful or not (all of its first episode's updates back up zeros); "
-                  "prioritized sweeping makes only as many as its queue holds (at most n), "
-                  "so when both need about as many real steps -- finding the shortest path "
-                  "is then a matter of epsilon-greedy exploration, not of planning -- the "
-                  "ratio is set by prioritized sweeping's updates per real step."]
-        if ps.hparams.get("alpha", 1.0) < 1:
-            lines[-1] += (" With alpha < 1 a backup leaves part of its error behind and the "
-                          "book's algorithm does not queue the pair again, so real revisits "
-                          "keep re-starting sweeps whose size grows with the maze.")
-        lines.append("")
-        lines += md_table([*keys, f"{dq.name} real steps", f"{ps.name} real steps",
-                         f"{dq.name} updates/step", f"{ps.name} updates/step",
-                         "real-step ratio"], split)
+        lines += _ps_where_updates_go(dq, ps, keys, split)
+    return lines
+
+
+def _ps_rows(out: "ExperimentOutput", dq, ps, keys: list, has_steps: bool,
+             opts: dict) -> tuple[list, list, list]:
+    """Per sweep point: the table row (updates until optimal with their intervals, runs that
+    found the path, the ratio), the ratio Dyna-Q / prioritized sweeping, and (with
+    ``has_steps``) the row of where the updates go."""
+    rows, ratios, split = [], [], []
+    for p, point in enumerate(out.config.sweep_points()):
+        meta = out.env_metas[p] if p < len(out.env_metas) else {}
+        cells = []
+        means, steps = [], []
+        for v in (dq, ps):
+            runs = _select(out.runs, v.name, point)
+            found = runs.get_column("updates_to_optimal").drop_nulls().to_numpy()
+            iv = per_run_ci(found, **opts)
+            means.append(float(iv.estimate))
+            cells += [ci(iv), f"{found.size}/{runs.height}"]
+            if has_steps:  # a run that found the path stopped there: its steps are the steps to it
+                done = runs.filter(pl.col("updates_to_optimal").is_not_null())
+                steps.append(float(done.get_column("total_steps").mean()) if done.height
+                             else float("nan"))
+        ratio = means[0] / means[1] if all(math.isfinite(x) and x > 0 for x in means) \
+            else float("nan")
+        ratios.append(ratio)
+        rows.append([*[point[k] for k in keys], meta.get("free_states", meta.get("n_states", "-")),
+                     *cells, fmt(ratio)])
+        if has_steps:
+            split.append([*[point[k] for k in keys],
+                          *(f"{s:.0f}" if math.isfinite(s) else "-" for s in steps),
+                          *(fmt(m / s) if s > 0 else "-" for m, s in zip(means, steps)),
+                          fmt(steps[0] / steps[1]) if steps[1] > 0 else "-"])
+    return rows, ratios, split
+
+
+def _ps_protocol(sc) -> str:
+    """What the schedule's optimal-path protocol counts, in words."""
+    if sc.optimal_protocol == "reference":
+        return ("Protocol `reference` (schedule.optimal_protocol; the reference "
+                "implementation's example_8_4): the goal is the k x k block, after each "
+                "episode one greedy rollout (ties random) must reach it within "
+                f"floor({sc.optimal_tolerance:g} x k x L1) steps, L1 the unrefined maze's "
+                "shortest path (the code's 14 x k x 1.2), and prioritized sweeping counts "
+                "one update more per real step (the code's + 1).")
+    return ("Protocol `dyna` (schedule.optimal_protocol, the default): the env's goal "
+            "as configured (a single goal cell in the refined Dyna maze), after each "
+            "episode 5 greedy rollouts (ties random) must all reach it within "
+            f"floor({sc.optimal_tolerance:g} x L) steps, L the shortest path, and "
+            "updates are counted as done (prioritized sweeping: its popped backups). "
+            "optimal_protocol = 'reference' gives the reference implementation's.")
+
+
+def _ps_where_updates_go(dq, ps, keys: list, split: list) -> list[str]:
+    """The "where the updates go" part: real steps, updates per real step, their ratio."""
+    n = dq.hparams.get("n_planning", "n")
+    lines = ["", "#### Where the updates go", "",
+             "Same runs: real steps until the path was found, "
+             "updates per real step, and the real-step ratio. The update ratio is the "
+             "real-step ratio times the ratio of updates per real step. Dyna-Q makes "
+             f"1 + n = {n + 1 if isinstance(n, int) else '1 + n'} updates on every real step, "
+             "useful or not (all of its first episode's updates back up zeros); "
+             "prioritized sweeping makes only as many as its queue holds (at most n), "
+             "so when both need about as many real steps -- finding the shortest path "
+             "is then a matter of epsilon-greedy exploration, not of planning -- the "
+             "ratio is set by prioritized sweeping's updates per real step."]
+    if ps.hparams.get("alpha", 1.0) < 1:
+        lines[-1] += (" With alpha < 1 a backup leaves part of its error behind and the "
+                      "book's algorithm does not queue the pair again, so real revisits "
+                      "keep re-starting sweeps whose size grows with the maze.")
+    lines.append("")
+    lines += md_table([*keys, f"{dq.name} real steps", f"{ps.name} real steps",
+                       f"{dq.name} updates/step", f"{ps.name} updates/step",
+                       "real-step ratio"], split)
     return lines
 
 

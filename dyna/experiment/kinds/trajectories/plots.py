@@ -82,33 +82,48 @@ def draw_plots(out, folder: Path) -> list[Path]:
             ax.legend(fontsize=7, loc="upper left")
         paths += save(fig, folder / "plots" / "lessons_from_failed")
 
-    shown = loops + baselines
-    if shown:
-        means = (runs.group_by("variant", maintain_order=True)
-                 .agg([pl.col(c).mean() for c in ("pd_reviewer", "pd_store",
-                                                   "safety_net_catches")]))
-        means = {r["variant"]: r for r in means.iter_rows(named=True)}
-        with figure((11.0, 4.8)) as fig:
-            ax = fig.subplots()
-            x = np.arange(len(shown))
-            w = 0.27
-            for k, (col, lab) in enumerate((("pd_reviewer", "reached the reviewer"),
-                                            ("pd_store", "reached the store files"),
-                                            ("safety_net_catches", "safety-net catches"))):
-                vals = [means[v][col] for v in shown]
-                bars = ax.bar(x + (k - 1) * w, vals, w, label=lab)
-                for b, v in zip(bars, vals):
-                    ax.annotate(f"{v:.0f}", (b.get_x() + b.get_width() / 2, max(v, 0)),
-                                ha="center", va="bottom", fontsize=6)
-            ax.set_xticks(x, shown, rotation=35, ha="right", fontsize=7)
-            ax.set_yscale("symlog", linthresh=1)
-            ax.set_ylabel("harvested values (catches for the safety net), symlog")
-            ax.set_title("Personal values harvested by field from the tool outputs: where "
-                         f"they went ({caption})\na baseline keeps runs as made: no reviewer,"
-                         " no redaction, no safety net", fontsize=10)
-            ax.legend(fontsize=8)
-            paths += save(fig, folder / "plots" / "personal_data")
+    paths += _personal_data_figure(runs, loops + baselines, caption, folder)
+    paths += _induction_figure(summary, out.config.analysis["confidence"], folder)
+    return paths
 
+
+def _personal_data_figure(runs: pl.DataFrame, shown: list, caption: str,
+                          folder: Path) -> list[Path]:
+    """``plots/personal_data``: per variant shown, the harvested values that reached the
+    reviewer and the store files, and the safety net's catches (none when no variant)."""
+    if not shown:
+        return []
+    paths: list[Path] = []
+    means = (runs.group_by("variant", maintain_order=True)
+             .agg([pl.col(c).mean() for c in ("pd_reviewer", "pd_store",
+                                               "safety_net_catches")]))
+    means = {r["variant"]: r for r in means.iter_rows(named=True)}
+    with figure((11.0, 4.8)) as fig:
+        ax = fig.subplots()
+        x = np.arange(len(shown))
+        w = 0.27
+        for k, (col, lab) in enumerate((("pd_reviewer", "reached the reviewer"),
+                                        ("pd_store", "reached the store files"),
+                                        ("safety_net_catches", "safety-net catches"))):
+            vals = [means[v][col] for v in shown]
+            bars = ax.bar(x + (k - 1) * w, vals, w, label=lab)
+            for b, v in zip(bars, vals):
+                ax.annotate(f"{v:.0f}", (b.get_x() + b.get_width() / 2, max(v, 0)),
+                            ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(x, shown, rotation=35, ha="right", fontsize=7)
+        ax.set_yscale("symlog", linthresh=1)
+        ax.set_ylabel("harvested values (catches for the safety net), symlog")
+        ax.set_title("Personal values harvested by field from the tool outputs: where "
+                     f"they went ({caption})\na baseline keeps runs as made: no reviewer,"
+                     " no redaction, no safety net", fontsize=10)
+        ax.legend(fontsize=8)
+        paths += save(fig, folder / "plots" / "personal_data")
+    return paths
+
+
+def _induction_figure(summary: pl.DataFrame, conf: float, folder: Path) -> list[Path]:
+    """``plots/induction``: each predictor's precision, recall and exact-sequence rate
+    with its bootstrap interval (confidence ``conf``)."""
     with figure((8.0, 4.5)) as fig:
         ax = fig.subplots()
         preds = [p for p in summary.get_column("predictor").unique(maintain_order=True)
@@ -129,9 +144,7 @@ def draw_plots(out, folder: Path) -> list[Path]:
                                      "exact sequence"])
         ax.set_ylim(0, 1.05)
         ax.set_ylabel(f"mean over {n} held-out tasks")
-        conf = out.config.analysis["confidence"]
         ax.set_title("Workflow induction, leave one task out within each type "
                      f"({conf:.0%} bootstrap CI over tasks)", fontsize=9)
         ax.legend(fontsize=8)
-        paths += save(fig, folder / "plots" / "induction")
-    return paths
+        return save(fig, folder / "plots" / "induction")

@@ -49,8 +49,22 @@ def build_report(out, folder: Path) -> str:
     baselines = [v for v in m if m[v]["learner"] == "baseline"]
     summ = {(r["predictor"], r["metric"]): r for r in summary.iter_rows(named=True)}
     lines = [f"# {cfg.name}", ""]
+    lines += _headline(data, R, m, loops, baselines, summ)
+    lines += _setup(cfg, man, data)
+    lines += _personal_data(runs, m, loops)
+    lines += _outcome_gate(m)
+    lines += _loop_variants(cfg, runs, m, loops)
+    lines += _baselines(m, baselines)
+    lines += _store_episodes(out)
+    lines += _induction(cfg, induction, summary, summ)
+    lines += plots_section(Path(folder))
+    return "\n".join(lines) + "\n"
 
-    # ------------------------------------------------------------------ headline
+
+def _headline(data: dict, R: int, m: dict, loops: list, baselines: list, summ: dict) -> list[str]:
+    """The headline: what was replayed, personal values reaching the reviewer and the
+    store files, lessons from failed runs, workflow induction."""
+    lines: list[str] = []
     head = [f"- Replayed {data.get('runs', '?')} recorded runs ({data.get('tasks', '?')} tasks "
             f"x {data.get('trials', '?')} trials, {data.get('successes', '?')} rewarded 1) "
             f"through {len(loops)} loop variants and {len(baselines)} literature baselines, "
@@ -77,8 +91,12 @@ def build_report(out, folder: Path) -> str:
             f"sequence: recall {_ci(summ.get(('mode_ground_truth', 'recall')))}"
             f", precision {_ci(summ.get(('mode_ground_truth', 'precision')))}.")
     lines += ["## Headline", ""] + head[:5] + [""]
+    return lines
 
-    # ------------------------------------------------------------------ setup
+
+def _setup(cfg, man: dict, data: dict) -> list[str]:
+    """The setup: the data file, task types, personal values, the replay, redaction."""
+    lines: list[str] = []
     lines += ["## Setup", "",
               f"- Data: `{Path(data.get('path', cfg.data)).name}`, sha256 "
               f"`{short_hash(data.get('sha256'))}`, {data.get('tool_calls', '?')} tool calls; "
@@ -99,8 +117,12 @@ def build_report(out, folder: Path) -> str:
               f"(`[digest] tools_trusted = {str(cfg.digest['tools_trusted']).lower()}`). "
               f"Config hash "
               f"`{short_hash(man.get('config_hash'))}`.", ""]
+    return lines
 
-    # ------------------------------------------------------------------ personal data
+
+def _personal_data(runs: pl.DataFrame, m: dict, loops: list) -> list[str]:
+    """Personal values per loop variant, and each redaction pair's verdict."""
+    lines: list[str] = []
     cats = [c.removeprefix("pd_store_") for c in runs.columns if c.startswith("pd_store_")]
     lines += ["## Personal data", "",
               "Counts are distinct (run, value) pairs for the reviewer and distinct values for "
@@ -137,8 +159,13 @@ def build_report(out, folder: Path) -> str:
                 f", {'> 0' if ok_off else '0 (the measurement is vacuous)'} without; store "
                 f"files {store}.")
     lines.append("")
+    return lines
 
-    # ------------------------------------------------------------------ outcome gate
+
+def _outcome_gate(m: dict) -> list[str]:
+    """The outcome gate's variants and the naive loop: reviews blocked, lessons from
+    failed runs."""
+    lines: list[str] = []
     lines += ["## The outcome gate and lessons from failed runs", ""]
     rows = []
     for on, off in _GATES:
@@ -155,8 +182,12 @@ def build_report(out, folder: Path) -> str:
     lines += md_table(["variant", "reviews", "reviews the gate blocked",
                        "lessons from failed runs (committed + staged)",
                        "committed from failed runs", "entries at the end"], rows) + [""]
+    return lines
 
-    # ------------------------------------------------------------------ all loop variants
+
+def _loop_variants(cfg, runs: pl.DataFrame, m: dict, loops: list) -> list[str]:
+    """What each loop variant wrote, and the safeguards that never acted."""
+    lines: list[str] = []
     lines += ["## What each loop variant wrote", "",
               "Mean per run. `near-dup` = pairs of stored lessons with content-word Jaccard "
               f">= {cfg.analysis['near_duplicate']}.", ""]
@@ -176,8 +207,12 @@ def build_report(out, folder: Path) -> str:
     if inert:
         lines += [f"Safeguards that never acted in any loop run (their ablation is the same "
                   f"replay as the full loop): {', '.join(inert)}.", ""]
+    return lines
 
-    # ------------------------------------------------------------------ baselines
+
+def _baselines(m: dict, baselines: list) -> list[str]:
+    """The literature baselines' writes and what their stores hold (empty without one)."""
+    lines: list[str] = []
     if baselines:
         lines += ["## Literature baselines", "",
                   "Each baseline's own rule on the same runs (dyna/agents/baselines/), with "
@@ -190,8 +225,12 @@ def build_report(out, folder: Path) -> str:
                  _n(m[v]["learning_tokens"])] for v in baselines]
         lines += md_table(["baseline", "writes", "writes after failed runs", "entries at the end",
                            "personal values kept", "learning tokens"], rows) + [""]
+    return lines
 
-    # ------------------------------------------------------------------ experience store
+
+def _store_episodes(out) -> list[str]:
+    """The importer's experience-store episodes (empty without the table)."""
+    lines: list[str] = []
     se = out.tables.get("store_episodes")
     if se is not None:
         lines += ["## The importer's experience-store episodes", "",
@@ -200,8 +239,12 @@ def build_report(out, folder: Path) -> str:
         lines += md_table(["category", "harvested", "in the store"],
                           [[r["category"], r["harvested"], r["in_store"]]
                            for r in se.iter_rows(named=True)]) + [""]
+    return lines
 
-    # ------------------------------------------------------------------ induction
+
+def _induction(cfg, induction: pl.DataFrame, summary: pl.DataFrame, summ: dict) -> list[str]:
+    """Workflow induction: the predictors' scores, tasks reported apart, scores by type."""
+    lines: list[str] = []
     status = induction.group_by("status").len().sort("status")
     lines += ["## Workflow induction (leave one task out within each task type)", "",
               "Induced: the consensus of the other tasks' successful runs of the type (calls "
@@ -237,5 +280,4 @@ def build_report(out, folder: Path) -> str:
                             fmt(r["mode_ground_truth_recall"]), fmt(r["induced_precision"]),
                             fmt(r["mode_ground_truth_precision"])]
                            for r in by_type.iter_rows(named=True)]) + [""]
-    lines += plots_section(Path(folder))
-    return "\n".join(lines) + "\n"
+    return lines
