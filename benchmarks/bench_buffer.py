@@ -1,7 +1,7 @@
 """ExperienceBuffer at volume: batched record, compaction, pruning, resident memory.
 
-Run with ``pytest benchmarks/bench_buffer.py -s`` (several minutes, ~8 GiB at peak). Targets
-of issue 3, each a ratio to a peer timed in the same run (medians of alternating rounds):
+Run with ``pytest benchmarks/bench_buffer.py -s`` (several minutes, ~8 GiB at peak). The
+targets, each a ratio to a peer timed in the same run (medians of alternating rounds):
 
 - batched record of 1M episodes (d = 64): within 1.5x of writing the same arrays into
   preallocated numpy arrays. Both sides are preallocated and warm; dyna additionally

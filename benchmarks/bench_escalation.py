@@ -1,4 +1,4 @@
-"""Speed of the escalation policies (issue 6).
+"""Speed of the escalation policies.
 
 Run with ``pytest benchmarks/bench_escalation.py -s``. Each benchmark measures ours and a
 peer in the same run on the same data (interleaved, :class:`conftest.Comparison`); the

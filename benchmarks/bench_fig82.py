@@ -114,7 +114,8 @@ def python_fig82(table, impl=None):
 def _fresh_process_warmup(cache_dir):
     code = "from dyna.agents import warmup; print(warmup())"
     env = {**os.environ, "NUMBA_CACHE_DIR": cache_dir}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -133,7 +134,8 @@ def test_fig82_kernel_vs_python(benchmark):
     lists = python_fig82(table, python_lists_dyna_q)
     t_lists = time.perf_counter() - t0
     ratio, ratio_lists = t_python / t_kernel, t_lists / t_kernel
-    print(f"\nFigure 8.2 (30 runs x 50 episodes x n in {NS}): kernel {t_kernel:.3f} s (median of 5); "
+    print(f"\nFigure 8.2 (30 runs x 50 episodes x n in {NS}): kernel {t_kernel:.3f} s "
+          "(median of 5); "
           f"per-step Python with numpy {t_python:.1f} s -> {ratio:.0f}x; "
           f"with lists only {t_lists:.2f} s -> {ratio_lists:.0f}x; "
           f"compile: cold {cold:.1f} s, from cache {warm:.2f} s")

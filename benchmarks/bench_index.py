@@ -1,7 +1,7 @@
 """Exact cosine top-k at 1M x 64 against BLAS and faiss, filtered search, ANN recall.
 
-Run with ``pytest benchmarks/bench_index.py -s``. Every target of issue 3 is a ratio to a
-peer timed in the same run (medians of alternating rounds):
+Run with ``pytest benchmarks/bench_index.py -s``. Every target is a ratio to a peer timed
+in the same run (medians of alternating rounds):
 
 - one query, top-10: within 1.3x of a single BLAS sgemv over the same float32 matrix (the
   memory-bandwidth floor) and at least as fast as faiss ``IndexFlatIP``;

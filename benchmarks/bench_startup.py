@@ -1,5 +1,5 @@
-"""Speed of the first seconds (issue "Everyday use"): a process that uses the store, and
-every `dyna` command's start, against peers in the same benchmark.
+"""Speed of the first seconds: a process that uses the store, and every `dyna` command's
+start, against peers in the same benchmark.
 
 Run with ``pytest benchmarks/bench_startup.py -s``. Each measurement is a fresh Python
 process; the two sides alternate, at least 30 runs each, and the ratio of the medians is
@@ -8,8 +8,8 @@ asserted:
 - ``import dyna.experience`` within 1.3x of ``import numpy, numba, polars, scipy.special``
   (what the store needs at least); measured when written: about 1.1x;
 - ``dyna --help`` and ``dyna run --help`` within 5x of ``python -c "import argparse"``;
-  measured when written: about 1.6-2x (2.4 s before the command modules stopped importing
-  the loops, the escalation kind and scipy.stats at start).
+  measured when written: about 1.6-2x (the command modules import the loops, the
+  escalation kind and scipy.stats only when a command needs them).
 """
 
 import statistics

@@ -1,4 +1,4 @@
-"""Benchmarks: SQLite insert and store opening against bare sqlite3 peers (issue 3).
+"""Benchmarks: SQLite insert and store opening against bare sqlite3 peers.
 
 Target: inserting a batch of records with :meth:`dyna.store.sqlite.SQLiteStore.append`
 (numpy columns in, ids assigned, one transaction) takes at most 1.25x the time of the bare
@@ -38,7 +38,8 @@ def make_columns(n):
     rng = np.random.default_rng(0)
     tenants = np.array([f"tenant{i}" for i in range(10)], dtype=object)
     tasks = np.array([f"task{i}" for i in range(100)], dtype=object)
-    return {"tenant_id": tenants[rng.integers(0, 10, n)], "task_type": tasks[rng.integers(0, 100, n)],
+    return {"tenant_id": tenants[rng.integers(0, 10, n)],
+            "task_type": tasks[rng.integers(0, 100, n)],
             "action_type": tasks[rng.integers(0, 5, n)],
             "outcome": np.where(rng.random(n) < 0.7, "success", "failure").astype(object),
             "reward": rng.standard_normal(n), "timestamp": 1.7e9 + np.arange(n, dtype=float),

@@ -1,4 +1,4 @@
-"""Benchmarks of the shared experience store (issue 19), each against a peer in the same run.
+"""Benchmarks of the shared experience store, each against a peer in the same run.
 
 Single writes. ``ExperienceStore.record`` of one episode at a time (labels already known, a
 dict with a sensitive key to redact, d = 64 features), each call returning after its own

@@ -1,4 +1,4 @@
-"""Benchmark: PostgreSQL batched insert against a bare COPY of the same rows (issue 19).
+"""Benchmark: PostgreSQL batched insert against a bare COPY of the same rows.
 
 Target: :meth:`dyna.store.postgres.PostgresStore.append` of a batch (numpy columns in, the
 id counter's row locked, ids assigned, vectors packed, one binary ``COPY``, the counter

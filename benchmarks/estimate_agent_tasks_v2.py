@@ -1,4 +1,4 @@
-"""Estimated run time of the pre-registered agent-tasks v2 sweeps (issue 16).
+"""Estimated run time of the pre-registered agent-tasks v2 sweeps.
 
 For each store's file (``experiments/agent_tasks_v2_{skill,memory}.toml``) every variant
 runs one seed of 1,000 episodes on one representative scenario of each sweep (its most

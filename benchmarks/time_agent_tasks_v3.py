@@ -3,8 +3,8 @@
 Runs ``dyna run FILE --backend process --workers 2 --no-progress`` in a fresh process for
 each file (the confirmatory seeds, or ``--seeds replication``), into a temporary output
 folder that is removed afterwards, and prints the wall and CPU time the process and its
-workers used. The issue's budget for each store's primary confirmatory family is 20 minutes
-on 2 cores; measured figures are in experiments/results/agent_tasks_v3/README.md.
+workers used. The budget for each store's primary confirmatory family is 20 minutes on 2
+cores; measured figures are in experiments/results/agent_tasks_v3/README.md.
 
 Usage::
 

@@ -29,7 +29,7 @@ directory meanwhile; numba fails when asked to save into a directory that has va
 Cost at ``import dyna``: reading ~1.7 MB of sources (90 modules), finding the few that
 import numba (a substring test before the regex) and hashing the ~15 modules kernels depend
 on, about 5-10 ms on the reference machine (2 cores; ``kernel_sources_key`` on this
-repository, warm file cache; it was ~30 ms with the regex run over every source), plus
+repository, warm file cache; the regex run over every source would take ~30 ms), plus
 ~2 ms to import hashlib.
 """
 

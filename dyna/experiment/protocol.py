@@ -20,8 +20,8 @@ A kind's **config** object (any class; frozen dataclasses recommended) has
     depend on how runs were split into jobs or which backend ran them.
 ``to_dict() -> dict``
     JSON-ready canonical form. For every kind but ``tabular`` it contains
-    ``"kind": <name>``; :func:`dyna.experiment.registry.parse_experiment` accepts it back (``load_output`` rebuilds
-    the config from ``manifest.json`` this way).
+    ``"kind": <name>``; :func:`dyna.experiment.registry.parse_experiment` accepts it back
+    (``load_output`` rebuilds the config from ``manifest.json`` this way).
 ``hash : str``
     sha256 hex of the canonical JSON of ``to_dict()`` (use
     :func:`dyna.experiment.config.config_hash`, which only needs ``to_dict``).

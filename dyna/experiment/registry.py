@@ -9,14 +9,14 @@ to its kind.
 
 Registered kinds:
 
-==============  ==========================================  ==================================
-kind            what it runs                                package
-==============  ==========================================  ==================================
-tabular         tabular Dyna agents on Gymnasium tables     :mod:`dyna.experiment.kinds.tabular`
-escalation      escalation policies on task streams         :mod:`dyna.experiment.kinds.escalation`
-agent_tasks     skill / memory loops on agent tasks         :mod:`dyna.experiment.kinds.agent_tasks`
-trajectories    recorded agent runs through the loops       :mod:`dyna.experiment.kinds.trajectories`
-==============  ==========================================  ==================================
+============  =======================================  =========================================
+kind          what it runs                             package
+============  =======================================  =========================================
+tabular       tabular Dyna agents on Gymnasium tables  :mod:`dyna.experiment.kinds.tabular`
+escalation    escalation policies on task streams      :mod:`dyna.experiment.kinds.escalation`
+agent_tasks   skill / memory loops on agent tasks      :mod:`dyna.experiment.kinds.agent_tasks`
+trajectories  recorded agent runs through the loops    :mod:`dyna.experiment.kinds.trajectories`
+============  =======================================  =========================================
 
 Adding a kind: a package with a module-level instance of a subclass of
 :class:`~dyna.experiment.protocol.ExperimentKind` and one line in :data:`KINDS` (or a call

@@ -94,8 +94,8 @@ def ratio_of_sums_ci(num, den, *, confidence: float = 0.95, n_resamples: int = 2
 
 
 def volume_scenarios(cfg, runs: pl.DataFrame) -> list[str]:
-    """The scenarios (config order, robustness copies left out) whose primary metric is a token or retrieval metric
-    (:data:`TOKEN_METRICS`) and whose runs recorded the cost split (a finite
+    """The scenarios (config order, robustness copies left out) whose primary metric is a token or
+    retrieval metric (:data:`TOKEN_METRICS`) and whose runs recorded the cost split (a finite
     ``catalog_tokens_per_episode``)."""
     if "catalog_tokens_per_episode" not in runs.columns:
         return []

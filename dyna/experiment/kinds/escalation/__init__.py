@@ -78,10 +78,10 @@ A *variant* is a policy (``rule`` in :data:`dyna.escalation.POLICY_RULES` or ``"
 the risk class's own (p*, delta) rule; ``p_star``, ``delta``, ``min_episodes``, ``epsilon``,
 ``prior``, ``discount``); each variant runs under every cost setting (groups are variant x
 cost setting: a risk class at its preset p*, or with ``costs.p_star`` a risk class at each
-grid value, failure cost ``c_escalate / (1 - p*)``); each scenario stream (one per system for replays) runs under every feedback
-mode (points). Runs differ in the stream's random draws and order; a run's stream depends
-only on ``(seed, scenario, system, run)``, so every policy and both feedback modes see the
-same tasks (common random numbers).
+grid value, failure cost ``c_escalate / (1 - p*)``); each scenario stream (one per system for
+replays) runs under every feedback mode (points). Runs differ in the stream's random draws and
+order; a run's stream depends only on ``(seed, scenario, system, run)``, so every policy and both
+feedback modes see the same tasks (common random numbers).
 
 Tables: ``runs`` (one row per group x point x run: costs, regrets, rates, AURC ...),
 ``curves`` (cumulative quantities at checkpoints per run), ``risk_coverage`` (risk at a

@@ -95,7 +95,8 @@ def register(sub) -> None:
     """Add ``dyna escalation check|replay``."""
     esc = sub.add_parser("escalation", help="check an outcome log or replay it through "
                          "escalation policies",
-                         description="Check outcome logs and replay them through escalation policies.")
+                         description="Check outcome logs and replay them through "
+                         "escalation policies.")
     cmds = esc.add_subparsers(dest="escalation_command", metavar="COMMAND",
                               parser_class=type(esc))
     check = cmds.add_parser("check", help="validate an outcome log and summarise it")

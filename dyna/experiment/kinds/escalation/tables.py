@@ -44,8 +44,8 @@ def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jo
         evidence, agreement, aurc, aurc_optimal, aurc_type_oracle, e_aurc,
         final_abs_error. ``cost_setting`` names the :class:`CostSetting` (the risk class
         without a ``costs.p_star`` grid) and ``p_star`` is its threshold;
-        ``aurc_type_oracle`` is the AURC of the type oracle's score (the true rate of the
-        task's type), the baseline a learnt competence can at best approach. Costs are totals over the
+        ``aurc_type_oracle`` is the AURC of the type oracle's score (the true rate of the task's
+        type), the baseline a learnt competence can at best approach. Costs are totals over the
         run's ``steps`` tasks; rates are per task (``failure_rate``: failed attempts,
         ``agent_failure_rate``: tasks the agent would fail); ``evidence`` is the counted
         evidence at the end, summed over types (decayed for discounted variants);

@@ -14,8 +14,9 @@ from the stream ``(seed, r)`` only.
 Modules: ``config`` (the file), ``job`` (env tables and the job), ``tables`` (``results``,
 ``runs``, ``evals``), ``kind`` (the :class:`~dyna.experiment.protocol.ExperimentKind`),
 ``plots``, ``report`` (with the book's checks) and ``reference`` (the declared comparisons
-with the reference implementation's per-run values in ``data/sutton_barto_reference/``). The package imports the experiment machinery it needs (protocol, config checks,
-backends' jobs, stats, plotting and reporting helpers), :mod:`dyna.agents` and
+with the reference implementation's per-run values in ``data/sutton_barto_reference/``).
+The package imports the experiment machinery it needs (protocol, config checks, backends'
+jobs, stats, plotting and reporting helpers), :mod:`dyna.agents` and
 :mod:`envs`; never another kind, the registry or the runner.
 """
 

@@ -534,9 +534,9 @@ def parse_tabular(data: dict, *, runs: int | None = None, seed: int | None = Non
     Raises
     ------
     ConfigError
-        ``kind`` other than ``"tabular"``, a misspelt key (field = dotted path, with a close-match suggestion), a missing
-        required key, or a value out of range; hyper-parameter errors come from
-        :func:`dyna.agents.validate_hparams` with field ``variants.<name>.<key>`` or
+        ``kind`` other than ``"tabular"``, a misspelt key (field = dotted path, with a close-match
+        suggestion), a missing required key, or a value out of range; hyper-parameter errors come
+        from :func:`dyna.agents.validate_hparams` with field ``variants.<name>.<key>`` or
         ``defaults.<key>``.
     """
     if not isinstance(data, dict):
