@@ -40,13 +40,14 @@ def test_coverage_counts_families_whose_stored_skill_is_right():
     agent, env = _agent("naive_loop", {})
     for _ in range(300):
         row = agent.episode()
-    right = agent.right_families()
+    right = agent.covered
     head = agent.head_families
-    # each right family's stored skill is its procedure, call for call
-    for f in right:
-        assert any(tuple(agent.lessons.skill_calls(s.body)) == env.procedure(f)
-                   for s in agent.loop.skills.skills()
-                   if agent.lessons.family_of_key(s.triggers) == f)
+    # a family is right exactly when one of its stored skills is its procedure, call for call
+    assert right
+    for f in range(env.n_families):
+        assert (f in right) == any(tuple(agent.lessons.skill_calls(s.body)) == env.procedure(f)
+                                   for s in agent.loop.skills.skills()
+                                   if agent.lessons.family_of_key(s.triggers) == f), f
     row = agent.episode()
     assert row["head_coverage"] == len(right & head) / len(head)
 

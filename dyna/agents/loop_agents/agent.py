@@ -138,9 +138,8 @@ class LoopAgent:
                        steps=0, tokens=int(p.escalation.get("escalation_tokens", 5000)))
         else:
             self._play(row, rinfo)
-        self._audit(row)
+        self.covered = self._audit(row)
         row.update(self.episode_stats, harmful_proposed=self._harmful_proposed() - harmful_before)
-        self.covered = self.right_families()
         row["approved"], row["rejected"] = approved, rejected
         for switch, col in ACTED_COLUMNS:
             row[col] = 0 if acted_before is None else self.loop.acted[switch] - acted_before[switch]
@@ -253,34 +252,30 @@ class LoopAgent:
         return getattr(reviewer, "harmful_proposed", 0)
 
     # ------------------------------------------------------------------ the store
-    def _audit(self, row: dict) -> None:
-        """Fill the row's library size and poisoned and stale counts (:mod:`.audit`)."""
+    def _audit(self, row: dict) -> frozenset:
+        """Fill the row's library size and poisoned and stale counts (:mod:`.audit`);
+        returns the families the store holds a right entry for now: a skill (or a
+        baseline's entry) whose every call is right, or facts right for every step (the
+        value, and the tool when the reviewer writes tool facts). Empty without a store."""
         row["library_size"] = row["poisoned"] = row["stale"] = 0
+        audit = self.audit
         if self.baseline is not None:
             row["library_size"] = self.baseline.size()
-            entries = self.audit.baseline_entries(self.baseline)
+            entries = audit.baseline_entries(self.baseline)
+            covered = StoreAudit.covered(entries)
         elif self.loop is None:
-            return
+            return frozenset()
         elif self.spec.store == "skill":
             skills = self.loop.skills.skills()
             row["library_size"] = len(skills)
-            entries = self.audit.skill_entries(skills)
+            entries = audit.skill_entries(skills)
+            covered = StoreAudit.covered(entries)
         else:
             facts = self.loop.memory.entries()
             row["library_size"] = len(facts)
-            entries = self.audit.fact_entries(facts)
-        row["poisoned"], row["stale"] = self.audit.counts(entries)
-
-    def right_families(self) -> frozenset:
-        """The families for which the store holds an entry right for the current
-        procedure now: a skill (or a baseline's entry) whose every call is right, or facts
-        right for every step (the value, and the tool when the reviewer writes tool
-        facts). Empty without a store."""
-        if self.baseline is not None:
-            return StoreAudit.covered(self.audit.baseline_entries(self.baseline))
-        if self.loop is None:
-            return frozenset()
-        if self.spec.store == "skill":
-            return StoreAudit.covered(self.audit.skill_entries(self.loop.skills.skills()))
-        kinds = ("value", "tool") if self.params.memory_facts == "call" else ("value",)
-        return self.audit.covered_by_facts(self.loop.memory.entries(), kinds)
+            claims = audit.fact_claims(facts)
+            entries = audit.fact_entries(claims)
+            kinds = ("value", "tool") if self.params.memory_facts == "call" else ("value",)
+            covered = audit.covered_by_facts(claims, kinds)
+        row["poisoned"], row["stale"] = audit.counts(entries)
+        return covered

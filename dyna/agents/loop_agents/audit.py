@@ -11,7 +11,7 @@ holds entries right for its whole procedure now.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -66,43 +66,55 @@ class StoreAudit:
         return frozenset(fam for _, fam, right in entries if right)
 
     # ------------------------------------------------------------------ entries
-    def skill_entries(self, skills) -> Iterator[tuple[tuple[str, str], int | None, bool]]:
+    def skill_entries(self, skills) -> list[tuple[tuple[str, str], int | None, bool]]:
         """``((name, body), family, right now)`` per skill: the family its triggers name,
         and whether its calls are that family's procedure now, call for call."""
+        out = []
         for s in skills:
             fam = self.reader.family_of_key(s.triggers)
             right = fam is not None and (tuple(self.reader.skill_calls(s.body))
                                          == self.env.procedure(fam))
-            yield (s.name, s.body), fam, right
+            out.append(((s.name, s.body), fam, right))
+        return out
 
-    def baseline_entries(self, baseline) -> Iterator[tuple[tuple, int | None, bool]]:
+    def baseline_entries(self, baseline) -> list[tuple[tuple, int | None, bool]]:
         """``(("baseline", key, calls), family, right now)`` per entry of a literature
         baseline (:meth:`~dyna.agents.baselines.Baseline.audit_entries`; a tool or value an
         entry says nothing about, ``-1``, is not held against it:
         :func:`dyna.agents.baselines.agrees`)."""
+        out = []
         for key, calls in baseline.audit_entries():
             fam = self.reader.family_of_key(key.split())
             right = fam is not None and agrees(calls, self.env.procedure(fam))
-            yield ("baseline", key, tuple(calls)), fam, right
+            out.append((("baseline", key, tuple(calls)), fam, right))
+        return out
 
-    def fact_entries(self, facts) -> Iterator[tuple[str, int | None, bool]]:
-        """``(text, family, right now)`` per memory fact: its tool or value is that of its
-        step of its key family's procedure now (family None: the fact names no family, or
-        no step of its procedure)."""
+    def fact_claims(self, facts) -> list[tuple[str, int | None, int, str, int]]:
+        """``(text, family, step, kind, index)`` per memory fact: what it claims, read by
+        :meth:`LessonReader.fact`; family None when its key names no family or its step
+        (1-based) is not one of the procedure's."""
+        out = []
         for e in facts:
-            fam, step, kind, ix = self._fact_claim(e.text)
-            right = fam is not None and ix == self.env.procedure(fam)[step - 1][kind == "value"]
-            yield e.text, fam, right
+            words, step, kind, ix = self.reader.fact(e.text)
+            fam = self.reader.family_of_key(words) if words else None
+            if fam is not None and not 1 <= step <= self.env.length:
+                fam = None
+            out.append((e.text, fam, step, kind, ix))
+        return out
 
-    def covered_by_facts(self, facts, kinds: tuple[str, ...]) -> frozenset:
-        """The families for which ``facts`` hold, for every step of the procedure now, a
-        right fact of each of ``kinds`` (``"value"``, and ``"tool"`` when the reviewer
-        writes tool facts)."""
-        known = set()
-        for e in facts:
-            fam, step, kind, ix = self._fact_claim(e.text)
-            if fam is not None:
-                known.add((fam, step - 1, kind, ix))
+    def fact_entries(self, claims) -> list[tuple[str, int | None, bool]]:
+        """``(text, family, right now)`` per fact claim (:meth:`fact_claims`): its tool or
+        value is that of its step of its family's procedure now."""
+        procedure = self.env.procedure
+        return [(text, fam, fam is not None and ix == procedure(fam)[step - 1][kind == "value"])
+                for text, fam, step, kind, ix in claims]
+
+    def covered_by_facts(self, claims, kinds: tuple[str, ...]) -> frozenset:
+        """The families for which the fact claims (:meth:`fact_claims`) hold, for every step
+        of the procedure now, a right fact of each of ``kinds`` (``"value"``, and ``"tool"``
+        when the reviewer writes tool facts)."""
+        known = {(fam, step - 1, kind, ix) for _, fam, step, kind, ix in claims
+                 if fam is not None}
         env = self.env
         right = set()
         for fam in range(env.n_families):
@@ -111,12 +123,3 @@ class StoreAudit:
                    for k in range(env.length) for kind in kinds):
                 right.add(fam)
         return frozenset(right)
-
-    def _fact_claim(self, text: str) -> tuple[int | None, int, str, int]:
-        """``(family, step, kind, index)`` a fact claims; family None when its key names
-        no family or its step is not one of the procedure's."""
-        words, step, kind, ix = self.reader.fact(text)
-        fam = self.reader.family_of_key(words) if words else None
-        if fam is None or not 1 <= step <= self.env.length:
-            return None, step, kind, ix
-        return fam, step, kind, ix
