@@ -25,6 +25,17 @@ PERSISTENT = ("sqlite", "postgresql")
 _schemas = itertools.count()
 
 
+@pytest.fixture
+def tau_bench_formats():
+    """Redaction with the tau-bench id formats of the trajectories importer
+    (:data:`dyna.loops.trajectories.TAU_BENCH_FORMATS`: the general formats and tau-bench's
+    user and payment-method ids) for the test; the secret corpus holds such ids."""
+    from dyna.loops.trajectories import TAU_BENCH_FORMATS
+    from dyna.redact import redaction_formats
+    with redaction_formats(TAU_BENCH_FORMATS):
+        yield TAU_BENCH_FORMATS
+
+
 @pytest.fixture(scope="session")
 def pg_dsn():
     """Superuser DSN of a PostgreSQL server for the tests (see the module notes)."""

@@ -64,6 +64,7 @@ def _control(tmp_path):
     assert len(_leaked(control)) == len(SECRETS)   # the search finds every planted value
 
 
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_skills_library_never_writes_a_planted_secret(tmp_path):
     assert len(SECRETS) >= 60
     _control(tmp_path)
@@ -135,6 +136,7 @@ def test_skills_refuse_a_run_id_holding_a_secret(tmp_path):
     assert lib.skills() == [] and lib.pending() == []
 
 
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_memory_never_writes_a_planted_secret(tmp_path):
     _control(tmp_path)
     root = tmp_path / "mem"

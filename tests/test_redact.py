@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dyna.errors import ConfigError
+from dyna.loops.trajectories import TAU_BENCH_FORMATS
 from dyna.redact import (
     DEFAULT_SENSITIVE_KEYS,
     DETECTORS,
@@ -26,6 +27,7 @@ from dyna.redact import (
     normalise_key,
     redact,
     redact_text,
+    redaction_formats,
 )
 
 PERS04_KEYS = {"password", "api_key", "token", "secret", "authorization"}
@@ -302,7 +304,7 @@ def test_authorization_placeholders_and_prose_are_kept(text):
     ("I'm lucas_brown_4047", "lucas_brown_4047"),
     ("Certificate added to user noah_muller_9847 with amount 150.", "noah_muller_9847"),
     ('{"user_id":"mia_li_3668","reservation_id":"HATHAT"}', "mia_li_3668"),
-    # issue 18: cues near the id, as the recorded runs and the reviewer's lessons word them
+    # cues near the id, as the recorded runs and the reviewer's lessons word them
     ("transfer_to_human_agents summary=The user, amelia_rossi_1297, is requesting to cancel",
      "amelia_rossi_1297"),
     ("Sure, my ID is mia_li_3668.", "mia_li_3668"),
@@ -315,6 +317,7 @@ def test_authorization_placeholders_and_prose_are_kept(text):
     ("account id = james_lee_6136", "james_lee_6136"),
     ('{"user": "mia_kim_4397", "seat": "12A"}', "mia_kim_4397"),
 ])
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_user_ids_after_a_cue(text, uid):
     assert detect(text) == ["user_id"]
     out = redact(text)
@@ -326,16 +329,18 @@ def test_user_ids_after_a_cue(text, uid):
     "get_user_details", "max_tokens_2048", "lr_schedule_cosine_1000",
     "user ids look like first_last_1234", "the user id is required", "run id: exp_ablation_0042",
     "call get_user_details for max_tokens_2048", "user_count: 3", "users mia_li_3668",
-    # issue 18: snake_case names with digits near the new cue words stay
+    # snake_case names with digits near the cue words stay
     "the user ran skill_loop_2024 on agent_tasks_v2", "customer support: skill_loop_2024",
     "account settings lr_schedule_cosine_1000", "passenger count 2 for book_reservation",
     "user story: update_reservation_flights then book_reservation", "my id card",
 ])
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_snake_case_names_are_not_user_ids(text):
     assert detect(text) == [] and redact(text) == text
     assert redact({"note": text, "step": 2}) == {"note": text, "step": 2}
 
 
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_a_cue_key_names_a_user_id_only_of_its_shape():
     assert redact({"account": "mia_li_3668", "user": "ada"}, ()) == {"account": REDACTED,
                                                                     "user": "ada"}
@@ -345,11 +350,8 @@ def test_a_cue_key_names_a_user_id_only_of_its_shape():
     assert scan({"customer": "raj_brown_5782"}) == {"user_id": 1}
 
 
-# Payment-method ids (issue 18). Session 4 kept them as opaque ids (the key
-# credit_card_4421486 kept, only its value redacted; "payment_id: credit_card_4421486" was a
-# benign text); issue 18 counts them as personal data, since one links to a person's card:
-# they are redacted as keys, values and in prose, and the tests that asserted them kept now
-# assert them gone.
+# Payment-method ids are personal data, since one links to a person's card: they are
+# redacted as keys, values and in prose.
 @pytest.mark.parametrize("text, pid", [
     ("payment_id: credit_card_4421486", "credit_card_4421486"),
     ("Error: not enough balance in payment method gift_card_5094406", "gift_card_5094406"),
@@ -361,6 +363,7 @@ def test_a_cue_key_names_a_user_id_only_of_its_shape():
      "gift_card_5634230"),
     ("Credit_Card_4421486", "Credit_Card_4421486"),
 ])
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_payment_method_ids_are_redacted_wherever_they_stand(text, pid):
     assert detect(text) == ["payment_method_id"]
     out = redact(text)
@@ -375,10 +378,12 @@ def test_payment_method_ids_are_redacted_wherever_they_stand(text, pid):
     "credit_card_123", "gift_card_balance_2024", "paypal-3024827", "my_paypal_3024827",
     "update_reservation_flights", "book_reservation",
 ])
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_payment_method_look_alikes_are_kept(text):
     assert detect(text) == [] and redact(text) == text
 
 
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_a_tau_bench_payment_methods_map_keeps_no_id():
     methods = {"credit_card_4421486": {"source": "credit_card", "brand": "visa",
                                        "last_four": "7447", "id": "credit_card_4421486"},
@@ -393,6 +398,7 @@ def test_a_tau_bench_payment_methods_map_keeps_no_id():
     assert scan({"payment_methods": methods}) == {"payment_method_id": 4}
 
 
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_a_user_id_found_by_key_or_cue_is_redacted_everywhere_in_the_object():
     run = {"user_id": "mia_li_3668",
            "traj": [{"role": "user", "content": "Sure, it's mia_li_3668."},
@@ -446,6 +452,7 @@ def test_other_dates_are_kept(text):
     assert detect(text) == [] and redact_text(text) == text
 
 
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_check_label_refuses_a_user_id_after_a_cue():
     assert check_label("run_id", "mia_li_3668") == "mia_li_3668"  # no cue: an ordinary label
     with pytest.raises(ConfigError) as err:
@@ -453,6 +460,7 @@ def test_check_label_refuses_a_user_id_after_a_cue():
     assert "user_id" in err.value.reason and "mia_li_3668" not in str(err.value)
 
 
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_a_cue_key_catches_in_parsed_json_as_in_its_text():
     """``{"user_id": "x"}`` as JSON text fires the user_id detector; parsed (embedded JSON,
     or redaction with no key names, as the loop libraries' safety net does) it must too."""
@@ -475,36 +483,52 @@ def test_the_detect_cache_holds_no_text_and_is_bounded():
     import gc
 
     from dyna import redact as R
+    cache = R.active_formats().detect_cache
     secret = "AKIA" + "Q7XK2M9PLR4T8WZB"
     text = f"aws key {secret} here"
     assert R.detect(text) == R.detect(text) and R.detect(text)
-    assert all(not isinstance(k, str) for k in R._DETECT_CACHE)
-    assert not any(secret in repr(k) for k in R._DETECT_CACHE)
+    assert all(not isinstance(k, str) for k in cache)
+    assert not any(secret in repr(k) for k in cache)
     gc.collect()
     big = "x" * (R.DETECT_CACHE_MAX_CHARS + 1)
-    n = len(R._DETECT_CACHE)
+    n = len(cache)
     R.detect(big)
-    assert len(R._DETECT_CACHE) == n          # long texts are not cached
+    assert len(cache) == n          # long texts are not cached
     for i in range(R.DETECT_CACHE_SIZE + 10):
         R.detect(f"plain text number {i}")
-    assert len(R._DETECT_CACHE) <= R.DETECT_CACHE_SIZE
+    assert len(cache) <= R.DETECT_CACHE_SIZE
 
 
 def test_the_plain_text_fast_path_follows_the_detectors():
-    """redact() returns a text at once when :func:`detect` (cached by the text's digest alone,
-    per process, never on disk) names no detector; the cache holds detector names, so a
-    detector added to DETECTORS is used for every text: a payment-method id seen before is
-    redacted, and its cached entry names the new detector."""
+    """redact() returns a text at once when :func:`detect` (cached by the text's digest, per
+    set of formats and process, never on disk) names no detector; each set of formats has
+    its own cache, so a text seen under the general formats is scanned again under the
+    tau-bench ones: a payment-method id seen before is redacted there, and its cached entry
+    names the detector."""
     import hashlib as _h
 
     from dyna import redact as R
     text = "refund went to gift_card_7480005 yesterday"
-    assert R.detect(text) == ["payment_method_id"]
-    digest = _h.blake2b(text.encode("utf-8"), digest_size=16).digest()
-    assert R._DETECT_CACHE[digest] == ("payment_method_id",)
-    assert redact(text) == f"refund went to {REDACTED} yesterday"
-    plain = "refund went to the gift card yesterday"
-    assert R.detect(plain) == [] and redact(plain) is plain
+    assert R.detect(text) == [] and redact(text) is text      # not a general format
+    with redaction_formats(TAU_BENCH_FORMATS):
+        assert R.detect(text) == ["payment_method_id"]
+        digest = _h.blake2b(text.encode("utf-8"), digest_size=16).digest()
+        assert TAU_BENCH_FORMATS.detect_cache[digest] == ("payment_method_id",)
+        assert redact(text) == f"refund went to {REDACTED} yesterday"
+        plain = "refund went to the gift card yesterday"
+        assert R.detect(plain) == [] and redact(plain) is plain
+
+
+def test_tau_bench_ids_are_the_importers_formats_not_general_ones():
+    """The general formats leave tau-bench's ids alone; the importer's formats add them."""
+    for text in ("Sure, my user ID is mia_li_3668.", "pay with paypal_3024827."):
+        assert detect(text) == [] and redact(text) == text
+    assert redact({"user": "mia_li_3668"}, ()) == {"user": "mia_li_3668"}
+    with redaction_formats(TAU_BENCH_FORMATS):
+        assert detect("Sure, my user ID is mia_li_3668.") == ["user_id"]
+        assert detect("pay with paypal_3024827.") == ["payment_method_id"]
+        assert redact({"user": "mia_li_3668"}, ()) == {"user": REDACTED}
+    assert detect("Sure, my user ID is mia_li_3668.") == []      # only inside the block
 
 
 PROSE_SECRETS = [   # a security review: each was written to MEMORY.md / SKILL.md in clear

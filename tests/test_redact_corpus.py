@@ -1,12 +1,13 @@
 """Redaction against corpora: every planted secret gone in every shape, benign texts untouched.
 
-tests/data/secret_corpus.txt holds 108 secret formats (fake values of the right shape; 19 of
-them Authorization headers, user ids after a cue and dates of birth, added for issue 14; 13
-payment-method ids and user ids after the cues of the recorded runs, added for issue 18) and
-tests/data/benign_corpus.txt 85 benign texts (14 added for issue 14: snake_case names with
-digits such as ``max_tokens_2048``, user-id and Authorization prose without a credential; 11
-for issue 18: ``skill_loop_2024``, ``agent_tasks_v2``, tool names, payment words without an
-id; the payment-method id it held moved to the secret corpus). Each secret is planted in 8
+tests/data/secret_corpus.txt holds 108 secret formats (fake values of the right shape, among
+them Authorization headers, dates of birth, and tau-bench user ids after a cue and
+payment-method ids as the recorded runs word them) and tests/data/benign_corpus.txt 85 benign
+texts (among them snake_case names with digits such as ``max_tokens_2048`` and
+``skill_loop_2024``, user-id and Authorization prose without a credential, tool names,
+payment words without an id). The corpora are redacted with the tau-bench formats of the
+trajectories importer (:data:`dyna.loops.trajectories.TAU_BENCH_FORMATS`: the general
+formats and the tau-bench ids). Each secret is planted in 8
 shapes a stored field can carry it (bare string, dict value under a harmless key, dict key,
 value of JSON embedded in a string, key of JSON embedded in a string, list item,
 ``NOTE=<secret>`` line of a log, and the text with ``\\n`` escapes turned into real
@@ -29,6 +30,8 @@ import pytest
 from dyna.redact import REDACTED, detect, is_sensitive_key, keyed_hash, redact, scan
 
 DATA = Path(__file__).parent / "data"
+
+pytestmark = pytest.mark.usefixtures("tau_bench_formats")
 
 
 def _lines(name):
@@ -105,7 +108,7 @@ def test_corpus_sizes():
     for must in ("skill_loop_2024", "no_outcome_gate", "agent_tasks_v2",
                  "update_reservation_flights", "book_reservation"):
         assert must in BENIGN
-    # issue 18 reversed session 4's decision: a payment-method id is no benign text any more
+    # a payment-method id is no benign text
     assert not any("credit_card_4421486" in t for t in BENIGN)
 
 
@@ -182,8 +185,8 @@ def test_taubench_personal_data_shapes():
     assert user["email"] == REDACTED and user["dob"] == REDACTED
     assert user["saved_passengers"] == [{"first_name": REDACTED, "last_name": REDACTED,
                                          "dob": REDACTED}]
-    # payment-method ids are personal data (issue 18; session 4 kept them as keys): each key
-    # becomes a keyed hash, the card entry's value is redacted, the certificate's amount kept
+    # payment-method ids are personal data: each key becomes a keyed hash, the card entry's
+    # value is redacted, the certificate's amount kept
     methods = user["payment_methods"]
     assert sorted(methods) == sorted(f"[REDACTED:{keyed_hash(k)}]" for k in
                                      ("credit_card_4421486", "certificate_4856383"))
@@ -270,8 +273,8 @@ def test_taubench_runs_keep_no_personal_data_in_clear(task_id, trial):
     left = {kind: sorted(v for v in vs if _leaks(out, v)) for kind, vs in values.items()}
     assert left == {kind: [] for kind in values}, left
     # what is not personal data stays: roles, tool-call argument keys, flight numbers,
-    # reservation ids; payment-method ids do not since issue 18 (session 4 kept them). (A
-    # tool's "name" is redacted like any free-form "name" key.)
+    # reservation ids; payment-method ids do not. (A tool's "name" is redacted like any
+    # free-form "name" key.)
     assert [m["role"] for m in out["traj"]] == [m["role"] for m in run["traj"]]
     args = [sorted(json.loads(c["function"]["arguments"])) for m in run["traj"]
             for c in m.get("tool_calls") or []]

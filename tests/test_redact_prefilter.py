@@ -1,12 +1,14 @@
-"""The detectors' prefilters (dyna/redact.py) are necessary conditions of their patterns.
+"""The detectors' prefilters (dyna/redact) are necessary conditions of their patterns.
 
-A prefilter lets :func:`dyna.redact._scan_text` skip a detector whose pattern cannot match an
-ASCII text. Skipping is safe only if the prefilter is true wherever the pattern matches:
+A prefilter lets :func:`dyna.redact.text.scan_text` skip a detector whose pattern cannot match
+an ASCII text. Skipping is safe only if the prefilter is true wherever the pattern matches:
 checked here for every detector on every text of both corpora (and the shapes the corpus
 tests plant them in), on the texts the detectors would see after the ones before them
 redacted, and on random texts built from the detectors' own alphabets and literals
 (hypothesis); and end to end, the scan with prefilters gives the same text and the same
-detector names as the scan that runs every detector.
+detector names as the scan that runs every detector. The detectors are those of the
+tau-bench formats (:data:`dyna.loops.trajectories.TAU_BENCH_FORMATS`): the general ones and
+the tau-bench ids.
 """
 
 import collections
@@ -21,8 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dyna import redact as R
+from dyna.loops.trajectories import PAYMENT_METHOD_KINDS, TAU_BENCH_FORMATS as F
+from dyna.redact import text as T
 
 DATA = Path(__file__).parent / "data"
+
+pytestmark = pytest.mark.usefixtures("tau_bench_formats")
 
 
 def _lines(name):
@@ -45,19 +51,19 @@ CORPUS = [s for t in SECRET_TEXTS + BENIGN for s in _shapes(t)]
 
 def _reference(text):
     """``_scan_text(text)`` with every prefilter off: ``(text, names)``."""
-    with mock.patch.object(R, "_to_run", lambda t: R._ALL_RUN), \
-            mock.patch.object(R, "_may_assign", lambda t: True):
+    with mock.patch.object(F, "to_run", lambda t: F.all_run), \
+            mock.patch.object(T, "_may_assign", lambda t: True):
         names = []
-        return R._scan_text(text, names), names
+        return T.scan_text(text, names), names
 
 
 def _matching(text):
-    return [d.name for d in R.DETECTORS if d.pattern.search(text) is not None]
+    return [d.name for d in F.detectors if d.pattern.search(text) is not None]
 
 
 def _assignment_fires(text):
     out = []
-    R._assignments(text, out)
+    T._assignments(text, out)
     return bool(out)
 
 
@@ -65,29 +71,29 @@ def _check(text):
     """Every prefilter is true where its pattern matches; the detectors chosen to run
     include every one whose pattern matches; the assignment rule's prefilter holds."""
     low, nd = text.lower(), sum(c in string.digits for c in text)
-    chosen = {d.name for _, d in R._to_run(text)}
+    chosen = {d.name for _, d in F.to_run(text)}
     for name in _matching(text):
         assert name in chosen, (name, text)
         if text.isascii():
-            assert R._PREFILTERS[name](text, low, nd), (name, text)
+            assert F.prefilters[name](text, low, nd), (name, text)
     if _assignment_fires(text):
-        assert not text.isascii() or R._may_assign(text), text
+        assert not text.isascii() or T._may_assign(text), text
 
 
 def test_every_detector_has_a_prefilter_and_the_hand_computed_choices():
-    assert set(R._PREFILTERS) == {d.name for d in R.DETECTORS} and len(R._PREFILTERS) == 41
-    run = lambda t: [d.name for _, d in R._to_run(t)]  # noqa: E731
+    assert set(F.prefilters) == {d.name for d in F.detectors} and len(F.prefilters) == 41
+    run = lambda t: [d.name for _, d in F.to_run(t)]  # noqa: E731
     # the loops' history timestamp: 18 digits, '-' and '+'
     assert run("2026-04-25T00:00:00+00:00") == ["credit_card", "us_ssn", "phone_number"]
     assert run("nigo-tudu-59cd5293") == []                    # a run id: nothing to run
     assert run("Procedure for nigo nepi tasks: 1 tool calls.") == ["aws_secret_key"]
     assert run("Authorization: Bearer abc") == ["bearer_token", "authorization_header"]
     assert run("call me at +1 415 555 0100") == ["phone_number"]
-    assert R._to_run("ein Text mit ü") is R._ALL_RUN          # not ASCII: every detector
-    assert R._ASSIGNMENT_WORDS == ("authorization", "cookie", "credentials", "key", "pass",
+    assert F.to_run("ein Text mit ü") is F.all_run          # not ASCII: every detector
+    assert T._ASSIGNMENT_WORDS == ("authorization", "cookie", "credentials", "key", "pass",
                                    "pwd", "secret", "string", "token")
-    assert not R._may_assign("2026-04-25T00:00:00+00:00")    # ':' but no credential word
-    assert R._may_assign("DB_PASSWORD=x") and not R._may_assign("DB_PASSWORD x")
+    assert not T._may_assign("2026-04-25T00:00:00+00:00")    # ':' but no credential word
+    assert T._may_assign("DB_PASSWORD=x") and not T._may_assign("DB_PASSWORD x")
 
 
 def test_prefilters_hold_on_both_corpora():
@@ -104,7 +110,7 @@ def test_prefilters_hold_on_the_texts_later_detectors_see():
     match): the prefilters hold on those intermediate texts too."""
     n_changed = 0
     for text in CORPUS:
-        for det in R.DETECTORS:
+        for det in F.detectors:
             new = det.pattern.sub(R.REDACTED, text)
             if new != text:
                 _check(new)
@@ -116,7 +122,7 @@ def test_prefilters_hold_on_the_texts_later_detectors_see():
 def test_the_scan_with_prefilters_equals_the_full_scan_on_the_corpora():
     for text in CORPUS:
         names = []
-        assert (R._scan_text(text, names), names) == _reference(text), text
+        assert (T.scan_text(text, names), names) == _reference(text), text
 
 
 # ------------------------------------------------------------------ random texts
@@ -128,18 +134,18 @@ def test_the_scan_with_prefilters_equals_the_full_scan_on_the_corpora():
 
 def _pattern_chars():
     chars = set()
-    for d in R.DETECTORS:
+    for d in F.detectors:
         chars |= set(re.sub(r"\\[dswbDSWBAZ]", "", d.pattern.pattern))
     return "".join(sorted(chars))
 
 
 _ASCII = st.characters(codec="ascii")
-_LITERALS = sorted({x for p in R._PREFILTERS.values() for x in p.literals + p.folded}
-                   | set(R._ASSIGNMENT_WORDS) | set(R.AUTH_SCHEMES) | set(R.PAYMENT_METHOD_KINDS))
+_LITERALS = sorted({x for p in F.prefilters.values() for x in p.literals + p.folded}
+                   | set(T._ASSIGNMENT_WORDS) | set(R.AUTH_SCHEMES) | set(PAYMENT_METHOD_KINDS))
 _FRAGMENTS = (_LITERALS + [w.upper() for w in _LITERALS] + [w.title() for w in _LITERALS]
               + ["user id ", "(id: ", "DOB: ", "=", ": ", "\n", " ", "-", "_", ".", "+"]
               + [t[i:i + 12] for t in SECRET_TEXTS for i in range(0, len(t), 9)])
-_PATTERNS = {d.name: d.pattern for d in R.DETECTORS} | {"sensitive_assignment": R._ASSIGNMENT}
+_PATTERNS = {d.name: d.pattern for d in F.detectors} | {"sensitive_assignment": T._ASSIGNMENT}
 _pieces = st.one_of(st.sampled_from(_FRAGMENTS), st.text(_pattern_chars(), max_size=6))
 
 
@@ -174,7 +180,7 @@ def test_prefilters_hold_on_random_texts_of_the_detectors_alphabets(name, data):
                  data.draw(st.lists(_pieces, max_size=12).map("".join))):
         _check(text)
         names = []
-        assert (R._scan_text(text, names), names) == _reference(text)
+        assert (T.scan_text(text, names), names) == _reference(text)
 
 
 @pytest.mark.parametrize("text, fired", [
@@ -187,9 +193,9 @@ def test_non_ascii_texts_run_every_detector(text, fired):
     """Not ASCII: no prefilter applies (their literals and digit counts are read on ASCII)
     and every detector runs, so what Unicode folding or Unicode digits let a pattern match
     is still caught."""
-    assert R._to_run(text) is R._ALL_RUN
+    assert F.to_run(text) is F.all_run
     names = []
-    assert (R._scan_text(text, names), names) == _reference(text)
+    assert (T.scan_text(text, names), names) == _reference(text)
     assert names == fired
 
 
@@ -199,7 +205,7 @@ def test_scan_found_counts_what_scan_counts_and_the_memo_keeps_only_clean_short_
     # every corpus text in its shapes, as a value, inside a dict beside a cue key and as
     # JSON; scanned twice (the second time through the memo of clean short texts)
     import collections
-    R._CLEAN_SHORT.clear()
+    F.clean_short.clear()
     n_caught = 0
     for text in SECRET_TEXTS + BENIGN:
         for shaped in _shapes(text):
@@ -208,14 +214,14 @@ def test_scan_found_counts_what_scan_counts_and_the_memo_keeps_only_clean_short_
                 assert collections.Counter(R.scan_found(obj)) == first == R.scan(obj), obj
                 n_caught += bool(first)
     assert n_caught > len(SECRET_TEXTS)
-    held = list(R._CLEAN_SHORT)
+    held = list(F.clean_short)
     assert held and len(held) <= R.CLEAN_SHORT_SIZE
     assert all(len(t) <= R.CLEAN_SHORT_MAX_CHARS and not R.detect(t) for t in held)
     assert not any(s in t for t in held for s in SECRET_TEXTS if len(s) >= 6)
     # bounded: emptied when full
     for i in range(R.CLEAN_SHORT_SIZE + 5):
         R.scan(f"plain text {i:06d}")
-    assert len(R._CLEAN_SHORT) <= R.CLEAN_SHORT_SIZE
+    assert len(F.clean_short) <= R.CLEAN_SHORT_SIZE
 
 
 @pytest.mark.parametrize("depth", [600, 990, 1500, 100_000])

@@ -131,6 +131,7 @@ def test_ids_of_deleted_rows_are_never_given_again(persistent_target):
     s.close()
 
 
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_secret_corpus_recorded_one_by_one_through_the_fast_write(tmp_path, monkeypatch):
     """Every format of tests/data/secret_corpus.txt planted in the four dict fields of
     episodes recorded one at a time with labels the store knows, so that each one takes

@@ -77,6 +77,7 @@ def _free_text_episode(i: int, text: str) -> dict:
                 metadata={"log": f"step 3\nNOTE={text}\ndone", "k": text})
 
 
+@pytest.mark.usefixtures("tau_bench_formats")
 def test_corpus_planted_in_every_free_text_field_never_stored_in_clear(tmp_path,
                                                                        persistent_target):
     assert len(SECRETS) >= 60

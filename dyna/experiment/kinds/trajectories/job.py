@@ -16,11 +16,13 @@ from dyna.errors import MissingFileError
 from dyna.experiment.backends import Job
 from dyna.loops.trajectories import (
     PERSONAL_FIELDS,
+    TAU_BENCH_FORMATS,
     TrajectoryRun,
     find_personal_values,
     harvest_by_field,
     load_trajectories,
 )
+from dyna.redact import redaction_formats
 
 __all__ = ["EPISODE_FIELDS", "RUN_FIELDS", "cached_runs", "file_sha", "replay_order",
            "resolve_data_path", "reviewer_seed", "run_job", "store_episodes"]
@@ -317,6 +319,7 @@ def store_episodes(runs) -> dict:
             "episodes": [n] * len(PERSONAL_FIELDS)}
 
 
+@redaction_formats(TAU_BENCH_FORMATS)   # the runs' ids are personal data in every store
 def run_job(job: Job) -> dict:
     """Replay every recorded run, trial by trial, through one variant, for each run index
     of the job (the reviewer's seed differs by run index; the recorded runs do not).
