@@ -98,10 +98,10 @@ def test_memory_backend_vs_files(tmp_path, compare):
         if on_files:
             count[0] += 1
             cfg = agent.spec.config
-            lib = cfg.skill_library(tmp_path / f"skills{count[0]}", clock=agent._clock,
+            lib = cfg.skill_library(tmp_path / f"skills{count[0]}", clock=agent.clock,
                                     log_outcomes=False, durable=False)
             mem = cfg.memory_store(tmp_path / f"m{count[0]}" / "MEMORY.md",
-                                   clock=agent._clock, durable=False)
+                                   clock=agent.clock, durable=False)
             agent.loop.skills, agent.loop.memory = lib, mem
         return np.array([agent.episode()["success"] for _ in range(300)])
 
