@@ -236,8 +236,9 @@ def _registered_kinds(repo: Path = REPO) -> dict[str, str]:
 
 
 #: Layers, lowest first (longest module prefix wins). A module may import its own layer and
-#: the ones below, never one above: the data flow of ../shared/DESIGN.md, from the
-#: environments and the core up to the loops, the loop agents, the experiments and the CLIs.
+#: the ones below, never one above: the data flow of docs/architecture.md ("Layers"), from
+#: the environments and the core up to the loops, the loop agents, the experiments and the
+#: CLIs.
 LAYERS = (
     ("dyna", "dyna.errors", "dyna.rng", "dyna.redact", "dyna.kernel_cache"),
     ("envs",),
