@@ -18,7 +18,10 @@ found through :mod:`dyna.experiment.registry`) in four steps:
 
 Steps 3 and 4 write into a hidden temporary sibling folder that is renamed into place at the
 end; on any error or Ctrl-C it is removed, so no partial output folder is ever left
-(:mod:`dyna.experiment.output_folder`). :func:`load_output` reads a folder back;
+(:mod:`dyna.experiment.output_folder`). One exception: a backend that finishes the other jobs
+before reporting failed ones (Ray) has every (variant, point) whose runs all finished written
+as a whole folder, with ``complete = false`` and ``failed_jobs`` in ``manifest.json``, before
+the error is raised (:func:`run_experiment`). :func:`load_output` reads a folder back;
 :func:`draw_output_plots` redraws its plots (``dyna plot DIR``); :func:`run_tables` runs
 the jobs and returns the tables without writing anything.
 
