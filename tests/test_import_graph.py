@@ -30,12 +30,15 @@ experiment kind"):
    top-level CLI, which only collects the command modules); only ``dyna.experiment``
    knows about worker processes (``multiprocessing``, ``ProcessPoolExecutor``, ``ray``)
    and plots (``matplotlib``); and no module imports one of a higher layer
-   (:data:`LAYERS`).
+   (:data:`LAYERS`);
+5. the I/O boundary ``dyna.fileio`` imports the standard library, ``filelock`` and, of
+   ``dyna``, only ``dyna.errors`` and ``dyna._lazy`` (:data:`FILEIO_MAY_IMPORT`).
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -240,7 +243,7 @@ def _registered_kinds(repo: Path = REPO) -> dict[str, str]:
 #: the environments and the core up to the loops, the loop agents, the experiments and the
 #: CLIs.
 LAYERS = (
-    ("dyna", "dyna.errors", "dyna.rng", "dyna.redact", "dyna.kernel_cache"),
+    ("dyna", "dyna.errors", "dyna.fileio", "dyna.rng", "dyna.redact", "dyna.kernel_cache"),
     ("envs",),
     ("dyna.model", "dyna.planning", "dyna.index", "dyna.competence", "dyna.buffer",
      "dyna.escalation", "dyna.agents", "dyna.agents.tabular"),
@@ -251,6 +254,11 @@ LAYERS = (
     ("dyna.mcp_server", "dyna.experiment"),
     ("dyna.cli",),
 )
+
+
+#: What ``dyna.fileio`` may import of ``dyna``, and of third-party packages.
+FILEIO_MAY_IMPORT = ("dyna.fileio", "dyna.errors", "dyna._lazy")
+FILEIO_THIRD_PARTY = ("filelock",)
 
 
 def layer_of(name: str) -> int:
@@ -286,14 +294,23 @@ def layer_violations(graph) -> list[str]:
             if dst.startswith("dyna.experiment") and not src.startswith("dyna.experiment") \
                     and src != "dyna.cli":
                 bad.append(f"{src} -> {dst}: only the top-level CLI imports dyna.experiment")
+            if src.startswith("dyna.fileio") and not dst.startswith(FILEIO_MAY_IMPORT):
+                bad.append(f"{src} -> {dst}: the I/O boundary imports only "
+                           f"{', '.join(FILEIO_MAY_IMPORT[1:])} of dyna")
     return bad
 
 
 def third_party_violations(repo: Path = REPO) -> list[str]:
-    """Imports of process pools and plotting outside ``dyna.experiment``."""
+    """Imports of process pools and plotting outside ``dyna.experiment``, and of a
+    third-party package but ``filelock`` in ``dyna.fileio``."""
     bad = []
     owned = ("multiprocessing", "ray", "matplotlib")
     for name, path in sorted(_module_files(repo).items()):
+        if name.startswith("dyna.fileio"):
+            bad += [f"{name} imports {mod}: the I/O boundary imports the standard library "
+                    "and filelock only" for mod in _imported_names(path)
+                    if mod.split(".")[0] not in (*sys.stdlib_module_names, "dyna",
+                                                 *FILEIO_THIRD_PARTY)]
         if name.startswith("dyna.experiment"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
@@ -311,6 +328,17 @@ def third_party_violations(repo: Path = REPO) -> list[str]:
                     bad.append(f"{name} imports {mod}: only dyna.experiment runs processes "
                                "and draws plots")
     return bad
+
+
+def _imported_names(path: Path) -> list[str]:
+    """The absolute modules a file imports (``import a.b``, ``from a.b import c``)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            out.append(node.module or "")
+    return out
 
 
 # --------------------------------------------------------------------------- the graph tool
@@ -399,9 +427,14 @@ def test_layer_rules_catch_each_break():
         "dyna.loops.skills": {"dyna.experiment.runner": {"import"}},
         "dyna.agents.loop_agents": {"dyna.loops": {"import"}},   # legal: upward use of loops
         "dyna.store.cli": {"dyna.experience": {"import"}},       # legal: a CLI front end
+        "dyna.fileio.atomic": {"dyna.redact": {"import"},        # the I/O boundary -> redact
+                               "dyna.errors": {"import"}},       # legal
     }
     bad = layer_violations(fake)
     assert len([b for b in bad if b.startswith("dyna.buffer ")]) == 2
     assert len([b for b in bad if b.startswith("envs.maze ")]) == 2
     assert len([b for b in bad if b.startswith("dyna.loops.skills ")]) == 2
+    assert [b for b in bad if b.startswith("dyna.fileio")] == [
+        "dyna.fileio.atomic -> dyna.redact: the I/O boundary imports only dyna.errors, "
+        "dyna._lazy of dyna"]
     assert not [b for b in bad if b.startswith(("dyna.agents.loop_agents", "dyna.store.cli"))]

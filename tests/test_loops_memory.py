@@ -174,7 +174,7 @@ def test_a_memory_path_that_is_a_fifo_or_a_link_is_refused_before_anything_is_cr
     device here (renaming over it would replace it the same way)."""
     import os
 
-    from dyna.loops._io import atomic_write
+    from dyna.fileio import atomic_write
 
     fifo = tmp_path / "MEMORY.md"
     os.mkfifo(fifo)

@@ -248,7 +248,7 @@ def test_undo_run_restores_files_byte_for_byte(tmp_path):
 def test_undo_refuses_a_forged_history_record(tmp_path, field, value, reason):
     """undo acts on what the history says: a record naming a file, skill, place or diff
     dyna never writes is a corrupt line (file and line named), and nothing moves."""
-    from dyna.loops._io import CorruptFileError
+    from dyna.fileio import CorruptFileError
 
     lib = SkillLibrary(tmp_path)
     lib.add(Skill("a", "one"), "r1")

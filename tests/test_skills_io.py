@@ -6,20 +6,20 @@ import random
 
 import pytest
 
-from dyna.loops._io import (CorruptFileError, SymlinkError, append_jsonl, check_no_symlink,
-                            read_json, read_jsonl, read_last_jsonl)
+from dyna.fileio import (CorruptFileError, SymlinkError, append_record, check_no_symlink,
+                         read_json, read_last_record, read_records)
 from dyna.loops._text import apply_diff, text_diff
 
 
 def test_torn_tail_is_cut_before_the_next_append(tmp_path):
     h = tmp_path / "h.jsonl"
-    append_jsonl(h, {"seq": 1})
+    append_record(h, {"seq": 1})
     with open(h, "ab") as fh:
         fh.write(b'{"seq": 2, "op": "cr')         # a crash in the middle of an append
-    assert read_jsonl(h) == [{"seq": 1}] and read_last_jsonl(h) == {"seq": 1}
-    append_jsonl(h, {"seq": 2})                   # was glued to the fragment: corrupt
+    assert read_records(h) == [{"seq": 1}] and read_last_record(h) == {"seq": 1}
+    append_record(h, {"seq": 2})                  # was glued to the fragment: corrupt
     assert h.read_bytes() == b'{"seq": 1}\n{"seq": 2}\n'
-    assert read_last_jsonl(h) == {"seq": 2}
+    assert read_last_record(h) == {"seq": 2}
 
 
 def test_case_pers02_torn_tail_of_the_loops_logs(tmp_path):
@@ -30,30 +30,30 @@ def test_case_pers02_torn_tail_of_the_loops_logs(tmp_path):
     h = tmp_path / "h.jsonl"
     torn = b'{"episode": 1, "return": 3.0}\n{"episode": 2, "return": 5.0}\n{"episode": 3, "ret'
     h.write_bytes(torn)
-    assert [r["episode"] for r in read_jsonl(h)] == [1, 2]
-    append_jsonl(h, {"episode": 4, "return": 1.0})
-    assert [r["episode"] for r in read_jsonl(h)] == [1, 2, 4]
+    assert [r["episode"] for r in read_records(h)] == [1, 2]
+    append_record(h, {"episode": 4, "return": 1.0})
+    assert [r["episode"] for r in read_records(h)] == [1, 2, 4]
     h.write_bytes(torn + b"\n\n")
     with pytest.raises(CorruptFileError) as exc:
-        read_jsonl(h)
+        read_records(h)
     assert exc.value.line == 3
 
 
 def test_a_last_record_that_lost_only_its_newline_is_kept(tmp_path):
     h = tmp_path / "h.jsonl"
-    append_jsonl(h, {"seq": 1})
-    append_jsonl(h, {"seq": 2, "op": "retire"})
+    append_record(h, {"seq": 1})
+    append_record(h, {"seq": 2, "op": "retire"})
     h.write_bytes(h.read_bytes()[:-1])            # an edit dropped the final newline
-    assert read_jsonl(h) == [{"seq": 1}, {"seq": 2, "op": "retire"}]
-    assert read_last_jsonl(h) == {"seq": 2, "op": "retire"}
-    append_jsonl(h, {"seq": 3})                   # (it was cut off, and seq 2 reused)
+    assert read_records(h) == [{"seq": 1}, {"seq": 2, "op": "retire"}]
+    assert read_last_record(h) == {"seq": 2, "op": "retire"}
+    append_record(h, {"seq": 3})                  # (it was cut off, and seq 2 reused)
     assert h.read_bytes() == b'{"seq": 1}\n{"op": "retire", "seq": 2}\n{"seq": 3}\n'
     h.write_bytes(b'{"seq": 1}')                  # the only line, whole
-    assert read_jsonl(h) == [{"seq": 1}] and read_last_jsonl(h) == {"seq": 1}
+    assert read_records(h) == [{"seq": 1}] and read_last_record(h) == {"seq": 1}
     for tail in (b'[1, 2]', b'"text"', b'{"seq": 2}}', b'\xff'):   # not an object: torn
         h.write_bytes(b'{"seq": 1}\n' + tail)
-        assert read_jsonl(h) == [{"seq": 1}] and read_last_jsonl(h) == {"seq": 1}, tail
-        append_jsonl(h, {"seq": 2})
+        assert read_records(h) == [{"seq": 1}] and read_last_record(h) == {"seq": 1}, tail
+        append_record(h, {"seq": 2})
         assert h.read_bytes() == b'{"seq": 1}\n{"seq": 2}\n', tail
     assert oct(h.stat().st_mode & 0o777) == oct(0o600 & ~_umask())
 
@@ -70,18 +70,18 @@ def test_corrupt_lines_and_files_are_typed_errors(tmp_path):
     h = tmp_path / "h.jsonl"
     h.write_bytes(b'{"a": 1}\n[1]\n{"a": 2}\n')
     with pytest.raises(CorruptFileError) as exc:
-        read_jsonl(h)
+        read_records(h)
     assert (exc.value.path, exc.value.line) == (str(h), 2)
     assert str(exc.value) == f"{h}:2: corrupt log line (not a JSON object)"
     h.write_bytes(b'{"a": 1}\n{"a": "\xe9"}\n')
     with pytest.raises(CorruptFileError, match=":2: corrupt log line"):
-        read_jsonl(h)
+        read_records(h)
     j = tmp_path / "s.json"
     j.write_text('{\n "a": 1,\n}\n')
     with pytest.raises(CorruptFileError) as exc:
         read_json(j)
     assert exc.value.line == 3
-    assert read_json(tmp_path / "missing.json") is None and read_jsonl(tmp_path / "no") == []
+    assert read_json(tmp_path / "missing.json") is None and read_records(tmp_path / "no") == []
 
 
 def test_links_are_never_followed(tmp_path):
@@ -90,11 +90,11 @@ def test_links_are_never_followed(tmp_path):
     (tmp_path / "lib" / "sub").mkdir(parents=True)
     os.symlink(target, tmp_path / "lib" / "log.jsonl")
     os.symlink(tmp_path, tmp_path / "lib" / "up")
-    for f in (read_jsonl, read_last_jsonl, read_json):
+    for f in (read_records, read_last_record, read_json):
         with pytest.raises(SymlinkError):
             f(tmp_path / "lib" / "log.jsonl")
     with pytest.raises(SymlinkError):
-        append_jsonl(tmp_path / "lib" / "log.jsonl", {"b": 2})
+        append_record(tmp_path / "lib" / "log.jsonl", {"b": 2})
     assert target.read_bytes() == b'{"a": 1}\n'
     with pytest.raises(SymlinkError) as exc:
         check_no_symlink(tmp_path / "lib", tmp_path / "lib" / "up" / "x" / "y")
@@ -128,17 +128,17 @@ def test_a_key_named_twice_is_damage_in_every_file_and_shown_redacted(tmp_path):
     h = tmp_path / "h.jsonl"
     h.write_bytes(b'{"seq": 1}\n{"seq": 2, "op": "create", "op": "retire"}\n{"seq": 3}\n')
     with pytest.raises(CorruptFileError) as exc:
-        read_jsonl(h)
+        read_records(h)
     assert (exc.value.line, str(exc.value)) == (
         2, f"{h}:2: corrupt log line (duplicate key 'op')")
     h.write_bytes(b'{"seq": 1}\n{"seq": 2, "%s": 1, "%s": 2}' % ((secret.encode(),) * 2))
-    for read in (read_jsonl, read_last_jsonl):   # the last line, without its newline
+    for read in (read_records, read_last_record):  # the last line, without its newline
         with pytest.raises(CorruptFileError, match="duplicate key") as exc:
             read(h)
         assert secret not in str(exc.value) and "ghp_" not in str(exc.value)
     before = h.read_bytes()
     with pytest.raises(CorruptFileError, match="duplicate key"):
-        append_jsonl(h, {"seq": 3})                # not cut as a torn tail, not appended to
+        append_record(h, {"seq": 3})               # not cut as a torn tail, not appended to
     assert h.read_bytes() == before
     j = tmp_path / "s.json"
     j.write_text('{"skills": {"x": {"trust": "untrusted", "trust": "approved"}}}')
@@ -293,12 +293,12 @@ def test_a_memory_history_whose_last_record_lost_its_newline_keeps_it(tmp_path):
 
 
 def test_a_repeated_key_is_shown_only_through_the_redactor(monkeypatch):
-    from dyna import _json
-    from dyna._json import DuplicateKeyError, loads_unique
+    from dyna.fileio import unique_json
+    from dyna.fileio.unique_json import DuplicateKeyError, loads_unique
 
     gh = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     with pytest.raises(DuplicateKeyError) as exc:
         loads_unique('{"x": {"%s": 1, "\\u0067hp_%s": 2}}' % (gh, gh[4:]))   # one key
     assert exc.value.key == gh and str(exc.value) == "duplicate key '[REDACTED]'"
-    monkeypatch.setattr(_json, "show_key", None)   # before dyna.redact set its redaction
+    monkeypatch.setattr(unique_json, "show_key", None)  # before dyna.redact set its redaction
     assert str(exc.value) == "duplicate key (not shown)"

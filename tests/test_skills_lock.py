@@ -1,11 +1,11 @@
-"""The inter-process lock of skill libraries and memory files (dyna.loops._io.library_lock)."""
+"""The inter-process lock of skill libraries and memory files (dyna.fileio.library_lock)."""
 
 import os
 
 import pytest
 
 from dyna.errors import ConfigError
-from dyna.loops._io import LibraryLockTimeout, library_lock, lock_path
+from dyna.fileio import LibraryLockTimeout, library_lock, lock_path
 
 
 def test_lock_paths(tmp_path):

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from dyna.cli import main
-from dyna.loops._io import CorruptFileError, SymlinkError
+from dyna.fileio import CorruptFileError, SymlinkError
 from dyna.loops.skills import Skill, SkillLibrary
 
 SECRET = b"root:x:0:0:root:/root:/bin/bash\n"

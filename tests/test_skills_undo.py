@@ -120,7 +120,7 @@ def test_history_holds_diffs_not_whole_texts(tmp_path):
 def test_an_undo_that_meets_a_damaged_pending_file_changes_nothing(tmp_path):
     """The pending folder used to be read after the skills were reverted: a damaged
     pending file raised with SKILL.md, state.json and the history already changed."""
-    from dyna.loops._io import CorruptFileError
+    from dyna.fileio import CorruptFileError
 
     lib = SkillLibrary(tmp_path, clock=clock)
     lib.add(Skill("deploy-app", "Deploy the app.", "1. call `make deploy`"), run_id="e1")

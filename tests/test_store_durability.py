@@ -17,12 +17,12 @@ from dyna.buffer import ExperienceBuffer
 from dyna.cli import main
 from dyna.errors import ConfigError, StoreError, StoreWriteError
 from dyna.experience import ExperienceStore
-from dyna.experiment.registry import parse_config
+from dyna.experiment.registry import parse_experiment
 from dyna.experiment.runner import run_experiment
+from dyna.fileio.tempfiles import (clean_orphans, host_tag, is_live, owner,
+                                  process_start_time)
 from dyna.store.jsonl import BATCH_KEY, append_jsonl, read_jsonl, write_jsonl
 from dyna.store.sqlite import SQLiteStore
-from dyna.store.tmpfiles import (clean_orphans, host_tag, is_live, owner,
-                                 process_start_time)
 
 DIM = 4
 PAD = "x" * 600  # about a sixth of a 4 KiB page per episode
@@ -346,7 +346,7 @@ def test_killed_export_leaves_a_temporary_the_next_export_removes(tmp_path):
     target = tmp_path / "e.jsonl"
     child = textwrap.dedent(f"""
         import time
-        from dyna.store.jsonl import atomic_target
+        from dyna.fileio import atomic_target
         with atomic_target({str(target)!r}) as tmp:
             open(tmp, "w").write("partial")
             print(tmp, flush=True)
@@ -365,7 +365,7 @@ def test_killed_export_leaves_a_temporary_the_next_export_removes(tmp_path):
 
 
 def test_dyna_run_removes_only_temporary_folders_of_runs_that_are_gone(tmp_path):
-    cfg = parse_config({
+    cfg = parse_experiment({
         "name": "tiny", "seed": 5, "runs": 1, "env": {"id": "dyna/DynaMaze-v0"},
         "schedule": {"episodes": 2, "eval_every": 2, "eval_episodes": 1},
         "defaults": {"agent": "dyna_q", "alpha": 0.1, "gamma": 0.95, "epsilon": 0.1},

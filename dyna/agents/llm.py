@@ -28,8 +28,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from dyna._json import DuplicateKeyError, loads_unique
 from dyna.errors import ConfigError, check_range
+from dyna.fileio.unique_json import DuplicateKeyError, loads_unique
 
 __all__ = ["AGENT_PROMPT", "LLMAgent", "LLM_DEFAULTS", "parse_llm_table", "run_llm_agent",
            "system_prompt"]

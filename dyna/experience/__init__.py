@@ -75,8 +75,8 @@ from dyna.experience.operations import (MAX_BATCH_SIZE, MAX_BIN_COUNT, MAX_K, MA
                                         OPERATIONS, Operation, Param, json_ready)
 from dyna.experience.queries import StoreQueries
 from dyna.experience.view import LiveView
+from dyna.fileio.atomic import atomic_target
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, redact
-from dyna.store import jsonl as store_jsonl
 from dyna.store import postgres as store_postgres
 from dyna.store.sqlite import MAX_DIM, SQLiteStore
 
@@ -318,7 +318,7 @@ class ExperienceStore(StoreQueries, StoreMaintenance):
             path = args.pop("path", None)
             df = self.to_dataset(**args)
             if path is not None:
-                with store_jsonl.atomic_target(path) as tmp:
+                with atomic_target(path) as tmp:
                     df.write_parquet(tmp, compression="zstd")
             out = {"n_rows": df.height, "schema": {k: str(v) for k, v in df.schema.items()},
                    "path": path}

@@ -24,6 +24,7 @@ from dyna.experience.episodes import (RECORD_SCHEMA, batch_kwargs, check_tenant,
 from dyna.experience.operations import MAX_KEEP
 from dyna.experience.stored import redacted_for_export
 from dyna.experience.view import LiveView
+from dyna.fileio.atomic import check_target
 from dyna.store import featcache
 from dyna.store import jsonl as store_jsonl
 from dyna.store import parquet as store_parquet
@@ -193,7 +194,7 @@ class StoreMaintenance:
         if format not in ("jsonl", "parquet"):
             raise ConfigError("format", format, "must be jsonl or parquet")
         if path is not None:
-            store_jsonl.check_target(path)  # a missing folder or a folder: refused before work
+            check_target(path)  # a missing folder or a folder: refused before work
         cols = self._export_columns(tenant_id, task_type=task_type, run_id=run_id,
                                     task_id=task_id, request_id=request_id)
         n = len(cols["id"])

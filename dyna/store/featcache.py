@@ -56,9 +56,10 @@ from pathlib import Path
 import numpy as np
 
 from dyna.errors import ConfigError, StoreReadOnlyError
+from dyna.fileio.atomic import atomic_target
+from dyna.fileio.paths import open_regular
 from dyna.index import inverse_norms, search_arrays
 from dyna.store.columns import join_vectors
-from dyna.store.jsonl import atomic_target
 
 __all__ = ["FeatureCache", "cache_paths", "open_cache", "write_cache"]
 
@@ -284,21 +285,10 @@ def _check_header(h, dim: int) -> dict | None:
     return h if off == h["n_rows"] else None
 
 
-def _regular(path: Path):
-    """Open a file for reading only if it is a regular file (a FIFO or device named like a
-    cache file would block or be read without end): OSError otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{path}: not a regular file")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
-
-
 def _map_npy(path: Path) -> np.memmap:
     """A read-only memory map of a C-order .npy file of plain numbers (version 1 or 2
     header), opened as a regular file; ValueError or OSError for anything else."""
-    with _regular(path) as fh:
+    with open_regular(path) as fh:
         version = np.lib.format.read_magic(fh)
         if version == (1, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
@@ -321,7 +311,7 @@ def open_cache(store) -> FeatureCache | None:
     head, folder = cache_paths(store.path)
     name = Path(store.path).name
     try:
-        with _regular(head) as fh:
+        with open_regular(head) as fh:
             raw = fh.read(MAX_HEADER_BYTES + 1)
         if len(raw) > MAX_HEADER_BYTES:
             return None

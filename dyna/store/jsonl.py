@@ -19,10 +19,10 @@ Batches (all of a batch or none of it)
 
 Whole files
     :func:`write_jsonl` (exports) writes to a temporary file in the same directory, fsyncs
-    it and renames it into place (atomic on POSIX): a reader sees the old file or the whole
-    new one. The temporary file's name records its writer's process id and start time
-    (:mod:`dyna.store.tmpfiles`), so the next write of the same file removes one left by a
-    killed writer, and never one of a live writer.
+    it and renames it into place (atomic on POSIX, :func:`dyna.fileio.atomic.atomic_target`):
+    a reader sees the old file or the whole new one. The temporary file's name records its
+    writer's process id and start time (:mod:`dyna.fileio.tempfiles`), so the next write of
+    the same file removes one left by a killed writer, and never one of a live writer.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError, StoreWriteError
-from dyna.store.tmpfiles import clean_orphans, make_temp_file
+from dyna.fileio.atomic import atomic_target
 
-__all__ = ["BATCH_KEY", "JsonlReport", "append_jsonl", "atomic_target", "check_target",
-           "dumps_record", "read_jsonl", "write_jsonl"]
+__all__ = ["BATCH_KEY", "JsonlReport", "append_jsonl", "dumps_record", "read_jsonl",
+           "write_jsonl"]
 
 
 @dataclass
@@ -262,55 +262,6 @@ def append_jsonl(path, records: Iterable[dict], *, fsync: bool = True) -> int:
     return len(records)
 
 
-def check_target(path, field: str = "path") -> Path:
-    """``path`` as a Path if a file can be written there: its folder exists and it is not
-    a folder itself.
-
-    Raises
-    ------
-    MissingFileError
-        The folder of ``path`` does not exist (nothing is created).
-    ConfigError
-        ``path`` is an existing folder (or its "folder" is a file).
-    """
-    path = Path(path)
-    parent = path.parent
-    if path.is_dir():
-        raise ConfigError(field, str(path), "is a folder; give the path of a file to write")
-    if not parent.exists():
-        raise MissingFileError(field, path, f"its folder {str(parent)!r} does not exist")
-    if not parent.is_dir():
-        raise ConfigError(field, str(path), f"{str(parent)!r} is not a folder")
-    return path
-
-
-@contextlib.contextmanager
-def atomic_target(path):
-    """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds.
-
-    The temporary file is removed if the block raises, so ``path`` is either the old file or
-    the complete new one (``os.replace`` is atomic on POSIX). Its name records this process
-    (:func:`dyna.store.tmpfiles.make_temp_file`); temporaries of ``path`` left by writers
-    that have ended (a killed export) are removed first
-    (:func:`dyna.store.tmpfiles.clean_orphans`), those of live writers never.
-
-    Raises
-    ------
-    MissingFileError, ConfigError
-        See :func:`check_target` (a missing folder, a folder as the target); nothing is
-        created.
-    """
-    path = check_target(path)
-    clean_orphans(path)
-    tmp = make_temp_file(path)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def write_jsonl(path, records: Iterable[dict]) -> int:
     """Write records to a new JSON Lines file atomically (temp file + rename).
 
@@ -325,7 +276,8 @@ def write_jsonl(path, records: Iterable[dict]) -> int:
     Raises
     ------
     MissingFileError, ConfigError
-        See :func:`atomic_target` (a missing folder, a folder as the target).
+        See :func:`dyna.fileio.atomic.atomic_target` (a missing folder, a folder as the
+        target).
     ValueError, TypeError
         A record JSON cannot encode; the old file is left as it was.
     """

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from dyna.errors import ConfigError, MissingFileError
-from dyna.store.jsonl import atomic_target
+from dyna.fileio.atomic import atomic_target
 
 __all__ = ["frame_from_columns", "columns_from_frame", "polars_schema", "read_parquet",
            "write_parquet"]
@@ -118,7 +118,7 @@ def write_parquet(path, columns: Mapping[str, object], schema: Sequence[tuple[st
     ------
     MissingFileError, ConfigError
         The folder of ``path`` does not exist, or ``path`` is a folder
-        (:func:`dyna.store.jsonl.atomic_target`); nothing is written.
+        (:func:`dyna.fileio.atomic.atomic_target`); nothing is written.
     """
     df = frame_from_columns(columns, schema, dim)
     with atomic_target(path) as tmp:

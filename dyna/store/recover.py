@@ -9,7 +9,8 @@ rows and every readable row are copied as stored: tenant ids and the redacted JS
 are byte for byte what the damaged file held, so redaction and tenant scoping carry over.
 
 The new store is built in a temporary file next to ``out`` and linked to ``out`` at the end
-(never over an existing file), so ``out`` either does not exist or is complete.
+(never over an existing file, :func:`dyna.fileio.atomic.place_new`), so ``out`` either does
+not exist or is complete.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import time
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError, StoreError
+from dyna.fileio.atomic import place_new
+from dyna.fileio.tempfiles import clean_orphans, make_temp_file
 from dyna.store.columns import STORE_TABLES, TABLE
 from dyna.store.sqlite_file import MAX_DIM, SCHEMA_VERSION
-from dyna.store.tmpfiles import clean_orphans, make_temp_file
 
 __all__ = ["recover"]
 
@@ -179,14 +181,10 @@ def recover(src, out, schema=None) -> dict:
         with contextlib.closing(conn):
             result = _copy(conn, src_p, tmp, dict(schema or ()))
         try:
-            os.link(tmp, out_p)  # fails if out appeared meanwhile: never overwrites
+            place_new(tmp, out_p)   # never over a file that appeared meanwhile
         except FileExistsError:
             raise ConfigError("out", str(out_p), "appeared while recovering; not "
                               "overwritten") from None
-        except OSError:  # no hard links here: rename (the check above already ran)
-            if out_p.exists():
-                raise ConfigError("out", str(out_p), "exists already") from None
-            os.replace(tmp, out_p)
     finally:
         for s in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(FileNotFoundError):

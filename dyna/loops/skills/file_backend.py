@@ -16,23 +16,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import replace
 from pathlib import Path
 
 from dyna.errors import ConfigError
-from dyna.loops._io import (
+from dyna.fileio.atomic import atomic_write
+from dyna.fileio.jsonfiles import (
     CorruptFileError,
-    SymlinkError,
-    append_jsonl,
-    atomic_write,
-    check_no_symlink,
-    library_lock,
-    read_bytes_nofollow,
+    append_record,
     read_json,
-    read_jsonl,
-    read_last_jsonl,
+    read_last_record,
+    read_records,
+)
+from dyna.fileio.lock import library_lock
+from dyna.fileio.paths import (
+    SymlinkError,
+    check_no_symlink,
+    file_mark,
+    read_bytes_nofollow,
+    read_bytes_within,
 )
 from dyna.loops._text import apply_diff, text_diff
 from dyna.loops.frontmatter import FrontmatterError
@@ -77,7 +80,7 @@ class FileSkillBackend:
     Raises
     ------
     ConfigError
-        A name that is not a valid skill name; :class:`dyna.loops._io.SymlinkError` (a
+        A name that is not a valid skill name; :class:`dyna.fileio.SymlinkError` (a
         ConfigError) for a symbolic link in the way.
     CorruptFileError
         ``history.jsonl``, a pending file or ``state.json`` cannot be read (file and line).
@@ -122,10 +125,7 @@ class FileSkillBackend:
     def _read(self, md: Path) -> bytes:
         """A skill file's bytes; a symbolic link (of the file or a folder above it) is
         followed only to a file inside the library folder."""
-        real = md.resolve()
-        if not real.is_relative_to(self._real):
-            raise SymlinkError(md, f"links outside the library folder (to {real}); not read")
-        return md.read_bytes()
+        return read_bytes_within(self._real, md)
 
     def locate(self, name: str) -> tuple[str | None, Path | None]:
         """Where ``name`` is: ``("active", file)``, ``("retired", file)`` or
@@ -187,11 +187,7 @@ class FileSkillBackend:
         (its size says it); the state file is compared by content, since an atomic
         replacement can reuse an inode number and keep size and (coarse) mtime, as an
         unlogged outcome 1 -> 2 does."""
-        try:
-            s = os.lstat(self.meta / "history.jsonl")
-            log = (s.st_ino, s.st_size, s.st_mtime_ns)
-        except FileNotFoundError:
-            log = None
+        log = file_mark(self.meta / "history.jsonl")
         raw = read_bytes_nofollow(self._state_path())
         return log, None if raw is None else hashlib.sha256(raw).digest()
 
@@ -394,7 +390,7 @@ class FileSkillBackend:
 
     def append_history(self, rec: dict) -> None:
         """Append a record to ``.dyna/history.jsonl``."""
-        append_jsonl(self._meta_file("history.jsonl"), rec, durable=self.durable)
+        append_record(self._meta_file("history.jsonl"), rec, durable=self.durable)
 
     def history(self) -> list[dict]:
         """Every history record, oldest first, checked (:func:`check_history`).
@@ -404,12 +400,12 @@ class FileSkillBackend:
         CorruptFileError
             A line that is not JSON or not a record dyna writes (file and line).
         """
-        return check_history(read_jsonl(self._meta_file("history.jsonl")),
-                                self.meta / "history.jsonl")
+        return check_history(read_records(self._meta_file("history.jsonl")),
+                             self.meta / "history.jsonl")
 
     def tail(self) -> dict | None:
         """The last history record (read from the end of the file)."""
-        return read_last_jsonl(self._meta_file("history.jsonl"))
+        return read_last_record(self._meta_file("history.jsonl"))
 
     def put_pending(self, item: PendingItem) -> None:
         """Write a staged proposal to ``.dyna/pending/<id>.json``.

@@ -14,7 +14,8 @@ import math
 from pathlib import Path
 
 from dyna.errors import ConfigError
-from dyna.loops._io import CorruptFileError, SafetyNet
+from dyna.fileio.jsonfiles import CorruptFileError
+from dyna.loops.safety_net import SafetyNet
 from dyna.loops.skills.fields import STATUSES, check_date, check_skill_name
 from dyna.loops.skills.record import Skill
 from dyna.loops.skills.results import HistoryEntry

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
-from dyna.loops._io import CorruptFileError
+from dyna.fileio.jsonfiles import CorruptFileError
 from dyna.loops.provenance import skeleton
 from dyna.loops.retirement import retirement_reason
 from dyna.loops.skills.approval import ApprovalMixin
@@ -122,18 +122,18 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         Catches of the always-on redaction safety net, per detector name: every skill
         written (description, body, triggers and the other frontmatter values; the schema
         field ``name`` is an identifier, never redacted), every staged proposal and every
-        history record is redacted first (:class:`dyna.loops._io.SafetyNet`). A ``run_id``
+        history record is redacted first (:class:`dyna.loops.safety_net.SafetyNet`). A ``run_id``
         holding a secret is refused (:func:`dyna.redact.check_label`): undo finds runs by it.
 
     Several processes (or several objects) may share one folder: every write holds the
-    folder's file lock (:func:`dyna.loops._io.library_lock`, ``.dyna/lock``) and first
+    folder's file lock (:func:`dyna.fileio.lock.library_lock`, ``.dyna/lock``) and first
     re-reads the folder when anyone else wrote to it since; reads use the state as of the
     last write or :meth:`refresh`.
 
     Raises
     ------
     ConfigError
-        Bad parameters; :class:`dyna.loops._io.SymlinkError` for a symbolic link below the
+        Bad parameters; :class:`dyna.fileio.paths.SymlinkError` for a symbolic link below the
         folder in the way of a write.
     CorruptFileError
         ``.dyna/history.jsonl``, ``.dyna/state.json`` or a pending file cannot be read
@@ -189,7 +189,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
     # ------------------------------------------------------------------ processes
     def _writing(self):
         """Hold the thread lock and, for a folder, the library's file lock
-        (:func:`dyna.loops._io.library_lock`) around a write, re-reading the library first
+        (:func:`dyna.fileio.lock.library_lock`) around a write, re-reading the library first
         when another process (or library object) wrote since we last looked."""
         if self._flock is None:   # in memory: the (re-entrant) thread lock alone
             return self._lock

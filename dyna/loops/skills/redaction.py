@@ -1,5 +1,5 @@
 """The redaction of a skill library: every skill it writes goes through its always-on
-safety net (:class:`dyna.loops._io.SafetyNet`) first.
+safety net (:class:`dyna.loops.safety_net.SafetyNet`) first.
 
 A skill's free-text values (description, body, triggers, run, provenance, retired reason
 and the other frontmatter values) are redacted; its ``name`` is an identifier and kept.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from dyna.loops._io import SafetyNet
+from dyna.loops.safety_net import SafetyNet
 from dyna.loops.skills.fields import frozen_values
 from dyna.loops.skills.record import Skill
 from dyna.redact import known_clean, scan_found

@@ -1,0 +1,133 @@
+"""Whole-or-absent writes: a reader sees the old file or the complete new one, never a part.
+
+The data goes to a temporary file in the target's folder (named by its writer,
+:mod:`dyna.fileio.tempfiles`, so one left by a killed writer is removed by the next write
+of the same target), is flushed and fsync'ed, and is renamed over the target
+(``os.replace``, atomic on POSIX). A target that exists and is not a regular file (a device
+such as ``/dev/null``, a FIFO, a socket, a symbolic link) is never written over by
+:func:`atomic_write`. :func:`place_new` puts a finished file in place only where none is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from pathlib import Path
+
+from dyna.errors import ConfigError, MissingFileError
+from dyna.fileio.tempfiles import clean_orphans, make_temp_file
+
+__all__ = ["atomic_target", "atomic_write", "check_target", "place_new"]
+
+
+def check_target(path, field: str = "path") -> Path:
+    """``path`` as a Path if a file can be written there: its folder exists and it is not
+    a folder itself.
+
+    Raises
+    ------
+    MissingFileError
+        The folder of ``path`` does not exist (nothing is created).
+    ConfigError
+        ``path`` is an existing folder (or its "folder" is a file).
+    """
+    path = Path(path)
+    parent = path.parent
+    if path.is_dir():
+        raise ConfigError(field, str(path), "is a folder; give the path of a file to write")
+    if not parent.exists():
+        raise MissingFileError(field, path, f"its folder {str(parent)!r} does not exist")
+    if not parent.is_dir():
+        raise ConfigError(field, str(path), f"{str(parent)!r} is not a folder")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_target(path):
+    """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds.
+
+    The temporary file is removed if the block raises, so ``path`` is either the old file or
+    the complete new one (``os.replace`` is atomic on POSIX). Its name records this process
+    (:func:`dyna.fileio.tempfiles.make_temp_file`); temporaries of ``path`` left by writers
+    that have ended (a killed export) are removed first
+    (:func:`dyna.fileio.tempfiles.clean_orphans`), those of live writers never.
+
+    Raises
+    ------
+    MissingFileError, ConfigError
+        See :func:`check_target` (a missing folder, a folder as the target); nothing is
+        created.
+    """
+    path = check_target(path)
+    clean_orphans(path)
+    tmp = make_temp_file(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _refuse_non_regular(path: Path) -> None:
+    """OSError(EINVAL) when ``path`` exists (as a link or not) and is not a regular file."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "exists and is not a regular file (a device, FIFO, "
+                      "socket or link is never written over)", str(path))
+
+
+def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically: readers see the old or the new file, never
+    a part of it.
+
+    The data goes to a temporary file in the same folder (:func:`atomic_target`), is
+    flushed (and fsync'ed when ``durable``) and then renamed over ``path``. Text is written
+    as UTF-8 with the newlines it contains (no platform translation); lone surrogates
+    (bytes that were not UTF-8, read with ``surrogateescape``) are written back as the
+    original bytes.
+
+    Raises
+    ------
+    OSError
+        The folder is not writable, or ``path`` exists and is not a regular file (a device
+        such as ``/dev/null``, a FIFO, a socket, a symbolic link: renaming over it would
+        replace it); ``path`` is then unchanged.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")
+    _refuse_non_regular(path)
+    with atomic_target(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            if durable:
+                os.fsync(fh.fileno())
+
+
+def place_new(tmp, path) -> None:
+    """Put the finished file ``tmp`` at ``path``, never over an existing file: a hard link
+    (which fails when ``path`` exists), or, on a file system without hard links, a rename
+    after checking that ``path`` does not exist. ``tmp`` stays where it is after a link
+    (the caller removes it).
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists; nothing is written or renamed.
+    OSError
+        Neither a link nor a rename was possible.
+    """
+    try:
+        os.link(tmp, path)   # fails if path appeared meanwhile: never overwrites
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here: rename (the caller checked the target before)
+        if Path(path).exists():
+            raise FileExistsError(errno.EEXIST, "exists already", str(path)) from None
+        os.replace(tmp, path)
