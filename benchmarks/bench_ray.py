@@ -30,7 +30,7 @@ import pytest
 
 from dyna.experiment.kinds.tabular import KIND as TABULAR
 from dyna.experiment.kinds.tabular import job as tabular_job
-from dyna.experiment.registry import parse_config
+from dyna.experiment.registry import parse_experiment
 from dyna.experiment.backends import InProcessBackend, ProcessPoolBackend
 
 # Not importorskip: importing Ray here first would keep the local instance off the loopback
@@ -44,7 +44,7 @@ WORKERS = 2
 
 
 def sweep_jobs():
-    cfg = parse_config({
+    cfg = parse_experiment({
         "name": "bench_ray", "seed": 0, "runs": N_JOBS,
         "env": {"id": "dyna/DynaMaze-v0"},
         "schedule": {"episodes": 2},

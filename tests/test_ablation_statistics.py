@@ -16,7 +16,7 @@ from dyna.errors import ConfigError
 from dyna.experiment import stats as S
 from dyna.experiment.backends import InProcessBackend
 from dyna.experiment.kinds.agent_tasks import analysis as A
-from dyna.experiment.registry import load_config, parse_experiment
+from dyna.experiment.registry import load_experiment, parse_experiment
 from dyna.experiment.runner import load_output, run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ def test_bad_hypothesis_on_the_command_line_is_one_line_and_exit_2(tmp_path):
 
 def test_shipped_ablations_declare_the_six_hypotheses():
     for name in ("skill_loop_ablation", "memory_loop_ablation"):
-        cfg = load_config(REPO / "experiments" / f"{name}.toml")
+        cfg = load_experiment(REPO / "experiments" / f"{name}.toml")
         assert [h.scenario for h in cfg.hypotheses] == [
             "clean", "clean", "noisy_self_assessment", "drift", "volume", "injection"]
         assert cfg.runs == 10

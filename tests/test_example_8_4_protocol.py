@@ -9,7 +9,7 @@ import pytest
 import envs
 from dyna.agents import run_agent
 from dyna.errors import ConfigError
-from dyna.experiment import load_config
+from dyna.experiment import load_experiment
 from dyna.experiment.kinds.tabular.job import count_real_steps, optimal_length
 from dyna.experiment.registry import parse_experiment
 from dyna.experiment.runner import run_experiment
@@ -92,11 +92,11 @@ def test_reference_refuses_a_single_goal_cell():
 
 
 def test_default_protocol_keeps_the_shipped_hash():
-    cfg = load_config("experiments/prioritized_sweeping.toml")
+    cfg = load_experiment("experiments/prioritized_sweeping.toml")
     assert cfg.schedule.optimal_protocol == "dyna"
     assert "optimal_protocol" not in cfg.to_dict()["schedule"]
     assert cfg.hash.startswith("f8bbc0dc3558ef77")
-    ref = load_config("experiments/prioritized_sweeping_reference.toml")
+    ref = load_experiment("experiments/prioritized_sweeping_reference.toml")
     assert ref.schedule.optimal_protocol == "reference"
     assert ref.env_kwargs({"resolution": 3}) == {"resolution": 3, "goal_block": True}
 

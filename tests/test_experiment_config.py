@@ -9,7 +9,7 @@ import pytest
 
 from dyna.errors import ConfigError, MissingFileError
 from dyna.experiment.config import config_hash
-from dyna.experiment.registry import load_config, parse_config
+from dyna.experiment.registry import load_experiment, parse_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,7 +37,7 @@ def with_changes(**changes):
 
 
 def test_valid_config_merges_defaults_into_variants():
-    cfg = parse_config(BASE)
+    cfg = parse_experiment(BASE)
     assert [v.name for v in cfg.variants] == ["n=0", "n=5"]
     assert cfg.variants[1].agent == "dyna_q"
     assert cfg.variants[1].hparams["n_planning"] == 5
@@ -59,7 +59,7 @@ def test_valid_config_merges_defaults_into_variants():
 ])
 def test_misspelt_key_names_dotted_field_and_suggests(changes, field, value):
     with pytest.raises(ConfigError) as err:
-        parse_config(with_changes(**changes))
+        parse_experiment(with_changes(**changes))
     assert err.value.field == field
     assert err.value.value == value
     assert "did you mean" in str(err.value)
@@ -67,9 +67,9 @@ def test_misspelt_key_names_dotted_field_and_suggests(changes, field, value):
 
 def test_suggestion_is_the_close_match():
     with pytest.raises(ConfigError, match="did you mean 'episodes'"):
-        parse_config(with_changes(schedule__episods=5))
+        parse_experiment(with_changes(schedule__episods=5))
     with pytest.raises(ConfigError, match="did you mean 'alpha'"):
-        parse_config(with_changes(defaults__alpah=0.2))
+        parse_experiment(with_changes(defaults__alpah=0.2))
 
 
 @pytest.mark.parametrize("changes, field, value", [
@@ -87,7 +87,7 @@ def test_suggestion_is_the_close_match():
 ])
 def test_out_of_range_values_name_field_and_value(changes, field, value):
     with pytest.raises(ConfigError) as err:
-        parse_config(with_changes(**changes))
+        parse_experiment(with_changes(**changes))
     assert err.value.field == field
     assert err.value.value == value
 
@@ -95,16 +95,16 @@ def test_out_of_range_values_name_field_and_value(changes, field, value):
 def test_schedule_needs_exactly_one_length():
     both = with_changes(schedule__total_steps=100)
     with pytest.raises(ConfigError, match="exactly one"):
-        parse_config(both)
+        parse_experiment(both)
     neither = with_changes()
     neither["schedule"] = {}
     with pytest.raises(ConfigError, match="exactly one"):
-        parse_config(neither)
+        parse_experiment(neither)
 
 
 def test_metric_must_fit_the_schedule():
     with pytest.raises(ConfigError) as err:
-        parse_config(with_changes(analysis__metrics=["cumulative_reward"]))
+        parse_experiment(with_changes(analysis__metrics=["cumulative_reward"]))
     assert err.value.field == "analysis.metrics[0]"
     assert "total_steps" in err.value.reason
 
@@ -112,17 +112,17 @@ def test_metric_must_fit_the_schedule():
 def test_duplicate_variant_names_rejected():
     data = with_changes(variants__1__name="n=0")
     with pytest.raises(ConfigError) as err:
-        parse_config(data)
+        parse_experiment(data)
     assert err.value.field == "variants[1].name"
 
 
 def test_sweep_crosses_variants_in_file_order():
     data = with_changes(env__id="dyna/AsciiMaze-v0",
                         sweep={"resolution": [1, 2, 3]})
-    cfg = parse_config(data)
+    cfg = parse_experiment(data)
     assert cfg.sweep_points() == [{"resolution": 1}, {"resolution": 2}, {"resolution": 3}]
     assert cfg.env_kwargs({"resolution": 2}) == {"resolution": 2}
-    two = parse_config(with_changes(sweep={"a": [1, 2], "b": ["x", "y"]}))
+    two = parse_experiment(with_changes(sweep={"a": [1, 2], "b": ["x", "y"]}))
     assert two.sweep_points() == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"},
                                   {"a": 2, "b": "x"}, {"a": 2, "b": "y"}]
 
@@ -135,60 +135,60 @@ def test_sweep_crosses_variants_in_file_order():
 ])
 def test_bad_sweeps(sweep, field):
     with pytest.raises(ConfigError) as err:
-        parse_config(with_changes(sweep=sweep))
+        parse_experiment(with_changes(sweep=sweep))
     assert err.value.field == field
 
 
 def test_cli_overrides_and_their_validation():
-    cfg = parse_config(BASE, runs=7, seed=11)
+    cfg = parse_experiment(BASE, runs=7, seed=11)
     assert (cfg.runs, cfg.seed) == (7, 11)
     with pytest.raises(ConfigError) as err:
-        parse_config(BASE, runs=0)
+        parse_experiment(BASE, runs=0)
     assert (err.value.field, err.value.value) == ("--runs", 0)
     with pytest.raises(ConfigError) as err:
-        parse_config(BASE, seed=-2)
+        parse_experiment(BASE, seed=-2)
     assert (err.value.field, err.value.value) == ("--seed", -2)
 
 
 def test_hash_is_sha256_of_canonical_json_and_tracks_changes():
-    cfg = parse_config(BASE)
+    cfg = parse_experiment(BASE)
     text = json.dumps(cfg.to_dict(), sort_keys=True, separators=(",", ":"))
     assert config_hash(cfg) == hashlib.sha256(text.encode()).hexdigest()
-    assert cfg.hash == parse_config(copy.deepcopy(BASE)).hash
-    assert parse_config(BASE, runs=5).hash != cfg.hash
-    assert parse_config(with_changes(variants__1__n_planning=6)).hash != cfg.hash
+    assert cfg.hash == parse_experiment(copy.deepcopy(BASE)).hash
+    assert parse_experiment(BASE, runs=5).hash != cfg.hash
+    assert parse_experiment(with_changes(variants__1__n_planning=6)).hash != cfg.hash
 
 
 def test_to_dict_round_trips():
-    cfg = parse_config(with_changes(env__id="dyna/AsciiMaze-v0",
+    cfg = parse_experiment(with_changes(env__id="dyna/AsciiMaze-v0",
                                     sweep={"resolution": [1, 2]},
                                     analysis={"checks": [], "first_episode": 2}))
-    again = parse_config(cfg.to_dict())
+    again = parse_experiment(cfg.to_dict())
     assert again == cfg
     assert again.hash == cfg.hash
 
 
 def test_load_config_missing_file_and_bad_toml(tmp_path):
     with pytest.raises(MissingFileError) as err:
-        load_config(tmp_path / "nope.toml")
+        load_experiment(tmp_path / "nope.toml")
     assert err.value.field == "config"
     assert isinstance(err.value, FileNotFoundError)
     bad = tmp_path / "bad.toml"
     bad.write_text("name = \n")
     with pytest.raises(ConfigError, match="not valid TOML"):
-        load_config(bad)
+        load_experiment(bad)
 
 
 @pytest.mark.parametrize("name", ["dyna_maze", "blocking_maze", "shortcut_maze",
                                   "prioritized_sweeping", "frozenlake", "taxi"])
 def test_shipped_experiment_files_validate(name):
-    cfg = load_config(REPO / "experiments" / f"{name}.toml")
+    cfg = load_experiment(REPO / "experiments" / f"{name}.toml")
     assert cfg.name == name
     assert cfg.runs >= 1 and len(cfg.variants) >= 2
 
 
 def test_dyna_maze_file_is_figure_8_2():
-    cfg = load_config(REPO / "experiments" / "dyna_maze.toml")
+    cfg = load_experiment(REPO / "experiments" / "dyna_maze.toml")
     assert cfg.runs == 30 and cfg.schedule.episodes == 50
     assert [v.hparams["n_planning"] for v in cfg.variants] == [0, 5, 50]
     for v in cfg.variants:

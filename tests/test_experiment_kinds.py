@@ -12,7 +12,7 @@ from dyna.experiment import registry, runner
 from dyna.experiment.backends import Job, split_runs
 from dyna.experiment.config import config_hash
 from dyna.experiment.protocol import ExperimentKind, Prepared
-from dyna.experiment.registry import parse_config, parse_experiment, register_kind
+from dyna.experiment.registry import parse_experiment, register_kind
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def test_tabular_is_the_default_and_kind_key_is_accepted():
     data = {"name": "t", "env": {"id": "dyna/DynaMaze-v0"}, "schedule": {"episodes": 2},
             "defaults": {"agent": "q_learning"}}
     plain = parse_experiment(data)
-    assert plain == parse_config({**data, "kind": "tabular"}) == parse_config(data)
+    assert plain == parse_experiment({**data, "kind": "tabular"}) == parse_experiment(data)
     assert "kind" not in plain.to_dict()  # tabular hashes are unchanged by the registry
 
 

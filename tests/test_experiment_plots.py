@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dyna.cli import main
-from dyna.experiment.registry import parse_config
+from dyna.experiment.registry import parse_experiment
 from dyna.experiment.runner import run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def test_run01_25_seeds_give_26_pngs_and_no_open_figures(tmp_path):
     (warnings are errors), no pyplot figure left open."""
     import tomllib
 
-    cfg = parse_config(tomllib.loads(RUN01_TOML))
+    cfg = parse_experiment(tomllib.loads(RUN01_TOML))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = run_experiment(cfg, tmp_path / "out")
@@ -98,7 +98,7 @@ def _tiny(tmp_path, **changes):
         "analysis": {"metrics": ["steps_per_episode", "eval_score"], "first_episode": 2},
     }
     data.update(changes)
-    return run_experiment(parse_config(data), tmp_path / "out")
+    return run_experiment(parse_experiment(data), tmp_path / "out")
 
 
 def test_plot_labels_titles_and_legends(tmp_path):
@@ -160,7 +160,7 @@ def test_one_run_plots_claim_no_mean_and_no_interval(tmp_path):
     assert over_runs("mean", 1) == "1 run (no interval)"
     assert over_runs("IQM", 10, 0.9) == "IQM of 10 runs, 90% bootstrap CI"
     import tomllib
-    cfg = parse_config(tomllib.loads(RUN01_TOML.replace("runs = 25", "runs = 1")
+    cfg = parse_experiment(tomllib.loads(RUN01_TOML.replace("runs = 25", "runs = 1")
                                      .replace("per_run_plots = true", "per_run_plots = false")))
     out = run_experiment(cfg, tmp_path / "one", backend=InProcessBackend(), progress=False)
     svgs = [p.read_text() for p in (out / "plots").glob("*.svg")]
@@ -178,12 +178,12 @@ def test_steps_per_episode_can_be_smoothed_and_log_scaled(tmp_path):
     base = tomllib.loads(RUN01_TOML.replace("runs = 25", "runs = 3")
                          .replace("per_run_plots = true", "per_run_plots = false")
                          .replace("episodes = 3", "episodes = 8"))
-    plain = parse_config(base)
+    plain = parse_experiment(base)
     assert "log_y" not in plain.to_dict()["analysis"]          # older configs keep their hash
     data = {**base, "analysis": {**base["analysis"], "smooth": 4, "log_y": True}}
-    cfg = parse_config(data)
+    cfg = parse_experiment(data)
     assert (cfg.analysis.smooth, cfg.analysis.log_y) == (4, True)
-    assert parse_config(cfg.to_dict()).hash == cfg.hash
+    assert parse_experiment(cfg.to_dict()).hash == cfg.hash
     out = run_experiment(cfg, tmp_path / "s", backend=InProcessBackend(), progress=False)
     svg = (out / "plots" / "steps_per_episode.svg").read_text()
     assert "moving average over 4 episodes" in svg and "(log scale)" in svg
@@ -196,7 +196,7 @@ def test_steps_per_episode_can_be_smoothed_and_log_scaled(tmp_path):
     assert got == [10.0, 15.0, 25.0, 35.0, 5.0, 6.0]
     for bad, field in (({"smooth": 0}, "analysis.smooth"), ({"log_y": "yes"}, "analysis.log_y")):
         with pytest.raises(ConfigError) as e:
-            parse_config({**base, "analysis": {**base["analysis"], **bad}})
+            parse_experiment({**base, "analysis": {**base["analysis"], **bad}})
         assert e.value.field == field
 
 

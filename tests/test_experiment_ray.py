@@ -24,7 +24,7 @@ from dyna import cli
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.kinds.tabular import job as tabular_job
 from dyna.experiment.backends import InProcessBackend, Job, split_runs
-from dyna.experiment.registry import get_backend, parse_config
+from dyna.experiment.registry import get_backend, parse_experiment
 from dyna.experiment.runner import run_experiment
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -44,7 +44,7 @@ def config(**changes):
         "variants": [{"name": "n=0", "n_planning": 0}, {"name": "n=5", "n_planning": 5}],
     }
     data.update(changes)
-    return parse_config(data)
+    return parse_experiment(data)
 
 
 def table_bytes(folder: Path) -> dict:

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from dyna.experiment.kinds.tabular.report import build_report, shortcut_bound
-from dyna.experiment.registry import load_config, parse_config
+from dyna.experiment.registry import load_experiment, parse_experiment
 from dyna.experiment.runner import ExperimentOutput, run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ def _output(config_changes, results, runs, metas):
         "variants": [{"name": "n=0", "n_planning": 0}, {"name": "n=50", "n_planning": 50}],
     }
     data.update(config_changes)
-    cfg = parse_config(data)
+    cfg = parse_experiment(data)
     manifest = {"config_hash": cfg.hash,
                 "envs": [{"point": p, "meta": m} for p, m in zip(cfg.sweep_points(), metas)]}
     return ExperimentOutput(config=cfg, manifest=manifest, results=results, runs=runs)
@@ -164,7 +164,7 @@ def _runs_frame(folder):
 
 def test_blocking_maze_dyna_q_plus_ends_ahead(tmp_path):
     """Figure 8.4 (reduced to 6 runs): Dyna-Q+ ends with more cumulative reward."""
-    cfg = load_config(REPO / "experiments" / "blocking_maze.toml", runs=6)
+    cfg = load_experiment(REPO / "experiments" / "blocking_maze.toml", runs=6)
     out = run_experiment(cfg, tmp_path / "b")
     final = dict(_runs_frame(out).group_by("variant").agg(pl.col("total_return").mean())
                  .iter_rows())
@@ -184,7 +184,7 @@ def test_blocking_maze_dyna_q_plus_ends_ahead(tmp_path):
 def test_shortcut_maze_only_dyna_q_plus_finds_the_shortcut(tmp_path):
     """Figure 8.5 (reduced to 4 runs): Dyna-Q+ ends ahead and finds the shortcut; Dyna-Q
     does not (judged by goal visits in the last 1000 steps beyond the old-path bound)."""
-    cfg = load_config(REPO / "experiments" / "shortcut_maze.toml", runs=4)
+    cfg = load_experiment(REPO / "experiments" / "shortcut_maze.toml", runs=4)
     out = run_experiment(cfg, tmp_path / "s")
     res = pl.read_parquet(out / "results.parquet")
     visits = {}
@@ -204,7 +204,7 @@ def test_shortcut_maze_only_dyna_q_plus_finds_the_shortcut(tmp_path):
 def test_prioritized_sweeping_fewer_updates_at_every_size(tmp_path):
     """Example 8.4 (reduced to 4 runs, sizes 54..1350 states): prioritized sweeping needs
     fewer updates than Dyna-Q at every size; the report gives the ratio per size."""
-    cfg = load_config(REPO / "experiments" / "prioritized_sweeping.toml", runs=4)
+    cfg = load_experiment(REPO / "experiments" / "prioritized_sweeping.toml", runs=4)
     out = run_experiment(cfg, tmp_path / "p")
     runs = _runs_frame(out)
     means = (runs.group_by("variant", "resolution").agg(pl.col("updates_to_optimal").mean())

@@ -19,7 +19,7 @@ from dyna.errors import ConfigError, UnknownEnvError, check_range
 from dyna.experiment import runner
 from dyna.experiment.kinds.tabular import job as tabular_job
 from dyna.experiment.backends import InProcessBackend, Job, ProcessPoolBackend, split_runs
-from dyna.experiment.registry import get_backend, load_config, parse_config
+from dyna.experiment.registry import get_backend, load_experiment, parse_experiment
 from dyna.experiment.runner import load_output, run_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def config(**changes):
         "variants": [{"name": "n=0", "n_planning": 0}, {"name": "n=5", "n_planning": 5}],
     }
     data.update(changes)
-    return parse_config(data)
+    return parse_experiment(data)
 
 
 def test_episode_outputs_match_the_agents_exactly(tmp_path):
@@ -257,7 +257,7 @@ def test_backend_registry_and_split():
 def test_figure_8_2_numbers_with_ten_runs(tmp_path):
     """Sutton & Barto Figure 8.2 through the runner: episode 2 takes several hundred steps
     for n = 0 and under ~60 for n = 50; every n settles near 14 steps + exploration."""
-    cfg = load_config(REPO / "experiments" / "dyna_maze.toml", runs=10)
+    cfg = load_experiment(REPO / "experiments" / "dyna_maze.toml", runs=10)
     out = run_experiment(cfg, tmp_path / "fig82")
     res = pl.read_parquet(out / "results.parquet")
     ep2 = dict(res.filter(pl.col("episode") == 2).group_by("variant")

@@ -6,7 +6,7 @@ import pytest
 
 from dyna.cli import main
 from dyna.experiment.config import load_run_options
-from dyna.experiment.registry import load_config
+from dyna.experiment.registry import load_experiment
 
 BASE = """
 name = "rt"
@@ -34,7 +34,7 @@ def test_run_table_picks_the_backend_and_stays_out_of_the_hash(tmp_path):
     with_run = _write(tmp_path, BASE + '[run]\nbackend = "process"\nworkers = 2\nblock_size = 1\n')
     assert load_run_options(with_run) == {"backend": "process", "workers": 2, "block_size": 1}
     assert load_run_options(plain) == {}
-    assert load_config(with_run).hash == load_config(plain).hash
+    assert load_experiment(with_run).hash == load_experiment(plain).hash
     out = tmp_path / "out"
     assert main(["run", str(with_run), "--out", str(out), "--no-progress"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())

@@ -6,7 +6,7 @@ import pytest
 
 from dyna.errors import ConfigError
 from dyna.experiment.backends import InProcessBackend
-from dyna.experiment.registry import load_config, parse_config
+from dyna.experiment.registry import load_experiment, parse_experiment
 from dyna.experiment.runner import load_output, run_experiment
 
 
@@ -20,12 +20,12 @@ def _data(**changes):
 
 
 def test_a_swept_hyper_parameter_gives_exactly_the_runs_of_a_variant_that_sets_it(tmp_path):
-    swept = run_experiment(parse_config(_data()), tmp_path / "s",
+    swept = run_experiment(parse_experiment(_data()), tmp_path / "s",
                            backend=InProcessBackend(), progress=False)
     res = load_output(swept).tables["results"]
     assert {"alpha", "resolution"} <= set(res.columns)
     assert sorted(res["alpha"].unique().to_list()) == [0.2, 1.0]
-    fixed = run_experiment(parse_config(_data(
+    fixed = run_experiment(parse_experiment(_data(
         variants=[{"name": "n=5", "n_planning": 5, "alpha": 1.0}],
         sweep={"resolution": [1, 2]})), tmp_path / "f", backend=InProcessBackend(),
         progress=False)
@@ -50,17 +50,17 @@ def test_a_swept_hyper_parameter_gives_exactly_the_runs_of_a_variant_that_sets_i
 ])
 def test_a_key_swept_and_set_or_a_bad_value_names_the_field(changes, field, words):
     with pytest.raises(ConfigError) as e:
-        parse_config(_data(**changes))
+        parse_experiment(_data(**changes))
     assert e.value.field == field and words in str(e.value)
 
 
 def test_round_trip_and_the_shipped_parameter_study():
-    cfg = parse_config(_data())
-    again = parse_config(cfg.to_dict())
+    cfg = parse_experiment(_data())
+    again = parse_experiment(cfg.to_dict())
     assert again.to_dict() == cfg.to_dict() and again.hash == cfg.hash
     assert cfg.swept_hparams == ("alpha",)
     assert cfg.env_kwargs({"alpha": 0.2, "resolution": 2}) == {"resolution": 2}
     assert cfg.hparams(cfg.variants[1], {"alpha": 0.2, "resolution": 2})["alpha"] == 0.2
-    ship = load_config("experiments/dyna_maze_sweep.toml")
+    ship = load_experiment("experiments/dyna_maze_sweep.toml")
     assert ship.sweep == {"alpha": (0.05, 0.1, 0.2, 0.4, 0.8)}
     assert [v.hparams["n_planning"] for v in ship.variants] == [0, 5, 50]

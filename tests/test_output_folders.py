@@ -11,12 +11,12 @@ from dyna.errors import ConfigError, MissingFileError
 from dyna.experiment import runner
 from dyna.experiment.backends import InProcessBackend
 from dyna.experiment.output_folder import rename_into_place
-from dyna.experiment.registry import parse_config
+from dyna.experiment.registry import parse_experiment
 from dyna.experiment.runner import load_output, run_experiment
 
 
 def _cfg():
-    return parse_config({"name": "tiny", "seed": 5, "runs": 1,
+    return parse_experiment({"name": "tiny", "seed": 5, "runs": 1,
                          "env": {"id": "dyna/DynaMaze-v0"}, "schedule": {"episodes": 2},
                          "defaults": {"agent": "dyna_q"}, "variants": [{"name": "q"}]})
 

@@ -14,7 +14,7 @@ import tomllib
 import pytest
 from doc_pages import PAGES, ROOT, blocks
 
-from dyna.experiment.registry import load_config, parse_experiment
+from dyna.experiment.registry import load_experiment, parse_experiment
 
 TOML = blocks("toml")
 PYTHON = blocks("python")
@@ -90,7 +90,7 @@ def test_each_dyna_command_is_accepted(page, command):
     except SystemExit as exc:                      # argparse's way of refusing
         pytest.fail(f"{page}: {command!r} refused by the parser (exit {exc.code})")
     if args[0] == "run":                           # the file exists and is a valid experiment
-        load_config(ROOT / parsed.file)
+        load_experiment(ROOT / parsed.file)
 
 
 def _options(parser, *path):

@@ -373,8 +373,8 @@ def test_leave_one_task_out_by_hand():
 # ============================================================================ the kind
 
 def test_shipped_experiment_file_parses():
-    from dyna.experiment.registry import load_config
-    cfg = load_config(ROOT / "experiments" / "taubench_airline_loops.toml")
+    from dyna.experiment.registry import load_experiment
+    cfg = load_experiment(ROOT / "experiments" / "taubench_airline_loops.toml")
     assert cfg.kind == "trajectories" and len(cfg.variants) == 31
     assert cfg.variants[:2] == ("naive_loop", "skill_loop") and "awm" in cfg.variants
     assert cfg.to_dict()["variants"] == list(cfg.variants)

@@ -6,7 +6,7 @@ The machinery every experiment kind shares (it imports no kind):
   (:class:`ExperimentKind`, :class:`Prepared`) and :class:`ExperimentOutput`, an output
   folder read back.
 * :mod:`dyna.experiment.registry` -- the kinds and backends by name, and the loaders of an
-  experiment file or dict of any kind (:func:`load_config`, :func:`parse_config`).
+  experiment file or dict of any kind (:func:`load_experiment`, :func:`parse_experiment`).
 * :mod:`dyna.experiment.config` -- TOML reading, field checks, the config hash, ``[run]``.
 * :mod:`dyna.experiment.runner` -- :func:`run_experiment` plans, executes, writes and
   renders one output folder; :func:`load_output` reads it back.
@@ -31,7 +31,7 @@ import importlib
 _LAZY = {
     "Backend": "backends", "InProcessBackend": "backends", "Job": "backends",
     "ProcessPoolBackend": "backends", "get_backend": "registry",
-    "config_hash": "config", "load_config": "registry", "parse_config": "registry",
+    "config_hash": "config",
     "ExperimentKind": "protocol", "Prepared": "protocol", "get_kind": "registry",
     "load_experiment": "registry", "parse_experiment": "registry",
     "register_kind": "registry",

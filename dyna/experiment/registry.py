@@ -4,8 +4,8 @@
 :class:`~dyna.experiment.protocol.ExperimentKind` instance, imported on first use; every
 shipped kind is a package of :mod:`dyna.experiment.kinds`. :data:`BACKENDS` does the same
 for execution backends (the Ray backend is an optional extra). The loaders
-(:func:`load_config`, :func:`parse_experiment`) read a file or dict of any kind and hand it
-to its kind.
+(:func:`load_experiment`, :func:`parse_experiment`) read a file or dict of any kind and hand
+it to its kind.
 
 Registered kinds:
 
@@ -36,8 +36,8 @@ from dyna.experiment.backends import Backend, InProcessBackend, ProcessPoolBacke
 from dyna.experiment.config import read_toml
 from dyna.experiment.protocol import DEFAULT_KIND, ExperimentKind, kind_of
 
-__all__ = ["BACKENDS", "DEFAULT_KIND", "KINDS", "get_backend", "get_kind", "load_config",
-           "load_experiment", "parse_config", "parse_experiment", "register_kind"]
+__all__ = ["BACKENDS", "DEFAULT_KIND", "KINDS", "get_backend", "get_kind", "load_experiment",
+           "parse_experiment", "register_kind"]
 
 
 #: Kind name -> ``"module:attribute"`` of its :class:`ExperimentKind` instance.
@@ -106,7 +106,8 @@ def parse_experiment(data: dict, *, runs: int | None = None, seed: int | None = 
     Parameters
     ----------
     data : dict
-        Parsed TOML or a config's ``to_dict()``; ``kind`` selects the kind.
+        Parsed TOML or a config's ``to_dict()``; ``kind`` selects the kind (without it,
+        ``tabular``).
     runs, seed : int, optional
         CLI overrides.
     base_dir : str or Path, optional
@@ -164,11 +165,7 @@ def get_backend(name: str, workers: int | None = None, **options) -> Backend:
     return cls(workers, **options) if workers is not None else cls(**options)
 
 
-#: ``parse_config`` is :func:`parse_experiment` (a dict without ``kind`` is ``tabular``).
-parse_config = parse_experiment
-
-
-def load_config(path: str | Path, *, runs: int | None = None, seed: int | None = None):
+def load_experiment(path: str | Path, *, runs: int | None = None, seed: int | None = None):
     """Read an experiment TOML file of any kind and validate it into its kind's config.
 
     Parameters
@@ -190,7 +187,3 @@ def load_config(path: str | Path, *, runs: int | None = None, seed: int | None =
     """
     return parse_experiment(read_toml(path), runs=runs, seed=seed,
                             base_dir=Path(path).resolve().parent)
-
-
-#: The same as :func:`load_config`.
-load_experiment = load_config
