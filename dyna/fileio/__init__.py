@@ -5,8 +5,8 @@ through these functions, so each safeguard is written once:
 
 - :mod:`~dyna.fileio.paths`: no symbolic link followed below a library folder
   (:func:`check_no_symlink`, :func:`read_bytes_nofollow`), no read that resolves outside
-  its folder (:func:`read_bytes_within`), no special file opened (:func:`open_regular`);
-  a refusal is a :class:`SymlinkError` (a ConfigError);
+  its folder (:func:`read_bytes_within`), no special file opened (:func:`open_regular`,
+  :func:`file_kind`); a refusal is a :class:`SymlinkError` (a ConfigError);
 - :mod:`~dyna.fileio.unique_json`: JSON that names a key twice is refused
   (:func:`loads_unique`, :class:`DuplicateKeyError`);
 - :mod:`~dyna.fileio.jsonfiles`: JSON files and append-only JSON-lines logs read and
@@ -18,7 +18,9 @@ through these functions, so each safeguard is written once:
   :func:`place_new` never overwrites;
 - :mod:`~dyna.fileio.tempfiles`: temporaries named by their writer, so one left by a killed
   writer is removed and one of a live writer never;
-- :mod:`~dyna.fileio.lock`: the inter-process lock of a library (:func:`library_lock`).
+- :mod:`~dyna.fileio.lock`: the inter-process lock of a library (:func:`library_lock`);
+- :mod:`~dyna.fileio.names`: control, bidirectional and zero-width characters found
+  (:func:`first_hidden`) or shown as escapes (:func:`visible`, :func:`terminal_safe`).
 
 This package sits in the lowest layer: it imports the standard library, :mod:`filelock`
 and :mod:`dyna.errors` only. Names load from their module on first use.
@@ -27,7 +29,7 @@ and :mod:`dyna.errors` only. Names load from their module on first use.
 from dyna._lazy import lazy_getattr
 
 _LAZY = {
-    "SymlinkError": "paths", "check_no_symlink": "paths",
+    "SymlinkError": "paths", "check_no_symlink": "paths", "file_kind": "paths",
     "file_mark": "paths", "open_nofollow": "paths", "open_regular": "paths",
     "read_bytes_nofollow": "paths", "read_bytes_within": "paths",
     "DuplicateKeyError": "unique_json", "loads_unique": "unique_json",
@@ -39,6 +41,8 @@ _LAZY = {
     "clean_orphans": "tempfiles", "make_temp_dir": "tempfiles",
     "make_temp_file": "tempfiles",
     "LibraryLockTimeout": "lock", "library_lock": "lock", "lock_path": "lock",
+    "HIDDEN": "names", "TERMINAL_UNSAFE": "names", "first_hidden": "names",
+    "terminal_safe": "names", "visible": "names",
 }
 
 __all__ = sorted(_LAZY)

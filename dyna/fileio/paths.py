@@ -9,13 +9,14 @@ a device would never end or be replaced by a rename).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 
 from dyna.errors import ConfigError
 
-__all__ = ["SymlinkError", "check_no_symlink", "file_mark", "open_nofollow",
+__all__ = ["SymlinkError", "check_no_symlink", "file_kind", "file_mark", "open_nofollow",
            "open_regular", "read_bytes_nofollow", "read_bytes_within"]
 
 
@@ -58,6 +59,39 @@ def check_no_symlink(root: Path, path: Path) -> Path:
         if cur.is_symlink():
             raise SymlinkError(cur)
     return path
+
+
+#: Errors of ``lstat`` that mean "nothing there" (as :meth:`pathlib.Path.exists` reads
+#: them): no such entry, a file where a folder is named, a link loop.
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
+
+
+def file_kind(path) -> str:
+    """What is at ``path``, without following a link: ``"missing"``, ``"link"`` (a
+    symbolic link, dangling or not), ``"folder"``, ``"regular"`` (a regular file) or
+    ``"special"`` (a FIFO, a socket, a character or block device).
+
+    A path the file system cannot name (a NUL byte) or that names nothing (a file used as
+    a folder, a link loop) is ``"missing"``, as :meth:`pathlib.Path.exists` reads it.
+
+    Raises
+    ------
+    OSError
+        The entry cannot be examined (no permission on a folder above it).
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        if exc.errno in _ABSENT:
+            return "missing"
+        raise
+    except ValueError:
+        return "missing"
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "regular" if stat.S_ISREG(mode) else "special"
 
 
 def file_mark(path) -> tuple[int, int, int] | None:

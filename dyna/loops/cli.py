@@ -36,6 +36,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError
+from dyna.fileio.names import first_hidden, terminal_safe, visible
+from dyna.fileio.paths import file_kind
 
 __all__ = ["format_table", "register"]
 
@@ -55,32 +57,10 @@ def format_table(headers: list[str], rows: list[list], right: set[int] = frozens
     return "\n".join(out)
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f)}
-_CONTROL.update({c: f"\\u{c:04x}" for c in (*range(0x80, 0xa0), 0x200b, 0x200c, 0x200d,
-                                             0x200e, 0x200f, *range(0x202a, 0x202f),
-                                             *range(0x2066, 0x206a), 0xfeff)})
-
-
-def visible(text: str) -> str:
-    """``text`` with control, bidirectional and zero-width characters shown as escapes
-    (``\\x1b``, ``\\u202e``), so a staged proposal cannot hide or reorder what an approver
-    sees in a terminal; newlines and tabs are kept."""
-    return str(text).translate(_CONTROL)
-
-
 def _cell(v) -> str:
     s = "" if v is None else str(v)
     s = " ".join(s.split())
     return s if len(s) <= 60 else s[:57] + "..."
-
-
-#: Characters a skill or memory file may hold that a terminal would act on rather than show:
-#: C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides and
-#: isolates (Trojan Source, CVE-2021-42574), each printed as its escape (``\x1b``).
-_UNSAFE = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-           for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0),
-                     *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F,
-                     0x061C]}
 
 
 class _SafeText:
@@ -93,7 +73,7 @@ class _SafeText:
         self._out = out
 
     def write(self, text: str) -> int:
-        self._out.write(text.translate(_UNSAFE))
+        self._out.write(terminal_safe(text))
         return len(text)
 
     def __getattr__(self, name):
@@ -342,8 +322,7 @@ def _plain(field: str, text: str, *, allow: str = "") -> str:
     ConfigError
         Naming ``field``, the value shown escaped and redacted, and the character.
     """
-    bad = next((c for c in str(text) if (ord(c) in _CONTROL or c == "\n")
-                and c not in allow), None)
+    bad = first_hidden(text, allow)
     if bad is not None:
         raise ConfigError(field, visible(_shown(text)), f"holds the character "
                           f"U+{ord(bad):04X} (a control, bidirectional or zero-width "
@@ -368,13 +347,14 @@ def _read_body(path: str, limit: int) -> str:
     symbolic link (``--body notes.md`` linked to ``/etc/passwd`` would publish that file
     as a skill), without hidden characters (:func:`_plain`)."""
     p = _path("--body", path)
-    if p.is_symlink():
+    kind = file_kind(p)
+    if kind == "link":
         raise ConfigError("--body", str(p), "is a symbolic link; give the file itself")
-    if p.is_dir():
+    if kind == "folder":
         raise ConfigError("--body", str(p), "is a folder, not a file")
-    if not p.exists():
+    if kind == "missing":
         raise MissingFileError("--body", p)
-    if not p.is_file():                 # a FIFO or a device would block or never end
+    if kind == "special":               # a FIFO or a device would block or never end
         raise ConfigError("--body", str(p), "is not a regular file")
     with open(p, "rb") as f:
         raw = f.read(4 * limit + 4)         # a UTF-8 character is at most 4 bytes
@@ -440,11 +420,12 @@ def _mem_add(args) -> int:
     _plain("TEXT", args.text, allow="\n")   # validate says "one line" itself
     _plain("--source", args.source)
     p = _path("PATH", args.path)
-    if p.is_symlink():   # checked before the store makes its .dyna folder
+    kind = file_kind(p)
+    if kind == "link":   # checked before the store makes its .dyna folder
         raise ConfigError("PATH", str(p), "is a symbolic link; refusing to write through it")
-    if p.is_dir():
+    if kind == "folder":
         raise ConfigError("PATH", str(p), "is a folder, not a MEMORY.md file")
-    if p.exists() and not p.is_file():   # /dev/null: the atomic write would replace it
+    if kind == "special":   # /dev/null: the atomic write would replace it
         raise ConfigError("PATH", str(p), "is not a regular file (a device, a FIFO or a "
                           "socket)")
     if not p.parent.is_dir():

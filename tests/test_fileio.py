@@ -1,0 +1,86 @@
+"""The I/O boundary (dyna.fileio): what is at a path, special files, never-overwriting
+placement, hidden characters; the logs, locks and atomic writes have their own tests
+(test_skills_io.py, test_skills_lock.py, test_store_durability.py)."""
+
+import os
+
+import pytest
+
+from dyna.fileio import (
+    SymlinkError,
+    file_kind,
+    file_mark,
+    first_hidden,
+    open_regular,
+    place_new,
+    read_bytes_within,
+    terminal_safe,
+    visible,
+)
+
+
+def test_file_kind_names_what_is_there_without_following_a_link(tmp_path):
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "d").mkdir()
+    os.symlink(tmp_path / "f", tmp_path / "link")
+    os.symlink(tmp_path / "gone", tmp_path / "dangling")
+    os.mkfifo(tmp_path / "fifo")
+    kinds = {n: file_kind(tmp_path / n) for n in ("f", "d", "link", "dangling", "fifo", "no")}
+    assert kinds == {"f": "regular", "d": "folder", "link": "link", "dangling": "link",
+                     "fifo": "special", "no": "missing"}
+    assert file_kind(tmp_path / "f" / "below") == "missing"      # a file used as a folder
+    assert file_kind("nul\0byte") == "missing"
+    assert file_kind("/dev/null") == "special"
+
+
+def test_file_mark_changes_with_a_write_and_is_none_when_missing(tmp_path):
+    p = tmp_path / "log"
+    assert file_mark(p) is None
+    p.write_bytes(b"a\n")
+    first = file_mark(p)
+    with open(p, "ab") as fh:
+        fh.write(b"b\n")
+    assert file_mark(p) != first and file_mark(p)[1] == 4
+
+
+def test_open_regular_refuses_a_fifo_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(OSError, match="not a regular file"):
+        open_regular(tmp_path / "fifo")
+    (tmp_path / "f").write_bytes(b"data")
+    with open_regular(tmp_path / "f") as fh:
+        assert fh.read() == b"data"
+
+
+def test_read_bytes_within_follows_links_only_inside_the_folder(tmp_path):
+    lib, outside = tmp_path / "lib", tmp_path / "secret"
+    lib.mkdir()
+    outside.write_bytes(b"s")
+    (lib / "a").write_bytes(b"a")
+    os.symlink(lib / "a", lib / "inner")
+    os.symlink(outside, lib / "out")
+    real = lib.resolve()
+    assert read_bytes_within(real, lib / "inner") == b"a"
+    with pytest.raises(SymlinkError, match="links outside the library folder"):
+        read_bytes_within(real, lib / "out")
+
+
+def test_place_new_never_overwrites(tmp_path):
+    tmp, target = tmp_path / "tmp", tmp_path / "target"
+    tmp.write_bytes(b"new")
+    place_new(tmp, target)
+    assert target.read_bytes() == b"new"
+    target.write_bytes(b"old")
+    with pytest.raises(FileExistsError):
+        place_new(tmp, target)
+    assert target.read_bytes() == b"old"
+
+
+def test_hidden_characters_are_found_and_shown_as_escapes():
+    assert first_hidden("plain text") is None
+    assert first_hidden("a\u202eb") == "\u202e"
+    assert first_hidden("two\nlines") == "\n" and first_hidden("two\nlines", "\n") is None
+    assert first_hidden("zero\u200bwidth") == "\u200b"
+    assert visible("a\x1b[31mb\u202ec\n\t") == "a\\x1b[31mb\\u202ec\n\t"
+    assert visible("\x85") == "\\u0085" and terminal_safe("\x85") == "\\x85"
+    assert terminal_safe("\u061c\u200b") == "\\u061c\u200b"   # a zero-width space prints
