@@ -24,7 +24,11 @@ The server listens only on 127.0.0.1 and takes no API key (any key a client send
 ignored). It gets only the environment variables of :data:`PASSED_ENV`: it reads its
 settings from the environment too (``HOST``, ``PORT``, ``API_KEY``, ``CONFIG_FILE`` and
 every other setting's name override the command line or add to it), and no key of the
-caller's reaches it.
+caller's reaches it. It also gets ``OMP_WAIT_POLICY=PASSIVE``: llama.cpp's OpenMP threads
+otherwise spin while they wait for each other, and on a machine whose cores are busy with
+other work a spinning thread takes the time slice its partner needs (measured here, 2
+threads on 2 loaded cores: 282 prompt tokens and 32 new ones in 23-31 s spinning, 4 s
+passive, 4-6 s with 1 thread).
 """
 
 from __future__ import annotations
@@ -204,6 +208,7 @@ class LocalServer:
         else:
             self._log_path, self._own_log = self.log, False
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
         t0 = time.monotonic()
         with open(self._log_path, "ab") as out:
             self.process = subprocess.Popen(
