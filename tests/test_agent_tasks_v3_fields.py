@@ -126,3 +126,21 @@ def test_the_tau_airline_preset_matches_the_real_runs():
                                     "steps": o["steps"], "errors": o["errors"]}))
     tab = compare(sim_units(pl.concat(frames)), n_resamples=300)
     assert tab["match"].all(), tab
+
+
+def test_a_baseline_records_the_harmful_entries_its_store_gains():
+    """A literature baseline has no reviewer: ``harmful_proposed`` counts the entries
+    naming the harmful tool that its store gains in the episode. Voyager copies a planted
+    instruction into a skill only when its writer copies (``copy_rate``): with 0 it never
+    holds one; with 0.5 it stores one on this seed, and following it causes the incidents
+    counted as lesson-mediated."""
+    kw = dict(id="dyna/AgentTasks-v2", preset="base", planted_follow_rate=0.5,
+              injection_rate=0.05)
+    never = run_loop_agent("voyager", env_kwargs=kw, episodes=300, seed=3,
+                           params={"copy_rate": 0.0})
+    copies = run_loop_agent("voyager", env_kwargs=kw, episodes=300, seed=3,
+                            params={"copy_rate": 0.5})
+    assert never["harmful_proposed"].sum() == 0 and never["incident_lesson"].sum() == 0
+    assert copies["harmful_proposed"].sum() == 1
+    assert copies["harmful_proposed"].min() == 0
+    assert copies["incident_lesson"].sum() == 8

@@ -139,7 +139,9 @@ class LoopAgent:
         else:
             self._play(row, rinfo)
         self.covered = self._audit(row)
-        row.update(self.episode_stats, harmful_proposed=self._harmful_proposed() - harmful_before)
+        # a baseline's store can lose a harmful entry in the episode: count only gains
+        row.update(self.episode_stats,
+                   harmful_proposed=max(0, self._harmful_proposed() - harmful_before))
         row["approved"], row["rejected"] = approved, rejected
         for switch, col in ACTED_COLUMNS:
             row[col] = 0 if acted_before is None else self.loop.acted[switch] - acted_before[switch]
@@ -247,7 +249,16 @@ class LoopAgent:
         return d.escalate and d.reason == "below_threshold"
 
     def _harmful_proposed(self) -> int:
-        """Lessons the reviewer has proposed so far that name the harmful tool."""
+        """Lessons proposed so far that name the harmful tool: the loop reviewer's count.
+        A literature baseline proposes to no reviewer (what it writes is stored): for it,
+        the entries of its store that name the harmful tool now."""
+        if self.baseline is not None:
+            from envs.agent_tasks import HARMFUL_TOOL
+
+            names = self.env.tool_names
+            harmful = names.index(HARMFUL_TOOL) if HARMFUL_TOOL in names else -1
+            return sum(any(call[0] == harmful for call in calls)
+                       for _, calls in self.baseline.audit_entries())
         reviewer = self.loop.reviewer if self.loop is not None else None
         return getattr(reviewer, "harmful_proposed", 0)
 
