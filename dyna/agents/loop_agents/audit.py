@@ -1,24 +1,26 @@
 """The audit of what a loop agent's store holds, against the hidden world.
 
 Each entry (a skill, a memory fact, a literature baseline's entry) claims something about
-one family's procedure. It is *right now* when the claim holds for the procedure now, and
-*right when written* when it was right now at the first audit that saw it (remembered for
-the run, so a restored entry keeps its verdict). *Poisoned* entries were not right when
-written (a lesson from a failure or a planted instruction); *stale* entries were right
-when written and are wrong now (the world drifted). A family is *covered* when the store
-holds entries right for its whole procedure now.
+one family's procedure: a skill its whole procedure, a fact one step's tool or value. It is
+*right now* when the claim holds for the procedure now, and *right when written* when it
+held at the first audit that saw it (remembered for the run, so a restored entry keeps its
+verdict; see :class:`StoreAudit` for the procedure it is judged against). *Poisoned*
+entries were not right when written (a lesson from a failure or a planted instruction);
+*stale* entries were right when written and are wrong now (the world drifted). A family is
+*covered* when the store holds entries right for its whole procedure now.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 
 from dyna.agents.baselines import agrees
 from dyna.agents.loop_agents.knowledge import LessonReader
 
-__all__ = ["StoreAudit", "head_families"]
+__all__ = ["StoreAudit", "Verdict", "head_families"]
 
 
 def head_families(arrival_p) -> frozenset:
@@ -31,8 +33,43 @@ def head_families(arrival_p) -> frozenset:
     return frozenset(order[:n].tolist())
 
 
+class Verdict(NamedTuple):
+    """One store entry at one audit.
+
+    Attributes
+    ----------
+    key : hashable
+        The entry: a skill's ``(name, body)``, a fact's text, a baseline's ``("baseline",
+        key, calls)``.
+    family : int or None
+        The family it is about (None: none, or no step of its procedure).
+    group : tuple or None
+        What it claims about: ``(family, None, "")`` for a whole procedure, ``(family, step,
+        kind)`` for a fact (0-based step, ``"tool"`` or ``"value"``); None for an entry
+        that names no family and for a baseline's entry.
+    right_now : bool
+        Its claim holds for the procedure now.
+    right_before : bool
+        Its claim held for the procedure as the previous audit read it (see
+        :class:`StoreAudit`).
+    """
+
+    key: object
+    family: int | None
+    group: tuple | None
+    right_now: bool
+    right_before: bool
+
+
 class StoreAudit:
     """Poisoned, stale and covered counts of one agent's store over a run.
+
+    An entry first seen at an audit is judged right when written against the procedure as
+    the previous audit read it when the store has held an entry about the same claim
+    (:attr:`Verdict.group`) at an earlier audit of the run, and against the procedure now
+    otherwise (a baseline's entries: always now). The two differ only for an entry first
+    seen in an episode that began with a drift of what it claims about: such an entry,
+    right for the drifted procedure only, counts as poisoned.
 
     Parameters
     ----------
@@ -47,46 +84,69 @@ class StoreAudit:
         self.reader = reader
         #: Entry key -> whether it was right when first seen (for the run).
         self.written: dict = {}
+        #: Claim group -> its truth as the last audit read it, for every group the store
+        #: has held an entry about.
+        self.truths: dict = {}
 
-    def counts(self, entries: Iterable[tuple[object, int | None, bool]]) -> tuple[int, int]:
-        """``(poisoned, stale)`` of ``entries``, each ``(key, family, right now)``; an entry
-        seen for the first time is judged right when written if it is right now."""
+    def truth(self, group: tuple):
+        """What is true now about a claim group: a family's procedure (tuple of ``(tool,
+        value)``), or one step's tool or value index."""
+        fam, step, kind = group
+        proc = self.env.procedure(fam)
+        return proc if step is None else proc[step][kind == "value"]
+
+    def judge(self, key, group: tuple | None, claim) -> Verdict:
+        """The verdict on an entry that claims ``claim`` about ``group``."""
+        if group is None:
+            return Verdict(key, None, None, False, False)
+        now = self.truth(group)
+        before = self.truths.get(group, now)
+        return Verdict(key, group[0], group, claim == now, claim == before)
+
+    def counts(self, verdicts: Iterable[Verdict]) -> tuple[int, int]:
+        """``(poisoned, stale)`` of the store's entries at this audit; remembers the
+        verdict of each entry seen for the first time, and the truth now of every claim
+        group seen so far."""
         poisoned = stale = 0
-        for key, _, right_now in entries:
-            if not self.written.setdefault(key, right_now):
+        groups = set(self.truths)
+        for v in verdicts:
+            if not self.written.setdefault(v.key, v.right_before):
                 poisoned += 1
-            elif not right_now:
+            elif not v.right_now:
                 stale += 1
+            if v.group is not None:
+                groups.add(v.group)
+        self.truths = {g: self.truth(g) for g in groups}
         return poisoned, stale
 
     @staticmethod
-    def covered(entries: Iterable[tuple[object, int | None, bool]]) -> frozenset:
-        """The families with an entry right now among ``entries`` (each ``(key, family,
-        right now)``, an entry that prescribes a whole procedure)."""
-        return frozenset(fam for _, fam, right in entries if right)
+    def covered(verdicts: Iterable[Verdict]) -> frozenset:
+        """The families with an entry right now among ``verdicts`` (entries that prescribe
+        a whole procedure)."""
+        return frozenset(v.family for v in verdicts if v.right_now)
 
     # ------------------------------------------------------------------ entries
-    def skill_entries(self, skills) -> list[tuple[tuple[str, str], int | None, bool]]:
-        """``((name, body), family, right now)`` per skill: the family its triggers name,
-        and whether its calls are that family's procedure now, call for call."""
+    def skill_entries(self, skills) -> list[Verdict]:
+        """A verdict per skill, keyed ``(name, body)``: its calls against the procedure of
+        the family its triggers name."""
         out = []
         for s in skills:
             fam = self.reader.family_of_key(s.triggers)
-            right = fam is not None and (tuple(self.reader.skill_calls(s.body))
-                                         == self.env.procedure(fam))
-            out.append(((s.name, s.body), fam, right))
+            group = None if fam is None else (fam, None, "")
+            out.append(self.judge((s.name, s.body), group,
+                                  tuple(self.reader.skill_calls(s.body))))
         return out
 
-    def baseline_entries(self, baseline) -> list[tuple[tuple, int | None, bool]]:
-        """``(("baseline", key, calls), family, right now)`` per entry of a literature
-        baseline (:meth:`~dyna.agents.baselines.Baseline.audit_entries`; a tool or value an
+    def baseline_entries(self, baseline) -> list[Verdict]:
+        """A verdict per entry of a literature baseline, keyed ``("baseline", key,
+        calls)`` (:meth:`~dyna.agents.baselines.Baseline.audit_entries`; a tool or value an
         entry says nothing about, ``-1``, is not held against it:
         :func:`dyna.agents.baselines.agrees`)."""
         out = []
         for key, calls in baseline.audit_entries():
             fam = self.reader.family_of_key(key.split())
             right = fam is not None and agrees(calls, self.env.procedure(fam))
-            out.append((("baseline", key, tuple(calls)), fam, right))
+            out.append(Verdict(("baseline", key, tuple(calls)), fam, None, right, right))
         return out
 
     def fact_claims(self, facts) -> list[tuple[str, int | None, int, str, int]]:
@@ -102,11 +162,10 @@ class StoreAudit:
             out.append((e.text, fam, step, kind, ix))
         return out
 
-    def fact_entries(self, claims) -> list[tuple[str, int | None, bool]]:
-        """``(text, family, right now)`` per fact claim (:meth:`fact_claims`): its tool or
-        value is that of its step of its family's procedure now."""
-        procedure = self.env.procedure
-        return [(text, fam, fam is not None and ix == procedure(fam)[step - 1][kind == "value"])
+    def fact_entries(self, claims) -> list[Verdict]:
+        """A verdict per fact claim (:meth:`fact_claims`), keyed by its text: its tool or
+        value against that of its step of its family's procedure."""
+        return [self.judge(text, None if fam is None else (fam, step - 1, kind), ix)
                 for text, fam, step, kind, ix in claims]
 
     def covered_by_facts(self, claims, kinds: tuple[str, ...]) -> frozenset:
