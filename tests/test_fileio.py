@@ -84,3 +84,15 @@ def test_hidden_characters_are_found_and_shown_as_escapes():
     assert visible("a\x1b[31mb\u202ec\n\t") == "a\\x1b[31mb\\u202ec\n\t"
     assert visible("\x85") == "\\u0085" and terminal_safe("\x85") == "\\x85"
     assert terminal_safe("\u061c\u200b") == "\\u061c\u200b"   # a zero-width space prints
+
+
+def test_an_atomic_write_fsyncs_the_folder_after_the_rename(tmp_path, monkeypatch):
+    from dyna.fileio import atomic
+
+    real, synced = atomic.fsync_dir, []
+    monkeypatch.setattr(atomic, "fsync_dir", synced.append)
+    atomic.atomic_write(tmp_path / "a", "x")
+    atomic.atomic_write(tmp_path / "b", "x", durable=False)
+    assert synced == [tmp_path] and (tmp_path / "b").read_text() == "x"
+    real(tmp_path)                                              # a real folder: no error
+    real(tmp_path / "missing")                                  # best effort: nothing raised

@@ -14,8 +14,8 @@ through these functions, so each safeguard is written once:
   :func:`read_records`); an unreadable file is a :class:`CorruptFileError` naming file and
   line;
 - :mod:`~dyna.fileio.atomic`: whole-or-absent writes (:func:`atomic_write`,
-  :func:`atomic_target`): temporary file in the same folder, fsync, ``os.replace``;
-  :func:`place_new` never overwrites;
+  :func:`atomic_target`): temporary file in the same folder, fsync, ``os.replace``, fsync
+  of the folder (:func:`fsync_dir`); :func:`place_new` never overwrites;
 - :mod:`~dyna.fileio.tempfiles`: temporaries named by their writer, so one left by a killed
   writer is removed and one of a live writer never;
 - :mod:`~dyna.fileio.lock`: the inter-process lock of a library (:func:`library_lock`);
@@ -37,7 +37,7 @@ _LAZY = {
     "read_last_record": "jsonfiles", "read_records": "jsonfiles",
     "whole_record": "jsonfiles",
     "atomic_target": "atomic", "atomic_write": "atomic", "check_target": "atomic",
-    "place_new": "atomic",
+    "fsync_dir": "atomic", "place_new": "atomic",
     "clean_orphans": "tempfiles", "make_temp_dir": "tempfiles",
     "make_temp_file": "tempfiles",
     "LibraryLockTimeout": "lock", "library_lock": "lock", "lock_path": "lock",

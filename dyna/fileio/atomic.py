@@ -3,9 +3,10 @@
 The data goes to a temporary file in the target's folder (named by its writer,
 :mod:`dyna.fileio.tempfiles`, so one left by a killed writer is removed by the next write
 of the same target), is flushed and fsync'ed, and is renamed over the target
-(``os.replace``, atomic on POSIX). A target that exists and is not a regular file (a device
-such as ``/dev/null``, a FIFO, a socket, a symbolic link) is never written over by
-:func:`atomic_write`. :func:`place_new` puts a finished file in place only where none is.
+(``os.replace``, atomic on POSIX); the folder is then fsync'ed too, so the rename itself
+survives a power cut (:func:`fsync_dir`). A target that exists and is not a regular file
+(a device such as ``/dev/null``, a FIFO, a socket, a symbolic link) is never written over
+by :func:`atomic_write`. :func:`place_new` puts a finished file in place only where none is.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from dyna.errors import ConfigError, MissingFileError
 from dyna.fileio.tempfiles import clean_orphans, make_temp_file
 
-__all__ = ["atomic_target", "atomic_write", "check_target", "place_new"]
+__all__ = ["atomic_target", "atomic_write", "check_target", "fsync_dir", "place_new"]
 
 
 def check_target(path, field: str = "path") -> Path:
@@ -44,14 +45,32 @@ def check_target(path, field: str = "path") -> Path:
     return path
 
 
+def fsync_dir(folder) -> None:
+    """Flush ``folder``'s entries to disk (``fsync`` of the folder itself), so a file
+    created or renamed in it is still there after a power cut. Best effort: where a folder
+    cannot be opened or fsync'ed (not POSIX, some network file systems) nothing happens."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(folder, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
-def atomic_target(path):
+def atomic_target(path, *, durable: bool = True):
     """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds.
 
     The temporary file is removed if the block raises, so ``path`` is either the old file or
-    the complete new one (``os.replace`` is atomic on POSIX). Its name records this process
-    (:func:`dyna.fileio.tempfiles.make_temp_file`); temporaries of ``path`` left by writers
-    that have ended (a killed export) are removed first
+    the complete new one (``os.replace`` is atomic on POSIX); with ``durable`` the folder is
+    fsync'ed after the rename (:func:`fsync_dir`; the block fsyncs the file itself). Its
+    name records this process (:func:`dyna.fileio.tempfiles.make_temp_file`); temporaries
+    of ``path`` left by writers that have ended (a killed export) are removed first
     (:func:`dyna.fileio.tempfiles.clean_orphans`), those of live writers never.
 
     Raises
@@ -66,6 +85,8 @@ def atomic_target(path):
     try:
         yield tmp
         os.replace(tmp, path)
+        if durable:
+            fsync_dir(path.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -87,10 +108,10 @@ def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None
     a part of it.
 
     The data goes to a temporary file in the same folder (:func:`atomic_target`), is
-    flushed (and fsync'ed when ``durable``) and then renamed over ``path``. Text is written
-    as UTF-8 with the newlines it contains (no platform translation); lone surrogates
-    (bytes that were not UTF-8, read with ``surrogateescape``) are written back as the
-    original bytes.
+    flushed (and fsync'ed when ``durable``, with the folder after the rename) and then
+    renamed over ``path``. Text is written as UTF-8 with the newlines it contains (no
+    platform translation); lone surrogates (bytes that were not UTF-8, read with
+    ``surrogateescape``) are written back as the original bytes.
 
     Raises
     ------
@@ -102,7 +123,7 @@ def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogateescape")
     _refuse_non_regular(path)
-    with atomic_target(path) as tmp:
+    with atomic_target(path, durable=durable) as tmp:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
