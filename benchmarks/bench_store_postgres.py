@@ -72,7 +72,7 @@ def test_postgres_batched_insert_within_1_5x_of_bare_copy(server, compare):
     # the RLS-bound role writes into a second store of its own (same columns)
     admin.execute("CREATE SCHEMA bench_pg_rls AUTHORIZATION dyna_bench")
     bound = PostgresStore(bound_dsn.replace("bench_pg", "bench_pg_rls"), SCHEMA, DIM)
-    assert bound.stats()["rls_enforced"] and not store.stats()["rls_enforced"]
+    assert (bound.stats()["isolation"], store.stats()["isolation"]) == ("advisory", "none")
     cols = make_columns(N)
     names = ", ".join(["id"] + [f'"{n}"' for n, _ in SCHEMA])
     admin.execute("CREATE TABLE peer (LIKE episodes INCLUDING INDEXES)")

@@ -16,6 +16,7 @@ from dyna.store.sqlite import SQLiteStore
 
 psycopg = pytest.importorskip("psycopg")
 from dyna.store.postgres import PostgresStore, display_dsn, stored_dim  # noqa: E402
+from dyna.store.postgres_schema import _VISIBLE, FUNCTIONS, POLICY  # noqa: E402
 
 SCHEMA = [("tenant_id", "str"), ("task_type", "str"), ("outcome", "str"), ("reward", "float"),
           ("timestamp", "float"), ("run_id", "str"), ("metadata", "json"),
@@ -54,7 +55,7 @@ def test_values_round_trip_bit_for_bit_and_ids_never_reused(pg_store_dsn):
     # an explicit id below the counter is a rewrite for live readers: the generation moves
     assert st.append(batch(1), ids=[6]).tolist() == [6] and st.generation() == 2
     assert st.next_id() == 8 and st.delete({"id": 6}) == 1 and st.generation() == 3
-    assert st.stats()["schema_version"] == 2 and st.stats()["rows"] == 6
+    assert st.stats()["schema_version"] == 3 and st.stats()["rows"] == 6
     # the fast single write: one statement, the next id, the same bits back
     vec = np.array([0.1, -0.0, 3.5, 1e-40], dtype=np.float32)
     row = ["t2", "task9", "success", 1 / 7, 12.5, None, '{"x":1}', vec.tobytes()]
@@ -99,6 +100,16 @@ def _label_indexes(conn, schema):
                                "OR strpos(indexdef, 'task_type') > 0)", (schema,)).fetchall())
 
 
+def back_to_version_2(c):
+    """Undo version 3 in the connection's search_path schema: no tenant_roles, no counter
+    functions, the setting-keyed policy."""
+    c.execute("DROP TABLE tenant_roles CASCADE")  # with the policy that reads it
+    for f in FUNCTIONS:
+        c.execute(f"DROP FUNCTION {f} CASCADE")  # dyna_check_ids with its trigger
+    c.execute(f"CREATE POLICY {POLICY} ON episodes USING {_VISIBLE} WITH CHECK {_VISIBLE}")
+    c.execute("DELETE FROM schema_version WHERE version = 3")
+
+
 def test_labels_longer_than_a_btree_entry_and_a_version_1_store_migrated(pg_dsn, pg_schema,
                                                                          tmp_path):
     dsn = with_schema(pg_dsn, pg_schema)
@@ -110,6 +121,7 @@ def test_labels_longer_than_a_btree_entry_and_a_version_1_store_migrated(pg_dsn,
                                  "AND indexdef LIKE '%%USING hash%%'", (pg_schema,)).fetchall():
             c.execute(f"DROP INDEX {name}")
         c.execute("CREATE INDEX ON episodes (tenant_id, task_type)")
+        back_to_version_2(c)
         c.execute("DELETE FROM schema_version WHERE version = 2")
         c.execute("INSERT INTO schema_version VALUES (1, 0)")
         v1 = _label_indexes(c, pg_schema)
@@ -123,7 +135,7 @@ def test_labels_longer_than_a_btree_entry_and_a_version_1_store_migrated(pg_dsn,
     b = batch(2, long_tenant, start=3) | {"task_type": [long_task] * 2}
     with PostgresStore(dsn, SCHEMA, DIM) as st, \
             SQLiteStore(str(tmp_path / "x.db"), SCHEMA, DIM) as lite:
-        assert st.schema_version() == 2 and st.count() == 3  # migrated, rows kept
+        assert st.schema_version() == 3 and st.count() == 3  # migrated, rows kept
         assert st.append(b).tolist() == [3, 4] and st.status == "ok"
         lite.append(batch(3))
         lite.append(b)
@@ -152,7 +164,8 @@ def test_rls_a_tenant_session_reads_zero_rows_of_another(pg_dsn, pg_schema):
     st = PostgresStore(dsn, SCHEMA, DIM)  # all-tenant session of the tables' owner
     st.append(batch(5, "t1"))
     st.append(batch(3, "t2", start=5))
-    assert st.stats()["rls_enforced"] is True
+    # the owner's session is narrowed by its own settings only: advisory, not enforced
+    assert st.stats()["rls_enforced"] is False and st.stats()["isolation"] == "advisory"
     with psycopg.connect(dsn, autocommit=True) as raw:
         q = f"SELECT count(*) FROM {pg_schema}.episodes"
         assert raw.execute(q).fetchone()[0] == 0  # no setting: nothing (fails closed)
@@ -208,7 +221,7 @@ def test_rls_switched_off_or_widened_is_detected_and_tenant_sessions_fail_closed
         with psycopg.connect(pg_dsn, autocommit=True) as su:
             su.execute(undo)
     with PostgresStore(dsn, SCHEMA, DIM, tenant="t1") as one:  # restored: t1 sees 0 of 3
-        assert one.stats()["rls_enforced"] is True and one.count() == 0
+        assert one.stats()["isolation"] == "advisory" and one.count() == 0
 
 
 def test_hostile_tenant_ids_are_values_never_sql(pg_dsn, pg_schema):

@@ -20,7 +20,8 @@ Tables (in the connection's current schema, named by ``search_path``)
 
 Ids and concurrent writers
     Every write is one transaction that first locks the ``next_id`` row of ``meta``
-    (``SELECT ... FOR UPDATE``): writers from any number of processes or machines queue on
+    (``SELECT ... FOR UPDATE``, in the owner's function ``dyna_lock_next_id`` on a store of
+    schema version 3): writers from any number of processes or machines queue on
     that row, get unique consecutive ids that are never reused, and commit in id order, so a
     reader that has seen id k has seen every id below k. A batch is sent with one ``COPY ...
     FROM STDIN (FORMAT BINARY)``: straight into ``episodes`` for a session that bypasses
@@ -42,26 +43,25 @@ Live view (as :mod:`dyna.store.sqlite`)
 
 Tenant isolation (row-level security)
     ``episodes`` has row-level security enabled and forced (the table's owner is subject to
-    it too) with one policy: a row is visible and writable when its ``tenant_id`` equals the
-    session setting ``dyna.tenant``, or when ``dyna.all_tenants`` is ``on``. A session with
-    neither set sees no row at all (fails closed). ``PostgresStore(dsn, ..., tenant="t1")``
-    opens a session for one tenant; the default (``tenant=None``, what
-    :class:`dyna.experience.ExperienceStore` uses, since its maintenance operations span
-    tenants) sets ``dyna.all_tenants``. The settings are chosen by the client (any session
-    may run ``set_config('dyna.all_tenants', 'on', false)``), so the policy guards a trusted
-    application against a query that forgot its tenant filter; it is no boundary between
-    clients that do not trust each other. Such clients need a role per tenant and a policy
-    keyed on the role (e.g. ``tenant_id = current_user``) in place of dyna's, which this
-    backend does not install (and then reports ``rls_enforced`` false), and no write
-    privilege on ``meta``: its ``next_id`` and ``generation`` rows are shared by all
-    tenants, as are ``data_version()`` and the table sizes of ``stats()``, which therefore
-    show a tenant session how much the other tenants write. PostgreSQL lets superusers and
-    roles with ``BYPASSRLS`` skip every policy, and the table's owner when row-level security is
-    not forced: :meth:`PostgresStore.stats` reports ``rls_enforced`` false for such a
-    session, and for a table whose row-level security was disabled or whose policies are
-    not dyna's single policy. A tenant session (``tenant=...``) that the policy would not
-    bind is refused with :class:`dyna.errors.ConfigError` (it fails closed) rather than
-    opened reading every tenant's rows.
+    it too) with one policy (:mod:`dyna.store.postgres_schema`). A tenant role, mapped to one
+    tenant in ``tenant_roles`` (:func:`grant_tenant`), sees and writes that tenant's rows
+    only, whatever its session sets; it reads ``meta`` and moves its counters only through
+    the owner's ``SECURITY DEFINER`` functions, which never lower them, and an insert
+    trigger refuses ids at or above ``next_id``. The tables' owner (and roles granted it) is
+    the trusted application: its session sees the rows of the tenant in its ``dyna.tenant``
+    setting (``PostgresStore(dsn, ..., tenant="t1")``), or all with ``dyna.all_tenants`` on
+    (``tenant=None``, what :class:`dyna.experience.ExperienceStore` uses, since its
+    maintenance operations span tenants), and none with neither (fails closed); for it
+    the settings are advisory. :meth:`PostgresStore.stats` reports ``rls_enforced`` true
+    only when the catalogs show the server holds the session's role to one tenant
+    (:func:`dyna.store.postgres_schema.role_isolation`), ``isolation`` (``"role"``,
+    ``"advisory"``, ``"none"``) and ``rls_gap`` (why not). A tenant session
+    (``tenant=...``) that the policy would not bind at all (superuser, ``BYPASSRLS``,
+    security disabled or not forced for the owner, policies not dyna's), or a tenant role
+    asking for another tenant than its own, is refused with
+    :class:`dyna.errors.ConfigError`. ``next_id``, ``generation``, ``data_version()`` and the
+    table sizes of ``stats()`` are shared by all tenants, so they show a tenant session how
+    much the others write.
 
 Secrets
     Records arrive redacted (:class:`dyna.experience.ExperienceStore` redacts in memory
@@ -107,10 +107,11 @@ from dyna.store.columns import (TABLE, check_filter, check_group_by, check_row, 
                                 to_columns, unencodable)
 from dyna.store.postgres_dsn import (detached, display_dsn, is_dsn, password_forms,
                                      quote_ident, scrubbed, stored_dim)
-from dyna.store.postgres_schema import (PG_TYPES, SCHEMA_VERSION, connect, open_tables,
-                                        schema_version)
+from dyna.store.postgres_schema import (PG_TYPES, SCHEMA_VERSION, connect,
+                                        grant_tenant_sql, open_tables, schema_version)
 
-__all__ = ["PG_TYPES", "PostgresStore", "SCHEMA_VERSION", "display_dsn", "is_dsn", "stored_dim"]
+__all__ = ["PG_TYPES", "PostgresStore", "SCHEMA_VERSION", "display_dsn", "grant_tenant", "is_dsn",
+           "stored_dim"]
 
 #: COPY (FORMAT BINARY) type names of each kind.
 _COPY_TYPES = {"int": "int8", "float": "float8", "str": "text", "json": "text",
@@ -160,18 +161,21 @@ def _create_staging(conn, episodes: str) -> None:
 
 
 def _insert(conn, cols: list[list], ids: np.ndarray, start: int, *,
-            schema: Sequence[tuple[str, str]], tables: Mapping[str, str], policed: bool
-            ) -> None:
+            schema: Sequence[tuple[str, str]], tables: Mapping[str, str], policed: bool,
+            advance: str) -> None:
     """Send a batch by one binary COPY and move the id counter past it.
 
     Straight into ``episodes`` for a session that bypasses row-level security, else into
     the staging table and from there by one ``INSERT ... SELECT`` (PostgreSQL refuses
     ``COPY FROM`` into a table whose policies apply to the session; the INSERT is checked
-    by the policy).
+    by the policy). ``advance``: the statement raising ``next_id`` (:func:`counter_sql`).
     """
     names = ", ".join(["id"] + [quote_ident(c) for c, _ in schema])
     types = ["int8"] + [_COPY_TYPES[k] for _, k in schema]
     target = _STAGE if policed else tables[TABLE]
+    top = int(ids.max()) + 1
+    if top > start:  # first: the store's insert trigger admits only ids below the counter
+        conn.execute(advance, (top,))
     try:
         with conn.cursor().copy(f"COPY {target} ({names}) FROM STDIN (FORMAT BINARY)") as cp:
             cp.set_types(types)
@@ -182,17 +186,17 @@ def _insert(conn, cols: list[list], ids: np.ndarray, start: int, *,
     if target == _STAGE:
         conn.execute(f"INSERT INTO {tables[TABLE]} ({names}) SELECT {names} FROM {_STAGE}")
         conn.execute(f"TRUNCATE {_STAGE}")
-    top = int(ids.max()) + 1
-    if top > start:
-        conn.execute(f"UPDATE {tables['meta']} SET value = %s WHERE key = 'next_id'",
-                     (str(top),))
 
 
-def _row_sql(tables: Mapping[str, str], schema: Sequence[tuple[str, str]]) -> str:
+def _row_sql(tables: Mapping[str, str], schema: Sequence[tuple[str, str]],
+            take: str | None) -> str:
     """The single-record insert: one statement whose ``UPDATE`` of the id counter (the row
-    lock every writer takes) gives the id to the ``INSERT``."""
+    lock every writer takes; ``take``: the owner's function doing it, None: directly) gives
+    the id to the ``INSERT``."""
     names = ", ".join(["id"] + [quote_ident(c) for c, _ in schema])
     marks = ", ".join(f"%s::{PG_TYPES[k]}" for _, k in schema)
+    if take is not None:
+        return f"INSERT INTO {tables[TABLE]} ({names}) SELECT {take}, {marks} RETURNING id"
     return (f"WITH c AS (UPDATE {tables['meta']} SET value = (value::bigint + 1)::text "
             "WHERE key = 'next_id' RETURNING value::bigint - 1 AS id) "
             f"INSERT INTO {tables[TABLE]} ({names}) SELECT c.id, {marks} FROM c RETURNING id")
@@ -223,14 +227,15 @@ class PostgresStore(StoreBackend):
     read_only : bool
         Never create, migrate or write (``default_transaction_read_only``).
     tenant : str, optional
-        Open a session for this tenant only (row-level security); default: all tenants.
+        Open a session for this tenant only (row-level security); default: all it may see.
 
     Raises
     ------
     ConfigError
-        Bad schema, dim or tenant, a store of another dim, or a tenant session that
+        Bad schema, dim or tenant, a store of another dim, a tenant session that
         row-level security would not bind (superuser / BYPASSRLS role, security disabled or
-        not forced for the owner, policies other than dyna's).
+        not forced for the owner, policies other than dyna's), or a tenant role asking for
+        another tenant than the one ``tenant_roles`` maps it to.
     MissingFileError
         ``read_only`` and no dyna store in that schema.
     NotAStoreError
@@ -289,9 +294,13 @@ class PostgresStore(StoreBackend):
             except psycopg.Error as exc:
                 raise self._typed(exc, "open") from None
             self.namespace, self._t = tables.namespace, tables.names
-            self._rls_enforced, self._policed = tables.rls_enforced, tables.policed
+            self._policed, self._counters = tables.policed, tables.counters
+            self._isolation = {"rls_enforced": tables.rls_enforced,
+                               "isolation": tables.isolation, "rls_gap": tables.gap}
+            if tenant is None and tables.isolation == "role":  # the one tenant it can see
+                self.tenant = tables.role_tenant
             self.status = "missing" if tables.created else "ok"
-            self._row_insert = _row_sql(self._t, self.schema)
+            self._row_insert = _row_sql(self._t, self.schema, self._counters["take"])
         except BaseException:
             self._conn.close()
             raise
@@ -360,9 +369,7 @@ class PostgresStore(StoreBackend):
             committing = False
             try:
                 with self._conn.transaction():
-                    start = int(self._conn.execute(
-                        f"SELECT value FROM {self._t['meta']} WHERE key = 'next_id' "
-                        "FOR UPDATE").fetchone()[0])
+                    start = int(self._conn.execute(self._counters["lock"]).fetchone()[0])
                     if hook and self.on_write is not None:
                         self.on_write(self)
                     out = fn(self._conn, start)
@@ -377,10 +384,7 @@ class PostgresStore(StoreBackend):
 
     def _bump(self, conn) -> None:
         """Inside a write transaction: add one to the ``generation`` counter."""
-        gen = _generation(conn, self._t["meta"]) + 1
-        conn.execute(f"UPDATE {self._t['meta']} SET value = %s WHERE key = 'generation'",
-                     (str(gen),))
-        self.last_generation = gen
+        self.last_generation = int(conn.execute(self._counters["bump"]).fetchone()[0])
 
     def _execute_count(self, sql: str, args=()) -> int:
         """Run one destructive statement in a write transaction; when it touched rows, add
@@ -416,7 +420,8 @@ class PostgresStore(StoreBackend):
         def do(conn, start):
             out = np.arange(start, start + n, dtype=np.int64) if given is None else given
             _insert(conn, cols, out, start, schema=self.schema, tables=self._t,
-                    policed=self._policed)
+                    policed=self._policed,
+                    advance=self._counters["advance"])
             if int(out.min()) < start:
                 # explicit ids below the counter: rows appeared below ids a reader may have
                 # seen, so a read after its highest id would miss them; count it as a
@@ -481,7 +486,8 @@ class PostgresStore(StoreBackend):
                 cols = prepare_columns(self.schema, self.dim, columns, ids.size)
                 _refuse_nul(self.schema, cols)
                 _insert(conn, cols, ids, start, schema=self.schema, tables=self._t,
-                        policed=self._policed)
+                        policed=self._policed,
+                    advance=self._counters["advance"])
             return ids
 
         return self._write(do)
@@ -680,7 +686,7 @@ class PostgresStore(StoreBackend):
                 "page_size": page_size, "file_bytes": self.file_bytes(),
                 "schema_version": self.schema_version(), "busy_timeout_s": self.timeout,
                 "read_only": self.read_only, "namespace": self.namespace,
-                "tenant": self.tenant, "rls_enforced": self._rls_enforced}
+                "tenant": self.tenant, **self._isolation}
 
     def close(self) -> None:
         """Close the connection (idempotent); an open transaction left on ``_conn`` is rolled
@@ -700,6 +706,39 @@ class PostgresStore(StoreBackend):
             if open_tx:
                 raise StoreWriteError(self.path, "an uncommitted transaction was open at "
                                       "close and was rolled back")
+
+
+def grant_tenant(store: PostgresStore, role: str, tenant: str) -> None:
+    """Map the database role ``role`` (which must exist) to ``tenant`` in
+    ``tenant_roles`` and grant it what a tenant session needs
+    (:func:`dyna.store.postgres_schema.grant_tenant_sql`): it then reads, writes and
+    deletes that tenant's rows only, whatever its session sets, and moves the id
+    counter only forward. ``store``: a session of the tables' owner (or a superuser).
+
+    Raises
+    ------
+    ConfigError
+        Empty names, a NUL, or a role already mapped to another tenant.
+    StoreWriteError
+        The server refused (e.g. this session's role does not own the tables).
+    """
+    for name, value in (("role", role), ("tenant", tenant)):
+        if not isinstance(value, str) or not value or "\x00" in value:
+            raise ConfigError(name, repr(value)[:40], "must be a non-empty string "
+                              "without NUL")
+
+    def do(conn, _):
+        roles = store._t["meta"].rsplit(".", 1)[0] + '."tenant_roles"'
+        had = conn.execute(f"SELECT tenant_id FROM {roles} WHERE role = %s",
+                           (role,)).fetchone()
+        if had is not None and had[0] != tenant:
+            raise ConfigError("role", role, "is mapped to another tenant")
+        if had is None:
+            conn.execute(f"INSERT INTO {roles} VALUES (%s, %s)", (role, tenant))
+        for sql in grant_tenant_sql(store._t, role):
+            conn.execute(sql)
+
+    store._write(do, hook=False)
 
 
 def _typed_read(store: PostgresStore, err: BaseException) -> Exception:
