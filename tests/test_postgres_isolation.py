@@ -15,7 +15,7 @@ from conftest import with_schema
 from test_store_postgres import DIM, SCHEMA, batch
 
 psycopg = pytest.importorskip("psycopg")
-from dyna.errors import ConfigError  # noqa: E402
+from dyna.errors import ConfigError, StoreWriteError  # noqa: E402
 from dyna.store.postgres import PostgresStore, grant_tenant  # noqa: E402
 
 OWNER, T1, T2 = "dyna_iso_owner", "dyna_iso_t1", "dyna_iso_t2"
@@ -25,18 +25,23 @@ def _login(pg_dsn, schema, role):
     return with_schema(pg_dsn.replace("postgres@", f"{role}@"), schema)
 
 
-@pytest.fixture
-def roles(pg_dsn, pg_schema):
-    """DSNs of the tables' owner and of two tenant roles (t1, t2) over a store holding 5 rows
-    of t1 (ids 0-4) and 3 of t2 (ids 5-7)."""
+def _make_roles(pg_dsn, schema):
+    """The owner role (all rights on ``schema``) and the tenant roles (its use only: the
+    schema's owner grants it, as the tables' owner holds no grant option on it)."""
     with psycopg.connect(pg_dsn, autocommit=True) as su:
         for role in (OWNER, T1, T2):
             if su.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() \
                     is None:
                 su.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS")
-        su.execute(f"GRANT ALL ON SCHEMA {pg_schema} TO {OWNER}")
-        # the schema's owner grants its use: the tables' owner holds no grant option on it
-        su.execute(f"GRANT USAGE ON SCHEMA {pg_schema} TO {T1}, {T2}")
+        su.execute(f"GRANT ALL ON SCHEMA {schema} TO {OWNER}")
+        su.execute(f"GRANT USAGE ON SCHEMA {schema} TO {T1}, {T2}")
+
+
+@pytest.fixture
+def roles(pg_dsn, pg_schema):
+    """DSNs of the tables' owner and of two tenant roles (t1, t2) over a store holding 5 rows
+    of t1 (ids 0-4) and 3 of t2 (ids 5-7)."""
+    _make_roles(pg_dsn, pg_schema)
     owner = _login(pg_dsn, pg_schema, OWNER)
     with PostgresStore(owner, SCHEMA, DIM) as st:
         st.append(batch(5, "t1"))
@@ -178,3 +183,27 @@ def test_grant_tenant_refuses_a_role_mapped_to_another_tenant(roles):
         with pytest.raises(ConfigError) as e:
             grant_tenant(st, T1, "t2")
         assert e.value.field == "role"
+
+
+def test_experience_store_of_a_tenant_role_sees_its_tenant_only(pg_dsn, pg_schema):
+    from dyna.experience import ExperienceStore
+
+    _make_roles(pg_dsn, pg_schema)
+    eps = [dict(task_type="triage", action_type="a", outcome="success", reward=1.0,
+                timestamp=1.7e9 + i) for i in range(3)]
+    owner = ExperienceStore(_login(pg_dsn, pg_schema, OWNER), dim=DIM)
+    owner.record("t1", episodes=eps)
+    owner.record("t2", episodes=eps)
+    grant_tenant(owner._db, T1, "t1")
+    one = ExperienceStore(_login(pg_dsn, pg_schema, T1), dim=DIM)
+    try:
+        assert one._db.stats()["rls_enforced"] is True
+        assert len(one.export_data("t1")["records"]) == 3
+        assert len(one.export_data("t2")["records"]) == 0
+        assert one.record("t1", episodes=eps[:1])["ids"] == [6]
+        with pytest.raises(StoreWriteError):  # the policy refuses a row of another tenant
+            one.record("t2", episodes=eps[:1])
+        assert one.reset("t2")["deleted"] == 0
+    finally:
+        one.close()
+    owner.close()
