@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from dyna.buffer.schema import (CATEGORICAL_FIELDS, REQUIRED_FIELDS, Categorical, check_text,
-                                label_text)
+from dyna.buffer.schema import (CATEGORICAL_FIELDS, REQUIRED_FIELDS, Categorical,
+                                check_label_text, label_text)
 from dyna.errors import ConfigError
 from dyna.redact import check_label
 
@@ -138,7 +138,8 @@ def column_dictionary(dicts: Mapping[str, LabelDictionary], name: str) -> LabelD
 
 
 def check_new_labels(new_labels: Iterable[tuple[str, list[str]]], secrets: bool) -> None:
-    """Refuse a new label UTF-8 cannot encode or, with ``secrets``, one that holds a secret.
+    """Refuse a new label too long, holding a NUL, UTF-8 cannot encode
+    (:func:`dyna.buffer.schema.check_label_text`) or, with ``secrets``, holding a secret.
 
     Raises
     ------
@@ -147,7 +148,7 @@ def check_new_labels(new_labels: Iterable[tuple[str, list[str]]], secrets: bool)
     """
     for name, labels in new_labels:
         for label in labels:
-            check_text(name, label)
+            check_label_text(name, label)
             if secrets:
                 check_label(name, label)
 

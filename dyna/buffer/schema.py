@@ -1,9 +1,12 @@
 """What an episode is made of: the buffer's fields, its input types and the checks of values.
 
 Every value is checked here before anything is stored: dict fields nest at most
-:data:`MAX_DEPTH` containers deep, text (labels, dict keys and values) must be valid Unicode
-(no lone surrogates), labels are str (never bytes), numbers fit float64; each violation is a
-:class:`dyna.errors.ConfigError` naming the field (and row) and the value, never a secret.
+:data:`MAX_DEPTH` containers deep and hold at most :data:`MAX_VALUE_ENTRIES` entries and
+:data:`MAX_VALUE_CHARS` characters of text, labels have at most :data:`MAX_LABEL_CHARS`
+characters and no NUL, text (labels, dict keys and values) must be valid Unicode (no lone
+surrogates), labels are str (never bytes), numbers fit float64 (:data:`FLOAT_MAX`); each
+violation is a :class:`dyna.errors.ConfigError` naming the field (and row) and the value
+(its size, never a secret), raised before the value is copied, redacted or hashed.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from dyna.errors import ConfigError
 from dyna.redact import redact, redact_text
 
 __all__ = [
-    "CATEGORICAL_FIELDS", "DICT_FIELDS", "FIELDS", "INPUT_FIELDS", "MAX_DEPTH",
-    "OPTIONAL_FIELDS", "REQUIRED_FIELDS", "Categorical", "JsonText", "check_fields",
-    "column_specs", "unused_columns",
+    "CATEGORICAL_FIELDS", "DICT_FIELDS", "FIELDS", "FLOAT_MAX", "INPUT_FIELDS",
+    "MAX_DEPTH", "MAX_LABEL_CHARS", "MAX_VALUE_CHARS", "MAX_VALUE_ENTRIES", "OPTIONAL_FIELDS",
+    "REQUIRED_FIELDS", "Categorical", "JsonText", "check_fields",
+    "check_label_text", "column_specs", "unused_columns",
     "check_text", "check_value", "finite_float", "float_array", "float_column", "json_texts",
     "label_text", "parse_json_texts", "redacted", "short_redacted", "short_value", "to_json",
 ]
@@ -104,6 +108,8 @@ def label_text(value, field: str = "label") -> str:
                           "first)")
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, int) and abs(value) > FLOAT_MAX:
+        raise _beyond_float(field, value)
     return str(value)
 
 
@@ -112,6 +118,36 @@ def label_text(value, field: str = "label") -> str:
 #: before they are redacted or hashed (whose recursion would otherwise fail near depth
 #: 1,000 with a RecursionError).
 MAX_DEPTH = 64
+#: Longest label (tenant, task type, action type, outcome, ids, ...), in characters. Labels
+#: are names matched exactly and kept in memory once per distinct value; a longer text
+#: belongs in a dict field.
+MAX_LABEL_CHARS = 4_096
+#: Most entries (dict keys plus list and tuple elements, counted at every depth) in one dict
+#: field's value (one ``state_before``, ``metadata``, ...).
+MAX_VALUE_ENTRIES = 100_000
+#: Most characters of text (dict keys and string values together) in one dict field's value.
+MAX_VALUE_CHARS = 10_000_000
+#: The largest float64, as an int: a larger integer cannot be stored as a number (reward,
+#: features) nor hashed into features, so it is refused everywhere in an episode.
+FLOAT_MAX = int(np.finfo(np.float64).max)
+
+
+def _beyond_float(field: str, value: int) -> ConfigError:
+    return ConfigError(field, short_value(value), "must be finite: beyond the float64 range "
+                       "(|x| <= 1.8e308)")
+
+
+def check_label_text(field: str, label: str) -> None:
+    """Refuse a label longer than :data:`MAX_LABEL_CHARS` characters, holding a NUL
+    character (it could not be named on a command line) or text UTF-8 cannot encode
+    (:func:`check_text`); the message gives the size or position, never the label."""
+    if len(label) > MAX_LABEL_CHARS:
+        raise ConfigError(field, f"{len(label)} characters", f"a label has at most "
+                          f"MAX_LABEL_CHARS={MAX_LABEL_CHARS} characters")
+    if "\x00" in label:
+        raise ConfigError(field, f"NUL at position {label.index(chr(0))}",
+                          "a label must not contain a NUL character")
+    check_text(field, label)
 
 
 def check_text(field: str, text: str) -> None:
@@ -130,35 +166,58 @@ def check_value(field: str, value) -> None:
     """Check a JSON-like value before it is redacted and stored.
 
     Walks the value without recursion: containers (dict, list, tuple) nested at most
-    :data:`MAX_DEPTH` deep, and every string (dict keys included) encodable as UTF-8.
+    :data:`MAX_DEPTH` deep holding at most :data:`MAX_VALUE_ENTRIES` entries and
+    :data:`MAX_VALUE_CHARS` characters of text in all, every integer within the float64
+    range, and every string (dict keys included) encodable as UTF-8. A container's size is
+    read before its entries are visited, so an oversized value is refused without walking it.
 
     Raises
     ------
     ConfigError
-        Naming ``field``: nesting deeper than :data:`MAX_DEPTH`, or a lone surrogate in a
-        string (the character and its position are named, the string is not).
+        Naming ``field``: nesting deeper than :data:`MAX_DEPTH`, too many entries or
+        characters (the count is named), an integer beyond the float64 range (shown
+        shortened, ``"~1e400"``), or a lone surrogate in a string (the character and its
+        position are named, the string is not).
     """
     if type(value) is str:
+        _count_chars(field, len(value))
         check_text(field, value)
         return
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > FLOAT_MAX:
+        raise _beyond_float(field, value)
     if not isinstance(value, (Mapping, list, tuple)):
         return
     stack = [(value, 1)]
+    entries = chars = 0
     while stack:
         v, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise ConfigError(field, f"depth > {MAX_DEPTH}", f"nesting deeper than "
                               f"MAX_DEPTH={MAX_DEPTH} containers is refused")
+        entries += len(v)
+        if entries > MAX_VALUE_ENTRIES:
+            raise ConfigError(field, f"> {MAX_VALUE_ENTRIES} entries", "at most "
+                              f"MAX_VALUE_ENTRIES={MAX_VALUE_ENTRIES} keys and elements")
         if isinstance(v, Mapping):
-            for k in v:
-                if type(k) is str:
-                    check_text(field, k)
-            v = v.values()
+            v = list(v.keys()) + list(v.values())
         for x in v:
-            if type(x) is str:
+            t = type(x)
+            if t is str:
+                chars = _count_chars(field, chars + len(x))
                 check_text(field, x)
+            elif t is int:
+                if x > FLOAT_MAX or x < -FLOAT_MAX:
+                    raise _beyond_float(field, x)
             elif isinstance(x, (Mapping, list, tuple)):
                 stack.append((x, depth + 1))
+
+
+def _count_chars(field: str, chars: int) -> int:
+    """``chars``, or ConfigError when it is more than :data:`MAX_VALUE_CHARS`."""
+    if chars > MAX_VALUE_CHARS:
+        raise ConfigError(field, f"> {MAX_VALUE_CHARS} characters", "at most "
+                          f"MAX_VALUE_CHARS={MAX_VALUE_CHARS} characters of text")
+    return chars
 
 
 def short_value(value):

@@ -19,6 +19,7 @@ import numpy as np
 
 from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, ExperienceBuffer,
                          check_value, short_value, to_json)
+from dyna.buffer.schema import FLOAT_MAX, check_label_text, label_text
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label, hash_features, redact
 
@@ -40,8 +41,6 @@ SUCCESS = "success"
 EPISODE_FIELDS = CATEGORICAL_FIELDS + ("reward", "timestamp") + DICT_FIELDS + ("state_features",)
 #: Fields selecting episodes exactly (``delete_data``, ``count_matching``, exports).
 SELECTORS = ("task_type", "run_id", "task_id", "request_id")
-#: The largest float64, as an int (larger integers cannot be converted).
-FLOAT_MAX = int(np.finfo(np.float64).max)
 _FAST_KEYS = frozenset(EPISODE_FIELDS)
 
 
@@ -65,9 +64,11 @@ def positive_int(name: str, value, hi: int | None = None) -> int:
 
 
 def check_tenant(tenant_id) -> str:
-    """A tenant id: a non-empty string (matched exactly), else ConfigError."""
+    """A tenant id: a non-empty string (matched exactly) of at most
+    :data:`dyna.buffer.schema.MAX_LABEL_CHARS` characters without NUL, else ConfigError."""
     if tenant_id is None or not isinstance(tenant_id, str) or not tenant_id:
         raise ConfigError("tenant_id", tenant_id, "a non-empty tenant id is required")
+    check_label_text("tenant_id", tenant_id)
     return tenant_id
 
 
@@ -162,9 +163,13 @@ def episode_columns(tenant_id: str, episodes: Sequence[Mapping], single: bool = 
     Raises
     ------
     ConfigError
-        An episode that is not an object, an unknown field, another tenant, a missing
-        reward, features of the wrong length or not finite, a number float cannot hold.
+        No episode at all, an episode that is not an object, an unknown field, another
+        tenant, a missing reward, features of the wrong length or not finite, a number
+        float cannot hold, a label too long or holding a NUL
+        (:func:`dyna.buffer.schema.check_label_text`).
     """
+    if not episodes:
+        raise ConfigError("episodes", [], "empty list: give at least one episode")
     _checked_episodes(tenant_id, episodes, single)
     n = len(episodes)
     cols: dict[str, Any] = {}
@@ -172,6 +177,10 @@ def episode_columns(tenant_id: str, episodes: Sequence[Mapping], single: bool = 
     for name in present:
         vals = [ep.get(name) for ep in episodes]
         if name in CATEGORICAL_FIELDS:
+            for i, v in enumerate(vals):
+                if v is not None:
+                    where = name if single else f"episodes[{i}].{name}"
+                    check_label_text(where, label_text(v, where))
             cols[name] = np.array(["" if v is None else v for v in vals], dtype=object)
         elif name in ("reward", "timestamp"):
             if name == "timestamp" and any(v is None for v in vals):

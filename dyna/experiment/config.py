@@ -23,12 +23,24 @@ import numpy as np
 
 from dyna.errors import ConfigError, MissingFileError, check_range
 
-__all__ = ["NAME_RE", "RUN_KEYS", "canonical_json", "check_bool", "check_keys", "check_scalar",
-           "check_string", "config_hash", "json_default", "load_run_options", "name_list",
-           "read_toml", "table_of"]
+__all__ = ["MAX_EPISODES", "MAX_RUNS", "MAX_RUN_EPISODES", "MAX_TOML_DEPTH", "NAME_RE",
+           "RUN_KEYS", "canonical_json", "check_bool", "check_keys", "check_run_sizes",
+           "check_scalar", "check_string", "config_hash", "json_default", "load_run_options",
+           "load_toml", "name_list", "read_toml", "table_of"]
 
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+#: Deepest nesting of tables and arrays in an experiment file (shipped files nest at most 5).
+MAX_TOML_DEPTH = 32
+#: Most runs of an experiment (``runs`` or ``--runs``; shipped experiments use at most 80).
+MAX_RUNS = 10_000
+#: Most episodes per run (any ``episodes`` count; shipped experiments use at most 2,000).
+MAX_EPISODES = 1_000_000
+#: Most episodes of all runs together (runs x episodes; shipped: at most 64,000), which
+#: bounds the per-episode tables a run allocates.
+MAX_RUN_EPISODES = 100_000_000
+_FLOAT_MAX = int(np.finfo(np.float64).max)
 
 
 def json_default(obj):
@@ -182,18 +194,13 @@ def read_toml(path: str | Path) -> dict:
     MissingFileError
         ``path`` does not exist (field ``"config"``).
     ConfigError
-        ``path`` is a directory, or not valid TOML (field ``"config"``, value = path).
+        ``path`` is a directory, or not valid TOML, nested too deeply or holding an integer
+        beyond the float64 range (:func:`load_toml`).
     """
     path = Path(path)
     if path.is_dir():
         raise ConfigError("config", str(path), "is a directory; give an experiment .toml file")
-    if not path.is_file():
-        raise MissingFileError("config", path)
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("config", str(path), f"not valid TOML: {exc}") from None
+    data = load_toml(path)
     data.pop("run", None)  # where to run is not part of the experiment (see load_run_options)
     return data
 
@@ -212,14 +219,7 @@ def load_run_options(path: str | Path) -> dict:
     MissingFileError, ConfigError
         No such file; not valid TOML; an unknown key (``run.<key>``) or a bad value.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise MissingFileError("config", path)
-    try:
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh).get("run", {})
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("config", str(path), f"not valid TOML: {exc}") from None
+    raw = load_toml(path).get("run", {})
     if not isinstance(raw, dict):
         raise ConfigError("run", raw, "must be a table")
     check_keys(raw, RUN_KEYS, "run.")
@@ -231,3 +231,88 @@ def load_run_options(path: str | Path) -> dict:
         if key in raw:
             out[key] = check_range(f"run.{key}", raw[key], lo=1, integer=True)
     return out
+
+
+def load_toml(path: str | Path) -> dict:
+    """The whole TOML file ``path`` as a dict, checked before anything walks it recursively:
+    at most :data:`MAX_TOML_DEPTH` nested tables and arrays, no integer beyond the float64
+    range.
+
+    Raises
+    ------
+    MissingFileError
+        ``path`` does not exist (field ``"config"``).
+    ConfigError
+        Field ``"config"``, value = path: not valid TOML, or nested too deeply (also when
+        the TOML reader itself runs out of stack on thousands of levels); an integer beyond
+        the float64 range, naming its dotted field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFileError("config", path)
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:   # ValueError: an int of > 4,300 digits
+        raise ConfigError("config", str(path), f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError("config", str(path), f"nested too deeply (more than "
+                          f"MAX_TOML_DEPTH={MAX_TOML_DEPTH} tables and arrays)") from None
+    stack = [("", data, 1)]
+    while stack:
+        where, value, depth = stack.pop()
+        if depth > MAX_TOML_DEPTH:
+            raise ConfigError("config", str(path), f"nested too deeply (more than "
+                              f"MAX_TOML_DEPTH={MAX_TOML_DEPTH} tables and arrays, at "
+                              f"{where or 'top'})")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, v in items:
+            name = f"{where}.{key}" if isinstance(value, dict) else f"{where}[{key}]"
+            name = name.lstrip(".")
+            if isinstance(v, (dict, list)):
+                stack.append((name, v, depth + 1))
+            elif type(v) is int and abs(v) > _FLOAT_MAX:
+                raise ConfigError(name, _shown(v), "beyond the float64 range (|x| <= 1.8e308)")
+    return data
+
+
+def check_run_sizes(data: dict, runs: int | None = None) -> None:
+    """Refuse an experiment asking for more than :data:`MAX_RUNS` runs, :data:`MAX_EPISODES`
+    episodes per run (any integer ``episodes`` in the file, e.g. ``schedule.episodes``) or
+    :data:`MAX_RUN_EPISODES` episodes in all, before anything is allocated for them.
+
+    Parameters
+    ----------
+    data : dict
+        The experiment as read (:func:`read_toml`), already depth-checked.
+    runs : int, optional
+        The ``--runs`` override, checked instead of the file's ``runs``.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``runs`` (or ``--runs``), the episodes field, and the bound.
+    """
+    field, n_runs = ("--runs", runs) if runs is not None else ("runs", data.get("runs"))
+    if type(n_runs) is int and n_runs > MAX_RUNS:
+        raise ConfigError(field, _shown(n_runs), f"must be <= MAX_RUNS={MAX_RUNS}")
+    stack = [("", data)]
+    while stack:
+        where, table = stack.pop()
+        for key, v in table.items():
+            name = f"{where}{key}"
+            if isinstance(v, dict):
+                stack.append((name + ".", v))
+            elif key == "episodes" and type(v) is int:
+                if v > MAX_EPISODES:
+                    raise ConfigError(name, _shown(v), f"must be <= MAX_EPISODES={MAX_EPISODES}")
+                if type(n_runs) is int and n_runs * v > MAX_RUN_EPISODES:
+                    raise ConfigError(name, v, f"{field}={n_runs} x {v} episodes is more than "
+                                      f"MAX_RUN_EPISODES={MAX_RUN_EPISODES}")
+
+
+def _shown(value: int):
+    """An integer as an error message shows it: ``"~1e400"`` when too long to print."""
+    if abs(value) <= 10 ** 18:
+        return value
+    return f"{'-' if value < 0 else ''}~1e{int(math.log10(abs(value)))}"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from dyna.errors import ConfigError
 from dyna.experiment.backends import Backend, InProcessBackend, ProcessPoolBackend
-from dyna.experiment.config import read_toml
+from dyna.experiment.config import check_run_sizes, read_toml
 from dyna.experiment.protocol import DEFAULT_KIND, ExperimentKind, kind_of
 
 __all__ = ["BACKENDS", "DEFAULT_KIND", "KINDS", "get_backend", "get_kind", "load_experiment",
@@ -117,10 +117,13 @@ def parse_experiment(data: dict, *, runs: int | None = None, seed: int | None = 
     Raises
     ------
     ConfigError
-        Unknown kind, or whatever the kind's :meth:`~ExperimentKind.parse` raises.
+        Unknown kind, more runs or episodes than the bounds of
+        :func:`dyna.experiment.config.check_run_sizes`, or whatever the kind's
+        :meth:`~ExperimentKind.parse` raises.
     """
     if not isinstance(data, dict):
         raise ConfigError("config", data, "must be a table")
+    check_run_sizes(data, runs)
     kind = get_kind(kind_of(data))
     rest = {k: v for k, v in data.items() if k != "kind"}
     if base_dir is not None and "base_dir" in inspect.signature(kind.parse).parameters:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError
 from dyna.mcp_server.tools import ExperienceTools
 
-__all__ = ["MIN_TOKEN_CHARS", "TOKEN_ENV", "build_server", "read_token", "require_token",
-           "serve_http", "serve_stdio"]
+__all__ = ["MIN_TOKEN_CHARS", "TOKEN_ENV", "AnsweringReader", "build_server", "error_answer",
+           "read_token", "request_id", "require_token", "serve_http", "serve_stdio"]
 
 _INSTRUCTIONS = (
     "Experience store of tenant {tenant}: the memory of what this agent did and how it "
@@ -72,7 +73,98 @@ async def serve_stdio(tools: ExperienceTools) -> None:
 
     server = build_server(tools)
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        await server.run(AnsweringReader(read, write), write,
+                         server.create_initialization_options())
+
+
+#: One JSON token: a string, a bracket or separator, or a bare literal (number, true, ...).
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
+
+
+def request_id(line: str) -> int | str | None:
+    """The top-level ``"id"`` of a JSON-RPC line that could not be parsed whole (nested too
+    deeply, say): found by a flat scan of its tokens, without recursion. None when there
+    is none, or it is not an integer or a string."""
+    depth, last = 0, ("", "")
+    for m in _TOKEN.finditer(line):
+        tok = m.group()
+        if depth == 1 and last == ('"id"', ":"):
+            try:
+                value = json.loads(tok)
+            except ValueError:
+                return None
+            return value if type(value) in (int, str) else None
+        if tok in ("{", "["):
+            depth += 1
+        elif tok in ("}", "]"):
+            depth -= 1
+        last = (last[1], tok)
+    return None
+
+
+def error_answer(exc: Exception):
+    """The JSON-RPC error answering a line the SDK could not read as a message (``exc``,
+    what its stdio transport yields): ``-32700`` (parse error: not JSON, or nested past
+    the parser's depth limit) or ``-32600`` (invalid request), with the request's id when
+    :func:`request_id` finds it, else ``null`` as JSON-RPC 2.0 asks. The message names the
+    problem and where, never the line's content.
+
+    Returns
+    -------
+    mcp_types.JSONRPCError
+    """
+    import mcp_types as types  # noqa: PLC0415
+
+    errors = exc.errors() if callable(getattr(exc, "errors", None)) else []
+    first = errors[0] if errors else {}
+    line = first.get("input")
+    parse = first.get("type") == "json_invalid"
+    why = first.get("msg") or type(exc).__name__
+    if "recursion limit" in why:
+        why += " (request nested too deeply)"
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=request_id(line) if isinstance(line, str) else None,
+        error=types.ErrorData(code=types.PARSE_ERROR if parse else types.INVALID_REQUEST,
+                              message=("Parse error: " if parse else "Invalid request: ") + why))
+
+
+class AnsweringReader:
+    """The stdio server's read stream, answering every line the SDK could not read as a
+    JSON-RPC message (:func:`error_answer`) instead of dropping it silently; messages pass
+    through unchanged."""
+
+    def __init__(self, read, write):
+        self._read = read
+        self._write = write
+
+    def __getattr__(self, name):
+        return getattr(self._read, name)   # close, aclose, last_context, ...
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        from mcp.shared.message import SessionMessage  # noqa: PLC0415
+
+        while True:
+            item = await self._read.__anext__()
+            if not isinstance(item, Exception):
+                return item
+            await self._write.send(SessionMessage(error_answer(item)))
+
+    async def receive(self):
+        """The next message (lines that are not one are answered and skipped)."""
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            import anyio  # noqa: PLC0415
+            raise anyio.EndOfStream from None
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc_info):
+        await self._read.aclose()
 
 
 #: Environment variable with the bearer token of ``dyna mcp --http``.
