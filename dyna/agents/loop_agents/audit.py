@@ -88,18 +88,24 @@ class StoreAudit:
         #: has held an entry about.
         self.truths: dict = {}
 
-    def truth(self, group: tuple):
-        """What is true now about a claim group: a family's procedure (tuple of ``(tool,
-        value)``), or one step's tool or value index."""
+    def procedures(self) -> list[tuple[tuple[int, int], ...]]:
+        """Every family's procedure now (read once per audit)."""
+        return [self.env.procedure(f) for f in range(self.env.n_families)]
+
+    @staticmethod
+    def truth(group: tuple, procedures: list):
+        """What ``procedures`` (:meth:`procedures`) say about a claim group: a family's
+        procedure (tuple of ``(tool, value)``), or one step's tool or value index."""
         fam, step, kind = group
-        proc = self.env.procedure(fam)
+        proc = procedures[fam]
         return proc if step is None else proc[step][kind == "value"]
 
-    def judge(self, key, group: tuple | None, claim) -> Verdict:
-        """The verdict on an entry that claims ``claim`` about ``group``."""
+    def judge(self, key, group: tuple | None, claim, procedures: list) -> Verdict:
+        """The verdict on an entry that claims ``claim`` about ``group``, ``procedures``
+        the procedures now."""
         if group is None:
             return Verdict(key, None, None, False, False)
-        now = self.truth(group)
+        now = self.truth(group, procedures)
         before = self.truths.get(group, now)
         return Verdict(key, group[0], group, claim == now, claim == before)
 
@@ -116,7 +122,8 @@ class StoreAudit:
                 stale += 1
             if v.group is not None:
                 groups.add(v.group)
-        self.truths = {g: self.truth(g) for g in groups}
+        procedures = self.procedures()
+        self.truths = {g: self.truth(g, procedures) for g in groups}
         return poisoned, stale
 
     @staticmethod
@@ -129,12 +136,13 @@ class StoreAudit:
     def skill_entries(self, skills) -> list[Verdict]:
         """A verdict per skill, keyed ``(name, body)``: its calls against the procedure of
         the family its triggers name."""
+        procedures = self.procedures()
         out = []
         for s in skills:
             fam = self.reader.family_of_key(s.triggers)
             group = None if fam is None else (fam, None, "")
             out.append(self.judge((s.name, s.body), group,
-                                  tuple(self.reader.skill_calls(s.body))))
+                                  tuple(self.reader.skill_calls(s.body)), procedures))
         return out
 
     def baseline_entries(self, baseline) -> list[Verdict]:
@@ -142,10 +150,11 @@ class StoreAudit:
         calls)`` (:meth:`~dyna.agents.baselines.Baseline.audit_entries`; a tool or value an
         entry says nothing about, ``-1``, is not held against it:
         :func:`dyna.agents.baselines.agrees`)."""
+        procedures = self.procedures()
         out = []
         for key, calls in baseline.audit_entries():
             fam = self.reader.family_of_key(key.split())
-            right = fam is not None and agrees(calls, self.env.procedure(fam))
+            right = fam is not None and agrees(calls, procedures[fam])
             out.append(Verdict(("baseline", key, tuple(calls)), fam, None, right, right))
         return out
 
@@ -165,7 +174,9 @@ class StoreAudit:
     def fact_entries(self, claims) -> list[Verdict]:
         """A verdict per fact claim (:meth:`fact_claims`), keyed by its text: its tool or
         value against that of its step of its family's procedure."""
-        return [self.judge(text, None if fam is None else (fam, step - 1, kind), ix)
+        procedures = self.procedures()
+        return [self.judge(text, None if fam is None else (fam, step - 1, kind), ix,
+                           procedures)
                 for text, fam, step, kind, ix in claims]
 
     def covered_by_facts(self, claims, kinds: tuple[str, ...]) -> frozenset:
@@ -174,11 +185,6 @@ class StoreAudit:
         when the reviewer writes tool facts)."""
         known = {(fam, step - 1, kind, ix) for _, fam, step, kind, ix in claims
                  if fam is not None}
-        env = self.env
-        right = set()
-        for fam in range(env.n_families):
-            proc = env.procedure(fam)
-            if all((fam, k, kind, proc[k][kind == "value"]) in known
-                   for k in range(env.length) for kind in kinds):
-                right.add(fam)
-        return frozenset(right)
+        return frozenset(fam for fam, proc in enumerate(self.procedures())
+                         if all((fam, k, kind, proc[k][kind == "value"]) in known
+                                for k in range(len(proc)) for kind in kinds))
