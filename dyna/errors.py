@@ -7,6 +7,13 @@ turn it into one line and exit status 2. Each error also derives from the matchi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+show_value: Callable[[object], str] = repr
+"""How a message shows the value it refuses: ``repr``, with every secret a detector finds
+redacted (:mod:`dyna.redact` installs that, as it imports this module). Numbers, names and
+labels without a secret are shown as given."""
+
 
 class DynaError(Exception):
     """Base class of every error dyna raises on bad input or bad state."""
@@ -27,7 +34,7 @@ class ConfigError(DynaError, ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}={value!r}: {reason}")
+        super().__init__(f"{field}={show_value(value)}: {reason}")
 
     def __reduce__(self):
         # rebuilt from its fields, so it crosses process boundaries (process pools, Ray)

@@ -81,7 +81,7 @@ def _check(text):
 
 
 def test_every_detector_has_a_prefilter_and_the_hand_computed_choices():
-    assert set(F.prefilters) == {d.name for d in F.detectors} and len(F.prefilters) == 41
+    assert set(F.prefilters) == {d.name for d in F.detectors} and len(F.prefilters) == 113
     run = lambda t: [d.name for _, d in F.to_run(t)]  # noqa: E731
     # the loops' history timestamp: 18 digits, '-' and '+'
     assert run("2026-04-25T00:00:00+00:00") == ["credit_card", "us_ssn", "phone_number"]
@@ -90,8 +90,8 @@ def test_every_detector_has_a_prefilter_and_the_hand_computed_choices():
     assert run("Authorization: Bearer abc") == ["bearer_token", "authorization_header"]
     assert run("call me at +1 415 555 0100") == ["phone_number"]
     assert F.to_run("ein Text mit ü") is F.all_run          # not ASCII: every detector
-    assert T._ASSIGNMENT_WORDS == ("authorization", "cookie", "credentials", "key", "pass",
-                                   "pwd", "secret", "string", "token")
+    assert T._ASSIGNMENT_WORDS == ("auth", "cookie", "credential", "iban", "key", "pass",
+                                   "pin", "pw", "secret", "string", "token")
     assert not T._may_assign("2026-04-25T00:00:00+00:00")    # ':' but no credential word
     assert T._may_assign("DB_PASSWORD=x") and not T._may_assign("DB_PASSWORD x")
 

@@ -13,11 +13,14 @@
   - every string value is searched with the named :data:`DETECTORS` (provider tokens,
     private key blocks, URLs with passwords, the credentials of an ``Authorization:`` header
     of any scheme of :data:`AUTH_SCHEMES`, cards, e-mail addresses, dates of birth after a
-    cue such as ``DOB:``, ...; :mod:`dyna.redact.detectors`) and with the ``KEY=value`` /
+    cue such as ``DOB:``, ...; :mod:`dyna.redact.detectors`; one row per provider token format
+    in :mod:`dyna.redact.providers`) and with the ``KEY=value`` /
     ``key: value`` assignment rule (:func:`redact_text`, :mod:`dyna.redact.text`);
   - a string that parses as a JSON object or array is parsed, redacted like any dict and
     serialised again (it is returned unchanged, as the same string, when nothing in it was
     redacted);
+  - bytes (as UTF-8 text), numpy arrays of strings, bytes or objects (element by element),
+    and an int of a card number's shape (:func:`card_int`) are redacted too;
   - a dict *key* in which a detector fires (an e-mail address, a token, ...) is replaced by
     ``"[REDACTED:<hash>]"`` (:func:`keyed_hash`), so no two secret keys of one mapping collide
     and no value is lost.
@@ -36,7 +39,7 @@ Detection is by format only: every detector is a fixed shape (a provider prefix,
 character set, a checksum such as Luhn). Nothing is flagged for looking random in prose.
 """
 
-from dyna import _json
+from dyna import _json, errors
 from dyna.feature_hashing import hash_features
 from dyna.redact.detectors import (AUTH_SCHEMES, DETECTORS, Detector, KeyedCue, Prefilter,
                                    is_placeholder)
@@ -45,7 +48,7 @@ from dyna.redact.keys import (DEFAULT_SENSITIVE_KEYS, PERSONAL_KEY_NAMES, PREFIX
                               REDACTED, SECRET_KEY_NAMES, USER_ID_KEY_NAMES, is_sensitive_key,
                               normalise_key)
 from dyna.redact.objects import (CLEAN_SHORT_MAX_CHARS, CLEAN_SHORT_SIZE, DEFAULT_HMAC_KEY,
-                                 HMAC_KEY_ENV, keyed_hash, known_clean, redact, scan,
+                                 HMAC_KEY_ENV, card_int, keyed_hash, known_clean, redact, scan,
                                  scan_found)
 from dyna.redact.text import (ASSIGNMENT_DETECTOR, DETECT_CACHE_MAX_CHARS, DETECT_CACHE_SIZE,
                               check_label, detect, has_secret, redact_text)
@@ -73,6 +76,7 @@ __all__ = [
     "KeyedCue",
     "Prefilter",
     "active_formats",
+    "card_int",
     "check_label",
     "detect",
     "has_secret",
@@ -94,3 +98,12 @@ SECRET_PATTERNS = tuple(d.pattern for d in DETECTORS)
 
 # a repeated JSON key is shown redacted in its error message (dyna._json cannot import us)
 _json.show_key = redact_text
+
+
+def _show_value(value: object) -> str:
+    """``repr(value)`` with every secret a detector or the assignment rule finds redacted."""
+    return redact_text(repr(value))
+
+
+# an error message shows the value it refuses redacted (dyna.errors cannot import us)
+errors.show_value = _show_value

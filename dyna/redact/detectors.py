@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from dyna.redact.keys import REDACTED
 
 __all__ = ["AUTH_SCHEMES", "DETECTORS", "DOB_CUE", "DOB_KEY_NAMES", "Detector", "KeyedCue",
-           "PREFILTERS", "Prefilter", "SCHEME_WORDS", "header_credentials", "is_placeholder"]
+           "PREFILTERS", "Prefilter", "SCHEME_WORDS", "header_credentials", "iban_valid",
+           "is_placeholder"]
 
 _PLACEHOLDER = re.compile(r"""(?ix)
     <[^<>]*> | \$\{[^}]*\} | \$\(?[A-Za-z_]\w*\)? | \{\{[^}]*\}\} | \{[A-Za-z_][\w.]*\}
@@ -164,6 +165,52 @@ def _credential_like(text: str) -> bool:
                                       for w in parts)
 
 
+# IBAN lengths by country (ISO 13616 registry, the countries most often met).
+_IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AT": 20, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BR": 29, "CH": 21,
+    "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "EE": 20, "ES": 24, "FI": 18, "FO": 18, "FR": 27,
+    "GB": 22, "GI": 23, "GL": 18, "GR": 27, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IS": 26,
+    "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LI": 21, "LT": 20, "LU": 20, "LV": 21,
+    "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MT": 31, "MU": 30, "NL": 18, "NO": 15, "PK": 24,
+    "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24, "SE": 24, "SI": 19,
+    "SK": 24, "SM": 27, "TN": 24, "TR": 26, "UA": 29, "VG": 24, "XK": 20,
+}
+
+
+def iban_valid(text: str) -> bool:
+    """An IBAN: a country of the registry, that country's length and the ISO 7064 mod-97
+    check (a random ``AB12...`` id passes the length and the check 1 time in 97 at most, and
+    only for the countries listed)."""
+    s = re.sub(r"[ \-]", "", text).upper()
+    if _IBAN_LENGTHS.get(s[:2]) != len(s):
+        return False
+    return int("".join(str(int(c, 36)) for c in s[4:] + s[:4])) % 97 == 1
+
+
+def _password_words(text: str) -> bool:
+    """Mixed case inside the value (a capital after a lower-case letter) or three or more
+    hyphen-joined parts, and not a placeholder."""
+    if not _not_placeholder(text):
+        return False
+    return re.search(r"[a-z][A-Z]", text) is not None or len(text.split("-")) >= 3
+
+
+def _not_word_name(text: str) -> bool:
+    """Not a name of two or more hyphen-joined lower-case words of 4+ letters."""
+    return sum(len(p) >= 4 and p.isalpha() and p.islower() for p in text.split("-")) < 2
+
+
+def _cookie_value(text: str) -> bool:
+    """``name=value`` pairs, or one token without white space; not a placeholder."""
+    return _not_placeholder(text) and ("=" in text or not any(c.isspace() for c in text.strip()))
+
+
+# Fixed-width look-behinds: an order, invoice, tracking or reference number right before.
+_NOT_AFTER_ID_WORD = "".join(
+    f"(?<!(?i:{w}){sep})" for w in ("order", "invoice", "tracking", "ref")
+    for sep in (" #", "#", " ", ": ", " no. ", " no "))
+
+
 def _d(name: str, pattern: str, description: str, validator=None, flags: int = 0) -> Detector:
     return Detector(name, re.compile(pattern, flags), description, validator)
 
@@ -247,12 +294,17 @@ DETECTORS: tuple[Detector, ...] = (
     _d("openai_key",
        _B + r"sk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_\-]*[0-9A-Z])[A-Za-z0-9_\-]{16,}",
        "OpenAI-style key sk-..., sk-proj-...: 16+ characters holding a digit or an upper-case "
-       "letter (so the all-lower-case sk-learn-compatible-wrapper is not one)"),
+       "letter, and not a name of hyphen-joined lower-case words (sk-learn-compatible-wrapper, "
+       "sk-learn-compatible-wrapper2024 are names)", _not_word_name),
     _d("aws_access_key_id", _B + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}" + _E,
        "AWS access key id AKIA/ASIA + 16 upper-case letters or digits"),
-    _d("aws_secret_key", r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+    _d("aws_secret_key",
+       r"(?<![A-Za-z0-9/+])(?<!(?i:id): )(?<!(?i:id)=)(?<!(?i:id) )"
+       r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
        "AWS secret access key: exactly 40 base64 characters with upper, lower case and a "
-       "digit that do not decode to readable text (a git SHA is lower-case hex)", _aws_secret),
+       "digit that do not decode to readable text (a git SHA is lower-case hex); right after "
+       "an 'id' word ('X-Request-Id: ...', 'request id ...') the same shape is an identifier",
+       _aws_secret),
     _d("github_token", _B + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
        "GitHub token ghp_/gho_/ghu_/ghs_/ghr_ and fine-grained github_pat_"),
     _d("gitlab_token", _B + r"gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_\-]{20,}",
@@ -284,9 +336,14 @@ DETECTORS: tuple[Detector, ...] = (
     _d("telegram_bot_token", r"(?<![\d])\d{8,10}:AA[A-Za-z0-9_\-]{33}" + _E,
        "Telegram bot token <bot id>:AA + 33"),
     _d("http_cookie", r"(?i)\b(?:set-)?cookie[ \t]*:[ \t]*(?P<secret>[^\s\"'][^\r\n\"']*)",
-       "value of a Cookie: / Set-Cookie: header, to the end of the line", _not_placeholder),
-    _d("credit_card", r"(?<![\d\-])(?:\d[ -]?){12,18}\d(?![\d\-])",
-       "payment card number: 13-19 digits, issuer prefix, Luhn checksum", _luhn_card),
+       "value of a Cookie: / Set-Cookie: header, to the end of the line: name=value pairs, or "
+       "one token without white space ('The Cookie: header is set by the browser' is prose)",
+       _cookie_value),
+    _d("credit_card", r"(?<![\d\-])" + _NOT_AFTER_ID_WORD + r"(?:\d[ -]?){12,18}\d(?![\d\-])",
+       "payment card number: 13-19 digits, an issuer prefix (IIN ranges of Visa, Mastercard, "
+       "Amex, Diners, Discover, JCB, UnionPay) and the Luhn checksum; right after 'order', "
+       "'invoice', 'tracking' or 'ref' (with '#', 'no.' or ':') the same shape is a number "
+       "of that kind (order #4111111111111111)", _luhn_card),
     _d("us_ssn", r"(?<![\d\-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d\-])",
        "US social security number AAA-GG-SSSS"),
     _d("email_address",
@@ -321,6 +378,29 @@ DETECTORS: tuple[Detector, ...] = (
        r"(?P<secret>[^\s\"']{3,})",
        "the password of curl -u / --user USER:PASSWORD (within 200 characters of curl, in the "
        "same command: no | ; & between)", _not_placeholder),
+    _d("iban", r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ \-]?[A-Z0-9]{4}){2,7}(?:[ \-]?[A-Z0-9]{1,3})?"
+       r"(?![A-Za-z0-9])",
+       "IBAN (ISO 13616): a registry country, its length and the mod-97 check; an order id "
+       "of the same shape fails the check 96 times in 97", iban_valid),
+    _d("docker_config_auth",
+       r"\\?\"auth\\?\"[ \t]*:[ \t]*\\?\"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})\\?\"",
+       "base64 user:password under \"auth\" in a Docker config.json", _basic_credentials),
+    _d("sshpass_password",
+       r"\bsshpass\b[^\r\n|;&]{0,200}?[ \t]-p[ \t]*[\"']?(?P<secret>[^\s\"']+)",
+       "the password of sshpass -p PASSWORD (in the same command)", _not_placeholder),
+    _d("sql_password",
+       r"(?i)\bidentified[ \t]+by[ \t]+(?:password[ \t]+)?'(?P<secret>[^'\r\n]+)'",
+       "the password of SQL IDENTIFIED BY '...'", _not_placeholder),
+    _d("password_hash", r"\$(?:apr1|2[aby]|1|5|6)\$[^\s:$]{1,22}\$[A-Za-z0-9./]{22,}",
+       "a crypt(3) password hash ($apr1$, $2b$, $6$, ...), as in an htpasswd line"),
+    _d("prose_password_words",
+       r"(?i)\b(?:password|passphrase|passwd)(?:[ \t]+(?:for|of|to|on)[ \t]+[\w.\-@/]{1,40})?"
+       r"(?:[ \t]+(?:is|was))?[ \t]+[\"'`]?(?P<secret>[^\s\"'`,;)]{8,}[^\s\"'`,;).!?:])",
+       "a password stated in prose without a digit: after password / passphrase is / was, a "
+       "value with an upper-case letter after a lower-case one (TangerineFalconOrbit) or of "
+       "three or more words joined by hyphens (correct-horse-battery-staple); a plain "
+       "word or a two-part word form (case-sensitive, base64-encoded) is prose",
+       _password_words),
     _d("mysql_password",
        r"\bmysql(?:dump|admin|import|sh)?\b[^\r\n|;&]{0,200}?[ \t]-p"
        r"(?P<secret>[^\s\"'\-][^\s\"']{2,})",
@@ -408,6 +488,7 @@ class Prefilter:
 
 
 _P = Prefilter
+_IBAN_START = re.compile(r"[A-Z]{2}\d\d")
 
 
 #: Detector name -> its prefilter: False only where the detector's pattern cannot match the
@@ -458,6 +539,12 @@ PREFILTERS: dict[str, Prefilter] = {
     "prose_credential": _P(folded=("pass", "pwd", "secret", "key", "token", "credential"),
                            digits=1, length=12),
     "curl_user_password": _P(folded=("curl",), also=lambda t, low, nd: ":" in t),
+    "iban": _P(digits=2, length=12, also=lambda t, low, nd: _IBAN_START.search(t) is not None),
+    "docker_config_auth": _P(('"auth',)),
+    "sshpass_password": _P(("sshpass",)),
+    "sql_password": _P(folded=("identified",)),
+    "password_hash": _P(("$",)),
+    "prose_password_words": _P(folded=("pass",), length=16),
     "mysql_password": _P(("mysql",), also=lambda t, low, nd: "-p" in t),
 }
 del _P

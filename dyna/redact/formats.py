@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dyna.errors import ConfigError
 from dyna.redact.detectors import DETECTORS, DOB_CUE, PREFILTERS, Detector, KeyedCue, Prefilter
 from dyna.redact.keys import normalise_key
+from dyna.redact.providers import PROVIDER_DETECTORS, PROVIDER_PREFILTERS
 
 __all__ = ["Formats", "GENERAL_FORMATS", "active_formats", "redaction_formats"]
 
@@ -127,8 +128,10 @@ class Formats:
         return None
 
 
-#: The general formats (:mod:`dyna.redact.detectors`): what every redaction finds.
-GENERAL_FORMATS = Formats(DETECTORS, PREFILTERS, (DOB_CUE,))
+#: The general formats (:mod:`dyna.redact.detectors`, and the provider table of
+#: :mod:`dyna.redact.providers` run just before ``anthropic_key``): what every redaction finds.
+GENERAL_FORMATS = Formats(DETECTORS, PREFILTERS, (DOB_CUE,)).extended(
+    PROVIDER_DETECTORS, PROVIDER_PREFILTERS, before="anthropic_key")
 
 _ACTIVE: contextvars.ContextVar[Formats] = contextvars.ContextVar(
     "dyna_redaction_formats", default=GENERAL_FORMATS)

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dyna.errors import ConfigError
 
 __all__ = ["DEFAULT_SENSITIVE_KEYS", "PERSONAL_KEY_NAMES", "PREFIX_KEY_NAMES", "REDACTED",
-           "SECRET_KEY_NAMES", "USER_ID_KEY_NAMES", "cached_key_set", "is_sensitive_key",
-           "key_is_sensitive", "key_set", "normalise_key"]
+           "SECRET_KEY_NAMES", "USER_ID_KEY_NAMES", "WHOLE_KEY_NAMES", "cached_key_set",
+           "is_sensitive_key", "key_is_sensitive", "key_set", "normalise_key"]
 
 REDACTED = "[REDACTED]"
 """The replacement written in place of every redacted value."""
@@ -29,14 +29,23 @@ SECRET_KEY_NAMES: frozenset[str] = frozenset({
     "secret_key", "access_key", "private_key", "client_secret", "access_token",
     "refresh_token", "id_token", "auth_token", "authorization", "credentials", "cookie",
     "set_cookie", "aws_secret_access_key", "session_token", "connection_string",
-    "pgpassword", "db_pass", "mysql_pwd",
+    "pgpassword", "db_pass", "mysql_pwd", "pass", "passcode", "credential", "iban",
+    "app_key", "admin_key", "master_key", "signing_key", "encryption_key", "license_key",
+    "auth", "key", "pw", "pin",
 })
 """Key names of credentials (normalised form). A key matches one when it equals it or ends
 with ``_`` + it after :func:`normalise_key`: ``DB_PASSWORD``, ``DJANGO_SECRET_KEY``,
 ``SLACK_TOKEN``, ``x-api-key``, ``apiKey``, ``ｐａｓｓｗｏｒｄ``, ``pass\\u200bword`` all match;
 ``token_count``, ``tokenizer``, ``passwordless`` do not. Tokenizer vocabulary entries
 (``eos_token``, ``pad_token``, ...) are excluded. These names also
-drive the ``KEY=value`` assignment rule in texts."""
+drive the ``KEY=value`` assignment rule in texts. The short words of
+:data:`WHOLE_KEY_NAMES` match only as the whole key."""
+
+WHOLE_KEY_NAMES: frozenset[str] = frozenset({"auth", "key", "pw", "pin"})
+"""Secret names that match only as the whole normalised key (``{"pin": 4821}``, ``pw:``,
+``"auth"`` of a Docker config.json): as the last word of a longer key they mostly name
+something else (``sort_key``, ``primary_key``, ``use_auth``, ``map_pin``). A key holding one
+inside a word (``monkey``, ``author``, ``pinned``) never matches."""
 
 USER_ID_KEY_NAMES: frozenset[str] = frozenset({
     "user_id", "userid", "username", "user_name", "customer_id", "member_id",
@@ -115,7 +124,7 @@ def key_is_sensitive(key: str, names: frozenset[str]) -> bool:
     parts = canon.split("_")
     for i in range(1, len(parts)):
         tail = "_".join(parts[i:])
-        if tail in names and tail in SECRET_KEY_NAMES:
+        if tail in names and tail in SECRET_KEY_NAMES and tail not in WHOLE_KEY_NAMES:
             return True
         head = "_".join(parts[:i])
         if head in names and head in PREFIX_KEY_NAMES:

@@ -27,7 +27,7 @@ from dyna.redact.keys import (DEFAULT_SENSITIVE_KEYS, REDACTED, cached_key_set,
 from dyna.redact.text import DETECT_CACHE_MAX_CHARS, detect, key_scan, scan_text
 
 __all__ = ["CLEAN_SHORT_MAX_CHARS", "CLEAN_SHORT_SIZE", "DEFAULT_HMAC_KEY", "HMAC_KEY_ENV",
-           "keyed_hash", "known_clean", "redact", "scan", "scan_found"]
+           "card_int", "keyed_hash", "known_clean", "redact", "scan", "scan_found"]
 
 #: Environment variable holding the HMAC key of :func:`keyed_hash` (any string).
 HMAC_KEY_ENV = "DYNA_REDACT_KEY"
@@ -242,11 +242,53 @@ class _Walk:
             return [self.redact(v) for v in obj]
         if isinstance(obj, tuple):
             return tuple(self.redact(v) for v in obj)
+        return self.other(obj) if self.values else obj
+
+    def other(self, obj):
+        """A value that is neither text nor a container, redacted where it carries text:
+        bytes (as UTF-8, bytes not UTF-8 kept through ``surrogateescape``), a numpy array
+        of strings, bytes or objects (element by element, the same shape, the same dtype
+        kind), and an int of a card number's shape (:func:`card_int`). Anything else is
+        returned as it is."""
+        if isinstance(obj, (bytes, bytearray)):
+            text = bytes(obj).decode("utf-8", "surrogateescape")
+            out = self.text(text)
+            return obj if out == text else out.encode("utf-8", "surrogateescape")
+        if type(obj) is int:
+            return REDACTED if card_int(obj) else obj
+        kind = getattr(getattr(obj, "dtype", None), "kind", None)
+        if kind in ("U", "S", "O") and hasattr(obj, "tolist"):
+            import numpy as np   # only arrays reach here: numpy is loaded already
+            items = obj.ravel().tolist()
+            out = [self.redact(v) for v in items]
+            if out == items:
+                return obj
+            if kind == "O":
+                arr = np.empty(len(out), dtype=object)
+                arr[:] = out
+                return arr.reshape(obj.shape)
+            return np.array(out).reshape(obj.shape)
         return obj
 
 
+#: An int of at least this many digits may be a card number (:func:`card_int`).
+_CARD_INT_MIN = 10 ** 12
+
+
+def card_int(value: int) -> bool:
+    """True for an int of a payment card's shape: 13-19 digits, an issuer prefix and the
+    Luhn checksum (the ``credit_card`` detector on its digits). An int cannot carry the words
+    around it, so a Luhn-valid id of 13-19 digits in an issuer range (1 random id in 10 of
+    those starting 4 or 51-55) is taken for a card; a smaller int is never one. An SSN or a
+    phone number as an int has lost its dashes and is a plain number: it is redacted under
+    a personal key (``ssn``, ``phone``), not by its shape."""
+    if not _CARD_INT_MIN <= value < 10 ** 19:
+        return False
+    return "credit_card" in detect(str(value))
+
+
 #: Exact types that hold no text (:func:`scan` passes over them without the checks).
-_SCALAR_TYPES = frozenset({int, float, bool, type(None)})
+_SCALAR_TYPES = frozenset({float, bool, type(None)})
 
 
 def scan(obj) -> collections.Counter:
@@ -327,6 +369,10 @@ def _scan_walk(o, counts, formats: Formats) -> None:
     t = type(o)
     if t in _SCALAR_TYPES:   # nothing to scan (the checks below, made quick)
         return
+    if t is int:
+        if card_int(o):
+            counts.update(("credit_card",))
+        return
     clean_short = formats.clean_short
     if t is str or (t is not dict and t is not list and t is not tuple
                     and isinstance(o, str)):
@@ -356,4 +402,8 @@ def _scan_walk(o, counts, formats: Formats) -> None:
                     _scan_text_of(v, counts, formats)
             elif type(v) not in _SCALAR_TYPES:
                 _scan_walk(v, counts, formats)
+    elif isinstance(o, (bytes, bytearray)):
+        _scan_text_of(bytes(o).decode("utf-8", "surrogateescape"), counts, formats)
+    elif getattr(getattr(o, "dtype", None), "kind", None) in ("U", "S", "O"):
+        _scan_walk(o.ravel().tolist(), counts, formats)
 

@@ -342,6 +342,12 @@ def luhn_number(prefix, n):
 for i, prefix in enumerate(("1", "9", "8", "0")):
     benign(f"order_number_{i}", "Luhn-valid order number outside card issuer ranges",
            f"order #{luhn_number(prefix, 16)} shipped")
+benign("order_number_issuer_range", "Luhn-valid order number in a card issuer range, after "
+       "'order #'", "order #4111111111111111 shipped")
+benign("invoice_number_issuer_range", "Luhn-valid invoice number in an issuer range",
+       "invoice no. 5555555555554444 paid")
+benign("request_id_mixed", "40-char mixed-case request id after an id header",
+       "X-Request-Id: " + r(AN, 40))
 benign("order_number_bare", "Luhn-valid 16-digit id outside issuer ranges", luhn_number("9", 16))
 for text in ("sk-learn-compatible-wrapper2024", "scikit-learn==1.5.2", "pydantic-settings",
              "sk-learn", "python-dotenv", "detect-secrets", "keyring", "passlib[bcrypt]",
@@ -372,7 +378,7 @@ for text in ("The Cookie: header is set by the browser",
     benign("prose_" + "_".join(text.lower().split()[:3]).strip(":.,")[:30], "prose", text)
 for key, text in (("monkey", "banana"), ("author", "Ada Lovelace"), ("pinned", "yes"),
                   ("passenger_count", "3"), ("tokenizer", "gpt2"), ("keyboard", "qwerty"),
-                  ("secretary", "Bob"), ("pwd", "/home/dyna/runs"), ("spin", "up"),
+                  ("secretary", "Bob"), ("cwd", "/home/dyna/runs"), ("spin", "up"),
                   ("authority", "ca.example.com"), ("keynote", "opening talk"),
                   ("compass", "north"), ("opinion", "fine"), ("turnkey", "yes")):
     benign("under_key_" + key, "harmless value under a key containing a secret word", text, key)
