@@ -164,3 +164,14 @@ def test_error_messages_do_not_echo_a_flagged_value():
     message = str(ConfigError("api_token", token, "unknown parameter"))
     assert token not in message and "api_token" in message
     assert "12.5" in str(ConfigError("reward", 12.5, "must be at most 1"))
+
+
+def test_error_message_redacted_without_importing_dyna_redact_first():
+    import subprocess
+    import sys
+    code = ("from dyna.errors import check_range\n"
+            "try:\n    check_range('reward', 'sk_live_' + 'Ab1' * 8, 0, 1)\n"
+            "except ValueError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "reward='[REDACTED]': must be a number"
