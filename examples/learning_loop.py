@@ -52,7 +52,8 @@ for run_id, task in tasks.items():
     print(f"{run_id}: skills {[m.name for m in ctx.skills]}, facts {len(ctx.memory)}")
     run = my_agent(task, [m.skill for m in ctx.skills], ctx.memory.render())
     digest = Digest.from_run(run_id, task, success=run["success"], verified=True,
-                             tokens=run["tokens"], tool_calls=run["tool_calls"])
+                             tokens=run["tokens"], tool_calls=run["tool_calls"],
+                             task_source="operator")     # a person typed the task
     last = digest.tool_calls[-1].output       # redacted, then cut to 200 characters
     print(f"  digest: {digest.redactions} redacted, last output {len(last)} chars: "
           f"{last[:30]!r}")

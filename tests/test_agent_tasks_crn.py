@@ -111,7 +111,7 @@ def _digest(run, success=True, **kw):
     return Digest.from_run(run, "deploy the web app", success=success, verified=True,
                            steps=2, tool_calls=[{"name": "build", "args": {}, "output": "ok",
                                        "trusted": True}],
-                           **kw)
+                           **{"task_source": "operator", **kw})
 
 
 def test_counts_are_the_decisions_each_safeguard_changed():

@@ -79,7 +79,9 @@ def test_triggers_string_or_list_and_metadata(tmp_path):
                            "'code review']\n  trust: approved\n  successes: '4'\n---\n")
     lib = SkillLibrary(tmp_path)
     assert lib["s1"].triggers == ("deploy", "code review") == lib["s2"].triggers
-    assert lib["s2"].trust == "approved" and lib["s2"].successes == 4
+    # a hand-written file's trust and counts are not believed (dyna did not write it)
+    assert lib["s2"].trust == "untrusted" and lib["s2"].successes == 0
+    assert [w.rule for w in lib.warnings] == ["bookkeeping-fields"]
 
 
 def test_quotes_and_colons_round_trip(tmp_path):

@@ -30,7 +30,7 @@ KEY = "tea-pot-garden-lamp-7"
 
 def _digest(run_id="run-1", success=True):
     return Digest.from_run(run_id, "deploy the billing service", success=success,
-                           verified=True, steps=3, tokens=900,
+                           verified=True, steps=3, tokens=900, task_source="operator",
                            tool_calls=[{"name": "deploy", "args": {"env": "staging"},
                                         "output": "error: wrong branch", "error": True,
                                         "trusted": True},

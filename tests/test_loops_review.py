@@ -27,6 +27,7 @@ def digest(run_id="r1", success=True, verified=True, **kw):
         {"name": "deploy", "args": {"env": "prod"}, "error": True, "output": "denied",
          "trusted": True},
         {"name": "deploy", "args": {"env": "staging"}, "output": "ok", "trusted": True}])
+    kw.setdefault("task_source", "operator")
     return Digest.from_run(run_id, "deploy the web service", success=success,
                            verified=verified, steps=7, tokens={"input": 900, "output": 100},
                            tool_calls=calls, **kw)

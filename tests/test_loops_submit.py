@@ -79,7 +79,8 @@ def test_a_reviewers_person_provenance_does_not_make_its_lesson_a_persons():
     """finish() never passes by_person: a reviewer that claims 'person' writes a loop fact."""
     loop = loop_with(ListReviewer([Proposal("memory", text=FACT, provenance=("person",))]))
     ctx = loop.begin("r1", "deploy")
-    loop.finish(ctx, Digest.from_run("r1", "deploy", success=True, verified=True))
+    loop.finish(ctx, Digest.from_run("r1", "deploy", success=True, verified=True,
+                                     task_source="operator"))
     assert [e.trust for e in loop.memory] == ["trusted"]
 
 
@@ -90,7 +91,7 @@ def test_learning_cost_sums_the_reviews_apart_from_the_runs_tokens():
     for i, ok in enumerate([True, False, True]):       # the failed run is not reviewed
         ctx = loop.begin(f"r{i}", "deploy")
         loop.finish(ctx, Digest.from_run(f"r{i}", "deploy", success=ok, verified=True,
-                                         tokens=1000))
+                                         tokens=1000, task_source="operator"))
     # r0 grades and commits the fact; r2 proposes it again: refused as not novel (no grade)
     assert loop.learning_cost() == LearningCost(600, 1, 500, 100, 4, 0.5)
     assert sum(r.tokens for r in loop.records) == 3000

@@ -161,7 +161,7 @@ class Fixed:
 def run_loop(loop, run_id):
     calls = [{"name": "build", "args": {"target": "web"}, "output": "ok", "trusted": True}]
     d = Digest.from_run(run_id, "deploy the web app", success=True, verified=True,
-                        tool_calls=calls)
+                        tool_calls=calls, task_source="operator")
     return loop.finish(loop.begin(run_id, "deploy the web app"), d).review.decisions
 
 

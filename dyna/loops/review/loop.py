@@ -26,7 +26,7 @@ from dyna.loops.review.results import (
     ReviewResult,
 )
 from dyna.loops.review.reviewer import ReviewContext, ReviewerOutput
-from dyna.loops.review.safeguards import Grade, grade, score_without_novelty, validate
+from dyna.loops.review.safeguards import Grade, grade, look_alike, score_without_novelty, validate
 from dyna.loops.skills import AddResult, PendingItem, SkillLibrary, is_untrusted
 
 __all__ = ["LearningLoop"]
@@ -92,7 +92,7 @@ class LearningLoop:
     >>> ctx = loop.begin("run-1", "deploy the web app")     # inject ctx.skills, ctx.memory
     >>> digest = Digest.from_run("run-1", "deploy the web app", success=True, verified=True,
     ...                          tool_calls=[{"name": "make", "args": {"target": "deploy"},
-    ...                                       "trusted": True}])
+    ...                                       "trusted": True}], task_source="operator")
     >>> [d.action for d in loop.finish(ctx, digest).review.decisions]
     ['committed']
     """
@@ -477,6 +477,10 @@ class LearningLoop:
     def _commit(self, p: Proposal, run_id: str, g: Grade, by_person: bool = False
                 ) -> Decision:
         approval = self.config.approval_for_untrusted
+        if by_person and p.kind != "memory":
+            other = look_alike(p.name, self.skills)
+            if other is not None:   # a loop's look-alike is staged (_owner_conflict)
+                return Decision(p, "invalid", f"name {p.name!r} looks like the skill {other!r}")
         owner = None if by_person else self._owner_conflict(p)
         if owner is not None:
             if p.kind == "memory":

@@ -17,7 +17,7 @@ from dyna.loops._text import (
     is_concrete,
 )
 from dyna.loops.memory import MemoryEntry, MemoryStore, relation
-from dyna.loops.provenance import mixed_scripts
+from dyna.loops.provenance import mixed_scripts, skeleton
 from dyna.loops.review.config import LoopConfig
 from dyna.loops.review.digest import has_secret
 from dyna.loops.review.novelty import closest, memory_of, skills_of
@@ -25,7 +25,8 @@ from dyna.loops.review.proposal import KINDS, Proposal
 from dyna.loops.skills import ACTION_RE, SkillLibrary, check_skill_name
 
 __all__ = ["AGREEMENT_WEIGHT", "CONTRADICTED_AGREEMENT", "NOVELTY_WEIGHT", "SPECIFICITY_WEIGHT",
-           "Grade", "Validation", "grade", "score_without_novelty", "specificity", "validate"]
+           "Grade", "Validation", "grade", "look_alike", "score_without_novelty", "specificity",
+           "validate"]
 
 _SHELL_RE = re.compile(r"[;|&$`<>(){}\\\s'\"]")
 
@@ -61,9 +62,9 @@ def validate(proposal: Proposal, skills=None, memory=None,
 
     Checks: kind; format and size limits (a valid :class:`Skill` or
     :class:`MemoryEntry`, body at most ``config.max_body_chars``); a secret scan of every
-    text field (``config.secret_scan``); a path-safe name; a workflow made only of action
-    names (no code, no shell) from ``config.allowed_actions`` when set; novelty against
-    stored skills *and* memories (``config.novelty_check``).
+    text field (``config.secret_scan``); a path-safe name in one script; a workflow made
+    only of action names (no code, no shell) from ``config.allowed_actions`` when set;
+    novelty against stored skills *and* memories (``config.novelty_check``).
 
     Parameters
     ----------
@@ -124,6 +125,26 @@ def validate(proposal: Proposal, skills=None, memory=None,
         if sim >= config.novelty_threshold:
             reasons.append(f"not novel: {sim:.2f} similar to {what}")
     return Validation(not reasons, tuple(reasons))
+
+
+def look_alike(name: str, skills) -> str | None:
+    """The name of a stored skill (active, or retired for a library) that ``name`` is a
+    look-alike of: another name with the same confusable skeleton
+    (:func:`dyna.loops.provenance.skeleton`, Unicode's confusables data), such as
+    ``deploy-staging`` for ``deploy-stɑging`` or ``workflow`` for ``vvorkflow``; None when
+    there is none (a skill called ``name`` itself is not a look-alike).
+
+    Parameters
+    ----------
+    name : str
+    skills : SkillLibrary, SkillSnapshot or Mapping[str, Skill], optional
+    """
+    if isinstance(skills, SkillLibrary):
+        others = [s.name for s in skills.look_alikes(name)]
+    else:
+        key = skeleton(name)
+        others = sorted(n for n in skills_of(skills) if skeleton(n) == key)
+    return next((n for n in others if n != name), None)
 
 
 @dataclass(frozen=True)

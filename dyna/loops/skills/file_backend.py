@@ -43,12 +43,17 @@ from dyna.loops.skills.fields import MAX_DESCRIPTION, STATUSES, check_skill_name
 from dyna.loops.skills.history import check_history
 from dyna.loops.skills.record import Skill
 from dyna.loops.skills.results import PendingItem
+from dyna.loops.skills.skill_md import LoadWarning
 
 __all__ = ["FileSkillBackend"]
 
 _BOOK = ("successes", "failures", "a", "b", "last_verified", "retired_reason")
 """Dyna's bookkeeping of a skill, kept in ``.dyna/state.json`` (and, only in a file dyna
 wrote itself, also in its frontmatter)."""
+
+#: The outcome counts and posterior a file not written by dyna may not set: without an entry
+#: in the state file they start from these values, whatever its frontmatter says.
+UNOWNED_COUNTS = {"successes": 0, "failures": 0, "a": None, "b": None}
 
 #: The places of a skill folder: the library folder (active) or ``.dyna/retired``.
 _LOCS = STATUSES
@@ -212,7 +217,7 @@ class FileSkillBackend:
                     w: list = []
                     skill = Skill.from_text(raw, md, folder=entry.name, lenient=True,
                                             warnings=w)
-                    skill = self._overlay(skill, st.get(skill.name), md, raw, retired)
+                    skill = self._overlay(skill, st.get(skill.name), md, raw, retired, w)
                     skills.append(skill)
                     warnings.extend(w)
                 except FrontmatterError as exc:
@@ -222,13 +227,29 @@ class FileSkillBackend:
         return skills, errors, warnings
 
     def _overlay(self, skill: Skill, entry: dict | None, md: Path, raw: bytes,
-                 retired: bool) -> Skill:
+                 retired: bool, warnings: list | None = None) -> Skill:
         """The skill as dyna knows it: bookkeeping from the state file (when it has an
-        entry), status from the folder."""
+        entry), status from the folder. The bookkeeping fields of a file dyna did not
+        write (:meth:`_owned`) are never believed: its counts start from
+        :data:`UNOWNED_COUNTS`, and a claim of trust ``approved`` (only dyna's approval
+        gives it) loads the skill ``untrusted``; either adds a ``bookkeeping-fields``
+        :class:`LoadWarning` to ``warnings``."""
         changes: dict = {}
         want = "retired" if retired else "active"
         if skill.status != want:
             changes["status"] = want
+        if not self._owned(entry, md, raw.decode("utf-8", "surrogateescape")):
+            claimed = [k for k, v in UNOWNED_COUNTS.items() if getattr(skill, k) != v
+                       and not (entry and k in entry)]
+            changes.update((k, UNOWNED_COUNTS[k]) for k in claimed)
+            if skill.trust == "approved":
+                changes["trust"] = "untrusted"
+                claimed.append("trust")
+            if claimed and warnings is not None:
+                warnings.append(LoadWarning(
+                    str(md), "bookkeeping-fields",
+                    f"{', '.join(claimed)} set by hand, not by dyna: ignored"
+                    + ("; loaded untrusted" if "trust" in claimed else "")))
         if entry:
             for k in _BOOK:
                 if k in entry:

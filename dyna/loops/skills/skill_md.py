@@ -33,7 +33,9 @@ class LoadWarning:
     rule : str
         ``"description-length"`` (over 1,024 characters), ``"name-folder"`` (the
         frontmatter ``name`` differs from the folder; loaded under the folder name) or
-        ``"look-alike-name"`` (two skills whose names share a confusable skeleton).
+        ``"look-alike-name"`` (two skills whose names share a confusable skeleton) or
+        ``"bookkeeping-fields"`` (a file dyna did not write sets outcome counts or trust
+        ``approved``: they are ignored, the skill loaded untrusted).
     message : str
     """
 

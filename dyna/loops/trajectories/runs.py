@@ -131,7 +131,8 @@ class TrajectoryRun:
         return tuple(c["name"] for c in self.tool_calls)
 
     def digest(self, *, redaction: bool = True, trusted: bool = True,
-               sensitive_keys: Iterable[str] | None = None):
+               sensitive_keys: Iterable[str] | None = None,
+               task_source: str | None = "simulation"):
         """The :class:`~dyna.loops.review.Digest` of this run.
 
         Parameters
@@ -154,6 +155,13 @@ class TrajectoryRun:
             Key names whose values are redacted (default
             :data:`DIGEST_SENSITIVE_KEYS`: the redactor's defaults plus the payment fields
             of the airline tools).
+        task_source : str or None
+            Who wrote the task text (the first user message), as
+            :attr:`Digest.task_source`. tau-bench's first message is written by its user
+            simulator, a model following the benchmark's own scripted instruction, so an
+            import of the benchmark's runs declares it ``"simulation"`` (trusted). Runs
+            with real customers' messages pass ``"untrusted"`` (or None): every lesson of
+            the run is then staged for approval.
 
         Returns
         -------
@@ -176,7 +184,7 @@ class TrajectoryRun:
             return Digest.from_run(self.run_id, task, success=self.success, verified=True,
                                    steps=len(calls), tokens=self.tokens, tool_calls=calls,
                                    actions=self.actions, redaction=redaction,
-                                   sensitive_keys=keys)
+                                   sensitive_keys=keys, task_source=task_source)
 
     def episode(self, *, redaction: bool = True,
                 sensitive_keys: Iterable[str] | None = None) -> dict:
