@@ -44,7 +44,7 @@ posterior: it leaves MEMORY.md, so it is not retrieved or put in context any mor
 kept in the history (op ``retire``, :meth:`MemoryStore.retired`).
 
 Several processes may share one MEMORY.md: every write takes an inter-process file lock
-(:func:`dyna.loops._io.library_lock`, ``.dyna/MEMORY.md.lock``) and re-reads the file and the
+(:func:`dyna.fileio.library_lock`, ``.dyna/MEMORY.md.lock``) and re-reads the file and the
 history under it. Files the store writes (MEMORY.md, ``.dyna`` and its files) are never
 written through a symlink.
 
@@ -63,7 +63,7 @@ from pathlib import Path
 
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
-from dyna.loops._io import SafetyNet
+from dyna.loops.safety_net import SafetyNet
 from dyna.loops._text import fact_key, jaccard, text_features
 from dyna.loops.fact_attributes import (ENGLISH_FACTS, Attribute, EnglishFactRule, FactRule,
                                         attribute_of, compare_attributes, relation, subject_of,
@@ -192,7 +192,7 @@ class MemoryStore:
         fsync every write (file backend).
     lock_timeout : float
         Seconds a write waits for another process's lock (file backend) before
-        :class:`dyna.loops._io.LibraryLockTimeout`.
+        :class:`dyna.fileio.LibraryLockTimeout`.
     retire_below : float or None
         Retire on contradiction (:meth:`record_outcomes`): after a failure, a fact with at
         least ``retire_min_uses`` outcomes whose posterior mean ``a / (a + b)`` is below
@@ -220,7 +220,7 @@ class MemoryStore:
     redactions : dict of str to int
         Catches of the always-on redaction safety net, per detector name: every fact
         written to MEMORY.md, every staged fact and every history record is redacted first
-        (:class:`dyna.loops._io.SafetyNet`), whatever the loop's ``redaction`` switch. A
+        (:class:`dyna.loops.safety_net.SafetyNet`), whatever the loop's ``redaction`` switch. A
         ``source`` or ``run_id`` holding a secret is refused (:func:`dyna.redact.check_label`).
 
     Raises

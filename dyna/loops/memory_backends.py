@@ -3,7 +3,7 @@
 Both backends give :class:`dyna.loops.memory.MemoryStore` the same operations (read and
 write the facts, append to and read the history, read and write the pending facts); the
 file backend writes MEMORY.md and the pending file atomically
-(:func:`dyna.loops._io.atomic_write`), appends the history under the store's lock, and
+(:func:`dyna.fileio.atomic_write`), appends the history under the store's lock, and
 never writes through a symbolic link.
 """
 
@@ -15,9 +15,10 @@ import os
 import re
 from pathlib import Path
 
-from dyna._json import DuplicateKeyError, loads_unique
 from dyna.errors import ConfigError
-from dyna.loops._io import atomic_write, library_lock, whole_record
+from dyna.fileio import (DuplicateKeyError, SymlinkError, atomic_write, file_kind, file_mark,
+                         library_lock, loads_unique, open_nofollow, read_bytes_nofollow,
+                         whole_record)
 from dyna.loops.frontmatter import shown
 from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact, parse_lines,
                                       pending_from_json, pending_to_json, render_document)
@@ -67,9 +68,10 @@ class InMemoryBackend:
 
 
 def _refuse_symlink(p: Path, what: str = "write through") -> None:
-    """Raise a ConfigError naming ``p`` (field ``path``) when it is a symbolic link."""
-    if p.is_symlink():
-        raise ConfigError("path", str(p), f"is a symlink; refusing to {what} it")
+    """Raise a :class:`~dyna.fileio.SymlinkError` (a ConfigError, field ``path``) naming
+    ``p`` when it is a symbolic link."""
+    if file_kind(p) == "link":
+        raise SymlinkError(p, f"is a symlink; refusing to {what} it")
 
 
 class _HistoryLog:
@@ -128,17 +130,17 @@ class _HistoryLog:
     def refresh(self) -> None:
         _refuse_symlink(self.path.parent, "read through")   # dyna's own file: never a link
         _refuse_symlink(self.path, "read through")
-        try:
-            with open(self.path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size < self.pos:               # replaced or truncated: read it again
-                    self.pos = self.lines = self.seq = self.staged = 0
-                fh.seek(self.pos)
-                data = fh.read()
-        except FileNotFoundError:
+        fd = open_nofollow(self.path)
+        if fd is None:
             self.pos = self.lines = self.seq = self.staged = 0
             self.torn = False
             return
+        with os.fdopen(fd, "rb") as fh:
+            size = os.fstat(fd).st_size
+            if size < self.pos:               # replaced or truncated: read it again
+                self.pos = self.lines = self.seq = self.staged = 0
+            fh.seek(self.pos)
+            data = fh.read()
         was_open = self.open_tail
         used, n = self._parse(data, self.lines)
         if not data:
@@ -150,9 +152,8 @@ class _HistoryLog:
     def records(self) -> list[dict]:
         _refuse_symlink(self.path.parent, "read through")
         _refuse_symlink(self.path, "read through")
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
+        data = read_bytes_nofollow(self.path)
+        if data is None:
             return []
         out: list[dict] = []
         fresh = _HistoryLog(self.path, self.durable)
@@ -195,9 +196,10 @@ class FileMemoryBackend:
 
     def __init__(self, path, durable=True, lock_timeout=30.0):
         self.path = Path(path)
-        if self.path.is_dir():
+        kind = file_kind(self.path)
+        if kind == "folder":
             raise ConfigError("path", str(path), "is a folder; give the MEMORY.md file")
-        if self.path.is_symlink() or (self.path.exists() and not self.path.is_file()):
+        if kind in ("link", "special"):
             # a device (/dev/null), FIFO or socket would be replaced by the atomic rename,
             # and a link would write elsewhere: refused before anything is created
             raise ConfigError("path", str(path), "is not a regular file (a device, FIFO, "
@@ -243,16 +245,14 @@ class FileMemoryBackend:
         """Re-read MEMORY.md when it changed (inode, size, mtime) and the history's new
         lines; returns the facts, or None when MEMORY.md did not change."""
         self._log.refresh()
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
+        key = file_mark(self.path)
+        if key is not None and key == self._stat:
+            return None
+        raw = None if key is None else read_bytes_nofollow(self.path)
+        if raw is None:                  # missing (or removed since its mark was taken)
             changed = self._stat is not None or self._lines is None
             self._stat, self._lines, self._entries = None, [], []
             return [] if changed else None
-        key = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if key == self._stat:
-            return None
-        raw = self.path.read_bytes()
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -284,11 +284,9 @@ class FileMemoryBackend:
         return self._log.records()
 
     def read_pending(self):
-        for p in (self._side, self._pend):
-            _refuse_symlink(p, "read through")
-        try:
-            raw = self._pend.read_bytes()
-        except FileNotFoundError:
+        _refuse_symlink(self._side, "read through")
+        raw = read_bytes_nofollow(self._pend)
+        if raw is None:
             return []
         return pending_from_json(raw, self._pend)
 

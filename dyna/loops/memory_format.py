@@ -36,7 +36,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from dyna._json import loads_unique
+from dyna.fileio import loads_unique
 from dyna.errors import ConfigError, check_range
 from dyna.loops._text import text_features
 from dyna.loops.fact_attributes import ENGLISH_FACTS, Attribute

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from dyna._json import DuplicateKeyError, loads_unique
+from dyna.fileio import DuplicateKeyError, loads_unique
 from dyna.errors import ConfigError, check_range
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, redact
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 
-from dyna._json import DuplicateKeyError, loads_unique
+from dyna.fileio import DuplicateKeyError, first_hidden, loads_unique
 from dyna.errors import ConfigError, check_range
 from dyna.loops.llm.client import REDACTED_MARK, ChatClient
 from dyna.redact import REDACTED
@@ -26,11 +25,6 @@ log = logging.getLogger("dyna.loops.llm")
 #: The exact reply of a reviewer that found nothing worth keeping.
 NOTHING_LEARNED = "NOTHING_LEARNED"
 
-# Characters that hide or reorder text in a terminal or an editor (C0/C1 controls but tab
-# and newline, bidirectional overrides and isolates, zero-width characters, BOM): refused
-# in a lesson, which an approver reads and a later agent gets in its prompt.
-_HIDDEN_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e"
-                        "\u2066-\u2069\ufeff]")
 
 
 def _strings(obj):
@@ -284,10 +278,13 @@ class LLMReviewer:
             # secret-looking value, personal data or the API key itself into the lesson
             return refuse("secret: a secret-looking or personal value in the arguments "
                           "(redacted on arrival)")
-        hidden = next((m for t in _strings(args) for m in [_HIDDEN_RE.search(t)] if m), None)
+        # a character that hides or reorders text (newlines and tabs are kept) is refused in
+        # a lesson, which an approver reads and a later agent gets in its prompt
+        hidden = next((c for t in _strings(args) for c in [first_hidden(t, allow="\n")] if c),
+                      None)
         if hidden:
             return refuse(f"bad_arguments: a control, bidirectional or zero-width "
-                          f"character (U+{ord(hidden.group()):04X}) in the arguments")
+                          f"character (U+{ord(hidden):04X}) in the arguments")
         props = self.tool["function"]["parameters"]["properties"]
         extra = sorted(set(args) - set(props))
         if extra:
