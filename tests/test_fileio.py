@@ -12,6 +12,7 @@ from dyna.fileio import (
     file_mark,
     first_hidden,
     open_regular,
+    open_write_nofollow,
     place_new,
     read_bytes_within,
     terminal_safe,
@@ -63,6 +64,27 @@ def test_read_bytes_within_follows_links_only_inside_the_folder(tmp_path):
     assert read_bytes_within(real, lib / "inner") == b"a"
     with pytest.raises(SymlinkError, match="links outside the library folder"):
         read_bytes_within(real, lib / "out")
+
+
+def test_open_write_nofollow_writes_a_file_but_never_through_a_link(tmp_path):
+    log = tmp_path / "log"
+    fd = open_write_nofollow(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(fd, b"a\n")
+    os.close(fd)
+    assert log.read_bytes() == b"a\n" and (os.stat(log).st_mode & 0o777) == 0o644 & ~_umask()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    (tmp_path / "link").symlink_to(victim)
+    with pytest.raises(SymlinkError) as ei:
+        open_write_nofollow(tmp_path / "link", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    assert ei.value.field == "path" and ei.value.value == str(tmp_path / "link")
+    assert victim.read_text() == "keep me\n"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_place_new_never_overwrites(tmp_path):

@@ -273,7 +273,7 @@ def write_frozen(path: str | Path, frozen: Frozen) -> None:
     """
     import stat
 
-    from dyna.store.jsonl import atomic_target
+    from dyna.fileio.atomic import atomic_target
 
     data = _read_bytes(path)
     if strip_frozen(data) != data:
@@ -353,22 +353,26 @@ def pilot_log_path(path: str | Path, name: str) -> Path:
 def append_pilot_entry(log: str | Path, entry: dict) -> None:
     """Append ``entry`` as one JSON line to the pilot log ``log`` (its folders created if
     absent), whole or not at all: one ``os.write`` of the whole line on a file opened with
-    ``O_APPEND``. The entry goes through :func:`dyna.redact.redact` first (its check
+    ``O_APPEND`` and ``O_NOFOLLOW`` (:func:`dyna.fileio.paths.open_write_nofollow`: never
+    through a link). The entry goes through :func:`dyna.redact.redact` first (its check
     names are text from the experiment file).
 
     Raises
     ------
     ValueError
         ``entry`` holds a NaN or infinite number (JSON has none).
+    dyna.fileio.SymlinkError
+        ``log`` is a symbolic link; nothing is written.
     OSError
         The log cannot be written, or the write was short (a full disk).
     """
+    from dyna.fileio.paths import open_write_nofollow
     from dyna.redact import redact
 
     data = (json.dumps(redact(entry), allow_nan=False) + "\n").encode("utf-8")
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_write_nofollow(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         written = os.write(fd, data)
         if written != len(data):

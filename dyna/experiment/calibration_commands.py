@@ -167,7 +167,7 @@ def run_pilot(path, config, *, out=None, backend=None, block_size=None, progress
     from dyna.experiment.protocol import config_kind
     from dyna.experiment.registry import get_kind
     from dyna.experiment.runner import run_tables
-    from dyna.store.tmpfiles import make_temp_dir
+    from dyna.fileio.tempfiles import make_temp_dir
 
     digest = file_digest(path)
     state = checkout_state(path)        # what runs: the file and the code as they are now

@@ -135,6 +135,8 @@ def _check_recording(folder: Path, manifest, columns) -> None:
 
     import polars as pl
 
+    from dyna.fileio import SymlinkError, read_bytes_nofollow
+
     path = folder / "llm_exchanges.parquet"
     try:
         listed = manifest["tables"]["llm_exchanges.parquet"]["sha256"]
@@ -143,9 +145,14 @@ def _check_recording(folder: Path, manifest, columns) -> None:
     if not isinstance(listed, str):
         raise ConfigError("--replay", str(folder), "manifest.json lists no sha256 of "
                           "llm_exchanges.parquet")
-    if path.is_symlink():
-        raise ConfigError("--replay", str(path), "is a symbolic link, not the recording")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        data = read_bytes_nofollow(path)
+    except SymlinkError:
+        raise ConfigError("--replay", str(path), "is a symbolic link, not the recording") \
+            from None
+    if data is None:
+        raise MissingFileError("--replay", path)
+    digest = hashlib.sha256(data).hexdigest()
     if digest != listed:
         raise ConfigError("--replay", str(path), f"is not the recorded file (sha256 "
                           f"{digest[:12]}, the manifest's {listed[:12]}): it was changed "

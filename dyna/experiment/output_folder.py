@@ -1,8 +1,8 @@
 """The output folder of a run: chosen, checked, built hidden, then renamed into place.
 
 A run's files are written into a hidden temporary sibling of the output folder (named for
-its writing process, :func:`dyna.store.tmpfiles.make_temp_dir`), which is renamed into place
-only when everything is written; on any error or Ctrl-C it is removed, with the parent
+its writing process, :func:`dyna.fileio.tempfiles.make_temp_dir`), which is renamed into
+place only when everything is written; on any error or Ctrl-C it is removed, with the parent
 folders the run created, so no partial output folder is ever left. The next run into the
 same folder removes a temporary sibling left by a killed run, never one of a run still going.
 
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from dyna.errors import ConfigError
-from dyna.store.tmpfiles import clean_orphans, make_temp_dir
+from dyna.fileio.tempfiles import clean_orphans, make_temp_dir
 
 __all__ = ["TempFolder", "check_writable", "default_out_dir", "rename_into_place"]
 

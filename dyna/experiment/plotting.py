@@ -20,6 +20,8 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from dyna.fileio.atomic import atomic_target
+
 __all__ = ["figure", "over_runs", "save"]
 
 
@@ -60,17 +62,13 @@ def save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:
 
 
 def _save_whole(fig: Figure, path: Path, fmt: str, **opts) -> None:
-    """``fig.savefig`` into a hidden sibling, then renamed onto ``path``: a drawing that
-    fails or is killed halfway (the SVG writer opens its file before it draws) never
-    leaves a truncated figure under the real name, as ``dyna plot DIR`` redraws in
-    place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    """``fig.savefig`` into a hidden sibling (:func:`dyna.fileio.atomic.atomic_target`),
+    then renamed onto ``path``: a drawing that fails or is killed halfway (the SVG writer
+    opens its file before it draws) never leaves a truncated figure under the real name,
+    as ``dyna plot DIR`` redraws in place."""
+    with atomic_target(path, durable=False) as tmp:
+        os.unlink(tmp)    # savefig creates it anew: the umask's mode, not a temporary's 0600
         fig.savefig(tmp, format=fmt, **opts)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def over_runs(statistic: str, runs: int, confidence: float = 0.95,

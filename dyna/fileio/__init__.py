@@ -4,9 +4,10 @@ Every writer and reader of a skill library, a memory file, a store export or a c
 through these functions, so each safeguard is written once:
 
 - :mod:`~dyna.fileio.paths`: no symbolic link followed below a library folder
-  (:func:`check_no_symlink`, :func:`read_bytes_nofollow`), no read that resolves outside
-  its folder (:func:`read_bytes_within`), no special file opened (:func:`open_regular`,
-  :func:`file_kind`); a refusal is a :class:`SymlinkError` (a ConfigError);
+  (:func:`check_no_symlink`, :func:`read_bytes_nofollow`, :func:`open_write_nofollow`), no
+  read that resolves outside its folder (:func:`read_bytes_within`), no special file
+  opened (:func:`open_regular`, :func:`file_kind`); a refusal is a :class:`SymlinkError`
+  (a ConfigError);
 - :mod:`~dyna.fileio.unique_json`: JSON that names a key twice is refused
   (:func:`loads_unique`, :class:`DuplicateKeyError`);
 - :mod:`~dyna.fileio.jsonfiles`: JSON files and append-only JSON-lines logs read and
@@ -31,6 +32,7 @@ from dyna._lazy import lazy_getattr
 _LAZY = {
     "SymlinkError": "paths", "check_no_symlink": "paths", "file_kind": "paths",
     "file_mark": "paths", "open_nofollow": "paths", "open_regular": "paths",
+    "open_write_nofollow": "paths",
     "read_bytes_nofollow": "paths", "read_bytes_within": "paths",
     "DuplicateKeyError": "unique_json", "loads_unique": "unique_json",
     "CorruptFileError": "jsonfiles", "append_record": "jsonfiles", "read_json": "jsonfiles",

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from dyna.errors import DynaError
-from dyna.fileio.paths import SymlinkError, open_nofollow, read_bytes_nofollow
+from dyna.fileio.paths import open_nofollow, open_write_nofollow, read_bytes_nofollow
 from dyna.fileio.unique_json import DuplicateKeyError, loads_unique
 
 __all__ = ["CorruptFileError", "append_record", "read_json", "read_last_record", "read_records",
@@ -71,13 +71,8 @@ def append_record(path: Path, record: dict, *, durable: bool = True) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, ensure_ascii=True, sort_keys=True) + "\n"
-    try:
-        # owner-only, as the skills and facts it records changes of
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        if path.is_symlink():
-            raise SymlinkError(path) from None
-        raise
+    # owner-only, as the skills and facts it records changes of
+    fd = open_write_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "r+b") as fh:
         size = os.fstat(fd).st_size
         if size:

@@ -17,7 +17,7 @@ from pathlib import Path
 from dyna.errors import ConfigError
 
 __all__ = ["SymlinkError", "check_no_symlink", "file_kind", "file_mark", "open_nofollow",
-           "open_regular", "read_bytes_nofollow", "read_bytes_within"]
+           "open_regular", "open_write_nofollow", "read_bytes_nofollow", "read_bytes_within"]
 
 
 class SymlinkError(ConfigError):
@@ -118,6 +118,26 @@ def open_nofollow(path: Path) -> int | None:
         return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
+    except OSError:
+        if Path(path).is_symlink():
+            raise SymlinkError(path) from None
+        raise
+
+
+def open_write_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
+    """A descriptor of ``path`` opened with ``os.open(path, flags | O_NOFOLLOW, mode)``, for
+    writing (``flags`` such as ``os.O_WRONLY | os.O_APPEND | os.O_CREAT``; ``mode`` is the
+    permission bits of a file it creates), so nothing is written through a link.
+
+    Raises
+    ------
+    SymlinkError
+        ``path`` is a symbolic link; nothing is opened.
+    OSError
+        Any other reason it cannot be opened.
+    """
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, mode)
     except OSError:
         if Path(path).is_symlink():
             raise SymlinkError(path) from None

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from dyna.fileio.paths import file_kind
+
 __all__ = ["main"]
 
 
@@ -49,7 +51,7 @@ def _serve(stream) -> None:
         if "/" in scenario or "\\" in scenario or scenario in ("", ".", ".."):
             raise ValueError("bad scenario name")
         folder = Path(head["folder"])
-        if not folder.is_absolute() or folder.is_symlink() or not folder.is_dir():
+        if not folder.is_absolute() or file_kind(folder) != "folder":
             raise ValueError("bad folder")
         paths = scenario_figure(_as_config(head["config"]), scenario, sub,
                                  {str(v) for v in head["same"]}, folder)
