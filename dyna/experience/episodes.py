@@ -179,7 +179,8 @@ def episode_columns(tenant_id: str, episodes: Sequence[Mapping], single: bool = 
         if name in CATEGORICAL_FIELDS:
             for i, v in enumerate(vals):
                 if v is not None:
-                    where = name if single else f"episodes[{i}].{name}"
+                    # one episode needs no index; in a batch, say which
+                    where = name if single or n == 1 else f"episodes[{i}].{name}"
                     check_label_text(where, label_text(v, where))
             cols[name] = np.array(["" if v is None else v for v in vals], dtype=object)
         elif name in ("reward", "timestamp"):

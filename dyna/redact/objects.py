@@ -106,7 +106,8 @@ def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = 
     -------
     object
         New containers (dicts become ``dict``, lists stay lists, tuples stay tuples) in which
-        the value of every sensitive key, whatever its type, is ``"[REDACTED]"``.
+        the value of every sensitive key, whatever its type, is ``"[REDACTED]"``, except
+        a bool or None (one bit or nothing, never a secret).
 
     Raises
     ------
@@ -236,7 +237,10 @@ class _Walk:
                 if (self.values and isinstance(k, str) and len(k) >= 6
                         and key_scan(k, self.formats)[0]):
                     k = _secret_key_name(k, self.hmac_key, taken)
-                out[k] = REDACTED if sensitive else self.redact(v)
+                # a bool or None under a sensitive key is one bit or nothing: never a secret
+                # (a check's ``pass``, a run's ``all_pass``)
+                hides = sensitive and not isinstance(v, (bool, type(None)))
+                out[k] = REDACTED if hides else self.redact(v)
             return out
         if isinstance(obj, list):
             return [self.redact(v) for v in obj]
