@@ -10,19 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def _show_redacted(value: object) -> str:
-    # dyna.redact imports this module: it is imported here when a message is first built
-    try:
-        import dyna.redact  # noqa: F401  (installs its show_value on import)
-    except ImportError:   # pragma: no cover - dyna.redact itself failed to import
-        return repr(value)
-    return show_value(value) if show_value is not _show_redacted else repr(value)
-
-
-show_value: Callable[[object], str] = _show_redacted
-"""How a message shows the value it refuses: ``repr``, with every secret a detector finds
-redacted (:mod:`dyna.redact` installs that; the first message built imports it). Numbers,
-names and labels without a secret are shown as given."""
+show_value: Callable[[object], str] = repr
+"""How a message shows the value it refuses: ``repr``; once :mod:`dyna.redact` is imported
+(every module that takes stored or user text imports it, and the CLI and the MCP server
+redact each message they show), ``repr`` with every secret a detector finds redacted.
+Numbers, names and labels without a secret are shown as given. This module imports nothing
+of dyna: :mod:`dyna.redact` installs its function here."""
 
 
 class DynaError(Exception):

