@@ -37,7 +37,7 @@ def rows_to_redact(texts: np.ndarray, keys) -> np.ndarray:
 
     Stored texts were redacted by their writer (values by the secret detectors, keys by the
     writer's key names), so only an object key that ``keys`` name and whose value is not
-    already ``"[REDACTED]"`` needs work. Key names are decided by
+    already ``"[REDACTED]"`` (nor a bool or null, which redaction keeps) needs work. Key names are decided by
     :func:`dyna.redact.is_sensitive_key` itself (normalised case, separators, camelCase, NFKC,
     zero-width characters, credential suffixes and prefix families), never by a matching rule
     of its own: all texts are joined into one string and tokenised into JSON strings in one
@@ -78,8 +78,9 @@ def rows_to_redact(texts: np.ndarray, keys) -> np.ndarray:
             sensitive.append(token)
     if not sensitive:
         return np.empty(0, dtype=np.int64)
-    pat = re.compile("(?:" + "|".join(map(re.escape, sensitive)) + r")\s*:(?!\s*"
-                     + re.escape(_REDACTED_JSON) + ")")
+    # a value already "[REDACTED]", or a bool or null (redaction keeps those), needs no work
+    pat = re.compile("(?:" + "|".join(map(re.escape, sensitive)) + r")\s*:(?!\s*(?:"
+                     + re.escape(_REDACTED_JSON) + r"|true\b|false\b|null\b))")
     offsets = np.fromiter((m.start() for m in pat.finditer(joined)), dtype=np.int64)
     if offsets.size == 0:
         return np.empty(0, dtype=np.int64)
