@@ -3,7 +3,8 @@
 Runs each ``experiments/*.toml`` with a few runs (``--runs``, default 2) on the in-process
 backend and prints, as JSON, a SHA-256 per output file: each Parquet table as its CSV text,
 each Markdown file (report, checks) with its volatile lines left out (a line giving a
-duration in seconds or minutes, or the git commit). Two commits that give the same JSON give the same tables and reports.
+duration in seconds or minutes, or the git commit). Two commits that give the same JSON
+give the same tables and reports.
 
     python benchmarks/table_hashes.py --out before.json
     python benchmarks/table_hashes.py --out after.json && diff before.json after.json
