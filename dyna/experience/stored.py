@@ -38,8 +38,9 @@ def rows_to_redact(texts: np.ndarray, keys) -> np.ndarray:
     Stored texts were redacted by their writer (values by the secret detectors, keys by the
     writer's key names), so only an object key that ``keys`` name and whose value is not
     already ``"[REDACTED]"`` (nor a bool or null, which redaction keeps) needs work. Key
-    names are decided by :func:`dyna.redact.is_sensitive_key` itself (normalised case, separators, camelCase, NFKC,
-    zero-width characters, credential suffixes and prefix families), never by a matching rule
+    names are decided by :func:`dyna.redact.is_sensitive_key` itself (normalised case,
+    separators, camelCase, NFKC, zero-width characters, credential suffixes and prefix
+    families), never by a matching rule
     of its own: all texts are joined into one string and tokenised into JSON strings in one
     regular-expression pass; each distinct object-key token (a string followed by ``:``) is
     decoded (``\\u`` escapes included) and asked once; the rows where a sensitive key is
