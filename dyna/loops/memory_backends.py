@@ -10,15 +10,12 @@ never writes through a symbolic link.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
 from pathlib import Path
 
 from dyna.errors import ConfigError
-from dyna.fileio import (DuplicateKeyError, SymlinkError, atomic_write, file_kind, file_mark,
-                         library_lock, loads_unique, open_nofollow, read_bytes_nofollow,
-                         whole_record)
+from dyna.fileio import (CorruptFileError, SymlinkError, append_record, atomic_write, file_kind,
+                         file_mark, library_lock, read_bytes_nofollow, read_records)
 from dyna.loops.frontmatter import shown
 from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact, parse_lines,
                                       pending_from_json, pending_to_json, render_document)
@@ -75,112 +72,71 @@ def _refuse_symlink(p: Path, what: str = "write through") -> None:
 
 
 class _HistoryLog:
-    """The append-only history file, read incrementally (a write re-reads only what other
-    processes appended since)."""
+    """The append-only history file (:mod:`dyna.fileio.jsonfiles`: a torn last line is left
+    out and cut off by the next append), with the two counters the store keeps from it: the
+    highest ``seq`` and the number of ``stage`` records."""
 
     def __init__(self, path: Path, durable: bool):
         self.path = path
         self.durable = durable
-        self.pos = 0          # bytes consumed (complete lines)
-        self.lines = 0        # lines consumed
         self.seq = 0
         self.staged = 0
-        self.torn = False     # an incomplete last line (a writer died mid-append)
-        self.open_tail = False   # the last record read has no newline (an edit dropped it)
 
-    def _parse(self, data: bytes, first_line: int, collect=None):
-        """The records of ``data``: its complete lines, and a last line without its newline
-        when it is a whole JSON object (an object's text ends at its closing brace, so no
-        cut-off prefix of one parses as an object; anything else is a torn tail, left
-        unread). Returns bytes consumed and lines consumed; sets :attr:`open_tail`."""
-        used = n = 0
-        pieces = data.split(b"\n")
-        tail = pieces.pop()
-        self.open_tail = False
-        if tail.strip():
-            try:
-                whole = whole_record(tail) is not None
-            except DuplicateKeyError:
-                whole = True   # a whole record, damaged: refused below, never cut
-            if whole:
-                pieces.append(tail)
-                self.open_tail = True
-        for i, piece in enumerate(pieces):
-            n += 1
-            used += len(piece) + (0 if self.open_tail and i == len(pieces) - 1 else 1)
-            if not piece.strip():
-                continue
-            try:
-                rec = loads_unique(piece)
-                if not isinstance(rec, dict) or not isinstance(rec.get("seq"), int) \
-                        or not isinstance(rec.get("op"), str):
-                    raise ValueError("not a history record")
-            except ValueError as exc:
-                # the line redacted before it is cut (a cut can leave a secret too short
-                # for its detector)
-                raise MemoryFileError(f"{self.path}:{first_line + n}", shown(
-                    piece[:4096].decode("utf-8", "replace"), 60),
-                    f"corrupt history line ({exc})") from None
-            self.seq = max(self.seq, rec["seq"])
-            self.staged += rec["op"] == "stage"
-            if collect is not None:
-                collect.append(rec)
-        return used, n
+    def _corrupt(self, line: int | None, reason: str) -> MemoryFileError:
+        """The typed error for history line ``line``, showing the line redacted before it
+        is cut (a cut can leave a secret too short for its detector)."""
+        data = read_bytes_nofollow(self.path) or b""
+        lines = data.split(b"\n")
+        if line is None:                 # the last line, which lacks its newline
+            line = len(lines)
+        piece = lines[line - 1] if 0 < line <= len(lines) else b""
+        return MemoryFileError(f"{self.path}:{line}", shown(
+            piece[:4096].decode("utf-8", "replace"), 60),
+            reason.replace("log line", "history line"))
 
     def refresh(self) -> None:
-        _refuse_symlink(self.path.parent, "read through")   # dyna's own file: never a link
-        _refuse_symlink(self.path, "read through")
-        fd = open_nofollow(self.path)
-        if fd is None:
-            self.pos = self.lines = self.seq = self.staged = 0
-            self.torn = False
-            return
-        with os.fdopen(fd, "rb") as fh:
-            size = os.fstat(fd).st_size
-            if size < self.pos:               # replaced or truncated: read it again
-                self.pos = self.lines = self.seq = self.staged = 0
-            fh.seek(self.pos)
-            data = fh.read()
-        was_open = self.open_tail
-        used, n = self._parse(data, self.lines)
-        if not data:
-            self.open_tail = was_open   # nothing new: the last record still has no newline
-        self.pos += used
-        self.lines += n
-        self.torn = used < len(data)
+        """Re-read the counters from the file."""
+        recs = self.records()
+        self.seq = max((rec["seq"] for rec in recs), default=0)
+        self.staged = sum(rec["op"] == "stage" for rec in recs)
 
     def records(self) -> list[dict]:
-        _refuse_symlink(self.path.parent, "read through")
+        """Every complete record, oldest first.
+
+        Raises
+        ------
+        MemoryFileError
+            A line is not a JSON object with an integer ``seq`` and a text ``op``
+            (``field`` is ``path:line``).
+        """
+        _refuse_symlink(self.path.parent, "read through")   # dyna's own file: never a link
         _refuse_symlink(self.path, "read through")
-        data = read_bytes_nofollow(self.path)
-        if data is None:
-            return []
-        out: list[dict] = []
-        fresh = _HistoryLog(self.path, self.durable)
-        fresh._parse(data, 0, out)
-        return out
+        try:
+            recs = read_records(self.path)
+        except CorruptFileError as exc:
+            raise self._corrupt(exc.line, exc.reason) from None
+        for i, rec in enumerate(recs):
+            if not isinstance(rec.get("seq"), int) or not isinstance(rec.get("op"), str):
+                raise self._corrupt(self._line_of_record(i),
+                                   "corrupt history line (not a history record)")
+        return recs
+
+    def _line_of_record(self, i: int) -> int:
+        """The 1-based line of record ``i`` (the reader skips blank lines)."""
+        data = read_bytes_nofollow(self.path) or b""
+        filled = [k for k, piece in enumerate(data.split(b"\n")) if piece.strip()]
+        return filled[i] + 1
 
     def append(self, rec: dict) -> None:
-        """Append under the store's lock: a torn last line left by a dead writer is cut
-        off first, so it never ends up in the middle of the file; a whole last record
-        without its newline gets one first (it is kept)."""
+        """Append under the store's lock (:func:`dyna.fileio.append_record`: a torn last
+        line left by a dead writer is cut off first; a whole last record without its
+        newline gets one)."""
         _refuse_symlink(self.path.parent)
         _refuse_symlink(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = (json.dumps(rec, ensure_ascii=True, sort_keys=True) + "\n").encode("ascii")
-        with open(self.path, "ab") as fh:
-            if self.torn:
-                fh.truncate(self.pos)
-                self.torn = False
-            elif self.open_tail:
-                line = b"\n" + line
-                self.open_tail = False
-            fh.write(line)
-            fh.flush()
-            if self.durable:
-                os.fsync(fh.fileno())
-        self.pos += len(line)
-        self.lines += 1
+        try:
+            append_record(self.path, rec, durable=self.durable)
+        except CorruptFileError as exc:
+            raise self._corrupt(exc.line, exc.reason) from None
         self.seq = max(self.seq, rec["seq"])
         self.staged += rec["op"] == "stage"
 
