@@ -16,7 +16,7 @@ __all__ = ["DuplicateKeyError", "loads_unique"]
 
 #: How a message shows a key: :mod:`dyna.redact` sets it to its redaction when it loads
 #: (it reads JSON with this module, so this module cannot import it); until then no key
-#: is shown. (``dyna._json`` is this module under its other name.)
+#: is shown.
 show_key = None
 
 

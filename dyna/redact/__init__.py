@@ -39,8 +39,9 @@ Detection is by format only: every detector is a fixed shape (a provider prefix,
 character set, a checksum such as Luhn). Nothing is flagged for looking random in prose.
 """
 
-from dyna import _json, errors
+from dyna import errors
 from dyna.feature_hashing import hash_features
+from dyna.fileio import unique_json
 from dyna.redact.detectors import (AUTH_SCHEMES, DETECTORS, Detector, KeyedCue, Prefilter,
                                    is_placeholder)
 from dyna.redact.formats import Formats, GENERAL_FORMATS, active_formats, redaction_formats
@@ -96,8 +97,8 @@ __all__ = [
 SECRET_PATTERNS = tuple(d.pattern for d in DETECTORS)
 """The compiled patterns of :data:`DETECTORS`, in order."""
 
-# a repeated JSON key is shown redacted in its error message (dyna._json cannot import us)
-_json.show_key = redact_text
+# a repeated JSON key is shown redacted in its error message (unique_json cannot import us)
+unique_json.show_key = redact_text
 
 
 def _show_value(value: object) -> str:

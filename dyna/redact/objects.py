@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from dyna._json import loads_unique
+from dyna.fileio.unique_json import loads_unique
 from dyna.redact.formats import Formats, active_formats
 from dyna.redact.keys import (DEFAULT_SENSITIVE_KEYS, REDACTED, cached_key_set,
                               key_is_sensitive, key_set)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from dyna._json import loads_unique
+from dyna.fileio.unique_json import loads_unique
 from dyna.loops.llm.client import json_depth
 
 __all__ = ["MAX_DEPTH", "plain_json", "strict_json"]
@@ -21,8 +21,8 @@ def _refuse_constant(name: str):
 
 def strict_json(text: str):
     """Strict JSON of untrusted text: NaN and Infinity refused (ValueError), an object
-    naming a key twice refused (:class:`dyna._json.DuplicateKeyError`, a ValueError:
-    which value counts differs between readers), nesting past :data:`MAX_DEPTH` (or the
+    naming a key twice refused (:class:`dyna.fileio.unique_json.DuplicateKeyError`, a
+    ValueError: which value counts differs between readers), nesting past :data:`MAX_DEPTH` (or the
     parser's own limit) a ValueError "nested too deeply"."""
     try:
         value = loads_unique(text, parse_constant=_refuse_constant)

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from dyna._json import loads_unique
+from dyna.fileio.unique_json import loads_unique
 from dyna.errors import MissingFileError
 from dyna.loops.llm.client import json_depth
 from dyna.loops.trajectories.json_text import MAX_DEPTH, strict_json
