@@ -11,6 +11,8 @@
   (:class:`envs.agent_tasks.AgentTaskEnvV1`)
 * ``dyna/AgentTasks-v2`` -- calibrated presets, decoy values, a chosen drift family,
   paraphrases and retrials (:class:`envs.agent_tasks_v2.AgentTaskEnvV2`)
+* ``dyna/AgentTasks-v3`` -- v2 with the extra wordings drawn after the world
+  (:class:`envs.agent_tasks_v3.AgentTaskEnvV3`)
 * ``dyna/Escalation-v0`` -- act or escalate, one task per step
   (:class:`envs.escalation.EscalationEnv`)
 
@@ -46,6 +48,8 @@ if "dyna/AgentTasks-v1" not in gym.registry:
     gym.register(id="dyna/AgentTasks-v1", entry_point="envs.agent_tasks:AgentTaskEnvV1")
 if "dyna/AgentTasks-v2" not in gym.registry:
     gym.register(id="dyna/AgentTasks-v2", entry_point="envs.agent_tasks_v2:AgentTaskEnvV2")
+if "dyna/AgentTasks-v3" not in gym.registry:
+    gym.register(id="dyna/AgentTasks-v3", entry_point="envs.agent_tasks_v3:AgentTaskEnvV3")
 if "dyna/Escalation-v0" not in gym.registry:  # one episode = one pass over a task stream
     gym.register(id="dyna/Escalation-v0", entry_point="envs.escalation:EscalationEnv")
 
@@ -129,7 +133,8 @@ def make_table(env_id: str, **kwargs) -> tuple[TabularTable, dict]:
 
 
 #: The agent-task environments an agent-tasks experiment may name in ``[env] id``.
-AGENT_TASK_IDS = ("dyna/AgentTasks-v0", "dyna/AgentTasks-v1", "dyna/AgentTasks-v2")
+AGENT_TASK_IDS = ("dyna/AgentTasks-v0", "dyna/AgentTasks-v1", "dyna/AgentTasks-v2",
+                  "dyna/AgentTasks-v3")
 
 
 def make_agent_task_env(env_kwargs: dict | None = None):
@@ -154,10 +159,12 @@ def make_agent_task_env(env_kwargs: dict | None = None):
     """
     from envs.agent_tasks import AgentTaskEnv, AgentTaskEnvV1
     from envs.agent_tasks_v2 import AgentTaskEnvV2
+    from envs.agent_tasks_v3 import AgentTaskEnvV3
 
     kwargs = dict(env_kwargs or {})
     env_id = kwargs.pop("id", AGENT_TASK_IDS[0])
-    classes = dict(zip(AGENT_TASK_IDS, (AgentTaskEnv, AgentTaskEnvV1, AgentTaskEnvV2)))
+    classes = dict(zip(AGENT_TASK_IDS, (AgentTaskEnv, AgentTaskEnvV1, AgentTaskEnvV2,
+                                                AgentTaskEnvV3)))
     if env_id not in classes:
         raise ConfigError("env.id", env_id, f"must be one of {AGENT_TASK_IDS}")
     try:

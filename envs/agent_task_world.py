@@ -56,6 +56,10 @@ class TaskWorld:
     tool slot: the tool exists now) and ``drift_log`` (the drifts so far).
     """
 
+    #: Words of ``vocab_size`` that a later version draws after the world, from a stream of
+    #: its own, so that they move none of the world's draws (0: every word is drawn here).
+    n_late_words = 0
+
     # ------------------------------------------------------------------ building
     def _build_world(self, seed) -> None:
         ss = np.random.SeedSequence(seed)
@@ -63,7 +67,7 @@ class TaskWorld:
         # the v1 mechanics' streams come after v0's five, so v0's draws never move
         self._v1_seeds = dict(zip(V1_STREAMS, ss.spawn(len(V1_STREAMS))))
         words = word_list()
-        n_own = self.vocab_size - self.n_shared_words
+        n_own = self.vocab_size - self.n_shared_words - self.n_late_words
         pick = world.choice(len(words), size=n_own, replace=False)
         vocab = [words[i] for i in pick]
         self.triggers = np.arange(self.n_families * self.n_triggers,

@@ -85,7 +85,7 @@ from gymnasium import spaces
 from dyna.errors import ConfigError, check_range
 from envs.agent_tasks import AgentTaskEnv, word_list
 
-__all__ = ["AgentTaskEnvV2", "PRESETS"]
+__all__ = ["AgentTaskEnvV2", "EARLIER_STREAMS", "PRESETS", "V2_STREAMS"]
 
 #: Keyword settings of each preset (any keyword given to the env overrides them).
 PRESETS: dict[str, dict] = {
@@ -120,7 +120,8 @@ V2_DEFAULTS = {"decoy_steps": 0, "decoy_rate": 1.0, "drift_family": None, "n_par
 #: Streams of the v2 mechanics: children of the world seed's SeedSequence spawned after
 #: the nine of v0 and v1 (:meth:`AgentTaskEnv._build_world`).
 V2_STREAMS = ("world_v2", "paraphrase", "decoy_instance")
-_EARLIER_STREAMS = 9
+#: Children of the world seed's SeedSequence that v0 and v1 spawn (5 + 4).
+EARLIER_STREAMS = 9
 #: First word of the spawn key of the per-attempt draws with retrials (a tag no other
 #: stream of the world seed uses).
 RETRIAL_KEY = 0x7E7
@@ -220,11 +221,10 @@ class AgentTaskEnvV2(AgentTaskEnv):
         self._world_seed = seed
         world_v2, paraphrase, decoy_instance = (
             np.random.Generator(np.random.PCG64(s)) for s in
-            np.random.SeedSequence(seed).spawn(_EARLIER_STREAMS + len(V2_STREAMS))[-3:])
+            np.random.SeedSequence(seed).spawn(EARLIER_STREAMS + len(V2_STREAMS))[-3:])
         # wordings: (n_families, n_paraphrases, n_triggers) word ids; wording 0 is the
         # family's triggers, the others keep slot 0 (the core word) and take fresh words
-        first = self.n_families * self.n_triggers + self.n_distractor_words
-        extra = first + np.arange(self.n_paraphrase_words, dtype=np.int64).reshape(
+        extra = self._paraphrase_word_ids().reshape(
             self.n_families, max(self.n_paraphrases - 1, 0), self.n_triggers - 1)
         wordings = np.repeat(self.triggers[:, None, :], self.n_paraphrases, axis=1)
         wordings[:, 1:, 1:] = extra
@@ -246,6 +246,13 @@ class AgentTaskEnvV2(AgentTaskEnv):
         self.task_instance = -1
         self.retrial = 0
         self._failed = False
+
+    def _paraphrase_word_ids(self) -> np.ndarray:
+        """The word ids of the wordings beyond the first: int64 ``(n_paraphrase_words,)``.
+        Here they are drawn with the world (the ids after the first wording's triggers and
+        the distractor pool), so the number of wordings changes the world's draws."""
+        first = self.n_families * self.n_triggers + self.n_distractor_words
+        return first + np.arange(self.n_paraphrase_words, dtype=np.int64)
 
     def _accepts_silently(self, family: int, step: int, tool: int, value: int) -> bool:
         return ((tool == self.tools[family, step] and value == self._decoy(family, step))
