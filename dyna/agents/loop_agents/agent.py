@@ -21,6 +21,7 @@ from dyna.agents.loop_agents.variants import VariantSpec
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range
 from dyna.loops import Digest, LearningLoop
+from envs.agent_tasks import HARMFUL_TOOL
 
 __all__ = ["EPOCH", "LoopAgent"]
 
@@ -96,6 +97,7 @@ class LoopAgent:
         self.episode_stats = episode_stats()
         self.approver = SimulatedApprover(self.streams["approver"])
         self.loop = self.tabular = self.episodic = self.baseline = None
+        self._harmful_stored: int | None = None   # a baseline's, at its last audit
         p = self.params
         if spec.learner == "episodic":
             self.episodic = EpisodicRecall(env, self.lessons, p.episodic_k)
@@ -251,16 +253,22 @@ class LoopAgent:
     def _harmful_proposed(self) -> int:
         """Lessons proposed so far that name the harmful tool: the loop reviewer's count.
         A literature baseline proposes to no reviewer (what it writes is stored): for it,
-        the entries of its store that name the harmful tool now."""
+        the entries of its store that named the harmful tool at its last audit
+        (:meth:`_audit`), or, before the run's first audit, in the store as made."""
         if self.baseline is not None:
-            from envs.agent_tasks import HARMFUL_TOOL
-
-            names = self.env.tool_names
-            harmful = names.index(HARMFUL_TOOL) if HARMFUL_TOOL in names else -1
-            return sum(any(call[0] == harmful for call in calls)
-                       for _, calls in self.baseline.audit_entries())
+            if self._harmful_stored is None:
+                self._harmful_stored = self._harmful_entries(
+                    self.audit.baseline_entries(self.baseline))
+            return self._harmful_stored
         reviewer = self.loop.reviewer if self.loop is not None else None
         return getattr(reviewer, "harmful_proposed", 0)
+
+    def _harmful_entries(self, verdicts) -> int:
+        """How many of a baseline's entries (their audit ``verdicts``) name the harmful
+        tool."""
+        names = self.env.tool_names
+        harmful = names.index(HARMFUL_TOOL) if HARMFUL_TOOL in names else -1
+        return StoreAudit.naming_tool(verdicts, harmful)
 
     # ------------------------------------------------------------------ the store
     def _audit(self, row: dict) -> frozenset:
@@ -274,6 +282,7 @@ class LoopAgent:
             row["library_size"] = self.baseline.size()
             entries = audit.baseline_entries(self.baseline)
             covered = StoreAudit.covered(entries)
+            self._harmful_stored = self._harmful_entries(entries)
         elif self.loop is None:
             return frozenset()
         elif self.spec.store == "skill":

@@ -158,6 +158,12 @@ class StoreAudit:
             out.append(Verdict(("baseline", key, tuple(calls)), fam, None, right, right))
         return out
 
+    @staticmethod
+    def naming_tool(verdicts: Iterable[Verdict], tool: int) -> int:
+        """How many of a baseline's entries (:meth:`baseline_entries`) name ``tool`` (an
+        index of the env's tools) in one of their calls."""
+        return sum(any(call[0] == tool for call in v.key[2]) for v in verdicts)
+
     def fact_claims(self, facts) -> list[tuple[str, int | None, int, str, int]]:
         """``(text, family, step, kind, index)`` per memory fact: what it claims, read by
         :meth:`LessonReader.fact`; family None when its key names no family or its step
