@@ -1,4 +1,4 @@
-"""The agent-tasks output stage (issue 16, the quick look): scenario figures drawn by
+"""The agent-tasks output stage (the quick look): scenario figures drawn by
 helper processes are the same files, byte for byte, as drawn in one process, and a helper
 that fails, hangs or is sent a bad message changes nothing but who draws; the runs
 table's cells are split once, and tables in many chunks give the same plots and

@@ -1,5 +1,5 @@
 """Size arguments are bounded by a documented maximum: a request cannot ask the store to
-allocate without limit (replay_experience(batch_size=10**9) used to be an OOM kill)."""
+allocate without limit (replay_experience(batch_size=10**9) would be an OOM kill)."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """Every command's --help: an example, a help line for every argument with its default,
-ACTION for sub-actions (issue 17, "CLI help")."""
+ACTION for sub-actions."""
 
 import argparse
 import shlex

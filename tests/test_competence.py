@@ -1,4 +1,4 @@
-"""Tests of dyna.competence: Beta posteriors, intervals, discounting (case COMP-01)."""
+"""Tests of dyna.competence: Beta posteriors, intervals, discounting."""
 
 import math
 

@@ -1,6 +1,6 @@
 """The README and docs/ as a reader meets them: every page reachable from the README, every
 link pointing at a file or heading that exists, pages short enough to read, and no history
-(commit hashes, issue or session numbers, "was / no longer") in their prose: what changed
+(commit hashes, issue or session numbers, accounts of past versions) in their prose: what changed
 lives in CHANGELOG.md, measured results in experiments/results/ and benchmarks/."""
 
 import re

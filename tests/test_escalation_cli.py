@@ -1,4 +1,4 @@
-"""``dyna escalation check|replay`` (issue 6)."""
+"""``dyna escalation check|replay``."""
 
 from pathlib import Path
 

@@ -1,5 +1,5 @@
-"""The escalation kind's cost-setting grid (``costs.p_star``) and the type-oracle AURC
-(issue 17): settings, costs and thresholds per grid value, the per-setting report section,
+"""The escalation kind's cost-setting grid (``costs.p_star``) and the type-oracle AURC:
+settings, costs and thresholds per grid value, the per-setting report section,
 and the plots."""
 
 import json

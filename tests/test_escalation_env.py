@@ -1,4 +1,4 @@
-"""EscalationEnv, stream builders and outcome-log validation (envs.escalation, issue 6)."""
+"""EscalationEnv, stream builders and outcome-log validation (envs.escalation)."""
 
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""The ``escalation`` experiment kind end to end: config, runner, tables, report (issue 6)."""
+"""The ``escalation`` experiment kind end to end: config, runner, tables, report."""
 
 import json
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Risk-coverage, AURC / E-AURC, oracles, recovery and log-growth fits (issue 6)."""
+"""Risk-coverage, AURC / E-AURC, oracles, recovery and log-growth fits."""
 
 import itertools
 import math

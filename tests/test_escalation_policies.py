@@ -1,4 +1,4 @@
-"""Vectorised escalation policies and the lockstep replay (dyna.escalation, issue 6)."""
+"""Vectorised escalation policies and the lockstep replay (dyna.escalation)."""
 
 import numpy as np
 import pytest

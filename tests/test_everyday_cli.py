@@ -1,4 +1,4 @@
-"""Everyday CLI defects (issue 17 items 7-12): each one line naming the field, exit 2,
+"""Everyday CLI mistakes: each one line naming the field, exit 2,
 nothing written."""
 
 import io

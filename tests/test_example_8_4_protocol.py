@@ -1,4 +1,4 @@
-"""Example 8.4's reference protocol (issue 17): the k x k goal block, one greedy check, the
+"""Example 8.4's reference protocol: the k x k goal block, one greedy check, the
 reference's step limit and its +1 update per real step for prioritized sweeping; the
 default protocol and the shipped file's hash unchanged."""
 

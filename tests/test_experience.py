@@ -36,7 +36,7 @@ def feats(i, dim=DIM):
 
 @pytest.fixture
 def store(store_target):
-    """A store on each backend: in memory, SQLite, PostgreSQL (issue 19)."""
+    """A store on each backend: in memory, SQLite, PostgreSQL."""
     s = ExperienceStore(store_target, dim=DIM, clock=lambda: T0 + 1000.0)
     yield s
     s.close()
@@ -130,7 +130,7 @@ def test_in_memory_competence_follows_new_episodes():
     s = ExperienceStore("", dim=DIM)
     s.record("t1", **ep())
     assert s.get_competence("t1")["competence"][0]["n_success"] == 1
-    s.record("t1", **ep())  # the cached competence was stale here in memory-only stores
+    s.record("t1", **ep())  # the cached competence must follow a write in memory-only stores
     assert s.get_competence("t1")["competence"][0]["n_success"] == 2
 
 
@@ -460,7 +460,7 @@ def test_other_writers_seen_without_reload(persistent_target):
     b = ExperienceStore(persistent_target, dim=DIM)
     a.record("t1", **ep())
     assert b.record("t1", **ep())["ids"] == [1]  # ids unique across handles
-    assert len(b) == 2 and len(a) == 2           # the live view (issue 19)
+    assert len(b) == 2 and len(a) == 2           # the live view
     assert b.buffer.column("id").tolist() == [0, 1] == a.buffer.column("id").tolist()
     assert b.reload() == {"n_records": 2}
 

@@ -1,4 +1,4 @@
-"""Plots: case RUN-01 (figures closed, headless), plot contents, `dyna plot` redraws."""
+"""Plots: figures closed and headless, plot contents, `dyna plot` redraws."""
 
 import os
 import subprocess

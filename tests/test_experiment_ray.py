@@ -1,4 +1,4 @@
-"""Ray backend (issue 7): identical tables to the in-process backend on a local Ray instance
+"""Ray backend: identical tables to the in-process backend on a local Ray instance
 with 2 workers, bounded retries, failed jobs reported after the others finished, Ctrl-C
 cancelling tasks and shutting down the instance, and the one-line message without Ray.
 

@@ -1,4 +1,4 @@
-"""[sweep] over agent hyper-parameters (issue 17): crossed with env kwargs, one column each,
+"""[sweep] over agent hyper-parameters: crossed with env kwargs, one column each,
 never set twice, a sensitivity plot."""
 
 import polars as pl

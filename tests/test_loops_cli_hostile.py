@@ -1,4 +1,4 @@
-"""`dyna skills add` and `dyna memory add` with hostile input (review of issue 18): each
+"""`dyna skills add` and `dyna memory add` with hostile input: each
 refusal is one line naming the field, exit 2, and leaves every file as it was."""
 
 import socket

@@ -1,4 +1,4 @@
-"""SKILL.md frontmatter: parsing, writing, case SKL-01, property tests."""
+"""SKILL.md frontmatter: parsing, writing, BOM and line endings, property tests."""
 
 import os
 import string

@@ -1,4 +1,4 @@
-"""The MCP tool schemas as other clients read them (issue 15).
+"""The MCP tool schemas as other clients read them.
 
 MCP Inspector 0.15 reads a property's ``type`` and nothing else, so a nullable union
 ``["number", "null"]`` made it send ``reward`` as a string and ``record`` could not be

@@ -1,6 +1,6 @@
-"""Issue 15, memory: supersede only on a real conflict, never drop a person's correction.
+"""Memory: supersede only on a real conflict, never drop a person's correction.
 
-Each example of the issue, with the exact facts (and file bytes) that result; the
+Each example, with the exact facts (and file bytes) that result; the
 provenance rules of a replacement; ``consolidate`` keeping a person's later line, its
 ``--dry-run`` and the prose it does not understand.
 """

@@ -1,4 +1,4 @@
-"""Issue 14 part 5 and issue 15, memory files: typed errors for a non-UTF-8 MEMORY.md and a
+"""Memory files: typed errors for a non-UTF-8 MEMORY.md and a
 corrupt history line, no write through a symlink, and a file lock under which 4 processes
 adding and staging at once lose nothing."""
 

@@ -1,5 +1,4 @@
-"""Output folders: unwritable --out, same-second runs, a taken name, damaged folders
-(issue 17 items 2, 3, 4, 8)."""
+"""Output folders: unwritable --out, same-second runs, a taken name, damaged folders."""
 
 import json
 import os

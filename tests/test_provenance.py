@@ -9,7 +9,7 @@ from dyna.loops.provenance import Source, is_untrusted, parse_source, skeleton
 from dyna.loops.skills import Skill
 from envs.agent_tasks import HARMFUL_TOOL, AgentTaskEnv
 
-# Every spelling that used to count as trusted (exact-string matching), and an unknown one
+# Spellings that exact-string matching would count as trusted, and an unknown one
 UNTRUSTED_SPELLINGS = ["Tool_Output", "TOOL_OUTPUT", "tool-output", "tool output", "web_page",
                        "mcp_tool_result", "browser", "email", "rag", "Web", "user-files",
                        "verified_outcome", "definitely-safe"]
@@ -242,8 +242,8 @@ def test_a_constant_nonzero_paired_difference_is_tested():
 
 
 def test_a_name_mixing_scripts_is_refused_as_a_look_alike(tmp_path):
-    """A security review: `deplօy-staging` (Armenian U+0585 for the o) was added beside
-    `deploy-staging`: the skeleton table has no entry for that letter."""
+    """`deplօy-staging` (Armenian U+0585 for the o) beside `deploy-staging`: the
+    skeleton table has no entry for that letter, so the mix of scripts is what refuses it."""
     from dyna.loops.memory import MemoryStore
     from dyna.loops.provenance import mixed_scripts
     from dyna.loops.review import LearningLoop, LoopConfig, Proposal, RuleBasedReviewer

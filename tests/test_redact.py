@@ -34,7 +34,7 @@ PERS04_KEYS = {"password", "api_key", "token", "secret", "authorization"}
 
 
 def test_pers04_nested_keys_whole_names_case_insensitive():
-    """Case PERS-04: nested dicts/lists, whole-name matching, '-' read as '_'."""
+    """Nested dicts/lists, whole-name matching, '-' read as '_'."""
     given = {"tenant": "t1", "token": "top",
              "config": {"Password": "p1", "nested": {"API-KEY": "k1"}},
              "items": [{"token": "x"}, {"name": "ok"}], "tokenizer": "bpe"}
@@ -266,7 +266,7 @@ TOKEN_HEX = "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"
      'curl -H "Authorization: Token [REDACTED]" https://x'),
     ("Authorization: Bearer kQzTrWmXvYpLsNbHcJdFgVtR", "Authorization: Bearer [REDACTED]"),
     (f"Authorization=Token {TOKEN_HEX}", "Authorization=Token [REDACTED]"),
-    (f"Authorization: ApiKey {TOKEN_HEX}", "Authorization: ApiKey [REDACTED]"),  # was the
+    (f"Authorization: ApiKey {TOKEN_HEX}", "Authorization: ApiKey [REDACTED]"),  # not the
     ('Authorization: Digest username="ops", response="6629fae49393a05397450978507c4ef1"',
      "Authorization: Digest [REDACTED]"),                       # scheme word, key in clear
     ("Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830, Signature=5d672d79c1",
@@ -531,7 +531,7 @@ def test_tau_bench_ids_are_the_importers_formats_not_general_ones():
     assert detect("Sure, my user ID is mia_li_3668.") == []      # only inside the block
 
 
-PROSE_SECRETS = [   # a security review: each was written to MEMORY.md / SKILL.md in clear
+PROSE_SECRETS = [   # each must reach MEMORY.md / SKILL.md redacted
     ("The staging db password is Hunter2Secret", "Hunter2Secret", "prose_credential"),
     ("The staging API key is a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6",
      "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6", "prose_credential"),

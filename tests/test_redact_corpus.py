@@ -201,7 +201,7 @@ def test_taubench_personal_data_shapes():
     res = json.loads(redact(TAU_RESERVATION))
     assert res["user_id"] == REDACTED  # a user id is personal data (USER_ID_KEY_NAMES)
     assert res["passengers"] == [{"first_name": REDACTED, "last_name": REDACTED, "dob": REDACTED}]
-    assert res["payment_history"] == [{"payment_id": REDACTED, "amount": 55}]  # was kept
+    assert res["payment_history"] == [{"payment_id": REDACTED, "amount": 55}]  # an id: redacted
     assert res["created_at"] == "2024-05-15T15:00:00" and res["origin"] == "JFK"
 
     # e-mail in free text; a dict keyed by an e-mail address

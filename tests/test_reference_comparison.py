@@ -1,4 +1,4 @@
-"""Our tabular results against the reference implementation's per-run values (issue 17):
+"""Our tabular results against the reference implementation's per-run values:
 the copied data reproduce the reference README's numbers, the Welch test by hand on a
 small subset, Holm and TOST verdicts, and the report section."""
 

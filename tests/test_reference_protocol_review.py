@@ -1,4 +1,4 @@
-"""Review fixes of Example 8.4's reference protocol and its comparison (issue 17): a
+"""Example 8.4's reference protocol and its comparison: a
 protocol-added env keyword is blamed on schedule.optimal_protocol, and runs that never
 passed the optimality check are counted in the reference-implementation table."""
 

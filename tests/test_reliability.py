@@ -1,4 +1,4 @@
-"""Reliability of the experience store, counted (issue 14, "What it must show").
+"""Reliability of the experience store, counted.
 
 * 8 processes (multiprocessing ``spawn``) write to one SQLite experience store at once, with
   mixed batch sizes (1, 7, 50), one of them compacting (``ExperienceStore.compact``: VACUUM
@@ -298,7 +298,7 @@ def _single_child(path, life, conn, deadline):
 
 @pytest.mark.slow
 def test_sigkill_single_records_keep_every_acknowledged_episode(tmp_path):
-    """record() of one episode returns after its own commit (issue 19): after 10 SIGKILLs
+    """record() of one episode returns after its own commit: after 10 SIGKILLs
     every acknowledged episode is stored with its id, at most the one in flight besides."""
     path = str(tmp_path / "one.db")
     ExperienceStore(path, dim=DIM).close()
@@ -355,8 +355,8 @@ def _torn_jsonl_child(path, conn):
 
 
 def test_sigkill_inside_a_jsonl_batch_write_leaves_none_of_it(tmp_path):
-    """Failed before 6a13d2f (JSONL batch headers): 20 of the cut batch's 50 lines were read
-    back as valid records."""
+    """No line of a batch cut by SIGKILL is read back as a valid record (the JSONL batch
+    header counts its lines)."""
     path = str(tmp_path / "exp.jsonl")
     ctx = _kill_ctx()
     r, w = ctx.Pipe(duplex=False)

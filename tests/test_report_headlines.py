@@ -1,4 +1,4 @@
-"""Every report opens with a Headline of at most five lines (issue 17)."""
+"""Every report opens with a Headline of at most five lines."""
 
 import re
 

@@ -17,7 +17,7 @@ def test_torn_tail_is_cut_before_the_next_append(tmp_path):
     with open(h, "ab") as fh:
         fh.write(b'{"seq": 2, "op": "cr')         # a crash in the middle of an append
     assert read_records(h) == [{"seq": 1}] and read_last_record(h) == {"seq": 1}
-    append_record(h, {"seq": 2})                  # was glued to the fragment: corrupt
+    append_record(h, {"seq": 2})                  # not glued to the fragment
     assert h.read_bytes() == b'{"seq": 1}\n{"seq": 2}\n'
     assert read_last_record(h) == {"seq": 2}
 
@@ -46,7 +46,7 @@ def test_a_last_record_that_lost_only_its_newline_is_kept(tmp_path):
     h.write_bytes(h.read_bytes()[:-1])            # an edit dropped the final newline
     assert read_records(h) == [{"seq": 1}, {"seq": 2, "op": "retire"}]
     assert read_last_record(h) == {"seq": 2, "op": "retire"}
-    append_record(h, {"seq": 3})                  # (it was cut off, and seq 2 reused)
+    append_record(h, {"seq": 3})                  # (not cut off, seq 2 not reused)
     assert h.read_bytes() == b'{"seq": 1}\n{"op": "retire", "seq": 2}\n{"seq": 3}\n'
     h.write_bytes(b'{"seq": 1}')                  # the only line, whole
     assert read_records(h) == [{"seq": 1}] and read_last_record(h) == {"seq": 1}
@@ -185,8 +185,8 @@ def test_a_memory_file_naming_a_key_twice_is_refused(tmp_path):
 
 @pytest.mark.parametrize("bad", [None, 5, 1.5, ["e9"], ("e9",), {"a": 1}, b"e9"])
 def test_a_run_id_that_is_not_text_is_refused_before_anything_is_written(tmp_path, bad):
-    """It used to be written into the history, whose reader then refused the whole library
-    (every command failed on it); bytes raised a TypeError after state.json had changed."""
+    """Refused before the history, whose reader would then refuse the whole library (every
+    command would fail on it), and before state.json changes (bytes included)."""
     from dyna.errors import ConfigError
     from dyna.loops.skills import Skill, SkillLibrary
 
@@ -216,9 +216,9 @@ def test_a_run_id_that_is_not_text_is_refused_before_anything_is_written(tmp_pat
 
 
 def test_memory_file_errors_show_no_secret_of_the_line(tmp_path):
-    """A history line was cut to 60 bytes before redaction: a token cut short of its
-    detector's length was shown (29 of 36 characters); an unknown key of a pending fact
-    was quoted whole by the TypeError."""
+    """A history line is redacted before it is cut to 60 bytes (a token cut short of its
+    detector's length would show 29 of its 36 characters), and an unknown key of a pending
+    fact is not quoted whole by the TypeError."""
     from dyna.loops.memory import MemoryFileError, MemoryStore
 
     gh = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -265,9 +265,8 @@ def test_a_damaged_pending_file_fails_list_and_show_before_any_output(tmp_path, 
 
 
 def test_a_memory_history_whose_last_record_lost_its_newline_keeps_it(tmp_path):
-    """It was read as a torn write: invisible, then cut by the next write, whose record
-    took its seq (the attacker's find); the skills' log has kept such a record since
-    session 5."""
+    """A whole last record is not a torn write: it stays visible, the next write ends its
+    line and takes the next seq, as the skills' log does."""
     from dyna.loops.memory import MemoryFileError, MemoryStore
 
     store = MemoryStore(tmp_path / "MEMORY.md")

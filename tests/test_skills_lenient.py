@@ -1,4 +1,4 @@
-"""Lenient loading, as the Agent Skills client guide asks (issue 15), on fixtures written
+"""Lenient loading, as the Agent Skills client guide asks, on fixtures written
 for these tests (tests/data/skills_fixtures/) that reproduce the two defects of the public
 anthropics/skills repository: a description over 1,024 characters (model-api) and a name
 that differs from its folder (template). Both load, with a warning naming the file and the

@@ -1,4 +1,4 @@
-"""One library folder, several processes (issue 15): every write holds the library's file
+"""One library folder, several processes: every write holds the library's file
 lock and re-reads the state under it, so nothing is lost and sequence numbers stay unique."""
 
 import multiprocessing as mp
@@ -59,7 +59,7 @@ def test_two_library_objects_on_one_folder(tmp_path):
     two = SkillLibrary(tmp_path, retire_below=None)
     one.add(Skill("a", "skill a"), "r1")
     assert one.stage(Skill("x", "x"), "r1", ["web"]).id == "p0001"
-    assert two.stage(Skill("y", "y"), "r2", ["web"]).id == "p0002"   # was p0001 again
+    assert two.stage(Skill("y", "y"), "r2", ["web"]).id == "p0002"   # not p0001 again
     two.record_outcome(["a"], True, "r2")                            # two sees a now
     one.record_outcome(["a"], True, "r3")
     assert [h.seq for h in SkillLibrary(tmp_path).history()] == [1, 2, 3, 4, 5]

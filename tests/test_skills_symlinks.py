@@ -1,6 +1,6 @@
 """A skill library never writes through a symbolic link below its folder, never reads a
 skill file that links outside it, and reports a corrupt history or pending file as a typed
-error naming the file and line (issue 14, part 5)."""
+error naming the file and line."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Writes that respect a third-party file (issue 15): dyna's bookkeeping of a skill it did
+"""Writes that respect a third-party file: dyna's bookkeeping of a skill it did
 not write lives in its own state file (.dyna/state.json), never in that skill's
 frontmatter; a file counts as dyna's only by the path and sha256 the state file records."""
 
@@ -56,7 +56,7 @@ def test_a_file_dyna_wrote_keeps_its_bookkeeping_in_frontmatter(tmp_path):
     entry = json.loads((tmp_path / ".dyna" / "state.json").read_text())["skills"]["ours"]
     assert entry["path"] == "ours/SKILL.md"
     assert entry["sha256"] == hashlib.sha256(md.read_bytes()).hexdigest()
-    # edited by a person: no longer dyna's file, so it is left alone from now on
+    # edited by a person: not dyna's file any more, so it is left alone from now on
     edited = md.read_bytes().replace(b"written by dyna", b"edited by a person")
     md.write_bytes(edited)
     lib = SkillLibrary(tmp_path, retire_below=None)

@@ -1,4 +1,4 @@
-"""Undo restores everything (issue 15): a retired or evicted skill comes back with its
+"""Undo restores everything: a retired or evicted skill comes back with its
 whole folder (scripts/, reference/, ...), byte for byte; history holds diffs."""
 
 import datetime as dt
@@ -118,8 +118,8 @@ def test_history_holds_diffs_not_whole_texts(tmp_path):
 
 
 def test_an_undo_that_meets_a_damaged_pending_file_changes_nothing(tmp_path):
-    """The pending folder used to be read after the skills were reverted: a damaged
-    pending file raised with SKILL.md, state.json and the history already changed."""
+    """The pending folder is read before the skills are reverted: a damaged pending file
+    raises with SKILL.md, state.json and the history unchanged."""
     from dyna.fileio import CorruptFileError
 
     lib = SkillLibrary(tmp_path, clock=clock)

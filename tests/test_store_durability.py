@@ -1,4 +1,4 @@
-"""An acknowledged write is durable, or the caller is told (issue 14, part 4).
+"""An acknowledged write is durable, or the caller is told.
 
 A full disk is simulated with ``PRAGMA max_page_count`` on the store's own connection: a
 write that does not fit fails inside SQLite exactly as it would with no space left.

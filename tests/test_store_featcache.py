@@ -322,7 +322,7 @@ def test_a_reader_on_the_cache_sees_each_row_a_writer_acknowledged(tmp_path):
 
 
 def test_buf04_zero_vectors_and_k_past_n_from_the_cache(tmp_path):
-    """Case BUF-04 (../shared/cases) on the feature-cache path: a stored zero vector scores
+    """On the feature-cache path: a stored zero vector scores
     0.0 (never NaN), k >= N returns at most N, a zero query gives no NaN, a one-vector tenant
     with k = 5 gives 1 result and an empty tenant []; equal to a loaded store's answers."""
     import math

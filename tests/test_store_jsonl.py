@@ -1,4 +1,4 @@
-"""Tests of dyna.store.jsonl: torn and corrupt lines (case PERS-02)."""
+"""Tests of dyna.store.jsonl: torn and corrupt lines."""
 
 import json
 

@@ -528,7 +528,7 @@ def test_store_commands_never_echo_a_dsn_password(pg_dsn, pg_schema, capsys):
 
 
 def test_pers05_prune_then_compaction_gives_the_space_back(pg_store_dsn):
-    """Case PERS-05 (../shared/cases) on PostgreSQL: a prune deletes rows but the tables keep
+    """On PostgreSQL: a prune deletes rows but the tables keep
     their size; VACUUM FULL (the store's compaction) gives it back, the survivors intact.
     The 2 KiB payloads are random hex, so TOAST compression does not hide the size."""
     st = PostgresStore(pg_store_dsn, SCHEMA, DIM)

@@ -76,8 +76,8 @@ def test_stats_and_consumption_load_no_episode(tmp_path):
 
 @pytest.mark.parametrize("dim", ["four", "-4", "0"])
 def test_store_stats_of_a_damaged_dim_says_damaged_in_one_line(tmp_path, capsys, dim):
-    """``dyna store stats`` reads the dim first (stored_dim): 'four' was reported as "not a
-    dyna experience store" and '-4' reached ExperienceStore as dim -4 (review R19b)."""
+    """``dyna store stats`` reads the dim first (stored_dim): 'four' is reported damaged,
+    not as "not a dyna experience store", and '-4' never reaches ExperienceStore as dim -4."""
     from dyna.cli import main
     path = tmp_path / "s.db"
     SQLiteStore(path, SCHEMA, 2).close()

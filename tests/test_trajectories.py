@@ -1,5 +1,5 @@
 """The tau-bench importer, personal-data harvest, workflow induction and the
-``trajectories`` experiment kind (issue 18)."""
+``trajectories`` experiment kind."""
 
 from __future__ import annotations
 
@@ -425,7 +425,7 @@ def test_run_end_to_end_on_a_cut_down_file(tmp_path):
     assert row["memory_loop-no_outcome_gate"]["lessons_from_failed"] > 0
     assert row["memory_loop"]["pd_reviewer"] == 0 and row["memory_loop"]["pd_store"] == 0
     assert row["memory_loop-no_redaction"]["pd_reviewer"] > 0
-    # issue 18: nothing harvested reaches the store files with the digest's redaction off
+    # nothing harvested reaches the store files with the digest's redaction off
     # either. Before the payment_method_id detector and the user-id cues of redact.py,
     # memory_loop-no_redaction stored 1 value here and naive_loop (no redaction, no secret
     # scan: only the stores' safety net) 8 payment ids, with 22 catches of the net.

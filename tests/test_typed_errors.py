@@ -1,4 +1,4 @@
-"""Bad input raises a typed error naming the field and the value (issue 14, part 5), the same
+"""Bad input raises a typed error naming the field and the value, the same
 through the Python API, dispatch (what the MCP server calls) and the buffer; the CLI prints
 one line and exits 2."""
 
