@@ -16,9 +16,12 @@ Markdown body. Reading is forgiving about encoding details and strict about cont
   keep the last value silently, while a person reading the file sees the first: a SKILL.md
   from elsewhere must not say one thing to its reviewer and another to dyna.
 
-Writing uses PyYAML's safe dumper, quoting whatever needs it (colons, quotes, ``yes``,
-leading spaces) and escaping characters that YAML would otherwise fold (NEL, LINE
-SEPARATOR), so that any mapping of strings written and read back is equal.
+Writing uses PyYAML's safe dumper, quoting whatever needs it (colons, quotes, leading
+spaces) and escaping characters that YAML would otherwise fold (NEL, LINE SEPARATOR), so
+that any mapping of strings written and read back is equal. A string that any YAML 1.1 or
+1.2 reader would type (``yes``, ``on``, ``~``, ``1e3``, ``0o17``, ``1.5e3``, ``.inf``,
+``1_000``, ``2024-05-01``: :func:`typed_by_some_reader`) is written quoted, so PyYAML,
+ruamel.yaml, js-yaml and the npm ``yaml`` package all read every written value as a string.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import yaml
 
 from dyna.errors import ConfigError
 
-__all__ = ["FrontmatterError", "dump_frontmatter", "parse_frontmatter"]
+__all__ = ["FrontmatterError", "dump_frontmatter", "parse_frontmatter",
+           "typed_by_some_reader"]
 
 
 class FrontmatterError(ConfigError):
@@ -137,8 +141,38 @@ class _Dumper(_BaseDumper):
 _NEEDS_ESCAPE = re.compile("[\x85\u2028\u2029\ufeff]")
 
 
+# Plain scalars that some YAML reader types as something other than a string: the union of
+# YAML 1.1's types (https://yaml.org/type/: bool with y/n/on/off, null, int in base 2, 8, 10,
+# 16 or 60 with underscores, float, whose regex also takes 1.2.3, timestamp, merge, value),
+# YAML 1.2's core and JSON schemas (0o17, 1e3, 1.5e3) and the default schemas of js-yaml and
+# the npm yaml package, matched case-insensitively (a reader that accepts one more spelling
+# still reads a string).
+_TYPED_WORDS = frozenset(["y", "n", "yes", "no", "true", "false", "on", "off", "null", "~",
+                          ".inf", "+.inf", "-.inf", ".nan", "<<", "="])
+_TYPED_NUMBER = re.compile(r"""[-+]?(?:
+        0b[01_]+ | 0o?[0-7_]+ | 0x[0-9a-f_]+
+      | [0-9][0-9_]*(?::[0-5]?[0-9])*(?:\.[0-9_.]*)?(?:e[-+]?[0-9]+)?
+      | \.[0-9_.]*(?:e[-+]?[0-9]+)?
+    )""", re.IGNORECASE | re.VERBOSE)
+_TYPED_DATE = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt\s]\s*[0-9].*)?", re.DOTALL)
+
+
+def typed_by_some_reader(s: str) -> bool:
+    """True when a YAML 1.1 or 1.2 reader (PyYAML, ruamel.yaml, js-yaml, the npm ``yaml``
+    package) would read the plain scalar ``s`` as a boolean, null, number, date or merge key
+    rather than as a string; such a string is written quoted. Errs towards quoting: a
+    quoted string reads as the same string everywhere."""
+    return (not s or s.lower() in _TYPED_WORDS or _TYPED_NUMBER.fullmatch(s) is not None
+            or _TYPED_DATE.fullmatch(s) is not None)
+
+
 def _represent_str(dumper, s: str):
-    style = '"' if _NEEDS_ESCAPE.search(s) else None
+    if _NEEDS_ESCAPE.search(s):
+        style = '"'
+    elif typed_by_some_reader(s):
+        style = "'"           # (the emitter falls back to '"' where '' cannot carry s)
+    else:
+        style = None
     return dumper.represent_scalar("tag:yaml.org,2002:str", s, style=style)
 
 
