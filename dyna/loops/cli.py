@@ -9,8 +9,10 @@
     dyna skills add DIR --name N --description D [--trigger T ...] --body FILE [--source S]
                                            a person's skill, through the loop's validation
                                            and grading; an untrusted source is staged
-    dyna skills catalog DIR                name and description of every active skill, as an
+    dyna skills catalog DIR [--format markdown|xml|json]
+                                           name and description of every active skill, as an
                                            agent gets them in context, with its token count
+                                           (xml: the Agent Skills <available_skills> block)
     dyna skills pending DIR                proposals waiting for approval: each whole, with
                                            the diff against the skill it would replace
     dyna skills approve|reject DIR ID
@@ -161,12 +163,16 @@ def _plural(n: int, word: str) -> str:
 
 def _warn_failed(lib) -> None:
     """On stderr, a line per skill file that could not be read (``list`` shows them in its
-    table): a skill that failed to load is never matched or listed in a catalog, and a
-    silent absence reads as "no such skill"."""
+    table), and the hint naming SKILL.md files in nested folders: a skill that is not
+    loaded is never matched or listed in a catalog, and a silent absence reads as "no
+    such skill"."""
     import sys
 
     for err in lib.errors:
         print(f"dyna: warning: not loaded: {err}", file=sys.stderr)
+    for w in lib.warnings:
+        if w.rule == "nested-folders":
+            print(f"dyna: warning: {w.message}", file=sys.stderr)
 
 
 def _match(args) -> int:
@@ -183,23 +189,25 @@ def _match(args) -> int:
     return 0
 
 
-def catalog_text(lib) -> str:
-    """The skill catalog an agent gets in context (the Agent Skills format's progressive
-    disclosure: every skill's name and description; the body is read only when used)."""
-    return "".join(f"- {s.name}: {' '.join(s.description.split())}\n"
-                   for s in sorted(lib.skills(), key=lambda s: s.name))
-
-
 def _catalog(args) -> int:
+    """The catalog in ``args.format`` on stdout; its size on stdout after a Markdown
+    catalog, on stderr after XML or JSON (so that stdout parses)."""
+    import sys
+
     from dyna.loops._text import CHARS_PER_TOKEN, estimate_tokens
+    from dyna.loops.skills.catalog import render_catalog
 
     lib = _library(args)
     _warn_failed(lib)
-    text = catalog_text(lib)
+    text = render_catalog(lib, args.format)
     print(text, end="")
-    print(f"\n{_plural(len(lib), 'skill')}, {_plural(len(text), 'character')}, about "
-          f"{_plural(estimate_tokens(text), 'token')} (estimate: characters / "
-          f"{CHARS_PER_TOKEN})")
+    size = (f"{_plural(len(lib), 'skill')}, {_plural(len(text), 'character')}, about "
+            f"{_plural(estimate_tokens(text), 'token')} (estimate: characters / "
+            f"{CHARS_PER_TOKEN})")
+    if args.format == "markdown":
+        print(f"\n{size}")
+    else:
+        print(f"dyna: {size}", file=sys.stderr)
     return 0
 
 
@@ -343,9 +351,17 @@ def _path(field: str, path: str) -> Path:
 
 
 def _read_body(path: str, limit: int) -> str:
-    """The body file's text: a regular UTF-8 file of at most ``limit`` characters, not a
-    symbolic link (``--body notes.md`` linked to ``/etc/passwd`` would publish that file
-    as a skill), without hidden characters (:func:`_plain`)."""
+    """The body file's text (``-``: standard input): a regular UTF-8 file of at most
+    ``limit`` characters, not a symbolic link (``--body notes.md`` linked to
+    ``/etc/passwd`` would publish that file as a skill), without hidden characters
+    (:func:`_plain`), not empty or white space only."""
+    if path == "-":
+        import sys
+
+        stdin = getattr(sys.stdin, "buffer", None)
+        if stdin is None:
+            raise ConfigError("--body", path, "standard input is closed; give a file")
+        return _body_text(stdin.read(4 * limit + 4), path, "standard input", limit)
     p = _path("--body", path)
     kind = file_kind(p)
     if kind == "link":
@@ -358,12 +374,22 @@ def _read_body(path: str, limit: int) -> str:
         raise ConfigError("--body", str(p), "is not a regular file")
     with open(p, "rb") as f:
         raw = f.read(4 * limit + 4)         # a UTF-8 character is at most 4 bytes
+    return _body_text(raw, str(p), "the file", limit)
+
+
+def _body_text(raw: bytes, shown: str, what: str, limit: int) -> str:
+    """``raw`` (the first bytes of ``--body``, named ``shown``; ``what`` it came from) as
+    the body's text: UTF-8, at most ``limit`` characters, not empty, nothing hidden."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError("--body", str(p), f"is not UTF-8 text (byte {exc.start})") from None
+        raise ConfigError("--body", shown, f"is not UTF-8 text (byte {exc.start})") from None
     if len(text) > limit:
-        raise ConfigError("--body", str(p), f"has more than {limit} characters")
+        raise ConfigError("--body", shown, f"has more than {limit} characters")
+    if not text.strip():
+        raise ConfigError("--body", shown, f"the body is empty ({what} holds "
+                          f"{'no text' if not text else 'white space only'}): a skill "
+                          "needs its instructions")
     return _plain("--body", text, allow="\r\n")   # CRLF line ends too
 
 
@@ -515,6 +541,13 @@ def _mem_consolidate(args) -> int:
     return 0
 
 
+#: The ``--format`` option of ``skills catalog``.
+_FORMAT = (("--format",), {"choices": ("markdown", "xml", "json"), "default": "markdown",
+                           "help": "markdown (a list, default), xml (the <available_skills> "
+                                   "block of the Agent Skills reference tooling's to-prompt, "
+                                   "for a system prompt) or json"})
+
+
 def register(sub) -> None:
     """Add ``skills`` and ``memory`` to the ``dyna`` sub-commands."""
     sk = sub.add_parser("skills", help="inspect and manage a SKILL.md library")
@@ -535,7 +568,8 @@ def register(sub) -> None:
     add("match", _match, "rank skills for a text", (("text",), {"metavar": "TEXT"}),
         (("--limit",), {"type": int, "default": 3}))
     add("catalog", _catalog, "name and description of every active skill, with its "
-        "token count")
+        "token count",
+        _FORMAT)
     add("add", _skills_add, "add a skill of your own (validated and graded as a loop's "
         "lesson; an untrusted source is staged for approval)",
         (("--name",), {"required": True, "help": "skill name: lowercase letters, digits, "
@@ -546,7 +580,8 @@ def register(sub) -> None:
                           "help": "a word or phrase that selects the skill (no commas); "
                                   "repeat for more (none: it matches on its description)"}),
         (("--body",), {"required": True, "metavar": "FILE",
-                       "help": "Markdown file with the instructions (UTF-8)"}),
+                       "help": "Markdown file with the instructions (UTF-8; - reads "
+                               "standard input)"}),
         (("--source",), {"default": "person", "help": "where it comes from: person, "
                          "internal, verifier (trusted) or web, user_files, email, "
                          "retrieved, tool_output, ... (untrusted: staged)"}),
