@@ -29,6 +29,7 @@ from dyna.loops.skills.file_backend import FileSkillBackend
 from dyna.loops.skills.history import HistoryMixin, append_record, check_write
 from dyna.loops.skills.in_memory import MemorySkillBackend
 from dyna.loops.skills.matching import MatchIndex, SkillMatcher, SkillSnapshot
+from dyna.loops.skills.nested import nested_folders_warning
 from dyna.loops.skills.record import Skill
 from dyna.loops.skills.redaction import SkillRedactor
 from dyna.loops.skills.results import AddResult
@@ -115,7 +116,9 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         and the field. They count in :meth:`summary`.
     warnings : list of LoadWarning
         Skill files loaded although they break a rule (a description over 1,024
-        characters, a name that differs from its folder, a look-alike name).
+        characters, a name that differs from its folder, a look-alike name, unknown
+        top-level fields), and, found at open, SKILL.md files in nested folders, not read
+        (:func:`~dyna.loops.skills.nested.nested_folders_warning`).
     competence : BetaCompetence
         Per-skill posteriors, keyed by skill name.
     redactions : dict of str to int
@@ -181,6 +184,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         self._shared = False
         self.errors: list = []
         self.warnings: list[LoadWarning] = []
+        self._nested: list[LoadWarning] = []
         self._seq = self._staged = 0
         if self.location is not None:
             self.backend.history()      # a corrupt log is reported at once (file and line)
@@ -230,7 +234,9 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         if not force and mark == self._mark:
             return
         skills, self.errors, warnings = self.backend.scan()
-        self.warnings = warnings + _look_alikes(skills, self.backend)
+        if force:   # at open (a run does not change the folders' layout)
+            self._nested = list(filter(None, [nested_folders_warning(self.location)]))
+        self.warnings = warnings + _look_alikes(skills, self.backend) + self._nested
         gone = (set(self._skills) | set(self._retired)) - {s.name for s in skills}
         for name in gone:
             self._place(None, name)
@@ -309,7 +315,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         among active or retired too) and ``total`` (active + retired + failed)."""
         d = {"active": len(self._skills), "retired": len(self._retired),
              "pending": len(self.pending()), "failed": len(self.errors),
-             "warned": len({w.path for w in self.warnings})}
+             "warned": len({w.path for w in self.warnings if w.rule != "nested-folders"})}
         d["total"] = d["active"] + d["retired"] + d["failed"]
         return d
 

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from dyna.errors import ConfigError, check_range
 from dyna.loops._text import tokenize
 from dyna.loops.bm25 import BM25Index, document_terms, query_terms
+from dyna.loops.skills.fields import MAX_DESCRIPTION
 from dyna.loops.skills.record import Skill
 
 __all__ = ["Match", "MatchIndex", "SkillMatcher", "SkillSnapshot"]
@@ -64,7 +65,12 @@ class MatchIndex:
     query costs one dictionary look-up per query token plus the distinct trigger sets with
     a trigger that starts with that token. A skill without triggers is ranked
     by :class:`dyna.loops.bm25.BM25Index` over its name and description (stemmed; negated
-    mentions such as "Do NOT use for PDFs" left out).
+    mentions such as "Do NOT use for PDFs" left out). Only the first
+    :data:`~dyna.loops.skills.fields.MAX_DESCRIPTION` (1,024) characters of a description
+    are indexed: a longer one (the specification's limit, loaded leniently with a warning)
+    cannot outrank a short relevant description by listing more words. BM25's length
+    normalisation (``b``) already discounts each term of a long description; the cap
+    bounds how many terms it can match at all.
     """
 
     def __init__(self):
@@ -95,7 +101,8 @@ class MatchIndex:
         if name in self._keys:
             self.remove(name)
         if not skill.triggers:
-            self._bm25.add(name, document_terms(name, skill.description))
+            # (a description over the limit, loaded with a warning, is indexed up to it)
+            self._bm25.add(name, document_terms(name, skill.description[:MAX_DESCRIPTION]))
             self._keys[name] = None
             return
         tset = []

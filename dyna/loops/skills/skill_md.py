@@ -14,7 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from dyna.errors import ConfigError
-from dyna.loops.frontmatter import FrontmatterError, parse_frontmatter
+from dyna.loops.frontmatter import FrontmatterError, parse_frontmatter, shown
 from dyna.loops.skills.fields import MAX_DESCRIPTION, METADATA_KEYS, check_skill_name
 
 __all__ = ["LoadWarning", "skill_from_text", "skill_frontmatter"]
@@ -33,9 +33,14 @@ class LoadWarning:
     rule : str
         ``"description-length"`` (over 1,024 characters), ``"name-folder"`` (the
         frontmatter ``name`` differs from the folder; loaded under the folder name) or
-        ``"look-alike-name"`` (two skills whose names share a confusable skeleton) or
+        ``"look-alike-name"`` (two skills whose names share a confusable skeleton),
         ``"bookkeeping-fields"`` (a file dyna did not write sets outcome counts or trust
-        ``approved``: they are ignored, the skill loaded untrusted).
+        ``approved``: they are ignored, the skill loaded untrusted), ``"unknown-fields"``
+        (top-level fields the specification does not define, one warning per file naming
+        them all: kept as read and written back, used by nothing) or ``"nested-folders"``
+        (SKILL.md files in folders below the library's skill folders, which a library
+        does not read: the path is the library folder). Only the first two are waived
+        rules that keep the skill from being written back.
     message : str
     """
 
@@ -137,6 +142,7 @@ def skill_from_text(cls, text: str | bytes, path="<text>", folder: str | None = 
     kw.update(_metadata_fields(md, fail))
     kw["extra"] = tuple((str(k), v) for k, v in meta.items()
                         if k not in ("name", "description", "metadata", "triggers"))
+    _warn_unknown(kw["extra"], path, warnings)
     kw["lenient"] = _waived(kw, path, folder, warnings) if lenient else ()
     try:
         skill = cls(**kw)
@@ -147,6 +153,26 @@ def skill_from_text(cls, text: str | bytes, path="<text>", folder: str | None = 
     if folder is not None and skill.name != unicodedata.normalize("NFKC", folder):
         fail("name", f"must equal the folder name {folder!r}", skill.name)
     return skill
+
+
+#: The top-level frontmatter fields of the Agent Skills specification (those the reference
+#: validator, ``skills-ref``, allows), and ``triggers``, which dyna also reads at the top.
+SPEC_FIELDS = ("name", "description", "license", "compatibility", "allowed-tools", "metadata")
+KNOWN_FIELDS = frozenset(SPEC_FIELDS + ("triggers",))
+
+
+def _warn_unknown(extra: tuple, path, warnings: list | None) -> None:
+    """One ``unknown-fields`` :class:`LoadWarning` naming every top-level field of
+    ``extra`` (the fields other than name, description, metadata and triggers) that the
+    specification does not define: such a field is kept as read, and no client uses it."""
+    unknown = [k for k, _ in extra if k not in KNOWN_FIELDS]
+    if unknown:
+        shown_fields = ", ".join(repr(shown(k, 40)) for k in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        _warn(warnings, path, "unknown-fields",
+              f"unknown top-level field{'s' if len(unknown) > 1 else ''} {shown_fields}"
+              f"{more}: kept as read, used by nothing (the specification's fields are "
+              f"{', '.join(SPEC_FIELDS)}; put others under metadata)")
 
 
 def _metadata_fields(md: dict, fail) -> dict:
