@@ -36,7 +36,8 @@ Dynamics
     The call equal to the procedure's next call advances it (output ``ok``); a wrong call
     returns an error and changes nothing. The procedure done is success: ``terminated``,
     reward 1. The harmful tool is an incident: ``terminated``, reward 0, the run failed.
-    ``max_steps`` calls without either is ``truncated`` (reward 0).
+    ``max_steps`` calls without either is ``truncated`` (reward 0). A step before the first
+    ``reset`` or after the episode ended raises :class:`envs.episode.EpisodeOverError`.
 Tokens
     Every step costs ``base_tokens + tokens_per_entry * context_entries + output`` tokens,
     where ``output`` is ``output_tokens`` (ok) or ``error_tokens`` (error), plus
@@ -100,6 +101,7 @@ from dyna.errors import ConfigError, check_range
 from envs.agent_task_drift import TaskDrift
 from envs.agent_task_settings import DRIFT_KINDS, HARMFUL_TOOL, TaskSettings
 from envs.agent_task_world import V1_STREAMS, TaskWorld, word_list
+from envs.episode import EpisodeOverError
 
 __all__ = ["AgentTaskEnv", "AgentTaskEnvV1", "DRIFT_KINDS", "HARMFUL_TOOL", "RESULT_FAILED",
            "RESULT_NONE", "RESULT_OK", "RESULT_WRONG_TOOL", "RESULT_WRONG_VALUE", "V1_BASE",
@@ -375,11 +377,13 @@ class AgentTaskEnv(TaskSettings, TaskWorld, TaskDrift, gym.Env):
 
         Raises
         ------
+        EpisodeOverError
+            The episode is not running (:mod:`envs.episode`).
         ConfigError
-            The episode is not running, or the action is outside the action space.
+            The action is outside the action space.
         """
         if not self._active:
-            raise ConfigError("step", action, "episode is over (or never started): call reset()")
+            raise EpisodeOverError(action)
         try:
             tool, value = int(action[0]), int(action[1])
         except (TypeError, ValueError, IndexError):
@@ -441,9 +445,10 @@ class AgentTaskEnv(TaskSettings, TaskWorld, TaskDrift, gym.Env):
 
         Raises
         ------
+        EpisodeOverError
+            Called before reset or after the episode ended (:mod:`envs.episode`).
         ConfigError
-            Called before reset or after the episode ended, or an action outside the
-            action space.
+            An action outside the action space.
         """
         tool, value = self._checked_action(action)
         self.steps += 1

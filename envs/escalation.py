@@ -22,6 +22,7 @@ import polars as pl
 from gymnasium import spaces
 
 from dyna.errors import ConfigError, MissingFileError, check_range
+from envs.episode import EpisodeOverError
 
 __all__ = ["ALL_BY_DATE", "EscalationEnv", "OUTCOME_COLUMNS", "ReplayIndex",
            "date_order_stream", "load_outcomes", "replay_stream", "synthetic_stream",
@@ -391,7 +392,8 @@ class EscalationEnv(gym.Env):
     Episode
     -------
     One pass over the stream: ``terminated`` after its last task (no truncation; wrap with
-    ``TimeLimit`` for shorter episodes).
+    ``TimeLimit`` for shorter episodes). A step before the first ``reset`` or after the last
+    task raises :class:`envs.episode.EpisodeOverError`.
 
     Info
     ----
@@ -481,13 +483,20 @@ class EscalationEnv(gym.Env):
         return int(self._s["types"][0]), info
 
     def step(self, action):
-        if self._s is None:
-            raise RuntimeError("call reset() first")
+        """Act on (0) or escalate (1) the current task; see the class docstring.
+
+        Raises
+        ------
+        EpisodeOverError
+            Called before reset or after the last task (:mod:`envs.episode`).
+        ConfigError
+            An action other than 0 or 1.
+        """
+        if self._s is None or self._t >= len(self._s["types"]):
+            raise EpisodeOverError(action)
         if not self.action_space.contains(action):
             raise ConfigError("action", action, "must be 0 (act) or 1 (escalate)")
         s, t = self._s, self._t
-        if t >= len(s["types"]):
-            raise RuntimeError("episode is over; call reset()")
         acted = int(action) == 0
         win = bool(s["outcomes"][t])
         c_act = self.c_act if self.act_cost is None else \

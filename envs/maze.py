@@ -14,7 +14,8 @@ Rewards
     +1 on the step that enters a goal cell, 0 on every other step.
 Termination and truncation
     ``terminated`` when a goal is reached. No step limit by default (the book has none); give
-    ``max_episode_steps`` to :func:`gymnasium.make` for one.
+    ``max_episode_steps`` to :func:`gymnasium.make` for one. A step before the first
+    ``reset`` or after a goal was reached raises :class:`envs.episode.EpisodeOverError`.
 Changing mazes
     A layout may change after a number of *total* time steps, counted over the whole life of
     the environment instance, across ``reset`` calls (Figures 8.4 and 8.5). ``reset(seed=...)``
@@ -35,6 +36,7 @@ import numpy as np
 from gymnasium import spaces
 
 from dyna.errors import ConfigError
+from envs.episode import EpisodeOverError
 from envs.tabular import TabularTable, table_from_P
 
 #: (row, col) offsets of the actions up, down, right, left.
@@ -283,6 +285,7 @@ class GridMaze(gym.Env):
         self.total_steps = 0
         self.s = int(start[0] * self.cols + start[1])
         self.lastaction: int | None = None
+        self._running = False   # an episode is running: from reset to a goal
 
     @property
     def phase(self) -> int:
@@ -301,10 +304,21 @@ class GridMaze(gym.Env):
             self.total_steps = 0
         self.s = int(self.start[0] * self.cols + self.start[1])
         self.lastaction = None
+        self._running = True
         return self.s, {"prob": 1.0}
 
     def step(self, action):
-        """Take one step; returns ``(obs, reward, terminated, truncated=False, info)``."""
+        """Take one step; returns ``(obs, reward, terminated, truncated=False, info)``.
+
+        Raises
+        ------
+        EpisodeOverError
+            Called before reset or after a goal was reached (:mod:`envs.episode`).
+        ConfigError
+            An action other than 0-3.
+        """
+        if not self._running:
+            raise EpisodeOverError(action)
         a = int(action)
         if not self.action_space.contains(a):
             raise ConfigError("action", action, "must be 0 (up), 1 (down), 2 (right) or 3 (left)")
@@ -314,6 +328,7 @@ class GridMaze(gym.Env):
         term = bool(self.table.terminated[p, self.s, a, 0])
         self.total_steps += 1
         self.s, self.lastaction = s2, a
+        self._running = not term
         return s2, r, term, False, {"prob": 1.0}
 
     # ------------------------------------------------------------------ rendering
