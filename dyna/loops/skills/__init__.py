@@ -13,6 +13,9 @@ The modules, one concept each:
 - :mod:`~dyna.loops.skills.record`: :class:`Skill`, validated when it is built;
 - :mod:`~dyna.loops.skills.skill_md`: the SKILL.md format (frontmatter, lenient reading);
 - :mod:`~dyna.loops.skills.matching`: trigger and description matching, snapshots;
+- :mod:`~dyna.loops.skills.catalog`: the catalog an agent gets in context (Markdown, the
+  Agent Skills ``<available_skills>`` XML, JSON);
+- :mod:`~dyna.loops.skills.nested`: SKILL.md files in nested folders, named in a hint;
 - :mod:`~dyna.loops.skills.file_backend` and :mod:`~dyna.loops.skills.in_memory`: where the
   skills live;
 - :mod:`~dyna.loops.skills.redaction`: the safety net every written skill goes through;
