@@ -12,8 +12,9 @@ import pytest
 from dyna.errors import ConfigError
 from dyna.experiment.kinds.agent_tasks.aggregate import (normalised_aggregates,
                                                         normalised_scores)
-from dyna.experiment.kinds.agent_tasks.analysis import (base_scenarios, crossover_map,
-                                                       restores_benefit, scenario_metrics)
+from dyna.experiment.kinds.agent_tasks.analysis import (base_scenarios, baseline_crossovers,
+                                                       crossover_map, restores_benefit,
+                                                       scenario_metrics)
 from dyna.experiment.kinds.agent_tasks.config import parse_agent_tasks
 from dyna.experiment.kinds.agent_tasks.interactions import interactions
 from dyna.experiment.kinds.agent_tasks.metrics import run_summaries
@@ -338,6 +339,37 @@ def test_restores_needs_not_worse_and_half_the_oracle_gain():
                                    "sweeps": [SWEEP]})
     (cx,) = crossover_map(no_oracle, _table(no_oracle, cells))
     assert cx.at == 0.5 and cx.restores == () and cx.oracle_gap is None
+
+
+def test_each_baseline_sits_on_the_map_with_its_own_crossover_and_the_restore_rule():
+    cfg = parse_agent_tasks({**{k: v for k, v in BASE.items() if k != "scenarios"},
+                             "variants": ["no_learning", "oracle", "naive_loop", "reflexion",
+                                          "voyager", "awm"],
+                             "sweeps": [SWEEP]})
+    wobble = np.array([0.02, -0.02, 0.01, -0.01, 0.0])
+    none = np.array([0.30, 0.40, 0.35, 0.45, 0.50])
+    cells = {}
+    for sc, s in cfg.sweeps[0].points():
+        cells[(sc, "no_learning")] = none
+        cells[(sc, "oracle")] = none + 0.40
+        cells[(sc, "naive_loop")] = none + (0.1 if s == 0.0 else -0.2) + wobble
+        cells[(sc, "reflexion")] = none + 0.30 + wobble                  # restores
+        cells[(sc, "voyager")] = none + 0.05 + wobble                    # under half
+        cells[(sc, "awm")] = none + (0.1 if s == 0.0 else -0.3) + wobble  # worse at 0.5
+    cmap = crossover_map(cfg, _table(cfg, cells))
+    rows = {lc.variant: lc for lc in baseline_crossovers(cfg, _table(cfg, cells), cmap)}
+    assert list(rows) == ["reflexion", "voyager", "awm"]
+    assert [(r.at, r.estimate_at, r.restores) for r in rows.values()] == [
+        (None, None, True), (None, None, False), (0.5, 0.5, False)]
+    assert float(rows["reflexion"].gain.estimate) == pytest.approx(0.30)
+    assert float(rows["awm"].gain.estimate) == pytest.approx(-0.30)
+    assert len(rows["awm"].points) == 2
+    # no naive loop: no map, so no baseline rows
+    plain = parse_agent_tasks({**{k: v for k, v in BASE.items() if k != "scenarios"},
+                               "variants": ["no_learning", "oracle", "reflexion"],
+                               "sweeps": [SWEEP]})
+    assert baseline_crossovers(plain, _table(plain, cells), crossover_map(
+        plain, _table(plain, cells))) == []
 
 
 # --------------------------------------------------------------------------- interactions

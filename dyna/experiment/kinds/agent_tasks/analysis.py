@@ -36,11 +36,11 @@ from dyna.experiment.stats import (Interval, benjamini_hochberg, bootstrap_ci, h
                                    probability_of_improvement, sign_flip_test, stratified_iqm)
 from dyna.loops import LoopConfig
 
-__all__ = ["Comparison", "Crossover", "HypothesisResult", "compare_slope", "crossover_map",
-           "MIN_RUNS_CLAIMS", "MIN_RUNS_NO_WARNING", "aggregates", "compare",
-           "evaluate_hypotheses", "exploratory_cells", "inert_switches", "judge_differences",
-           "restores_benefit", "safeguard_activity", "base_scenarios",
-           "scenario_metrics"]
+__all__ = ["Comparison", "Crossover", "HypothesisResult", "LoopCrossover", "compare_slope",
+           "crossover_map", "MIN_RUNS_CLAIMS", "MIN_RUNS_NO_WARNING", "aggregates",
+           "baseline_crossovers", "compare", "evaluate_hypotheses", "exploratory_cells",
+           "inert_switches", "judge_differences", "restores_benefit", "safeguard_activity",
+           "base_scenarios", "scenario_metrics"]
 
 #: Below this many runs the report makes no significance claims: a sign-flip test over
 #: n runs cannot go below 2^-n (1/16 for 4 runs), so nothing could pass a 0.05 level.
@@ -378,6 +378,32 @@ def restores_benefit(gain: Interval, oracle_gap: Interval, better: str) -> bool:
     return not_worse and sign * float(gain.estimate) >= 0.5 * sign * float(oracle_gap.estimate)
 
 
+def _crossover_opts(cfg) -> dict:
+    a = cfg.analysis
+    return dict(store=cfg.store, confidence=float(a["confidence"]),
+                n_resamples=int(a["n_resamples"]), seed=cfg.seed, alpha=float(a["alpha"]))
+
+
+def _first_worse(runs: pl.DataFrame, sw, variant: str, opts: dict) -> tuple:
+    """``variant - no_learning`` at every grid point of sweep ``sw`` (one-sided toward
+    worse), the first grid value whose whole interval is on the worse side and the first
+    whose mean is (None: nowhere)."""
+    worse_dir = {"greater": "less", "less": "greater"}
+    comps, at, est = [], None, None
+    for sc, v in sw.points():
+        c = compare(runs, sc, variant, "no_learning", sw.metric,
+                    direction=worse_dir[sw.better], **opts)
+        comps.append(c)
+        if c.interval is None:
+            continue
+        mean_worse, all_worse = _worse(c.interval, sw.better)
+        if est is None and mean_worse:
+            est = v
+        if at is None and all_worse:
+            at = v
+    return comps, at, est
+
+
 def crossover_map(cfg, runs: pl.DataFrame) -> list[Crossover]:
     """The crossover map (one :class:`Crossover` per sweep of the config): the severity at
     which ``naive_loop`` first becomes worse than ``no_learning`` on the sweep's primary
@@ -387,24 +413,10 @@ def crossover_map(cfg, runs: pl.DataFrame) -> list[Crossover]:
     Exploratory: intervals at ``analysis.confidence``, no correction."""
     if not {"naive_loop", "no_learning"} <= set(cfg.variants):
         return []
-    a = cfg.analysis
-    opts = dict(store=cfg.store, confidence=float(a["confidence"]),
-                n_resamples=int(a["n_resamples"]), seed=cfg.seed, alpha=float(a["alpha"]))
-    worse_dir = {"greater": "less", "less": "greater"}
+    opts = _crossover_opts(cfg)
     out = []
     for sw in getattr(cfg, "sweeps", ()):
-        comps, at, est = [], None, None
-        for sc, v in sw.points():
-            c = compare(runs, sc, "naive_loop", "no_learning", sw.metric,
-                        direction=worse_dir[sw.better], **opts)
-            comps.append(c)
-            if c.interval is None:
-                continue
-            mean_worse, all_worse = _worse(c.interval, sw.better)
-            if est is None and mean_worse:
-                est = v
-            if at is None and all_worse:
-                at = v
+        comps, at, est = _first_worse(runs, sw, "naive_loop", opts)
         restores, gap = [], None
         if at is not None and "oracle" in cfg.variants:
             sc = sw.scenario(list(sw.values).index(at))
@@ -419,6 +431,59 @@ def crossover_map(cfg, runs: pl.DataFrame) -> list[Crossover]:
             restores.sort(key=lambda r: sign * float(r[1].estimate))
         out.append(Crossover(sw.name, sw.metric, tuple(comps), at, est, tuple(restores),
                              gap))
+    return out
+
+
+@dataclass(frozen=True)
+class LoopCrossover:
+    """One literature baseline on the crossover map of one severity sweep.
+
+    Attributes
+    ----------
+    sweep, variant : str
+    points : tuple of Comparison
+        ``variant - no_learning`` at every grid point, one-sided toward "worse".
+    at, estimate_at : object or None
+        The first grid value whose whole interval (``at``) or mean (``estimate_at``) lies
+        on the worse side (None: nowhere).
+    gain : Interval or None
+        ``variant - no_learning`` where the naive loop is worse (its crossover's ``at``);
+        None when the naive loop is nowhere worse or the baseline was not run there.
+    restores : bool or None
+        Whether the baseline restores the benefit there (:func:`restores_benefit`); None
+        without a crossover or an ``oracle`` variant.
+    """
+
+    sweep: str
+    variant: str
+    points: tuple
+    at: object = None
+    estimate_at: object = None
+    gain: Interval | None = None
+    restores: bool | None = None
+
+
+def baseline_crossovers(cfg, runs: pl.DataFrame,
+                        cmap: list[Crossover]) -> list[LoopCrossover]:
+    """Each literature baseline of the config (:data:`dyna.agents.baselines.BASELINES`) on
+    the crossover map ``cmap`` (:func:`crossover_map`): per sweep, where the baseline itself
+    is first worse than no learning, and, where the naive loop is worse, whether the
+    baseline restores the benefit by the rule of :func:`restores_benefit`. Empty without
+    a baseline variant or a crossover map. Exploratory, as the map."""
+    from dyna.agents.baselines import BASELINES
+    names = [v for v in cfg.variants if v in BASELINES]
+    if not (names and cmap):
+        return []
+    opts = _crossover_opts(cfg)
+    out = []
+    for sw, cx in zip(cfg.sweeps, cmap):
+        at_index = None if cx.at is None else list(sw.values).index(cx.at)
+        for name in names:
+            comps, at, est = _first_worse(runs, sw, name, opts)
+            gain = None if at_index is None else comps[at_index].interval
+            restores = (None if gain is None or cx.oracle_gap is None
+                        else restores_benefit(gain, cx.oracle_gap, sw.better))
+            out.append(LoopCrossover(sw.name, name, tuple(comps), at, est, gain, restores))
     return out
 
 

@@ -8,7 +8,8 @@ events per episode, the volume cost split, normalised aggregates, robustness), w
 safeguard did (its counts; a switch that never acted is *inert in this scenario* and its cells are
 not tested), a table per scenario, the exploratory effects of removing each safeguard
 (Benjamini-Hochberg over all of them), the aggregates across scenarios (rliable) and the
-plots. The statistics come from :mod:`.analysis`.
+plots. The statistics come from :mod:`.analysis`. A full safeguard ablation's headline
+and scenario tables are :mod:`.ablation_report`'s.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import math
 
 import numpy as np
 
+from dyna.experiment.kinds.agent_tasks.ablation_report import (ablation_lines,
+                                                               is_full_ablation,
+                                                               scenario_tables)
 from dyna.experiment.kinds.agent_tasks.analysis import (EXPLORATORY_METRICS, MIN_RUNS_CLAIMS,
                                                        MIN_RUNS_NO_WARNING,
                                                        ablated_switch, aggregates, bh_marks,
@@ -332,7 +336,34 @@ def _crossover_section(cfg, runs) -> list[str]:
               "oracle's (`oracle - no_learning`, same policy with perfect entries). A "
               "safeguard that merely stops learning meets the first and not the second.",
               "", "![crossover](plots/crossover.png)", ""]
-    return lines
+    return lines + _baselines_on_map(cfg, runs, cmap, conf)
+
+
+def _baselines_on_map(cfg, runs, cmap, conf: int) -> list[str]:
+    """The literature baselines on the crossover map (nothing without a baseline)."""
+    from dyna.experiment.kinds.agent_tasks.analysis import baseline_crossovers
+    rows = []
+    for lc in baseline_crossovers(cfg, runs, cmap):
+        sw = next(x for x in cfg.sweeps if x.name == lc.sweep)
+        gaps = "; ".join(f"{v}: {_comparison_text(c)}" for (_, v), c in
+                         zip(sw.points(), lc.points))
+        restores = {None: "", True: "yes", False: "no"}[lc.restores]
+        rows.append([f"`{lc.sweep}`", f"`{lc.variant}`",
+                     "never" if lc.estimate_at is None else str(lc.estimate_at),
+                     "never" if lc.at is None else str(lc.at),
+                     "" if lc.gain is None else _comparison_text_iv(lc.gain), restores, gaps])
+    if not rows:
+        return []
+    return ["### The literature baselines on the map", "",
+            "Each baseline against no learning on every sweep: the first severity at which "
+            f"it is worse (by its mean, and with the whole {conf}% interval on the worse "
+            "side), and, where the naive loop is worse (whole interval), its paired gain "
+            "over no learning there and whether it restores the benefit by the rule above. "
+            "Exploratory (no correction).", "",
+            *md_table(["failure mode", "baseline", "worse from (mean)",
+                       f"worse from ({conf}% CI)", "gain where the naive loop is worse",
+                       "restores the benefit", "baseline - no learning per grid point"],
+                      rows), ""]
 
 
 def _comparison_text_iv(iv) -> str:
@@ -480,7 +511,16 @@ def report_body(out) -> list[str]:
     primary = {(c.scenario, c.variant, c.versus, c.metric)
                for r in results for c in r.comparisons}
     lines = [f"# {cfg.name}", "", cfg.description or "", ""]
-    lines += _headline(cfg, runs, results, checked)
+    head = _headline(cfg, runs, results, checked)
+    ablation = is_full_ablation(cfg)
+    if ablation:   # every cell, the primary ones too: the headline names the largest
+        every = exploratory_cells(cfg, runs)
+        cells = [c for c in every if (c.scenario, c.variant, c.versus, c.metric)
+                 not in primary]
+        head = head[:4] + ablation_lines(cfg, runs, every) + [""]
+    else:
+        cells = exploratory_cells(cfg, runs, primary)
+    lines += head
     lines += _checks_section(cfg, checked)
     lines += _warnings(cfg)
     lines += _setup(cfg, out)
@@ -488,8 +528,9 @@ def report_body(out) -> list[str]:
     lines += _hypotheses_section(cfg, results)
     lines += effect_sections(cfg, out.tables)
     lines += _activity_section(cfg, runs)
-    lines += _scenario_tables(cfg, runs, opts)
-    lines += _exploratory_section(cfg, runs, exploratory_cells(cfg, runs, primary))
+    lines += (scenario_tables(cfg, runs, opts) if ablation
+              else _scenario_tables(cfg, runs, opts))
+    lines += _exploratory_section(cfg, runs, cells)
     lines += _aggregate_section(cfg, runs)
     lines += ["## Plots", "",
               "Bands of success, tokens and poisoned entries are 95% bootstrap confidence "
