@@ -146,7 +146,8 @@ def test_tool_list_and_schemas_come_from_the_operation_table(server):
             assert sub.get("default") == lib[prop].default, (name, prop)
         assert set(schema["required"]) == {p for p in schema["properties"]
                                            if p == "confirm" or lib[p].required}
-        assert tool.output_schema["properties"]["op"] == {"const": name}
+        assert tool.output_schema["properties"]["op"] == {"type": "string", "const": name,
+                                                          "description": "the tool called"}
         assert tool.annotations.destructive_hint is (name in DESTRUCTIVE)
         assert tool.annotations.read_only_hint is (name in READ_TOOLS
                                                    or name == "replay_experience")

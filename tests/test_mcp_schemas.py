@@ -54,7 +54,8 @@ EXAMPLES = {
     "get_data_consumption": ({}, {"all_tenants": True}, "all_tenants"),
     "record": ({"task_type": "review", "action_type": "lint", "outcome": "success",
                 "reward": 1.0},
-               {"task_type": "review", "action_type": "lint", "outcome": "success"}, "reward"),
+               {"task_type": "review", "action_type": "lint", "outcome": "success",
+                "reward": "high"}, "reward"),
     "replay_experience": ({"batch_size": 3, "strategy": "recency", "seed": 1,
                            "half_life_seconds": 60.0},
                           {"batch_size": MAX_BATCH_SIZE + 1}, "batch_size"),
@@ -144,8 +145,7 @@ def test_record_lists_what_an_episode_needs(served):
                                                "description": "optional; must be the "
                                                "server's tenant"}
     assert schema["required"] == []  # one episode as fields, or episodes=[...]
-    assert schema["if"] == {"required": ["episodes"]}
-    assert schema["else"] == {"required": list(EPISODE_REQUIRED)}
+    assert not {"if", "then", "else"} & set(schema)  # the server checks the fields' rule
     v = Draft202012Validator(schema)
     one = dict(EXAMPLES["record"][0])
     assert v.is_valid(one) and v.is_valid({"episodes": [one, one]})

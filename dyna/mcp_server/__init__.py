@@ -19,7 +19,17 @@ Transport
     the server's own; others get 401 or 403. The token comes from the environment variable
     ``DYNA_MCP_TOKEN`` or from ``--token-file PATH``, a file readable by its owner only
     (mode ``0600`` or stricter); it is never printed or logged, and without one the server
-    refuses to start.
+    refuses to start. A request without the token gets 401 with ``WWW-Authenticate: Bearer
+    realm="dyna", error="invalid_token", error_description="a static bearer token is
+    expected ..."`` (:data:`STATIC_TOKEN_REASON`) and no ``resource_metadata``; every path
+    but ``/mcp``, the OAuth discovery documents included, answers 404 without a token. So a
+    client that would look for an OAuth authorization server (the MCP authorization spec)
+    finds none and is told to send the static token instead.
+
+    SIGTERM or Ctrl-C stop the HTTP server gracefully (open requests get a few seconds), the
+    store is closed, and the command ends as every dyna command does after a signal: one
+    line ``dyna: terminated (SIGTERM)`` on stderr and exit status 143 (130 after Ctrl-C),
+    no traceback.
 
 Tools
     One tool per experience-loop operation, named as the operation:
@@ -28,25 +38,34 @@ Tools
     :data:`dyna.experience.OPERATIONS` (the table :meth:`ExperienceStore.dispatch` checks
     arguments against), with the server-fixed parameters removed and ``confirm`` added to
     destructive tools, and written for clients that read schemas literally (MCP Inspector
-    0.15 reads a property's ``type`` and nothing else):
+    0.15 reads a property's ``type`` and nothing else) or translate them to a smaller
+    dialect (the OpenAPI subset of Gemini function declarations; model APIs that refuse a
+    top-level ``anyOf``):
 
-    * every property has one plain ``type`` (no type arrays such as ``["number", "null"]``,
-      no ``anyOf``); an optional parameter is simply not in ``required``, and an explicit
-      ``null`` is read as "omitted";
+    * no conditional or combining keyword (``if``/``then``/``else``, ``allOf``, ``anyOf``,
+      ``oneOf``, ``not``) anywhere;
+    * every property has one plain ``type`` (no type arrays such as ``["number", "null"]``)
+      and a ``description``; an optional parameter is simply not in ``required``, and an
+      explicit ``null`` is read as "omitted";
     * enumerated parameters list their values (:data:`ENUMS`), bounded ones their range
       (``k`` 1..:data:`~dyna.experience.MAX_K`, ``level`` in the open interval (0, 1), ...),
       ``state_features`` its length (the store's ``dim``);
-    * ``record`` takes one episode as fields or a batch as ``episodes``; an episode needs
-      ``task_type``, ``action_type``, ``outcome`` and ``reward`` (``required`` of the
-      ``episodes`` items, and of the fields themselves when ``episodes`` is not given, a
-      top-level ``if``/``else``: clients that send schemas on to a model API reject a
-      top-level ``anyOf``).
+    * ``record`` takes one episode as fields or a batch as ``episodes``, by
+      :data:`RECORD_RULE`: either ``episodes`` or one episode's fields, not both, and
+      without ``episodes`` the fields ``task_type``, ``action_type``, ``outcome`` and
+      ``reward`` are required. The episodes' items list them in ``required``; for the fields
+      themselves the schema requires nothing (saying "required unless" needs a conditional)
+      and the rule is written in the descriptions of ``record`` and of its fields, and
+      checked by the server: a call that breaks it is a tool error naming the fields.
 
     Every tool also has an ``outputSchema`` (:func:`output_schema`) and every result carries
     ``structuredContent`` matching it (MCP 2025-06-18): the JSON answer of
     :meth:`ExperienceStore.dispatch` with ``op`` and ``persistence_status``, and, for
-    clients that read only text, the same JSON as one text block. Output properties that
-    may be ``null`` say so with ``anyOf`` (the only place it is used).
+    clients that read only text, the same JSON as one text block. Output schemas keep the
+    same rules, with one exception: a property that may be ``null`` (or hold any JSON value)
+    is an ``anyOf`` of branches that each have one plain ``type``, the spelling the MCP
+    Inspector's portability check recommends. Results and error results share one schema,
+    whose ``description`` names the fields a result always has (:func:`result_fields`).
 
 Tenancy
     The server serves one tenant, fixed at start (``--tenant``, default ``default``).
@@ -78,7 +97,10 @@ Errors
     (``k=0: must be >= 1``, ``confirm=false: must be true ...``, ``reward=null: is
     required``) and whose structured content is ``{"error": {"type", "field", "value",
     "reason", "message"}, "op"}`` (allowed by every tool's ``outputSchema``); the server
-    keeps serving. Unexpected exceptions are logged on stderr and reported the same way
+    keeps serving. A call that leaves out required parameters names all of them
+    (``max_age_seconds=null: is required by prune_old; missing: max_age_seconds, confirm
+    ...``); an unknown parameter is named with the tool's parameters, or "it takes no
+    parameters". Unexpected exceptions are logged on stderr and reported the same way
     with ``type`` ``internal``.
 
 Visibility of other writers
@@ -91,13 +113,15 @@ The SDK (PyPI ``mcp``, the ``mcp`` extra of dyna) is imported only when the serv
 """
 
 from dyna.mcp_server.command import register
-from dyna.mcp_server.schemas import (ENUMS, EPISODE_REQUIRED, READ_TOOLS, SERVER_FIXED,
-                                     WRITE_TOOLS, input_schema, output_schema)
+from dyna.mcp_server.results import output_schema, result_fields
+from dyna.mcp_server.schemas import (ENUMS, EPISODE_REQUIRED, READ_TOOLS, RECORD_RULE,
+                                     SERVER_FIXED, WRITE_TOOLS, input_schema)
 from dyna.mcp_server.tools import ExperienceTools
-from dyna.mcp_server.transport import (MIN_TOKEN_CHARS, TOKEN_ENV, build_server, read_token,
-                                       require_token, serve_http, serve_stdio)
+from dyna.mcp_server.transport import (MIN_TOKEN_CHARS, STATIC_TOKEN_REASON, TOKEN_ENV,
+                                       build_server, read_token, require_token, serve_http,
+                                       serve_stdio)
 
-__all__ = ["ENUMS", "EPISODE_REQUIRED", "MIN_TOKEN_CHARS", "READ_TOOLS", "SERVER_FIXED",
-           "TOKEN_ENV", "WRITE_TOOLS", "ExperienceTools", "build_server", "input_schema",
-           "output_schema", "read_token", "register", "require_token", "serve_http",
-           "serve_stdio"]
+__all__ = ["ENUMS", "EPISODE_REQUIRED", "MIN_TOKEN_CHARS", "READ_TOOLS", "RECORD_RULE",
+           "SERVER_FIXED", "STATIC_TOKEN_REASON", "TOKEN_ENV", "WRITE_TOOLS", "ExperienceTools",
+           "build_server", "input_schema", "output_schema", "read_token", "register",
+           "require_token", "result_fields", "serve_http", "serve_stdio"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -67,7 +68,9 @@ def _run(args) -> int:
         if args.http is None:
             anyio.run(serve_stdio, tools)
         else:
-            anyio.run(functools.partial(serve_http, tools, args.http, token=token))
+            caught = anyio.run(functools.partial(serve_http, tools, args.http, token=token))
+            if caught:  # stopped by a signal: end as dyna does for it (one line, 143 or 130)
+                signal.raise_signal(caught[0])
     finally:
         store.close()
     return 0

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from dyna.errors import ConfigError, DynaError, MissingFileError, StoreBusyError
-from dyna.mcp_server.schemas import (FILE_NAME_PATTERN, FILE_NAME_REASON, READ_TOOLS,
-                                     SERVER_FIXED, WRITE_TOOLS, input_schema, output_schema)
-from dyna.mcp_server.wording import json_list, json_text, json_value, schema_error
+from dyna.mcp_server.results import output_schema
+from dyna.mcp_server.schemas import (EPISODE_REQUIRED, FILE_NAME_PATTERN, FILE_NAME_REASON,
+                                     READ_TOOLS, RECORD_RULE, SERVER_FIXED, WRITE_TOOLS,
+                                     input_schema)
+from dyna.mcp_server.wording import (json_list, json_text, json_value, missing_error,
+                                     schema_error, unknown_error)
 
 __all__ = ["ExperienceTools"]
 
@@ -87,6 +90,8 @@ class ExperienceTools:
             if lib.destructive:
                 params.append(confirm)
             note = f" Scoped to tenant {json.dumps(tenant_id)}."
+            if name == "record":
+                note = f" {RECORD_RULE}{note}"
             if lib.destructive:
                 note += " Destructive: requires confirm=true."
             tool = Operation(name, lib.description + note, tuple(params), lib.mutates,
@@ -209,8 +214,7 @@ class ExperienceTools:
                 raise ConfigError(key, value, f"not an input: this server serves tenant "
                                   f"{json.dumps(self.tenant_id)} only")
             if key not in names:
-                raise ConfigError(key, value, f"unknown parameter of {name}; one of "
-                                  f"{json_list(names)}")
+                raise unknown_error(key, value, f"parameter of {name}", names)
         # null is "omitted": a client may send it for any optional parameter
         args = {k: v for k, v in arguments.items() if v is not None}
         if isinstance(args.get("episodes"), list):
@@ -222,6 +226,10 @@ class ExperienceTools:
                 raise ConfigError(both, args[both], "give episodes=[...] or one episode's "
                                   "fields, not both")
         self._check(name, args)
+        if name == "record" and "episodes" not in args:   # RECORD_RULE
+            missing = [f for f in EPISODE_REQUIRED if f not in args]
+            if missing:
+                raise missing_error(name, missing)
         if lib.destructive:
             args.pop("confirm")
         if name == "export_data" and args.get("path") is not None:

@@ -7,18 +7,24 @@ runs. HTTP requires a bearer token (:func:`read_token`, :func:`require_token`); 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hmac
 import json
 import os
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError
 from dyna.mcp_server.tools import ExperienceTools
 
-__all__ = ["MIN_TOKEN_CHARS", "TOKEN_ENV", "AnsweringReader", "build_server", "error_answer",
-           "read_token", "request_id", "require_token", "serve_http", "serve_stdio"]
+__all__ = ["MCP_PATH", "MIN_TOKEN_CHARS", "NO_OAUTH_REASON", "REALM", "SHUTDOWN_GRACE_S",
+           "STATIC_TOKEN_REASON", "TOKEN_ENV", "AnsweringReader", "build_server", "error_answer",
+           "handing_back_signals", "read_token", "request_id", "require_token", "serve_http",
+           "serve_stdio"]
 
 _INSTRUCTIONS = (
     "Experience store of tenant {tenant}: the memory of what this agent did and how it "
@@ -171,6 +177,8 @@ class AnsweringReader:
 TOKEN_ENV = "DYNA_MCP_TOKEN"
 #: Shortest token accepted (characters).
 MIN_TOKEN_CHARS = 16
+#: Seconds the HTTP server gives open requests to finish after SIGINT or SIGTERM.
+SHUTDOWN_GRACE_S = 5
 
 
 def read_token(token_file: str | None) -> str:
@@ -206,18 +214,45 @@ def read_token(token_file: str | None) -> str:
     return token
 
 
+#: Realm of the bearer challenge (RFC 6750) of ``dyna mcp --http``.
+REALM = "dyna"
+#: Why a request without the right ``Authorization`` header is refused: said in the 401's
+#: ``WWW-Authenticate`` challenge (``error_description``) and its body, so that a client
+#: asks its user for the token instead of starting an OAuth flow (no ``resource_metadata``
+#: is given, and the OAuth discovery documents answer 404).
+STATIC_TOKEN_REASON = ("a static bearer token is expected: send Authorization: Bearer "
+                       "<token>, the token this server was started with (" + TOKEN_ENV
+                       + " or --token-file); this server has no OAuth authorization server")
+#: Answer (404) to a request for any path but :data:`MCP_PATH`: the OAuth discovery
+#: documents (``/.well-known/...``) and an authorization server's default endpoints
+#: (``/register``, ``/authorize``, ``/token``), which a client may try after the 401.
+NO_OAUTH_REASON = "no such path, and no OAuth here: " + STATIC_TOKEN_REASON
+#: The path of the MCP endpoint.
+MCP_PATH = "/mcp"
+
+
 def require_token(app, token: str, allowed_origins):
     """ASGI middleware: 401 without ``Authorization: Bearer <token>`` (constant-time
-    comparison), 403 for an ``Origin`` header not in ``allowed_origins``."""
-    expected = f"Bearer {token}".encode("utf-8")
+    comparison), 403 for an ``Origin`` header not in ``allowed_origins``, 404 for any path
+    but :data:`MCP_PATH` (no token needed: it tells a client there is no OAuth).
 
-    async def send_error(send, status: int, text: str):
-        body = text.encode()
+    The 401 follows RFC 6750 section 3 and the MCP SDK's own bearer middleware:
+    ``WWW-Authenticate: Bearer realm="dyna", error="invalid_token",
+    error_description="<STATIC_TOKEN_REASON>"`` and the JSON body ``{"error":
+    "invalid_token", "error_description": ...}``. It names no ``resource_metadata``: the MCP
+    authorization spec has a client look for OAuth metadata there (or at the well-known
+    URIs, which answer 404 as every path but ``/mcp`` does), and this server has none.
+    """
+    expected = f"Bearer {token}".encode("utf-8")
+    challenge = (f'Bearer realm="{REALM}", error="invalid_token", '
+                 f'error_description="{STATIC_TOKEN_REASON}"').encode("ascii")
+
+    async def send_error(send, status: int, body: dict, headers=()):
+        data = json.dumps(body).encode()
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"text/plain"),
-                                (b"content-length", str(len(body)).encode()),
-                                (b"www-authenticate", b"Bearer")]})
-        await send({"type": "http.response.body", "body": body})
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(data)).encode()), *headers]})
+        await send({"type": "http.response.body", "body": data})
 
     async def wrapped(scope, receive, send):
         if scope["type"] != "http":
@@ -225,16 +260,48 @@ def require_token(app, token: str, allowed_origins):
         headers = dict(scope.get("headers") or [])
         origin = headers.get(b"origin")
         if origin is not None and origin.decode("latin-1") not in allowed_origins():
-            return await send_error(send, 403, "foreign origin")
+            return await send_error(send, 403, {"error": "forbidden",
+                                                "error_description": "foreign origin"})
+        if scope.get("path", "").rstrip("/") != MCP_PATH:
+            return await send_error(send, 404, {"error": "not_found",
+                                                "error_description": NO_OAUTH_REASON})
         if not hmac.compare_digest(headers.get(b"authorization", b""), expected):
-            return await send_error(send, 401, "bearer token required")
+            return await send_error(send, 401, {"error": "invalid_token",
+                                                "error_description": STATIC_TOKEN_REASON},
+                                    [(b"www-authenticate", challenge)])
         return await app(scope, receive, send)
 
     return wrapped
 
 
-async def serve_http(tools: ExperienceTools, port: int, *, token: str, announce=None) -> None:
-    """Serve ``tools`` over streamable HTTP at ``http://127.0.0.1:port/mcp`` (loopback only).
+@contextlib.contextmanager
+def handing_back_signals(server, caught: list):
+    """Stand-in for uvicorn's ``Server.capture_signals``: SIGINT and SIGTERM start its
+    graceful shutdown and are appended to ``caught``, and are not re-raised when serving
+    ends (uvicorn re-raises them inside the event loop, where dyna's SIGTERM handler would
+    end the task group with a traceback). The caller re-raises them after the loop.
+    Outside the main thread (no signals there) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(sig, frame):
+        caught.append(sig)
+        server.force_exit = server.should_exit and sig == signal.SIGINT  # a second Ctrl-C
+        server.should_exit = True
+
+    originals = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in originals.items():
+            signal.signal(sig, handler)
+
+
+async def serve_http(tools: ExperienceTools, port: int, *, token: str,
+                     announce=None) -> tuple[int, ...]:
+    """Serve ``tools`` over streamable HTTP at ``http://127.0.0.1:port/mcp`` (loopback only)
+    until SIGINT or SIGTERM.
 
     Parameters
     ----------
@@ -244,6 +311,14 @@ async def serve_http(tools: ExperienceTools, port: int, *, token: str, announce=
         The bearer token every request must carry (:func:`require_token`).
     announce : callable, optional
         Called with the URL once the socket listens (default: print it on stderr).
+
+    Returns
+    -------
+    tuple of int
+        The signals that stopped the server, in arrival order (empty if none did): the
+        server shuts down gracefully (open requests get :data:`SHUTDOWN_GRACE_S` seconds)
+        and leaves re-raising them to the caller, outside the event loop
+        (:func:`handing_back_signals`).
     """
     import anyio  # noqa: PLC0415
     import uvicorn  # noqa: PLC0415 - a dependency of mcp
@@ -254,9 +329,13 @@ async def serve_http(tools: ExperienceTools, port: int, *, token: str, announce=
     def origins():
         return {f"http://{h}:{p}" for h in (host, "localhost") for p in bound}
 
-    app = require_token(build_server(tools).streamable_http_app(host=host), token, origins)
+    app = require_token(build_server(tools).streamable_http_app(
+        host=host, streamable_http_path=MCP_PATH), token, origins)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           lifespan="on"))
+                                           lifespan="on",
+                                           timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+    caught: list[int] = []
+    server.capture_signals = functools.partial(handing_back_signals, server, caught)
     if announce is None:
         def announce(url):
             print(f"dyna mcp: tenant {tools.tenant_id!r} on {url}", file=sys.stderr,
@@ -265,8 +344,9 @@ async def serve_http(tools: ExperienceTools, port: int, *, token: str, announce=
         tg.start_soon(server.serve)
         while not server.started:
             if server.should_exit:
-                return
+                return tuple(caught)
             await anyio.sleep(0.02)
         real = server.servers[0].sockets[0].getsockname()[1]
         bound.append(real)
-        announce(f"http://{host}:{real}/mcp")
+        announce(f"http://{host}:{real}{MCP_PATH}")
+    return tuple(caught)

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dyna.errors import ConfigError
 from dyna.mcp_server.schemas import FILE_NAME_REASON
 
-__all__ = ["VALUE_CHARS", "json_list", "json_text", "json_value", "path_name", "schema_error"]
+__all__ = ["VALUE_CHARS", "json_list", "json_text", "json_value", "missing_error", "path_name",
+           "schema_error", "unknown_error"]
 
 #: Message texts show at most this many characters of a value.
 VALUE_CHARS = 120
@@ -55,6 +56,34 @@ def path_name(path) -> str:
     return out
 
 
+def unknown_error(field: str, value, what: str, known) -> ConfigError:
+    """The error of an argument (or episode field) ``field`` that is not one of ``known``:
+    ``colour=null: unknown parameter of get_competence; one of "task_type", "level"``, or
+    ``... takes no parameters`` when ``known`` is empty (``what`` names the kind)."""
+    known = list(known)
+    if not known:
+        return ConfigError(field, value, f"unknown {what}: it takes no parameters")
+    return ConfigError(field, value, f"unknown {what}; one of {json_list(known)}")
+
+
+def missing_error(name: str, missing, path=()) -> ConfigError:
+    """The error of a call to tool ``name`` that leaves out the required fields ``missing``
+    (names, in the schema's order; at least one) of the object at ``path`` (``[]``: the
+    arguments, ``["episodes", 0]``: an episode). ``field`` is the first missing one; the
+    reason names all of them: ``task_type=null: is required by record; missing: task_type,
+    action_type, outcome, reward (or give episodes=[...])``."""
+    missing = list(missing)
+    where = "in every episode" if path else f"by {name}"
+    reason = f"is required {where}"
+    if len(missing) > 1:
+        reason += "; missing: " + ", ".join(missing)
+    if "confirm" in missing:
+        reason += " (destructive: pass confirm=true)"
+    elif name == "record" and not path:
+        reason += " (or give episodes=[...])"
+    return ConfigError(path_name(list(path) + [missing[0]]), None, reason)
+
+
 def schema_error(name: str, err) -> ConfigError:
     """One :mod:`jsonschema` error of tool ``name``'s arguments as a :class:`ConfigError`:
     the field's path (``episodes[0].reward``), the value, and a reason in JSON terms."""
@@ -64,16 +93,11 @@ def schema_error(name: str, err) -> ConfigError:
              "boolean": "a boolean (true or false)", "array": "an array",
              "object": "an object", "null": "null"}
     if kw == "required":
-        missing = next(p for p in arg if p not in inst)
-        how = " (destructive: pass confirm=true)" if missing == "confirm" else ""
-        where = "in every episode" if path else f"by {name}" + (
-            " (or give episodes=[...])" if name == "record" else "")
-        return ConfigError(path_name(path + [missing]), None, f"is required {where}{how}")
+        return missing_error(name, [p for p in arg if p not in inst], path)
     if kw == "additionalProperties":
         extra = next(k for k in inst if k not in err.schema.get("properties", {}))
-        known = list(err.schema.get("properties", {}))
-        return ConfigError(path_name(path + [extra]), inst[extra],
-                           f"unknown episode field; one of {json_list(known)}")
+        return unknown_error(path_name(path + [extra]), inst[extra], "episode field",
+                             err.schema.get("properties", {}))
     field = path_name(path) or "arguments"
     if kw == "type":
         types = [arg] if isinstance(arg, str) else list(arg)
