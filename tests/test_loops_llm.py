@@ -1,7 +1,8 @@
 """The OpenAI-compatible reviewer (dyna.loops.llm) against a real HTTP server on the
 loopback address that answers from recorded chat-completions replies (tests/_chat_server.py).
 
-Each row of issue 18's table ends with exactly its status, the run's own outcome unchanged:
+Each row of the reviewer's table (docs/llm-endpoints.md) ends with exactly its status, the
+run's own outcome unchanged:
 malformed JSON -> refused ``malformed_arguments``; a tool not offered -> refused
 ``unknown_tool``; over the token or turn budget -> ``incomplete``; 429 with Retry-After ->
 retried after the stated time, at most 3 times, then ``incomplete``; 500 -> at most 2
@@ -254,7 +255,8 @@ def test_the_api_key_is_sent_and_never_recorded_logged_or_raised(caplog):
         r1 = _finish(loop)
         r2 = _finish(loop, _digest("run-2"))
     assert srv.requests[0]["headers"]["Authorization"] == f"Bearer {KEY}"
-    assert r2.review.status == "failed" and r2.review.reason == "http_error: 401"
+    assert r2.review.status == "failed"
+    assert r2.review.reason == "http_error: 401: bad key (redacted)"
     text = json.dumps(rec_.exchanges) + caplog.text + repr(r1) + repr(r2)
     assert KEY not in text and "(redacted)" in rec_.exchanges[0]["response"]
     for url in (f"https://user:{KEY}@api.example.com/v1",

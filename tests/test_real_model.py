@@ -243,3 +243,59 @@ def test_one_real_review_of_a_small_run(server, client, store, tmp_path):
     print(f"\n{store} review: {rec.review.status} ({rec.review.reason}), "
           f"{len(rec.review.decisions)} decisions, {rec.learning_tokens} tokens, "
           f"{rec.review.cost.seconds:.1f} s")
+
+
+NAMED_SKILL = {"type": "function", "function": {"name": "skill_manage"}}
+
+
+def _schema_keys(obj) -> set:
+    if isinstance(obj, dict):
+        return set(obj) | {k for v in obj.values() for k in _schema_keys(v)}
+    if isinstance(obj, list):
+        return {k for v in obj for k in _schema_keys(v)}
+    return set()
+
+
+def test_a_skill_review_with_the_named_tool_choice(server, client, tmp_path):
+    """The skill tool named in ``tool_choice``: the server builds a grammar from the tool's
+    schema (one with a length bound gives a grammar it cannot parse, and the server dies)
+    and answers with a call of the tool; then a conversation that carries a tool call
+    back, as the reviewer and the agent send it (``content`` ``""``, never ``null``,
+    which this server refuses), is answered too."""
+    from dyna.loops.llm.wire import assistant_turn
+
+    cfg = LoopConfig()                         # every safeguard on
+    spy = Spy(LLMReviewer(client, "skill", max_lessons=1, max_turns=1))
+    loop = LearningLoop(cfg.skill_library(tmp_path / "skills"),
+                        cfg.memory_store(tmp_path / "MEMORY.md"), spy, cfg)
+    digest = _digest()
+    try:
+        rec = loop.finish(loop.begin(digest.run_id, digest.task), digest)
+        loop.wait()
+    finally:
+        loop.close()
+    assert (rec.success, rec.tokens, rec.steps) == (True, 900, 2)
+    check_review(rec, spy.outputs[0], loop, "skill", set())
+    (ex,) = client.recording.exchanges
+    sent = json.loads(ex["request"])
+    assert sent["tool_choice"] == NAMED_SKILL and sent["max_tokens"] == MAX_NEW_TOKENS
+    assert not _schema_keys(sent["tools"]) & {"maxLength", "pattern", "maxItems"}
+    assert ex["attempts"] == "200"
+    calls = json.loads(ex["response"])["choices"][0]["message"]["tool_calls"]
+    assert [c["function"]["name"] for c in calls] == ["skill_manage"]
+    # a cut reply (all 64 tokens used) is incomplete and no proposal; a whole one reviewed
+    assert (rec.review.status, ex["status"]) in (("reviewed", "ok"), ("incomplete", "incomplete"))
+    if rec.review.status == "incomplete":
+        assert rec.review.reason.startswith("length: ") and rec.review.decisions == ()
+    call = {"id": "call_1", "type": "function", "function": {
+        "name": "skill_manage", "arguments": json.dumps(
+            {"action": "create", "name": "deploy-release-branch", "description": "Deploy.",
+             "body": "Deploy release-2, not main."})}}
+    res = client.chat(spy.inner.messages(digest, None) + [
+        assistant_turn({"content": None}, [call]),
+        {"role": "tool", "tool_call_id": "call_1", "content": "received"}],
+        [spy.inner.tool], max_tokens=1, tool_choice=NAMED_SKILL)
+    assert res.attempts == (200,), res.reason
+    check_exchanges(client.recording)
+    print(f"\nnamed skill review: {rec.review.status} ({rec.review.reason}), "
+          f"{rec.learning_tokens} tokens, {rec.review.cost.seconds:.1f} s")

@@ -30,6 +30,7 @@ import numpy as np
 
 from dyna.errors import ConfigError, check_range
 from dyna.fileio.unique_json import DuplicateKeyError, loads_unique
+from dyna.loops.llm.wire import assistant_turn
 
 __all__ = ["AGENT_PROMPT", "LLMAgent", "LLM_DEFAULTS", "parse_llm_table", "run_llm_agent",
            "system_prompt"]
@@ -37,7 +38,9 @@ __all__ = ["AGENT_PROMPT", "LLMAgent", "LLM_DEFAULTS", "parse_llm_table", "run_l
 #: The ``[llm]`` table's keys and defaults (``base_url`` and ``model`` have none).
 LLM_DEFAULTS = {"base_url": None, "model": None, "api_key_env": "OPENAI_API_KEY",
                 "temperature": 0.0, "seed": 0, "timeout": 60.0, "reviewer": "llm",
-                "review_max_tokens": 4000, "review_max_turns": 3, "max_requests": None}
+                "review_max_tokens": 4000, "review_max_turns": 3,
+                "review_tool_choice": "named", "max_tokens_field": "max_tokens",
+                "max_requests": None}
 REVIEWERS = ("llm", "rule")
 
 AGENT_PROMPT = """\
@@ -72,9 +75,10 @@ def parse_llm_table(raw) -> dict:
     """Check an experiment's ``[llm]`` table; the table with its defaults filled in.
 
     Keys: ``base_url``, ``model`` (required), ``api_key_env``, ``temperature``, ``seed``,
-    ``timeout`` (:class:`dyna.loops.llm.Endpoint`), ``reviewer`` (``"llm"``: the
-    :class:`~dyna.loops.llm.LLMReviewer` on the same endpoint; ``"rule"``: the
-    rule-based one), ``review_max_tokens`` and ``review_max_turns`` (its budget),
+    ``timeout``, ``max_tokens_field`` (:class:`dyna.loops.llm.Endpoint`), ``reviewer``
+    (``"llm"``: the :class:`~dyna.loops.llm.LLMReviewer` on the same endpoint; ``"rule"``:
+    the rule-based one), ``review_max_tokens`` and ``review_max_turns`` (its budget),
+    ``review_tool_choice`` (its ``tool_choice``: ``named``, ``auto`` or ``required``),
     ``max_requests`` (the agent's requests per run; default twice the env's step budget).
     No key, token or password: the key is read from the environment only.
 
@@ -83,7 +87,6 @@ def parse_llm_table(raw) -> dict:
     ConfigError
         Naming ``llm.<key>`` and the value.
     """
-    from dyna.loops.llm import Endpoint
 
     if not isinstance(raw, Mapping):
         raise ConfigError("llm", raw, "must be a table")
@@ -105,19 +108,29 @@ def parse_llm_table(raw) -> dict:
         if t[k] is None:
             raise ConfigError(f"llm.{k}", None, "missing")
     try:
-        Endpoint(t["base_url"], t["model"], t["api_key_env"], t["temperature"], t["seed"],
-                 t["timeout"])
+        _endpoint(t)
     except ConfigError as exc:
         raise ConfigError(f"llm.{exc.field}", exc.value, exc.reason) from None
     if t["reviewer"] not in REVIEWERS:
         raise ConfigError("llm.reviewer", t["reviewer"], f"must be one of {REVIEWERS}")
     check_range("llm.review_max_tokens", t["review_max_tokens"], 1, None, integer=True)
     check_range("llm.review_max_turns", t["review_max_turns"], 1, None, integer=True)
+    from dyna.loops.llm.wire import check_choice
+    check_choice("llm.review_tool_choice", t["review_tool_choice"])
     if t["max_requests"] is not None:
         check_range("llm.max_requests", t["max_requests"], 1, None, integer=True)
     t["temperature"] = float(t["temperature"])
     t["timeout"] = float(t["timeout"])
     return t
+
+
+def _endpoint(llm: Mapping):
+    """The :class:`dyna.loops.llm.Endpoint` of an ``[llm]`` table."""
+    from dyna.loops.llm import Endpoint
+
+    return Endpoint(llm["base_url"], llm["model"], llm["api_key_env"], llm["temperature"],
+                    llm["seed"], llm["timeout"],
+                    max_tokens_field=llm.get("max_tokens_field", "max_tokens"))
 
 
 class LLMAgent:
@@ -273,8 +286,7 @@ class LLMAgent:
             if not isinstance(tcs, list) or not tcs:
                 ending = "stopped"
                 break
-            messages.append({"role": "assistant", "content": res.message.get("content"),
-                             "tool_calls": tcs})
+            messages.append(assistant_turn(res.message, tcs))
             for tc in tcs:
                 cid = str(tc.get("id") or "") if isinstance(tc, Mapping) else ""
                 out = "error: the run is over"
@@ -364,7 +376,7 @@ def run_llm_agent(variant: str, *, llm: Mapping, store: str = "skill",
     """
     from dyna.agents.loop_agents import EPISODE_FIELDS, make_variant
     from dyna.loops import LearningLoop, LoopConfig, RuleBasedReviewer
-    from dyna.loops.llm import ChatClient, Endpoint, LLMReviewer, Recording, Replay
+    from dyna.loops.llm import ChatClient, LLMReviewer, Recording, Replay
     from envs import make_agent_task_env
 
     episodes = check_range("episodes", episodes, 1, None, integer=True)
@@ -373,8 +385,7 @@ def run_llm_agent(variant: str, *, llm: Mapping, store: str = "skill",
     spec = make_variant(variant, store, loop_config)
     check_llm_variant(spec.name, spec.learner)
     env = make_agent_task_env(env_kwargs)
-    ep = Endpoint(llm["base_url"], llm["model"], llm["api_key_env"], llm["temperature"],
-                  llm["seed"], llm["timeout"])
+    ep = _endpoint(llm)
     recording = Recording()
     client = ChatClient(ep, recording=recording,
                         replay=Replay(replay) if replay is not None else None)
@@ -384,7 +395,8 @@ def run_llm_agent(variant: str, *, llm: Mapping, store: str = "skill",
         if llm["reviewer"] == "llm":
             reviewer = LLMReviewer(client, spec.store, max_lessons=cfg.max_lessons or 1,
                                    max_tokens=llm["review_max_tokens"],
-                                   max_turns=llm["review_max_turns"])
+                                   max_turns=llm["review_max_turns"],
+                                   tool_choice=llm.get("review_tool_choice", "named"))
         else:
             reviewer = RuleBasedReviewer(seed=seed, kinds=(spec.store,))
         loop = LearningLoop(cfg.skill_library(), cfg.memory_store(), reviewer, cfg)

@@ -1,11 +1,13 @@
 """The OpenAI-compatible chat-completions client: endpoint, retries, recording and replay.
 
-Any server that speaks the chat-completions wire format (``POST {base_url}/chat/completions``,
-streaming off) works: vLLM, llama.cpp's server, Ollama, OpenRouter, OpenAI itself.
+It speaks the chat-completions wire format (``POST {base_url}/chat/completions``, streaming
+off) to any server that does: vLLM, llama.cpp's servers, Ollama, OpenRouter, OpenAI itself.
+Tool calls need flags on most local servers (``docs/llm-endpoints.md`` lists them per server).
 
 - :class:`Endpoint`: where and how to ask (``base_url``, ``model``, ``temperature``,
-  ``seed``, ``timeout``, the *name* of the environment variable holding the API key). It is
-  part of an experiment's hashed config; the key itself never is.
+  ``seed``, ``timeout``, the *name* of the environment variable holding the API key, the
+  field that caps new tokens). It is part of an experiment's hashed config; the key itself
+  never is.
 - :class:`ChatClient`: one request at a time, with the retry rules below, every exchange
   redacted (:func:`dyna.redact.redact`) and recorded (:class:`Recording`), or answered
   from a recording (:class:`Replay`) without any network.
@@ -20,12 +22,23 @@ Retries
     it states none; more than ``max_retry_after`` is not waited), at most 3 retries, then
     ``incomplete``. ``5xx``: at most 2 retries (``backoff``, doubling), then ``failed``.
     A ``Retry-After`` that is negative or not a number is taken as absent.
-    Any other HTTP error, an unreadable answer or a refused connection: ``failed`` at once;
-    an error answer's body is never read (it may echo the key). An answer of more than
+    Any other HTTP error, an unreadable answer or a refused connection: ``failed`` at once.
+    The reason of a non-2xx end carries the explanation in the answer's body
+    (:func:`dyna.loops.llm.wire.error_text`: at most 4 KiB read, redacted, the key removed,
+    cut to 300 characters), e.g. ``http_error: 400: 'tool_choice' is not supported``.
+    An answer of more than
     :data:`MAX_RESPONSE_BYTES` bytes (read in chunks, never whole) or nested more than
     :data:`MAX_JSON_DEPTH` levels: ``failed`` (``malformed_response``).
     No answer within ``timeout`` seconds (no byte for that long, or a body still arriving
     that long after the request was sent): ``incomplete``.
+
+How a reply ended
+    The ``finish_reason`` of every choice is read (:func:`dyna.loops.llm.wire.finish_status`):
+    ``length`` (cut at the token limit) is ``incomplete``, ``content_filter`` and an
+    unknown value are ``failed``; the message of such a reply is not given to the caller.
+    A reply whose ``completion_tokens`` reach the ``max_tokens`` asked for is ``incomplete``
+    (``length``) whatever its ``finish_reason``: llama-cpp-python's server (0.3.36,
+    ``chatml-function-calling``) ends a tool call cut at the limit with ``tool_calls``.
 
 The API key is read from the environment at each request and sent only in the
 ``Authorization`` header; it is never recorded, logged or put in an error message, and
@@ -36,6 +49,7 @@ with a secret-looking part (a key in the path) is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import hashlib
 import json
@@ -50,6 +64,8 @@ from urllib.parse import urlsplit
 
 from dyna.fileio import DuplicateKeyError, loads_unique
 from dyna.errors import ConfigError, check_range
+from dyna.loops.llm.wire import (MAX_ERROR_BYTES, TOKEN_FIELDS, error_text, finish_status,
+                                 limit_reason)
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, redact
 
 __all__ = ["API_KEY_SUFFIXES", "ChatClient", "ChatResult", "Endpoint", "MAX_JSON_DEPTH",
@@ -121,6 +137,10 @@ class Endpoint:
         ``incomplete`` at once.
     backoff : float
         Seconds before the first retry of a 5xx answer (doubling after).
+    max_tokens_field : {"max_tokens", "max_completion_tokens"}
+        The request field that caps a reply's new tokens (:data:`dyna.loops.llm.wire.
+        TOKEN_FIELDS`): ``max_tokens`` (default) for llama.cpp's servers, vLLM and Ollama;
+        ``max_completion_tokens`` for OpenAI's reasoning models, which refuse the other.
 
     Raises
     ------
@@ -136,6 +156,7 @@ class Endpoint:
     timeout: float = 60.0
     max_retry_after: float = 60.0
     backoff: float = 0.5
+    max_tokens_field: str = "max_tokens"
 
     def __post_init__(self):
         if not isinstance(self.base_url, str):
@@ -177,6 +198,9 @@ class Endpoint:
             lo_open = f == "timeout"
             object.__setattr__(self, f, float(check_range(f, getattr(self, f), 0.0, None,
                                                           lo_open=lo_open)))
+        if self.max_tokens_field not in TOKEN_FIELDS:
+            raise ConfigError("max_tokens_field", self.max_tokens_field,
+                              f"must be one of {TOKEN_FIELDS}")
 
     @property
     def url(self) -> str:
@@ -187,7 +211,8 @@ class Endpoint:
         return {"base_url": self.base_url, "model": self.model,
                 "api_key_env": self.api_key_env, "temperature": self.temperature,
                 "seed": self.seed, "timeout": self.timeout,
-                "max_retry_after": self.max_retry_after, "backoff": self.backoff}
+                "max_retry_after": self.max_retry_after, "backoff": self.backoff,
+                "max_tokens_field": self.max_tokens_field}
 
     def api_key(self) -> str:
         """The key from the environment ("" when unset)."""
@@ -355,9 +380,9 @@ class ChatResult:
     attempts : tuple
         HTTP status of each attempt (``"timeout"`` for no answer).
     message : dict
-        ``choices[0].message`` (empty when not ok).
+        ``choices[0].message`` (empty when not ok: also when the reply was cut).
     prompt_tokens, completion_tokens : int
-        ``usage`` of the answer (0 when absent).
+        ``usage`` of the answer (0 when absent or without an answer).
     """
 
     status: str
@@ -375,20 +400,34 @@ def _count(usage: Mapping, key: str) -> int:
 
 
 def _result(status: str, response, reason: str, attempts) -> ChatResult:
-    """A :class:`ChatResult`, the message and usage read from ``response`` (hostile: a
-    missing or odd field is a ``failed`` result, never an exception)."""
-    if status != "ok":
-        return ChatResult(status, response, reason, tuple(attempts))
+    """A :class:`ChatResult`, the message, the ``finish_reason`` of every choice
+    (:func:`~dyna.loops.llm.wire.finish_status`) and the usage read from ``response``
+    (hostile: a missing or odd field is a ``failed`` result, never an exception). The
+    usage of an answer with a message counts also when the reply was cut, so a replayed
+    result is the recorded one."""
     try:
         message = response["choices"][0]["message"]
         if not isinstance(message, dict):
             raise TypeError
     except (KeyError, IndexError, TypeError):
+        if status != "ok":
+            return ChatResult(status, response, reason, tuple(attempts))
         return ChatResult("failed", response, "malformed_response: no choices[0].message",
                           tuple(attempts))
     usage = response.get("usage") or {}
-    return ChatResult("ok", response, reason, tuple(attempts), message,
-                      _count(usage, "prompt_tokens"), _count(usage, "completion_tokens"))
+    tokens = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+    if status == "ok":
+        status, reason = finish_status(response)
+    if status != "ok":
+        return ChatResult(status, response, reason, tuple(attempts), {}, *tokens)
+    return ChatResult("ok", response, reason, tuple(attempts), message, *tokens)
+
+
+def _explained(raw: bytes, api_key: str) -> str:
+    """``": <explanation>"`` from an error answer's body (:func:`~dyna.loops.llm.wire.
+    error_text`), to end a failure's reason; "" when the body explains nothing."""
+    text = error_text(raw, api_key)
+    return f": {text}" if text else ""
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -442,8 +481,10 @@ class ChatClient:
             self._http = None
 
     def body(self, messages: Sequence[Mapping], tools: Sequence[Mapping] | None = None,
-             max_tokens: int | None = None) -> dict:
-        """The redacted request body for ``messages`` (what is sent and recorded)."""
+             max_tokens: int | None = None, tool_choice=None) -> dict:
+        """The redacted request body for ``messages`` (what is sent and recorded):
+        ``tool_choice`` is sent when given (:func:`dyna.loops.llm.wire.tool_choice`),
+        ``max_tokens`` under the endpoint's ``max_tokens_field``."""
         ep = self.endpoint
         body = {"model": ep.model, "messages": list(messages), "temperature": ep.temperature,
                 "stream": False}
@@ -451,14 +492,17 @@ class ChatClient:
             body["seed"] = ep.seed
         if tools:
             body["tools"] = list(tools)
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice
         if max_tokens is not None:
-            body["max_tokens"] = int(max_tokens)
+            body[ep.max_tokens_field] = int(max_tokens)
         return redact_exchange(body, ep.api_key())
 
     def chat(self, messages: Sequence[Mapping], tools: Sequence[Mapping] | None = None,
-             max_tokens: int | None = None) -> ChatResult:
+             max_tokens: int | None = None, tool_choice=None) -> ChatResult:
         """Send one request (retrying as the module docstring says); never raises for
-        what the server does.
+        what the server does. ``tool_choice`` (with ``tools``): ``"auto"``, ``"required"``
+        or a named tool's object, sent as given.
 
         Returns
         -------
@@ -469,12 +513,17 @@ class ChatClient:
         ReplayError
             Replaying, and the request is not in the recording.
         """
-        body = self.body(messages, tools, max_tokens)
+        body = self.body(messages, tools, max_tokens, tool_choice)
         key = request_key(body)
         if self.replay is not None:
             result = self.replay.take(key)
         else:
             result = self._send(body)
+        if result.status == "ok" and max_tokens is not None and \
+                result.completion_tokens >= max_tokens:
+            finish = result.response["choices"][0].get("finish_reason")
+            result = dataclasses.replace(result, status="incomplete", message={},
+                                         reason=limit_reason(int(max_tokens), finish))
         if self.recording is not None:
             self.recording.add(key, body, result)
         return result
@@ -514,12 +563,13 @@ class ChatClient:
                 return ChatResult("failed", None, f"connection failed ({type(exc).__name__})",
                                   tuple(attempts))
             attempts.append(status)
+            why = "" if status == 200 else _explained(raw, key)
             if status == 429:
                 wait = _retry_after(retry_after)
                 wait = 1.0 if wait is None else wait
                 if n429 >= RETRIES_429:
                     return ChatResult("incomplete", None, f"rate_limited: 429 after "
-                                      f"{RETRIES_429} retries", tuple(attempts))
+                                      f"{RETRIES_429} retries{why}", tuple(attempts))
                 if wait > ep.max_retry_after:
                     return ChatResult("incomplete", None, f"rate_limited: Retry-After "
                                       f"{wait:g} s > max_retry_after {ep.max_retry_after:g} s",
@@ -532,7 +582,7 @@ class ChatClient:
             if 500 <= status < 600:
                 if n5xx >= RETRIES_5XX:
                     return ChatResult("failed", None, f"server_error: {status} after "
-                                      f"{RETRIES_5XX} retries", tuple(attempts))
+                                      f"{RETRIES_5XX} retries{why}", tuple(attempts))
                 n5xx += 1
                 log.info("%d from the endpoint; retrying in %.3g s (%d of %d)", status,
                          delay, n5xx, RETRIES_5XX)
@@ -540,7 +590,8 @@ class ChatClient:
                 delay *= 2
                 continue
             if status != 200:
-                return ChatResult("failed", None, f"http_error: {status}", tuple(attempts))
+                return ChatResult("failed", None, f"http_error: {status}{why}",
+                                  tuple(attempts))
             if raw is None:
                 return ChatResult("failed", None, f"malformed_response: more than "
                                   f"{MAX_RESPONSE_BYTES} bytes", tuple(attempts))
@@ -566,23 +617,29 @@ class ChatClient:
             return _result("ok", data, "", attempts)
 
     def _post(self, body: dict, headers: dict) -> tuple[int, str | None, bytes | None]:
-        """One POST: ``(status, Retry-After header, body)``. The body is read only for a
-        200 answer, in chunks, and is None when it exceeds :data:`MAX_RESPONSE_BYTES`."""
+        """One POST: ``(status, Retry-After header, body)``. The body is read in chunks:
+        a 200 answer's whole (None when it exceeds :data:`MAX_RESPONSE_BYTES`), another
+        answer's first :data:`~dyna.loops.llm.wire.MAX_ERROR_BYTES` only."""
         import httpx
         deadline = time.monotonic() + self.endpoint.timeout
         with self._client().stream("POST", self.endpoint.url, json=body,
                                    headers=headers) as r:
-            if r.status_code != 200:
-                return r.status_code, r.headers.get("retry-after"), b""
+            error = r.status_code != 200
             chunks, n = [], 0
             for chunk in r.iter_bytes():
                 n += len(chunk)
+                if error and n >= MAX_ERROR_BYTES:
+                    chunks.append(chunk)
+                    break
                 if n > MAX_RESPONSE_BYTES:
                     return 200, None, None
                 if time.monotonic() > deadline:   # a trickle resets httpx's read timeout
                     raise httpx.ReadTimeout("the answer took longer than the timeout")
                 chunks.append(chunk)
-            return 200, None, b"".join(chunks)
+            raw = b"".join(chunks)
+            if error:
+                return r.status_code, r.headers.get("retry-after"), raw[:MAX_ERROR_BYTES]
+            return 200, None, raw
 
 
 def json_depth(obj) -> int:

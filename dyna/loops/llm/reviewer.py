@@ -5,6 +5,11 @@ finished run (:data:`REVIEWER_PROMPT`) to the model with exactly one tool
 (:data:`MEMORY_TOOL` or :data:`SKILL_TOOL`) through a :class:`~dyna.loops.llm.client.ChatClient`,
 turns each tool call into a :class:`~dyna.loops.review.Proposal` (which the loop then
 validates and grades like any other), and ends every review with a status.
+
+The tools' JSON schemas hold types, enums and required fields only: a length or count bound
+(``maxLength: 1024``) makes llama-cpp-python's server build a grammar it cannot parse (and
+crash) when the tool is named in ``tool_choice``, so every bound (:data:`LIMITS`,
+:data:`MAX_TRIGGERS`) is stated in the field's description and checked here on the reply.
 """
 
 from __future__ import annotations
@@ -16,15 +21,23 @@ import time
 from dyna.fileio import DuplicateKeyError, first_hidden, loads_unique
 from dyna.errors import ConfigError, check_range
 from dyna.loops.llm.client import REDACTED_MARK, ChatClient
+from dyna.loops.llm.wire import assistant_turn, check_choice, tool_choice
+from dyna.loops.memory_format import MAX_FACT
+from dyna.loops.skills.fields import MAX_DESCRIPTION, MAX_NAME
 from dyna.redact import REDACTED
 
-__all__ = ["LLMReviewer", "MEMORY_TOOL", "NOTHING_LEARNED", "REVIEWER_PROMPT", "SKILL_TOOL"]
+__all__ = ["LIMITS", "LLMReviewer", "MAX_TRIGGERS", "MEMORY_TOOL", "NOTHING_LEARNED",
+           "REVIEWER_PROMPT", "SKILL_TOOL"]
 
 log = logging.getLogger("dyna.loops.llm")
 
 #: The exact reply of a reviewer that found nothing worth keeping.
 NOTHING_LEARNED = "NOTHING_LEARNED"
-
+#: Most characters of each string argument of the tools, checked on every reply (the
+#: memory store's and the skill library's own limits).
+LIMITS = {"text": MAX_FACT, "name": MAX_NAME, "description": MAX_DESCRIPTION}
+#: Most triggers of one skill.
+MAX_TRIGGERS = 8
 
 
 def _strings(obj):
@@ -41,6 +54,15 @@ def _strings(obj):
             stack.extend(o)
 
 
+def _too_long(args: dict) -> str:
+    """Which string argument is longer than :data:`LIMITS` allows ("" when none)."""
+    for f, most in LIMITS.items():
+        value = args.get(f)
+        if isinstance(value, str) and len(value.strip()) > most:
+            return f"{f} has {len(value.strip())} characters, more than {most}"
+    return ""
+
+
 MEMORY_TOOL = {"type": "function", "function": {
     "name": "memory",
     "description": "Add one durable fact to the agent's memory (MEMORY.md), for future "
@@ -49,9 +71,9 @@ MEMORY_TOOL = {"type": "function", "function": {
         "type": "object",
         "properties": {
             "action": {"type": "string", "enum": ["add"]},
-            "text": {"type": "string", "maxLength": 500,
-                     "description": "The fact, one line, naming the concrete tool, value "
-                                    "or step it is about."}},
+            "text": {"type": "string",
+                     "description": f"The fact, one line of at most {MAX_FACT} characters, "
+                                    "naming the concrete tool, value or step it is about."}},
         "required": ["action", "text"], "additionalProperties": False}}}
 
 SKILL_TOOL = {"type": "function", "function": {
@@ -62,12 +84,16 @@ SKILL_TOOL = {"type": "function", "function": {
         "type": "object",
         "properties": {
             "action": {"type": "string", "enum": ["create", "update"]},
-            "name": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$",
-                     "maxLength": 64},
-            "description": {"type": "string", "maxLength": 1024,
-                            "description": "What the skill does and when to use it."},
-            "triggers": {"type": "array", "items": {"type": "string"}, "maxItems": 8,
-                         "description": "Words of a task that call for this skill."},
+            "name": {"type": "string",
+                     "description": f"Lowercase letters and digits in words joined by "
+                                    f"hyphens (deploy-to-staging), at most {MAX_NAME} "
+                                    f"characters."},
+            "description": {"type": "string",
+                            "description": f"What the skill does and when to use it, at "
+                                           f"most {MAX_DESCRIPTION} characters."},
+            "triggers": {"type": "array", "items": {"type": "string"},
+                         "description": f"Words of a task that call for this skill, at "
+                                        f"most {MAX_TRIGGERS}."},
             "body": {"type": "string",
                      "description": "The procedure: concrete steps, tools and values."}},
         "required": ["action", "name", "description", "body"],
@@ -118,19 +144,24 @@ class LLMReviewer:
     commits or stages), or is refused before that with its reason first in the detail:
     ``malformed_arguments`` (not a JSON object), ``unknown_tool`` (a tool not offered),
     ``unknown_action``, ``bad_arguments`` (a field missing, of the wrong type, or not in
-    the schema), ``secret`` (the arguments held a secret-looking or personal value, which
+    the schema, or longer than :data:`LIMITS`, or more than :data:`MAX_TRIGGERS`
+    triggers), ``secret`` (the arguments held a secret-looking or personal value, which
     the client redacted on arrival). Names that escape the folder, and secrets in any
     form the redactor leaves, are refused by ``validate`` like any other proposal's.
+    A reply's legacy ``function_call`` field is never read: its calls are in ``tool_calls``.
 
     A conversation has at most ``max_turns`` requests and ``max_tokens`` tokens (prompt +
     completion, summed over turns). Statuses (:attr:`ReviewerOutput.status
     <dyna.loops.review.ReviewerOutput.status>`): ``reviewed`` (the model answered
     ``NOTHING_LEARNED``, or proposed and stopped, or proposed its ``max_lessons``);
     ``incomplete`` (a budget was reached: a reply that pushes the tokens over the budget
-    is not used; or rate-limited, or timed out); ``failed`` (the endpoint kept failing or
-    answered nonsense). Proposals from the turns before such an end are kept (each was a
-    whole tool call) and go through the loop's checks. The run's own outcome is never
-    touched.
+    is not used; a reply cut at the token limit, ``finish_reason`` ``length``, whose tool
+    calls are not used even when their arguments parse; or rate-limited, or timed out);
+    ``failed`` (the endpoint kept failing, answered nonsense, withheld the reply by its
+    content filter, reason ``content_filter: ...``, or ended it with an unknown
+    ``finish_reason``, reason ``unknown_finish_reason: ...``). Proposals from the turns
+    before such an end are kept (each was a whole tool call) and go through the loop's
+    checks. The run's own outcome is never touched.
 
     Parameters
     ----------
@@ -143,15 +174,20 @@ class LLMReviewer:
         Token budget per review (default 4,000).
     max_turns : int
         Requests per review (default 3).
+    tool_choice : {"named", "auto", "required"}
+        The requests' ``tool_choice`` (:data:`dyna.loops.llm.wire.TOOL_CHOICES`):
+        ``named`` (default) names the one tool, so the model must call it at every turn
+        (it cannot answer ``NOTHING_LEARNED``: a lesson of no worth is for the grader to
+        refuse); ``auto`` lets it answer without a call; ``required`` makes it call a tool.
 
     Raises
     ------
     ConfigError
-        Bad store or budget.
+        Bad store, budget or tool_choice.
     """
 
     def __init__(self, client: ChatClient, store: str = "memory", *, max_lessons: int = 2,
-                 max_tokens: int = 4000, max_turns: int = 3):
+                 max_tokens: int = 4000, max_turns: int = 3, tool_choice: str = "named"):
         if not isinstance(client, ChatClient):
             raise ConfigError("client", client, "must be a ChatClient")
         if store not in _TOOLS:
@@ -163,6 +199,7 @@ class LLMReviewer:
         self.max_lessons = check_range("max_lessons", max_lessons, 1, None, integer=True)
         self.max_tokens = check_range("max_tokens", max_tokens, 1, None, integer=True)
         self.max_turns = check_range("max_turns", max_turns, 1, None, integer=True)
+        self.tool_choice = check_choice("tool_choice", tool_choice)
 
     def messages(self, digest, context) -> list[dict]:
         """The conversation's first two messages (system prompt, the digest as JSON)."""
@@ -192,7 +229,8 @@ class LLMReviewer:
         finished = False
         while turns < self.max_turns:
             left = self.max_tokens - prompt - completion
-            res = self.client.chat(messages, [self.tool], max_tokens=left)
+            res = self.client.chat(messages, [self.tool], max_tokens=left,
+                                   tool_choice=tool_choice(self.tool_choice, self.tool_name))
             turns += 1
             prompt += res.prompt_tokens
             completion += res.completion_tokens
@@ -216,10 +254,11 @@ class LLMReviewer:
                 status = "reviewed"
                 reason = (NOTHING_LEARNED if content == NOTHING_LEARNED and not proposals
                           else f"{len(proposals)} proposals")
+                if msg.get("function_call"):
+                    reason += " (a legacy function_call without tool_calls is not read)"
                 finished = True
                 break
-            messages.append({"role": "assistant", "content": msg.get("content"),
-                             "tool_calls": calls})
+            messages.append(assistant_turn(msg, calls))
             for call in calls:
                 p, why = self._parse(call)
                 if p is not None:
@@ -296,10 +335,16 @@ class LLMReviewer:
         for f in self.tool["function"]["parameters"]["required"]:
             if not isinstance(args.get(f), str) or not args[f].strip():
                 return refuse(f"bad_arguments: {f} must be a non-empty string")
+        too_long = _too_long(args)
+        if too_long:
+            return refuse(f"bad_arguments: {too_long}")
         if kind == "memory":
             return Proposal("memory", text=args["text"].strip()), None
         triggers = args.get("triggers", [])
         if not isinstance(triggers, list) or not all(isinstance(t, str) for t in triggers):
             return refuse("bad_arguments: triggers must be a list of strings")
+        if len(triggers) > MAX_TRIGGERS:
+            return refuse(f"bad_arguments: {len(triggers)} triggers, more than "
+                          f"{MAX_TRIGGERS}")
         return Proposal("skill", args["name"], args["description"], args["body"],
                         tuple(t for t in triggers if t.strip())), None
