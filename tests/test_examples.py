@@ -18,7 +18,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 EXPECTED = {
     "learning_loop.py": [
         "run-1: skills ['deploy-staging'], facts 1",
-        "  digest: 1 redacted, last output 200 chars: 'deployed; API_KEY=(redacted) l'",
+        "  digest: 1 redacted, last output 200 chars: 'deployed; API_KEY=[REDACTED] l'",
         "  gate: gate passed",
         "  committed skill (grade 0.95; untrusted: none): recover-make-deploy-web",
         "  committed memory (grade 0.90; untrusted: none): For deploy web, "

@@ -44,11 +44,11 @@ def test_digest_redacts_keys_and_secret_values_and_cuts_outputs():
         {"name": "login", "args": {"password": "hunter2", "user": "ann", "nested": {
             "API-KEY": "k"}}, "output": out, "is_error": True}])
     tc = d.tool_calls[0]
-    assert tc.args == {"password": "(redacted)", "user": "ann",
-                       "nested": {"API-KEY": "(redacted)"}}
-    assert tc.output == ("x" * 180 + " api_key=(redacted) " + "y" * 100)[:200]
+    assert tc.args == {"password": "[REDACTED]", "user": "ann",
+                       "nested": {"API-KEY": "[REDACTED]"}}
+    assert tc.output == ("x" * 180 + " api_key=[REDACTED] " + "y" * 100)[:200]
     assert len(tc.output) == 200 and tc.error is True
-    assert SECRET not in d.task and "(redacted)" in d.task
+    assert SECRET not in d.task and "[REDACTED]" in d.task
     assert SECRET[:10] not in repr(d)
 
 
@@ -155,7 +155,7 @@ def test_validate_accepts_and_switches(stores):
     assert validate(dup, lib, mem, LoopConfig(novelty_check=False)).ok
     secret = Proposal("memory", text=f"key is {SECRET}")
     assert validate(secret, lib, mem, LoopConfig(secret_scan=False)).ok
-    redacted = Proposal("memory", text="Login with `login token=(redacted)`")
+    redacted = Proposal("memory", text="Login with `login token=[REDACTED]`")
     assert validate(redacted, lib, mem).ok
 
 
@@ -264,8 +264,8 @@ def test_secret_in_tool_output_never_reaches_disk(tmp_path, cfg):
     assert SECRET.encode() not in data and SECRET[8:20].encode() not in data
     if cfg.redaction:  # lessons were written, with the secret redacted
         written = (tmp_path / "skills" / "recover-fetch-deploy-web" / "SKILL.md").read_text()
-        assert "call `fetch api_key=(redacted) url=b`" in written
-        assert "Tool said: ok, use Authorization: Bearer (redacted)" in written
+        assert "call `fetch api_key=[REDACTED] url=b`" in written
+        assert "Tool said: ok, use Authorization: Bearer [REDACTED]" in written
     else:  # the secret scan refused them
         assert all(d.action == "invalid" and "secret-looking" in d.detail
                    for r in loop.records for d in r.review.decisions)

@@ -75,8 +75,8 @@ def test_digest_counts_argument_redactions_as_before():
              {"name": "t", "args": {"note": "card 4111 1111 1111 1111"}, "output": "ok"}]
     d = Digest.from_run("r1", "a task", tool_calls=calls)
     assert [tc.args for tc in d.tool_calls] == [
-        {"value": "val_1"}, {"password": "(redacted)"}, {"note": "(redacted) here"},
-        {"note": "card (redacted)"}]
+        {"value": "val_1"}, {"password": "[REDACTED]"}, {"note": "[REDACTED] here"},
+        {"note": "card [REDACTED]"}]
     assert d.redactions == 3
     assert redact({"k": "v"}, DEFAULT_SENSITIVE_KEYS) == {"k": "v"}
 

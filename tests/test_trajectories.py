@@ -149,7 +149,7 @@ def test_digest_redaction_on_and_off_on_the_sample_runs():
         '"853 Chestnut Street", "address2": "Suite 497"')
     d = runs[0].digest()
     assert d.success is False and d.verified is True and d.steps == 20
-    assert d.tool_calls[0].args == {"user_id": "(redacted)"}
+    assert d.tool_calls[0].args == {"user_id": "[REDACTED]"}
     assert d.redactions > 0 and d.taint() == ()          # the airline tools are trusted
     assert runs[0].digest(trusted=False).taint() == ("tool_output", "tool_argument")
 
@@ -170,10 +170,10 @@ def test_digest_forgets_ids_of_sensitive_fields_elsewhere_in_the_run():
                     {"role": "tool", "tool_call_id": "c2", "name": "think", "content": ""}]}
     run = parse_run(raw)
     d = run.digest()
-    assert d.tool_calls[0].args == {"payment_id": "(redacted)"}
-    assert d.tool_calls[0].output == "Error: not enough balance in payment method (redacted)"
+    assert d.tool_calls[0].args == {"payment_id": "[REDACTED]"}
+    assert d.tool_calls[0].output == "Error: not enough balance in payment method [REDACTED]"
     assert d.tool_calls[0].error is True
-    assert d.tool_calls[1].args == {"thought": "The user, (redacted), pays."}
+    assert d.tool_calls[1].args == {"thought": "The user, [REDACTED], pays."}
     plain = run.digest(redaction=False)
     assert "gift_card_5094406" in plain.tool_calls[0].output
 
@@ -460,7 +460,7 @@ def test_readme_trajectories_snippet_runs_as_written(monkeypatch):
     r = ns["r"]
     assert (r.task_type, r.success, r.actions[:2]) == (
         "update_reservation_flights", False, ("get_user_details", "get_reservation_details"))
-    assert r.run_id == "task3-trial0" and ns["d"].tool_calls[0].args == {"user_id": "(redacted)"}
+    assert r.run_id == "task3-trial0" and ns["d"].tool_calls[0].args == {"user_id": "[REDACTED]"}
 
 
 def test_all_200_redacted_digests_hold_no_harvested_value():

@@ -3,7 +3,7 @@
     Digest -> Reviewer -> Proposal -> validate -> grade -> commit, or stage for approval
 
 - :mod:`~dyna.loops.review.digest`: :class:`Digest`, the finished run, redacted
-  (sensitive keys and secret-looking values become ``"(redacted)"``) with tool outputs
+  (sensitive keys and secret-looking values become ``"[REDACTED]"``) with tool outputs
   cut to 200 characters.
 - :mod:`~dyna.loops.review.config`: :class:`ReviewPolicy`, whether to review (outcome
   gate, minimum tool calls) and how (inline or in the background; a background review

@@ -1,6 +1,7 @@
 """The digest of a finished run: what a reviewer sees of it, redacted.
 
-Sensitive keys and secret-looking values become ``"(redacted)"``, tool outputs are cut to
+Sensitive keys and secret-looking values become ``"[REDACTED]"`` (the marker of
+:mod:`dyna.redact`, the same in the store, its exports and digests), tool outputs are cut to
 :data:`OUTPUT_CHARS` characters (after redaction, so a secret is never half kept), and the
 run's untrusted inputs are kept as the *taint* of every proposal drawn from it.
 """
@@ -18,29 +19,31 @@ from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact, redact_text
 
 __all__ = ["OUTPUT_CHARS", "REDACTED_MARK", "Digest", "ToolCall", "has_secret"]
 
-REDACTED_MARK = "(redacted)"
+#: The redaction marker of digests: :data:`dyna.redact.REDACTED`, one marker everywhere.
+REDACTED_MARK = REDACTED
 OUTPUT_CHARS = 200
 
 _TOOL_OUTPUT, _TOOL_ARGUMENT = Source.TOOL_OUTPUT.value, Source.TOOL_ARGUMENT.value
 _TASK = Source.TASK.value
 
 
-def _mark(obj):
-    """Replace dyna.redact's marker by ``(redacted)`` in every string of ``obj``."""
+def _holds_marker(obj) -> bool:
+    """True when a string in ``obj`` already holds the marker: such a value counts as a
+    redaction of the digest (:attr:`Digest.redactions`), as one redacted here does."""
     if isinstance(obj, str):
-        return obj.replace(REDACTED, REDACTED_MARK)
+        return REDACTED in obj
     if isinstance(obj, Mapping):
-        return {k: _mark(v) for k, v in obj.items()}
+        return any(_holds_marker(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_mark(v) for v in obj)
-    return obj
+        return any(_holds_marker(v) for v in obj)
+    return False
 
 
 def has_secret(text: str) -> bool:
     """True when ``text`` contains a secret-looking value (:func:`dyna.redact.redact_text`);
-    an already redacted value (``"(redacted)"``) is not one."""
-    # A one-character stand-in keeps "token=(redacted)" from reading as an assignment.
-    text = text.replace(REDACTED_MARK, "\x00").replace(REDACTED, "\x00")
+    an already redacted value (``"[REDACTED]"``) is not one."""
+    # A one-character stand-in keeps "token=[REDACTED]" from reading as an assignment.
+    text = text.replace(REDACTED, "\x00")
     return redact_text(text) != text
 
 
@@ -157,7 +160,7 @@ class Digest:
         redaction : bool
             Redact (default). Values under ``sensitive_keys`` (whole key names, see
             :func:`dyna.redact.redact`) and secret-looking substrings anywhere become
-            ``"(redacted)"``. Redaction happens *before* outputs are cut, so a secret is
+            ``"[REDACTED]"``. Redaction happens *before* outputs are cut, so a secret is
             never half kept.
         sensitive_keys : iterable of str
         output_chars : int
@@ -187,15 +190,7 @@ class Digest:
             if not redaction:
                 return obj
             out = redact(obj, sensitive_keys)
-            # nothing redacted and no marker to rewrite: _mark is a no-op, nothing changed
-            if type(obj) is str:
-                if out is obj and REDACTED not in obj:
-                    return obj
-            elif (type(out) is dict and out == obj
-                  and all(type(v) is str and REDACTED not in v for v in out.values())):
-                return out
-            out = _mark(out)
-            if out != obj:
+            if (out is not obj and out != obj) or _holds_marker(obj):
                 changed[0] += 1
             return out
 
