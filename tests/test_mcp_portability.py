@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 
+import anyio
 import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK (extra 'mcp', part of 'dev') is not installed")
@@ -197,6 +198,23 @@ def _get(url: str, headers=None):
     return httpx2.get(url, headers=headers or {}, timeout=10)
 
 
+async def _sigterm_while_connected(url: str, proc) -> tuple[int, int]:
+    """Connect with the SDK's client, list the tools, SIGTERM the server while connected:
+    ``(number of tools, the server's exit status)``."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    client = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+    async with client, streamable_http_client(url, http_client=client) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        n_tools = len((await session.list_tools()).tools)
+        proc.send_signal(signal.SIGTERM)
+        status = await anyio.to_thread.run_sync(proc.wait, 30)
+    return n_tools, status
+
+
 def test_http_401_asks_for_a_static_token_not_oauth_then_sigterm_is_clean(tmp_path):
     import httpx2
 
@@ -226,11 +244,8 @@ def test_http_401_asks_for_a_static_token_not_oauth_then_sigterm_is_clean(tmp_pa
             res = _get(root + where)
             assert (res.status_code, "www-authenticate" in res.headers) == (404, False), where
             assert res.json()["error_description"].endswith(STATIC_TOKEN_REASON)
-        res = httpx2.post(url, json=init, timeout=10,
-                          headers={**accept, "Authorization": f"Bearer {TOKEN}"})
-        assert res.status_code == 200
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 143
+        # SIGTERM while a client is connected (its event stream open): a graceful stop
+        assert anyio.run(_sigterm_while_connected, url, proc) == (16, 143)
         err = proc.stderr.read()
     finally:
         if proc.poll() is None:

@@ -26,10 +26,13 @@ Transport
     client that would look for an OAuth authorization server (the MCP authorization spec)
     finds none and is told to send the static token instead.
 
-    SIGTERM or Ctrl-C stop the HTTP server gracefully (open requests get a few seconds), the
-    store is closed, and the command ends as every dyna command does after a signal: one
-    line ``dyna: terminated (SIGTERM)`` on stderr and exit status 143 (130 after Ctrl-C),
-    no traceback.
+    SIGTERM or Ctrl-C stop the HTTP server gracefully (connected clients' event streams are
+    ended, open requests get :data:`~dyna.mcp_server.transport.SHUTDOWN_GRACE_S` seconds),
+    the store is closed, and the command ends as every dyna command does after a signal:
+    one line ``dyna: terminated (SIGTERM)`` on stderr and exit status 143 (130 after
+    Ctrl-C), no traceback. Over stdio the server ends when the client closes its stdin (the
+    SDK reads stdin in a thread that a signal cannot interrupt, so a SIGTERM before that
+    takes effect then, with the same line and status).
 
 Tools
     One tool per experience-loop operation, named as the operation:

@@ -287,8 +287,9 @@ def handing_back_signals(server, caught: list):
 
     def on_signal(sig, frame):
         caught.append(sig)
-        server.force_exit = server.should_exit and sig == signal.SIGINT  # a second Ctrl-C
-        server.should_exit = True
+        # uvicorn's own handler (a second Ctrl-C forces the exit), as patched by
+        # sse_starlette, which then ends the open event streams
+        server.handle_exit(sig, frame)
 
     originals = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
