@@ -86,9 +86,9 @@ def test_the_walk_finds_what_it_looks_for():
     assert [k for k in TOP_LEVEL_BANNED if k in bad] == ["anyOf"]
 
 
-def test_no_conditionals_and_every_field_typed_and_described(tools):
-    listed = tools.list_tools()
-    assert [t["name"] for t in listed] == list(ALL_TOOLS)
+def schema_counts(listed: list[dict]) -> dict[str, int]:
+    """Assert the portability rules on every listed tool's input and output schema; return
+    the number of properties walked in each (``"tool.input_schema"`` -> count)."""
     counts = {}
     for tool in listed:
         for kind in ("input_schema", "output_schema"):
@@ -99,11 +99,31 @@ def test_no_conditionals_and_every_field_typed_and_described(tools):
             assert problems == []
             counts[where] = seen
         assert "anyOf" not in json.dumps(tool["input_schema"])  # inputs: plain types only
+    return counts
+
+
+def test_no_conditionals_and_every_field_typed_and_described(tools):
+    listed = tools.list_tools()
+    assert [t["name"] for t in listed] == list(ALL_TOOLS)
+    counts = schema_counts(listed)
     assert counts["record.input_schema"] == 35            # 17 fields + episodes' 18
     # op, persistence_status, error and its 6; results, score, episode and its 17 fields
     assert counts["query_similar.output_schema"] == 29
     assert counts["get_stats.output_schema"] == 28        # 12, the error's 6, the store's 10
+    assert counts["export_data.input_schema"] == 6
     assert sum(counts.values()) == 411
+
+
+@pytest.mark.parametrize(("options", "n_tools", "n_properties"), [
+    ({"read_only": True}, 9, 237), ({}, 16, 409)])
+def test_read_only_and_inline_only_servers_keep_the_rules(tools, options, n_tools,
+                                                          n_properties):
+    other = ExperienceTools(tools.store, TENANT, **options)
+    counts = schema_counts(other.list_tools())
+    assert len(counts) == 2 * n_tools
+    assert sum(counts.values()) == n_properties
+    if not options:                                       # no export directory: no path, format
+        assert counts["export_data.input_schema"] == 4
 
 
 def test_results_have_the_fields_their_schema_names(tools):
