@@ -15,8 +15,7 @@ an error answer explains, which tool the model must call, which field caps the t
 - :data:`TOOL_CHOICES` and :func:`tool_choice`: the request's ``tool_choice``.
 - :func:`assistant_turn`: a reply with tool calls as it is sent back in the conversation.
 - :data:`TOKEN_FIELDS`: the request field that caps the new tokens (``max_tokens``, or
-  ``max_completion_tokens``, which OpenAI's reasoning models require and some servers
-  refuse).
+  ``max_completion_tokens``, which OpenAI's reasoning models require in its place).
 
 Source: OpenAI's chat-completions API reference (``finish_reason``, ``tool_choice``,
 ``max_completion_tokens``; ``max_tokens`` is deprecated there but is what llama.cpp's
