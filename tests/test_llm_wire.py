@@ -396,3 +396,19 @@ def test_the_agent_sends_its_reply_back_with_text_content():
     assert sent == {"role": "assistant", "content": "",
                     "tool_calls": [tool_call("tool_a", {"value": "val_0"}, "a0")]}
     assert "tool_choice" not in srv.requests[0]["body"]
+
+
+@pytest.mark.parametrize("raw, shown", [
+    (b"[" * 100 + b"]" * 100, "[" * 100 + "]" * 100),          # past the depth cap: text
+    (b"[" * 100_000, None),                                    # cut at 4 KiB, as text
+    (b'{"error": "a", "error": "b"}', '{"error": "a", "error": "b"}'),   # a key twice: text
+    (b"\xff\xfe bad bytes", "\ufffd\ufffd bad bytes"),
+    (b'"just a string"', "just a string"),
+    (b"  \n\t ", ""),
+])
+def test_error_text_never_raises_for_a_hostile_body(raw, shown):
+    text = wire.error_text(raw, KEY)
+    if shown is None:
+        assert text == "[" * (wire.MAX_ERROR_CHARS - 3) + "..."
+    else:
+        assert text == shown
