@@ -210,9 +210,9 @@ def db(tmp_path):
      "dyna: error: argument --keep: must be an integer <= 2**62, got one of 5001 digits"),
     (["compact", "{db}", "--keep", "-1"], "dyna: error: --keep=-1: must be an integer >= 0"),
     (["export", "{db}", "--tenant", "t1", "--out", "{tmp}/no/e.jsonl"],
-     "dyna: error: path='{tmp}/no/e.jsonl': its folder '{tmp}/no' does not exist"),
+     "dyna: error: --out='{tmp}/no/e.jsonl': its folder '{tmp}/no' does not exist"),
     (["export", "{db}", "--tenant", "t1", "--out", "{tmp}"],
-     "dyna: error: path='{tmp}': is a folder"),
+     "dyna: error: --out='{tmp}': is a folder"),
     (["export", "{db}", "--tenant", "t1", "--out", "{tmp}/e.parquet", "--format", "parquet",
       "--task-type", "x"], None),
 ])

@@ -17,6 +17,10 @@ through these functions, so each safeguard is written once:
 - :mod:`~dyna.fileio.atomic`: whole-or-absent writes (:func:`atomic_write`,
   :func:`atomic_target`): temporary file in the same folder, fsync, ``os.replace``, fsync
   of the folder (:func:`fsync_dir`); :func:`place_new` never overwrites;
+- :mod:`~dyna.fileio.failures`: why a write did not happen, typed: a link, FIFO or device
+  as the target (:class:`NotRegularFileError`), a refusal of the system named by its errno
+  such as ENOSPC (:class:`FileWriteError`, :func:`write_errors`), text that is not UTF-8
+  (:func:`check_utf8`);
 - :mod:`~dyna.fileio.tempfiles`: temporaries named by their writer, so one left by a killed
   writer is removed and one of a live writer never;
 - :mod:`~dyna.fileio.lock`: the inter-process lock of a library (:func:`library_lock`);
@@ -40,6 +44,8 @@ _LAZY = {
     "whole_record": "jsonfiles",
     "atomic_target": "atomic", "atomic_write": "atomic", "check_target": "atomic",
     "fsync_dir": "atomic", "place_new": "atomic",
+    "FileWriteError": "failures", "NotRegularFileError": "failures",
+    "check_utf8": "failures", "write_errors": "failures",
     "clean_orphans": "tempfiles", "make_temp_dir": "tempfiles",
     "make_temp_file": "tempfiles",
     "LibraryLockTimeout": "lock", "library_lock": "lock", "lock_path": "lock",

@@ -5,8 +5,12 @@ The data goes to a temporary file in the target's folder (named by its writer,
 of the same target), is flushed and fsync'ed, and is renamed over the target
 (``os.replace``, atomic on POSIX); the folder is then fsync'ed too, so the rename itself
 survives a power cut (:func:`fsync_dir`). A target that exists and is not a regular file
-(a device such as ``/dev/null``, a FIFO, a socket, a symbolic link) is never written over
-by :func:`atomic_write`. :func:`place_new` puts a finished file in place only where none is.
+(a device such as ``/dev/null``, a FIFO, a socket, a symbolic link such as ``/dev/stdout``)
+is never written over (:class:`~dyna.fileio.failures.NotRegularFileError`); a write the
+system refuses (a full disk, no permission) is a
+:class:`~dyna.fileio.failures.FileWriteError` and leaves the target as it was; text that
+UTF-8 cannot encode is refused before anything is written. :func:`place_new` puts a
+finished file in place only where none is.
 """
 
 from __future__ import annotations
@@ -14,21 +18,23 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import stat
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError
+from dyna.fileio.failures import NotRegularFileError, check_utf8, kind_text, write_errors
 from dyna.fileio.tempfiles import clean_orphans, make_temp_file
 
 __all__ = ["atomic_target", "atomic_write", "check_target", "fsync_dir", "place_new"]
 
 
 def check_target(path, field: str = "path") -> Path:
-    """``path`` as a Path if a file can be written there: its folder exists and it is not
-    a folder itself.
+    """``path`` as a Path if a file can be written there: its folder exists, and ``path``
+    is missing or a regular file (a link is not followed).
 
     Raises
     ------
+    NotRegularFileError
+        ``path`` is a symbolic link, a FIFO, a socket or a device (a ConfigError).
     MissingFileError
         The folder of ``path`` does not exist (nothing is created).
     ConfigError
@@ -38,6 +44,12 @@ def check_target(path, field: str = "path") -> Path:
     parent = path.parent
     if path.is_dir():
         raise ConfigError(field, str(path), "is a folder; give the path of a file to write")
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:       # missing (or not reachable: the folder checks below say why)
+        mode = None
+    if mode is not None and kind_text(mode) != "a regular file":
+        raise NotRegularFileError(field, path, kind_text(mode))
     if not parent.exists():
         raise MissingFileError(field, path, f"its folder {str(parent)!r} does not exist")
     if not parent.is_dir():
@@ -63,7 +75,7 @@ def fsync_dir(folder) -> None:
 
 
 @contextlib.contextmanager
-def atomic_target(path, *, durable: bool = True):
+def atomic_target(path, *, durable: bool = True, field: str = "path"):
     """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds.
 
     The temporary file is removed if the block raises, so ``path`` is either the old file or
@@ -75,55 +87,57 @@ def atomic_target(path, *, durable: bool = True):
 
     Raises
     ------
-    MissingFileError, ConfigError
-        See :func:`check_target` (a missing folder, a folder as the target); nothing is
-        created.
+    MissingFileError, ConfigError, NotRegularFileError
+        See :func:`check_target` (a missing folder, a folder, a link or a special file as
+        the target; ``field`` names it); nothing is created.
+    FileWriteError
+        The system refused a write of the temporary file or the rename (a full disk, no
+        permission), in the block or here; ``path`` is as it was.
     """
-    path = check_target(path)
+    path = check_target(path, field)
     clean_orphans(path)
-    tmp = make_temp_file(path)
+    tmp = None
     try:
-        yield tmp
-        os.replace(tmp, path)
-        if durable:
-            fsync_dir(path.parent)
+        with write_errors(path, field):
+            tmp = make_temp_file(path)
+            yield tmp
+            check_target(path, field)     # (nothing replaced a file by a link meanwhile)
+            os.replace(tmp, path)
+            if durable:
+                fsync_dir(path.parent)
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
-def _refuse_non_regular(path: Path) -> None:
-    """OSError(EINVAL) when ``path`` exists (as a link or not) and is not a regular file."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(mode):
-        raise OSError(errno.EINVAL, "exists and is not a regular file (a device, FIFO, "
-                      "socket or link is never written over)", str(path))
-
-
-def atomic_write(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+def atomic_write(path: Path, data: str | bytes, *, durable: bool = True,
+                 field: str = "path") -> None:
     """Replace ``path`` with ``data`` atomically: readers see the old or the new file, never
     a part of it.
 
     The data goes to a temporary file in the same folder (:func:`atomic_target`), is
     flushed (and fsync'ed when ``durable``, with the folder after the rename) and then
     renamed over ``path``. Text is written as UTF-8 with the newlines it contains (no
-    platform translation); lone surrogates (bytes that were not UTF-8, read with
-    ``surrogateescape``) are written back as the original bytes.
+    platform translation).
 
     Raises
     ------
-    OSError
-        The folder is not writable, or ``path`` exists and is not a regular file (a device
-        such as ``/dev/null``, a FIFO, a socket, a symbolic link: renaming over it would
-        replace it); ``path`` is then unchanged.
+    ConfigError
+        Text that UTF-8 cannot encode (a lone surrogate: a byte that was not UTF-8, read
+        with ``surrogateescape``), naming ``field``; nothing is written.
+    NotRegularFileError
+        ``path`` exists and is not a regular file (a device such as ``/dev/null``, a FIFO,
+        a socket, a symbolic link: renaming over it would replace it); an ``OSError`` too.
+    FileWriteError
+        The system refused the write (a full disk, no permission); an ``OSError`` too.
+    MissingFileError
+        The folder of ``path`` does not exist.
+
+    ``path`` is unchanged after any of them.
     """
     if isinstance(data, str):
-        data = data.encode("utf-8", "surrogateescape")
-    _refuse_non_regular(path)
-    with atomic_target(path, durable=durable) as tmp:
+        data = check_utf8(field, data, str(path)).encode("utf-8")
+    with atomic_target(path, durable=durable, field=field) as tmp:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()

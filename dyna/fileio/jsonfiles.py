@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from dyna.errors import DynaError
+from dyna.fileio.failures import write_errors
 from dyna.fileio.paths import open_nofollow, open_write_nofollow, read_bytes_nofollow
 from dyna.fileio.unique_json import DuplicateKeyError, loads_unique
 
@@ -64,13 +65,22 @@ def append_record(path: Path, record: dict, *, durable: bool = True) -> None:
     ------
     SymlinkError
         ``path`` is a symbolic link; nothing is written.
+    FileWriteError
+        The system refused the write (a full disk, no permission); no whole record was
+        added (a torn part of one is cut off by the next append).
     CorruptFileError
         The last line lacks its newline and is an object naming a key twice (a damaged
         record, never cut off); nothing is written.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, ensure_ascii=True, sort_keys=True) + "\n"
+    with write_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _append_line(path, line, durable)
+
+
+def _append_line(path: Path, line: str, durable: bool) -> None:
+    """:func:`append_record`'s write of one line (a torn tail cut, an open one ended)."""
     # owner-only, as the skills and facts it records changes of
     fd = open_write_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "r+b") as fh:

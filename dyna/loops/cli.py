@@ -38,6 +38,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError
+from dyna.fileio.failures import check_utf8
 from dyna.fileio.names import first_hidden, terminal_safe, visible
 from dyna.fileio.paths import file_kind
 
@@ -330,6 +331,7 @@ def _plain(field: str, text: str, *, allow: str = "") -> str:
     ConfigError
         Naming ``field``, the value shown escaped and redacted, and the character.
     """
+    check_utf8(field, text)   # a byte that was not UTF-8 (read with surrogateescape)
     bad = first_hidden(text, allow)
     if bad is not None:
         raise ConfigError(field, visible(_shown(text)), f"holds the character "

@@ -447,14 +447,13 @@ class MemoryStore:
                                    pending=item)
             gone = {id(e) for e in replaced}
             entries = [e for e in self._entries if id(e) not in gone]
-            for e in replaced:
-                self._log("supersede", e.text, run_id, f"by: {entry.text}")
             entries.append(entry)
-            self._log("add", entry.text, run_id, entry.source)
             evicted = evict_over_cap(entries, entry, self.cap)
-            for gone in evicted:
-                self._log("evict", gone.text, run_id, f"cap {self.cap}")
-            self._save(entries)
+            self._save(entries)       # the history records a change once it is made
+            for op, e, why in [*(("supersede", e, f"by: {entry.text}") for e in replaced),
+                               ("add", entry, entry.source),
+                               *(("evict", e, f"cap {self.cap}") for e in evicted)]:
+                self._log(op, e.text, run_id, why)
             return StoreResult("superseded" if replaced else "added", entry,
                                tuple(replaced), tuple(evicted), flagged)
 
@@ -470,8 +469,8 @@ class MemoryStore:
             e = self.find(text)
             if e is None:
                 raise ConfigError("text", text, "no such fact")
-            self._log("remove", e.text, run_id, reason)
             self._save([x for x in self._entries if x is not e])
+            self._log("remove", e.text, run_id, reason)
             return e
 
     def record_outcomes(self, outcomes: Mapping[str, bool], run_id: str = "") -> list[str]:
@@ -516,7 +515,7 @@ class MemoryStore:
             return retired
         with self._writing():
             updated: dict[int, MemoryEntry] = {}
-            gone: set[int] = set()
+            gone: dict[int, str] = {}     # id of a fact retired -> the history's reason
             for text, ok in outcomes.items():
                 fact = self.find(text)
                 if fact is None or id(fact) in gone:
@@ -528,12 +527,13 @@ class MemoryStore:
                     *fact_posterior(now, self.prior), now.uses, self.retire_below,
                     self.retire_min_uses)
                 if why is not None:
-                    gone.add(id(fact))
-                    self._log("retire", fact.text, run_id, f"{why} (successes "
-                              f"{now.successes}, failures {now.failures})")
+                    gone[id(fact)] = (f"{why} (successes {now.successes}, failures "
+                                      f"{now.failures})")
                     retired.append(fact.text)
             if updated:
                 self._save([e for e in self._entries if id(e) not in gone], updated)
+            for text, reason in zip(retired, gone.values()):
+                self._log("retire", text, run_id, reason)
         return retired
 
     def posterior(self, text: str) -> tuple[float, float]:
@@ -614,10 +614,10 @@ class MemoryStore:
                                          tuple(e.text for e in evicted), tuple(unsure),
                                          dry_run)
             if not dry_run:
-                for op, text, reason in report.history_records(self.cap):
-                    self._log(op, text, run_id, reason)
                 if report.changed:
                     self._save(entries)
+                for op, text, reason in report.history_records(self.cap):
+                    self._log(op, text, run_id, reason)
             return report
 
     # ------------------------------------------------------------------ approval

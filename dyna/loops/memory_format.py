@@ -36,7 +36,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from dyna.fileio import loads_unique
+from dyna.fileio import check_utf8, loads_unique
 from dyna.errors import ConfigError, check_range
 from dyna.loops._text import text_features
 from dyna.loops.fact_attributes import ENGLISH_FACTS, Attribute
@@ -107,7 +107,7 @@ class MemoryEntry:
     def __post_init__(self):
         if not isinstance(self.text, str):
             raise ConfigError("text", self.text, "must be a string")
-        text = " ".join(self.text.split())
+        text = " ".join(check_utf8("text", self.text).split())   # (a byte not UTF-8: refused)
         if not text:
             raise ConfigError("text", self.text, "must not be empty")
         if len(text) > MAX_FACT:

@@ -209,9 +209,13 @@ def refuse_unknown_tenant(store, args) -> None:
 
 
 def _export(args) -> int:
-    """``dyna store export``: the format from ``--out`` checked before the store is
-    opened; an unknown tenant refused before anything is written."""
+    """``dyna store export``: the format and the target of ``--out`` checked before the
+    store is opened (a symbolic link such as ``/dev/stdout``, a FIFO or a device is
+    refused, never replaced); an unknown tenant refused before anything is written."""
+    from dyna.fileio.atomic import check_target  # noqa: PLC0415
+
     fmt = _export_format(args.out, args.format)
+    check_target(args.out, "--out")   # a link, FIFO or device is never replaced
     store = open_store(args.db, read_only=True)
     try:
         refuse_unknown_tenant(store, args)

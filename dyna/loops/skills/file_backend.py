@@ -271,10 +271,7 @@ class FileSkillBackend:
         """Move the whole folder of ``name`` (resources included)."""
         src = self._folder(name, src_loc == "retired")
         dst = self._folder(name, dst_loc == "retired")
-        if dst.exists():
-            _rmdir_if_empty(dst)
-            if dst.exists():
-                raise ConfigError("name", name, f"cannot move {src} to {dst}: it exists")
+        _check_free(name, dst)
         dst.parent.mkdir(parents=True, exist_ok=True)
         check_no_symlink(self.root, dst.parent)
         src.rename(dst)
@@ -288,8 +285,14 @@ class FileSkillBackend:
             return md
         folder.parent.mkdir(parents=True, exist_ok=True)
         check_no_symlink(self.root, folder)
+        made = not folder.exists()
         folder.mkdir(exist_ok=True)
-        atomic_write(md, text, durable=self.durable)
+        try:
+            atomic_write(md, text, durable=self.durable)
+        except BaseException:
+            if made:                 # a failed write (a full disk) leaves no empty folder
+                _rmdir_if_empty(folder)
+            raise
         return md
 
     def write(self, skill: Skill, *, content: bool = True, log: bool = True,
@@ -319,22 +322,37 @@ class FileSkillBackend:
         text_b = self._text(md_b)
         owned = self._owned(entry_b, md_b, text_b)
         loc_a = "active" if skill.active else "retired"
-        if loc_b is not None and loc_b != loc_a:
-            self._move(name, loc_b, loc_a)
+        moved = loc_b is not None and loc_b != loc_a
+        if moved:
+            _check_free(name, self._folder(name, loc_a == "retired"))
         filename = md_b.name if md_b is not None else "SKILL.md"
         rewrite = content or text_b is None or (owned and log)
+        md_a = self._folder(name, loc_a == "retired") / filename
+        text_a = text_b
         if rewrite:
-            _check_writable(skill, self._folder(name, loc_a) / filename)
+            _check_writable(skill, md_a)
             text_a = skill.to_text()
-            md_a = self._put_text(name, loc_a, filename, text_a)
-        else:
-            text_a = text_b
-            md_a = self._folder(name, loc_a) / filename
         entry_a = {k: getattr(skill, k) for k in _BOOK}
         if rewrite or owned:
             entry_a.update(path=self._rel(md_a), sha256=_sha256(text_a))
         st["skills"][name] = entry_a
-        self._save_state(st)
+        # the writes that need space first, where the file is now, and the folder moved
+        # (a rename) last: a full disk stops the change before anything of it is made
+        if rewrite:
+            self._put_text(name, loc_b if moved else loc_a, filename, text_a)
+        saved = False
+        try:
+            self._save_state(st)
+            saved = True
+            if moved:
+                self._move(name, loc_b, loc_a)
+        except BaseException:
+            # best effort: the text and bookkeeping as they were (a new file removed)
+            if rewrite:
+                self._put_text(name, loc_b if moved else loc_a, filename, text_b)
+            if saved:
+                self._save_state(_state_with(st, name, entry_b))
+            raise
         return {"loc_before": loc_b, "loc_after": loc_a, "file": filename,
                 "diff": text_diff(_cleaned(clean, text_b), text_a),
                 "sha_after": _sha256(text_a),
@@ -520,6 +538,23 @@ def _check_writable(skill: Skill, md: Path) -> None:
     if "name-folder" in skill.lenient:
         raise ConfigError("name", skill.name, f"{md}: its frontmatter name differs from its "
                           "folder (loaded with a warning); fix the file before dyna writes it")
+
+
+def _check_free(name: str, dst: Path) -> None:
+    """Refuse (ConfigError) to move skill ``name`` to folder ``dst`` when a folder holding
+    something is there (an empty one is removed)."""
+    if dst.exists():
+        _rmdir_if_empty(dst)
+        if dst.exists():
+            raise ConfigError("name", name, f"cannot move it to {dst}: it exists")
+
+
+def _state_with(st: dict, name: str, entry: dict | None) -> dict:
+    """The state ``st`` with the bookkeeping of ``name`` set to ``entry`` (None: removed)."""
+    skills = {k: v for k, v in st["skills"].items() if k != name}
+    if entry is not None:
+        skills[name] = entry
+    return {**st, "skills": skills}
 
 
 def _rmdir_if_empty(folder: Path) -> None:
