@@ -114,6 +114,10 @@ class ExperienceStore(StoreQueries, StoreMaintenance):
         Open an existing file read-only (``mode=ro``): it is never created, migrated or
         written; ``record``, ``import_data``, ``prune_old``, ``compact``, ``reset`` and
         ``delete_data`` raise :class:`dyna.errors.StoreReadOnlyError`.
+    create : bool
+        Make a new SQLite store in an existing empty file (0 bytes); without it such a file
+        is refused ("empty file, not a store"), so a file emptied by accident is never
+        taken for a new store. A missing file is created either way (its folder never is).
     clock : callable
         Current time in seconds (UTC epoch); default :func:`time.time`.
     eager : bool
@@ -145,7 +149,7 @@ class ExperienceStore(StoreQueries, StoreMaintenance):
     def __init__(self, db_path="", dim: int = 64, *, prior="uniform", discount: float = 1.0,
                  redact_keys=DEFAULT_SENSITIVE_KEYS, busy_timeout: float = 10.0,
                  verify: bool = True, read_only: bool = False, clock=time.time,
-                 eager: bool = False):
+                 eager: bool = False, create: bool = False):
         self.dim = checked("dim", dim, 1, MAX_DIM, integer=True)
         self.prior = prior_shapes(prior)
         self.discount = float(checked("discount", discount, 0.0, 1.0, lo_open=True))
@@ -157,11 +161,11 @@ class ExperienceStore(StoreQueries, StoreMaintenance):
         if self.read_only and not str(db_path):
             raise ConfigError("read_only", True, "needs a db_path (an in-memory store is "
                               "always writable)")
-        backend = SQLiteStore
+        backend, extra = SQLiteStore, {"create": bool(create)}
         if store_postgres.is_dsn(db_path):  # a PostgreSQL database shared between machines
-            backend = store_postgres.PostgresStore
+            backend, extra = store_postgres.PostgresStore, {}
         self._db = backend(db_path, RECORD_SCHEMA, self.dim, timeout=busy_timeout,
-                           verify=verify, read_only=self.read_only) \
+                           verify=verify, read_only=self.read_only, **extra) \
             if str(db_path) else None
         self._live: LiveView | None = None
         self._cached = CachedSearch(self._db)

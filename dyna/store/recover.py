@@ -22,11 +22,13 @@ import sqlite3
 import time
 from pathlib import Path
 
-from dyna.errors import ConfigError, MissingFileError, StoreError
+from dyna.errors import ConfigError, MissingFileError, StoreError, StoreWriteError
 from dyna.fileio.atomic import place_new
+from dyna.fileio.failures import write_errors
 from dyna.fileio.tempfiles import clean_orphans, make_temp_file
 from dyna.store.columns import STORE_TABLES, TABLE
-from dyna.store.sqlite_file import MAX_DIM, SCHEMA_VERSION
+from dyna.store.sqlite_file import (CORRUPT, MAX_DIM, SCHEMA_VERSION, companions, disk_refusal,
+                                    drop_new_companions, errname, open_failure)
 
 __all__ = ["recover"]
 
@@ -162,7 +164,14 @@ def recover(src, out, schema=None) -> dict:
     ConfigError
         ``out`` exists already, or is ``src``.
     StoreError
-        ``src`` has no readable ``episodes`` schema and no dim could be found.
+        ``src`` has no readable ``episodes`` schema and no dim could be found, or cannot
+        be read for a reason of the disk or the permissions (named: ``no space left on
+        device (ENOSPC)``, never an unreadable schema).
+    StoreWriteError
+        The new store could not be written (a full disk); nothing is left at ``out``.
+
+    ``-wal`` / ``-shm`` companions of ``src`` that its read-only open made are removed
+    again (:func:`dyna.store.sqlite_file.drop_new_companions`).
     """
     src_p, out_p = Path(src), Path(out)
     if not src_p.is_file():
@@ -171,25 +180,60 @@ def recover(src, out, schema=None) -> dict:
         raise ConfigError("out", str(out_p), "exists already; recover never overwrites a file")
     if not out_p.parent.is_dir():
         raise MissingFileError("out", out_p.parent)
+    before = companions(src_p)
+    try:
+        conn = _open_source(src_p)
+        with contextlib.closing(conn):
+            result = _copy_out(conn, src_p, out_p, dict(schema or ()))
+    finally:
+        drop_new_companions(src_p, before)   # a reader leaves no -wal / -shm behind
+    result.update(source=str(src_p), out=str(out_p))
+    return result
+
+
+def _open_source(src_p: Path) -> sqlite3.Connection:
+    """``src_p`` opened read-only, with its first page read: a failure that is the disk's
+    or a permission's (a full disk: SQLite cannot make its ``-shm`` index) is named as such
+    (:func:`dyna.store.sqlite_file.open_failure`), never taken for an unreadable schema."""
     try:
         conn = sqlite3.connect(f"{src_p.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
-        raise StoreError(f"DB={src_p}: cannot open: {exc}") from exc
-    clean_orphans(out_p, suffix=".recover-tmp")  # a killed recover's temporary, if any
-    tmp = make_temp_file(out_p, suffix=".recover-tmp")
+        raise open_failure(str(src_p), exc, True, "read") from exc
     try:
-        with contextlib.closing(conn):
-            result = _copy(conn, src_p, tmp, dict(schema or ()))
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
+    except sqlite3.Error as exc:
+        if errname(exc) not in CORRUPT:     # (damage is what recover reads around)
+            conn.close()
+            raise open_failure(str(src_p), exc, True, "read") from exc
+    return conn
+
+
+def _copy_out(conn: sqlite3.Connection, src_p: Path, out_p: Path, kinds: dict) -> dict:
+    """Copy into a temporary file beside ``out_p`` and put it in place; a write the system
+    refuses (a full disk) is a :class:`dyna.errors.StoreWriteError` naming ``out`` and
+    leaves nothing."""
+    clean_orphans(out_p, suffix=".recover-tmp")  # a killed recover's temporary, if any
+    tmp = None
+    try:
+        with write_errors(out_p, "out"):
+            tmp = make_temp_file(out_p, suffix=".recover-tmp")
         try:
-            place_new(tmp, out_p)   # never over a file that appeared meanwhile
+            result = _copy(conn, src_p, tmp, kinds)
+        except sqlite3.Error as exc:   # (reads of the source never raise: see _try)
+            refusal = disk_refusal(tmp)
+            raise StoreWriteError(out_p, f"{exc}" + (f" ({refusal})" if refusal else ""),
+                                  field="out") from exc
+        try:
+            with write_errors(out_p, "out"):
+                place_new(tmp, out_p)   # never over a file that appeared meanwhile
         except FileExistsError:
             raise ConfigError("out", str(out_p), "appeared while recovering; not "
                               "overwritten") from None
     finally:
         for s in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp + s)
-    result.update(source=str(src_p), out=str(out_p))
+            if tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp + s)
     return result
 
 

@@ -33,7 +33,8 @@ from pathlib import Path
 from dyna.errors import MissingFileError, StoreBusyError, StoreDamagedError, StoreError
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, detect, redact, redact_text, scan
 from dyna.store.columns import TABLE
-from dyna.store.sqlite_file import check_file_state, check_is_store
+from dyna.store.sqlite_file import (CORRUPT, check_file_state, check_is_store, errname,
+                                    open_failure)
 
 __all__ = ["scrub"]
 
@@ -112,7 +113,9 @@ def scrub(db, schema: Sequence[tuple[str, str]], *, dry_run: bool = False,
             res = conn.execute("PRAGMA quick_check(3)").fetchall()
             if res == [("ok",)]:   # what every other command refuses, scrub does not write
                 check_file_state(conn, str(path))
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.DatabaseError as exc:   # (a full disk is named, never damage)
+            if errname(exc) not in CORRUPT:
+                raise open_failure(str(path), exc, dry_run, "checked") from exc
             raise StoreDamagedError(str(path), f"quick_check: {exc}") from exc
         if res != [("ok",)]:
             raise StoreDamagedError(str(path), "quick_check: " + "; ".join(

@@ -177,6 +177,9 @@ class SQLiteStore(StoreBackend):
         read and write raises StoreDamagedError; :meth:`wait_verified` waits for it).
     read_only : bool
         Open with ``mode=ro``: never create, migrate or write the file.
+    create : bool
+        Make a new store in an existing empty file (0 bytes); without it such a file is
+        refused (:class:`dyna.store.sqlite_file.EmptyStoreFileError`).
 
     Raises
     ------
@@ -198,7 +201,8 @@ class SQLiteStore(StoreBackend):
     backend = "sqlite"
 
     def __init__(self, path, schema: Sequence[tuple[str, str]], dim: int, *,
-                 timeout: float = 10.0, verify: bool = True, read_only: bool = False):
+                 timeout: float = 10.0, verify: bool = True, read_only: bool = False,
+                 create: bool = False):
         self.dim = check_range("dim", dim, 1, None, integer=True)
         self.timeout = float(check_range("timeout", timeout, 0.0, None))
         self.schema = check_schema(schema)
@@ -221,7 +225,7 @@ class SQLiteStore(StoreBackend):
         #: The connection to the file: its lock, transactions and typed errors.
         self.connection = SQLiteConnection(self.path, self.schema, self.dim,
                                            timeout=self.timeout, verify=verify,
-                                           read_only=self.read_only)
+                                           read_only=self.read_only, create=create)
         self._conn = self.connection.conn
 
     @property

@@ -21,9 +21,11 @@ from pathlib import Path
 from dyna.errors import (MissingFileError, NotAStoreError, StoreBusyError, StoreDamagedError,
                          StoreError, StoreReadOnlyError, StoreWriteError)
 from dyna.store import columns as _columns
-from dyna.store.sqlite_file import (BUSY, CORRUPT, SQLITE_HEADER, check_is_store,
-                                    check_store_schema, companion_hint, damaged, errname,
-                                    init_schema, quick_check)
+from dyna.store.sqlite_file import (BUSY, CORRUPT, SQLITE_HEADER, EmptyStoreFileError,
+                                    check_is_store, check_store_schema, check_wal,
+                                    companion_hint, companions, damaged, disk_refusal,
+                                    drop_new_companions, errname, init_schema, open_failure,
+                                    quick_check)
 
 __all__ = ["VERIFY_IN_BACKGROUND_BYTES", "QuickCheck", "SQLiteConnection"]
 
@@ -40,8 +42,6 @@ def _connect(path: str, timeout: float, read_only: bool) -> sqlite3.Connection:
         target, uri = f"{Path(path).resolve().as_uri()}?mode=ro", True
     else:
         target, uri = (path or ":memory:"), False
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(target, timeout=timeout, isolation_level=None,
                            check_same_thread=False, uri=uri)
     conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
@@ -96,14 +96,15 @@ class QuickCheck(threading.Thread):
 
 def _opening_error(exc: sqlite3.Error, conn: sqlite3.Connection, path: str, timeout: float,
                    read_only: bool) -> Exception:
-    """The typed error for a sqlite3 error met while opening a store."""
+    """The typed error for a sqlite3 error met while opening a store: damage only when
+    SQLite says so, a full disk or a permission named as such (:func:`open_failure`)."""
     name = errname(exc)
     if name in CORRUPT:
         return damaged(path, exc, conn)
     if name in BUSY:
         return StoreBusyError(f"{path}: locked by another writer for more than {timeout:g} s "
                               "while opening; retry")
-    return StoreError(f"{path}: {exc}{companion_hint(path, read_only)}")
+    return open_failure(path, exc, read_only)
 
 
 def _open(path: str, schema: Sequence[tuple[str, str]], dim: int, *, timeout: float,
@@ -116,9 +117,7 @@ def _open(path: str, schema: Sequence[tuple[str, str]], dim: int, *, timeout: fl
     try:
         conn = _connect(path, timeout, read_only)
     except sqlite3.Error as exc:
-        if errname(exc) in CORRUPT:
-            raise damaged(path, exc) from exc
-        raise StoreError(f"cannot open SQLite store {path!r}: {exc}") from exc
+        raise open_failure(path, exc, read_only) from exc
     check = None
     try:
         if existing:
@@ -170,7 +169,13 @@ class SQLiteConnection:
         :data:`VERIFY_IN_BACKGROUND_BYTES`, in the background (:class:`QuickCheck`) for a
         larger one.
     read_only : bool
-        Open with ``mode=ro``: never create, migrate or write the file.
+        Open with ``mode=ro``: never create, migrate or write the file. Companions
+        (``-wal``, ``-shm``) a failed read-only open made are removed again
+        (:func:`dyna.store.sqlite_file.drop_new_companions`).
+    create : bool
+        Make a new store in an existing file of 0 bytes (without it such a file is refused:
+        :class:`dyna.store.sqlite_file.EmptyStoreFileError`). A missing file is created
+        either way; its folder never is.
 
     Attributes
     ----------
@@ -187,31 +192,56 @@ class SQLiteConnection:
     ------
     MissingFileError, NotAStoreError, StoreDamagedError, StoreBusyError, StoreError,
     ConfigError
-        As :class:`dyna.store.sqlite.SQLiteStore` describes.
+        As :class:`dyna.store.sqlite.SQLiteStore` describes; a missing folder is a
+        MissingFileError, a file of 0 bytes without ``create`` an EmptyStoreFileError (a
+        NotAStoreError), damaged WAL frames a StoreDamagedError
+        (:func:`dyna.store.wal_check.check_wal`), a full disk or a permission a StoreError
+        naming it (never damage).
     """
 
     def __init__(self, path: str, schema: Sequence[tuple[str, str]], dim: int, *,
-                 timeout: float, verify: bool, read_only: bool):
+                 timeout: float, verify: bool, read_only: bool, create: bool = False):
         self.path = path
         self.persistent = bool(path)
         self.read_only = read_only
         self.timeout = timeout
         self.lock = threading.RLock()
         self.status = "ok"
+        before = set()
         if self.persistent:
-            p = Path(path)
-            if not p.exists() or p.stat().st_size == 0:
-                if read_only:
-                    raise MissingFileError("DB", p, "no such store (a read-only open never "
-                                           "creates one)")
-                self.status = "missing"
-            elif p.is_file():
-                with open(p, "rb") as fh:
-                    if fh.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                        raise NotAStoreError(p, "not a SQLite database: no SQLite header")
-        self.conn, self.verifier = _open(
-            path, schema, dim, timeout=timeout, verify=verify, read_only=read_only,
-            existing=self.persistent and self.status != "missing")
+            self._check_file(Path(path), create)
+            if self.status != "missing":
+                check_wal(path)          # before SQLite replays (and silently cuts) the log
+            before = companions(path)
+        try:
+            self.conn, self.verifier = _open(
+                path, schema, dim, timeout=timeout, verify=verify, read_only=read_only,
+                existing=self.persistent and self.status != "missing")
+        except BaseException:
+            if self.persistent and read_only:
+                drop_new_companions(path, before)
+            raise
+
+    def _check_file(self, p: Path, create: bool) -> None:
+        """Refuse what must not be opened as a store, before SQLite opens it: a missing
+        folder, a missing file for a reader, an empty file without ``create``, a file
+        without SQLite's header; sets :attr:`status` ``missing`` for a store to make."""
+        if not p.parent.is_dir():
+            raise MissingFileError("DB", p, f"its folder {str(p.parent)!r} does not exist "
+                                   "(a store never creates folders)")
+        if not p.exists():
+            if self.read_only:
+                raise MissingFileError("DB", p, "no such store (a read-only open never "
+                                       "creates one)")
+            self.status = "missing"
+        elif p.is_file() and p.stat().st_size == 0:
+            if self.read_only or not create:
+                raise EmptyStoreFileError(p)
+            self.status = "missing"
+        elif p.is_file():
+            with open(p, "rb") as fh:
+                if fh.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                    raise NotAStoreError(p, "not a SQLite database: no SQLite header")
 
     def wait_verified(self, timeout: float | None = None) -> bool:
         """Wait for the background check (see :meth:`dyna.store.sqlite.SQLiteStore.
@@ -282,6 +312,9 @@ class SQLiteConnection:
             return damaged(self.path, exc, self.conn)
         self.status = "write_degraded"
         hint = companion_hint(self.path, self.read_only) if "READONLY" in errname(exc) else ""
+        refusal = disk_refusal(self.path)
+        if refusal is not None:     # the errno SQLite does not give: ENOSPC, EACCES, EROFS
+            hint += f" ({refusal})"
         return StoreWriteError(self.path or ":memory:", f"{exc}{hint}")
 
     @contextlib.contextmanager

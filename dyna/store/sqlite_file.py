@@ -40,19 +40,25 @@ Schema versions
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import sqlite3
+import struct
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dyna.errors import ConfigError, NotAStoreError, StoreDamagedError, StoreError
+from dyna.fileio.failures import space_refusal
 from dyna.store.columns import KINDS, STORE_TABLES, TABLE
+from dyna.store.wal_check import check_wal
 
-__all__ = ["BUSY", "CORRUPT", "MAX_DIM", "MIGRATIONS", "READ_ONLY_VERSIONS", "SCHEMA_VERSION",
-           "SQLITE_HEADER", "STORE_TABLES", "check_file_state", "check_is_store",
-           "check_meta_counters", "check_store_schema", "companion_hint", "damaged", "errname",
-           "init_schema", "quick_check", "stored_dim"]
+__all__ = ["BUSY", "CORRUPT", "MAX_DIM", "MIGRATIONS", "READ_ONLY_VERSIONS",
+           "SCHEMA_VERSION", "SQLITE_HEADER", "STORE_TABLES", "EmptyStoreFileError",
+           "check_file_state", "check_is_store", "check_meta_counters", "check_store_schema",
+           "companion_hint", "companions", "damaged", "disk_refusal", "drop_new_companions",
+           "errname", "init_schema", "open_failure", "quick_check", "stored_dim"]
 
 SCHEMA_VERSION = 2
 
@@ -115,6 +121,19 @@ def damaged(path, exc: BaseException | None,
     """The error for a file SQLite found damaged: ``exc`` and what ``integrity_check`` on
     ``conn`` finds (``path`` ``""``: the in-memory store)."""
     return StoreDamagedError(str(path) or ":memory:", _damage_detail(conn, exc))
+
+
+class EmptyStoreFileError(NotAStoreError):
+    """A store file of 0 bytes: an empty file, not a store. A writing open makes a new store
+    in it only when asked to (``create=True``; ``dyna ... --create``): a file emptied by
+    accident (a failed copy, a truncation) is never taken for a new store. Nothing was
+    written to it."""
+
+    def __init__(self, path: object, reason: str = "", field: str = "DB"):
+        StoreError.__init__(self, f"{field}={path}: empty file, not a store (0 bytes); "
+                            "nothing was written to it (create=True, or --create, makes a "
+                            "new store in it)")
+        self.path, self.reason, self.field = str(path), reason or "0 bytes", field
 
 
 # ----------------------------------------------------------------------------- checks
@@ -211,18 +230,38 @@ def stored_dim(path) -> int | None:
     """The vector dim recorded in an existing store file, or None if it has none.
 
     Opens the file read-only (``mode=ro`` URI), so it never creates or changes anything
-    (SQLite's ``-shm`` companion of a WAL file excepted). Returns None for a database that
-    is not a dyna store (no ``dim`` in a ``meta`` table); raises
-    :class:`dyna.errors.StoreDamagedError` for a file SQLite reports as corrupt or not a
-    database, or whose ``dim`` is not an integer >= 1 (it said "no dim": not a store).
+    (``-wal`` / ``-shm`` companions it had to make are removed again,
+    :func:`drop_new_companions`). Returns None for a database that is not a dyna store (no
+    ``dim`` in a ``meta`` table).
+
+    Raises
+    ------
+    EmptyStoreFileError
+        A file of 0 bytes (a :class:`dyna.errors.NotAStoreError`).
+    dyna.errors.StoreDamagedError
+        A file SQLite reports as corrupt or not a database, whose ``dim`` is not an
+        integer >= 1, or whose WAL holds frames lost to damage (:func:`check_wal`).
+    dyna.errors.StoreError
+        The file cannot be read for a reason of the disk or the permissions (a full disk,
+        no read permission), named as such (:func:`open_failure`).
     """
     try:
         with open(path, "rb") as fh:
-            if fh.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                return None  # not a SQLite database at all
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"DB={path}: cannot be read: {os.strerror(exc.errno).lower()} "
+                         f"({errno.errorcode.get(exc.errno, '?')})") from None
+    if not head:
+        raise EmptyStoreFileError(path)
+    if head != SQLITE_HEADER:
+        return None  # not a SQLite database at all
+    check_wal(path)
+    before = companions(path)
+    try:
         conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    except (OSError, sqlite3.Error):
-        return None
+    except sqlite3.Error as exc:
+        drop_new_companions(path, before)
+        raise open_failure(str(path), exc, True, "read") from exc
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
         if row is None:
@@ -231,9 +270,12 @@ def stored_dim(path) -> int | None:
     except sqlite3.Error as exc:
         if errname(exc) in CORRUPT:
             raise StoreDamagedError(path, _damage_detail(conn, exc)) from exc
-        return None
+        if "no such table" in str(exc):
+            return None
+        raise open_failure(str(path), exc, True, "read") from exc
     finally:
         conn.close()
+        drop_new_companions(path, before)
 
 
 def _stored_dim_of(conn: sqlite3.Connection, path: str, value) -> int:
@@ -262,6 +304,94 @@ def _check_vector_length(conn: sqlite3.Connection, path: str, dim: int) -> None:
         if ends[0] is not None and all(e[0] != 4 * dim for e in ends):
             raise StoreDamagedError(path, f"meta.dim is {dim}, but the stored {col} vectors "
                                     f"hold {ends[0][0]} bytes, not {4 * dim}")
+
+
+def disk_refusal(path) -> str | None:
+    """Why the operating system may refuse SQLite's reads and writes of the store at
+    ``path``, when the reason is the disk or the permissions and not the file: ``"no space
+    left on device (ENOSPC): N bytes free in DIR"``, ``"read-only file system (EROFS):
+    DIR"``, ``"permission denied (EACCES): ..."``, or None (``path`` ``""``, memory: None).
+
+    SQLite reports these as ``disk I/O error`` or ``unable to open database file`` without
+    the errno, so the folder is examined instead
+    (:func:`dyna.fileio.failures.space_refusal`, ``access``).
+    """
+    if not path:
+        return None
+    p = Path(path)
+    folder = p.resolve().parent
+    code = space_refusal(folder)
+    if code == errno.EROFS:
+        return f"read-only file system (EROFS): {folder}"
+    if code == errno.ENOSPC:
+        vfs = os.statvfs(folder)
+        free = (vfs.f_bfree if os.geteuid() == 0 else vfs.f_bavail) * vfs.f_frsize
+        return f"no space left on device (ENOSPC): {free} bytes free in {folder}"
+    if p.exists() and not os.access(p, os.R_OK):
+        return f"permission denied (EACCES): {p} is not readable by this process"
+    return None
+
+
+def open_failure(path: str, exc: sqlite3.Error, read_only: bool, doing: str = "opened"
+                 ) -> StoreError:
+    """The typed error for ``exc``, met opening (or reading) the store at ``path``:
+    damage (:func:`damaged`) only when SQLite says so; a full disk, a read-only file system
+    or a permission (:func:`disk_refusal`) named as such, never as damage; else SQLite's
+    message with :func:`companion_hint`."""
+    if errname(exc) in CORRUPT:
+        return damaged(path, exc)
+    refusal = disk_refusal(path) if errname(exc) not in BUSY else None
+    if refusal is not None:
+        return StoreError(f"DB={path}: cannot be {doing}: {refusal} (SQLite: {exc}"
+                          f"{companion_hint(path, read_only)}); the store is not damaged and "
+                          "was not changed")
+    return StoreError(f"DB={path}: cannot be {doing}: {exc}"
+                      f"{companion_hint(path, read_only)}")
+
+
+#: Byte of the ``-shm`` file every connection using it holds a shared lock on (SQLite's
+#: "dead man switch", WALINDEX_LOCK_OFFSET + 8 in os_unix.c): a process that can lock it
+#: exclusively knows no connection uses the index.
+_SHM_DMS = 128
+
+
+def companions(path) -> set[str]:
+    """The suffixes (``"-wal"``, ``"-shm"``) of SQLite companions now beside ``path``."""
+    return {s for s in ("-wal", "-shm") if os.path.lexists(f"{path}{s}")}
+
+
+def drop_new_companions(path, before: set[str]) -> list[str]:
+    """Remove the ``-wal`` / ``-shm`` companions of ``path`` that a read-only open made (not
+    in ``before``), as SQLite does when its last connection closes: only while no
+    connection uses the index (an exclusive lock on its dead-man-switch byte, taken as an
+    open-file-description lock so a connection of this process counts too) and only an
+    empty ``-wal`` (no frame of anyone's is lost). Returns the names removed; best effort,
+    never raises."""
+    new = companions(path) - set(before)
+    if not new or not hasattr(fcntl, "F_OFD_SETLK"):
+        return []
+    wal, shm = f"{path}-wal", f"{path}-shm"
+    if os.path.lexists(wal) and ("-wal" not in new or os.path.getsize(wal) != 0):
+        return []
+    removed = []
+    try:
+        fd = os.open(shm, os.O_RDWR | os.O_NOFOLLOW) if os.path.lexists(shm) else None
+    except OSError:
+        return []
+    try:
+        if fd is not None:
+            lock = struct.pack("hhqqixxxx", fcntl.F_WRLCK, os.SEEK_SET, _SHM_DMS, 1, 0)
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, lock)
+        for suffix in ("-wal", "-shm"):
+            if suffix in new:
+                os.unlink(f"{path}{suffix}")
+                removed.append(Path(f"{path}{suffix}").name)
+    except OSError:
+        pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return removed
 
 
 def companion_hint(path: str, read_only: bool) -> str:

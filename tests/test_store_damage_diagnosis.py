@@ -1,0 +1,229 @@
+"""Damage told apart from a full disk, an empty file and a read-only file system.
+
+- 4 KB of damage in the middle of a ``-wal`` left by a crash made SQLite drop every
+  transaction after the damaged frame without a word (``stats``: fewer rows, status ok);
+  the frames are checked before SQLite opens the file, and the loss is reported.
+- A file of 0 bytes is "empty file, not a store" for every open unless ``create=True``.
+- A read-only command on a damaged store leaves no ``-wal`` / ``-shm`` behind.
+- A read-only file system is named as such (EROFS), never as damage.
+"""
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+
+import numpy as np
+import pytest
+import small_tmpfs
+
+from dyna.cli import main
+from dyna.errors import NotAStoreError, StoreDamagedError, StoreError
+from dyna.experience import ExperienceStore
+from dyna.store.sqlite_file import EmptyStoreFileError
+from dyna.store.wal_check import check_wal, read_wal
+
+ROWS, BATCH = 1000, 10
+
+
+def _episodes(lo, hi):
+    return [dict(task_type="a", action_type="x", outcome="success", reward=float(i),
+                 timestamp=float(i), metadata={"note": "n" * 40}) for i in range(lo, hi)]
+
+
+def _sha(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory):
+    """A store and its -wal as a crash leaves them: 1,000 rows committed in 100
+    transactions, the files copied while the writer still had them open (no checkpoint)."""
+    folder = tmp_path_factory.mktemp("crashed")
+    live = folder / "live.db"
+    store = ExperienceStore(live, dim=4)
+    for lo in range(0, ROWS, BATCH):
+        store.record("t1", episodes=_episodes(lo, lo + BATCH))
+    shutil.copy(live, folder / "c.db")
+    shutil.copy(f"{live}-wal", folder / "c.db-wal")
+    store.close()
+    return folder / "c.db"
+
+
+def _copy(src, dst, damage: bool = False, cut: int = 0):
+    shutil.copy(src, dst)
+    data = bytearray(open(f"{src}-wal", "rb").read())
+    if damage:       # 4 KB of seeded random bytes in the middle
+        mid = len(data) // 2
+        data[mid:mid + 4096] = np.random.default_rng(36).bytes(4096)
+    if cut:
+        del data[-cut:]
+    with open(f"{dst}-wal", "wb") as fh:
+        fh.write(data)
+    return dst
+
+
+def _sqlite_rows(path) -> int:
+    """Rows SQLite itself shows (on a copy: SQLite's open would replay and cut the log)."""
+    view = path.parent / "sqlite-view"
+    view.mkdir()
+    copy = view / path.name
+    shutil.copy(path, copy)
+    shutil.copy(f"{path}-wal", f"{copy}-wal")
+    conn = sqlite3.connect(copy)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_an_intact_crash_wal_is_checked_and_every_row_is_there(crashed, tmp_path, capsys):
+    db = _copy(crashed, tmp_path / "ok.db")
+    report = read_wal(open(f"{db}-wal", "rb").read())
+    assert report.first_bad is None and report.valid == report.frames > 100
+    assert report.lost == report.lost_commits == 0
+    assert main(["store", "stats", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert '"n_records": 1000' in out and '"persistence_status": "ok"' in out
+
+
+def test_wal_damage_in_the_middle_is_reported_by_every_open(crashed, tmp_path, capsys):
+    db = _copy(crashed, tmp_path / "bad.db", damage=True)
+    shown = _sqlite_rows(db)
+    assert 0 < shown < ROWS        # what SQLite alone shows, silently: rows lost
+    sha, wal_sha = _sha(db), _sha(f"{db}-wal")
+    report = read_wal(open(f"{db}-wal", "rb").read())
+    assert report.first_bad is not None and report.valid == report.first_bad
+    assert report.lost > 0 and report.lost_commits > 0
+    refused = 0
+    assert main(["store", "stats", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "damaged SQLite store" in err
+    assert (f"bad.db-wal: frame {report.first_bad + 1} of {report.frames} fails its checksum, "
+            f"and {report.lost} frames written after it ({report.lost_commits} commits) would "
+            "be dropped silently by SQLite") in err
+    refused += 1
+    for kw in ({}, {"read_only": True}):
+        with pytest.raises(StoreDamagedError) as e:
+            ExperienceStore(db, dim=4, **kw)
+        assert f"frame {report.first_bad + 1} of {report.frames}" in e.value.detail
+        refused += 1
+    assert refused == 3
+    assert (_sha(db), _sha(f"{db}-wal")) == (sha, wal_sha)   # nothing opened or replayed
+    assert sorted(os.listdir(tmp_path)) == ["bad.db", "bad.db-wal", "sqlite-view"]
+
+
+def test_a_torn_last_frame_is_a_crash_not_damage(crashed, tmp_path):
+    """A crash in the middle of an append leaves a partial last frame: nothing after it was
+    written, nothing acknowledged is lost, so the store opens."""
+    db = _copy(crashed, tmp_path / "torn.db", cut=2000)
+    report = check_wal(db)
+    assert report.first_bad is None and not report.damaged
+    with ExperienceStore(db, dim=4, read_only=True) as store:
+        assert 0 < store.get_stats()["n_records"] <= ROWS
+
+
+def test_a_wal_header_sqlite_ignores_is_not_read(tmp_path):
+    assert read_wal(b"") is None
+    assert read_wal(b"\0" * 4096) is None
+    assert check_wal(tmp_path / "none.db") is None
+
+
+# ------------------------------------------------------------------ an empty file
+def test_an_empty_file_is_not_a_store_unless_create(tmp_path, capsys):
+    empty = tmp_path / "e.db"
+    empty.write_bytes(b"")
+    refused = 0
+    for kw in ({}, {"read_only": True}):
+        with pytest.raises(EmptyStoreFileError) as e:
+            ExperienceStore(empty, dim=4, **kw)
+        assert isinstance(e.value, NotAStoreError)
+        assert str(e.value).startswith(f"DB={empty}: empty file, not a store (0 bytes)")
+        refused += 1
+    for argv in (["store", "stats", empty], ["store", "cache", empty],
+                 ["store", "delete", empty, "--tenant", "t1", "--yes"]):
+        assert main([str(a) for a in argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "empty file, not a store" in err
+        refused += 1
+    assert refused == 5
+    assert sorted(os.listdir(tmp_path)) == ["e.db"] and empty.stat().st_size == 0
+    with ExperienceStore(empty, dim=4, create=True) as store:
+        store.record("t1", episodes=_episodes(0, 3))
+        assert store.get_stats()["n_records"] == 3
+
+
+# ------------------------------------------------------------------ companions
+@pytest.fixture
+def damaged(tmp_path):
+    """A closed store (no companions) with 4 KB of random bytes in its middle."""
+    path = tmp_path / "d.db"
+    with ExperienceStore(path, dim=4) as store:
+        store.record("t1", episodes=_episodes(0, 2000))
+    assert not any(os.path.exists(f"{path}{s}") for s in ("-wal", "-shm"))
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.seek(size // 2)
+        fh.write(np.random.default_rng(7).bytes(4096))
+    return path
+
+
+def test_read_only_commands_on_a_damaged_store_leave_no_companions(damaged, tmp_path,
+                                                                   capsys):
+    sha = _sha(damaged)
+    failed = 0
+    for argv in (["store", "stats", damaged],
+                 ["store", "export", damaged, "--tenant", "t1", "--out", tmp_path / "e.jsonl"]):
+        assert main([str(a) for a in argv]) == 2
+        assert "damaged SQLite store" in capsys.readouterr().err
+        failed += 1
+    with pytest.raises(StoreDamagedError):
+        ExperienceStore(damaged, dim=4, read_only=True)
+    failed += 1
+    assert main(["store", "recover", str(damaged), "--out", str(tmp_path / "new.db")]) == 0
+    capsys.readouterr()
+    assert failed == 3
+    assert sorted(os.listdir(tmp_path)) == ["d.db", "new.db"]
+    assert _sha(damaged) == sha
+
+
+def test_a_companion_another_connection_uses_is_never_removed(tmp_path):
+    """The clean-up takes SQLite's own lock on the -shm index first: while a writer has
+    the store open, a failed reader removes nothing."""
+    from dyna.store.sqlite_file import drop_new_companions
+
+    db = tmp_path / "s.db"
+    with ExperienceStore(db, dim=4) as store:
+        store.record("t1", episodes=_episodes(0, 5))
+        assert drop_new_companions(db, set()) == []
+        assert sorted(os.listdir(tmp_path)) == ["s.db", "s.db-shm", "s.db-wal"]
+
+
+# ------------------------------------------------------------------ the file system
+@pytest.fixture
+def read_only_fs(tmp_path):
+    """A tmpfs holding a closed store, remounted read-only."""
+    with small_tmpfs.mounted(tmp_path / "ro", "1m") as root:
+        with ExperienceStore(root / "s.db", dim=4) as store:
+            store.record("t1", episodes=_episodes(0, 5))
+        subprocess.run(["mount", "-o", "remount,ro", str(root)], check=True)
+        yield root
+
+
+def test_a_read_only_file_system_is_named_never_damage(read_only_fs, capsys):
+    db = read_only_fs / "s.db"
+    named = 0
+    for argv in (["store", "stats", db], ["store", "cache", db],
+                 ["store", "recover", db, "--out", read_only_fs / "n.db"]):
+        assert main([str(a) for a in argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "read-only file system (EROFS)" in err, err
+        assert "damaged SQLite store" not in err and "not a dyna" not in err
+        named += 1
+    with pytest.raises(StoreError) as e:
+        ExperienceStore(db, dim=4)
+    assert "read-only file system (EROFS)" in str(e.value)
+    assert "not damaged" in str(e.value)
+    assert named == 3
+    assert sorted(os.listdir(read_only_fs)) == ["s.db"]
