@@ -1,19 +1,21 @@
 """Speed of the escalation policies.
 
 Run with ``pytest benchmarks/bench_escalation.py -s``. Each benchmark measures ours and a
-peer in the same run on the same data (interleaved, :class:`conftest.Comparison`); the
-ratio and the absolute time are printed and asserted:
+peer in the same run on the same data, each a pytest-benchmark entry of its own
+(:class:`conftest.Comparison`); the ratio of the medians is asserted, the absolute time
+printed:
 
 - one decision of a policy for 1,000 task types at once: the lower-bound rule as the
   regularised incomplete beta at p* (``I_p*(a, b) <= delta``), Thompson sampling as
   ``u >= I_p*(a, b)``; peers: a per-type Python loop of ``scipy.stats.beta.ppf`` (what a
   scalar implementation does), and the vectorised quantile ``beta.ppf(delta, a, b)``.
-  Target: < 1 ms.
+  Targets: under 0.02x the loop and under 1x the vectorised quantile.
 - replaying all 12,000 real outcomes of ``data/swebench_verified_bash_only.csv`` (24
   systems x 500 tasks) through every policy of ``experiments/escalation_swebench.toml``
   under censored feedback, all lanes in lockstep (:func:`dyna.escalation.run_policies`);
   peer: the same replay as a per-task Python loop over a :class:`BetaCompetence` per lane
-  with scalar decisions. Target: < 5 s.
+  with scalar decisions. Target: under 0.2x the loop (under 1x for the date-ordered
+  stream: few lanes, many steps).
 """
 
 from pathlib import Path
@@ -55,9 +57,7 @@ def test_decision_for_1000_task_types(compare):
     ratios = compare("lower-bound decision, 1000 task types", lambda: lower.act(a, b, n),
                      {"per-type beta.ppf loop": per_type_loop,
                       "vectorised beta.ppf": quantile_vectorised}, rounds=15)
-    median = compare.benchmark.extra_info["dyna_median_s"]
-    print(f"    absolute: {median * 1e3:.3f} ms per decision of 1000 types (target < 1 ms)")
-    assert median < 1e-3
+    print(f"    absolute: {compare.median('dyna') * 1e3:.3f} ms per decision of 1000 types")
     assert ratios["per-type beta.ppf loop"] < 0.02
     assert ratios["vectorised beta.ppf"] < 1.0
     # Thompson sampling on the same posteriors: draws by inverse CDF, one betainc per type
@@ -130,9 +130,7 @@ def test_replay_12000_outcomes_through_all_policies(compare):
     ratios = compare(f"replay of 12,000 outcomes x {len(x['policies'])} policies "
                      f"({x['types'].shape[0]} lanes x {x['types'].shape[1]} steps)", ours,
                      {"per-task Python loop": lambda: _python_replay(x)}, rounds=3)
-    median = compare.benchmark.extra_info["dyna_median_s"]
-    print(f"    absolute: {median:.3f} s for all policies (target < 5 s)")
-    assert median < 5.0
+    print(f"    absolute: {compare.median('dyna'):.3f} s for all policies")
     assert ratios["per-task Python loop"] < 0.2
 
 
@@ -142,7 +140,6 @@ def test_mean_rule_for_1000_types_is_a_division(compare):
     ratios = compare("mean-threshold decision, 1000 task types", lambda: mean.act(a, b, n),
                      {"per-type loop": lambda: [a[i] / (a[i] + b[i]) >= 0.8 for i in range(K)]},
                      rounds=15)
-    assert compare.benchmark.extra_info["dyna_median_s"] < 1e-3
     assert ratios["per-type loop"] < 0.2
 
 
@@ -168,8 +165,6 @@ def test_replay_date_ordered_stream_through_all_policies(compare):
     np.testing.assert_allclose(ours(), _python_replay(y), rtol=1e-9)
     ratios = compare(f"date-ordered stream of 12,000 outcomes x {P} policies", ours,
                      {"per-task Python loop": lambda: _python_replay(y)}, rounds=3)
-    median = compare.benchmark.extra_info["dyna_median_s"]
-    print(f"    absolute: {median:.3f} s for all policies (target < 5 s)")
-    assert median < 5.0
+    print(f"    absolute: {compare.median('dyna'):.3f} s for all policies")
     # few lanes and many steps: numpy per-call overhead dominates, the gain is small
     assert ratios["per-task Python loop"] < 1.0

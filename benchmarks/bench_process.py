@@ -2,25 +2,26 @@
 
 Run with ``pytest benchmarks/bench_process.py -s`` (about 2 minutes on a quiet machine).
 
-Measured, each as a fresh process, in rounds whose order rotates (at least 10 rounds):
+Measured, each as a fresh process, each contestant a pytest-benchmark entry of its own
+(:mod:`conftest`, :data:`ROUNDS` timed processes after one untimed one):
 
 - ``dyna run experiments/dyna_maze.toml`` (Sutton & Barto Figure 8.2: 30 runs x 50 episodes
   x n in {0, 5, 50}): start-up, loading the cached compiled kernel, the runs, both Parquet
   tables, manifest, report.md and the PNG and SVG plot, into a fresh output folder each
-  time, as a user runs it. The folder is checked after every run (the files are there;
-  ``results.parquet`` has the sha256 its manifest records, the same in every round; the
-  PNG and SVG the same bytes in every round) and then removed;
+  time, as a user runs it. The folder is checked after every run, outside the timing (the
+  files are there; ``results.parquet`` has the sha256 its manifest records, the same in
+  every round; the PNG and SVG the same bytes in every round) and then removed;
 - the peer, ``benchmarks/peers/dyna_q_plain.py``: the same protocol as a one-file
   plain-Python Dyna-Q (dicts, lists and ``random``, one run at a time), printing a summary;
 - for the reader, the floor: a process that only imports what the whole job needs (numpy,
   numba, polars, gymnasium, scipy.stats, matplotlib with its Agg and SVG backends). Its
   ratio to the peer is printed, not asserted: no start of dyna can be faster.
 
-One run of each comes first, untimed, so numba's kernel cache and the file cache are warm.
-Wall time is what is asserted (the ratio of medians, dyna over the peer, at most
-:data:`TARGET`: the main job no slower than the plain script); the CPU time (user + system)
-and the peak resident memory of each process are printed beside it, and the load average
-before and after, as the times depend on what else the machine is doing.
+The untimed first run of each warms numba's kernel cache and the file cache. Wall time is
+what is asserted (the ratio of medians, dyna over the peer, at most :data:`TARGET`: the main
+job no slower than the plain script); the CPU time (user + system) and the peak resident
+memory of each process are printed beside it, and the load average before and after, as
+the times depend on what else the machine is doing.
 """
 
 from __future__ import annotations
@@ -33,13 +34,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "dyna_maze.toml"
 PEER = ROOT / "benchmarks" / "peers" / "dyna_q_plain.py"
-#: Timed rounds (each times every contestant once).
+#: Timed processes per contestant.
 ROUNDS = 10
 #: dyna's median wall time at most this fraction of the peer's.
 TARGET = 1.0
@@ -50,20 +50,19 @@ FLOOR_IMPORTS = ("import numpy, numba, polars, gymnasium, scipy.stats, matplotli
                  "matplotlib.backends.backend_svg")
 
 
-def _timed(argv: list[str]) -> tuple[float, float, float, str]:
-    """Wall seconds, CPU seconds (user + system), peak resident memory (MiB) and stdout of
-    one child process (``os.wait4``: that child's own resource use)."""
-    t0 = time.perf_counter()
+def _child(argv: list[str], usage: list[tuple[float, float]]) -> str:
+    """Run one child process to its end; append its CPU seconds (user + system) and peak
+    resident memory (MiB) to ``usage`` (``os.wait4``: that child's own resource use) and
+    return its stdout."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True, cwd=ROOT)
     stdout = proc.stdout.read()
     proc.stdout.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
+    _, status, rusage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     assert proc.returncode == 0, argv
-    cpu = usage.ru_utime + usage.ru_stime
-    return wall, cpu, usage.ru_maxrss / 1024, stdout
+    usage.append((rusage.ru_utime + rusage.ru_stime, rusage.ru_maxrss / 1024))
+    return stdout
 
 
 def _check_output(folder: Path) -> tuple[str, str, str]:
@@ -90,53 +89,50 @@ def _check_peer(stdout: str) -> None:
     assert [ln.split(":")[0] for ln in lines] == ["n=0", "n=5", "n=50"], stdout
 
 
-def test_dyna_run_whole_process_no_slower_than_plain_python():
+def test_dyna_run_whole_process_no_slower_than_plain_python(compare):
     work = Path(tempfile.mkdtemp(prefix="dyna-bench-process-"))
     counter = [0]
     digests: set[tuple[str, str, str]] = set()
+    usage: dict[str, list[tuple[float, float]]] = {"dyna": [], "peer": [], "floor": []}
 
-    def dyna_run():
+    def fresh_folder():
         counter[0] += 1
-        out = work / f"run{counter[0]}"
-        timing = _timed([sys.executable, "-m", "dyna.cli", "run", str(EXPERIMENT),
-                         "--out", str(out), "--no-progress"])
+        return (work / f"run{counter[0]}",), {}
+
+    def dyna_run(out):
+        _child([sys.executable, "-m", "dyna.cli", "run", str(EXPERIMENT), "--out", str(out),
+                "--no-progress"], usage["dyna"])
+
+    def checked(out):
         digests.add(_check_output(out))
         shutil.rmtree(out)
-        return timing
 
-    def peer():
-        timing = _timed([sys.executable, str(PEER)])
-        _check_peer(timing[3])
-        return timing
-
-    def floor():
-        return _timed([sys.executable, "-c", FLOOR_IMPORTS])
-
-    contestants = {"dyna": dyna_run, "peer": peer, "floor": floor}
     load_before = os.getloadavg()
-    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in contestants}
     try:
-        for fn in contestants.values():          # warm: numba's cache, the file cache
-            fn()
-        names = list(contestants)
-        for k in range(ROUNDS):
-            for name in names[k % len(names):] + names[:k % len(names)]:
-                times[name].append(contestants[name]()[:3])
+        compare.time("dyna", dyna_run, setup=fresh_folder, teardown=checked, rounds=ROUNDS)
+        peer_out = compare.time("peer", lambda: _child([sys.executable, str(PEER)],
+                                                       usage["peer"]), rounds=ROUNDS)
+        compare.time("floor", lambda: _child([sys.executable, "-c", FLOOR_IMPORTS],
+                                             usage["floor"]), rounds=ROUNDS)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
+    _check_peer(peer_out)
     assert len(digests) == 1, "results.parquet or a plot differed between runs of the same seed"
-    med = {name: tuple(statistics.median(row[i] for row in t) for i in range(3))
-           for name, t in times.items()}
-    ratio = med["dyna"][0] / med["peer"][0]
+    ratio = compare.ratio("dyna", "peer")
+    floor = compare.ratio("floor", "peer")
+    # (the first process of each is the untimed warm-up)
+    med = {name: tuple(statistics.median(u[i] for u in rows[1:]) for i in range(2))
+           for name, rows in usage.items()}
+    compare.extra_info.update({f"{name}_cpu_s": c for name, (c, _) in med.items()})
+    compare.extra_info.update({f"{name}_peak_mib": m for name, (_, m) in med.items()})
     label = {"dyna": "dyna run experiments/dyna_maze.toml", "peer": "plain-Python Dyna-Q (peer)",
              "floor": "imports only (floor)"}
-    print(f"\nwhole process, median of {ROUNDS} rounds (wall s / CPU s / peak MiB):"
-          + "".join(f"\n  {label[n]:38s}{w:.3f} / {c:.3f} / {m:.0f}"
-                    for n, (w, c, m) in med.items())
-          + f"\n  dyna / peer: wall x{ratio:.2f}, CPU x{med['dyna'][1] / med['peer'][1]:.2f}"
-          f"; floor / peer: wall x{med['floor'][0] / med['peer'][0]:.2f}"
-          f" (target: dyna / peer wall <= {TARGET})"
+    print(f"\nwhole process, median of {ROUNDS} processes (wall s / CPU s / peak MiB):"
+          + "".join(f"\n  {label[n]:38s}{compare.median(n):.3f} / {c:.3f} / {m:.0f}"
+                    for n, (c, m) in med.items())
+          + f"\n  dyna / peer: wall x{ratio:.2f}, CPU x{med['dyna'][0] / med['peer'][0]:.2f}"
+          f"; floor / peer: wall x{floor:.2f} (target: dyna / peer wall <= {TARGET})"
           f"\n  load average (1, 5, 15 min) before {_load(load_before)}, after "
           f"{_load(load_after)}; {os.cpu_count()} CPUs")
     assert ratio <= TARGET

@@ -4,7 +4,8 @@ Run with ``pytest benchmarks/bench_ray.py -s`` (needs ``pip install -e ".[ray]"`
 
 The sweep: Figure 8.2's Dyna maze, Q-learning (n = 0), 200 runs of 2 episodes, one run per
 job, so each job does a few milliseconds of work and the backends' per-job costs dominate.
-All three are measured in the same run, rounds interleaved (``benchmarks/conftest.py``):
+All three are measured in the same run, each a pytest-benchmark entry of its own
+(``benchmarks/conftest.py``):
 
 * ``ray`` -- :class:`dyna.experiment.ray_backend.RayBackend` on a local instance with 2 CPUs,
   started once before timing (its start-up is a one-off, reported apart, like a cluster that
@@ -79,11 +80,9 @@ def test_ray_overhead_vs_process_pool_200_jobs(compare):
                           "inprocess": lambda: local.map(fn, jobs)}, rounds=5)
     finally:
         backend.close()
-    info = compare.benchmark.extra_info
-    ideal_s = info["inprocess_median_s"] / WORKERS
-    per_job_ms = (info["dyna_median_s"] - ideal_s) / N_JOBS * 1e3
-    info["ray_start_s"] = start_s
-    info["ray_overhead_per_job_ms"] = per_job_ms
+    ideal_s = compare.median("inprocess") / WORKERS
+    per_job_ms = (compare.median("dyna") - ideal_s) / N_JOBS * 1e3
+    compare.extra_info.update(ray_start_s=start_s, ray_overhead_per_job_ms=per_job_ms)
     assert backend.describe()["node_ip"] == "127.0.0.1"
     print(f"    Ray local instance start-up (one-off): {start_s:.2f} s")
     print(f"    Ray / process pool = {ratios['process_pool']:.2f}; Ray overhead over in-process / "

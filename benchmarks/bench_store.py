@@ -4,7 +4,8 @@ Target: inserting a batch of records with :meth:`dyna.store.sqlite.SQLiteStore.a
 (numpy columns in, ids assigned, one transaction) takes at most 1.25x the time of the bare
 peer: one ``executemany`` of the same rows, already built as Python tuples, in one
 transaction on a connection with the same pragmas (WAL, synchronous=NORMAL), into the same
-table. Both are measured in the same run; the ratio of the medians is printed and asserted.
+table. Both are measured in the same run, each a pytest-benchmark entry of its own
+(:mod:`conftest`); the ratio of the medians is printed and asserted.
 Size: ``DYNA_BENCH_STORE_N`` records (default 1,000,000) of d = 64.
 
 Target: opening an :class:`dyna.experience.ExperienceStore` on a file of those records (every
@@ -12,13 +13,11 @@ row loaded into the in-memory buffer: labels dictionary-encoded, features decode
 redacted JSON kept, quick_check run) takes at most 1.5x the time of the bare peer: one
 ``SELECT`` of the same columns in id order, ``fetchall``, and the columns made numpy arrays
 (object arrays for text, float64, the feature BLOBs joined and decoded by ``np.frombuffer``).
-The file is built once per module; both are timed alternately by the ``compare`` fixture.
+The file is built once per module; both are timed by the ``compare`` fixture.
 """
 
 import os
 import sqlite3
-import statistics
-import time
 
 import numpy as np
 import pytest
@@ -54,7 +53,7 @@ def fresh(path):
     return SQLiteStore(path, SCHEMA, DIM)
 
 
-def test_sqlite_insert_within_1_25x_of_bare_executemany(benchmark, tmp_path):
+def test_sqlite_insert_within_1_25x_of_bare_executemany(compare, tmp_path):
     cols = make_columns(N)
     w = DIM * 4
     raw = cols["features"].tobytes()
@@ -64,40 +63,38 @@ def test_sqlite_insert_within_1_25x_of_bare_executemany(benchmark, tmp_path):
     sql = (f"INSERT INTO episodes (id, {', '.join(names)}) "
            f"VALUES ({', '.join('?' * (len(names) + 1))})")
     path = tmp_path / "b.db"
-
-    def peer_once():
-        fresh(path).close()
-        conn = sqlite3.connect(path, isolation_level=None)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        t0 = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(sql, rows)
-        conn.execute("COMMIT")
-        dt = time.perf_counter() - t0
-        conn.close()
-        return dt
-
     state = {}
 
-    def setup():
+    def fresh_store():
+        if "store" in state:
+            state["store"].close()
         state["store"] = fresh(path)
-        return (), {}
 
     def ours():
         ids = state["store"].append(cols)
         assert ids.shape == (N,)
 
-    peer_times = [peer_once() for _ in range(ROUNDS)]
-    benchmark.pedantic(ours, setup=setup, rounds=ROUNDS, iterations=1)
-    peer_times += [peer_once() for _ in range(ROUNDS)]
+    def fresh_connection():
+        fresh(path).close()
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return (conn,), {}
+
+    def peer(conn):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(sql, rows)
+        conn.execute("COMMIT")
+
+    compare.time("dyna", ours, setup=fresh_store, rounds=ROUNDS, warmup=0)
     assert state["store"].count() == N
-    ours_median = benchmark.stats.stats.median
-    peer_median = statistics.median(peer_times)
-    ratio = ours_median / peer_median
-    print(f"\nSQLite insert of {N} records (d={DIM}): store {ours_median:.3f} s, bare executemany "
-          f"{peer_median:.3f} s, ratio {ratio:.3f} (target <= 1.25); "
-          f"{N / ours_median:,.0f} records/s")
+    state["store"].close()
+    compare.time("bare executemany", peer, setup=fresh_connection,
+                 teardown=lambda conn: conn.close(), rounds=ROUNDS, warmup=0)
+    ratio = compare.ratio("dyna", "bare executemany")
+    compare.report(f"SQLite insert of {N} records (d={DIM}), "
+                   f"{N / compare.median('dyna'):,.0f} records/s",
+                   ["dyna", "bare executemany"], {"dyna/bare executemany": ratio})
     assert ratio <= 1.25
 
 
@@ -144,7 +141,6 @@ def test_open_store_within_1_5x_of_bare_select(compare, store_file):
         assert len(s) == N and s.persistence_status == "ok"
         s.close()
 
-    ratios = compare(f"open a store of {N} records (d={DIM})", ours, {"bare_select": peer},
+    ratios = compare(f"open a store of {N} records (d={DIM})", ours, {"bare select": peer},
                      rounds=3)
-    print(f"open ratio {ratios['bare_select']:.3f} (target <= 1.5)")
-    assert ratios["bare_select"] <= 1.5
+    assert ratios["bare select"] <= 1.5

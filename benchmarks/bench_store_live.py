@@ -1,19 +1,22 @@
-"""Benchmarks of the shared experience store, each against a peer in the same run.
+"""Benchmarks of the shared experience store, each against a peer in the same run, each
+contestant a pytest-benchmark entry of its own (:mod:`conftest`); the ratio of two entries'
+medians is asserted.
 
 Single writes. ``ExperienceStore.record`` of one episode at a time (labels already known, a
 dict with a sensitive key to redact, d = 64 features), each call returning after its own
 commit, against the bare peer: one ``INSERT`` of the already-built row (JSON text and feature
 bytes ready) plus ``COMMIT`` per row on a sqlite3 connection with the same durability (WAL,
-``synchronous=NORMAL``), into the same table. Rounds alternate; target: ratio of the medians
-<= 2.
+``synchronous=NORMAL``), into the same table. Each round writes ``DYNA_BENCH_WRITES_N``
+(default 2,000) rows into a fresh file; target: ratio of the medians <= 2.
 
 Live view. A child process records ``DYNA_BENCH_LIVE_N`` (default 1,000) episodes one at a
 time, a few milliseconds apart, each with its own feature vector, and notes the
 ``time.monotonic()`` (one clock for every process on Linux) at which each ``record`` returned.
 This process polls ``query_similar(k=1)`` for the next row's vector and notes when the row is
-returned. Latency = returned - acknowledged; p50 and p99 printed; target p99 < 100 ms. Peer in
-the same run: a bare sqlite3 poller of ``SELECT MAX(id)`` on the same file during a second
-child's run, i.e. the floor any reader of the file pays.
+returned. Latency = returned - acknowledged, one round of the entry per row; p50 and p99
+printed. Peer in the same run: a bare sqlite3 poller of ``SELECT MAX(id)`` on the same file
+during a second child's run, i.e. the floor any reader of the file pays; target: median
+latency at most :data:`LIVE_TARGET` times the bare poller's.
 
 Open. A store of ``DYNA_BENCH_OPEN_N`` (default 10,000,000) episodes of d = 64 is built once
 into ``DYNA_BENCH_DIR`` (default ``/tmp/dyna_bench_store``, never the repository) together
@@ -26,8 +29,11 @@ background, on its own connection) plus ``get_stats(tenant)`` (answered from SQL
 resident memory (VmRSS) of each is printed. Then the store's feature cache is written once
 (:mod:`dyna.store.featcache`, beside the store) and open plus one tenant-filtered top-10
 ``query_similar`` is timed in fresh processes against the same peer, checked against a brute
-force; targets < 1 s (with dyna's compiled kernels started; a cold process's figure is
-printed too) and a resident-memory rise < 0.5 GB.
+force. The times are measured inside the child processes (their start-up left out) and
+entered as the contestants' rounds. Targets: open plus tenant count at most
+:data:`OPEN_TARGET` times the peer's time; open plus first query (with dyna's compiled
+kernels started; a cold process's figure is printed too) at most :data:`QUERY_TARGET` times
+the peer's; a resident-memory rise < 0.5 GB.
 
 Run: ``pytest benchmarks/bench_store_live.py -s``.
 """
@@ -56,6 +62,15 @@ N_WRITES = int(os.environ.get("DYNA_BENCH_WRITES_N", 2000))
 N_LIVE = int(os.environ.get("DYNA_BENCH_LIVE_N", 1000))
 N_OPEN = int(os.environ.get("DYNA_BENCH_OPEN_N", 10_000_000))
 BENCH_DIR = Path(os.environ.get("DYNA_BENCH_DIR", "/tmp/dyna_bench_store"))
+#: Median latency of the live view over the bare poller's, at most: a poll of
+#: ``query_similar`` (a top-1 search over the store) costs more than ``SELECT MAX(id)``.
+LIVE_TARGET = 50.0
+#: Open plus tenant count over np.load(mmap) plus SELECT count(*), at most: the earlier
+#: target of 1 s over the peer's 0.08-0.09 s on a quiet 2-core machine, rounded down.
+OPEN_TARGET = 10.0
+#: Open plus first tenant top-10 query (kernels started) over the same peer, at most (as
+#: :data:`OPEN_TARGET`).
+QUERY_TARGET = 10.0
 
 
 def _episode(i: int, feats: np.ndarray) -> dict:
@@ -73,7 +88,7 @@ def _fresh_db(path: Path) -> None:
 
 
 # ============================================================================ single writes
-def test_single_record_within_2x_of_bare_insert_commit(tmp_path):
+def test_single_record_within_2x_of_bare_insert_commit(compare, tmp_path):
     feats = np.random.default_rng(0).standard_normal((N_WRITES + 16, DIM)).astype(np.float32)
     eps = [_episode(i, feats) for i in range(N_WRITES + 16)]
     names = ["id"] + [n for n, _ in RECORD_SCHEMA]
@@ -93,37 +108,46 @@ def test_single_record_within_2x_of_bare_insert_commit(tmp_path):
         return tuple(out)
 
     rows = [bare_row(i, ep) for i, ep in enumerate(eps)]
-    ours_t, peer_t = [], []
-    for rnd in range(5):
-        path = tmp_path / f"ours{rnd}.db"
+    files = iter(range(1_000_000))
+
+    def fresh_store():
+        path = tmp_path / f"ours{next(files)}.db"
         _fresh_db(path)
         store = ExperienceStore(path, dim=DIM)
         for ep in eps[:16]:                     # the labels become known (general path)
             store.record("t1", **ep)
-        t0 = time.perf_counter()
+        return (store,), {}
+
+    def ours(store):
         for ep in eps[16:]:
             store.record("t1", **ep)
-        ours_t.append((time.perf_counter() - t0) / N_WRITES)
+
+    def closed(store):
         assert len(store) == N_WRITES + 16
         store.close()
 
-        path = tmp_path / f"peer{rnd}.db"
+    def fresh_connection():
+        path = tmp_path / f"peer{next(files)}.db"
         _fresh_db(path)
         ExperienceStore(path, dim=DIM).close()          # the same table and indexes
         conn = sqlite3.connect(path)                     # implicit BEGIN, then COMMIT
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        t0 = time.perf_counter()
+        return (conn,), {}
+
+    def peer(conn):
         for row in rows[16:]:
             conn.execute(sql, row)
             conn.commit()
-        peer_t.append((time.perf_counter() - t0) / N_WRITES)
-        conn.close()
-    ours, peer = statistics.median(ours_t), statistics.median(peer_t)
-    ratio = ours / peer
-    print(f"\nsingle writes, {N_WRITES} x 5 rounds (d={DIM}): record {1 / ours:,.0f}/s "
-          f"({ours * 1e6:.1f} us), bare INSERT+COMMIT {1 / peer:,.0f}/s ({peer * 1e6:.1f} us), "
-          f"ratio {ratio:.2f} (target <= 2)")
+
+    compare.time("dyna", ours, setup=fresh_store, teardown=closed, rounds=5, warmup=0)
+    compare.time("bare insert commit", peer, setup=fresh_connection,
+                 teardown=lambda conn: conn.close(), rounds=5, warmup=0)
+    ratio = compare.ratio("dyna", "bare insert commit")
+    per = {n: compare.median(n) / N_WRITES for n in ("dyna", "bare insert commit")}
+    compare.report(f"single writes, {N_WRITES} a round (d={DIM}): record {1 / per['dyna']:,.0f}/s"
+                   f", bare INSERT+COMMIT {1 / per['bare insert commit']:,.0f}/s",
+                   ["dyna", "bare insert commit"], {"dyna/bare insert commit": ratio})
     assert ratio <= 2.0
 
 
@@ -164,7 +188,7 @@ def _run_writer(path, n, feats, pace, poll):
     return np.array(acks), np.array(seen)
 
 
-def test_live_view_latency_p99_under_100ms(tmp_path):
+def test_live_view_latency_against_a_bare_poller(compare, tmp_path):
     feats = np.random.default_rng(1).standard_normal((N_LIVE, DIM)).astype(np.float32)
     path = str(tmp_path / "live.db")
     ExperienceStore(path, dim=DIM).close()
@@ -189,12 +213,17 @@ def test_live_view_latency_p99_under_100ms(tmp_path):
     acks2, seen2 = _run_writer(peer_path, N_LIVE, feats, 0.003, peer)
     lat2 = (seen2 - acks2) * 1e3
     bare.close()
+    compare.record("dyna", lat / 1e3)
+    compare.record("bare poller", lat2 / 1e3)
+    ratio = compare.ratio("dyna", "bare poller")
     p = {q: float(np.percentile(lat, q)) for q in (50, 99)}
     p2 = {q: float(np.percentile(lat2, q)) for q in (50, 99)}
+    compare.extra_info.update(p99_ms=p[99], bare_p99_ms=p2[99])
     print(f"\nlive view over {N_LIVE} writes from another process: query_similar returns the "
-          f"row p50 {p[50]:.2f} ms, p99 {p[99]:.2f} ms, max {lat.max():.2f} ms (target p99 < "
-          f"100 ms); bare SELECT MAX(id) poller p50 {p2[50]:.2f} ms, p99 {p2[99]:.2f} ms")
-    assert p[99] < 100.0
+          f"row p50 {p[50]:.2f} ms, p99 {p[99]:.2f} ms, max {lat.max():.2f} ms; bare SELECT "
+          f"MAX(id) poller p50 {p2[50]:.2f} ms, p99 {p2[99]:.2f} ms; median ratio {ratio:.2f} "
+          f"(target <= {LIVE_TARGET})")
+    assert ratio <= LIVE_TARGET
 
 
 # ============================================================================ open
@@ -306,24 +335,26 @@ def _measure(which: str, db: Path, npy: Path) -> dict:
     return json.loads(out.stdout)
 
 
-def test_open_large_store_against_mmap_and_count():
+def test_open_large_store_against_mmap_and_count(compare):
     db, npy = _build_open_store(N_OPEN)
     runs: dict[str, list[dict]] = {"dyna": [], "peer": []}
     for _ in range(3):
         for which in ("dyna", "peer"):
             runs[which].append(_measure(which, db, npy))
     assert runs["dyna"][0]["n"] == runs["peer"][0]["n"] > 0
-    med = {w: statistics.median(r["seconds"] for r in rs) for w, rs in runs.items()}
+    compare.record("dyna", [r["seconds"] for r in runs["dyna"]])
+    compare.record("mmap and count", [r["seconds"] for r in runs["peer"]])
+    ratio = compare.ratio("dyna", "mmap and count")
     rss = {w: max(r["rss_rise"] for r in rs) for w, rs in runs.items()}
-    ratio = med["dyna"] / med["peer"]
+    compare.extra_info.update(rss_rise_bytes=rss["dyna"], peer_rss_rise_bytes=rss["peer"])
     print(f"\nopen of {N_OPEN:,} episodes (d={DIM}) + tenant count: ExperienceStore(defaults)"
-          f" + get_stats {med['dyna']:.3f} s (RSS +{rss['dyna'] / 1e6:.0f} MB), "
-          f"np.load(mmap) + SELECT count(*) {med['peer']:.3f} s (RSS +{rss['peer'] / 1e6:.0f} "
-          f"MB), ratio {ratio:.2f}")
-    assert med["dyna"] < 1.0 and rss["dyna"] < 0.5e9
+          f" + get_stats {compare.median('dyna'):.3f} s (RSS +{rss['dyna'] / 1e6:.0f} MB), "
+          f"np.load(mmap) + SELECT count(*) {compare.median('mmap and count'):.3f} s (RSS +"
+          f"{rss['peer'] / 1e6:.0f} MB), ratio {ratio:.2f} (target <= {OPEN_TARGET})")
+    assert ratio <= OPEN_TARGET and rss["dyna"] < 0.5e9
 
 
-def test_open_plus_tenant_top10_query_under_half_a_gigabyte():
+def test_open_plus_tenant_top10_query_under_half_a_gigabyte(compare):
     """Open of the 10M store plus one tenant-filtered top-10 ``query_similar`` (tenant3,
     about 1M rows), each in a fresh process: from the feature cache, no episode loaded.
 
@@ -332,7 +363,8 @@ def test_open_plus_tenant_top10_query_under_half_a_gigabyte():
     them before the clock (their start is printed on its own). Peer in the same run:
     ``np.load(features.npy, mmap_mode="r")`` plus ``SELECT count(*)`` of the tenant. The
     answer is checked against a float64 brute force over the tenant's rows of features.npy.
-    Targets: open + first query < 1 s with the kernels started, RSS rise < 0.5 GB.
+    Targets: open + first query with the kernels started at most :data:`QUERY_TARGET` times
+    the peer's time, RSS rise < 0.5 GB.
     """
     db, npy = _build_open_store(N_OPEN)
     _ensure_feature_cache(db)
@@ -362,7 +394,11 @@ def test_open_plus_tenant_top10_query_under_half_a_gigabyte():
 
     rss = {w: max(r["rss_rise"] for r in rs) for w, rs in runs.items()}
     cold = med("query", "open") + med("query", "first_query")
-    warm = med("query_warm", "open") + med("query_warm", "first_query")
+    compare.record("dyna", [r["open"] + r["first_query"] for r in runs["query_warm"]])
+    compare.record("dyna cold", [r["open"] + r["first_query"] for r in runs["query"]])
+    compare.record("mmap and count", [r["seconds"] for r in runs["peer"]])
+    ratio = compare.ratio("dyna", "mmap and count")
+    compare.extra_info.update(rss_rise_bytes=rss["query_warm"], cold_rss_rise_bytes=rss["query"])
     print(f"\nopen + tenant top-10 of {N_OPEN:,} episodes (d={DIM}, tenant of {len(ids):,}): "
           f"open {med('query_warm', 'open') * 1e3:.1f} ms, first query "
           f"{med('query_warm', 'first_query'):.3f} s with the kernels started "
@@ -371,6 +407,6 @@ def test_open_plus_tenant_top10_query_under_half_a_gigabyte():
           f"{rss['query_warm'] / 1e6:.0f} MB (cold process +{rss['query'] / 1e6:.0f} MB); "
           f"peer np.load(mmap) + SELECT count(*) {med('peer', 'seconds'):.3f} s (RSS +"
           f"{rss['peer'] / 1e6:.0f} MB); ratio open+query (warm) / peer "
-          f"{warm / med('peer', 'seconds'):.2f}, cold {cold / med('peer', 'seconds'):.2f}")
-    assert warm < 1.0
+          f"{ratio:.2f} (target <= {QUERY_TARGET}), cold {cold / med('peer', 'seconds'):.2f}")
+    assert ratio <= QUERY_TARGET
     assert rss["query"] < 0.5e9 and rss["query_warm"] < 0.5e9

@@ -1,99 +1,147 @@
-"""Shared helpers for the buffer and index benchmarks.
+"""Shared helpers of the benchmarks: dyna and each peer timed as entries of their own.
 
-Each benchmark measures dyna's operation and its peer in the same run, alternating them
-round by round so both see the same machine state, then prints and asserts the ratio of the
-medians. Run them explicitly (they are not in the default test paths)::
+Every benchmark times dyna and each of its peers separately, each as its own
+pytest-benchmark entry named ``<test>[<contestant>]``, all in one group (the test's name),
+so pytest-benchmark's tables, ``--benchmark-save`` and ``--benchmark-compare`` show each
+contestant's own statistics. A target is a ratio of two entries' medians, computed from
+those statistics and asserted; never a number of seconds. Run them explicitly (they are not
+in the default test paths)::
 
-    pytest benchmarks/bench_buffer.py benchmarks/bench_index.py -s
+    pytest benchmarks/ --benchmark-only                 # all of them
+    pytest benchmarks/bench_buffer.py -s                # one file, with its printed figures
 
 ``OPENBLAS_CORETYPE`` may be set on the benchmark machine; it is left untouched.
 """
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
-
-
-def pytest_collect_file(parent, file_path):
-    """Collect ``bench_*.py`` files when the folder is given (``pytest benchmarks/``).
-
-    A file named on the command line is already collected by pytest itself.
-    """
-    if (file_path.suffix == ".py" and file_path.name.startswith("bench_")
-            and not parent.session.isinitpath(file_path)):
-        return pytest.Module.from_parent(parent, path=file_path)
-    return None
+from pytest_benchmark.fixture import BenchmarkFixture
+from pytest_benchmark.utils import NameWrapper
 
 
 class Comparison:
-    """Interleaved timing of an operation and its peers, recorded through pytest-benchmark."""
+    """The entries of one benchmark test: one per contestant, in one group.
 
-    def __init__(self, benchmark):
+    Parameters
+    ----------
+    request : pytest.FixtureRequest
+        The test's request; its pytest-benchmark session and options make the entries.
+    benchmark : BenchmarkFixture
+        The test's own ``benchmark`` fixture: the first contestant's entry.
+    """
+
+    def __init__(self, request, benchmark: BenchmarkFixture):
+        self.request = request
         self.benchmark = benchmark
-        self._recorded = False
+        self.entries: dict[str, BenchmarkFixture] = {}
+        #: What the test adds for the reader (sizes, CPU seconds, ratios), saved with every
+        #: entry: the ``benchmark`` fixture's own ``extra_info``.
+        self.extra_info: dict = benchmark.extra_info
+
+    def _entry(self, name: str) -> BenchmarkFixture:
+        """The pytest-benchmark entry ``<test>[<name>]`` in the test's group: the test's
+        ``benchmark`` fixture for the first contestant, then new ones made as that fixture
+        is made (the session's options and the test's ``benchmark`` mark)."""
+        if name in self.entries:
+            raise ValueError(f"contestant {name!r} is already timed in this test")
+        node = self.request.node
+        if self.entries:
+            session = self.request.config._benchmarksession
+            marker = node.get_closest_marker("benchmark")
+            options = dict(marker.kwargs) if marker else {}
+            if "timer" in options:
+                options["timer"] = NameWrapper(options["timer"])
+            entry = BenchmarkFixture(node, add_stats=session.benchmarks.append,
+                                     logger=session.logger, warner=node.warn,
+                                     disabled=session.disabled,
+                                     **dict(session.options, **options))
+            self.request.addfinalizer(entry._cleanup)
+        else:
+            entry = self.benchmark
+        callspec = getattr(node, "callspec", None)
+        entry.param = name if callspec is None else f"{callspec.id}-{name}"
+        entry.params = {**(callspec.params if callspec else {}), "contestant": name}
+        entry.name = f"{node.originalname}[{entry.param}]"
+        entry.fullname = f"{node.nodeid.split('[')[0]}[{entry.param}]"
+        entry.group = entry.group or node.name
+        entry.extra_info = self.extra_info
+        self.entries[name] = entry
+        return entry
+
+    def time(self, name: str, fn: Callable[..., object], *, rounds: int,
+             setup: Callable[[], object] | None = None,
+             teardown: Callable[..., object] | None = None, warmup: int = 1):
+        """Time ``fn`` as contestant ``name``: ``warmup`` untimed calls, then ``rounds``
+        timed calls (``setup`` before and ``teardown`` after each, outside the timing, as
+        :meth:`BenchmarkFixture.pedantic` takes them). Returns the last call's result."""
+        return self._entry(name).pedantic(fn, setup=setup, teardown=teardown, rounds=rounds,
+                                          warmup_rounds=warmup, iterations=1)
+
+    def record(self, name: str, seconds: Iterable[float]) -> None:
+        """Enter durations measured elsewhere (inside a child process, or a latency between
+        two events) as contestant ``name``, one round each."""
+        entry = self._entry(name)
+        entry._mode = "record"
+        if entry.disabled:
+            return
+        stats = entry._make_stats(1)
+        for s in seconds:
+            stats.update(float(s))
+
+    def median(self, name: str) -> float:
+        """Median seconds of contestant ``name``'s rounds (pytest-benchmark's statistics).
+
+        Skips the test when timing is off (``--benchmark-disable``): there is no ratio to
+        assert, and the contestants have each run once as a test."""
+        stats = self.entries[name].stats
+        if stats is None:
+            pytest.skip("timing is off (--benchmark-disable): no ratio to assert")
+        return stats.stats.median
+
+    def ratio(self, name: str, peer: str) -> float:
+        """median(``name``) / median(``peer``): below 1 means ``name`` is faster."""
+        r = self.median(name) / self.median(peer)
+        self.extra_info[f"ratio_{name}_vs_{peer}"] = r
+        return r
 
     def __call__(self, label: str, ours: Callable[[], object],
                  peers: dict[str, Callable[[], object]], *, rounds: int = 7,
                  setup_ours: Callable[[], object] | None = None,
                  warmup: int = 1) -> dict[str, float]:
-        """Time ``ours`` and each peer alternately; return ``{peer name: median ratio}``.
+        """Time ``ours`` (contestant ``dyna``) and then each peer; print the medians and
+        return ``{peer name: median(dyna) / median(peer)}``.
 
-        The ratio is median(ours) / median(peer): below 1 means dyna is faster. ``setup_ours``
-        runs before every timed call of ``ours``, outside the timing (e.g. to restore the data
-        that a destructive operation consumed). The order of the contestants rotates each round.
-        pytest-benchmark records the time of one whole round of the first comparison of a test
-        (its fixture can time only once); later comparisons in the same test are timed the
-        same way and add their medians to its extra info.
+        ``setup_ours`` runs before every call of ``ours``, outside the timing (e.g. to
+        restore the data that a destructive operation consumed).
         """
-        names = ["dyna", *peers]
-        fns = [ours, *peers.values()]
-        times: dict[str, list[float]] = {name: [] for name in names}
+        def setup():
+            if setup_ours is not None:
+                setup_ours()          # (returns nothing for pedantic: ``ours`` takes no arguments)
 
-        def timed(fn, acc):
-            if fn is ours and setup_ours is not None:
-                setup_ours()
-            t0 = time.perf_counter()
-            fn()
-            acc.append(time.perf_counter() - t0)
-
-        for _ in range(warmup):
-            for fn in fns:
-                timed(fn, [])
-        shift = [0]
-
-        def one_round():
-            k = shift[0] % len(fns)
-            shift[0] += 1
-            for name, fn in list(zip(names, fns))[k:] + list(zip(names, fns))[:k]:
-                timed(fn, times[name])
-
-        if self._recorded:
-            for _ in range(rounds):
-                one_round()
-        else:
-            self.benchmark.pedantic(one_round, rounds=rounds, iterations=1)
-            self._recorded = True
-        med = {name: statistics.median(t) for name, t in times.items()}
-        ratios = {name: med["dyna"] / med[name] for name in peers}
-        info = {f"{name}_median_s": m for name, m in med.items() if name != "dyna"}
-        # dyna's median of the test's first comparison, and of each under its peers' names
-        info.setdefault("dyna_median_s", self.benchmark.extra_info.get("dyna_median_s",
-                                                                        med["dyna"]))
-        info[f"dyna_median_s_vs_{'_'.join(peers)}"] = med["dyna"]
-        info.update({f"ratio_vs_{name}": r for name, r in ratios.items()})
-        self.benchmark.extra_info.update(info)
-        print(f"\n{label}: dyna {med['dyna'] * 1e3:.3f} ms (min {min(times['dyna']) * 1e3:.3f})")
-        for name in peers:
-            print(f"    {name}: {med[name] * 1e3:.3f} ms (min {min(times[name]) * 1e3:.3f}); "
-                  f"ratio dyna/{name} = {ratios[name]:.3f}")
+        self.time("dyna", ours, rounds=rounds, warmup=warmup, setup=setup)
+        for name, fn in peers.items():
+            self.time(name, fn, rounds=rounds, warmup=warmup)
+        ratios = {name: self.ratio("dyna", name) for name in peers}
+        self.report(label, ["dyna", *peers], {f"dyna/{n}": r for n, r in ratios.items()})
         return ratios
+
+    def report(self, label: str, names: list[str], ratios: dict[str, float]) -> None:
+        """Print each contestant's median (and min) and the named ``ratios``."""
+        print(f"\n{label}:")
+        for name in names:
+            stats = self.entries[name].stats
+            if stats is not None:
+                print(f"    {name}: median {stats.stats.median * 1e3:.3f} ms "
+                      f"(min {stats.stats.min * 1e3:.3f}, {stats.stats.rounds} rounds)")
+        for what, r in ratios.items():
+            print(f"    ratio {what} = {r:.3f}")
 
 
 @pytest.fixture
-def compare(benchmark):
-    """A :class:`Comparison` bound to this test's pytest-benchmark fixture."""
-    return Comparison(benchmark)
+def compare(request, benchmark):
+    """A :class:`Comparison` for this test (through ``benchmark``, ``--benchmark-only``
+    runs it)."""
+    return Comparison(request, benchmark)

@@ -65,7 +65,8 @@ def main():
         runs = [dyna_q(n, seed) for seed in range(RUNS)]
         ep2 = sum(r[1] for r in runs) / RUNS
         last = sum(sum(r[40:]) / 10 for r in runs) / RUNS
-        print(f"n={n}: episode 2 {ep2:.1f} steps, episodes 41-50 {last:.1f} steps (mean of {RUNS} runs)")
+        print(f"n={n}: episode 2 {ep2:.1f} steps, episodes 41-50 {last:.1f} steps "
+              f"(mean of {RUNS} runs)")
     return 0
 
 
