@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from dyna.experiment.kinds.trajectories.lessons import (
+    copied_share,
     junk_reason,
     lesson_text,
     misattributes,
@@ -31,6 +32,8 @@ ARGS = ("user_id", "cabin")
     ("lorem ipsum", "placeholder"),
     ("get_user_details", "copied"),
     ("Change   my FLIGHT", "copied"),
+    ("The user has 2 reservations and a gold membership (see above)", "copied"),
+    ("Gold membership gives 2 free checked bags to the user", ""),
     ("Be careful with tools.", "not_concrete"),
     ("Always double check before acting", "not_concrete"),
     ("Call get_user_details before changing a flight", ""),
@@ -42,7 +45,8 @@ def test_junk_reason(text, why):
 
 
 def test_junk_tool_name_must_be_a_whole_word():
-    assert junk_reason("Use get_user_details_new now", DIGEST, TOOLS, ARGS) == "not_concrete"
+    text = "Before a booking use get_user_details_new"
+    assert junk_reason(text, DIGEST, TOOLS, ARGS) == "not_concrete"
 
 
 def test_quotes_digest():
@@ -73,3 +77,10 @@ def test_normalize_and_lesson_text():
     assert lesson_text(memory) == "fact 1"
     assert lesson_text(skill) == "When x\nDo 1"
     assert lesson_text(empty_body) == "When x"
+
+
+def test_copied_share():
+    assert copied_share("", DIGEST) == 0.0
+    assert copied_share("get_user_details", DIGEST) == 1.0
+    assert copied_share("abcd", "xxbcxx") == 0.5
+    assert copied_share("The user has 2 reservations, call me", DIGEST) == 27 / 36

@@ -40,7 +40,16 @@ tool outputs (:func:`dyna.loops.trajectories.harvest_personal_values`), not by t
 redactor. For a baseline, which has no redaction, ``pd_store`` counts the values in what it
 keeps.
 
-Modules: ``config``, ``job``, ``kind``, ``plots``, ``report``. The package imports the
+An optional ``[llm]`` table reviews with a chat-completions model instead (``base_url =
+"local"``: the local model server, :mod:`dyna.llm_local`), every exchange recorded in the
+``llm_exchanges`` table so that ``dyna run FILE --replay DIR`` reproduces the tables
+offline; ``first_runs = N`` replays only the first N runs. Its tables ``llm_reviews`` and
+``llm_lessons`` say what the model did, judged by the rules of :mod:`.lessons`
+(``experiments/taubench_real_reviewer.toml``).
+
+Modules: ``config``, ``job``, ``kind``, ``plots``, ``report``; for ``[llm]``: ``llm`` (the
+table, the timed client), ``llm_session`` (the job), ``review_log``, ``lessons``,
+``llm_tables``, ``report_llm``. The package imports the
 experiment machinery, :mod:`dyna.loops`, :mod:`dyna.agents.loop_agents` (variant names) and
 :mod:`dyna.agents.baselines`; never another kind, the registry or the runner.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.config import (
@@ -21,7 +22,7 @@ __all__ = ["NOT_APPLICABLE", "TrajectoriesConfig", "default_variants", "parse_tr
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _TOP = ("name", "description", "seed", "runs", "data", "store", "variants", "reviewer",
-        "loop", "digest", "analysis")
+        "loop", "digest", "analysis", "first_runs", "llm")
 _REVIEWER = {"propose_rate": 1.0, "specificity": 1.0, "copy_rate": 0.5,
              "kinds": ["skill", "memory", "workflow"], "tokens_per_review": 300}
 _DIGEST = {"extra_sensitive_keys": ["payment_id", "payment_methods"], "tools_trusted": True}
@@ -104,6 +105,14 @@ class TrajectoriesConfig:
         content-word Jaccard at or above which two stored lessons are near-duplicates).
     base_dir : str or None
         The experiment file's folder (not hashed).
+    first_runs : int or None
+        Replay only the first N recorded runs in replay order (trial 0 by task id, then
+        trial 1, ...); None: all.
+    llm : dict or None
+        The ``[llm]`` reviewer (:func:`dyna.experiment.kinds.trajectories.llm.parse_llm_table`)
+        used instead of the rule-based one; None: the rule-based reviewer.
+    replay : str or None
+        ``--replay DIR``: answer the model's requests from DIR's recording (not hashed).
     """
 
     name: str
@@ -119,6 +128,14 @@ class TrajectoriesConfig:
     analysis: dict
     kind: str = "trajectories"
     base_dir: str | None = field(default=None, compare=False)
+    first_runs: int | None = None
+    llm: dict | None = None
+    replay: str | None = field(default=None, compare=False)
+
+    #: Columns a recording (``llm_exchanges.parquet``) must have for ``--replay``.
+    replay_columns: ClassVar[tuple[str, ...]] = (
+        "variant", "run", "seq", "key", "request", "response", "status", "reason",
+        "attempts", "seconds")
 
     def to_dict(self) -> dict:
         """Canonical JSON-ready form (accepted back by :func:`parse_trajectories`)."""
@@ -126,7 +143,9 @@ class TrajectoriesConfig:
                 "seed": self.seed, "runs": self.runs, "data": self.data,
                 "store": self.store, "variants": list(self.variants),
                 "reviewer": dict(self.reviewer), "loop": dict(self.loop),
-                "digest": dict(self.digest), "analysis": dict(self.analysis)}
+                "digest": dict(self.digest), "analysis": dict(self.analysis),
+                **({"first_runs": self.first_runs} if self.first_runs is not None else {}),
+                **({"llm": dict(self.llm)} if self.llm is not None else {})}
 
     @property
     def hash(self) -> str:
@@ -136,6 +155,19 @@ class TrajectoriesConfig:
     def with_overrides(self, *, runs: int | None = None, seed: int | None = None):
         """Copy with ``--runs`` / ``--seed`` applied."""
         return with_run_overrides(self, runs, seed)
+
+    def with_replay(self, folder) -> "TrajectoriesConfig":
+        """Copy that answers the reviewer model's requests from ``folder``'s recording.
+
+        Raises
+        ------
+        ConfigError
+            The experiment has no ``[llm]`` reviewer (nothing asks a model).
+        """
+        if self.llm is None:
+            raise ConfigError("--replay", str(folder), "only for an experiment with an "
+                              "[llm] reviewer (nothing else asks a model)")
+        return dataclasses.replace(self, replay=str(folder))
 
 
 def _section(data: dict, key: str, defaults: dict) -> dict:
@@ -153,7 +185,7 @@ def parse_trajectories(data: dict, *, runs=None, seed=None, base_dir=None
     ConfigError
         Naming the field: an unknown key, a bad name, seed or runs, a missing ``data``, an
         unknown or inapplicable variant, a reviewer, loop, digest or analysis value out of
-        range.
+        range, a bad ``first_runs`` or ``[llm]`` value.
     """
     from dyna.loops.review import KINDS, LoopConfig, RuleBasedReviewer
     check_keys(data, _TOP, "")
@@ -212,7 +244,15 @@ def parse_trajectories(data: dict, *, runs=None, seed=None, base_dir=None
         raise ConfigError("variants", list(raw_v), "names must be distinct")
     for j, v in enumerate(variants):
         variant_spec(v, store, loop, f"variants[{j}]")
+    first = data.get("first_runs")
+    if first is not None:
+        check_range("first_runs", first, lo=1, integer=True)
+    llm = None
+    if "llm" in data:
+        from dyna.experiment.kinds.trajectories.llm import parse_llm_table
+        llm = parse_llm_table(data["llm"])
     cfg = TrajectoriesConfig(name, description, seed_v, runs_v, path, store, variants,
                              reviewer, loop, digest, analysis,
-                             base_dir=None if base_dir is None else str(base_dir))
+                             base_dir=None if base_dir is None else str(base_dir),
+                             first_runs=first, llm=llm)
     return cfg.with_overrides(runs=runs, seed=seed)

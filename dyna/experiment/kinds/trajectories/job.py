@@ -60,9 +60,11 @@ def file_sha(path: Path) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def cached_runs(path: str, sha: str) -> tuple[TrajectoryRun, ...]:
-    """The parsed runs in replay order, cached per process by path and content hash."""
-    return replay_order(load_trajectories(path))
+def cached_runs(path: str, sha: str, first: int | None = None) -> tuple[TrajectoryRun, ...]:
+    """The parsed runs in replay order, cached per process by path and content hash; only
+    the first ``first`` of them when given (``first_runs``)."""
+    runs = replay_order(load_trajectories(path))
+    return runs if first is None else runs[:first]
 
 
 def replay_order(runs) -> tuple[TrajectoryRun, ...]:
@@ -71,16 +73,17 @@ def replay_order(runs) -> tuple[TrajectoryRun, ...]:
 
 
 @functools.lru_cache(maxsize=8)
-def _digests(path: str, sha: str, redaction: bool, keys: frozenset, trusted: bool):
+def _digests(path: str, sha: str, redaction: bool, keys: frozenset, trusted: bool,
+             first: int | None = None):
     return tuple(r.digest(redaction=redaction, trusted=trusted, sensitive_keys=keys)
-                 for r in cached_runs(path, sha))
+                 for r in cached_runs(path, sha, first))
 
 
 @functools.lru_cache(maxsize=4)
-def _personal(path: str, sha: str):
+def _personal(path: str, sha: str, first: int | None = None):
     """Per run the harvested values, and their union with each value's category."""
     per_run, category = [], {}
-    for r in cached_runs(path, sha):
+    for r in cached_runs(path, sha, first):
         by = harvest_by_field(r)
         per_run.append(frozenset().union(*by.values()))
         for k in PERSONAL_FIELDS:
@@ -159,16 +162,25 @@ def _by_category(row: dict, prefix: str, found, category: dict) -> None:
         row[f"{prefix}_{k}"] = sum(category.get(v) == k for v in found)
 
 
-def _replay_loop(p: dict, runs, digests, values, category, r: int) -> tuple[dict, dict]:
-    from dyna.agents.loop_agents import make_variant
-    from dyna.loops.review import LearningLoop, LoopConfig, RuleBasedReviewer
-    spec = make_variant(p["variant_name"], p["store"], LoopConfig(**p["loop"]))
-    cfg = spec.config
+def _rule_reviewer(p: dict, spec, r: int):
+    """The rule-based reviewer of run index ``r`` (the kinds of the variant's store)."""
+    from dyna.loops.review import RuleBasedReviewer
     kinds = tuple(k for k in p["reviewer"]["kinds"]
                   if (k == "memory") == (spec.store == "memory"))
     rv = {k: v for k, v in p["reviewer"].items() if k != "kinds"}
-    inner = RuleBasedReviewer(reviewer_seed(p["seed"], r), kinds=kinds or ("memory",),
-                              **rv)
+    return RuleBasedReviewer(reviewer_seed(p["seed"], r), kinds=kinds or ("memory",), **rv)
+
+
+def _replay_loop(p: dict, runs, digests, values, category, r: int,
+                 llm=None) -> tuple[dict, dict]:
+    """One replay through a loop variant: its run row and episode columns. ``llm``: an
+    :class:`~dyna.experiment.kinds.trajectories.llm.LLMSession` reviewing instead of the
+    rule-based reviewer (its log gets every review)."""
+    from dyna.agents.loop_agents import make_variant
+    from dyna.loops.review import LearningLoop, LoopConfig
+    spec = make_variant(p["variant_name"], p["store"], LoopConfig(**p["loop"]))
+    cfg = spec.config
+    inner = _rule_reviewer(p, spec, r) if llm is None else llm.reviewer(spec.store, r)
     watch = _Watched(inner, {run.run_id: values[i] for i, run in enumerate(runs)})
     E = len(runs)
     ep = {k: np.zeros(E, dtype=np.int64) for k in EPISODE_FIELDS}
@@ -185,7 +197,8 @@ def _replay_loop(p: dict, runs, digests, values, category, r: int) -> tuple[dict
             tick[0] = i
             d = digests[i]
             ctx = loop.begin(run.run_id, d.task)
-            rec = loop.finish(ctx, d)
+            rec = llm.finish(loop, ctx, d, run, values[i]) if llm is not None else \
+                loop.finish(ctx, d)
             res = rec.review
             if res is not None and res.status == "reviewed":
                 ep["reviewed"][i] = 1
@@ -333,21 +346,30 @@ def run_job(job: Job) -> dict:
         ``store_episodes`` instead (:func:`store_episodes`).
     """
     p = job.payload
-    runs = cached_runs(p["data"], p["data_sha"])
+    runs = cached_runs(p["data"], p["data_sha"], p.get("first_runs"))
     if p["learner"] == "store":
         return {"store_episodes": store_episodes(runs)}
-    values, category = _personal(p["data"], p["data_sha"])
+    first = p.get("first_runs")
+    values, category = _personal(p["data"], p["data_sha"], first)
+    if p.get("llm") is not None and p["learner"] == "loop":
+        from dyna.experiment.kinds.trajectories.llm_session import run_llm_job
+        return run_llm_job(job, lambda r, session: _replay_loop(
+            p, runs, _loop_digests(p), values, category, r, session))
     rows, eps = [], []
     for r in job.run_indices:
         if p["learner"] == "baseline":
             row, ep = _replay_baseline(p, runs, values, category, r)
         else:
-            from dyna.redact import DEFAULT_SENSITIVE_KEYS
-            keys = frozenset(DEFAULT_SENSITIVE_KEYS | set(p["extra_sensitive_keys"]))
-            redaction = bool(p["redaction"])
-            digests = _digests(p["data"], p["data_sha"], redaction, keys, p["trusted"])
-            row, ep = _replay_loop(p, runs, digests, values, category, r)
+            row, ep = _replay_loop(p, runs, _loop_digests(p), values, category, r)
         rows.append(row)
         eps.append(ep)
     return {"runs": rows,
             "episodes": {k: np.stack([e[k] for e in eps]) for k in EPISODE_FIELDS}}
+
+
+def _loop_digests(p: dict) -> tuple:
+    """The digests a loop variant's reviewer is handed (redacted when its redaction is on)."""
+    from dyna.redact import DEFAULT_SENSITIVE_KEYS
+    keys = frozenset(DEFAULT_SENSITIVE_KEYS | set(p["extra_sensitive_keys"]))
+    return _digests(p["data"], p["data_sha"], bool(p["redaction"]), keys, p["trusted"],
+                    p.get("first_runs"))

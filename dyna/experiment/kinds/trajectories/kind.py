@@ -44,7 +44,7 @@ class TrajectoriesKind(ExperimentKind):
         output folder exists)."""
         from dyna.loops.trajectories import harvest_by_field
         path, sha = _data(config)
-        runs = cached_runs(path, sha)
+        runs = cached_runs(path, sha, config.first_runs)
         types: dict[str, int] = {}
         for r in runs:
             if r.trial == runs[0].trial:
@@ -77,7 +77,9 @@ class TrajectoriesKind(ExperimentKind):
                        "redaction": bool(spec.config.redaction) if spec.config else False,
                        "extra_sensitive_keys": list(config.digest["extra_sensitive_keys"]),
                        "trusted": bool(config.digest["tools_trusted"]),
-                       "near_duplicate": config.analysis["near_duplicate"]}
+                       "near_duplicate": config.analysis["near_duplicate"],
+                       "first_runs": config.first_runs, "llm": config.llm,
+                       "replay": config.replay}
             for block in split_runs(config.runs, block_size):
                 jobs.append(Job(variant=v, point=0, run_indices=block, payload=payload))
         # one more group, computed once for all its runs: the importer's episodes in an
@@ -86,7 +88,8 @@ class TrajectoriesKind(ExperimentKind):
                         run_indices=tuple(range(config.runs)),
                         payload={"variant_name": "experience_store", "point_kwargs": {},
                                  "learner": "store", "data": prepared.state["path"],
-                                 "data_sha": prepared.state["sha"]}))
+                                 "data_sha": prepared.state["sha"],
+                                 "first_runs": config.first_runs}))
         return jobs
 
     @property
@@ -95,7 +98,7 @@ class TrajectoriesKind(ExperimentKind):
 
     def build_tables(self, config, prepared, jobs, results):
         from dyna.loops.trajectories import leave_one_task_out
-        runs = cached_runs(prepared.state["path"], prepared.state["sha"])
+        runs = cached_runs(prepared.state["path"], prepared.state["sha"], config.first_runs)
         groups: dict[int, list] = {}
         store = None
         for job, res in zip(jobs, results):
@@ -131,12 +134,16 @@ class TrajectoriesKind(ExperimentKind):
                 **{k: np.array([int(row.get(k, 0)) for row in rows], dtype=np.int64)
                    for k in cols}}))
         induction = pl.DataFrame(leave_one_task_out(runs), infer_schema_length=None)
-        return {"episodes": pl.concat(ep_frames, how="vertical"),
-                "runs": pl.concat(run_frames, how="diagonal_relaxed").fill_null(0),
-                "induction": induction,
-                "induction_summary": induction_summary(induction, config.analysis,
-                                                       config.seed),
-                "store_episodes": pl.DataFrame(store)}
+        tables = {"episodes": pl.concat(ep_frames, how="vertical"),
+                  "runs": pl.concat(run_frames, how="diagonal_relaxed").fill_null(0),
+                  "induction": induction,
+                  "induction_summary": induction_summary(induction, config.analysis,
+                                                         config.seed),
+                  "store_episodes": pl.DataFrame(store)}
+        if config.llm is not None:
+            from dyna.experiment.kinds.trajectories.llm_tables import llm_tables
+            tables.update(llm_tables(config, jobs, results))
+        return tables
 
     def draw_plots(self, out, folder):
         from dyna.experiment.kinds.trajectories.plots import draw_plots

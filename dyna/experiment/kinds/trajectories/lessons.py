@@ -1,13 +1,15 @@
 """Kind ``trajectories``: rules that judge a reviewer's lesson, fixed before any real run.
 
 A lesson is the text a proposal carries (a memory fact's text; a skill's description and
-body). Each rule reads only the lesson, the text the reviewer was shown (the digest) and
-the run's tool calls, so the same lesson gets the same verdict in every run and replay.
+body). Each rule reads only the lesson, the text the reviewer was shown (its prompt, the
+tool's schema and the digest: "the digest" below) and the run's tool calls, so the same
+lesson gets the same verdict in every run and replay.
 
 - :func:`junk_reason`: why a lesson is junk, the first that applies of ``empty`` (no
   letter or digit), ``placeholder`` (only placeholder words: ``value1``, ``text``,
-  ``string``, ``example``, ``todo``, ``lorem ipsum``, ...), ``copied`` (the whole lesson
-  appears verbatim in the digest), ``not_concrete`` (it names no tool the run called, no
+  ``string``, ``example``, ``todo``, ``lorem ipsum``, ...), ``copied`` (at least
+  :data:`COPIED_SHARE` of the lesson's characters are one span copied verbatim from the
+  digest: :func:`copied_share`), ``not_concrete`` (it names no tool the run called, no
   argument name of those calls, and holds no digit: no id, date, number or amount); ""
   when it is none of these.
 - :func:`quotes_digest`: the lesson copies the digest verbatim (the whole of it, or a
@@ -29,8 +31,9 @@ import re
 from collections.abc import Iterable
 from difflib import SequenceMatcher
 
-__all__ = ["FAILURE_WORDS", "JUNK_REASONS", "PLACEHOLDER_WORDS", "QUOTE_CHARS", "junk_reason",
-           "lesson_text", "misattributes", "normalize", "quotes_digest"]
+__all__ = ["COPIED_SHARE", "FAILURE_WORDS", "JUNK_REASONS", "PLACEHOLDER_WORDS", "QUOTE_CHARS",
+           "copied_share", "junk_reason", "lesson_text", "misattributes", "normalize",
+           "quotes_digest"]
 
 #: The verdicts of :func:`junk_reason`, in the order they are tried.
 JUNK_REASONS = ("empty", "placeholder", "copied", "not_concrete")
@@ -42,6 +45,8 @@ PLACEHOLDER_WORDS = frozenset({
     "test", "dummy", "something", "here", "the", "your", "my", "insert"})
 #: Shortest verbatim span, in characters, that counts as quoting the digest.
 QUOTE_CHARS = 40
+#: Share of a lesson's characters in one verbatim span of the digest that makes it junk.
+COPIED_SHARE = 0.5
 #: Words that make a lesson about a failure rather than a recipe (whole words).
 FAILURE_WORDS = frozenset({
     "fail", "failed", "fails", "failure", "error", "errors", "wrong", "not", "never",
@@ -64,18 +69,29 @@ def lesson_text(proposal) -> str:
     return "\n".join(t for t in (proposal.description, proposal.body) if t)
 
 
+def _longest_span(t: str, d: str) -> int:
+    """Length of the longest span of ``t`` found verbatim in ``d``."""
+    if not t or not d:
+        return 0
+    if t in d:
+        return len(t)
+    return SequenceMatcher(None, t, d, autojunk=False).find_longest_match(
+        0, len(t), 0, len(d)).size
+
+
+def copied_share(text: str, digest_text: str) -> float:
+    """The share (in [0, 1]) of the lesson's characters (normalized) in its longest span
+    copied verbatim from ``digest_text``; 0.0 for an empty lesson."""
+    t = normalize(text)
+    return _longest_span(t, normalize(digest_text)) / len(t) if t else 0.0
+
+
 def quotes_digest(text: str, digest_text: str, min_chars: int = QUOTE_CHARS) -> bool:
     """Whether the (non-empty) lesson is, whole, in ``digest_text``, or shares a verbatim
     span of at least ``min_chars`` characters with it (both normalized)."""
     t, d = normalize(text), normalize(digest_text)
-    if not t or not d:
-        return False
-    if t in d:
-        return True
-    if len(t) < min_chars:
-        return False
-    m = SequenceMatcher(None, t, d, autojunk=False).find_longest_match(0, len(t), 0, len(d))
-    return m.size >= min_chars
+    span = _longest_span(t, d)
+    return bool(t) and (span == len(t) or span >= min_chars)
 
 
 def _names(text: str, names: Iterable[str]) -> bool:
@@ -104,8 +120,7 @@ def junk_reason(text: str, digest_text: str, tools: Iterable[str] = (),
     if all(w in PLACEHOLDER_WORDS or w.isdigit() for w in words) and any(
             w in PLACEHOLDER_WORDS for w in words):
         return "placeholder"
-    d = normalize(digest_text)
-    if d and t in d:
+    if copied_share(t, digest_text) >= COPIED_SHARE:
         return "copied"
     if not (re.search(r"\d", t) or _names(t, tools) or _names(t, arg_names)):
         return "not_concrete"

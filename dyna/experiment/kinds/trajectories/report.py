@@ -57,6 +57,9 @@ def build_report(out, folder: Path) -> str:
     lines += _baselines(m, baselines)
     lines += _store_episodes(out)
     lines += _induction(cfg, induction, summary, summ)
+    if "llm_reviews" in out.tables:
+        from dyna.experiment.kinds.trajectories.report_llm import llm_section
+        lines += llm_section(cfg, out)
     lines += plots_section(Path(folder))
     return "\n".join(lines) + "\n"
 
@@ -109,8 +112,8 @@ def _setup(cfg, man: dict, data: dict) -> list[str]:
               + " (distinct values over all runs).",
               "- Replay: trial by trial (all tasks of trial 0, then trial 1, ...). The runs are "
               "not re-acted: what a variant injects does not change a recorded run, so the "
-              "tables say what each variant *would have written*. Reviewer: rule-based, "
-              + ", ".join(f"{k} = {v}" for k, v in cfg.reviewer.items()) + ".",
+              "tables say what each variant *would have written*. Reviewer: "
+              + _reviewer_text(cfg) + ".",
               f"- Digest redaction: the redactor's keys plus "
               f"{', '.join(cfg.digest['extra_sensitive_keys']) or 'nothing'}; the tool calls are "
               f"{'declared trusted' if cfg.digest['tools_trusted'] else 'untrusted'} "
@@ -118,6 +121,17 @@ def _setup(cfg, man: dict, data: dict) -> list[str]:
               f"Config hash "
               f"`{short_hash(man.get('config_hash'))}`.", ""]
     return lines
+
+
+def _reviewer_text(cfg) -> str:
+    """The reviewer, as the setup names it."""
+    llm = getattr(cfg, "llm", None)
+    if llm is not None:
+        first = getattr(cfg, "first_runs", None)
+        return (f"the model `{llm['model']}` (section \"The model reviewer\")"
+                + (f"; only the first {first} recorded runs in replay order" if first
+                   else ""))
+    return "rule-based, " + ", ".join(f"{k} = {v}" for k, v in cfg.reviewer.items())
 
 
 def _personal_data(runs: pl.DataFrame, m: dict, loops: list) -> list[str]:
