@@ -17,7 +17,7 @@ checksum-2) and one page. Checksums are cumulative from the header's: over each 
 32-bit words ``(x0, x1)``, ``s0 += x0 + s1``, ``s1 += x1 + s0`` (mod 2**32), covering the
 first 8 bytes of each frame header and its page. The pairs are summed as a linear
 recurrence in numpy (``[s0, s1] <- M [s0, s1] + [x0, x0 + x1]``, ``M = [[1, 1], [1, 2]]``)
-so a log of 1,000 frames is checked in milliseconds.
+so a log of 1,000 frames is checked in milliseconds, 256 frames at a time.
 """
 
 from __future__ import annotations
@@ -74,39 +74,28 @@ class WalReport:
                 f"lost_commits={self.lost_commits})")
 
 
-def _powers(n: int) -> np.ndarray:
-    """``P[k] = M**(n - 1 - k)`` mod 2**64 for k < n (shape (n, 2, 2), uint64)."""
-    m = np.array([[1, 1], [1, 2]], dtype=np.uint64)
-    out = np.empty((n, 2, 2), dtype=np.uint64)
-    cur = np.eye(2, dtype=np.uint64)
+def _weights(n: int) -> tuple[np.ndarray, list[list[int]]]:
+    """The weights of a frame's ``n`` word pairs in its checksum, and ``M**n``.
+
+    Pair ``k`` adds ``M**(n - 1 - k) @ (x0, x0 + x1)`` to the frame's contribution, so word
+    ``x0`` is weighted by the sum of that power's two columns and ``x1`` by its second:
+    ``words @ weights`` (shape (2n, 2), uint64) is the contribution (mod 2**32 after the
+    mask)."""
+    weights = np.empty((2 * n, 2), dtype=np.uint64)
+    p = [[1, 0], [0, 1]]                                   # M**0
     for k in range(n - 1, -1, -1):
-        out[k] = cur
-        cur = (m @ cur) & _MASK
-    return out
+        weights[2 * k] = (p[0][0] + p[0][1]) & 0xFFFFFFFF, (p[1][0] + p[1][1]) & 0xFFFFFFFF
+        weights[2 * k + 1] = p[0][1], p[1][1]
+        p = [[(p[0][0] + p[1][0]) & 0xFFFFFFFF, (p[0][1] + p[1][1]) & 0xFFFFFFFF],
+             [(p[0][0] + 2 * p[1][0]) & 0xFFFFFFFF, (p[0][1] + 2 * p[1][1]) & 0xFFFFFFFF]]
+    return weights, p
 
 
-def _matrix_power(p: np.ndarray, n: int) -> np.ndarray:
-    """``M**n`` (mod 2**32) from ``P[0] = M**(n - 1)``."""
-    m = np.array([[1, 1], [1, 2]], dtype=np.uint64)
-    return (m @ p[0]) & _MASK
-
-
-def _checksum_pairs(header_sum: tuple[int, int], words: np.ndarray, p: np.ndarray
-                    ) -> list[tuple[int, int]]:
-    """Cumulative checksums after each frame: ``words`` (frames, n, 2) are the checksummed
-    words (uint64) of each frame, ``p`` the powers of :func:`_powers`."""
-    n = words.shape[1]
-    mn = _matrix_power(p, n)
-    s = np.array(header_sum, dtype=np.uint64)
-    out = []
-    for lo in range(0, words.shape[0], _CHUNK):
-        w = words[lo:lo + _CHUNK]
-        b = np.stack([w[:, :, 0], (w[:, :, 0] + w[:, :, 1]) & _MASK], axis=2)
-        contrib = np.einsum("kij,fkj->fi", p, b) & _MASK
-        for c in contrib:
-            s = ((mn @ s) + c) & _MASK
-            out.append((int(s[0]), int(s[1])))
-    return out
+def _frame_sums(frames: np.ndarray, order: str, weights: np.ndarray) -> np.ndarray:
+    """Each frame's own contribution to the cumulative checksum (shape (frames, 2)) from
+    its checksummed words (the first 8 bytes of its header, then its page)."""
+    summed = np.concatenate([frames[:, :8], frames[:, _FRAME_HEADER:]], axis=1)
+    return (summed.view(order).astype(np.uint64) @ weights) & _MASK
 
 
 def read_wal(data: bytes) -> WalReport | None:
@@ -118,35 +107,41 @@ def read_wal(data: bytes) -> WalReport | None:
     if magic not in _MAGIC or page < 512 or page > 65536 or page & (page - 1):
         return None
     order = ">u4" if magic & 1 else "<u4"
-    head = np.frombuffer(data[:24], dtype=order).astype(np.uint64).reshape(3, 2)
     s0 = s1 = 0
-    for x0, x1 in head.tolist():
+    for x0, x1 in np.frombuffer(data[:24], dtype=order).reshape(3, 2).tolist():
         s0 = (s0 + x0 + s1) & 0xFFFFFFFF
         s1 = (s1 + x1 + s0) & 0xFFFFFFFF
     if (s0, s1) != (c1, c2):
         return None
     size = _FRAME_HEADER + page
     n = (len(data) - _HEADER) // size
-    if n == 0:
-        return WalReport(0, 0, None, 0, 0)
-    frames = np.frombuffer(data, dtype=np.uint8, count=n * size, offset=_HEADER)
-    frames = frames.reshape(n, size)
-    heads = frames[:, :_FRAME_HEADER].copy().view(">u4").reshape(n, 6).astype(np.int64)
-    summed = np.concatenate([frames[:, :8], frames[:, _FRAME_HEADER:]], axis=1)
-    words = summed.copy().view(order).astype(np.uint64).reshape(n, -1, 2)
-    sums = _checksum_pairs((c1, c2), words, _powers(words.shape[1]))
-    salted = (heads[:, 2] == salt1) & (heads[:, 3] == salt2)
-    first_bad = None
-    for i in range(n):
-        if not salted[i] or (int(heads[i, 4]), int(heads[i, 5])) != sums[i]:
-            first_bad = i
-            break
+    weights, mn = _weights((8 + page) // 8)
+    (a, b), (c, d) = mn
+    s0, s1 = c1, c2
+    first_bad, lost, commits = None, 0, 0
+    for lo in range(0, n, _CHUNK):
+        count = min(_CHUNK, n - lo)
+        frames = np.frombuffer(data, dtype=np.uint8, count=count * size,
+                               offset=_HEADER + lo * size).reshape(count, size)
+        heads = frames[:, :_FRAME_HEADER].copy().view(">u4").reshape(count, 6)
+        salted = (heads[:, 2] == salt1) & (heads[:, 3] == salt2)
+        if first_bad is not None:      # after the damage only the headers matter
+            lost += int(salted.sum())
+            commits += int((salted & (heads[:, 1] != 0)).sum())
+            continue
+        stored = heads[:, 4:6].tolist()
+        for i, (x, y) in enumerate(_frame_sums(frames, order, weights).tolist()):
+            s0, s1 = (a * s0 + b * s1 + x) & 0xFFFFFFFF, (c * s0 + d * s1 + y) & 0xFFFFFFFF
+            if not salted[i] or stored[i] != [s0, s1]:
+                first_bad = lo + i
+                rest = salted[i + 1:]
+                lost = int(rest.sum())
+                commits = int(salted[i] and heads[i, 1] != 0) + \
+                    int((rest & (heads[i + 1:, 1] != 0)).sum())
+                break
     if first_bad is None:
         return WalReport(n, n, None, 0, 0)
-    after = np.flatnonzero(salted[first_bad + 1:]) + first_bad + 1
-    commits = int((heads[after, 1] != 0).sum()) + int(heads[first_bad, 1] != 0
-                                                      and salted[first_bad])
-    return WalReport(n, first_bad, first_bad, int(after.size), commits if after.size else 0)
+    return WalReport(n, first_bad, first_bad, lost, commits if lost else 0)
 
 
 def check_wal(path) -> WalReport | None:
