@@ -22,6 +22,7 @@ from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Exper
 from dyna.buffer.schema import FLOAT_MAX, check_label_text, label_text
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label, hash_features, redact
+from dyna.store.columns import seconds_from_times
 
 __all__ = ["EPISODE_FIELDS", "FLOAT_MAX", "RECORD_SCHEMA", "SELECTORS", "SUCCESS",
            "batch_kwargs", "check_tenant", "checked", "columns_from_records", "episode_columns",
@@ -369,15 +370,16 @@ def columns_from_records(recs: list[dict], dim: int) -> dict[str, Any]:
     Raises
     ------
     ConfigError
-        A reward or timestamp that is not a number, features missing, ragged or not of
-        length ``dim``.
+        A reward that is not a number, a timestamp that is neither seconds nor ISO 8601
+        text with a timezone (:func:`dyna.store.columns.seconds_from_times`), features
+        missing, ragged or not of length ``dim``.
     """
     n = len(recs)
     cols: dict[str, Any] = {"id": np.array([r.get("id", -1) for r in recs], dtype=np.int64)}
     for name in CATEGORICAL_FIELDS:
         cols[name] = np.array([r.get(name) for r in recs], dtype=object)
-    for name in ("reward", "timestamp"):
-        cols[name] = float64s(name, [r.get(name) for r in recs])
+    cols["reward"] = float64s("reward", [r.get("reward") for r in recs])
+    cols["timestamp"] = seconds_from_times("timestamp", [r.get("timestamp") for r in recs])
     for name in DICT_FIELDS:
         cols[name] = np.array([None if r.get(name) is None else
                                json.dumps(r[name], separators=(",", ":"))

@@ -29,6 +29,7 @@ from dyna.store import featcache
 from dyna.store import jsonl as store_jsonl
 from dyna.store import parquet as store_parquet
 from dyna.store.backend import StoreBackend
+from dyna.store.columns import iso_times
 from dyna.store.sqlite import SQLiteStore
 
 __all__ = ["StoreMaintenance", "newest_excess"]
@@ -178,6 +179,11 @@ class StoreMaintenance:
                     task_id: str | None = None, request_id: str | None = None) -> dict:
         """Export a tenant's episodes (redacted) to JSONL or Parquet, or inline.
 
+        Times in a file are a time type, in whole microseconds: ``timestamp`` is ISO 8601
+        text in UTC in JSONL (``"2023-11-14T22:13:20.123457+00:00"``) and
+        ``Datetime("us", "UTC")`` in Parquet (:mod:`dyna.store.columns`); inline records
+        keep seconds since the epoch (float), as :meth:`record` takes them.
+
         Returns
         -------
         dict
@@ -188,7 +194,8 @@ class StoreMaintenance:
         MissingFileError
             The folder of ``path`` does not exist (it is not created).
         ConfigError
-            ``path`` is a folder, an unknown ``format``; nothing is written.
+            ``path`` is a folder, an unknown ``format``, a time outside the years 1 to 9999
+            in a file export; nothing is written.
         """
         tenant_id = check_tenant(tenant_id)
         if format not in ("jsonl", "parquet"):
@@ -201,7 +208,10 @@ class StoreMaintenance:
         if path is None:
             return {"n": n, "records": records_from_columns(cols)}
         if format == "jsonl":
-            store_jsonl.write_jsonl(path, records_from_columns(cols))
+            records = records_from_columns(cols)
+            for rec, when in zip(records, iso_times("timestamp", cols["timestamp"])):
+                rec["timestamp"] = when
+            store_jsonl.write_jsonl(path, records)
         else:
             store_parquet.write_parquet(path, cols, RECORD_SCHEMA, self.dim)
         return {"n": n, "path": str(path), "format": format}
@@ -209,6 +219,10 @@ class StoreMaintenance:
     def import_data(self, path, format: str | None = None, tenant_id: str | None = None,
                     keep_ids: bool = False) -> dict:
         """Import episodes from a JSONL or Parquet file written by :meth:`export_data`.
+
+        A ``timestamp`` may be ISO 8601 text with a timezone or seconds since the epoch
+        (JSONL), a timezone-aware Datetime or seconds (Parquet); a time without a timezone
+        is refused (ConfigError naming it).
 
         Torn or corrupt JSONL lines are skipped and reported; a batch an appending writer
         did not finish is dropped whole and reported (:func:`dyna.store.jsonl.read_jsonl`).
@@ -263,8 +277,8 @@ class StoreMaintenance:
     def to_dataset(self, tenant_id: str, task_type: str | None = None):
         """A tenant's episodes as a polars DataFrame with declared dtypes (a copy).
 
-        Columns: ``id`` Int64, the categoricals String (null when missing), ``reward`` and
-        ``timestamp`` Float64, the dict fields as JSON String, ``features``
+        Columns: ``id`` Int64, the categoricals String (null when missing), ``reward``
+        Float64, ``timestamp`` Datetime("us", "UTC"), the dict fields as JSON String, ``features``
         Array(Float32, d).
         """
         tenant_id = check_tenant(tenant_id)

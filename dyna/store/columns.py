@@ -8,21 +8,30 @@ not depend on the database, so it lives here once and both backends
 Kinds of a schema column (``(name, kind)`` pairs after ``id``): ``int``, ``float``, ``str``,
 ``json`` (text holding JSON), ``vector`` (``dim`` float32 values, stored as bytes in native
 byte order).
+
+Times: a store keeps ``timestamp`` as float seconds since the Unix epoch (UTC); its exports
+write it as a time type, whole microseconds since the epoch in UTC: Parquet as
+``Datetime("us", "UTC")`` (:mod:`dyna.store.parquet`), JSON Lines as ISO 8601 text
+(``"2023-11-14T22:13:20.123457+00:00"``). Seconds become microseconds rounded half to even;
+an import reads either form back (:func:`seconds_from_times`), so export, import and export
+again give the same bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
 from dyna.errors import ConfigError, StoreDamagedError
 
-__all__ = ["FILTER_COLUMNS", "KINDS", "READ_CHUNK", "STORE_TABLES", "TABLE", "check_filter",
-           "check_group_by", "check_row", "check_schema", "collect_chunks", "column_array",
-           "consumption_rows", "encode_labels", "given_ids", "join_vectors", "made_ids",
-           "prepare_columns", "read_names", "row_bytes_sql", "summary_dict", "to_columns",
-           "unencodable"]
+__all__ = ["FILTER_COLUMNS", "KINDS", "MICROS_RANGE", "READ_CHUNK", "STORE_TABLES", "TABLE",
+           "check_filter", "check_group_by", "check_row", "check_schema", "collect_chunks",
+           "column_array", "consumption_rows", "encode_labels", "given_ids", "iso_times",
+           "join_vectors", "made_ids", "micros_from_seconds", "prepare_columns", "read_names",
+           "row_bytes_sql", "seconds_from_micros", "seconds_from_times", "summary_dict",
+           "to_columns", "unencodable"]
 
 #: SQL type of each kind in SQLite (PostgreSQL has its own, :data:`dyna.store.postgres.PG_TYPES`).
 KINDS = {"int": "INTEGER", "float": "REAL", "str": "TEXT", "json": "TEXT", "vector": "BLOB"}
@@ -335,4 +344,90 @@ def consumption_rows(rows: Iterable[tuple]) -> list[dict]:
     out = [{"tenant_id": t, "task_type": k, "records": int(n), "bytes": int(b)}
            for t, k, n, b in rows]
     out.sort(key=lambda r: (r["tenant_id"], r["task_type"]))
+    return out
+
+
+
+# ----------------------------------------------------------------------------- times
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICRO = timedelta(microseconds=1)
+#: Microseconds since the epoch of the first and last instant an export can write
+#: (0001-01-01 and 9999-12-31T23:59:59.999999, UTC: the range of ISO 8601 years).
+MICROS_RANGE = ((datetime.min.replace(tzinfo=timezone.utc) - _EPOCH) // _MICRO,
+                (datetime.max.replace(tzinfo=timezone.utc) - _EPOCH) // _MICRO)
+
+
+def micros_from_seconds(name: str, seconds) -> np.ndarray:
+    """Seconds since the Unix epoch as whole microseconds, int64 ``(n,)``.
+
+    Rounded half to even (``numpy.rint``); exact for whole microseconds up to the year 2255
+    (2**53 microseconds), so :func:`seconds_from_micros` then this function is the identity.
+
+    Raises
+    ------
+    ConfigError
+        A value (field ``name[i]``) that is not finite or is outside :data:`MICROS_RANGE`.
+    """
+    secs = np.asarray(seconds, dtype=np.float64).reshape(-1)
+    micros = np.rint(secs * 1e6)
+    with np.errstate(invalid="ignore"):
+        bad = ~((micros >= MICROS_RANGE[0]) & (micros <= MICROS_RANGE[1]))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ConfigError(f"{name}[{i}]", float(secs[i]), "must be a time in the years 1 to "
+                          "9999 (seconds since the Unix epoch)")
+    return micros.astype(np.int64)
+
+
+def seconds_from_micros(micros) -> np.ndarray:
+    """Whole microseconds since the epoch as float64 seconds ``(n,)``."""
+    return np.asarray(micros, dtype=np.int64).reshape(-1) / 1e6
+
+
+def iso_times(name: str, seconds) -> list[str]:
+    """Seconds since the epoch as ISO 8601 text in UTC with microseconds,
+    ``"2023-11-14T22:13:20.123457+00:00"`` (list of str; ConfigError as
+    :func:`micros_from_seconds`)."""
+    return [(_EPOCH + timedelta(microseconds=int(us))).isoformat(timespec="microseconds")
+            for us in micros_from_seconds(name, seconds)]
+
+
+def _micros_from_iso(name: str, text: str) -> int:
+    """ISO 8601 text with a timezone as whole microseconds since the epoch."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(name, text, "must be an ISO 8601 time with a timezone or seconds "
+                          "since the Unix epoch") from None
+    if when.utcoffset() is None:
+        raise ConfigError(name, text, "must carry a timezone (such as +00:00): a time "
+                          "without one is ambiguous")
+    return (when - _EPOCH) // _MICRO
+
+
+def seconds_from_times(name: str, values) -> np.ndarray:
+    """Imported times as float64 seconds since the epoch ``(n,)``.
+
+    Each value is a number of seconds (int or float) or ISO 8601
+    text with a timezone (as :func:`iso_times` writes; another offset is converted to UTC).
+
+    Raises
+    ------
+    ConfigError
+        Field ``name[i]``: a bool, text that is not an ISO 8601 time, a time without a
+        timezone, or another type.
+    """
+    out = np.empty(len(values), dtype=np.float64)
+    for i, v in enumerate(values):
+        if isinstance(v, str):
+            out[i] = _micros_from_iso(f"{name}[{i}]", v) / 1e6
+        elif isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+            try:
+                out[i] = v
+            except OverflowError:
+                raise ConfigError(f"{name}[{i}]", "out of range", "must be finite: beyond "
+                                  "the float64 range") from None
+        else:
+            raise ConfigError(f"{name}[{i}]", v, "must be seconds since the Unix epoch or "
+                              "an ISO 8601 time with a timezone")
     return out
