@@ -12,7 +12,7 @@ Read from the source with :mod:`ast`, never by importing it. The rules, for ever
   (a private *module*, such as ``dyna._json``, may be imported inside its package);
 * no comment or docstring tells the history (:data:`HISTORY_PHRASES`): that goes in commit
   messages and CHANGELOG.md. An env's "Version history" docstring section is allowed, as
-  Gymnasium keeps one;
+  Gymnasium keeps one. This rule covers the tests (``tests/``) too;
 
 and the README has at most :data:`MAX_README_LINES` lines. Import circles are the import
 graph's test (``tests/test_import_graph.py``).
@@ -30,13 +30,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("dyna", "envs", "benchmarks")
+#: Where the history rule applies: the packages and their tests.
+HISTORY_PACKAGES = (*PACKAGES, "tests")
 MAX_MODULE_LINES = 800
 MAX_CLASS_LINES = 500
 MAX_METHODS = 30
 MAX_FUNCTION_CODE_LINES = 80
 MAX_README_LINES = 200
 
-#: Phrases that tell what the code used to be or who found what, case-insensitive.
+#: Phrases that tell the code's past or who found what, case-insensitive.
 HISTORY_PHRASES = (
     r"\bissues? #?\d+",
     r"\bsession \d+",
@@ -53,9 +55,9 @@ HISTORY = re.compile("|".join(HISTORY_PHRASES), re.IGNORECASE)
 VERSION_HISTORY = re.compile(r"^\s*Version history\s*$", re.MULTILINE)
 
 
-def module_files() -> list[Path]:
-    """Every ``.py`` file of the measured packages, sorted."""
-    return sorted(p for package in PACKAGES for p in (REPO / package).rglob("*.py")
+def module_files(packages: tuple[str, ...] = PACKAGES) -> list[Path]:
+    """Every ``.py`` file of ``packages`` (folders of the repository), sorted."""
+    return sorted(p for package in packages for p in (REPO / package).rglob("*.py")
                   if "__pycache__" not in p.parts)
 
 
@@ -176,6 +178,8 @@ def history_lines(path: Path) -> list[str]:
 
 FILES = module_files()
 IDS = [str(p.relative_to(REPO)) for p in FILES]
+HISTORY_FILES = module_files(HISTORY_PACKAGES)
+HISTORY_IDS = [str(p.relative_to(REPO)) for p in HISTORY_FILES]
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
@@ -188,7 +192,7 @@ def test_no_private_name_imported_across_modules(path):
     assert private_imports(path) == []
 
 
-@pytest.mark.parametrize("path", FILES, ids=IDS)
+@pytest.mark.parametrize("path", HISTORY_FILES, ids=HISTORY_IDS)
 def test_no_history_in_comments_or_docstrings(path):
     assert history_lines(path) == []
 
