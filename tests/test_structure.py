@@ -9,7 +9,7 @@ Read from the source with :mod:`ast`, never by importing it. The rules, for ever
 * a function has at most :data:`MAX_FUNCTION_CODE_LINES` code lines (lines holding code,
   its ``def`` line included: not blank, not only a comment, not a docstring);
 * no private name (``_name``, not a dunder) is imported from another module of the project
-  (a private *module*, such as ``dyna._json``, may be imported inside its package);
+  (a private *module*, such as ``dyna._lazy``, may be imported inside its package);
 * no comment or docstring tells the history (:data:`HISTORY_PHRASES`): that goes in commit
   messages and CHANGELOG.md. An env's "Version history" docstring section is allowed, as
   Gymnasium keeps one. This rule covers the tests (``tests/``) too;
