@@ -42,7 +42,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-__all__ = ["KEEP", "MAX_IDLE_S", "cache_home", "configure", "kernel_sources_key"]
+__all__ = ["KEEP", "MAX_IDLE_S", "cache_home", "compiled_kernels", "configure",
+           "kernel_sources_key"]
 
 #: Directories kept whatever their age (the most recently used ones).
 KEEP = 3
@@ -146,6 +147,31 @@ def cache_home(package: str = "dyna") -> str:
     """``$XDG_CACHE_HOME/<package>/numba`` (default ``~/.cache/<package>/numba``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, package, "numba")
+
+
+def compiled_kernels(directory: str | None = None) -> int | None:
+    """How many compiled kernels numba's on-disk cache holds: its index files (``*.nbi``,
+    one per cached kernel) anywhere under ``directory``.
+
+    Parameters
+    ----------
+    directory : str, optional
+        Default: ``NUMBA_CACHE_DIR`` (what :func:`configure` set).
+
+    Returns
+    -------
+    int or None
+        0 before the first run of a version of the kernels' sources (the compile that run
+        does is the one-off one; ``dyna run`` says so first); None when no directory is
+        known (numba caches next to the sources then).
+    """
+    directory = directory or os.environ.get("NUMBA_CACHE_DIR")
+    if not directory:
+        return None
+    if not os.path.isdir(directory):
+        return 0
+    return sum(name.endswith(".nbi") for _dirpath, _dirnames, filenames in os.walk(directory)
+               for name in filenames)
 
 
 def _usable_dir(path: str) -> bool:

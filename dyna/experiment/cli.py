@@ -1,9 +1,12 @@
 """CLI commands of the experiment layer: ``dyna run`` and ``dyna plot``.
 
 ``dyna run FILE [--runs N] [--out DIR] [--seed S] [--backend inprocess|process|ray]
-[--address ADDR] [--workers N] [--block-size N] [--no-progress] [--replay DIR]``
+[--address ADDR] [--workers N] [--block-size N] [--quiet] [--replay DIR]``
     Runs the experiment in the TOML file FILE (any kind: ``kind = "tabular"`` by default,
-    see :mod:`dyna.experiment.kinds`) and prints the output folder. ``--replay DIR``
+    see :mod:`dyna.experiment.kinds`), showing every stage on stderr
+    (:mod:`dyna.experiment.progress`), and prints the output folder, the report's path, the
+    plots' folder and the report's first headline lines (``--quiet``, alias
+    ``--no-progress``: no progress and only the output folder). ``--replay DIR``
     answers an ``agent = "llm"`` experiment's model requests from DIR's recording. For a
     file with ``[calibration]`` (:mod:`dyna.experiment.calibration`) it runs the
     confirmatory seeds (``--seeds replication``: the replication seeds) only when the file
@@ -56,7 +59,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError("--address", address, "only with --backend ray")
         options["address"] = address
     backend = get_backend(backend_name, workers, **options)
-    progress = False if args.no_progress else None
+    progress = not args.quiet
     if args.pilot:
         from dyna.experiment.calibration_commands import pilot_text, run_pilot
 
@@ -67,7 +70,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0
     out = run_experiment(config, args.out, backend=backend, block_size=block_size,
                          progress=progress, source=args.file)
-    print(out)
+    if args.quiet:
+        print(out)
+    else:
+        from dyna.experiment.progress import run_summary
+
+        print("\n".join(run_summary(out)))
     return 0
 
 
@@ -171,6 +179,9 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from dyna.experiment.runner import draw_output_plots, load_output
 
     folder = Path(args.dir)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError("DIR", args.dir, "is a file, expected an output folder (what "
+                          "`dyna run` writes)")
     if not folder.is_dir():
         raise MissingFileError("DIR", folder, "no such folder")
     out = load_output(folder)
@@ -188,12 +199,50 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The experiment kinds ``dyna run --help`` lists (the file's ``kind``), with what each
+#: runs; a test checks it names every kind of :data:`dyna.experiment.registry.KINDS`
+#: (not imported here: it would import numpy for every ``dyna`` command).
+KIND_HELP = (
+    ("tabular", "tabular Dyna agents on mazes and toy-text envs (default)"),
+    ("escalation", "escalation policies on synthetic task streams or replayed outcome logs"),
+    ("agent_tasks", "skill and memory loops on agent-task environments, ablations"),
+    ("trajectories", "real agent trajectories (tau-bench) through the loops"),
+)
+
+
+def run_description(experiments: Path | None = None) -> str:
+    """The description of ``dyna run --help``: what it writes and where, what it shows while
+    it runs, the experiment kinds and the experiment files in ``experiments`` (default: the
+    checkout's ``experiments/`` folder, when dyna runs from one)."""
+    import textwrap
+
+    if experiments is None:
+        experiments = Path(__file__).resolve().parents[2] / "experiments"
+    shipped = sorted(p.name for p in experiments.glob("*.toml")) if experiments.is_dir() else []
+    para = [
+        "Run every variant x sweep point x run of an experiment (a TOML file) and write one "
+        "output folder: the tables (Parquet), manifest.json, plots/ and report.md.",
+        "Where: --out DIR (default runs/<name>-<timestamp>); the report is DIR/report.md, the "
+        "plots are in DIR/plots/. While it runs: a progress bar per stage on a terminal (runs, "
+        "tables, plots, statistics and report), a line per stage with the time left in a log "
+        "file. At the end: the folder, the report's and plots' paths and the first lines of "
+        "the report's headline.",
+    ]
+    lines = [line for text in para for line in textwrap.wrap(text, 78) + [""]]
+    lines.append('experiment kinds (kind = "..." in the file):')
+    lines += [f"  {name:<13} {what}" for name, what in KIND_HELP]
+    if shipped:
+        lines += ["", f"experiment files in {experiments}:"]
+        lines += textwrap.wrap(", ".join(shipped), 78, initial_indent="  ",
+                               subsequent_indent="  ")
+    return "\n".join(lines)
+
+
 def register(sub) -> None:
     """Add ``run`` and ``plot`` to the ``dyna`` sub-command parsers ``sub``."""
     run = sub.add_parser("run", help="run an experiment (TOML file) into one output folder",
-                         description="Run every variant x sweep point x run of an experiment "
-                         "and write results (Parquet), manifest, plots and report.md into one "
-                         "output folder.")
+                         description=run_description(),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("file", metavar="FILE", help="experiment TOML file")
     run.add_argument("--runs", type=int, default=None, metavar="N",
                      help="runs (seeds) per variant, overriding the file")
@@ -212,7 +261,10 @@ def register(sub) -> None:
                      "instance (default: CPU count)")
     run.add_argument("--block-size", type=int, default=None, metavar="N",
                      help="runs per job (results do not depend on it)")
-    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
+                     help="show no progress and print only the output folder (for scripts); "
+                     "default: a progress bar on a terminal, a line per stage with the time "
+                     "left in a log file, and a summary at the end")
     run.add_argument("--replay", default=None, metavar="DIR",
                      help="answer every model request from the recording in DIR (the output "
                      "folder of an earlier run of the same agent = 'llm' experiment): offline, "

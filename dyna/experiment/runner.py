@@ -46,11 +46,13 @@ from typing import Any
 
 import polars as pl
 
+from dyna import kernel_cache
 from dyna.errors import ConfigError, DynaError, MissingFileError, check_range
 from dyna.experiment.backends import Backend, InProcessBackend, Job
 from dyna.experiment.config import json_default
 from dyna.experiment.helper_process import check_environment
 from dyna.experiment.output_folder import TempFolder, check_writable, default_out_dir
+from dyna.experiment.progress import RunProgress
 from dyna.experiment.protocol import (DEFAULT_KIND, ExperimentKind, ExperimentOutput,
                                       Prepared, config_kind)
 from dyna.experiment.registry import get_kind, parse_experiment
@@ -202,8 +204,11 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
         Runs per job; default: all runs of a variant and sweep point in one job, split
         further only to keep every worker of a parallel backend busy. The results do not
         depend on it.
-    progress : bool, optional
-        Show a tqdm progress bar on stderr (default: when stderr is a terminal).
+    progress : bool or RunProgress, optional
+        Show every stage on stderr (:mod:`dyna.experiment.progress`): True a tqdm bar on a
+        terminal and plain lines with the time left elsewhere (a log file); False nothing;
+        default: a bar when stderr is a terminal, else nothing. A
+        :class:`~dyna.experiment.progress.RunProgress` is used as given (and closed).
     source : str or Path, optional
         The config file, recorded in the manifest.
     root : str or Path
@@ -233,8 +238,10 @@ def run_experiment(config, out_dir: str | Path | None = None, *,
     check_environment()
     out = Path(out_dir) if out_dir is not None else None
     plan = plan_run(config, backend, block_size, out=out, root=root)
-    done = execute(plan, backend, progress)
-    out = write_output(plan, done, backend, source, t_start)
+    shown = progress if isinstance(progress, RunProgress) else _progress(config, progress)
+    with shown:
+        done = execute(plan, backend, shown)
+        out = write_output(plan, done, backend, source, t_start, progress=shown)
     if done.failed is not None:
         failed = done.failed
         failed.args = (f"{failed}; the complete variants were written to {out} "
@@ -338,9 +345,11 @@ def plan_run(config, backend: Backend, block_size: int | None = None, *,
     return RunPlan(config, kind_name, kind, prepared, block_size, jobs, out)
 
 
-def execute(plan: RunPlan, backend: Backend, progress: bool | None) -> Executed:
-    """Compile (``kind.warm_up``), then run the plan's jobs on ``backend`` with a progress
-    bar (tqdm on stderr; default: when stderr is a terminal).
+def execute(plan: RunPlan, backend: Backend, progress) -> Executed:
+    """Compile (``kind.warm_up``), then run the plan's jobs on ``backend``, showing it.
+
+    ``progress``: a :class:`~dyna.experiment.progress.RunProgress` to report to (left
+    open), or what :func:`run_experiment` takes (then one is made here and closed).
 
     Raises
     ------
@@ -348,38 +357,55 @@ def execute(plan: RunPlan, backend: Backend, progress: bool | None) -> Executed:
         Whatever a job raised; a backend's partial failure only when no (variant, point)
         finished all its runs (else it is :attr:`Executed.failed`).
     """
+    if not isinstance(progress, RunProgress):
+        with _progress(plan.config, progress) as shown:
+            return execute(plan, backend, shown)
     kind, config = plan.kind, plan.config
+    cold = (type(kind).warm_up is not ExperimentKind.warm_up
+            and kernel_cache.compiled_kernels() == 0)
+    if cold:
+        progress.note("compiling kernels, first run only (numba caches them on disk)")
+        progress.stage("compile")
     compile_s = kind.warm_up()
+    if cold:
+        progress.finish("kernels compiled")
     t_run = time.perf_counter()
     total_runs = sum(len(j.run_indices) for j in plan.jobs)
-    if progress is None:
-        progress = sys.stderr.isatty()
-    from tqdm.auto import tqdm
-
+    progress.stage("runs", total_runs, unit=kind.progress_unit,
+                   detail=f"{len(plan.jobs):,} job{'s' if len(plan.jobs) != 1 else ''}")
     jobs, failed = plan.jobs, None
-    with tqdm(file=sys.stderr, leave=False, disable=not progress, total=total_runs,
-              desc=config.name, unit=kind.progress_unit) as bar:
-        try:
-            results = backend.map(kind.job_function, jobs,
-                                  on_result=lambda job, _res: bar.update(len(job.run_indices)))
-        except DynaError as exc:
-            # a backend that finishes the other jobs before reporting failures (Ray) hands
-            # their results over: keep every (variant, point) whose runs all finished
-            if not hasattr(exc, "failures") or not getattr(exc, "results", None):
-                raise
-            failed = exc
-            jobs, results = _complete_groups([exc.jobs[i] for i in sorted(exc.results)],
-                                             [exc.results[i] for i in sorted(exc.results)],
-                                             config.runs)
-            if not jobs:
-                raise
+    try:
+        results = backend.map(kind.job_function, jobs,
+                              on_result=lambda job, _res: progress.advance(len(job.run_indices)))
+    except DynaError as exc:
+        # a backend that finishes the other jobs before reporting failures (Ray) hands
+        # their results over: keep every (variant, point) whose runs all finished
+        if not hasattr(exc, "failures") or not getattr(exc, "results", None):
+            raise
+        failed = exc
+        jobs, results = _complete_groups([exc.jobs[i] for i in sorted(exc.results)],
+                                         [exc.results[i] for i in sorted(exc.results)],
+                                         config.runs)
+        if not jobs:
+            raise
+    progress.finish()
     return Executed(jobs, results, failed, compile_s, time.perf_counter() - t_run)
 
 
+def _progress(config, progress: bool | None) -> RunProgress:
+    """The display :func:`run_experiment`'s ``progress`` asks for: False nothing, True a bar
+    on a terminal and plain lines elsewhere, None a bar on a terminal and nothing elsewhere."""
+    if progress is None:
+        progress = sys.stderr.isatty()
+    return RunProgress(config.name, "auto" if progress else "off")
+
+
 def write_output(plan: RunPlan, done: Executed, backend: Backend,
-                 source: str | Path | None, t_start: float) -> Path:
+                 source: str | Path | None, t_start: float, *,
+                 progress: RunProgress | None = None) -> Path:
     """Write the tables, plots, report and ``manifest.json`` of an executed plan into a
-    hidden folder and rename it to ``plan.out``; where it went.
+    hidden folder and rename it to ``plan.out``; where it went. Each stage is shown on
+    ``progress`` (default: nothing).
 
     Raises
     ------
@@ -390,9 +416,11 @@ def write_output(plan: RunPlan, done: Executed, backend: Backend,
         set); the hidden folder is removed first.
     """
     config, kind = plan.config, plan.kind
+    progress = progress or RunProgress(config.name, "off")
     t_out = time.perf_counter()
     folder = TempFolder(plan.out)
     try:
+        progress.stage("tables")
         jobs, results = _canonical(done.jobs, done.results, config.runs)
         frames = kind.build_tables(config, plan.prepared, jobs, results)
         files = {}
@@ -401,9 +429,11 @@ def write_output(plan: RunPlan, done: Executed, backend: Backend,
             frame.write_parquet(path, statistics=False)
             files[path.name] = {"rows": frame.height,
                                 "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        rows = sum(f["rows"] for f in files.values())
+        progress.finish(f"{len(files)} table{'s' if len(files) != 1 else ''}, {rows:,} rows")
         manifest = run_manifest(plan, done, backend, files, source)
         output = ExperimentOutput(config=config, manifest=manifest, tables=dict(frames))
-        render_output(kind, output, folder.path, t_out, t_start)
+        render_output(kind, output, folder.path, t_out, t_start, progress=progress)
         if done.failed is not None:
             manifest["complete"] = False
             manifest["failed_jobs"] = [
@@ -461,14 +491,15 @@ def run_manifest(plan: RunPlan, done: Executed, backend: Backend, files: dict,
 
 
 def render_output(kind, output: ExperimentOutput, folder: Path, t_out: float,
-                  t_start: float) -> None:
+                  t_start: float, *, progress: RunProgress | None = None) -> None:
     """Draw the plots and write ``report.md`` into ``folder``, and put the output and wall
     times (seconds since ``t_out`` and ``t_start``) into ``output.manifest["timing"]``.
 
     A kind with ``render(out, folder)`` draws both in one call (its report shows no
     timing, so the times include the report); otherwise the times are taken after the
-    plots, before the report, which shows them.
+    plots, before the report, which shows them. Each stage is shown on ``progress``.
     """
+    progress = progress or RunProgress(output.config.name, "off")
     timing = output.manifest["timing"]
 
     def stamp():
@@ -476,12 +507,24 @@ def render_output(kind, output: ExperimentOutput, folder: Path, t_out: float,
         timing["wall_time_s"] = round(time.perf_counter() - t_start, 4)
 
     if callable(getattr(kind, "render", None)):
-        kind.render(output, folder)
+        progress.stage("statistics, plots and report")
+        paths = kind.render(output, folder)
         stamp()
+        progress.finish(f"{_files(paths)} and report.md")
     else:
-        kind.draw_plots(output, folder)
+        progress.stage("plots")
+        paths = kind.draw_plots(output, folder)
         stamp()
+        progress.finish(_files(paths))
+        progress.stage("statistics and report")
         kind.write_report(output, folder)
+        progress.finish("report.md")
+
+
+def _files(paths) -> str:
+    """``"3 plot files"`` for a list of written paths (None: none)."""
+    n = len(paths or [])
+    return f"{n} plot file{'s' if n != 1 else ''}"
 
 
 def run_tables(config, *, backend: Backend | None = None, block_size: int | None = None,
