@@ -278,6 +278,21 @@ class RunResult:
     extra: dict = field(default_factory=dict)
 
 
+def _budget_error(cap: int, bad: list, ep_steps: np.ndarray, episodes: int) -> ConfigError:
+    """The error of runs ``bad`` that hit ``cap`` time steps (their ``ep_steps`` rows, -1 for
+    episodes not played): an episode that never ended when none finished, else too many
+    episodes for the cap."""
+    done = int((ep_steps >= 0).sum(axis=1).min())
+    if done == 0:
+        return ConfigError("max_total_steps", cap,
+                           f"run(s) {bad[:5]} took that many steps without finishing episode 1 "
+                           "(the policy never reaches a goal?); give the env a max_episode_steps")
+    return ConfigError("max_total_steps", cap,
+                       f"run(s) {bad[:5]} hit this cap on time steps per run after {done:,} of "
+                       f"{episodes:,} episodes: ask for fewer episodes (or, if an episode never "
+                       "ends, give the env a max_episode_steps)")
+
+
 def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
               episodes: int | None = None, total_steps: int | None = None,
               eval_every: int = 0, eval_episodes: int = 0, eval_max_steps: int | None = None,
@@ -344,7 +359,8 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
         Bad agent or hyper-parameters, neither or both of ``episodes``/``total_steps``,
         negative counts, a stochastic environment with more distinct outcomes per (s, a)
         than the table lists, or a run that exhausted ``max_total_steps`` (field
-        ``max_total_steps``; give the env a ``max_episode_steps``).
+        ``max_total_steps``; the message says after how many of the episodes: too many
+        episodes for the cap, or an episode that never ends).
     """
     from envs.tabular import TabularTable
 
@@ -412,10 +428,8 @@ def run_agent(agent: str, hparams: dict, table, *, seed: int, run_indices,
                 Q, overflow, budget_hit)
     wall = time.perf_counter() - t0
     if budget_hit.any():
-        bad = runs[budget_hit > 0].tolist()
-        raise ConfigError("max_total_steps", max_total_steps,
-                          f"run(s) {bad[:5]} took that many steps without finishing their episodes "
-                          f"(the policy never reaches a goal?); give the env a max_episode_steps")
+        raise _budget_error(max_total_steps, runs[budget_hit > 0].tolist(),
+                            ep_steps[budget_hit > 0], E)
     if overflow.any():
         raise ConfigError("env", table.meta.get("resolved_id", "table"),
                           f"has more distinct outcomes per (s, a) than its table lists (K={K})")

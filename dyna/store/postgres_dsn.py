@@ -129,7 +129,7 @@ def load_psycopg(dsn: str):
         import psycopg  # noqa: PLC0415
     except ImportError:
         raise StoreError(f"DB={display_dsn(dsn)}: the PostgreSQL backend needs psycopg 3: "
-                         "pip install 'dyna[postgres]'") from None
+                         'pip install -e ".[postgres]" in the dyna checkout') from None
     return psycopg
 
 

@@ -21,11 +21,20 @@ import argparse
 from dyna.errors import ConfigError
 
 
+def _check_not_folder(csv: str) -> None:
+    """Refuse a folder given as the outcome log (field ``CSV``), before it is read."""
+    from pathlib import Path
+
+    if Path(csv).is_dir():
+        raise ConfigError("CSV", csv, "is a folder, expected an outcome log (a CSV file)")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     import polars as pl
 
     from envs.escalation import load_outcomes
 
+    _check_not_folder(args.csv)
     frame = load_outcomes(args.csv, field_name="CSV")
     per = frame.group_by("system").agg(pl.col("success").mean()).sort("system")
     print(f"{args.csv}: {frame.height} rows, {per.height} systems, "
@@ -52,6 +61,7 @@ def _option(field: str) -> str:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from dyna.experiment.kinds.escalation import KIND
 
+    _check_not_folder(args.csv)
     rules = [r.strip() for r in args.rules.split(",") if r.strip()]
     raw = {
         "name": "replay", "seed": args.seed, "runs": args.runs,
@@ -102,12 +112,19 @@ def register(sub) -> None:
     check = cmds.add_parser("check", help="validate an outcome log and summarise it")
     check.add_argument("csv", metavar="CSV")
     check.set_defaults(func=_cmd_check)
-    rep = cmds.add_parser("replay", help="replay one system's log through policies")
+    rep = cmds.add_parser("replay", help="replay one system's log through policies",
+                          description="Replay one system's outcome log through escalation "
+                          "policies. Prints one row per policy: cost per task, regret per "
+                          "task (against the task-type oracle), escalation rate, failure rate "
+                          "and AURC (area under the risk-coverage curve, lower is better), "
+                          "means over the seeded task orders, then the units. Writes nothing.")
     rep.add_argument("csv", metavar="CSV")
     rep.add_argument("--system", required=True,
                      help="system id in the log, or all_by_date")
     rep.add_argument("--rules", default="never,always,mean,lower_bound,thompson,chow",
-                     help="comma-separated policy rules (default: %(default)s)")
+                     help="comma-separated policy rules, of: never, always, mean, "
+                     "lower_bound, thompson, chow, preset (the risk class's own rule) "
+                     "(default: %(default)s)")
     rep.add_argument("--risk-class", default="low_stakes",
                      help="low_stakes, elevated or high_stakes (default: %(default)s)")
     rep.add_argument("--feedback", default="censored", help="censored or full")

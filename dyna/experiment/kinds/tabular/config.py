@@ -44,8 +44,9 @@ import json
 from dataclasses import dataclass, field
 
 from dyna.errors import ConfigError, check_range
-from dyna.experiment.config import (NAME_RE, check_bool, check_keys, check_scalar, check_string,
-                                    config_hash, name_list, table_of, with_run_overrides)
+from dyna.experiment.config import (MAX_EPISODES, NAME_RE, check_bool, check_keys, check_scalar,
+                                    check_string, config_hash, name_list, table_of,
+                                    with_run_overrides)
 
 __all__ = [
     "AnalysisSpec", "EnvSpec", "ExperimentConfig", "METRICS", "CHECKS", "OPTIMAL_PROTOCOLS",
@@ -347,7 +348,12 @@ def _parse_schedule(raw: dict) -> Schedule:
     if (episodes is None) == (total_steps is None):
         raise ConfigError("schedule", raw, "set exactly one of 'episodes' or 'total_steps'")
     if episodes is not None:
+        # the same bound as an integer's (dyna.experiment.config.check_run_sizes), for a
+        # number written as a float (episodes = 1e9)
         episodes = check_range("schedule.episodes", episodes, lo=1, integer=True)
+        if episodes > MAX_EPISODES:
+            raise ConfigError("schedule.episodes", episodes,
+                              f"must be <= MAX_EPISODES={MAX_EPISODES}")
     if total_steps is not None:
         total_steps = check_range("schedule.total_steps", total_steps, lo=1, integer=True)
     log_every = check_range("schedule.log_every", raw.get("log_every", 1), lo=1, integer=True)
@@ -544,7 +550,13 @@ def parse_tabular(data: dict, *, runs: int | None = None, seed: int | None = Non
     if data.get("kind", "tabular") != "tabular":
         raise ConfigError("kind", data["kind"], "not a tabular experiment")
     data = {k: v for k, v in data.items() if k != "kind"}
+    if not data:
+        raise ConfigError("name", None, "missing: the file is empty (an experiment needs "
+                          "name, [env] and [schedule]; see experiments/dyna_maze.toml)")
     check_keys(data, _TOP_KEYS, "")
+    if data.get("name") is None:
+        raise ConfigError("name", None, 'missing: the file has no name = "..." (letters, '
+                          "digits, _ . -; used in the output folder's name)")
     name = check_string(data.get("name"), "name", pattern=NAME_RE)
     description = data.get("description", "")
     if not isinstance(description, str):
