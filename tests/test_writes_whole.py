@@ -230,6 +230,8 @@ def test_every_writing_command_refuses_a_special_file_as_its_output(tmp_path, ca
                                            p, "--format", "parquet"],
         "store recover": lambda p: ["store", "recover", db, "--out", p],
         "memory add": lambda p: ["memory", "add", p, "The test port is 8080 today"],
+        "memory approve": lambda p: ["memory", "approve", p, "m0001"],
+        "memory consolidate": lambda p: ["memory", "consolidate", p],
     }
     kinds = {"fifo": "a FIFO", "link": "a symbolic link", "dangling link": "a symbolic link",
              "device": "a character device"}
@@ -245,7 +247,7 @@ def test_every_writing_command_refuses_a_special_file_as_its_output(tmp_path, ca
                                "regular file; dyna never writes over one (nothing was "
                                "written)\n")
     assert set(refused.values()) == {(2, 1, "")}
-    assert len(refused) == 4 * len(specials) and len(specials) in (3, 4)
+    assert len(refused) == 6 * len(specials) and len(specials) in (3, 4)
     assert snapshot(tmp_path) == before        # every FIFO, link and node as it was
     assert os.readlink(tmp_path / "link") == str(tmp_path / "target.txt")
 
@@ -358,3 +360,24 @@ def test_file_write_error_is_one_line_with_errno(tmp_path):
     assert e.errno == errno.ENOSPC and isinstance(e, OSError)
     back = pickle.loads(pickle.dumps(e))
     assert str(back) == str(e) and back.errno == errno.ENOSPC
+
+
+def test_a_plot_output_refuses_a_fifo_and_a_link(tmp_path, capsys):
+    """``dyna store competence --out PNG`` draws through the same boundary."""
+    db = tmp_path / "s.db"
+    make_store(db, n=5)
+    os.mkfifo(tmp_path / "fifo.png")
+    (tmp_path / "target.png").write_bytes(b"not a plot")
+    (tmp_path / "link.png").symlink_to(tmp_path / "target.png")
+    before = snapshot(tmp_path)
+    refused = 0
+    for name, kind in (("fifo.png", "a FIFO"), ("link.png", "a symbolic link")):
+        rc, out, err = run(capsys, "store", "competence", db, "--tenant", "t1",
+                           "--task-type", "a", "--out", tmp_path / name)
+        assert (rc, out, err.count("\n")) == (2, "", 1)
+        assert f"is {kind}, not a regular file" in err and str(tmp_path / name) in err
+        refused += 1
+    assert refused == 2
+    after = snapshot(tmp_path)
+    assert {k: v for k, v in after.items() if not k.endswith(("-wal", "-shm"))} == \
+        {k: v for k, v in before.items() if not k.endswith(("-wal", "-shm"))}
