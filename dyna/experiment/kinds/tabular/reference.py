@@ -42,7 +42,7 @@ import polars as pl
 
 from dyna.errors import ConfigError, MissingFileError
 
-__all__ = ["ALPHA", "DECLARED", "REFERENCE_DIR", "Comparison", "Summary", "compare",
+__all__ = ["ALPHA", "DECLARED", "REFERENCE_DIR", "Comparison", "Summary", "applies", "compare",
            "reference_values", "tost", "welch"]
 
 
@@ -117,6 +117,55 @@ def _declare() -> tuple:
 
 #: The summaries compared, declared before our numbers were compared with them.
 DECLARED: tuple = _declare()
+
+
+def _is_dyna_maze(env_id: str, kwargs: dict) -> bool:
+    """Whether the env is the Dyna maze of Figure 8.2 at some resolution: ``dyna/DynaMaze-v0``,
+    or ``dyna/AsciiMaze-v0`` with its default layout and no layout change."""
+    from envs.maze import DYNA_MAZE
+
+    if env_id == "dyna/DynaMaze-v0":
+        return True
+    if env_id != "dyna/AsciiMaze-v0":
+        return False
+    layouts = kwargs.get("layouts", DYNA_MAZE)
+    if isinstance(layouts, (list, tuple)) and len(layouts) == 1:
+        layouts = layouts[0]
+    return layouts == DYNA_MAZE and not kwargs.get("change_at")
+
+
+def applies(check: str, env_id: str, env_kwargs: dict | None = None) -> bool:
+    """Whether a book check is about this env: the maze its book figure shows.
+
+    ``figure_8_2``: the Dyna maze at resolution 1; ``prioritized_sweeping`` (Example 8.4): the
+    Dyna maze at any resolution; ``blocking`` and ``shortcut``: ``dyna/BlockingMaze-v0``
+    changing at step 1000 and ``dyna/ShortcutMaze-v0`` changing at step 3000. A kwarg left
+    out takes the env's default.
+
+    Parameters
+    ----------
+    check : str
+        A check of ``analysis.checks``.
+    env_id : str
+        The requested env id.
+    env_kwargs : dict, optional
+        The env kwargs at one sweep point (the file's ``[env] kwargs`` with the point's).
+
+    Raises
+    ------
+    ConfigError
+        An unknown check (field ``check``).
+    """
+    kwargs = dict(env_kwargs or {})
+    if check == "figure_8_2":
+        return _is_dyna_maze(env_id, kwargs) and kwargs.get("resolution", 1) == 1
+    if check == "prioritized_sweeping":
+        return _is_dyna_maze(env_id, kwargs)
+    if check == "blocking":
+        return env_id == "dyna/BlockingMaze-v0" and kwargs.get("change_at", 1000) == 1000
+    if check == "shortcut":
+        return env_id == "dyna/ShortcutMaze-v0" and kwargs.get("change_at", 3000) == 3000
+    raise ConfigError("check", check, f"expected one of {', '.join(_FILES)}")
 
 
 def _read(check: str, folder: Path | None = None) -> pl.DataFrame:
