@@ -104,11 +104,13 @@ def _tiny(tmp_path, **changes):
 def test_plot_labels_titles_and_legends(tmp_path):
     out = _tiny(tmp_path)
     svg = (out / "plots" / "steps_per_episode.svg").read_text()
-    for text in ("steps per episode", "episode", "n=0", "n=5", "episodes 2+",
+    for text in ("steps per episode", "episode", "0 planning steps (direct RL only)",
+                 "5 planning steps", "episodes 2+",
                  "mean of 4 runs, 95% bootstrap CI", "shortest path (14 steps)"):
         assert text in svg, text
     ev = (out / "plots" / "eval_score.svg").read_text()
-    for text in ("training episodes", "greedy policy: mean return over 1 episodes", "n=5"):
+    for text in ("training episodes", "greedy policy: mean return over 1 episodes",
+                 "5 planning steps"):
         assert text in ev, text
 
 
@@ -117,7 +119,8 @@ def test_cumulative_reward_plot_marks_the_change(tmp_path):
                 schedule={"total_steps": 300},
                 analysis={"metrics": ["cumulative_reward"]})
     svg = (out / "plots" / "cumulative_reward.svg").read_text()
-    for text in ("cumulative reward", "time steps", "environment changes", "n=5"):
+    for text in ("cumulative reward", "time steps", "environment changes",
+                 "5 planning steps"):
         assert text in svg, text
 
 

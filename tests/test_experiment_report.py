@@ -225,7 +225,7 @@ def test_a_return_the_same_in_every_episode_is_said_once_not_a_column():
             "n_states": 54, "n_actions": 4, "max_episode_steps": 0, "optimal_path_length": 14}
     frame = _episodes_frame(steps)
     text = build_report(_output({}, frame, pl.DataFrame(), [meta]))
-    assert "| variant | steps/episode, last 10 episodes |" in text
+    assert "| variant | steps/episode, episodes 41-50 |" in text
     assert "return/episode" not in text
     assert "The return was 1 in every episode of every run (no column)." in text
     assert "| n=0 | 16 [16, 16] |" in text and "| n=50 | 14 [14, 14] |" in text
@@ -233,7 +233,7 @@ def test_a_return_the_same_in_every_episode_is_said_once_not_a_column():
     varied = frame.with_columns(pl.when(pl.col("run") == 1).then(0.5).otherwise(1.0)
                                 .alias("return"))
     text = build_report(_output({}, varied, pl.DataFrame(), [meta]))
-    assert ("| variant | steps/episode, last 10 episodes | return/episode, last 10 episodes |"
+    assert ("| variant | steps/episode, episodes 41-50 | return/episode, episodes 41-50 |"
             in text)
     assert "| n=0 | 16 [16, 16] | 0.75 [0.5, 1] |" in text
     assert "in every episode of every run" not in text

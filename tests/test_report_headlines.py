@@ -42,12 +42,11 @@ def test_every_report_opens_with_a_short_headline(kind, tmp_path):
     assert first_section == "Headline"
     assert "x 2 runs" in lines[0]
     if kind == "escalation":
-        assert '"always escalate" is (tied) best in' in lines[-1]
-    if kind == "tabular":   # (2 runs: intervals that overlap are said to)
-        assert lines[1].startswith(("- best final performance: `n=",
-                                    "- best final mean: `n="))
-        assert ("not shown to be best" in lines[1]) == lines[1].startswith(
-            "- best final mean:")
+        assert lines[-1].startswith("- always escalating is (tied) best in 1 of 1 ")
+    if kind == "tabular":   # the learning speed: episode 2 and the plateau
+        assert lines[1].startswith("- steps in episode 2 (mean [95% CI]): n=0 ")
+        assert lines[2].startswith("- at its plateau (within 10% of its mean over "
+                                   "episodes 4-5) from episode: n=0 ")
         # the maze's 9 x 6 cells, walls included, and its 47 free ones (a newcomer read
         # "54" against the README's "free cells")
         assert "| dyna/DynaMaze-v0 | dyna/DynaMaze-v0 | 54 (47 free) | 4 |" in report
@@ -58,7 +57,7 @@ def test_every_report_opens_with_a_short_headline(kind, tmp_path):
 def test_a_best_whose_interval_overlaps_another_is_not_called_best():
     """A newcomer: the Figure 8.2 report called n=5 the "best final performance" at 16.8
     [16.4, 17.2] steps while every variant's interval overlapped it."""
-    from dyna.experiment.kinds.tabular.report import _overlaps
+    from dyna.experiment.kinds.tabular.headline import overlaps as _overlaps
     from dyna.experiment.stats import Interval
 
     nan = float("nan")

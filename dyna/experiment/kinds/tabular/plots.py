@@ -35,12 +35,14 @@ from dyna.experiment.stats import curve_ci, per_run_ci
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["PLOTS", "draw_plots", "plot_cumulative_reward", "plot_eval_score",
-           "plot_per_run", "plot_steps_per_episode", "plot_updates_to_optimal"]
+__all__ = ["LOG_SPAN", "PLOTS", "book_label", "draw_plots", "legend_outside",
+           "plot_cumulative_reward", "plot_eval_score", "plot_per_run",
+           "plot_steps_per_episode", "plot_updates_to_optimal", "variant_colors"]
 
-
-__all__ = ["PLOTS", "draw_plots", "plot_cumulative_reward", "plot_eval_score",
-           "plot_per_run", "plot_steps_per_episode", "plot_updates_to_optimal"]
+#: A steps-per-episode plot gets a log y-axis when its curves span more than this factor
+#: (Figure 8.2: ~500 steps in episode 2 against a plateau of ~15, where a linear axis
+#: squeezes every planning agent into its bottom 5%).
+LOG_SPAN = 10.0
 
 
 #: At most this many x positions per curve get a bootstrap interval (long step curves are
@@ -64,30 +66,71 @@ def _stat_label(out: "ExperimentOutput") -> str:
     return over_runs(name, out.config.runs, a.confidence)
 
 
-def _group_label(row: dict, keys: list[str], n_variants: int) -> str:
-    label = row["variant"]
+def book_label(variant) -> str:
+    """The legend words of a variant: Sutton & Barto's Figure 8.2 words ("0 planning steps
+    (direct RL only)", "5 planning steps", ...) for a Dyna-Q variant whose name only states
+    its ``n_planning`` (``n=5``), else its name."""
+    n = variant.hparams.get("n_planning")
+    if variant.agent != "dyna_q" or n is None:
+        return variant.name
+    if "".join(variant.name.split()) != f"n={int(n)}":
+        return variant.name
+    return ("0 planning steps (direct RL only)" if int(n) == 0 else
+            f"{int(n)} planning step{'' if int(n) == 1 else 's'}")
+
+
+def variant_colors(out: "ExperimentOutput") -> dict:
+    """The colour of each variant (by name), the same in every plot of ``out``: tab10 in
+    the order of ``config.variants``."""
+    colors = matplotlib.colormaps["tab10"].colors
+    return {v.name: colors[i % len(colors)] for i, v in enumerate(out.config.variants)}
+
+
+def legend_outside(ax, **kw) -> None:
+    """The legend of ``ax`` right of its data area (upper left corner at the axes' upper
+    right), so that no entry covers a curve; nothing without labelled artists."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                  fontsize=8, **kw)
+
+
+def _group_label(row: dict, keys: list[str], names: dict) -> str:
+    label = names.get(row["variant"], row["variant"])
     extra = ", ".join(f"{k}={row[k]}" for k in keys)
     return f"{label} ({extra})" if extra else label
 
 
+def _spans(values: list[np.ndarray]) -> bool:
+    """Whether the positive finite values span more than :data:`LOG_SPAN` (and none is
+    zero or negative: a log axis could not show them)."""
+    v = np.concatenate([np.asarray(x, float) for x in values]) if values else np.zeros(0)
+    v = v[np.isfinite(v)]
+    return v.size > 0 and v.min() > 0 and v.max() / v.min() > LOG_SPAN
+
+
 def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=False,
                 vlines=(), hline=None):
+    """One curve per variant (and sweep point) with its band, in the variant's colour
+    (:func:`variant_colors`); ``vlines``: x positions of events (dotted, one legend
+    entry); ``hline``: ``(y, label)``; ``logy``: True, False, or "auto" (log when the
+    curves span more than :data:`LOG_SPAN`, said in the y label)."""
     keys = out.sweep_keys
     summary = curve_ci(frame, by=["variant", *keys], x=x, y=y, **_stat_opts(out))
-    variants = [v.name for v in out.config.variants]
-    colors = matplotlib.colormaps["tab10"].colors
+    colors = variant_colors(out)
+    names = {v.name: book_label(v) for v in out.config.variants}
     styles = ["-", "--", ":", "-."]
-    with figure() as fig:
+    with figure(figsize=(8.5, 4.5)) as fig:
         ax = fig.add_subplot()
         groups = summary.group_by(["variant", *keys], maintain_order=True)
+        drawn = []
         for j, (key, g) in enumerate(groups):
             row = dict(zip(["variant", *keys], key))
-            vi = variants.index(row["variant"]) if row["variant"] in variants else j
             pi = j % len(styles) if keys else 0
-            color = colors[vi % len(colors)]
+            color = colors.get(row["variant"], "0.5")
             xs = g.get_column(x).to_numpy()
-            ax.plot(xs, g.get_column("estimate").to_numpy(), color=color,
-                    linestyle=styles[pi], label=_group_label(row, keys, len(variants)))
+            drawn.append(g.get_column("estimate").to_numpy())
+            ax.plot(xs, drawn[-1], color=color, linestyle=styles[pi],
+                    label=_group_label(row, keys, names))
             low, high = g.get_column("low").to_numpy(), g.get_column("high").to_numpy()
             if np.isfinite(low).any():
                 ax.fill_between(xs, low, high, color=color, alpha=0.2, linewidth=0)
@@ -96,13 +139,20 @@ def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=F
                        label="environment changes" if j == 0 else None)
         if hline is not None:
             ax.axhline(hline[0], color="0.3", linestyle="--", linewidth=0.8, label=hline[1])
+        if logy == "auto":
+            logy = _spans(drawn)
+            ylabel += " (log scale)" if logy else ""
         if logy:
             ax.set_yscale("log")
+            # plain numbers at 1, 2, 5 x 10^k: "20" and "50" read faster than "2 x 10^1"
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}\n({_stat_label(out)})", fontsize=10)
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
+        legend_outside(ax)
+        ax.grid(alpha=0.3, which="both" if logy else "major")
         return save(fig, folder / stem)
 
 
@@ -116,7 +166,9 @@ def smoothed(frame: pl.DataFrame, by: list[str], window: int) -> pl.DataFrame:
 
 
 def plot_steps_per_episode(out: "ExperimentOutput", folder: Path) -> list[Path]:
-    """Steps per episode against episode (Sutton & Barto Figure 8.2).
+    """Steps per episode against episode (Sutton & Barto Figure 8.2), a log y-axis when
+    ``analysis.log_y`` or the curves span more than :data:`LOG_SPAN`, legend words as the
+    book's (:func:`book_label`), the legend right of the axes.
 
     Parameters
     ----------
@@ -147,7 +199,8 @@ def plot_steps_per_episode(out: "ExperimentOutput", folder: Path) -> list[Path]:
                        ylabel="steps per episode" + (" (log scale)" if a.log_y else ""),
                        title=f"{out.config.name}: steps per episode (episodes {first}+"
                              f"{smooth})",
-                       stem="steps_per_episode", folder=folder, hline=hline, logy=a.log_y)
+                       stem="steps_per_episode", folder=folder, hline=hline,
+                       logy=True if a.log_y else "auto")
 
 
 def _thin_steps(frame: pl.DataFrame) -> pl.DataFrame:
@@ -209,11 +262,11 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
         return []
     xs, xlabel = _size_axis(out)
     points = out.config.sweep_points()
-    colors = matplotlib.colormaps["tab10"].colors
+    colors = variant_colors(out)
     opts = _stat_opts(out)
-    with figure() as fig:
+    with figure(figsize=(8.5, 4.5)) as fig:
         ax = fig.add_subplot()
-        for vi, variant in enumerate(out.config.variants):
+        for variant in out.config.variants:
             est, lo, hi, px = [], [], [], []
             for p, point in enumerate(points):
                 sel = runs.filter(pl.col("variant") == variant.name)
@@ -232,7 +285,7 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
             est_a = np.array(est)
             yerr = np.vstack([est_a - np.array(lo), np.array(hi) - est_a])
             ax.errorbar(px, est_a, yerr=yerr, marker="o", capsize=3,
-                        color=colors[vi % len(colors)], label=variant.name)
+                        color=colors[variant.name], label=book_label(variant))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
@@ -241,8 +294,7 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
         ax.set_title(f"{out.config.name}: updates until an optimal path is found\n"
                      f"(protocol {sc.optimal_protocol!r}; {_stat_label(out)}, runs that "
                      "found it)", fontsize=10)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
+        legend_outside(ax)
         ax.grid(alpha=0.3, which="both")
         return save(fig, folder / "updates_to_optimal")
 
@@ -315,7 +367,8 @@ def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
               else "final cumulative reward")
     res = out.results
     order = "episode" if episodic else "step"
-    colors = matplotlib.colormaps["tab10"].colors
+    colors = variant_colors(out)
+    styles = ["-", "--", ":", "-."]
     opts = _stat_opts(out)
     paths = []
     for key in cfg.sweep:
@@ -325,11 +378,10 @@ def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
         xs = values if numeric else list(range(len(values)))
         combos = sorted({tuple(p[k] for k in others) for p in cfg.sweep_points()},
                         key=lambda t: [str(x) for x in t]) if others else [()]
-        with figure() as fig:
+        with figure(figsize=(8.5, 4.5)) as fig:
             ax = fig.add_subplot()
-            line = 0
             for variant in cfg.variants:
-                for combo in combos:
+                for k_combo, combo in enumerate(combos):
                     est, lo, hi, px = [], [], [], []
                     for x, v in zip(xs, values):
                         sel = res.filter((pl.col("variant") == variant.name)
@@ -350,12 +402,12 @@ def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
                         hi.append(float(ci.high) if np.isfinite(ci.high) else e)
                     if not px:
                         continue
-                    label = variant.name + "".join(f", {k}={c}" for k, c in zip(others, combo))
+                    label = book_label(variant) + "".join(f", {k}={c}"
+                                                          for k, c in zip(others, combo))
                     est_a = np.array(est)
                     ax.errorbar(px, est_a, yerr=np.vstack([est_a - lo, np.array(hi) - est_a]),
-                                marker="o", capsize=3, color=colors[line % len(colors)],
-                                label=label)
-                    line += 1
+                                marker="o", capsize=3, color=colors[variant.name],
+                                linestyle=styles[k_combo % len(styles)], label=label)
             if numeric and min(values) > 0 and max(values) / min(values) > 10:
                 ax.set_xscale("log")
                 ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
@@ -365,8 +417,7 @@ def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
             ax.set_ylabel(ylabel)
             ax.set_title(f"{cfg.name}: sensitivity to {key}\n({_stat_label(out)})",
                          fontsize=10)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=8)
+            legend_outside(ax)
             ax.grid(alpha=0.3, which="both")
             paths += save(fig, folder / f"sensitivity_{key}")
     return paths

@@ -1,9 +1,9 @@
 """Kind ``tabular``: report.md, a readable summary of an output folder.
 
-Sections: the setup (config hash, seed, runs, environments as resolved, backend, timings),
-each variant's hyper-parameters, each variant's final performance with a bootstrap
-confidence interval, the experiment-specific checks named in ``analysis.checks``, and links
-to the plots.
+Sections: the headline (:mod:`.headline`), the setup (config hash, seed, runs,
+environments as resolved, backend, timings), each variant's hyper-parameters, each
+variant's final performance with a bootstrap confidence interval, the experiment-specific
+checks named in ``analysis.checks``, and links to the plots.
 
 Checks (Sutton & Barto, *Reinforcement Learning: An Introduction*, 2nd ed., 2018):
 
@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from dyna.experiment.kinds.tabular.headline import headline
 from dyna.experiment.kinds.tabular.reference import ALPHA
+from dyna.experiment.kinds.tabular.selection import groups as _groups
+from dyna.experiment.kinds.tabular.selection import per_run as _per_run
+from dyna.experiment.kinds.tabular.selection import point_label as _point_label
+from dyna.experiment.kinds.tabular.selection import select as _select
+from dyna.experiment.kinds.tabular.selection import stat_options as _opts
 from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
 from dyna.experiment.stats import diff_ci, per_run_ci
 
@@ -38,42 +44,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
 __all__ = ["build_report", "shortcut_bound", "write_report"]
-
-
-def _opts(out: "ExperimentOutput") -> dict:
-    a = out.config.analysis
-    return dict(statistic=a.statistic, confidence=a.confidence, n_resamples=a.n_resamples,
-                seed=out.config.seed)
-
-
-def _groups(out: "ExperimentOutput"):
-    """(variant, point index, point dict) in canonical order."""
-    for variant in out.config.variants:
-        for p, point in enumerate(out.config.sweep_points()):
-            yield variant, p, point
-
-
-def _select(frame: pl.DataFrame, variant: str, point: dict) -> pl.DataFrame:
-    sel = frame.filter(pl.col("variant") == variant)
-    for key, value in point.items():
-        sel = sel.filter(pl.col(key) == value)
-    return sel
-
-
-def _point_label(point: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in point.items())
-
-
-def _per_run(frame: pl.DataFrame, value: str, *, last: int | None = None,
-             agg: str = "mean") -> np.ndarray:
-    """One number per run: ``agg`` of ``value`` over each run's last ``last`` rows."""
-    order = "episode" if "episode" in frame.columns else "step"
-    f = frame.sort(["run", order])
-    if last is not None:
-        f = f.group_by("run", maintain_order=True).tail(last)
-    expr = getattr(pl.col(value).cast(pl.Float64), agg)()
-    return (f.group_by("run", maintain_order=True).agg(expr.alias("v"))
-            .sort("run").get_column("v").to_numpy())
 
 
 def shortcut_bound(window: int, old_length: int) -> int:
@@ -152,100 +122,6 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
     return lines
 
 
-def _headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
-    """At most five lines: what was run, the best variant (and sweep point) on final
-    performance with its interval (said not to be shown best when its interval overlaps
-    another's), and the checks' verdicts."""
-    c = out.config
-    opts = _opts(out)
-    K = c.analysis.final_episodes
-    n_pts = len(c.sweep_points())
-    sched = (f"{c.schedule.episodes} episodes" if c.schedule.episodes
-             else f"{c.schedule.total_steps} time steps")
-    lines = ["## Headline", "",
-             f"- {len(c.variants)} variant(s) x {n_pts} sweep point(s) x {c.runs} runs on "
-             f"`{c.env.id}`, {sched} each."]
-    best = None
-    groups = []
-    if c.schedule.stop_at_optimal:   # the measure is updates until optimal, per sweep point
-        lines.append(_headline_updates(out))
-    for variant, _p, point in _groups(out) if not c.schedule.stop_at_optimal else ():
-        res = _select(out.results, variant.name, point)
-        if c.schedule.episodes is not None:
-            iv = per_run_ci(_per_run(res, "steps", last=K), **opts)
-            key = float(iv.estimate)            # fewer steps per episode is better
-        else:
-            iv = per_run_ci(_per_run(res, "cumulative_reward", last=1), **opts)
-            key = -float(iv.estimate)           # more reward is better
-        if math.isfinite(key):
-            groups.append((variant.name, point, iv))
-            if best is None or key < best[0]:
-                best = (key, variant.name, point, iv)
-    if best is not None:
-        _, name, point, iv = best
-        where = f" at {_point_label(point)}" if point else ""
-        what = (f"steps per episode over the last {K} episodes" if c.schedule.episodes
-                is not None else "final cumulative reward")
-        # a best whose interval overlaps another's is not shown to be best
-        overlap = [f"`{n}`" + (f" at {_point_label(p)}" if p else "")
-                   for n, p, v in groups if (n, p) != (name, point)
-                   and _overlaps(v, iv)]
-        if overlap:
-            shown = ", ".join(overlap[:3]) + (f" and {len(overlap) - 3} more"
-                                              if len(overlap) > 3 else "")
-            lines.append(f"- best final mean: `{name}`{where}, {ci(iv)} {what}; its "
-                         f"interval overlaps {shown}: not shown to be best.")
-        else:
-            lines.append(f"- best final performance: `{name}`{where}, {ci(iv)} {what}.")
-    text = "\n".join(check_lines)
-    good = text.count("-> consistent")
-    bad = (text.count("NOT consistent") + text.count("-> inconsistent")
-           + text.count("-> partly consistent"))
-    if check_lines and good + bad:
-        lines.append(f"- checks against the book: {good} consistent, {bad} not (see Checks).")
-    differ, same = text.count("| **differs** |"), text.count("| no difference detected |")
-    if differ + same:
-        equiv = text.count("| equivalent |")
-        tested = equiv + text.count("| equivalence not shown |")
-        extra = f"; {equiv} of {tested} shown equivalent (TOST)" if tested else ""
-        lines.append(f"- against the reference implementation: {differ} of {differ + same} "
-                     f"declared summaries differ (Welch, Holm {ALPHA:g}){extra}.")
-    return lines + [""]
-
-
-def _overlaps(a, b) -> bool:
-    """Whether two intervals share a point; an interval that is not finite (one run)
-    overlaps everything (nothing is shown apart)."""
-    lo = (float(a.low), float(b.low))
-    hi = (float(a.high), float(b.high))
-    if not all(map(math.isfinite, lo + hi)):
-        return True
-    return lo[0] <= hi[1] and lo[1] <= hi[0]
-
-
-def _headline_updates(out: "ExperimentOutput") -> str:
-    """One headline line for ``stop_at_optimal`` runs: which variant needs the fewest mean
-    updates until optimal at how many sweep points."""
-    c = out.config
-    wins: dict[str, int] = {}
-    points = c.sweep_points()
-    for point in points:
-        means = {}
-        for v in c.variants:
-            found = _select(out.runs, v.name, point).get_column("updates_to_optimal")
-            found = found.drop_nulls().to_numpy()
-            if found.size:
-                means[v.name] = float(found.mean())
-        if means:
-            w = min(means, key=means.get)
-            wins[w] = wins.get(w, 0) + 1
-    tol = f"optimal_tolerance = {c.schedule.optimal_tolerance:g}"
-    told = ", ".join(f"`{v}` at {n} of {len(points)}" for v, n in
-                     sorted(wins.items(), key=lambda kv: -kv[1]))
-    return (f"- fewest mean updates until optimal ({tol}, protocol "
-            f"{c.schedule.optimal_protocol!r}) per sweep point: {told or 'none found'}.")
-
-
 def _final_section(out: "ExperimentOutput") -> list[str]:
     c = out.config
     a = c.analysis
@@ -263,9 +139,11 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
     same_return = (returns is not None and returns.len() > 0 and returns.null_count() == 0
                    and returns.n_unique() == 1)
     if by_episode:
-        header += [f"steps/episode, last {K} episodes"]
+        E = c.schedule.episodes
+        window = f"episodes {max(1, E - K + 1):,}-{E:,}"
+        header += [f"steps/episode, {window}"]
         if not same_return:
-            header += [f"return/episode, last {K} episodes"]
+            header += [f"return/episode, {window}"]
     elif c.schedule.episodes is None:
         header += [f"cumulative reward at step {c.schedule.total_steps}"]
     if c.schedule.eval_every:
@@ -292,7 +170,7 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
             row.append(f"{found.size}/{runs.height}")
             row.append(ci(per_run_ci(found, **opts)))
         rows.append(row)
-    per_run = f"; per run, the last {K} episodes are averaged first" if by_episode else ""
+    per_run = (f"; per run, {window} are averaged first" if by_episode else "")
     same = (f" The return was {returns[0]:g} in every episode of every run (no column)."
             if same_return else "")
     return ["", "## Final performance", "",
@@ -668,7 +546,7 @@ def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> s
             check_lines += _check_prioritized_sweeping(out)
     setup = _setup_section(out)
     at = 4 if out.config.description else 2   # after the title and the description
-    lines = setup[:at] + _headline(out, check_lines) + setup[at:] + _final_section(out)
+    lines = setup[:at] + headline(out, check_lines) + setup[at:] + _final_section(out)
     lines += check_lines
     if folder is not None:
         lines += plots_section(Path(folder))
