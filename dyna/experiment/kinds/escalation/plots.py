@@ -7,10 +7,18 @@
   only; the variant is named in the file when there are several);
 * ``regret_<scenario>_<feedback>`` -- cumulative pseudo-regret against the type oracle per
   policy (mean over runs, and systems for replays, with a bootstrap band), a row per risk
-  class, linear and log-scaled task axis;
+  class, linear and log-scaled task axis, a symmetric-log regret axis (never escalating
+  grows ~100x faster than the rest), one legend right of the panels;
 * ``risk_coverage_<scenario>`` -- risk against coverage per policy (first risk class), a
   panel per feedback mode, with the agent's failure rate (the expected curve of a random
-  score).
+  score), a legend under every panel;
+* ``cost_grid_<scenario>`` -- with a ``costs.p_star`` grid: regret per task against p*, a
+  line per policy, a panel per feedback mode, symmetric-log regret axis, a legend under
+  every panel.
+
+Each policy has one colour in every panel and figure (:func:`variant_colors`); legends sit
+outside the data; a dotted vertical line marks each change point of a synthetic scenario
+(competence and regret plots).
 
 SVG copies are written next to the PNGs unless ``analysis.svg = false``.
 """
@@ -32,7 +40,8 @@ from dyna.experiment.stats import curve_ci
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["draw_plots", "over_systems", "stat_options"]
+__all__ = ["SYMLOG_LINEAR", "change_points", "draw_plots", "legend_below", "over_systems",
+           "stat_options", "variant_colors"]
 
 
 def stat_options(out) -> dict:
@@ -45,8 +54,33 @@ def stat_options(out) -> dict:
 
 
 def _colors(n: int):
-    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
-    return cmap.colors
+    """``n`` or more distinct colours: tab10, and past 10 tab20's dark shades then its
+    light ones (in tab20's own order a colour's light twin sits next to it, and two
+    neighbouring policies, such as never and always escalating, were told apart only by
+    shade)."""
+    if n <= 10:
+        return matplotlib.colormaps["tab10"].colors
+    tab20 = matplotlib.colormaps["tab20"].colors
+    return tab20[0::2] + tab20[1::2]
+
+
+def variant_colors(out) -> dict:
+    """The colour of each policy (by name), the same in every panel of every figure of
+    ``out``: :func:`_colors` in the order of ``config.variants``."""
+    names = [v.name for v in out.config.variants]
+    colors = _colors(len(names))
+    return {name: colors[i % len(colors)] for i, name in enumerate(names)}
+
+
+def legend_below(ax, n_entries: int) -> None:
+    """The legend of ``ax`` under its x label, outside the data, in columns of at most
+    five entries."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7, frameon=False,
+              ncol=max(1, math.ceil(n_entries / 5)))
+
+
+#: Linear range of the symmetric-log y-axes (cost units): below it the axis is linear.
+SYMLOG_LINEAR = 1.0
 
 
 def _slug(text: str) -> str:
@@ -58,6 +92,22 @@ def _first_systems(frame: pl.DataFrame) -> pl.DataFrame:
     """Rows of the first system (in order of appearance) of each scenario."""
     firsts = frame.group_by("scenario", maintain_order=True).agg(pl.col("system").first())
     return frame.join(firsts, on=["scenario", "system"], how="semi")
+
+
+def change_points(out, scenario: str) -> list[int]:
+    """The tasks after which a synthetic scenario's rates change (``change_at``; none for
+    a replay or a stationary stream)."""
+    sc = next((s for s in out.config.scenarios if s.name == scenario), None)
+    if sc is None or sc.source != "synthetic":
+        return []
+    return [int(x) for x in sc.params.get("change_at", [])]
+
+
+def _mark_changes(ax, out, scenario: str) -> None:
+    """A dotted vertical line at each change point of ``scenario`` (one legend entry)."""
+    for j, at in enumerate(change_points(out, scenario)):
+        ax.axvline(at, color="0.35", lw=0.9, ls=":", zorder=0,
+                   label="rates change" if j == 0 else None)
 
 
 def _point_name(scenario: str, system: str, feedback: str) -> str:
@@ -92,12 +142,14 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 ax.plot(x, d.get_column("mean").to_numpy(), label="posterior mean")
                 ax.plot(x, d.get_column("rate").to_numpy(), "k--", linewidth=1,
                         label="true rate")
+                _mark_changes(ax, out, scenario)
                 ax.set_title(name, fontsize=8)
                 ax.set_ylim(0, 1)
                 ax.grid(alpha=0.3)
             for j in range(K, rows * cols):
                 axes[j // cols][j % cols].set_visible(False)
-            axes[0][0].legend(fontsize=7)
+            handles, labels = axes[0][0].get_legend_handles_labels()
+            fig.legend(handles, labels, loc="outside right upper", fontsize=7)
             fig.suptitle(f"competence of {variant!r} ({out.config.settings()[0].name}, "
                          f"{feedback} feedback), run 0, {scenario} {system}\n"
                          "mean with 95% credible band; x: tasks seen", fontsize=9)
@@ -121,13 +173,12 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
     """Cumulative pseudo-regret per policy: a row per cost setting, linear and log task
     axis."""
     curves = out.tables["curves"]
-    variants = [v.name for v in out.config.variants]
     classes = [st.name for st in out.config.settings()]
-    colors = _colors(len(variants))
+    colors = variant_colors(out)
     paths = []
     for (scenario, feedback), g in curves.group_by(["scenario", "feedback"],
                                                    maintain_order=True):
-        with figure(figsize=(11.0, 3.6 * len(classes) + 0.6)) as fig:
+        with figure(figsize=(12.5, 3.6 * len(classes) + 0.6)) as fig:
             axes = fig.subplots(len(classes), 2, squeeze=False)
             for r, rc in enumerate(classes):
                 summary = curve_ci(over_systems(g.filter(pl.col("cost_setting") == rc),
@@ -135,7 +186,7 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                                    by=["variant"], x="step", y="cum_pseudo_regret", run="run",
                                    **stat_options(out))
                 for (name,), s in summary.group_by(["variant"], maintain_order=True):
-                    c = colors[variants.index(name) % len(colors)]
+                    c = colors[name]
                     x = s.get_column("step").to_numpy()
                     low, high = s.get_column("low").to_numpy(), s.get_column("high").to_numpy()
                     for ax in axes[r]:
@@ -144,18 +195,25 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                             ax.fill_between(x, low, high, color=c, alpha=0.15, linewidth=0)
                 axes[r][1].set_xscale("log")
                 for ax in axes[r]:
+                    _mark_changes(ax, out, scenario)
+                    # never (or always) escalating grows ~100x faster than the rest: a
+                    # symmetric log axis keeps the others apart
+                    ax.set_yscale("symlog", linthresh=SYMLOG_LINEAR)
+                    ax.set_ylim(bottom=0)
                     ax.set_title(rc, fontsize=9)
                     ax.set_xlabel("tasks")
-                    ax.set_ylabel("cumulative pseudo-regret")
+                    ax.set_ylabel("cumulative pseudo-regret (symlog)")
                     ax.grid(alpha=0.3)
-            axes[0][0].legend(fontsize=7)
+            handles, labels = axes[0][0].get_legend_handles_labels()
+            fig.legend(handles, labels, loc="outside right upper", fontsize=7)
             many = g["system"].n_unique() > 1
             band = (f"mean over runs{' and systems' if many else ''}, "
                     f"{out.config.analysis.confidence:.0%} bootstrap band over runs"
                     + (" (of each run's mean over systems)" if many else "")
                     if out.config.runs > 1 or many else over_runs("mean", 1))
             fig.suptitle(f"regret vs the type oracle (cost units): {scenario}, {feedback} "
-                         f"feedback\n{band}; right: log x", fontsize=9)
+                         f"feedback\n{band}; y: symmetric log (linear below "
+                         f"{SYMLOG_LINEAR:g}); right: log x", fontsize=9)
             paths += save(fig, folder / f"regret_{_slug(scenario)}_{feedback}",
                            svg=out.config.analysis.svg)
     return paths
@@ -167,12 +225,11 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
     rc0 = out.config.settings()[0].name
     rcov = out.tables["risk_coverage"].filter(pl.col("cost_setting") == rc0)
     runs = out.tables["runs"].filter(pl.col("cost_setting") == rc0)
-    variants = [v.name for v in out.config.variants]
-    colors = _colors(len(variants))
+    colors = variant_colors(out)
     paths = []
     for (scenario,), g in rcov.group_by(["scenario"], maintain_order=True):
         modes = list(dict.fromkeys(g["feedback"].to_list()))
-        with figure(figsize=(5.5 * len(modes), 4.5)) as fig:
+        with figure(figsize=(5.5 * len(modes), 6.0)) as fig:
             axes = fig.subplots(1, len(modes), squeeze=False)[0]
             for ax, feedback in zip(axes, modes):
                 d = g.filter(pl.col("feedback") == feedback)
@@ -181,7 +238,7 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 base = runs.filter((pl.col("scenario") == scenario)
                                    & (pl.col("feedback") == feedback))
                 for (name,), s in mean.group_by(["variant"], maintain_order=True):
-                    c = colors[variants.index(name) % len(colors)]
+                    c = colors[name]
                     ax.plot(s.get_column("coverage").to_numpy(),
                             s.get_column("risk").to_numpy(), color=c, marker=".", label=name)
                 ax.axhline(float(base.get_column("agent_failure_rate").mean()), color="k",
@@ -193,7 +250,7 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 ax.set_xlabel("coverage (tasks accepted, highest competence first)")
                 ax.set_ylabel("risk (agent failure rate among accepted)")
                 ax.grid(alpha=0.3)
-            axes[0].legend(fontsize=7)
+                legend_below(ax, len(ax.get_legend_handles_labels()[0]))
             fig.suptitle(f"risk-coverage: {scenario}, {rc0}; score: posterior mean of the "
                          "task's type at arrival", fontsize=9)
             paths += save(fig, folder / f"risk_coverage_{_slug(scenario)}",
@@ -208,12 +265,11 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
         return []
     runs = out.tables["runs"].with_columns(
         (pl.col("regret_type") / pl.col("steps")).alias("regret_per_task"))
-    variants = [v.name for v in out.config.variants]
-    colors = _colors(len(variants))
+    colors = variant_colors(out)
     paths = []
     for (scenario,), g in runs.group_by(["scenario"], maintain_order=True):
         modes = list(dict.fromkeys(g["feedback"].to_list()))
-        with figure(figsize=(5.5 * len(modes), 4.5)) as fig:
+        with figure(figsize=(5.5 * len(modes), 6.0)) as fig:
             axes = fig.subplots(1, len(modes), squeeze=False)[0]
             for ax, feedback in zip(axes, modes):
                 summary = curve_ci(over_systems(g.filter(pl.col("feedback") == feedback),
@@ -221,7 +277,7 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
                                    by=["variant"], x="p_star", y="regret_per_task", run="run",
                                    **stat_options(out))
                 for (name,), s in summary.group_by(["variant"], maintain_order=True):
-                    c = colors[variants.index(name) % len(colors)]
+                    c = colors[name]
                     x = s.get_column("p_star").to_numpy()
                     ax.plot(x, s.get_column("estimate").to_numpy(), color=c, marker=".",
                             label=name)
@@ -236,12 +292,13 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 ax.set_yscale("symlog", linthresh=0.01)
                 ax.set_ylabel("regret per task vs the type oracle (cost units, symlog)")
                 ax.grid(alpha=0.3)
-            axes[0].legend(fontsize=7)
+                legend_below(ax, len(ax.get_legend_handles_labels()[0]))
             many = g["system"].n_unique() > 1
             fig.suptitle(f"regret by cost setting: {scenario}; mean over runs"
                          f"{' and systems' if many else ''}, "
                          f"{out.config.analysis.confidence:.0%} bootstrap band over runs"
-                         + (" (of each run's mean over systems)" if many else ""), fontsize=9)
+                         + (" (of each run's mean over systems)" if many else "")
+                         + "\ny: symmetric log, linear within +-0.01", fontsize=9)
             paths += save(fig, folder / f"cost_grid_{_slug(scenario)}",
                           svg=out.config.analysis.svg)
     return paths

@@ -1,16 +1,17 @@
 """Kind ``escalation``: report.md.
 
-Report sections: a headline (what was run, the policy with the lowest regret per cost
-setting, where "always escalate" wins); setup; the lowest-regret policy per cost setting
-(a risk class, or a value of the ``costs.p_star`` grid) with the rank of "always escalate";
-a cost table per policy and cost setting for every scenario and feedback mode; the
-censoring trap; Thompson sampling's regret growth against log T;
-recovery after change points; per-system tables of replayed logs (cost, regret, AURC next
-to a random score).
+Report sections: a headline (what was run, per cost setting the policy with the lowest cost
+per task beside always and never escalating, where "always escalate" wins); setup; the
+lowest-regret policy per cost setting (a risk class, or a value of the ``costs.p_star``
+grid) with the rank of "always escalate"; a cost table per policy and cost setting for
+every scenario and feedback mode; the censoring trap; Thompson sampling's regret growth
+against log T; recovery after change points; per-system tables of replayed logs (cost,
+regret, AURC next to a random score).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -162,9 +163,31 @@ def _separated(iv) -> bool:
     return iv is not None and np.isfinite(float(iv.low)) and float(iv.low) > 0
 
 
+def _cost_clause(out, g: pl.DataFrame, rules: dict) -> tuple[str, str]:
+    """The best policy of one cost setting's rows ``g`` (lowest mean cost per task, pooled
+    over scenarios, feedback modes and systems) with its interval over runs, and the costs
+    of always and never escalating: ``(best name, words)``."""
+    per = {v: _run_means(x, "total_cost") for (v,), x in g.group_by(["variant"],
+                                                                    maintain_order=True)}
+    means = {v: float(np.mean(x)) for v, x in per.items()}
+    low = min(means.values())
+    tied = [v for v, m in means.items() if m <= low + 1e-12]
+    best = tied[0]
+    words = f"`{best}`" + (f" (tied with {len(tied) - 1})" if len(tied) > 1 else "")
+    words += f" {ci(per_run_ci(per[best], **stat_options(out)))}"
+    refs = []
+    for rule in ("always", "never"):
+        name = next((v for v in means if rules.get(v) == rule), None)
+        if name is not None and name not in tied:
+            refs.append(f"{rule} escalating {fmt(means[name])}")
+    return best, words + (f" against {' and '.join(refs)}" if refs else "")
+
+
 def _headline(out) -> list[str]:
-    """At most five lines: what was run, the policy with the lowest regret per cost
-    setting, and where "always escalate" is the best or tied-best policy."""
+    """At most five lines: what was run; per cost setting the policy with the lowest cost
+    per task (pooled over scenarios, feedback modes and systems) with its interval, beside
+    always and never escalating; where "always escalate" is (tied) best and where to look
+    per setting."""
     cfg = out.config
     runs = out.tables["runs"]
     n_pts = runs.select(["scenario", "feedback"]).unique().height
@@ -175,34 +198,34 @@ def _headline(out) -> list[str]:
     lines = ["## Headline", "",
              f"- {len(cfg.variants)} policies x {what} x "
              f"{n_pts} scenario/feedback settings x {cfg.runs} runs."]
-    best: dict[str, list[str]] = {}
-    always_wins = []
     rules = {v.name: v.rule for v in cfg.variants}
-    several = len(cfg.scenarios) > 1
-    close = []
-    for (scenario, feedback, st), g in runs.group_by(["scenario", "feedback", "cost_setting"],
-                                                    maintain_order=True):
+    clauses = []
+    for (st,), g in runs.group_by(["cost_setting"], maintain_order=True):
+        _, words = _cost_clause(out, g, rules)
+        clauses.append(f"{st}: {words}")
+    per_line = 1 if len(clauses) <= 3 else math.ceil(len(clauses) / 3)
+    pooled = f" (mean over the {n_pts} scenario/feedback settings)" if n_pts > 1 else ""
+    for k in range(0, len(clauses), per_line):
+        head = f"lowest cost per task{pooled}, " if k == 0 else ""
+        lines.append(f"- {head}{'; '.join(clauses[k:k + per_line])}.")
+    always_wins, close, total = 0, [], 0
+    for (sc, fb, st), g in runs.group_by(["scenario", "feedback", "cost_setting"],
+                                         maintain_order=True):
         per, winners = _lowest(g)
         runner, gap = _gap(out, g, per, winners)
         if runner is not None and not _separated(gap):
-            close.append(f"{scenario}/{feedback}/{st}")
-        where = f"{scenario}/{feedback}" if several else feedback
-        names = ", ".join(f"`{w}`" for w in winners[:2]) + (
-            f" +{len(winners) - 2} tied" if len(winners) > 2 else "")  # the section lists all
-        best.setdefault(st, []).append(f"{names} ({where})")
-        if any(rules.get(w) == "always" for w in winners):
-            always_wins.append(f"{scenario}/{feedback}/{st}")
-    lines.append("- lowest regret per task against the type oracle, per cost setting: "
-                 + "; ".join(f"{st}: " + " | ".join(w) for st, w in best.items()) + ".")
-    shown = ", ".join(always_wins[:4]) + (" and others" if len(always_wins) > 4 else "")
-    lines.append("- \"always escalate\" is (tied) best in "
-                 + (f"{len(always_wins)} setting(s): {shown}." if always_wins
-                    else "no setting."))
-    if close:
-        lines.append("- the lowest regret is not separated from the runner-up's (paired "
-                     f"{cfg.analysis.confidence:.0%} interval of the gap reaches 0) in "
-                     + ", ".join(close[:4]) + (" and others" if len(close) > 4 else "")
-                     + ".")
+            close.append(f"{sc}/{fb}/{st}")
+        total += 1
+        always_wins += any(rules.get(w) == "always" for w in winners)
+    plot = ("regret against p*: `plots/cost_grid_<scenario>.png`" if grid
+            else "regret over tasks: `plots/regret_<scenario>_<feedback>.png`")
+    apart = (f"; the lowest regret is not separated from the runner-up's (paired "
+             f"{cfg.analysis.confidence:.0%} interval of the gap reaches 0) in "
+             + ", ".join(close[:3]) + (f" and {len(close) - 3} more" if len(close) > 3
+                                       else "") if close else "")
+    lines.append(f"- always escalating is (tied) best in {always_wins} of {total} "
+                 f"scenario/feedback/cost settings{apart}; per setting see \"Lowest regret "
+                 f"per cost setting\"; {plot}.")
     return lines + [""]
 
 
