@@ -1,0 +1,243 @@
+"""Each report's headline answers its experiment's question, tested by its content on small
+runs: the tabular kind's steps in episode 2 and the episode at each variant's plateau, the
+ablation's largest effects, inert safeguards and identical scenarios, the escalation kind's
+best policy per cost setting and its cost beside always and never escalating."""
+
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+
+from dyna.experiment.backends import InProcessBackend
+from dyna.experiment.registry import parse_experiment
+from dyna.experiment.reporting import ci, fmt
+from dyna.experiment.runner import run_experiment
+from dyna.experiment.stats import per_run_ci
+
+
+def _headline(report: str) -> list[str]:
+    m = re.search(r"^## Headline\n\n(.*?)\n\n", report, re.S | re.M)
+    assert m, report[:400]
+    return m.group(1).splitlines()
+
+
+def _run(tmp_path, data):
+    folder = run_experiment(parse_experiment(data), tmp_path / data["name"],
+                            backend=InProcessBackend(), progress=False)
+    return folder, (folder / "report.md").read_text()
+
+
+# ------------------------------------------------------------------------------ tabular
+
+def test_plateau_episode_on_known_curves():
+    from dyna.experiment.kinds.tabular.headline import plateau_episode
+
+    # two identical runs: 100, 50, 20, 11, then 10 for good; plateau (last 3) = 10,
+    # within 10% (<= 11) from episode 4, every resample agrees
+    curve = [100, 50, 20, 11] + [10] * 6
+    iv = plateau_episode(np.array([curve, curve]), 3)
+    assert (float(iv.estimate), float(iv.low), float(iv.high)) == (4.0, 4.0, 4.0)
+    # one run: the episode, no interval
+    one = plateau_episode(np.array([curve]), 3)
+    assert float(one.estimate) == 4.0 and np.isnan(float(one.low))
+    # runs that differ: the mean curve 60, 35, 15.5, 10.5, 10 ... is within 10% from
+    # episode 4, and the resamples choose episode 3 (the second run alone) to 5 (the first)
+    a = [100, 50, 20, 20, 10, 10, 10, 10]
+    b = [20, 20, 11, 1, 10, 10, 10, 10]
+    iv = plateau_episode(np.array([a, b]), 4, n_resamples=400)
+    assert float(iv.estimate) == 4.0
+    assert (float(iv.low), float(iv.high)) == (3.0, 5.0)
+
+
+FIG_8_2 = {"name": "fig82", "runs": 3, "seed": 1, "env": {"id": "dyna/DynaMaze-v0"},
+           "schedule": {"episodes": 12}, "defaults": {"agent": "dyna_q"},
+           "variants": [{"name": "n=0", "n_planning": 0}, {"name": "n=50", "n_planning": 50}],
+           "analysis": {"final_episodes": 4, "first_episode": 2, "checks": ["figure_8_2"],
+                        "n_resamples": 300}}
+
+
+def test_tabular_headline_gives_episode_2_and_the_plateau(tmp_path):
+    from dyna.experiment.kinds.tabular.headline import plateau_episode
+
+    folder, report = _run(tmp_path, FIG_8_2)
+    lines = _headline(report)
+    assert len(lines) == 4, lines
+    assert lines[0] == "- 2 variants x 3 runs on `dyna/DynaMaze-v0`, 12 episodes each."
+    res = pl.read_parquet(folder / "results.parquet")
+    opts = dict(statistic="mean", confidence=0.95, n_resamples=300, seed=1)
+    ep2, plateau = [], []
+    for v in ("n=0", "n=50"):
+        g = res.filter(pl.col("variant") == v).sort("run", "episode")
+        steps = g["steps"].to_numpy().reshape(3, 12).astype(float)
+        ep2.append(f"{v} {ci(per_run_ci(steps[:, 1], **opts))}")
+        iv = plateau_episode(steps, 4, n_resamples=300, seed=1)
+        plateau.append(f"{v} {float(iv.estimate):.0f} [{float(iv.low):.0f}, "
+                       f"{float(iv.high):.0f}]")
+    assert lines[1] == f"- steps in episode 2 (mean [95% CI]): {'; '.join(ep2)}."
+    assert lines[2] == ("- at its plateau (within 10% of its mean over episodes 9-12) from "
+                        f"episode: {'; '.join(plateau)}.")
+    # planning learns the maze from one episode: n = 50 needs far fewer steps in episode 2
+    n0, n50 = (float(x.split(" ")[1]) for x in ep2)
+    assert n50 < n0
+    # 12 episodes: the book's episode-2 checks only (the plateau checks need 40)
+    assert lines[3].startswith("- checks against the book: 2 consistent, 0 not; against "
+                               "the reference implementation ")
+    # the final-performance table names its window
+    assert "| variant | steps/episode, episodes 9-12 |" in report
+
+
+def test_tabular_headline_of_a_changing_maze_gives_the_reward_gap(tmp_path):
+    data = {"name": "block", "runs": 2, "seed": 0,
+            "env": {"id": "dyna/BlockingMaze-v0", "kwargs": {"change_at": 200}},
+            "schedule": {"total_steps": 400}, "defaults": {"n_planning": 5},
+            "variants": [{"name": "Dyna-Q", "agent": "dyna_q"},
+                         {"name": "Dyna-Q+", "agent": "dyna_q_plus"}],
+            "analysis": {"metrics": ["cumulative_reward"], "n_resamples": 200}}
+    folder, report = _run(tmp_path, data)
+    lines = _headline(report)
+    res = pl.read_parquet(folder / "results.parquet").filter(pl.col("step") == 400)
+    opts = dict(statistic="mean", confidence=0.95, n_resamples=200, seed=0)
+    finals = [f"{v} {ci(per_run_ci(res.filter(pl.col('variant') == v).sort('run')['cumulative_reward'].to_numpy().astype(float), **opts))}"  # noqa: E501
+              for v in ("Dyna-Q", "Dyna-Q+")]
+    assert lines[1] == f"- cumulative reward at step 400: {'; '.join(finals)}."
+    assert lines[2].startswith("- Dyna-Q+ minus Dyna-Q: ")
+    assert lines[2].endswith("book: Dyna-Q+ ahead).")
+
+
+# ---------------------------------------------------------------------------- escalation
+
+ESCALATION = {"kind": "escalation", "name": "hl_cost", "runs": 3, "seed": 2,
+              "risk_classes": ["low_stakes", "high_stakes"], "feedback": ["full"],
+              "scenarios": [{"name": "flat", "rates": [0.3, 0.95], "steps": 300}],
+              "variants": [{"name": "never", "rule": "never"},
+                           {"name": "always", "rule": "always"},
+                           {"name": "mean", "rule": "mean"}],
+              "analysis": {"n_resamples": 200, "svg": False, "checkpoints": 5}}
+
+
+def test_escalation_headline_names_the_best_policy_and_its_cost(tmp_path):
+    folder, report = _run(tmp_path, ESCALATION)
+    lines = _headline(report)
+    assert len(lines) == 4, lines
+    runs = pl.read_parquet(folder / "runs.parquet").with_columns(
+        (pl.col("total_cost") / pl.col("steps")).alias("per_task"))
+    opts = dict(statistic="mean", confidence=0.95, n_resamples=200, seed=2)
+    expected = []
+    for st in ("low_stakes", "high_stakes"):
+        g = runs.filter(pl.col("cost_setting") == st)
+        per = {v: g.filter(pl.col("variant") == v).sort("run")["per_task"].to_numpy()
+               for v in ("never", "always", "mean")}
+        best = min(per, key=lambda v: per[v].mean())
+        # two types at 0.3 and 0.95: learning which to escalate beats both fixed rules
+        assert best == "mean"
+        others = " and ".join(f"{r} escalating {fmt(per[r].mean())}"
+                              for r in ("always", "never"))
+        expected.append(f"{st}: `mean` {ci(per_run_ci(per['mean'], **opts))} against "
+                        f"{others}")
+    assert lines[1] == f"- lowest cost per task, {expected[0]}."
+    assert lines[2] == f"- {expected[1]}."
+    # at high stakes the runner-up's paired gap interval reaches 0 (3 runs)
+    assert lines[3] == ("- always escalating is (tied) best in 0 of 2 scenario/feedback/cost "
+                        "settings; the lowest regret is not separated from the runner-up's "
+                        "(paired 95% interval of the gap reaches 0) in flat/full/high_stakes; "
+                        "per setting see \"Lowest regret per cost setting\"; regret over "
+                        "tasks: `plots/regret_<scenario>_<feedback>.png`.")
+
+
+# ----------------------------------------------------------------------------- ablation
+
+def _ablation(store: str) -> dict:
+    return {"kind": "agent_tasks", "name": f"hl_abl_{store}", "runs": 2, "episodes": 40,
+            "seed": 0, "store": store, "variants": "all",
+            "env": {"n_families": 3, "n_tools": 6, "max_steps": 12},
+            "scenarios": [{"name": "clean"},
+                          {"name": "noisy", "env": {"false_success_rate": 0.3}}],
+            "analysis": {"final_window": 10, "n_resamples": 200, "late_from": 21,
+                         "tokens_window": 10}}
+
+
+@pytest.fixture(scope="module")
+def skill_ablation(tmp_path_factory):
+    """A small full ablation's folder and report (the report alone: its plots are
+    tests/test_plots_show.py's)."""
+    from dyna.experiment.kinds.agent_tasks.kind import AgentTasksKind
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(AgentTasksKind, "render",
+                   lambda self, out, folder: [self.write_report(out, folder)])
+        return _run(tmp_path_factory.mktemp("abl"), _ablation("skill"))
+
+
+def test_ablation_headline_names_inert_safeguards_and_identical_scenarios(skill_ablation):
+    from dyna.loops import LoopConfig
+
+    folder, report = skill_ablation
+    lines = _headline(report)
+    assert 4 <= len(lines) <= 5, lines
+    assert lines[0] == "- 18 variants x 2 scenarios x 2 runs x 40 episodes, skill store."
+    runs = pl.read_parquet(folder / "runs.parquet")
+    loop = runs.filter(pl.col("variant") == "skill_loop")
+    never = sorted(sw for sw in LoopConfig.SWITCHES if int(loop[f"acted_{sw}"].sum()) == 0)
+    assert never, "the small run should leave some safeguard unused"
+    inert = next(x for x in lines if x.startswith("- never acted"))
+    assert inert == (f"- never acted in any scenario ({len(never)} safeguards, their "
+                     "ablations repeat the full loop's runs): "
+                     + ", ".join(f"`{sw}`" for sw in never) + ".")
+    # which variants give the same runs in `noisy` as in `clean`, counted independently
+    cols = [c for c in runs.columns if c != "scenario"]
+    same = sum(runs.filter((pl.col("scenario") == "noisy") & (pl.col("variant") == v))
+               .sort("run").select(cols).equals(
+                   runs.filter((pl.col("scenario") == "clean") & (pl.col("variant") == v))
+                   .sort("run").select(cols))
+               for v in runs["variant"].unique())
+    # as in the shipped ablation (17 of 18 variants there too)
+    assert same == 17
+    assert lines[-1] == ("- `noisy` is bit-identical to `clean` for 17 of 18 variants "
+                         "(every per-run result: the scenario's setting changed nothing for "
+                         "them).")
+
+
+def test_ablation_headline_gives_the_largest_effect_per_scenario(skill_ablation):
+    from dyna.experiment.kinds.agent_tasks.ablation_report import largest_effects
+    from dyna.experiment.kinds.agent_tasks.analysis import exploratory_cells
+    from dyna.experiment.runner import load_output
+
+    folder, report = skill_ablation
+    out = load_output(folder)
+    runs = out.tables["runs"]
+    effects = largest_effects(out.config, runs, exploratory_cells(out.config, runs))
+    line = next(x for x in _headline(report) if x.startswith("- largest effect"))
+    for s, (switch, metric, iv, base) in effects.items():
+        # the largest relative effect: no other tested cell of the scenario is larger
+        loop = runs.filter((pl.col("scenario") == s) & (pl.col("variant") == "skill_loop"))
+        off = runs.filter((pl.col("scenario") == s)
+                          & (pl.col("variant") == f"skill_loop-no_{switch}"))
+        d = off.sort("run")[metric].to_numpy() - loop.sort("run")[metric].to_numpy()
+        assert float(iv.estimate) == pytest.approx(float(np.mean(d)))
+        assert base == pytest.approx(float(loop[metric].mean()))
+        assert f"`{s}`: no_{switch}, " in line
+    assert len(effects) >= 1
+
+
+def test_ablation_tables_name_windows_and_split_by_question(skill_ablation):
+    _, report = skill_ablation
+    clean = report[report.index("## Scenario `clean`"):report.index("## Scenario `noisy`")]
+    assert re.findall(r"^### (.+)$", clean, re.M) == ["Does it learn?", "At what cost?",
+                                                      "Is it safe?"]
+    assert ("| variant | final success rate, episodes 31-40 | success rate, episodes 21-40 "
+            "| recovery (episodes) |") in clean
+    assert "| tokens per success, episodes 31-40 |" in clean
+    assert "late_from" not in report and "tokens_window" not in clean
+    # the oracle succeeds in every run alike: one number per cell, no IQM
+    row = next(x for x in clean.splitlines() if x.startswith("| `oracle` |"))
+    assert "IQM" not in row.split(" | ")[1]
+
+
+def test_a_partial_ablation_keeps_the_agent_tasks_headline(tmp_path):
+    from dyna.experiment.kinds.agent_tasks.ablation_report import is_full_ablation
+
+    data = {**_ablation("skill"), "variants": ["no_learning", "skill_loop",
+                                               "skill_loop-no_dating"]}
+    assert not is_full_ablation(parse_experiment(data))
+    assert is_full_ablation(parse_experiment(_ablation("memory")))
