@@ -95,3 +95,17 @@ def test_the_refused_step_changes_nothing():
     assert (steps, terminated, truncated) == (1000, True, False)
     _refused(esc, 0)
     assert esc._t == 1000
+
+
+def test_the_video_extra_installs_what_record_video_needs():
+    """Gymnasium's ``RecordVideo`` imports moviepy, which none of dyna's dependencies
+    brings: the ``video`` extra does, and the Dyna-core page says how to install it."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    with open(root / "pyproject.toml", "rb") as fh:
+        project = tomllib.load(fh)["project"]
+    assert project["optional-dependencies"]["video"] == ["moviepy>=1.0"]
+    assert not any(dep.startswith("moviepy") for dep in project["dependencies"])
+    assert 'pip install -e ".[video]"' in (root / "docs" / "dyna-core.md").read_text()
