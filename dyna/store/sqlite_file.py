@@ -350,9 +350,11 @@ def open_failure(path: str, exc: sqlite3.Error, read_only: bool, doing: str = "o
 
 
 #: Byte of the ``-shm`` file every connection using it holds a shared lock on (SQLite's
-#: "dead man switch", WALINDEX_LOCK_OFFSET + 8 in os_unix.c): a process that can lock it
-#: exclusively knows no connection uses the index.
-_SHM_DMS = 128
+#: "dead man switch", WALINDEX_LOCK_OFFSET + 8 in os_unix.c), and the byte range of the
+#: database file every open connection holds a shared lock in (SHARED_FIRST, SHARED_SIZE:
+#: PENDING_BYTE + 2, 510 bytes), which a new connection takes before it opens the ``-shm``.
+_SHM_DMS = (128, 1)
+_DB_SHARED = (0x40000000 + 2, 510)
 
 
 def companions(path) -> set[str]:
@@ -360,28 +362,59 @@ def companions(path) -> set[str]:
     return {s for s in ("-wal", "-shm") if os.path.lexists(f"{path}{s}")}
 
 
+def _has_locks(paths) -> bool:
+    """True when any process (this one included) holds a lock on one of ``paths``, by
+    ``/proc/locks`` (True when it cannot be read: then nothing may be assumed)."""
+    try:
+        with open("/proc/locks") as fh:   # "1: POSIX ADVISORY READ pid maj:min:inode a b"
+            rows = [line.split() for line in fh if line.strip()]
+        held = {r[6] if r[1] == "->" else r[5] for r in rows}   # ("->": a waiter)
+    except (OSError, IndexError):
+        return True
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+        if f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}" in held:
+            return True
+    return False
+
+
+def _lock_exclusive(fd: int, where: tuple[int, int]) -> None:
+    """An open-file-description write lock on bytes ``where`` (start, length) of ``fd``;
+    OSError when anyone holds a lock there."""
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK,
+                struct.pack("hhqqixxxx", fcntl.F_WRLCK, os.SEEK_SET, *where, 0))
+
+
 def drop_new_companions(path, before: set[str]) -> list[str]:
     """Remove the ``-wal`` / ``-shm`` companions of ``path`` that a read-only open made (not
-    in ``before``), as SQLite does when its last connection closes: only while no
-    connection uses the index (an exclusive lock on its dead-man-switch byte, taken as an
-    open-file-description lock so a connection of this process counts too) and only an
-    empty ``-wal`` (no frame of anyone's is lost). Returns the names removed; best effort,
-    never raises."""
+    in ``before``), as SQLite does when its last connection closes, and only when no
+    connection can be using them: no process holds a lock on the file or its ``-shm``
+    (``/proc/locks``, checked before any descriptor is opened, since closing one would drop
+    this process's POSIX locks on the file), the database's shared-lock range and the
+    index's dead-man-switch byte are locked exclusively while the files are removed (a new
+    connection waits), and the ``-wal`` is empty (no frame of anyone's is lost). Returns
+    the names removed; best effort, never raises."""
     new = companions(path) - set(before)
-    if not new or not hasattr(fcntl, "F_OFD_SETLK"):
-        return []
     wal, shm = f"{path}-wal", f"{path}-shm"
+    if not new or not hasattr(fcntl, "F_OFD_SETLK") or _has_locks((path, shm)):
+        return []
     if os.path.lexists(wal) and ("-wal" not in new or os.path.getsize(wal) != 0):
         return []
-    removed = []
+    removed, fds = [], []
     try:
-        fd = os.open(shm, os.O_RDWR | os.O_NOFOLLOW) if os.path.lexists(shm) else None
-    except OSError:
-        return []
-    try:
-        if fd is not None:
-            lock = struct.pack("hhqqixxxx", fcntl.F_WRLCK, os.SEEK_SET, _SHM_DMS, 1, 0)
-            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, lock)
+        try:        # (a write lock needs a descriptor open for writing)
+            fds.append(os.open(path, os.O_RDWR | os.O_NOFOLLOW))
+            _lock_exclusive(fds[-1], _DB_SHARED)
+        except PermissionError:   # a file this process may not write: the index lock alone
+            pass
+        if os.path.lexists(shm):
+            fds.append(os.open(shm, os.O_RDWR | os.O_NOFOLLOW))
+            _lock_exclusive(fds[-1], _SHM_DMS)
         for suffix in ("-wal", "-shm"):
             if suffix in new:
                 os.unlink(f"{path}{suffix}")
@@ -389,7 +422,7 @@ def drop_new_companions(path, before: set[str]) -> list[str]:
     except OSError:
         pass
     finally:
-        if fd is not None:
+        for fd in fds:
             os.close(fd)
     return removed
 
