@@ -77,6 +77,9 @@ def make_library(root):
     mem = MemoryStore(root / "MEMORY.md")
     mem.add("The deploy host is alpha.example.org", "person", "user", "r1")
     mem.stage("The build server is beta.example.org", "web", "r2")
+    for text in ("The build cache lives in /var/cache/build",       # to merge
+                 "The build cache lives in /var/cache/build now", "Always be careful"):
+        mem.add(text, "loop", "trusted", "r3")
     (root / "body.md").write_text("Run `make rollback-staging`, then open the health page.\n")
 
 
@@ -100,6 +103,7 @@ LIBRARY_COMMANDS = {
     "memory add": ["memory", "add", "DISK/MEMORY.md", "The test port is 8080 today"],
     "memory approve": ["memory", "approve", "DISK/MEMORY.md", "m0001"],
     "memory reject": ["memory", "reject", "DISK/MEMORY.md", "m0001"],
+    "memory consolidate": ["memory", "consolidate", "DISK/MEMORY.md"],
     "skills add": ["skills", "add", "DISK/skills", "--name", "rollback-staging",
                    "--description", "Roll back the staging web app", "--trigger", "rollback",
                    "--body", "DISK/body.md"],
@@ -120,7 +124,7 @@ def test_every_library_command_on_a_full_disk_changes_nothing_and_says_enospc(di
                       histories(disk) == logs)
         assert err.startswith("dyna: error: ") and "Traceback" not in err, (name, err)
     assert done == {name: (2, 1, True, True, True) for name in LIBRARY_COMMANDS}
-    assert len(done) == 7
+    assert len(done) == 8
 
 
 def test_store_commands_on_a_full_disk_name_enospc_never_damage(disk, capsys, tmp_path):
