@@ -129,6 +129,14 @@ def test_reference_run_matches_the_kernel_by_hand(tmp_path):
     assert "fewest mean updates until optimal (optimal_tolerance = 1.2, protocol " \
         "'reference') per sweep point: " in head
     assert "steps per episode over the last" not in head
+    means = {(v, k): float(runs.filter((pl.col("variant") == v) & (pl.col("resolution") == k))
+                           ["updates_to_optimal"].drop_nulls().mean())
+             for v in ("Dyna-Q", "PS") for k in (1, 2)}
+    ratios = "; ".join(f"resolution={k}: "
+                       f"{means[('Dyna-Q', k)] / means[('PS', k)]:.2g}"
+                       for k in (1, 2))
+    assert ("- updates until optimal, Dyna-Q / prioritized sweeping (book: 5 to 10, growing "
+            f"with the maze): {ratios}.") in head
     # the size axis counts free states; no steps-per-episode 'sensitivity' of stopped runs
     plots = sorted(p.name for p in (tmp_path / "o" / "plots").iterdir())
     assert plots == ["updates_to_optimal.png", "updates_to_optimal.svg"]

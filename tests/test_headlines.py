@@ -241,3 +241,19 @@ def test_a_partial_ablation_keeps_the_agent_tasks_headline(tmp_path):
                                                "skill_loop-no_dating"]}
     assert not is_full_ablation(parse_experiment(data))
     assert is_full_ablation(parse_experiment(_ablation("memory")))
+
+
+def test_a_sweep_headline_gives_each_variant_its_range_over_the_points():
+    from dyna.experiment.kinds.tabular.headline import _named
+
+    entries = [("n=0", {"alpha": 0.1}, "500 [400, 600]", 500.0),
+               ("n=0", {"alpha": 0.5}, "500 [400, 600]", 500.0),
+               ("n=5", {"alpha": 0.1}, "7 [3, 7]", 7.0),
+               ("n=5", {"alpha": 0.5}, "7 [5, 9]", 7.0),
+               ("n=50", {"alpha": 0.1}, "41 [29, 53]", 41.0),
+               ("n=50", {"alpha": 0.5}, "37.5 [29, 46]", 37.5)]
+    assert _named(entries) == ("n=0 500 [400, 600] at every sweep point; n=5 7 at every "
+                               "sweep point; n=50 37.5 [29, 46] (alpha=0.5) to 41 [29, 53] "
+                               "(alpha=0.1)")
+    assert _named([("a", {}, "1 [0, 2]", 1.0), ("b", {}, "3 [2, 4]", 3.0)]) == \
+        "a 1 [0, 2]; b 3 [2, 4]"

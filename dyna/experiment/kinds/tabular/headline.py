@@ -117,14 +117,31 @@ def _episode_text(iv: Interval) -> str:
     return f"{float(iv.estimate):.0f} [{float(iv.low):.0f}, {float(iv.high):.0f}]"
 
 
-def _named(items: list[str]) -> str:
-    """``items`` joined by "; ", the first :data:`MAX_NAMED` and how many more."""
+def _named(entries: list[tuple]) -> str:
+    """Headline text of ``(variant name, point, text, estimate)`` entries: without a
+    sweep, each name and its text joined by "; " (the first :data:`MAX_NAMED` and how many
+    more); with one, per variant its text when every point gives the same one, else its
+    lowest and highest estimate with their points (the estimate alone when only the
+    intervals differ)."""
+    by: dict[str, list[tuple]] = {}
+    for name, point, text, est in entries:
+        by.setdefault(name, []).append((point, text, est))
+    items = []
+    for name, got in by.items():
+        if len(got) == 1:
+            items.append(f"{name} {got[0][1]}")
+        elif len({text for _, text, _ in got}) == 1:
+            items.append(f"{name} {got[0][1]} at every sweep point")
+        elif len({est for _, _, est in got}) == 1:     # the intervals alone differ
+            items.append(f"{name} {got[0][1].split(' [')[0]} at every sweep point")
+        else:
+            finite = [g for g in got if math.isfinite(g[2])] or got
+            lo = min(finite, key=lambda g: g[2])
+            hi = max(finite, key=lambda g: g[2])
+            items.append(f"{name} {lo[1]} ({point_label(lo[0])}) to {hi[1]} "
+                         f"({point_label(hi[0])})")
     more = len(items) - MAX_NAMED
     return "; ".join(items[:MAX_NAMED]) + (f"; and {more} more" if more > 0 else "")
-
-
-def _who(variant, point: dict) -> str:
-    return variant.name + (f" ({point_label(point)})" if point else "")
 
 
 def _smoothed_steps(out: "ExperimentOutput") -> pl.DataFrame:
@@ -150,16 +167,17 @@ def _episode_lines(out: "ExperimentOutput") -> list[str]:
     for variant, _p, point in groups(out):
         res = select(out.results, variant.name, point)
         ep2 = res.filter(pl.col("episode") == 2).sort("run").get_column("steps").to_numpy()
-        second.append(f"{_who(variant, point)} {ci(per_run_ci(ep2, **opts))}")
+        iv2 = per_run_ci(ep2, **opts)
+        second.append((variant.name, point, ci(iv2), float(iv2.estimate)))
         curves = (select(smooth, variant.name, point).sort("run", "episode")
                   .get_column("steps").cast(pl.Float64).to_numpy().reshape(-1, E))
         iv = plateau_episode(curves, K, confidence=c.analysis.confidence,
                              n_resamples=c.analysis.n_resamples, seed=c.seed)
-        plateau.append(f"{_who(variant, point)} {_episode_text(iv)}")
+        plateau.append((variant.name, point, _episode_text(iv), float(iv.estimate)))
         if c.schedule.eval_every and out.evals is not None:
-            ev = select(out.evals, variant.name, point)
-            evals.append(f"{_who(variant, point)} "
-                         f"{ci(per_run_ci(per_run(ev, 'score', last=1), **opts))}")
+            ev = per_run_ci(per_run(select(out.evals, variant.name, point), "score", last=1),
+                            **opts)
+            evals.append((variant.name, point, ci(ev), float(ev.estimate)))
     smooth_words = (f", each run's {c.analysis.smooth}-episode moving average"
                     if c.analysis.smooth > 1 else "")
     lines = [f"- steps in episode 2 ({stat} [{c.analysis.confidence:.0%} CI]): "
@@ -179,7 +197,8 @@ def _reward_lines(out: "ExperimentOutput") -> list[str]:
     for variant, _p, point in groups(out):
         final = per_run(select(out.results, variant.name, point), "cumulative_reward", last=1)
         finals.setdefault(variant.agent, final)
-        text.append(f"{_who(variant, point)} {ci(per_run_ci(final, **opts))}")
+        iv = per_run_ci(final, **opts)
+        text.append((variant.name, point, ci(iv), float(iv.estimate)))
     lines = [f"- cumulative reward at step {c.schedule.total_steps:,}: {_named(text)}."]
     if "dyna_q_plus" in finals and "dyna_q" in finals and len(c.sweep_points()) == 1:
         d = diff_ci(finals["dyna_q_plus"], finals["dyna_q"], **opts)
@@ -189,27 +208,39 @@ def _reward_lines(out: "ExperimentOutput") -> list[str]:
     return lines
 
 
-def _updates_line(out: "ExperimentOutput") -> str:
+def _updates_lines(out: "ExperimentOutput") -> list[str]:
     """For ``stop_at_optimal`` runs: which variant needs the fewest mean updates until
-    optimal at how many sweep points."""
+    optimal at how many sweep points, and (with a Dyna-Q and a prioritized-sweeping
+    variant) the ratio of their means per sweep point (Example 8.4's measure)."""
     c = out.config
     wins: dict[str, int] = {}
     points = c.sweep_points()
+    per_point = []
     for point in points:
         means = {}
         for v in c.variants:
             found = select(out.runs, v.name, point).get_column("updates_to_optimal")
             found = found.drop_nulls().to_numpy()
             if found.size:
+                means[v.agent] = means.get(v.agent, float(found.mean()))
                 means[v.name] = float(found.mean())
-        if means:
-            w = min(means, key=means.get)
+        per_point.append(means)
+        named = {v.name: means[v.name] for v in c.variants if v.name in means}
+        if named:
+            w = min(named, key=named.get)
             wins[w] = wins.get(w, 0) + 1
     tol = f"optimal_tolerance = {c.schedule.optimal_tolerance:g}"
     told = ", ".join(f"`{v}` at {n} of {len(points)}" for v, n in
                      sorted(wins.items(), key=lambda kv: -kv[1]))
-    return (f"- fewest mean updates until optimal ({tol}, protocol "
-            f"{c.schedule.optimal_protocol!r}) per sweep point: {told or 'none found'}.")
+    lines = [f"- fewest mean updates until optimal ({tol}, protocol "
+             f"{c.schedule.optimal_protocol!r}) per sweep point: {told or 'none found'}."]
+    pair = ("dyna_q", "prioritized_sweeping")
+    ratios = [f"{point_label(pt) or 'the maze'}: {m[pair[0]] / m[pair[1]]:.2g}"
+              for pt, m in zip(points, per_point) if all(m.get(a, 0) > 0 for a in pair)]
+    if ratios:
+        lines.append("- updates until optimal, Dyna-Q / prioritized sweeping (book: 5 to 10, "
+                     f"growing with the maze): {'; '.join(ratios)}.")
+    return lines
 
 
 def _checks_line(check_lines: list[str]) -> list[str]:
@@ -249,7 +280,7 @@ def headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
     lines = [f"- {len(c.variants)} variants{where} x {c.runs} runs on `{c.env.id}`, "
              f"{sched} each."]
     if c.schedule.stop_at_optimal:
-        lines.append(_updates_line(out))
+        lines += _updates_lines(out)
     elif c.schedule.episodes is not None:
         lines += _episode_lines(out)
     else:
