@@ -69,3 +69,14 @@ def test_the_store_example_finds_40_episodes_every_time_it_runs(tmp_path, monkey
         exec(compile(code, "docs/experience-store.md", "exec"), {})
     assert capsys.readouterr().out == "40\n40\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_toml_example_checks_the_book_at_resolution_1_only(tmp_path):
+    from dyna.experiment.runner import run_experiment
+
+    out = run_experiment(_toml_example().with_overrides(runs=3), tmp_path / "out")
+    report = (out / "report.md").read_text()
+    verdicts = [ln for ln in report.splitlines() if ln.startswith("- ") and "(book: " in ln]
+    assert len(verdicts) == 1     # n=5's plateau at resolution 1; none at resolutions 2, 3
+    assert verdicts[0].startswith("- n=5: episodes 41-50 average ")
+    assert report.count("NOT consistent") == 0

@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from dyna.experiment.kinds.tabular.headline import headline
-from dyna.experiment.kinds.tabular.reference import ALPHA
+from dyna.experiment.kinds.tabular.reference import ALPHA, applies
 from dyna.experiment.kinds.tabular.selection import groups as _groups
 from dyna.experiment.kinds.tabular.selection import per_run as _per_run
 from dyna.experiment.kinds.tabular.selection import point_label as _point_label
@@ -201,6 +201,8 @@ def _check_figure_8_2(out: "ExperimentOutput") -> list[str]:
         named.append(name == variant.name)
         rows.append([variant.name, *point.values(), n if n is not None else "-", ci(ci2),
                      ci(cil)])
+        if not applies("figure_8_2", out.config.env.id, out.config.env_kwargs(point)):
+            continue        # the book's numbers are about the Dyna maze at resolution 1
         e2 = float(ci2.estimate)
         if n == 0 and math.isfinite(e2):
             verdicts.append(f"- {name}: episode 2 takes {fmt(e2)} steps (book: several "
@@ -237,7 +239,7 @@ def _ours(out: "ExperimentOutput", summary) -> np.ndarray | None:
     c = out.config
     points = c.sweep_points()
     if summary.check == "figure_8_2":
-        if len(points) != 1:
+        if len(points) != 1 or not applies("figure_8_2", c.env.id, c.env_kwargs(points[0])):
             return None
         v = next((v for v in c.variants if _n_of(v) == summary.who), None)
         E = c.schedule.episodes or 0
