@@ -8,7 +8,8 @@ found through :mod:`dyna.experiment.registry`) in four steps:
    fails cleanly), the output folder is checked, and the runs are split into jobs
    (:class:`dyna.experiment.backends.Job`: a variant at a sweep point for a block of run
    indices);
-2. **execute** (:func:`execute`): the jobs run on a backend with a progress bar;
+2. **execute** (:func:`execute`): the jobs run on a backend; every stage of steps 2-4 is
+   shown as it goes (:mod:`dyna.experiment.progress`);
 3. **write** (:func:`write_output`): the results are put in canonical order (variant, point,
    first run index) and the kind's tables (``<name>.parquet``) and ``manifest.json``
    (:func:`run_manifest`: validated config and its hash, seed, package versions, the git
