@@ -121,7 +121,10 @@ def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=F
     styles = ["-", "--", ":", "-."]
     with figure(figsize=(8.5, 4.5)) as fig:
         ax = fig.add_subplot()
-        groups = summary.group_by(["variant", *keys], maintain_order=True)
+        order = list(colors)   # the config's variant order, also the legend's
+        groups = sorted(summary.group_by(["variant", *keys], maintain_order=True),
+                        key=lambda kg: order.index(kg[0][0]) if kg[0][0] in order else
+                        len(order))
         drawn = []
         for j, (key, g) in enumerate(groups):
             row = dict(zip(["variant", *keys], key))
