@@ -29,6 +29,9 @@ and then the new outcome is added with its weight. After m updates with outcomes
 (and likewise ``b`` with ``1 - s_j``), so the j-th most recent outcome counts
 ``discount**(j - 1)``; the effective number of observations is bounded by
 ``1 / (1 - discount)``. ``discount = 1`` is the stationary conjugate update.
+
+A decision on a posterior mean at a threshold (escalation, retirement) is computed without
+floating-point rounding by :func:`dyna.ties.mean_below`.
 """
 
 from __future__ import annotations

@@ -120,6 +120,31 @@ def check_range(field: str, value, lo=None, hi=None, *, lo_open=False, hi_open=F
     return value
 
 
+def check_time(field: str, value):
+    """A timezone-aware :class:`datetime.datetime` in UTC; raise :class:`ConfigError`
+    naming ``field`` otherwise.
+
+    Every time dyna keeps is timezone-aware, and every date it derives from one is the UTC
+    date (``check_time(field, now).date()``). A time at UTC offset 0 is returned as given;
+    another offset is converted to UTC.
+
+    Raises
+    ------
+    ConfigError
+        ``value`` is not a datetime (its type is named), or is naive (no timezone: its UTC
+        date cannot be known).
+    """
+    import datetime as _dt
+
+    if not isinstance(value, _dt.datetime):
+        raise ConfigError(field, type(value).__name__, "must return a datetime.datetime")
+    offset = value.utcoffset()
+    if offset is None:
+        raise ConfigError(field, _dt.datetime.isoformat(value), "must be timezone-aware (a naive "
+                          "datetime has no UTC date); use datetime.now(timezone.utc)")
+    return value if not offset else value.astimezone(_dt.timezone.utc)
+
+
 class StoreError(DynaError, OSError):
     """A persistence store could not do what was asked (disk full, read-only, bad schema)."""
 

@@ -34,16 +34,17 @@ def _texts(n, longest, seed=0):
 
 def _content_words(text):
     seen = {}
-    for w in re.findall(r"\w+", text.casefold()):
+    for w in re.findall(r"\w+", T.identity_text(text)):
         if len(w) > 1 and w not in T.STOPWORDS:
             seen.setdefault(w, None)
     return tuple(seen)
 
 
 def _concrete_parts(text):
+    text = unicodedata.normalize("NFKC", text)
     parts = set()
     for rx in (T._NUMBER_RE, T._PATH_RE, T._FLAG_RE, T._NAME_RE):
-        parts.update(m.strip().casefold() for m in rx.findall(text))
+        parts.update(T.identity_text(m.strip()) for m in rx.findall(text))
     return tuple(sorted(p for p in parts if p))
 
 

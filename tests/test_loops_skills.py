@@ -371,16 +371,19 @@ def test_memory_backend_same_behaviour(tmp_path):
 
 
 def test_record_times_follow_the_clock_through_equal_instants_in_other_offsets():
-    # _now keeps the last ISO text: the same instant with another UTC offset, a naive
-    # clock reading or a later second must not reuse it
+    # the same instant with another UTC offset is written in UTC; a later second is not
+    # the earlier one's text; a naive clock reading is refused
     utc = dt.datetime(2026, 5, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
     plus2 = utc.astimezone(dt.timezone(dt.timedelta(hours=2)))
-    readings = [utc, utc.replace(microsecond=999), plus2, utc.replace(tzinfo=None),
-                utc + dt.timedelta(seconds=1), utc]
+    readings = [utc, utc.replace(microsecond=999), plus2, utc + dt.timedelta(seconds=1), utc]
     ticks = iter(readings)
     lib = SkillLibrary()
     lib._clock = lambda: next(ticks)
     assert [lib._now() for _ in readings] == [
         "2026-05-01T12:00:00+00:00", "2026-05-01T12:00:00+00:00",
-        "2026-05-01T14:00:00+02:00", "2026-05-01T12:00:00", "2026-05-01T12:00:01+00:00",
+        "2026-05-01T12:00:00+00:00", "2026-05-01T12:00:01+00:00",
         "2026-05-01T12:00:00+00:00"]
+    lib._clock = lambda: utc.replace(tzinfo=None)
+    with pytest.raises(ConfigError) as e:
+        lib._now()
+    assert e.value.field == "clock"

@@ -18,6 +18,7 @@ import numpy as np
 from dyna.competence import BetaCompetence, beta_interval, prior_shapes
 from dyna.errors import ConfigError, check_range
 from dyna.escalation.policies import LowerBoundThreshold, MeanThreshold, Policy
+from dyna.ties import mean_below
 
 __all__ = ["RISK_CLASSES", "SUCCESS_LABEL", "EscalationDecision", "EscalationPolicy",
            "Evidence", "RiskClass", "ThresholdPolicy", "evidence_from_history",
@@ -125,7 +126,10 @@ class ThresholdPolicy:
 
     Rule: escalate iff ``n_evidence < min_episodes`` or ``s < threshold`` with
     ``s = a / (a + b)`` (``statistic="mean"``) or ``s = B^-1((1 - level) / 2; a, b)``
-    (``statistic="lower"``, the lower end of the equal-tailed credible interval).
+    (``statistic="lower"``, the lower end of the equal-tailed credible interval). Ties do
+    not escalate: the mean, a rational of the inputs, is compared exactly
+    (:func:`dyna.ties.mean_below`, so 8 successes of 10 reach a threshold of 0.8);
+    the lower bound, irrational in general, as a float.
     """
 
     statistic: str = "mean"
@@ -160,7 +164,8 @@ class ThresholdPolicy:
                 text = (f"{evidence.n_evidence:g} {counted} of {evidence.task_type!r}, fewer "
                         f"than min_episodes={min_episodes}")
             escalate = True
-        elif stat < threshold:
+        elif (mean_below(evidence.a, evidence.b, threshold) if self.statistic == "mean"
+              else stat < threshold):
             escalate, reason = True, "below_threshold"
             text = (f"{self.statistic} competence {stat:.4f} of {evidence.task_type!r} "
                     f"({evidence.n_success:g}/{evidence.n_evidence:g} {counted}) is below "

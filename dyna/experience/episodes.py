@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -64,12 +65,22 @@ def positive_int(name: str, value, hi: int | None = None) -> int:
     return checked(name, value, 1, hi, integer=True)
 
 
-def check_tenant(tenant_id) -> str:
-    """A tenant id: a non-empty string (matched exactly) of at most
-    :data:`dyna.buffer.schema.MAX_LABEL_CHARS` characters without NUL, else ConfigError."""
+def check_tenant(tenant_id, field: str = "tenant_id") -> str:
+    """A tenant id: a non-empty string of at most :data:`dyna.buffer.schema.MAX_LABEL_CHARS`
+    characters without NUL, already in Unicode NFKC form, else ConfigError (naming
+    ``field``).
+
+    Tenants are matched exactly, byte for byte (as PostgreSQL's row-level security compares
+    them), never folded: a tenant that NFKC would change (``"ｔ1"``, ``"e\u0301"``) is
+    refused rather than stored under a second spelling of the same name.
+    """
     if tenant_id is None or not isinstance(tenant_id, str) or not tenant_id:
-        raise ConfigError("tenant_id", tenant_id, "a non-empty tenant id is required")
-    check_label_text("tenant_id", tenant_id)
+        raise ConfigError(field, tenant_id, "a non-empty tenant id is required")
+    check_label_text(field, tenant_id)
+    if not tenant_id.isascii() and not unicodedata.is_normalized("NFKC", tenant_id):
+        raise ConfigError(field, tenant_id, "must be in Unicode NFKC form (tenants are "
+                          "compared byte for byte); its NFKC form is "
+                          f"{unicodedata.normalize('NFKC', tenant_id)!r}")
     return tenant_id
 
 

@@ -222,7 +222,8 @@ class StoreMaintenance:
 
         A ``timestamp`` may be ISO 8601 text with a timezone or seconds since the epoch
         (JSONL), a timezone-aware Datetime or seconds (Parquet); a time without a timezone
-        is refused (ConfigError naming it).
+        is refused (ConfigError naming it), and so is a record's tenant that
+        :func:`dyna.experience.episodes.check_tenant` refuses (``tenant_id[i]``).
 
         Torn or corrupt JSONL lines are skipped and reported; a batch an appending writer
         did not finish is dropped whole and reported (:func:`dyna.store.jsonl.read_jsonl`).
@@ -247,6 +248,8 @@ class StoreMaintenance:
             (``skipped_lines``), ``dropped_batches`` and the ``dropped_records`` in them.
         """
         self._live.refuse_if_read_only("import_data")
+        if tenant_id is not None:
+            tenant_id = check_tenant(tenant_id)   # before the file is read
         p = Path(path)
         if format is None:
             format = "parquet" if p.suffix == ".parquet" else "jsonl"
@@ -258,8 +261,13 @@ class StoreMaintenance:
             cols = columns_from_records(recs, self.dim)
         else:
             cols = store_parquet.read_parquet(p, RECORD_SCHEMA, self.dim)
+        first: dict = {}
+        for i, t in enumerate(cols["tenant_id"]):
+            first.setdefault(t, i)
+        for t, i in first.items():   # the file's tenants, each by the rule of a given one
+            check_tenant(t, f"tenant_id[{i}]")
         if tenant_id is not None:
-            keep = np.asarray(cols["tenant_id"] == check_tenant(tenant_id), dtype=bool)
+            keep = np.asarray(cols["tenant_id"] == tenant_id, dtype=bool)
             cols = {k: np.asarray(v)[keep] for k, v in cols.items()}
         n = len(cols["id"])
         if n:

@@ -84,11 +84,17 @@ def _transitions(acts, b0, b1, reward, names, bin_count: int) -> list[dict]:
 def _priority_candidates(buf: ExperienceBuffer, cand: np.ndarray, ids, priorities,
                          priority_exponent) -> tuple[np.ndarray, np.ndarray]:
     """Rows of the caller's episode ids among the candidates, and their sampling weights
-    ``|p| ** priority_exponent``."""
+    ``|p| ** priority_exponent``; a repeated id is refused (ConfigError naming
+    ``ids[j]``), never summed or silently dropped."""
     if ids is None or priorities is None:
         raise ConfigError("priorities", priorities, "strategy 'priority' needs ids "
                           "and priorities")
     ids_a = np.asarray(ids, dtype=np.int64).reshape(-1)
+    first: dict[int, int] = {}
+    for j, i in enumerate(ids_a.tolist()):
+        if first.setdefault(i, j) != j:   # a second priority would double its weight
+            raise ConfigError(f"ids[{j}]", i, f"repeats ids[{first[i]}]: each episode id "
+                              "may be given once, with its one priority")
     p = float64s("priorities", priorities)
     if p.shape != ids_a.shape:
         raise ConfigError("priorities", p.size, f"must have one per id ({ids_a.size})")
@@ -356,8 +362,9 @@ class StoreQueries:
         Raises
         ------
         ConfigError
-            A bad ``batch_size``, ``strategy``, ``seed``, ``half_life_seconds``, or
-            ``ids`` / ``priorities`` that do not match.
+            A bad ``batch_size``, ``strategy``, ``seed``, ``half_life_seconds``,
+            ``ids`` / ``priorities`` that do not match, or an id given twice (each id once,
+            with its one priority: field ``ids[j]``).
         StoreDamagedError
             A sampled episode's stored dict field is not JSON (named with the store and the
             episode id, never the text); the file is left as it was.

@@ -27,12 +27,12 @@ __all__ = ["TempFolder", "check_writable", "default_out_dir", "rename_into_place
 
 
 def default_out_dir(config, root: str | Path = "runs") -> Path:
-    """``<root>/<name>-<YYYYmmdd-HHMMSS>-<4 hex>`` (with ``-2``, ``-3``... if taken).
+    """``<root>/<name>-<YYYYmmdd-HHMMSS>-<4 hex>`` (UTC; with ``-2``, ``-3``... if taken).
 
     The random suffix keeps two runs of one experiment started in the same second apart
     (it comes from the operating system, not from the experiment's seed, so it changes no
     result)."""
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     base = Path(root) / f"{config.name}-{stamp}-{os.urandom(2).hex()}"
     path, k = base, 1
     while path.exists():

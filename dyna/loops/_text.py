@@ -3,11 +3,18 @@
 One place for: tokenising text for trigger matching (whole words, phrases, punctuation
 kept apart so ``/plan`` is matchable), normalising a fact for de-duplication, spotting the
 concrete parts of a lesson (commands, files, values, names) and a word-set similarity.
+
+Text compared for identity (facts, triggers, dedup keys, matched words) is compared after
+one normalisation, :func:`identity_text` (Unicode NFKC, case-folded): ``"Ｄeploy"``,
+``"DEPLOY"`` and ``"deploy"`` are one word, and so are ``"déploy"`` composed and
+``"de\u0301ploy"`` decomposed. Skill names are the exception that keeps its own rule
+(:func:`dyna.loops.skills.check_skill_name`): NFKC, and refused unless lowercase.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -26,6 +33,20 @@ up us was we were what when where which while who why will with you your use usi
 """.split())
 
 
+def identity_text(text: str) -> str:
+    """``text`` as compared for identity: Unicode NFKC, case-folded, NFKC again (Unicode's
+    NFKC_Casefold order, so the result is itself NFKC). ASCII text is only case-folded.
+
+    >>> identity_text("Ｄeploy") == identity_text("DEPLOY") == "deploy"
+    True
+    >>> identity_text("de\u0301ploy") == identity_text("d\u00e9ploy") == "d\u00e9ploy"
+    True
+    """
+    if text.isascii():
+        return text.casefold()
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
 @lru_cache(maxsize=1 << 13)
 def tokenize(text: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
     """Split text into case-folded tokens and "glued" flags.
@@ -38,7 +59,8 @@ def tokenize(text: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
     Returns
     -------
     tokens : tuple of str, length n
-        Word runs (``\\w+``) and single punctuation characters, case-folded.
+        Word runs (``\\w+``) and single punctuation characters of
+        :func:`identity_text`.
     glued : tuple of bool, length n
         ``glued[i]`` is True when token ``i`` starts exactly where token ``i - 1`` ends
         (no whitespace between), e.g. the ``plan`` of ``/plan``. ``glued[0]`` is False.
@@ -48,7 +70,7 @@ def tokenize(text: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
     toks: list[str] = []
     glued: list[bool] = []
     end = -1
-    for m in _TOKEN_RE.finditer(text.casefold()):
+    for m in _TOKEN_RE.finditer(identity_text(text)):
         toks.append(m.group())
         glued.append(m.start() == end)
         end = m.end()
@@ -70,7 +92,8 @@ def estimate_tokens(text: str) -> int:
 
 
 def content_words(text: str) -> tuple[str, ...]:
-    """Distinct case-folded words of ``text`` that are not stop-words, in first-seen order.
+    """Distinct words of ``text`` (:func:`identity_text`) that are not stop-words, in
+    first-seen order.
 
     Single characters and stop-words (:data:`STOPWORDS`) are left out.
     """
@@ -84,7 +107,7 @@ def content_words(text: str) -> tuple[str, ...]:
             if len(w) > 1 and w not in STOPWORDS and (w[0].isalnum() or w[0] == "_"):
                 seen.setdefault(w, None)
         return tuple(seen)
-    for w in _WORD_RE.findall(text.casefold()):
+    for w in _WORD_RE.findall(identity_text(text)):
         if len(w) > 1 and w not in STOPWORDS:
             seen.setdefault(w, None)
     return tuple(seen)
@@ -104,8 +127,9 @@ _FACT_TOKEN_RE = re.compile(r"\w+(?:[.\-/:@+]\w+)*")
 def fact_key(text: str) -> str:
     """Normal form of a fact: entries with equal keys are the same fact.
 
-    Case, spacing and punctuation (outside numbers, paths and hyphenated names) are
-    ignored; a different number or name gives a different key.
+    Case, Unicode compatibility forms (:func:`identity_text`), spacing and punctuation
+    (outside numbers, paths and hyphenated names) are ignored; a different number or name
+    gives a different key.
 
     Examples
     --------
@@ -114,7 +138,7 @@ def fact_key(text: str) -> str:
     >>> fact_key("port 8080") == fact_key("port 8081")
     False
     """
-    return " ".join(_FACT_TOKEN_RE.findall(text.casefold()))
+    return " ".join(_FACT_TOKEN_RE.findall(identity_text(text)))
 
 
 #: A code span: text between backticks.
@@ -148,15 +172,19 @@ def concrete_parts(text: str) -> tuple[str, ...]:
     Returns
     -------
     tuple of str
-        Sorted, case-folded, distinct parts; empty for "Be careful with tools.".
+        Sorted, distinct parts (:func:`identity_text`); empty for "Be careful with tools.".
+        Parts are found in the NFKC form of ``text`` (case kept: ALLCAPS is a name), so a
+        decomposed accent does not cut a path in two.
     """
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
     parts: set[str] = set()
     # a pattern that needs a character the text lacks is not run: a path needs "/" (a
     # file name "."), a flag "-" (the same parts, found in a third of the time)
     path_rx = _PATH_RE if "/" in text else _FILE_RE if "." in text else None
     for rx in (_NUMBER_RE, path_rx, _FLAG_RE if "-" in text else None, _NAME_RE):
         if rx is not None:
-            parts.update(m.strip().casefold() for m in rx.findall(text))
+            parts.update(identity_text(m.strip()) for m in rx.findall(text))
     return tuple(sorted(p for p in parts if p))
 
 

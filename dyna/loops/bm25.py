@@ -28,7 +28,7 @@ import re
 
 import numpy as np
 
-from dyna.loops._text import STOPWORDS
+from dyna.loops._text import STOPWORDS, identity_text
 
 __all__ = ["B", "K1", "NEGATION_CUES", "BM25Index", "document_terms", "stem"]
 
@@ -64,7 +64,7 @@ EXTRA_STOPWORDS = frozenset("one two three four five six seven eight nine ten an
 
 
 def _words(text: str) -> list[str]:
-    return [w for w in _WORD_RE.findall(text.casefold())
+    return [w for w in _WORD_RE.findall(identity_text(text))
             if len(w) > 1 and w not in STOPWORDS and w not in EXTRA_STOPWORDS]
 
 

@@ -21,7 +21,7 @@ import re
 from functools import lru_cache
 from typing import NamedTuple, Protocol
 
-from dyna.loops._text import COMMAND_RE, FEATURE_CACHE_SIZE, fact_key
+from dyna.loops._text import COMMAND_RE, FEATURE_CACHE_SIZE, fact_key, identity_text
 
 __all__ = ["ENGLISH_FACTS", "Attribute", "EnglishFactRule", "FactRule", "attribute_of",
            "compare_attributes", "relation", "subject_of", "unsure_pairs"]
@@ -162,7 +162,7 @@ def _token(kind: str, v: str):
     if m is None:
         return None
     tok = m.group(1) if kind == "port" and m.re is _PORT_RE else m.group(0)
-    return tok.casefold().rstrip(".,;:"), m.start(), m.end()
+    return identity_text(tok).rstrip(".,;:"), m.start(), m.end()
 
 
 def attribute_of(text: str) -> Attribute | None:

@@ -4,12 +4,16 @@ A skill (:meth:`dyna.loops.skills.SkillLibrary.record_outcome`) or a memory fact
 (:meth:`dyna.loops.memory.MemoryStore.record_outcomes`) keeps a Beta posterior
 ``Beta(a, b)`` of its competence, the probability that following it works. After a
 failure, an entry with at least ``min_uses`` outcomes whose posterior mean ``a / (a + b)``
-is below ``below`` is retired: taken out of what is matched or retrieved, kept aside.
+is below ``below`` is retired: taken out of what is matched or retrieved, kept aside. The
+mean is compared exactly (:func:`dyna.ties.mean_below`): a mean equal to ``below``
+is not below it, and the entry stays.
 Requiring ``min_uses`` outcomes keeps a single unlucky run from retiring a fresh entry.
 Beta-Bernoulli updating: Gelman et al., *Bayesian Data Analysis* (3rd ed.), section 2.4.
 """
 
 from __future__ import annotations
+
+from dyna.ties import mean_below
 
 __all__ = ["retirement_reason"]
 
@@ -46,7 +50,7 @@ def retirement_reason(a: float, b: float, uses: int, below: float | None,
     """
     if below is None or uses < min_uses:
         return None
-    mean = a / (a + b)
-    if mean < below:
+    if mean_below(a, b, below):
+        mean = a / (a + b)
         return f"contradicted: competence mean {mean:.3f} < {below} after a failure"
     return None

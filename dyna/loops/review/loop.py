@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from dyna.errors import ConfigError
+from dyna.loops._text import fact_key
 from dyna.loops.bm25 import BM25Index, query_terms
 from dyna.loops.memory import MemorySnapshot, MemoryStore
 from dyna.loops.review.config import LoopConfig
@@ -36,19 +37,20 @@ log = logging.getLogger("dyna.loops")
 
 def _fact_outcomes(digest: Digest, memory: MemorySnapshot) -> dict[str, bool]:
     """Per fact retrieved for the run (``memory``, the context's facts) that a tool call of
-    ``digest`` followed (named by its text in :attr:`ToolCall.skills`): False when such a
+    ``digest`` followed (named by its text in :attr:`ToolCall.skills`, compared by
+    :func:`dyna.loops._text.fact_key`): False when such a
     call returned an error (the run contradicted it), else the run's outcome, as an
     injected skill's (:meth:`Digest.skill_outcomes`: the verified outcome, or the
     self-assessment when unverified; nothing when both are unknown). A name that is no fact
     retrieved for this run gets nothing."""
     if not len(memory):
         return {}
-    retrieved = set(memory.texts())
+    retrieved = {fact_key(t): t for t in memory.texts()}
     erred: dict[str, bool] = {}
     for tc in digest.tool_calls:
         for name in tc.skills:
-            if name in retrieved:
-                erred[name] = erred.get(name, False) or tc.error
+            if (text := retrieved.get(fact_key(name))) is not None:
+                erred[text] = erred.get(text, False) or tc.error
     outcome = digest.success if digest.success is not None else digest.self_assessment
     return {name: (False if bad else outcome) for name, bad in erred.items()
             if bad or outcome is not None}

@@ -23,6 +23,7 @@ from dyna.loops.review.digest import has_secret
 from dyna.loops.review.novelty import closest, memory_of, skills_of
 from dyna.loops.review.proposal import KINDS, Proposal
 from dyna.loops.skills import ACTION_RE, SkillLibrary, check_skill_name
+from dyna.ties import weighted_sum_below
 
 __all__ = ["AGREEMENT_WEIGHT", "CONTRADICTED_AGREEMENT", "NOVELTY_WEIGHT", "SPECIFICITY_WEIGHT",
            "Grade", "Validation", "grade", "look_alike", "score_without_novelty", "specificity",
@@ -197,7 +198,8 @@ def grade(proposal: Proposal, skills=None, memory=None,
     """Score a proposal for specificity, novelty and agreement with existing learning.
 
     Below ``config.grade_threshold`` it is rejected with the reason (when
-    ``config.grading`` is off everything is accepted, the score still reported). Grade
+    ``config.grading`` is off everything is accepted, the score still reported); the
+    weighted score is compared exactly, and a score equal to the threshold passes. Grade
     only what :func:`validate` passed: grading does not look for secrets or bad names.
 
     Parameters
@@ -238,7 +240,9 @@ def grade(proposal: Proposal, skills=None, memory=None,
             agreement = CONTRADICTED_AGREEMENT
     score = SPECIFICITY_WEIGHT * spec + NOVELTY_WEIGHT * novelty + AGREEMENT_WEIGHT * agreement
     detail = f"specificity {spec:.2f}, novelty {novelty:.2f}, agreement {agreement:.2f}"
-    if config.grading and score < config.grade_threshold:
+    if config.grading and weighted_sum_below(
+            ((SPECIFICITY_WEIGHT, spec), (NOVELTY_WEIGHT, novelty), (AGREEMENT_WEIGHT, agreement)),
+            config.grade_threshold):
         return Grade(score, spec, novelty, agreement, False,
                      f"score {score:.2f} < {config.grade_threshold} ({detail})")
     return Grade(score, spec, novelty, agreement, True, f"score {score:.2f} ({detail})")

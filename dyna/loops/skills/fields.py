@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from dyna.errors import ConfigError
+from dyna.loops._text import identity_text
 from dyna.loops.provenance import TRUSTED, Source
 from dyna.loops.provenance import is_untrusted as _is_untrusted
 
@@ -85,7 +86,7 @@ def _checked_name(name: str, field_name: str) -> str:
 def split_list(value, field_name: str, sep: str) -> tuple[str, ...]:
     """A string (split on ``sep``; on white space when ``sep`` is empty) or a list of
     strings -> tuple of items, each with its white space collapsed, empty ones left out and
-    repeats (compared case-insensitively) dropped, first spelling kept.
+    repeats (compared by :func:`dyna.loops._text.identity_text`) dropped, first spelling kept.
 
     Raises
     ------
@@ -136,7 +137,7 @@ def _split_any(value, field_name: str, sep: str) -> tuple[str, ...]:
     for it in items:
         it = " ".join(it.split())
         if it:
-            out.setdefault(it.casefold(), it)
+            out.setdefault(identity_text(it), it)
     return tuple(out.values())
 
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from dyna.errors import ConfigError, check_range
-from dyna.loops._text import tokenize
+from dyna.errors import ConfigError, check_range, check_time
+from dyna.loops._text import identity_text, tokenize
 from dyna.loops.bm25 import BM25Index, document_terms, query_terms
 from dyna.loops.skills.fields import MAX_DESCRIPTION
 from dyna.loops.skills.record import Skill
@@ -109,7 +109,7 @@ class MatchIndex:
         for trig in skill.triggers:
             toks, glue = tokenize(trig)
             weight = float(max(1, sum(1 for t in toks if t[0].isalnum() or t[0] == "_")))
-            tset.append((trig.casefold(), toks, glue, weight))
+            tset.append((identity_text(trig), toks, glue, weight))
         tset = tuple(sorted(tset))   # labels are distinct within a skill
         names = self._names.get(tset)
         if names is None:
@@ -212,17 +212,15 @@ class SkillMatcher:
         return self._read_clock().date()
 
     def _read_clock(self) -> _dt.datetime:
-        """The clock's time, checked to be a :class:`datetime.datetime`.
+        """The clock's time, checked to be a timezone-aware :class:`datetime.datetime`, in
+        UTC (:func:`dyna.errors.check_time`), so :meth:`today` is the UTC date.
 
         Raises
         ------
         ConfigError
-            ``clock`` returned something else (its type is named).
+            ``clock`` returned something else (its type is named) or a naive datetime.
         """
-        now = self._clock()
-        if not isinstance(now, _dt.datetime):
-            raise ConfigError("clock", type(now).__name__, "must return a datetime.datetime")
-        return now
+        return check_time("clock", self._clock())
 
     def is_suspect(self, skill: Skill, today: _dt.date | None = None) -> bool:
         """True when dating is on and ``skill`` was last verified (or, never verified,

@@ -1,0 +1,71 @@
+"""Decisions at a threshold, computed without floating-point rounding.
+
+A decision that compares a quantity with a threshold has a documented tie rule (a mean
+equal to its threshold is not below it). With floats the rule can fail on inputs that tie
+exactly: ``0.3 / (0.3 + 0.1)`` is ``0.7499999999999999`` in binary floating point, below a
+threshold of ``0.75`` that the mean equals. Here every number is taken as the exact rational
+it stands for (:func:`as_fraction`: a float as its shortest decimal text, the number that
+was written) and the comparison is made on those, so a tie is a tie. Used by escalation
+(:class:`dyna.escalation.rules.ThresholdPolicy`), retirement
+(:func:`dyna.loops.retirement.retirement_reason`) and grading
+(:func:`dyna.loops.review.safeguards.grade`). A quantity that is irrational in general (a
+Beta quantile) is compared as a float by its caller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from fractions import Fraction
+
+import numpy as np
+
+from dyna.errors import ConfigError
+
+__all__ = ["as_fraction", "mean_below", "weighted_sum_below"]
+
+
+def as_fraction(x) -> Fraction:
+    """``x`` as the exact rational number it stands for.
+
+    An int or a :class:`fractions.Fraction` is taken as is; a float (numpy's too) as its
+    shortest decimal text, the number that was written: ``0.8`` is 4/5, not the binary
+    double 0.8000000000000000444..., so ``8 / 10`` against a threshold of ``0.8`` is a tie.
+
+    Raises
+    ------
+    ConfigError
+        A bool, a non-number, NaN or an infinity (field ``value``).
+    """
+    if isinstance(x, Fraction):
+        return x
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise ConfigError("value", x, "must be a number")
+    if isinstance(x, (int, np.integer)):
+        return Fraction(int(x))
+    f = float(x)
+    if not math.isfinite(f):
+        raise ConfigError("value", f, "must be finite")
+    return Fraction(repr(f))
+
+
+def mean_below(a, b, threshold) -> bool:
+    """True when the Beta mean ``a / (a + b)`` is below ``threshold``, computed exactly
+    (:func:`as_fraction` of each, cross-multiplied: ``a < threshold * (a + b)``, with
+    ``a + b > 0``). A mean equal to the threshold is not below it.
+
+    >>> mean_below(8.0, 2.0, 0.8), mean_below(0.3, 0.1, 0.75), mean_below(3, 1, 0.76)
+    (False, False, True)
+    """
+    fa, fb = as_fraction(a), as_fraction(b)
+    return fa < as_fraction(threshold) * (fa + fb)
+
+
+def weighted_sum_below(terms: Iterable[tuple[float, float]], threshold) -> bool:
+    """True when ``sum(w * x for w, x in terms)`` is below ``threshold``, computed exactly
+    (:func:`as_fraction` of each number). A sum equal to the threshold is not below it.
+
+    >>> weighted_sum_below([(0.6, 0.0), (0.25, 0.3), (0.15, 1.0)], 0.225)
+    False
+    """
+    return sum(as_fraction(w) * as_fraction(x) for w, x in terms) < as_fraction(threshold)
