@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import operator
 import threading
 from collections.abc import Callable, Mapping
@@ -62,7 +63,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dyna.competence import BetaCompetence
-from dyna.errors import ConfigError, check_range
+from dyna.errors import ConfigError, check_range, check_time
 from dyna.loops.safety_net import SafetyNet
 from dyna.loops._text import fact_key, jaccard, text_features
 from dyna.loops.fact_attributes import (ENGLISH_FACTS, Attribute, EnglishFactRule, FactRule,
@@ -172,6 +173,14 @@ def staging_reason(entry: MemoryEntry, replaced) -> str | None:
     return None
 
 
+def _utc_now(clock: Callable[[], _dt.datetime] | None = None) -> _dt.datetime:
+    """The time of ``clock`` (None: the system's), timezone-aware and in UTC
+    (:func:`dyna.errors.check_time`), so every date a store writes is a UTC date;
+    ConfigError for a naive datetime."""
+    return check_time("clock", _dt.datetime.now(_dt.timezone.utc) if clock is None
+                      else clock())
+
+
 class MemoryStore:
     """Facts in MEMORY.md with de-duplication, superseding on real conflicts, a cap and
     consolidation.
@@ -252,7 +261,7 @@ class MemoryStore:
         self.discount = self._competence.discount
         self.similarity = float(check_range("similarity", similarity, 0.0, 1.0, lo_open=True))
         self.rule = rule
-        self._clock = clock or (lambda: _dt.datetime.now(_dt.timezone.utc))
+        self._clock = functools.partial(_utc_now, clock)
         self.backend = (InMemoryBackend() if path is None
                         else FileMemoryBackend(path, durable, lock_timeout))
         self._lock = threading.RLock()
