@@ -172,40 +172,6 @@ def test_active_by_name_follows_every_change():
         s.name for s in lib.skills())
 
 
-def test_novelty_rows_are_reused_for_one_library_state():
-    from dyna.loops.review import Proposal, grade, novelty
-    from dyna.loops.skills import Skill, SkillLibrary
-
-    lib = SkillLibrary(None, cap=None)
-    lib.add(Skill("build-docs", "Build the docs with make html"), run_id="r1")
-    lib.add(Skill("run-tests", "Run the tests with pytest"), run_id="r2")
-    prop = Proposal("skill", "docs-quick", "Build the docs with make")
-    assert grade(prop, lib).novelty == 0.25          # 3 of {build, docs, make, html}
-    rows = novelty._LAST_ROWS[1]
-    assert grade(prop, lib).novelty == 0.25 and novelty._LAST_ROWS[1] is rows
-    lib.patch("build-docs", run_id="r3", description="Build the site with make html")
-    assert grade(prop, lib).novelty == 0.6           # a new library state: new rows
-    assert novelty._LAST_ROWS[1] is not rows
-
-
-def test_novelty_rows_of_unchanged_skills_survive_a_library_change():
-    from dyna.loops.review import Proposal, grade, novelty
-    from dyna.loops.skills import Skill, SkillLibrary
-
-    lib = SkillLibrary(None, cap=None)
-    lib.add(Skill("build-docs", "Build the docs with make html"), run_id="r1")
-    lib.add(Skill("run-tests", "Run the tests with pytest"), run_id="r2")
-    prop = Proposal("skill", "docs-quick", "Build the docs with make")
-    assert grade(prop, lib).novelty == 0.25
-    before = {r[0].name: r for r in novelty._LAST_ROWS[1]}
-    lib.patch("build-docs", run_id="r3", description="Build the site with make html")
-    assert grade(prop, lib).novelty == 0.6
-    after = {r[0].name: r for r in novelty._LAST_ROWS[1]}
-    assert after["run-tests"] is before["run-tests"]      # the same skill: its row kept
-    assert after["build-docs"] is not before["build-docs"]
-    assert after["build-docs"][1] == "Build the site with make html"
-
-
 class _LyingClock(dt.datetime):
     """A datetime whose isoformat says something else (a clock is caller code)."""
 

@@ -4,7 +4,6 @@ fact), before the safeguards decide on it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from dyna.errors import ConfigError
 from dyna.loops.skills import Skill
@@ -61,29 +60,7 @@ class Proposal:
         """
         if self.kind == "memory":
             raise ConfigError("kind", self.kind, "a memory proposal is not a skill")
-        global _LAST_SKILL
-        last = _LAST_SKILL
-        if last[0] is self:   # validate built it a moment ago (same object: immutable)
-            base = last[1]
-        else:
-            try:
-                base = _proposal_skill(self)   # validate and commit build the same skill
-            except TypeError:   # a field that cannot be hashed (a list for a tuple), which
-                base = _build_skill(self)   # can change in place: not remembered either
-            else:
-                _LAST_SKILL = (self, base)   # one assignment: safe beside a review thread
-        return base if run_id == "" else base.evolve(source_run=run_id)
-
-
-def _build_skill(p: Proposal) -> Skill:
-    return Skill(p.name, p.description, p.body, p.triggers,
-                 kind="workflow" if p.kind == "workflow" else "skill", actions=p.actions,
-                 provenance=p.provenance)
-
-
-#: :meth:`Proposal.to_skill` without a run id, remembered per proposal (a proposal and a
-#: skill are immutable).
-_proposal_skill = lru_cache(maxsize=1024)(_build_skill)
-#: The last proposal :meth:`Proposal.to_skill` built a skill for, and that skill (found by
-#: identity, before the cache's look-up by value, which hashes and compares every field).
-_LAST_SKILL: tuple = (None, None)
+        skill = Skill(self.name, self.description, self.body, self.triggers,
+                      kind="workflow" if self.kind == "workflow" else "skill",
+                      actions=self.actions, provenance=self.provenance)
+        return skill if run_id == "" else skill.evolve(source_run=run_id)
