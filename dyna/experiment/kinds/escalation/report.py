@@ -283,24 +283,32 @@ def _per_setting(out) -> list[str]:
 
 
 def _cost_tables(out) -> list[str]:
+    """Per scenario and feedback mode, two tables: what each policy costs (cost, regrets,
+    escalation and failure rates) and how well its competence estimates rank tasks (AURC
+    beside the type oracle's, competence error), a row per policy and cost setting."""
     runs = out.tables["runs"]
     lines = ["", "## Cost per policy and cost setting", ""]
+    opts = stat_options(out)
     for (scenario, feedback), g in runs.group_by(["scenario", "feedback"], maintain_order=True):
         pooled = " (mean over systems and runs)" if g["system"].n_unique() > 1 else ""
         lines += [f"### {scenario}, {feedback} feedback{pooled}", ""]
-        rows = []
+        cost, know = [], []
         for (variant, st), s in g.group_by(["variant", "cost_setting"], maintain_order=True):
-            opts = stat_options(out)
-            rows.append([variant, st, ci(per_run_ci(_run_means(s, "total_cost"), **opts)),
+            cost.append([variant, st, ci(per_run_ci(_run_means(s, "total_cost"), **opts)),
                          ci(per_run_ci(_run_means(s, "regret_type"), **opts)),
                          fmt(float(_per_task(s, "regret_task").mean())),
                          f"{s['escalation_rate'].mean():.3f}",
-                         f"{s['failure_rate'].mean():.3f}", f"{s['aurc'].mean():.3f}",
+                         f"{s['failure_rate'].mean():.3f}"])
+            know.append([variant, st, f"{s['aurc'].mean():.3f}",
                          _f3(s['aurc_type_oracle'].mean()),
                          f"{s['final_abs_error'].mean():.3f}"])
+        lines += ["What each policy costs:", ""]
         lines += md_table(["policy", "cost setting", "cost/task", "regret/task (type oracle)",
-                         "regret/task (task oracle)", "escalation rate", "failure rate",
-                         "AURC", "AURC of the type oracle", "competence error"], rows)
+                           "regret/task (task oracle)", "escalation rate", "failure rate"],
+                          cost)
+        lines += ["", "How well its competence estimates rank the tasks:", ""]
+        lines += md_table(["policy", "cost setting", "AURC", "AURC of the type oracle",
+                           "competence error"], know)
         lines.append("")
     return lines
 
