@@ -11,7 +11,6 @@ import datetime as dt
 import json
 from fractions import Fraction
 
-import numpy as np
 import pytest
 
 from dyna.errors import ConfigError, check_time
@@ -115,6 +114,17 @@ def test_every_operation_refuses_a_tenant_nfkc_would_change(tmp_path, tenant):
     assert e.value.field == "tenant_id[0]"
 
 
+def test_the_mcp_server_refuses_a_tenant_nfkc_would_change():
+    from dyna.mcp_server.tools import ExperienceTools
+
+    with ExperienceStore("", dim=4) as store:
+        for tenant in ("ｔ1", "e\u0301"):
+            with pytest.raises(ConfigError) as e:
+                ExperienceTools(store, tenant)
+            assert e.value.field == "tenant"
+        assert ExperienceTools(store, "\u00e9").tenant_id == "\u00e9"
+
+
 # ----------------------------------------------------------------- aware times, UTC dates
 def _naive():
     return dt.datetime(2026, 1, 1, 12)
@@ -190,6 +200,17 @@ def test_replay_refuses_a_repeated_id_in_python_and_dispatch():
         assert len(out["ids"]) == 4 and set(out["ids"]) <= {0, 1, 2}
 
 
+def test_outcomes_naming_one_fact_twice_are_refused():
+    mem = MemoryStore.in_memory(clock=lambda: UTC_NOON)
+    mem.add("Use `make web` to deploy")
+    with pytest.raises(ConfigError) as e:
+        mem.record_outcomes({"Use `make web` to deploy": True, "USE `MAKE WEB` TO DEPLOY": False})
+    assert e.value.field == "outcomes['USE `MAKE WEB` TO DEPLOY']"
+    assert mem.entries()[0].successes == 0
+    mem.record_outcomes({"use make web to deploy": True})
+    assert mem.entries()[0].successes == 1
+
+
 def test_outcomes_of_a_repeated_skill_name_count_once():
     lib = SkillLibrary.in_memory(clock=lambda: UTC_NOON)
     lib.add(Skill("a", "d"), "r1")
@@ -197,4 +218,3 @@ def test_outcomes_of_a_repeated_skill_name_count_once():
     assert lib.get("a").successes == 1
     d = Digest.from_run("r1", "t", success=True)
     assert d.skill_outcomes(["a", "b", "a"]) == {"a": True, "b": True}
-    assert np.array_equal(np.unique([0, 0]), [0])

@@ -19,6 +19,7 @@ import numpy as np
 
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError
+from dyna.loops._text import fact_key
 from dyna.loops.memory_format import MemoryEntry
 
 __all__ = ["check_outcomes", "fact_posterior", "fact_with_outcome"]
@@ -45,18 +46,27 @@ def fact_with_outcome(fact: MemoryEntry, ok: bool, competence: BetaCompetence) -
 
 
 def check_outcomes(outcomes) -> None:
-    """Check a run's report of outcomes: a mapping of fact texts to bools.
+    """Check a run's report of outcomes: a mapping of fact texts to bools, each fact once.
+
+    Two keys that are the same fact (equal :func:`dyna.loops._text.fact_key`, such as
+    ``"Use make"`` and ``"USE MAKE"``) are refused: one run gives a fact one outcome.
 
     Raises
     ------
     ConfigError
-        Not a mapping, a key that is not a string (field ``outcomes``), or a value that is
-        not a bool (field ``outcomes[<text>]``).
+        Not a mapping, a key that is not a string (field ``outcomes``), a value that is
+        not a bool, or a key naming the same fact as an earlier one (field
+        ``outcomes[<text>]``).
     """
     if not isinstance(outcomes, Mapping):
         raise ConfigError("outcomes", outcomes, "must map fact texts to true or false")
+    seen: dict[str, str] = {}
     for text, ok in outcomes.items():
         if not isinstance(text, str):
             raise ConfigError("outcomes", text, "keys must be fact texts")
         if not isinstance(ok, (bool, np.bool_)):
             raise ConfigError(f"outcomes[{text!r}]", ok, "must be true or false")
+        first = seen.setdefault(fact_key(text), text)
+        if first != text:
+            raise ConfigError(f"outcomes[{text!r}]", text, f"is the same fact as {first!r}: "
+                              "a run gives each fact one outcome")

@@ -59,9 +59,9 @@ class ExperienceTools:
         from jsonschema import Draft202012Validator  # noqa: PLC0415 - a dependency of mcp
 
         from dyna.experience import OPERATIONS, Operation, Param  # noqa: PLC0415
+        from dyna.experience.episodes import check_tenant  # noqa: PLC0415
 
-        if not isinstance(tenant_id, str) or not tenant_id:
-            raise ConfigError("tenant", tenant_id, "a non-empty tenant id is required")
+        check_tenant(tenant_id, "tenant")   # NFKC, matched byte for byte, never folded
         self.store = store
         self.tenant_id = tenant_id
         self.read_only = bool(read_only)
