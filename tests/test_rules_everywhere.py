@@ -177,6 +177,22 @@ def test_retirement_and_escalation_keep_the_tie_rule():
         assert (d.escalate, d.reason) == (esc, "below_threshold" if esc else "competent")
 
 
+def test_counts_and_ages_at_their_limits_keep_the_tie_rule():
+    policy = ThresholdPolicy("mean")
+    at = policy.decide(Evidence("k", 10, 10.0, 9.0, 10.0, 2.0), threshold=0.8,
+                       min_episodes=10, level=0.95, risk_class="low_stakes")
+    under = policy.decide(Evidence("k", 10, 9.5, 9.0, 10.0, 1.5), threshold=0.8,
+                          min_episodes=10, level=0.95, risk_class="low_stakes")
+    assert (at.reason, under.reason) == ("competent", "insufficient_episodes")
+    days = [UTC_NOON]
+    lib = SkillLibrary.in_memory(clock=lambda: days[-1], max_age_days=90)
+    lib.add(Skill("a", "d"), "r1")
+    days.append(UTC_NOON + dt.timedelta(days=90, hours=11))    # 90 days: not past the limit
+    assert lib.is_suspect(lib.get("a")) is False
+    days.append(UTC_NOON + dt.timedelta(days=90, hours=12))    # the 91st UTC day
+    assert lib.is_suspect(lib.get("a")) is True
+
+
 def test_a_grade_at_its_threshold_passes():
     terms = ((0.6, 0.0), (0.25, 0.3), (0.15, 1.0))   # 0 + 0.075 + 0.15 = 0.225
     assert sum(w * x for w, x in terms) < 0.225      # float rounding: below
