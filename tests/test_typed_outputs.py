@@ -92,6 +92,22 @@ def test_import_reads_seconds_and_other_offsets_and_refuses_naive_times(tmp_path
     assert e.value.field == "timestamp[2]" and "timezone" in str(e.value)
 
 
+def test_record_takes_a_jsonl_exported_record_as_is(tmp_path):
+    with _store() as s:
+        s.export_data("t1", path=str(tmp_path / "e.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    with ExperienceStore("", dim=DIM) as other:
+        assert other.record("t1", episodes=rows)["n"] == 4
+        assert other.record("t1", **{k: v for k, v in rows[1].items()
+                                     if k not in ("id", "tenant_id")})["n"] == 1
+        got = [r["timestamp"] for r in other.export_data("t1")["records"]]
+        rows[2]["timestamp"] = "1970-01-01T00:00:00"
+        with pytest.raises(ConfigError) as e:
+            other.record("t1", episodes=rows)
+    assert got == [T0, T0 + 0.123457, 0.0, 0.000002, T0 + 0.123457]
+    assert e.value.field == "timestamp[2]"
+
+
 def test_parquet_import_reads_float_seconds_and_refuses_a_naive_datetime(tmp_path):
     with _store() as s:
         s.export_data("t1", path=str(tmp_path / "e.parquet"), format="parquet")

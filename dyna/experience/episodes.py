@@ -176,9 +176,10 @@ def episode_columns(tenant_id: str, episodes: Sequence[Mapping], single: bool = 
     ------
     ConfigError
         No episode at all, an episode that is not an object, an unknown field, another
-        tenant, a missing reward, features of the wrong length or not finite, a number
-        float cannot hold, a label too long or holding a NUL
-        (:func:`dyna.buffer.schema.check_label_text`).
+        tenant, a missing reward, a timestamp that is neither seconds nor ISO 8601 text
+        with a timezone (:func:`dyna.store.columns.seconds_from_times`), features of the
+        wrong length or not finite, a number float cannot hold, a label too long or
+        holding a NUL (:func:`dyna.buffer.schema.check_label_text`).
     """
     if not episodes:
         raise ConfigError("episodes", [], "empty list: give at least one episode")
@@ -199,7 +200,10 @@ def episode_columns(tenant_id: str, episodes: Sequence[Mapping], single: bool = 
             if name == "timestamp" and any(v is None for v in vals):
                 now = float(clock())
                 vals = [now if v is None else v for v in vals]
-            cols[name] = float64s(name, vals)
+            if name == "timestamp" and any(isinstance(v, str) for v in vals):
+                cols[name] = seconds_from_times(name, vals)   # ISO 8601, as a file export
+            else:
+                cols[name] = float64s(name, vals)
         elif name == "state_features":
             cols[name] = _feature_column(vals, n, dim)
         else:
