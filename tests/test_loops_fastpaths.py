@@ -19,7 +19,7 @@ from dyna.errors import ConfigError
 from dyna.loops import _text as T
 from dyna.loops import skills as S
 from dyna.loops.skills import Skill
-from dyna.loops.skills.fields import _checked_name
+from dyna.loops.skills.fields import check_skill_name
 from dyna.loops.skills.in_memory import _Later
 
 ALPHABET = "abcXYZ_09-/. ,:;`'\"\tßéİ٣²½ǅ\u0301\u200b日本ـ" + "aaee tt  "
@@ -77,7 +77,7 @@ def test_concrete_parts_equal_every_pattern_run():
 def test_a_names_characters_checked_at_once_as_one_by_one():
     def checked(name):
         try:
-            return _checked_name.__wrapped__(name, "name")
+            return check_skill_name(name)
         except ConfigError:
             return None
 

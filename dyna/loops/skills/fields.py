@@ -8,7 +8,6 @@ actions and provenance are lists given as text or as sequences; its dates are IS
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -65,12 +64,6 @@ def check_skill_name(name, field_name: str = "name") -> str:
     """
     if not isinstance(name, str):
         raise ConfigError(field_name, name, "must be a string")
-    return _checked_name(name, field_name)
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _checked_name(name: str, field_name: str) -> str:
-    """:func:`check_skill_name` of a string (a valid name is remembered)."""
     norm = unicodedata.normalize("NFKC", name)
     if not 1 <= len(norm) <= MAX_NAME:
         raise ConfigError(field_name, name, f"must have 1-{MAX_NAME} characters")
@@ -95,15 +88,7 @@ def split_list(value, field_name: str, sep: str) -> tuple[str, ...]:
     """
     if value is None:
         return ()
-    if type(value) is tuple and all(type(v) is str for v in value):
-        return _split_tuple(value, sep)   # a skill's own triggers, provenance: remembered
     return _split_any(value, field_name, sep)
-
-
-@functools.lru_cache(maxsize=4096)
-def _split_tuple(value: tuple[str, ...], sep: str) -> tuple[str, ...]:
-    """:func:`split_list` of a tuple of strings, remembered by value."""
-    return _split_any(value, "", sep)   # (a tuple of strings raises nothing)
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
