@@ -80,6 +80,7 @@ def _competence(args) -> int:
     finally:
         store.close()
     frame = frame.sort("timestamp", "id")
+    seconds = frame["timestamp"].dt.epoch("us") / 1e6   # the Datetime column, in seconds
     success = (frame["outcome"] == SUCCESS).fill_null(False).to_numpy()
     a, b = posterior_path(success, prior, discount)
     lower, upper = beta_interval(a, b, 0.95)
@@ -91,11 +92,11 @@ def _competence(args) -> int:
            "out": None if target is None else str(target)}
     if target is None:
         out["path"] = {"episode": list(range(1, a.size + 1)),
-                       "timestamp": frame["timestamp"].to_list(), "a": a.tolist(),
+                       "timestamp": seconds.to_list(), "a": a.tolist(),
                        "b": b.tolist(), "mean": mean.tolist(), "lower": lower.tolist(),
                        "upper": upper.tolist()}
     else:
-        _draw_competence(target, args, frame["timestamp"].to_numpy(), success,
+        _draw_competence(target, args, seconds.to_numpy(), success,
                          (mean, lower, upper), prior, discount)
     print(json.dumps(out, indent=2, sort_keys=True))
     return 0
