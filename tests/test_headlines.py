@@ -131,11 +131,10 @@ def test_escalation_headline_names_the_best_policy_and_its_cost(tmp_path):
         best = min(per, key=lambda v: per[v].mean())
         # two types at 0.3 and 0.95: learning which to escalate beats both fixed rules
         assert best == "mean"
-        others = " and ".join(f"{r} escalating {fmt(per[r].mean())}"
-                              for r in ("always", "never"))
-        expected.append(f"{st}: `mean` {ci(per_run_ci(per['mean'], **opts))} against "
-                        f"{others}")
-    assert lines[1] == f"- lowest cost per task, {expected[0]}."
+        others = ", ".join(f"{r} {fmt(per[r].mean())}" for r in ("always", "never"))
+        expected.append(f"{st}: `mean` {ci(per_run_ci(per['mean'], **opts))} ({others})")
+    assert lines[1] == ("- lowest cost per task, beside always and never escalating: "
+                        f"{expected[0]}.")
     assert lines[2] == f"- {expected[1]}."
     # at high stakes the runner-up's paired gap interval reaches 0 (3 runs)
     assert lines[3] == ("- always escalating is (tied) best in 0 of 2 scenario/feedback/cost "

@@ -179,8 +179,8 @@ def _cost_clause(out, g: pl.DataFrame, rules: dict) -> tuple[str, str]:
     for rule in ("always", "never"):
         name = next((v for v in means if rules.get(v) == rule), None)
         if name is not None and name not in tied:
-            refs.append(f"{rule} escalating {fmt(means[name])}")
-    return best, words + (f" against {' and '.join(refs)}" if refs else "")
+            refs.append(f"{rule} {fmt(means[name])}")
+    return best, words + (f" ({', '.join(refs)})" if refs else "")
 
 
 def _headline(out) -> list[str]:
@@ -206,7 +206,8 @@ def _headline(out) -> list[str]:
     per_line = 1 if len(clauses) <= 3 else math.ceil(len(clauses) / 3)
     pooled = f" (mean over the {n_pts} scenario/feedback settings)" if n_pts > 1 else ""
     for k in range(0, len(clauses), per_line):
-        head = f"lowest cost per task{pooled}, " if k == 0 else ""
+        head = (f"lowest cost per task{pooled}, beside always and never escalating: "
+                if k == 0 else "")
         lines.append(f"- {head}{'; '.join(clauses[k:k + per_line])}.")
     always_wins, close, total = 0, [], 0
     for (sc, fb, st), g in runs.group_by(["scenario", "feedback", "cost_setting"],
