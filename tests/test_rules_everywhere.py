@@ -114,6 +114,15 @@ def test_every_operation_refuses_a_tenant_nfkc_would_change(tmp_path, tenant):
     assert e.value.field == "tenant_id[0]"
 
 
+def test_postgres_grants_refuse_a_tenant_nfkc_would_change():
+    from dyna.store.postgres import grant_tenant
+
+    for tenant in ("ｔ1", "e\u0301"):
+        with pytest.raises(ConfigError) as e:
+            grant_tenant(None, "role_a", tenant)   # refused before any session is used
+        assert e.value.field == "tenant" and "NFKC" in e.value.reason
+
+
 def test_the_mcp_server_refuses_a_tenant_nfkc_would_change():
     from dyna.mcp_server.tools import ExperienceTools
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Exper
 from dyna.buffer.schema import FLOAT_MAX, check_label_text, label_text
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label, hash_features, redact
-from dyna.store.columns import seconds_from_times
+from dyna.store.columns import check_nfkc, seconds_from_times
 
 __all__ = ["EPISODE_FIELDS", "FLOAT_MAX", "RECORD_SCHEMA", "SELECTORS", "SUCCESS",
            "batch_kwargs", "check_tenant", "checked", "columns_from_records", "episode_columns",
@@ -77,11 +76,7 @@ def check_tenant(tenant_id, field: str = "tenant_id") -> str:
     if tenant_id is None or not isinstance(tenant_id, str) or not tenant_id:
         raise ConfigError(field, tenant_id, "a non-empty tenant id is required")
     check_label_text(field, tenant_id)
-    if not tenant_id.isascii() and not unicodedata.is_normalized("NFKC", tenant_id):
-        raise ConfigError(field, tenant_id, "must be in Unicode NFKC form (tenants are "
-                          "compared byte for byte); its NFKC form is "
-                          f"{unicodedata.normalize('NFKC', tenant_id)!r}")
-    return tenant_id
+    return check_nfkc(field, tenant_id)
 
 
 def float64s(name: str, vals) -> np.ndarray:

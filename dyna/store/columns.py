@@ -19,6 +19,7 @@ again give the same bytes.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 
@@ -27,7 +28,8 @@ import numpy as np
 from dyna.errors import ConfigError, StoreDamagedError
 
 __all__ = ["FILTER_COLUMNS", "KINDS", "MICROS_RANGE", "READ_CHUNK", "STORE_TABLES", "TABLE",
-           "check_filter", "check_group_by", "check_row", "check_schema", "collect_chunks",
+           "check_filter", "check_group_by", "check_nfkc", "check_row", "check_schema",
+           "collect_chunks",
            "column_array", "consumption_rows", "encode_labels", "given_ids", "iso_times",
            "join_vectors", "made_ids", "micros_from_seconds", "prepare_columns", "read_names",
            "row_bytes_sql", "seconds_from_micros", "seconds_from_times", "summary_dict",
@@ -190,6 +192,19 @@ def check_row(schema: Sequence[tuple[str, str]], dim: int, values: Sequence[obje
         elif refuse_nul and isinstance(v, str) and "\x00" in v:
             raise ConfigError(name, "\\x00", "PostgreSQL text cannot hold a NUL character")
     return values
+
+
+def check_nfkc(field: str, value: str) -> str:
+    """``value`` if it is already in Unicode NFKC form, else ConfigError naming ``field``.
+
+    For identifiers matched byte for byte elsewhere (a tenant, which PostgreSQL's
+    row-level security compares exactly): a second spelling of the same name (``"ｔ1"``
+    for ``"t1"``, a decomposed ``"e\u0301"`` for ``"\u00e9"``) is refused, never folded.
+    """
+    if not value.isascii() and not unicodedata.is_normalized("NFKC", value):
+        raise ConfigError(field, value, "must be in Unicode NFKC form (compared byte for "
+                          f"byte); its NFKC form is {unicodedata.normalize('NFKC', value)!r}")
+    return value
 
 
 def check_filter(column: str, value, kinds: Mapping[str, str]) -> None:

@@ -101,10 +101,10 @@ from dyna.errors import (ConfigError, StoreBusyError, StoreDamagedError, StoreEr
                          StoreReadOnlyError, StoreWriteError, check_range)
 from dyna.store import columns as _columns
 from dyna.store.backend import StoreBackend
-from dyna.store.columns import (TABLE, check_filter, check_group_by, check_row, check_schema,
-                                collect_chunks, consumption_rows, given_ids, made_ids,
-                                prepare_columns, read_names, row_bytes_sql, summary_dict,
-                                to_columns, unencodable)
+from dyna.store.columns import (TABLE, check_filter, check_group_by, check_nfkc, check_row,
+                                check_schema, collect_chunks, consumption_rows, given_ids,
+                                made_ids, prepare_columns, read_names, row_bytes_sql,
+                                summary_dict, to_columns, unencodable)
 from dyna.store.postgres_dsn import (detached, display_dsn, is_dsn, password_forms,
                                      quote_ident, scrubbed, stored_dim)
 from dyna.store.postgres_schema import (PG_TYPES, SCHEMA_VERSION, connect,
@@ -718,7 +718,8 @@ def grant_tenant(store: PostgresStore, role: str, tenant: str) -> None:
     Raises
     ------
     ConfigError
-        Empty names, a NUL, or a role already mapped to another tenant.
+        Empty names, a NUL, a tenant not in NFKC form
+        (:func:`dyna.store.columns.check_nfkc`), or a role already mapped to another tenant.
     StoreWriteError
         The server refused (e.g. this session's role does not own the tables).
     """
@@ -726,6 +727,7 @@ def grant_tenant(store: PostgresStore, role: str, tenant: str) -> None:
         if not isinstance(value, str) or not value or "\x00" in value:
             raise ConfigError(name, repr(value)[:40], "must be a non-empty string "
                               "without NUL")
+    check_nfkc("tenant", tenant)   # the rows' tenant_id is compared byte for byte
 
     def do(conn, _):
         roles = store._t["meta"].rsplit(".", 1)[0] + '."tenant_roles"'
