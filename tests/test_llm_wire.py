@@ -9,12 +9,20 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from _chat_server import ChatServer, completion, ok, tool_call
+
 from dyna.errors import ConfigError
 from dyna.loops import Digest, LearningLoop, LoopConfig
-from dyna.loops.llm import MEMORY_TOOL, SKILL_TOOL, ChatClient, Endpoint, LLMReviewer, Recording
-from dyna.loops.llm import wire
+from dyna.loops.llm import (
+    MEMORY_TOOL,
+    SKILL_TOOL,
+    ChatClient,
+    Endpoint,
+    LLMReviewer,
+    Recording,
+    wire,
+)
+from dyna.loops.llm.client import error_text
 
 KEY_ENV = "DYNA_TEST_WIRE_API_KEY"
 KEY = "copper-meadow-lantern-9"        # no detector knows this shape
@@ -279,10 +287,11 @@ def test_the_last_error_body_of_retried_answers_is_in_the_reason():
 def test_a_long_error_body_is_read_in_part_and_cut(monkeypatch):
     import dyna.loops.llm.client as client
     seen = []
+    error_text = client.error_text
 
     def spy(raw, api_key=""):
         seen.append(len(raw))
-        return wire.error_text(raw, api_key)
+        return error_text(raw, api_key)
 
     monkeypatch.setattr(client, "error_text", spy)
     text = "x" * 200 + " y" * 500_000
@@ -407,7 +416,7 @@ def test_the_agent_sends_its_reply_back_with_text_content():
     (b"  \n\t ", ""),
 ])
 def test_error_text_never_raises_for_a_hostile_body(raw, shown):
-    text = wire.error_text(raw, KEY)
+    text = error_text(raw, KEY)
     if shown is None:
         assert text == "[" * (wire.MAX_ERROR_CHARS - 3) + "..."
     else:

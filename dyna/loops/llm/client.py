@@ -24,7 +24,7 @@ Retries
     A ``Retry-After`` that is negative or not a number is taken as absent.
     Any other HTTP error, an unreadable answer or a refused connection: ``failed`` at once.
     The reason of a non-2xx end carries the explanation in the answer's body
-    (:func:`dyna.loops.llm.wire.error_text`: at most 4 KiB read, redacted, the key removed,
+    (:func:`error_text`: at most 4 KiB read, redacted, the key removed,
     cut to 300 characters), e.g. ``http_error: 400: 'tool_choice' is not supported``.
     An answer of more than
     :data:`MAX_RESPONSE_BYTES` bytes (read in chunks, never whole) or nested more than
@@ -64,13 +64,14 @@ from urllib.parse import urlsplit
 
 from dyna.fileio import DuplicateKeyError, loads_unique
 from dyna.errors import ConfigError, check_range
-from dyna.loops.llm.wire import (MAX_ERROR_BYTES, TOKEN_FIELDS, error_text, finish_status,
-                                 limit_reason)
+from dyna.loops.llm.wire import (MAX_ERROR_BYTES, MAX_ERROR_CHARS, TOKEN_FIELDS,
+                                 finish_status, limit_reason)
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, redact
 
 __all__ = ["API_KEY_SUFFIXES", "ChatClient", "ChatResult", "Endpoint", "MAX_JSON_DEPTH",
            "MAX_RESPONSE_BYTES", "MIN_SCRUBBED_KEY", "REDACTED_MARK", "Recording", "Replay",
-           "ReplayError", "STATUSES", "json_depth", "redact_exchange", "request_key"]
+           "ReplayError", "STATUSES", "error_text", "json_depth", "redact_exchange",
+           "request_key"]
 
 log = logging.getLogger("dyna.loops.llm")
 
@@ -245,6 +246,50 @@ def redact_exchange(obj, api_key: str = ""):
     :func:`dyna.redact.redact` (every sensitive key but ``name``, which names tools in this
     format; secret-looking values, embedded JSON, user ids) and with ``api_key`` removed."""
     return _scrub(redact(obj, _WIRE_KEYS), api_key)
+
+
+def _message(obj) -> str:
+    """The explanation in a parsed error body: ``error.message``, ``error``, ``message``
+    or ``detail`` when it is text (the shapes of OpenAI, llama.cpp, vLLM, Ollama and
+    FastAPI servers), else the JSON itself ("" for an empty object)."""
+    if isinstance(obj, str):
+        return obj
+    if isinstance(obj, Mapping):
+        err = obj.get("error")
+        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
+            return err["message"]
+        for text in (err, obj.get("message"), obj.get("detail")):
+            if isinstance(text, str):
+                return text
+        if not obj:
+            return ""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False)
+
+
+def error_text(raw: bytes, api_key: str = "") -> str:
+    """The explanation in an error answer's body, safe to log and record (module docstring);
+    "" when it has none.
+
+    Parameters
+    ----------
+    raw : bytes
+        The body as read (at most :data:`MAX_ERROR_BYTES`; a cut body is read as text).
+    api_key : str
+        Removed wherever it appears (see :func:`redact_exchange`).
+    """
+    text = bytes(raw[:MAX_ERROR_BYTES]).decode("utf-8", errors="replace")
+    try:
+        obj = loads_unique(text)
+    except (DuplicateKeyError, ValueError, RecursionError):
+        obj = text
+    if json_depth(obj) > MAX_JSON_DEPTH:
+        obj = text
+    try:
+        shown = _message(redact_exchange(obj, api_key))
+    except RecursionError:   # embedded JSON text nested too deeply to redact
+        return "(an error body nested too deeply to show)"
+    shown = " ".join("".join(c if c.isprintable() else " " for c in shown).split())
+    return shown if len(shown) <= MAX_ERROR_CHARS else shown[:MAX_ERROR_CHARS - 3] + "..."
 
 
 def request_key(body: Mapping) -> str:

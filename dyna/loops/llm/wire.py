@@ -9,9 +9,9 @@ an error answer explains, which tool the model must call, which field caps the t
   (``failed``). Any other value, or none: ``failed`` (``unknown_finish_reason``).
   A reply that used every new token asked for is cut too, whatever it says
   (:func:`limit_reason`).
-- :func:`error_text`: the body of a non-2xx answer (at most :data:`MAX_ERROR_BYTES` read),
-  redacted like any answer (:func:`dyna.redact.redact`, the API key removed), on one line,
-  cut to :data:`MAX_ERROR_CHARS` characters, for the failure's reason.
+- :data:`MAX_ERROR_BYTES` and :data:`MAX_ERROR_CHARS`: how much of a non-2xx answer's body
+  is read, and how much of its text a failure's reason keeps
+  (:func:`dyna.loops.llm.client.error_text` reads and redacts it).
 - :data:`TOOL_CHOICES` and :func:`tool_choice`: the request's ``tool_choice``.
 - :func:`assistant_turn`: a reply with tool calls as it is sent back in the conversation.
 - :data:`TOKEN_FIELDS`: the request field that caps the new tokens (``max_tokens``, or
@@ -24,14 +24,12 @@ servers, vLLM and Ollama read).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 from dyna.errors import ConfigError
-from dyna.fileio import DuplicateKeyError, loads_unique
 
 __all__ = ["FINISH_REASONS", "MAX_ERROR_BYTES", "MAX_ERROR_CHARS", "TOKEN_FIELDS",
-           "TOOL_CHOICES", "assistant_turn", "check_choice", "error_text", "finish_status",
+           "TOOL_CHOICES", "assistant_turn", "check_choice", "finish_status",
            "limit_reason", "tool_choice"]
 
 #: ``finish_reason`` values and the status of a reply that ends so.
@@ -79,52 +77,6 @@ def limit_reason(max_tokens: int, finish) -> str:
     the server with ``finish`` (a server may say ``tool_calls`` of a call it cut)."""
     return (f"length: the reply used all {max_tokens} new tokens asked for (finish_reason "
             f"{repr(finish)[:40]}); a tool call in it is a fragment and is not used")
-
-
-def _message(obj) -> str:
-    """The explanation in a parsed error body: ``error.message``, ``error``, ``message``
-    or ``detail`` when it is text (the shapes of OpenAI, llama.cpp, vLLM, Ollama and
-    FastAPI servers), else the JSON itself ("" for an empty object)."""
-    if isinstance(obj, str):
-        return obj
-    if isinstance(obj, Mapping):
-        err = obj.get("error")
-        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
-            return err["message"]
-        for text in (err, obj.get("message"), obj.get("detail")):
-            if isinstance(text, str):
-                return text
-        if not obj:
-            return ""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False)
-
-
-def error_text(raw: bytes, api_key: str = "") -> str:
-    """The explanation in an error answer's body, safe to log and record (module docstring);
-    "" when it has none.
-
-    Parameters
-    ----------
-    raw : bytes
-        The body as read (at most :data:`MAX_ERROR_BYTES`; a cut body is read as text).
-    api_key : str
-        Removed wherever it appears (see :func:`dyna.loops.llm.client.redact_exchange`).
-    """
-    from dyna.loops.llm.client import MAX_JSON_DEPTH, json_depth, redact_exchange
-
-    text = bytes(raw[:MAX_ERROR_BYTES]).decode("utf-8", errors="replace")
-    try:
-        obj = loads_unique(text)
-    except (DuplicateKeyError, ValueError, RecursionError):
-        obj = text
-    if json_depth(obj) > MAX_JSON_DEPTH:
-        obj = text
-    try:
-        shown = _message(redact_exchange(obj, api_key))
-    except RecursionError:   # embedded JSON text nested too deeply to redact
-        return "(an error body nested too deeply to show)"
-    shown = " ".join("".join(c if c.isprintable() else " " for c in shown).split())
-    return shown if len(shown) <= MAX_ERROR_CHARS else shown[:MAX_ERROR_CHARS - 3] + "..."
 
 
 def check_choice(field: str, value) -> str:
