@@ -21,6 +21,7 @@ from dyna.loops._text import concrete_parts, content_words, fact_key, identity_t
 from dyna.loops.bm25 import query_terms
 from dyna.loops.memory import MemoryStore
 from dyna.loops.retirement import retirement_reason
+from dyna.loops.review.safeguards import Grade, accepted_without_novelty, score_without_novelty
 from dyna.loops.review.loop import _fact_outcomes
 from dyna.loops.skills import Skill, SkillLibrary, check_skill_name
 from dyna.loops.skills.fields import split_list
@@ -207,6 +208,10 @@ def test_a_grade_at_its_threshold_passes():
     assert sum(w * x for w, x in terms) < 0.225      # float rounding: below
     assert weighted_sum_below(terms, 0.225) is False
     assert weighted_sum_below(terms, 0.2251) is True
+    # the novelty counter asks the same question with novelty 1: 0 + 0.25 + 0.15 = 0.4
+    g = Grade(0.6 * 0.0 + 0.25 * 0.3 + 0.15 * 1.0, 0.0, 0.3, 1.0, False, "")
+    assert score_without_novelty(g) < 0.4            # float rounding: below
+    assert accepted_without_novelty(g, 0.4) is True and accepted_without_novelty(g, 0.41) is False
 
 
 # ----------------------------------------------------------------- repeated ids

@@ -27,7 +27,8 @@ from dyna.loops.review.results import (
     ReviewResult,
 )
 from dyna.loops.review.reviewer import ReviewContext, ReviewerOutput
-from dyna.loops.review.safeguards import Grade, grade, look_alike, score_without_novelty, validate
+from dyna.loops.review.safeguards import (Grade, accepted_without_novelty, grade, look_alike,
+                                          validate)
 from dyna.loops.skills import AddResult, PendingItem, SkillLibrary, is_untrusted
 
 __all__ = ["LearningLoop"]
@@ -416,7 +417,7 @@ class LearningLoop:
             return Decision(p, "invalid", "; ".join(v.reasons))
         g = grade(p, self.skills, self.memory, cfg)
         if cfg.novelty_check and cfg.grading and g.novelty < 1.0:
-            if (score_without_novelty(g) >= cfg.grade_threshold) != g.accepted:
+            if accepted_without_novelty(g, cfg.grade_threshold) != g.accepted:
                 self.acted["novelty_check"] += 1
         if not g.accepted:
             self.acted["grading"] += 1

@@ -26,8 +26,8 @@ from dyna.loops.skills import ACTION_RE, SkillLibrary, check_skill_name
 from dyna.ties import weighted_sum_below
 
 __all__ = ["AGREEMENT_WEIGHT", "CONTRADICTED_AGREEMENT", "NOVELTY_WEIGHT", "SPECIFICITY_WEIGHT",
-           "Grade", "Validation", "grade", "look_alike", "score_without_novelty", "specificity",
-           "validate"]
+           "Grade", "Validation", "accepted_without_novelty", "grade", "look_alike",
+           "score_without_novelty", "specificity", "validate"]
 
 _SHELL_RE = re.compile(r"[;|&$`<>(){}\\\s'\"]")
 
@@ -240,12 +240,24 @@ def grade(proposal: Proposal, skills=None, memory=None,
             agreement = CONTRADICTED_AGREEMENT
     score = SPECIFICITY_WEIGHT * spec + NOVELTY_WEIGHT * novelty + AGREEMENT_WEIGHT * agreement
     detail = f"specificity {spec:.2f}, novelty {novelty:.2f}, agreement {agreement:.2f}"
-    if config.grading and weighted_sum_below(
-            ((SPECIFICITY_WEIGHT, spec), (NOVELTY_WEIGHT, novelty), (AGREEMENT_WEIGHT, agreement)),
-            config.grade_threshold):
+    if config.grading and weighted_sum_below(_terms(spec, novelty, agreement),
+                                             config.grade_threshold):
         return Grade(score, spec, novelty, agreement, False,
                      f"score {score:.2f} < {config.grade_threshold} ({detail})")
     return Grade(score, spec, novelty, agreement, True, f"score {score:.2f} ({detail})")
+
+
+def _terms(spec: float, novelty: float, agreement: float) -> tuple:
+    """The grade's weighted terms ``(weight, value)``, as :func:`weighted_sum_below` takes
+    them."""
+    return ((SPECIFICITY_WEIGHT, spec), (NOVELTY_WEIGHT, novelty),
+            (AGREEMENT_WEIGHT, agreement))
+
+
+def accepted_without_novelty(g: Grade, threshold: float) -> bool:
+    """Whether ``g`` would pass ``threshold`` with the novelty check off (novelty 1), the
+    rest the same, decided exactly as :func:`grade` decides (a tie passes)."""
+    return not weighted_sum_below(_terms(g.specificity, 1.0, g.agreement), threshold)
 
 
 def score_without_novelty(g: Grade) -> float:
