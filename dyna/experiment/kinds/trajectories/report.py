@@ -104,7 +104,9 @@ def _setup(cfg, man: dict, data: dict) -> list[str]:
               f"- Data: `{Path(data.get('path', cfg.data)).name}`, sha256 "
               f"`{short_hash(data.get('sha256'))}`, {data.get('tool_calls', '?')} tool calls; "
               f"token counts recorded: {data.get('tokens_recorded', 0)} (tau-bench logs "
-              "carry none, so learning cost is the reviewer's simulated tokens only).",
+              "carry none, so learning cost is the reviewer's "
+              + ("simulated tokens only)." if getattr(cfg, "llm", None) is None else
+                 "tokens only: the model's prompt and completion tokens)."),
               "- Task types (first state-changing tool of the ground truth; tasks): "
               + ", ".join(f"{k} {v}" for k, v in data.get("task_types", {}).items()) + ".",
               "- Personal values harvested by field from the structured tool outputs: "
