@@ -59,6 +59,19 @@ _SCHEME_CREDENTIAL = re.compile(r"[ \t]+([^\s\"']+)")
 _SCHEMED_VALUE = re.compile(r"([\w\-]+)[ \t]+(\S.*)")
 ASSIGNMENT_DETECTOR = "sensitive_assignment"
 """Name :func:`detect` reports for a ``KEY=value`` assignment with a sensitive key."""
+# "pw" matches as a whole key only (WHOLE_KEY_NAMES), yet as the last word of a key of
+# several words in prose it still names a password ("the deploy uses pw: ..."), unlike
+# "key", "auth" or "pin" there ("sort key: ...", "map pin: ...").
+_PROSE_LAST_WORDS = frozenset({"pw"})
+
+
+def _sensitive_assignment_key(key: str) -> bool:
+    """The key of a ``KEY=value`` match names a credential: by the SECRET_KEY_NAMES rule,
+    or as words ending with one of ``_PROSE_LAST_WORDS``."""
+    if key_is_sensitive(key, SECRET_KEY_NAMES):
+        return True
+    head, _, last = key.rpartition(" ")
+    return bool(head) and normalise_key(last) in _PROSE_LAST_WORDS
 
 
 
@@ -70,7 +83,7 @@ def _assignments(text: str, out: list[str] | None) -> str:
         start = m.end()
         if start < pos:
             continue
-        if not key_is_sensitive(m.group("key"), SECRET_KEY_NAMES):
+        if not _sensitive_assignment_key(m.group("key")):
             continue
         if start < len(text) and text[start] in "\"'":
             q = text[start]
