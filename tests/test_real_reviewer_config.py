@@ -67,3 +67,21 @@ def test_timed_client_caps_new_tokens_and_replays_seconds():
     assert [(e["seq"], e["seconds"]) for e in client.exchanges()] == [(0, 4.25)]
     with pytest.raises(ReplayError):
         client.chat(messages, None, max_tokens=4000)      # asked more often than recorded
+
+
+def test_a_replay_that_diverges_is_an_error(tmp_path):
+    import polars as pl
+
+    from dyna.experiment.backends import Job
+    from dyna.experiment.kinds.trajectories.llm_session import run_llm_job
+    pl.DataFrame({"variant": ["naive_loop"], "run": [0], "seq": [0], "key": ["a" * 64],
+                  "request": ["{}"], "response": [""], "status": ["failed"],
+                  "reason": ["x"], "attempts": [""], "seconds": [1.0]}).write_parquet(
+        tmp_path / "llm_exchanges.parquet")
+    payload = {"variant_name": "naive_loop", "llm": parse_llm_table({}),
+               "replay": str(tmp_path)}
+    job = Job(variant=0, point=0, run_indices=(0,), payload=payload)
+    with pytest.raises(ReplayError) as e:     # the replay asked none of the 1 recorded
+        run_llm_job(job, lambda r, session: ({}, {}))
+    assert e.value.field == "--replay"
+    assert "run 0: 0 of 1 recorded requests" in e.value.reason

@@ -90,6 +90,23 @@ def _server(llm: dict, replaying: bool):
     return LocalServer(n_ctx=llm["n_ctx"], threads=llm["threads"])
 
 
+def _check_replayed(payload: dict, run: int, asked: int, recorded: int) -> None:
+    """Raise unless a replay asked exactly the recorded requests (a request missing from
+    the recording ends that review ``failed`` inside the loop, which never raises).
+
+    Raises
+    ------
+    ReplayError
+        Field ``--replay``, naming the variant, the run and both counts.
+    """
+    if asked != recorded:
+        from dyna.loops.llm import ReplayError
+        raise ReplayError("--replay", payload["replay"],
+                          f"variant {payload['variant_name']!r}, run {run}: {asked} of "
+                          f"{recorded} recorded requests were answered from the recording "
+                          "(the code or the recording differ)")
+
+
 def run_llm_job(job, replay_one: Callable) -> dict:
     """Every run index of a loop job with the model reviewer.
 
@@ -105,6 +122,11 @@ def run_llm_job(job, replay_one: Callable) -> dict:
         As :func:`dyna.experiment.kinds.trajectories.job.run_job`, plus ``llm_reviews``
         and ``llm_lessons`` (lists of row dicts) and ``exchanges`` (one list per run
         index).
+
+    Raises
+    ------
+    ReplayError
+        Replaying, and a run asked other requests than the recorded ones.
     """
     from dyna.experiment.kinds.trajectories.job import EPISODE_FIELDS
     p = job.payload
@@ -119,6 +141,8 @@ def run_llm_job(job, replay_one: Callable) -> dict:
                 row, ep = replay_one(r, session)
             finally:
                 session.close()
+            if recorded is not None:
+                _check_replayed(p, r, len(session.client.seconds), len(recorded.get(r, [])))
             rows.append(row)
             eps.append(ep)
             reviews += session.log.reviews
