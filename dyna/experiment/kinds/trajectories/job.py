@@ -353,8 +353,10 @@ def run_job(job: Job) -> dict:
     values, category = _personal(p["data"], p["data_sha"], first)
     if p.get("llm") is not None and p["learner"] == "loop":
         from dyna.experiment.kinds.trajectories.llm_session import run_llm_job
-        return run_llm_job(job, lambda r, session: _replay_loop(
+        out = run_llm_job(job, lambda r, session: _replay_loop(
             p, runs, _loop_digests(p), values, category, r, session))
+        eps = out["episodes"]
+        return {**out, "episodes": {k: np.stack([e[k] for e in eps]) for k in EPISODE_FIELDS}}
     rows, eps = [], []
     for r in job.run_indices:
         if p["learner"] == "baseline":

@@ -14,7 +14,6 @@ import contextlib
 import json
 from collections.abc import Callable
 
-import numpy as np
 
 from dyna.experiment.kinds.trajectories.llm import LOCAL, TimedClient, endpoint_of
 from dyna.experiment.kinds.trajectories.review_log import ReviewLog
@@ -119,16 +118,15 @@ def run_llm_job(job, replay_one: Callable) -> dict:
     Returns
     -------
     dict
-        As :func:`dyna.experiment.kinds.trajectories.job.run_job`, plus ``llm_reviews``
-        and ``llm_lessons`` (lists of row dicts) and ``exchanges`` (one list per run
-        index).
+        ``runs`` (a row dict per run index), ``episodes`` (the episode columns of each
+        run index, in order; the caller stacks them), ``llm_reviews`` and ``llm_lessons``
+        (lists of row dicts) and ``exchanges`` (one list per run index).
 
     Raises
     ------
     ReplayError
         Replaying, and a run asked other requests than the recorded ones.
     """
-    from dyna.experiment.kinds.trajectories.job import EPISODE_FIELDS
     p = job.payload
     recorded = recorded_exchanges(p["replay"], p["variant_name"]) if p.get("replay") \
         else None
@@ -148,6 +146,5 @@ def run_llm_job(job, replay_one: Callable) -> dict:
             reviews += session.log.reviews
             lessons += session.log.lessons
             exchanges.append(session.client.exchanges())
-    return {"runs": rows,
-            "episodes": {k: np.stack([e[k] for e in eps]) for k in EPISODE_FIELDS},
-            "llm_reviews": reviews, "llm_lessons": lessons, "exchanges": exchanges}
+    return {"runs": rows, "episodes": eps, "llm_reviews": reviews, "llm_lessons": lessons,
+            "exchanges": exchanges}
