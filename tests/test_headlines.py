@@ -227,7 +227,9 @@ def test_ablation_tables_name_windows_and_split_by_question(skill_ablation):
     assert ("| variant | final success rate, episodes 31-40 | success rate, episodes 21-40 "
             "| recovery (episodes) |") in clean
     assert "| tokens per success, episodes 31-40 |" in clean
-    assert "late_from" not in report and "tokens_window" not in clean
+    assert "## Agent tasks v3 metrics" in report
+    assert "late_from" not in report and "tokens_window" not in report
+    assert "| catalog tokens per episode, episodes 31-40 |" in report
     # the oracle succeeds in every run alike: one number per cell, no IQM
     row = next(x for x in clean.splitlines() if x.startswith("| `oracle` |"))
     assert "IQM" not in row.split(" | ")[1]

@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 
 from dyna.experiment.kinds.agent_tasks.analysis import ablated_switch, inert_switches, values
-from dyna.experiment.kinds.agent_tasks.metrics import RUN_METRICS
+from dyna.experiment.kinds.agent_tasks.metrics import RUN_METRICS, V3_METRICS
 from dyna.experiment.reporting import ci, fmt, md_table
 from dyna.experiment.stats import Interval, per_run_ci
 
@@ -67,20 +67,22 @@ def is_full_ablation(cfg) -> bool:
 
 
 def metric_label(cfg, metric: str) -> str:
-    """The words of a runs-table column with its episode window named ("final success
-    rate, episodes 901-1,000"), from the config's ``[analysis]`` windows."""
+    """The words of a runs-table column (:data:`.metrics.RUN_METRICS`,
+    :data:`.metrics.V3_METRICS`) with its episode window named ("final success rate,
+    episodes 901-1,000"), from the config's ``[analysis]`` windows."""
     E = int(cfg.episodes)
     a = cfg.analysis
 
     def window(first: int) -> str:
         return f"episodes {max(1, min(first, E)):,}-{E:,}"
 
-    final = window(E - int(a["final_window"]) + 1)
+    if metric == "final_success":
+        return f"final success rate, {window(E - int(a['final_window']) + 1)}"
     tokens = window(E - min(int(a.get("tokens_window", 200)), E) + 1)
-    named = {"final_success": f"final success rate, {final}",
-             "late_success": f"success rate, {window(int(a.get('late_from', 501)))}",
-             "late_tokens_per_success": f"tokens per success, {tokens}"}
-    return named.get(metric, RUN_METRICS.get(metric, metric))
+    text = RUN_METRICS.get(metric, V3_METRICS.get(metric, metric))
+    return (text.replace("episodes late_from..end", window(int(a.get("late_from", 501))))
+            .replace("last tokens_window episodes", tokens)
+            .replace("last tokens_window", tokens))
 
 
 def _cell(v: np.ndarray, opts: dict) -> str:
