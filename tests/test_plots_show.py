@@ -222,3 +222,18 @@ def test_agent_task_figure_marks_drifts_and_keeps_each_variant_colour(tmp_path, 
         assert sorted(ln["x"] for ln in ax["lines"] if ln["vertical"]) == [11.0, 21.0]
     legends = [ax["legend"] for ax in shot["axes"] if ax["legend"] is not None]
     assert len(legends) == 3 and all(leg["below"] for leg in legends)
+
+
+def test_no_two_agent_task_variants_share_a_colour():
+    """The scenario figures put baselines, tabular learners and ablations in panels of one
+    figure: a colour names one variant there (no_outcome_gate was drawn in dyna_q's blue,
+    no_cap_eviction in dyna_q_plus's orange)."""
+    from dyna.experiment.kinds.agent_tasks.plots import (SWITCH_COLORS, VARIANT_COLORS,
+                                                         variant_color)
+
+    colors = [*VARIANT_COLORS.values(), *SWITCH_COLORS.values(), "#000000"]
+    assert len(set(colors)) == len(colors)
+    assert variant_color("skill_loop-no_outcome_gate", "skill") != variant_color("dyna_q",
+                                                                                "skill")
+    assert variant_color("skill_loop-no_cap_eviction", "skill") == \
+        variant_color("naive_loop+cap_eviction", "skill") == "#7fc97f"

@@ -71,10 +71,10 @@ VARIANT_COLORS = {
     "naive_growth": "#6b6ecf", "selective_add_delete": "#de9ed6",
 }
 #: The colour of each safeguard (:attr:`dyna.loops.LoopConfig.SWITCHES`), none of them one
-#: of the base variants' in :data:`VARIANT_COLORS` they share panels with.
+#: of the base variants' in :data:`VARIANT_COLORS`: the panels of one figure hold both.
 SWITCH_COLORS = {
-    "outcome_gate": "#1f77b4", "redaction": "#e6ab02", "secret_scan": "#a6761d",
-    "novelty_check": "#2ca02c", "grading": "#7570b3", "cap_eviction": "#ff7f0e",
+    "outcome_gate": "#fc8d62", "redaction": "#e6ab02", "secret_scan": "#a6761d",
+    "novelty_check": "#2ca02c", "grading": "#7570b3", "cap_eviction": "#7fc97f",
     "dating": "#e377c2", "retire_on_contradiction": "#17becf",
     "approval_for_untrusted": "#e7298a", "consolidation_every": "#1b9e77",
 }
