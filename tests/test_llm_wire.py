@@ -28,7 +28,7 @@ KEY_ENV = "DYNA_TEST_WIRE_API_KEY"
 KEY = "copper-meadow-lantern-9"        # no detector knows this shape
 FACT = {"action": "add", "text": "Staging deploys need the VPN: run vpn up staging first"}
 CUT = {"action": "add", "text": "Staging deploys need the VPN: run vpn up sta"}
-KNOWN = "stop, tool_calls, function_call, length, content_filter"
+KNOWN = "stop, tool_calls, function_call, length, content_filter, eos_token, stop_sequence"
 
 
 @pytest.fixture(autouse=True)
@@ -126,7 +126,7 @@ def test_content_filter_is_failed_and_named():
     assert rec.review.decisions == () and len(loop.memory) == 0
 
 
-@pytest.mark.parametrize("finish, shown", [("eos_token", "'eos_token'"), (None, "None"),
+@pytest.mark.parametrize("finish, shown", [("end_turn", "'end_turn'"), (None, "None"),
                                            (7, "7")])
 def test_an_unknown_finish_reason_is_a_typed_failure(finish, shown):
     with ChatServer([ok(_cut(completion(tool_calls=[tool_call("memory", FACT)]),
@@ -135,6 +135,17 @@ def test_an_unknown_finish_reason_is_a_typed_failure(finish, shown):
     assert (rec.review.status, rec.review.reason) == (
         "failed", f"unknown_finish_reason: {shown} (known: {KNOWN})")
     assert rec.review.decisions == () and len(loop.memory) == 0
+
+
+@pytest.mark.parametrize("finish", ["eos_token", "stop_sequence"])
+def test_text_generation_inference_endings_are_whole(finish):
+    """text-generation-inference ends a whole reply with "eos_token" or "stop_sequence"."""
+    with ChatServer([ok(_cut(completion(tool_calls=[tool_call("memory", FACT)]),
+                             finish))]) as srv:
+        rec, loop = _review(srv, max_lessons=1)
+    assert (rec.review.status, rec.review.reason) == ("reviewed", "1 proposals")
+    assert loop.memory.snapshot().texts() == [FACT["text"]]
+    assert wire.finish_status({"choices": [{"finish_reason": finish}]}) == ("ok", "")
 
 
 def test_every_choice_is_read():

@@ -6,7 +6,9 @@ an error answer explains, which tool the model must call, which field caps the t
   ``function_call``: the reply is whole (``ok``). ``length``: the reply was cut at the
   token limit, so a tool call in it is a fragment even when its arguments still parse
   (``incomplete``). ``content_filter``: the endpoint's filter withheld or cut the reply
-  (``failed``). Any other value, or none: ``failed`` (``unknown_finish_reason``).
+  (``failed``). ``eos_token`` and ``stop_sequence``: the reply ended at the model's
+  end-of-sequence token or at a stop sequence, as Hugging Face text-generation-inference
+  says ``stop`` (``ok``). Any other value, or none: ``failed`` (``unknown_finish_reason``).
   A reply that used every new token asked for is cut too, whatever it says
   (:func:`limit_reason`).
 - :data:`MAX_ERROR_BYTES` and :data:`MAX_ERROR_CHARS`: how much of a non-2xx answer's body
@@ -19,7 +21,8 @@ an error answer explains, which tool the model must call, which field caps the t
 
 Source: OpenAI's chat-completions API reference (``finish_reason``, ``tool_choice``,
 ``max_completion_tokens``; ``max_tokens`` is deprecated there but is what llama.cpp's
-servers, vLLM and Ollama read).
+servers, vLLM and Ollama read); text-generation-inference's ``FinishReason`` enum
+(``length``, ``eos_token``, ``stop_sequence``) for its extra values.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ __all__ = ["FINISH_REASONS", "MAX_ERROR_BYTES", "MAX_ERROR_CHARS", "TOKEN_FIELDS
 
 #: ``finish_reason`` values and the status of a reply that ends so.
 FINISH_REASONS = {"stop": "ok", "tool_calls": "ok", "function_call": "ok",
-                  "length": "incomplete", "content_filter": "failed"}
+                  "length": "incomplete", "content_filter": "failed",
+                  "eos_token": "ok", "stop_sequence": "ok"}
 _FINISH_WHY = {
     "length": "length: the reply was cut at the token limit (finish_reason 'length'); a "
               "tool call in it is a fragment and is not used",
