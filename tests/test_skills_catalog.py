@@ -136,3 +136,12 @@ def test_skills_add_reads_the_body_from_standard_input(capsys, tmp_path, monkeyp
     assert rc == 2 and err == ("dyna: error: --body='-': standard input is closed; give a "
                                "file\n")
     assert sorted(p.name for p in (tmp_path / "lib").iterdir()) == [".dyna", "rollback"]
+
+
+def test_cli_xml_escapes_the_location(capsys, tmp_path):
+    d = tmp_path / "lib&<x>"
+    SkillLibrary(d).add(Skill("a", "A"), "r1")
+    rc, out, _ = run(capsys, "skills", "catalog", str(d), "--format", "xml")
+    loc = str((d / "a" / "SKILL.md").resolve()).replace("&", "&amp;").replace("<", "&lt;")
+    assert rc == 0 and "lib&amp;&lt;x&gt;" in loc.replace(">", "&gt;")
+    assert out.splitlines()[8:11] == ["<location>", loc.replace(">", "&gt;"), "</location>"]

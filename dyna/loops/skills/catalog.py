@@ -43,7 +43,7 @@ def _xml(entries) -> str:
         lines += ["<skill>", "<name>", html.escape(name), "</name>", "<description>",
                   html.escape(description), "</description>"]
         if loc is not None:
-            lines += ["<location>", loc, "</location>"]
+            lines += ["<location>", html.escape(loc), "</location>"]
         lines.append("</skill>")
     lines.append("</available_skills>")
     return "\n".join(lines) + "\n"
