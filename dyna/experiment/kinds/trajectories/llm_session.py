@@ -65,6 +65,7 @@ class LLMSession:
         return rec
 
     def close(self) -> None:
+        """Close the model client and its connections; the session is not used after."""
         self.client.close()
 
 
