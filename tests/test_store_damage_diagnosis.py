@@ -124,6 +124,34 @@ def test_a_torn_last_frame_is_a_crash_not_damage(crashed, tmp_path):
         assert 0 < store.get_stats()["n_records"] <= ROWS
 
 
+def test_a_damaged_wal_header_before_committed_frames_is_reported(tmp_path, capsys):
+    """250 rows checkpointed, 250 more in the -wal, one bit flipped in salt-2: SQLite
+    ignores the whole log (250 rows, status ok); the check names the damage."""
+    live = tmp_path / "live" / "s.db"
+    live.parent.mkdir()
+    store = ExperienceStore(live, dim=4)
+    store.record("t1", episodes=_episodes(0, 250))
+    store._db.checkpoint()
+    for lo in range(250, 500, 50):
+        store.record("t1", episodes=_episodes(lo, lo + 50))
+    db = _copy(live, tmp_path / "h.db")
+    store.close()
+    data = bytearray(open(f"{db}-wal", "rb").read())
+    data[20] ^= 1
+    open(f"{db}-wal", "wb").write(data)
+    assert _sqlite_rows(db) == 250
+    report = read_wal(bytes(data))
+    assert report.header_damaged and report.valid == 0 and report.first_bad == 0
+    assert report.lost == report.frames and report.lost_commits == 5
+    assert main(["store", "stats", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert (f"h.db-wal: the -wal header is damaged; {report.frames} frames after it "
+            "(5 commits) may hold committed rows") in err
+    fresh = bytes(data[:32]) + bytes(4096 * 3)
+    assert read_wal(fresh) is None and read_wal(bytes(data[:32])) is None
+
+
 def test_a_wal_header_sqlite_ignores_is_not_read(tmp_path):
     assert read_wal(b"") is None
     assert read_wal(b"\0" * 4096) is None

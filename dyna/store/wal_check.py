@@ -56,12 +56,17 @@ class WalReport:
         generation of the log after the damage, dropped by SQLite with it.
     lost_commits : int
         Commit frames among ``first_bad`` and the ``lost`` ones (transactions dropped).
+    header_damaged : bool
+        The header fails its checksum while frames after it share their salts and hold
+        commits: SQLite ignores the whole log, so every frame is counted as ``lost``
+        (``first_bad`` 0).
     """
 
     def __init__(self, frames: int, valid: int, first_bad: int | None, lost: int,
-                 lost_commits: int):
+                 lost_commits: int, header_damaged: bool = False):
         self.frames, self.valid, self.first_bad = frames, valid, first_bad
         self.lost, self.lost_commits = lost, lost_commits
+        self.header_damaged = header_damaged
 
     @property
     def damaged(self) -> bool:
@@ -71,7 +76,7 @@ class WalReport:
     def __repr__(self) -> str:
         return (f"WalReport(frames={self.frames}, valid={self.valid}, "
                 f"first_bad={self.first_bad}, lost={self.lost}, "
-                f"lost_commits={self.lost_commits})")
+                f"lost_commits={self.lost_commits}, header_damaged={self.header_damaged})")
 
 
 def _weights(n: int) -> tuple[np.ndarray, list[list[int]]]:
@@ -98,9 +103,35 @@ def _frame_sums(frames: np.ndarray, order: str, weights: np.ndarray) -> np.ndarr
     return (summed.view(order).astype(np.uint64) @ weights) & _MASK
 
 
+def _headless(data: bytes, page: int) -> WalReport | None:
+    """The frames after a header that fails its checksum: a report of the frames that
+    carry the first frame's salts, when some of them are commits (SQLite ignores the log,
+    so their transactions are dropped); None for a fresh log (no frame, or zeros)."""
+    size = _FRAME_HEADER + page
+    n = (len(data) - _HEADER) // size
+    if n == 0:
+        return None
+    salts = data[_HEADER + 8:_HEADER + 16]
+    if salts == bytes(8):
+        return None
+    same = commits = 0
+    for i in range(n):
+        head = data[_HEADER + i * size:_HEADER + i * size + 16]
+        if head[8:16] == salts:
+            same += 1
+            commits += head[4:8] != bytes(4)
+    if commits == 0:
+        return None
+    return WalReport(n, 0, 0, same, commits, header_damaged=True)
+
+
 def read_wal(data: bytes) -> WalReport | None:
-    """The frames of a ``-wal`` file's bytes checked as SQLite replays them; None when it
-    holds no valid header (SQLite then ignores it: nothing of it was committed)."""
+    """The frames of a ``-wal`` file's bytes checked as SQLite replays them; None when
+    SQLite may ignore it without loss (no valid magic or page size, or a header failing
+    its checksum with no committed frame after it: a fresh log).
+
+    A header that fails its checksum before committed frames sharing one salt pair is
+    damage (:attr:`WalReport.header_damaged`): SQLite would ignore every frame."""
     if len(data) < _HEADER:
         return None
     magic, _version, page, _seq, salt1, salt2, c1, c2 = struct.unpack(">8I", data[:_HEADER])
@@ -112,7 +143,7 @@ def read_wal(data: bytes) -> WalReport | None:
         s0 = (s0 + x0 + s1) & 0xFFFFFFFF
         s1 = (s1 + x1 + s0) & 0xFFFFFFFF
     if (s0, s1) != (c1, c2):
-        return None
+        return _headless(data, page)
     size = _FRAME_HEADER + page
     n = (len(data) - _HEADER) // size
     weights, mn = _weights((8 + page) // 8)
@@ -177,6 +208,12 @@ def check_wal(path) -> WalReport | None:
             return report
         if os.path.getsize(wal) == len(data):
             break
+    if report is not None and report.header_damaged:
+        raise StoreDamagedError(str(path), (
+            f"{wal.name}: the -wal header is damaged; {report.lost} frames after it "
+            f"({report.lost_commits} commits) may hold committed rows that SQLite would "
+            "ignore silently; keep a copy of the file and its -wal before anything opens "
+            "the store"))
     if report is not None and report.damaged:
         raise StoreDamagedError(str(path), (
             f"{wal.name}: frame {report.first_bad + 1} of {report.frames} fails its "
