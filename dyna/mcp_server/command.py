@@ -15,7 +15,17 @@ from dyna.mcp_server.transport import TOKEN_ENV, read_token, serve_http, serve_s
 __all__ = ["register"]
 
 
-def _open_store(db: str, dim: int | None, read_only: bool):
+def _open_store(db: str, dim: int | None, read_only: bool, create: bool = False):
+    """The store ``db`` for the server: an existing store, or a new one in a missing file of
+    an existing folder (never with ``read_only``); an empty file (0 bytes) only with
+    ``create`` (:class:`dyna.store.sqlite_file.EmptyStoreFileError` otherwise).
+
+    Raises
+    ------
+    MissingFileError, NotAStoreError, ConfigError
+        A missing file for a reader or a missing folder; a file that is not a store; a
+        ``dim`` other than the store's.
+    """
     from dyna.experience import ExperienceStore  # noqa: PLC0415
     from dyna.store import postgres  # noqa: PLC0415
     from dyna.store.sqlite import stored_dim  # noqa: PLC0415
@@ -41,7 +51,8 @@ def _open_store(db: str, dim: int | None, read_only: bool):
     elif not path.parent.is_dir():
         # a mistyped path must not silently give an agent a new, empty store
         raise MissingFileError("db", path.parent)
-    return ExperienceStore(path, dim=64 if dim is None else dim, read_only=read_only)
+    return ExperienceStore(path, dim=64 if dim is None else dim, read_only=read_only,
+                           create=create)
 
 
 def _run(args) -> int:
@@ -61,7 +72,10 @@ def _run(args) -> int:
     token = read_token(args.token_file) if args.http is not None else None
     if args.http is None and args.token_file is not None:
         raise ConfigError("--token-file", args.token_file, "only with --http")
-    store = _open_store(args.db, args.dim, args.read_only)
+    if args.create and args.read_only:
+        raise ConfigError("--create", True, "not with --read-only (a read-only server never "
+                          "creates a store)")
+    store = _open_store(args.db, args.dim, args.read_only, args.create)
     try:
         tools = ExperienceTools(store, args.tenant, read_only=args.read_only,
                                 export_dir=args.export_dir)
@@ -93,6 +107,9 @@ def register(sub) -> None:
     p.add_argument("--http", type=int, default=None, metavar="PORT",
                    help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio "
                    "(0: a free port, printed on stderr)")
+    p.add_argument("--create", action="store_true", help="make a new store in an existing "
+                   "empty file (0 bytes); without it such a file is refused as 'empty file, "
+                   "not a store' (a missing file in an existing folder is created either way)")
     p.add_argument("--dim", type=int, default=None, help="feature dimension of a new "
                    "store (default 64; an existing store's is read from the file)")
     p.add_argument("--token-file", dest="token_file", default=None, metavar="PATH",
