@@ -209,8 +209,8 @@ class ListReviewer:
 
 def make_loop(tmp_path, reviewer, cfg=None):
     cfg = cfg or LoopConfig()
-    lib = cfg.skill_library(tmp_path / "skills", clock=clock)
-    mem = cfg.memory_store(tmp_path / "MEMORY.md", clock=clock)
+    lib = cfg.skill_library(tmp_path / "skills", clock=clock, create=True)
+    mem = cfg.memory_store(tmp_path / "MEMORY.md", clock=clock, create=True)
     return LearningLoop(lib, mem, reviewer, cfg)
 
 

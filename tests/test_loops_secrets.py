@@ -140,7 +140,7 @@ def test_skills_refuse_a_run_id_holding_a_secret(tmp_path):
 def test_memory_never_writes_a_planted_secret(tmp_path):
     _control(tmp_path)
     root = tmp_path / "mem"
-    mem = MemoryStore(root / "MEMORY.md", cap=None)
+    mem = MemoryStore(root / "MEMORY.md", cap=None, create=True)   # makes mem/
     for i, (_, text, _) in enumerate(SECRETS):
         mem.add(f"Fact {i}: the deploy uses {text}", source=f"run-{i}", trust="trusted",
                 run_id=f"run-{i}")

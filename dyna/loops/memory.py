@@ -69,8 +69,7 @@ from dyna.loops._text import fact_key, jaccard, text_features
 from dyna.loops.fact_attributes import (ENGLISH_FACTS, Attribute, EnglishFactRule, FactRule,
                                         attribute_of, compare_attributes, relation, subject_of,
                                         unsure_pairs)
-from dyna.loops.memory_backends import (FileMemoryBackend, InMemoryBackend, next_pending_id,
-                                       take_pending)
+from dyna.loops.memory_backends import FileMemoryBackend, InMemoryBackend, PendingFacts
 from dyna.loops.memory_consolidation import ConsolidationReport, consolidation_plan
 from dyna.loops.memory_format import (HEADER, MAX_FACT, PERSON, TRUST, MemoryEntry,
                                       MemoryFileError, PendingFact, parse_memory,
@@ -181,14 +180,15 @@ def _utc_now(clock: Callable[[], _dt.datetime] | None = None) -> _dt.datetime:
                       else clock())
 
 
-class MemoryStore:
+class MemoryStore(PendingFacts):
     """Facts in MEMORY.md with de-duplication, superseding on real conflicts, a cap and
     consolidation.
 
     Parameters
     ----------
     path : str or Path or None
-        The MEMORY.md file (created on first write); None keeps everything in memory.
+        The MEMORY.md file (created on first write, in an existing folder); None keeps
+        everything in memory.
     cap : int or None
         Maximum number of facts (30 by default). Past it the oldest facts (by date, then
         position) are evicted, never the one just written; each eviction is in the
@@ -223,6 +223,10 @@ class MemoryStore:
         The conflict rule: reads the typed attribute a fact states
         (:class:`dyna.loops.fact_attributes.FactRule`). Default
         :data:`~dyna.loops.fact_attributes.ENGLISH_FACTS`, for facts written in English.
+    create : bool
+        Also make the missing folders of ``path`` (default False: a missing folder is
+        refused with :class:`dyna.errors.MissingFileError` naming it, as
+        :class:`dyna.experience.ExperienceStore` never makes its file's folder).
 
     Attributes
     ----------
@@ -239,13 +243,15 @@ class MemoryStore:
     MemoryFileError
         MEMORY.md is not UTF-8 (the byte offset is named), or a history line is corrupt
         (``path:line``).
+    MissingFileError
+        The folder of ``path`` does not exist and ``create`` is False.
     """
 
     def __init__(self, path=None, *, cap: int | None = 30, similarity: float = 0.8,
                  clock: Callable[[], _dt.datetime] | None = None, durable: bool = True,
                  lock_timeout: float = 30.0, retire_below: float | None = None,
                  retire_min_uses: int = 3, prior="uniform", discount: float = 1.0,
-                 rule: FactRule = ENGLISH_FACTS):
+                 rule: FactRule = ENGLISH_FACTS, create: bool = False):
         if cap is not None:
             cap = check_range("cap", cap, 1, None, integer=True)
         self.cap = cap
@@ -263,7 +269,7 @@ class MemoryStore:
         self.rule = rule
         self._clock = functools.partial(_utc_now, clock)
         self.backend = (InMemoryBackend() if path is None
-                        else FileMemoryBackend(path, durable, lock_timeout))
+                        else FileMemoryBackend(path, durable, lock_timeout, create))
         self._lock = threading.RLock()
         self._net = SafetyNet()
         self._entries: tuple[MemoryEntry, ...] = tuple(self.backend.read())
@@ -438,33 +444,42 @@ class MemoryStore:
         today = self._clock().date().isoformat()
         entry = self._entry(text, date or today, source or run_id, trust, run_id)
         with self._writing():
-            same = self.find(entry.text)
-            if same is not None:
-                return StoreResult("duplicate", same)
-            rels = self.relations(entry.text)
-            flagged = tuple(e for e, r in rels if r == "unsure")
-            replaced = [e for e, r in rels if r == "conflict"
-                        or (r == "restated" and entry.trust in PERSON
-                            and e.trust not in PERSON)]
-            restated = [e for e, r in rels if r == "restated" and e not in replaced]
-            if restated and not replaced:
-                return StoreResult("duplicate", restated[0], flagged=flagged)
-            reason = staging_reason(entry, replaced) if approval else None
-            if reason is not None:
-                item = self.stage(entry.text, entry.source, run_id, reason=reason)
-                return StoreResult("staged", entry, tuple(replaced), flagged=flagged,
-                                   pending=item)
-            gone = {id(e) for e in replaced}
-            entries = [e for e in self._entries if id(e) not in gone]
-            entries.append(entry)
-            evicted = evict_over_cap(entries, entry, self.cap)
-            self._save(entries)       # the history records a change once it is made
-            for op, e, why in [*(("supersede", e, f"by: {entry.text}") for e in replaced),
-                               ("add", entry, entry.source),
-                               *(("evict", e, f"cap {self.cap}") for e in evicted)]:
+            result, records = self._apply(entry, run_id, approval)
+            for op, e, why in records:
                 self._log(op, e.text, run_id, why)
-            return StoreResult("superseded" if replaced else "added", entry,
-                               tuple(replaced), tuple(evicted), flagged)
+            return result
+
+    def _apply(self, entry: MemoryEntry, run_id: str,
+               approval: bool) -> tuple[StoreResult, list[tuple[str, MemoryEntry, str]]]:
+        """Write ``entry`` to MEMORY.md as :meth:`add` says (under the write lock); the
+        result and the history records ``(op, fact, reason)`` the change still needs, so
+        the caller logs them once everything the change makes is written."""
+        same = self.find(entry.text)
+        if same is not None:
+            return StoreResult("duplicate", same), []
+        rels = self.relations(entry.text)
+        flagged = tuple(e for e, r in rels if r == "unsure")
+        replaced = [e for e, r in rels if r == "conflict"
+                    or (r == "restated" and entry.trust in PERSON
+                        and e.trust not in PERSON)]
+        restated = [e for e, r in rels if r == "restated" and e not in replaced]
+        if restated and not replaced:
+            return StoreResult("duplicate", restated[0], flagged=flagged), []
+        reason = staging_reason(entry, replaced) if approval else None
+        if reason is not None:
+            item = self.stage(entry.text, entry.source, run_id, reason=reason)
+            return StoreResult("staged", entry, tuple(replaced), flagged=flagged,
+                               pending=item), []
+        gone = {id(e) for e in replaced}
+        entries = [e for e in self._entries if id(e) not in gone]
+        entries.append(entry)
+        evicted = evict_over_cap(entries, entry, self.cap)
+        self._save(entries)       # the history records a change once it is made
+        records = [*(("supersede", e, f"by: {entry.text}") for e in replaced),
+                   ("add", entry, entry.source),
+                   *(("evict", e, f"cap {self.cap}") for e in evicted)]
+        return (StoreResult("superseded" if replaced else "added", entry, tuple(replaced),
+                            tuple(evicted), flagged), records)
 
     def remove(self, text: str, run_id: str = "", reason: str = "removed") -> MemoryEntry:
         """Remove the fact equal to ``text`` (kept in the history).
@@ -628,56 +643,3 @@ class MemoryStore:
                 for op, text, reason in report.history_records(self.cap):
                     self._log(op, text, run_id, reason)
             return report
-
-    # ------------------------------------------------------------------ approval
-    def pending(self) -> list[PendingFact]:
-        """Facts staged for approval, oldest first.
-
-        Raises
-        ------
-        MemoryFileError
-            The pending file is corrupt.
-        """
-        return self.backend.read_pending()
-
-    def stage(self, text: str, source: str = "", run_id: str = "",
-              provenance=(), reason: str = "") -> PendingFact:
-        """Stage a fact instead of writing it (trust ``untrusted`` until approved); ids
-        ``m0001``, ``m0002``... are unique across processes sharing the file."""
-        with self._writing():
-            today = self._clock().date().isoformat()
-            entry = self._entry(text, today, source or run_id, "untrusted", run_id)
-            items = self.pending()
-            clean = self._net.values({"provenance": list(provenance), "reason": reason})
-            item = PendingFact(next_pending_id(self.backend, items), entry, run_id,
-                               _dt.datetime.isoformat(self._clock(), timespec="seconds"),
-                               tuple(clean["provenance"]), clean["reason"])
-            self.backend.write_pending(items + [item])
-            self._log("stage", entry.text, run_id, item.id)
-            return item
-
-    def approve(self, pid: str) -> StoreResult:
-        """Write a staged fact (trust ``approved``: it may replace any fact).
-
-        Raises
-        ------
-        ConfigError
-            Unknown id.
-        """
-        with self._writing():
-            p = take_pending(self.backend, pid)
-            self._log("approve", p.entry.text, p.run_id, pid)
-            return self.add(p.entry.text, p.entry.source, "approved", p.run_id, p.entry.date)
-
-    def reject(self, pid: str) -> PendingFact:
-        """Drop a staged fact (recorded in the history).
-
-        Raises
-        ------
-        ConfigError
-            Unknown id.
-        """
-        with self._writing():
-            p = take_pending(self.backend, pid)
-            self._log("reject", p.entry.text, p.run_id, pid)
-            return p

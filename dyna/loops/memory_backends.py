@@ -1,4 +1,5 @@
-"""Where the memory store keeps its facts: in memory, or in MEMORY.md with its history.
+"""Where the memory store keeps its facts: in memory, or in MEMORY.md with its history;
+and its staged facts (:class:`PendingFacts`: stage, approve, reject).
 
 Both backends give :class:`dyna.loops.memory.MemoryStore` the same operations (read and
 write the facts, append to and read the history, read and write the pending facts); the
@@ -10,17 +11,23 @@ never writes through a symbolic link.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dyna.errors import ConfigError
+from dyna.errors import ConfigError, MissingFileError
 from dyna.fileio import (CorruptFileError, SymlinkError, append_record, atomic_write, file_kind,
                          file_mark, library_lock, read_bytes_nofollow, read_records)
 from dyna.loops.frontmatter import shown
 from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact, parse_lines,
                                       pending_from_json, pending_to_json, render_document)
 
-__all__ = ["FileMemoryBackend", "InMemoryBackend", "next_pending_id", "take_pending"]
+if TYPE_CHECKING:
+    from dyna.loops.memory import StoreResult
+
+__all__ = ["FileMemoryBackend", "InMemoryBackend", "PendingFacts", "drop_pending",
+           "find_pending", "next_pending_id", "take_pending"]
 
 
 class InMemoryBackend:
@@ -148,9 +155,12 @@ class FileMemoryBackend:
     ------
     ConfigError
         ``path`` is a folder, a symbolic link or not a regular file.
+    MissingFileError
+        The folder of ``path`` does not exist and ``create`` is False (with True it is
+        made, with its missing parents).
     """
 
-    def __init__(self, path, durable=True, lock_timeout=30.0):
+    def __init__(self, path, durable=True, lock_timeout=30.0, create=False):
         self.path = Path(path)
         kind = file_kind(self.path)
         if kind == "folder":
@@ -160,7 +170,11 @@ class FileMemoryBackend:
             # and a link would write elsewhere: refused before anything is created
             raise ConfigError("path", str(path), "is not a regular file (a device, FIFO, "
                               "socket or symbolic link); give a MEMORY.md file")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif not self.path.parent.is_dir():
+            raise MissingFileError("path", self.path.parent, "no such folder (MEMORY.md's "
+                                   "folder is made only with create=True)")
         self._side = self.path.parent / ".dyna"
         self._hist = self._side / f"{self.path.name}.history.jsonl"
         self._pend = self._side / f"{self.path.name}.pending.json"
@@ -254,6 +268,98 @@ class FileMemoryBackend:
 
 
 
+class PendingFacts:
+    """The approval methods of :class:`dyna.loops.memory.MemoryStore`: facts staged for a
+    person's approval, kept in the backend's pending facts until approved or rejected.
+
+    A mixin: the store gives the write lock (``_writing``), the checks and redaction of a
+    new fact (``_entry``, ``_net``), the clock, the history (``_log``) and the write of a
+    fact (``_apply``, as :meth:`~dyna.loops.memory.MemoryStore.add` does it).
+    """
+
+    def pending(self) -> list[PendingFact]:
+        """Facts staged for approval, oldest first.
+
+        Raises
+        ------
+        MemoryFileError
+            The pending file is corrupt.
+        """
+        return self.backend.read_pending()
+
+    def stage(self, text: str, source: str = "", run_id: str = "",
+              provenance=(), reason: str = "") -> PendingFact:
+        """Stage a fact instead of writing it (trust ``untrusted`` until approved); ids
+        ``m0001``, ``m0002``... are unique across processes sharing the file."""
+        with self._writing():
+            today = self._clock().date().isoformat()
+            entry = self._entry(text, today, source or run_id, "untrusted", run_id)
+            items = self.pending()
+            clean = self._net.values({"provenance": list(provenance), "reason": reason})
+            item = PendingFact(next_pending_id(self.backend, items), entry, run_id,
+                               _dt.datetime.isoformat(self._clock(), timespec="seconds"),
+                               tuple(clean["provenance"]), clean["reason"])
+            self.backend.write_pending(items + [item])
+            self._log("stage", entry.text, run_id, item.id)
+            return item
+
+    def approve(self, pid: str) -> StoreResult:
+        """Write a staged fact (trust ``approved``: it may replace any fact): MEMORY.md
+        first (whole), then the pending file without it, then the history, so a write that
+        fails (a full disk) leaves the fact pending, never lost.
+
+        Raises
+        ------
+        ConfigError
+            Unknown id.
+        """
+        with self._writing():
+            p = find_pending(self.backend, pid)
+            date = p.entry.date or self._clock().date().isoformat()
+            entry = self._entry(p.entry.text, date, p.entry.source or p.run_id, "approved",
+                                p.run_id)
+            result, records = self._apply(entry, p.run_id, True)
+            drop_pending(self.backend, pid)
+            self._log("approve", p.entry.text, p.run_id, pid)
+            for op, e, why in records:
+                self._log(op, e.text, p.run_id, why)
+            return result
+
+    def reject(self, pid: str) -> PendingFact:
+        """Drop a staged fact (recorded in the history).
+
+        Raises
+        ------
+        ConfigError
+            Unknown id.
+        """
+        with self._writing():
+            p = take_pending(self.backend, pid)
+            self._log("reject", p.entry.text, p.run_id, pid)
+            return p
+
+
+def find_pending(backend, pid: str) -> PendingFact:
+    """The staged fact ``pid`` of ``backend``'s pending facts (left pending).
+
+    Raises
+    ------
+    ConfigError
+        No pending fact has this id (field ``id``).
+    """
+    for p in backend.read_pending():
+        if p.id == pid:
+            return p
+    raise ConfigError("id", pid, "no pending fact with this id")
+
+
+def drop_pending(backend, pid: str) -> None:
+    """Rewrite ``backend``'s pending facts without the one with id ``pid`` (none: no write)."""
+    items = backend.read_pending()
+    if any(p.id == pid for p in items):
+        backend.write_pending([q for q in items if q.id != pid])
+
+
 def take_pending(backend, pid: str) -> PendingFact:
     """Remove the staged fact ``pid`` from ``backend``'s pending facts and return it.
 
@@ -262,12 +368,9 @@ def take_pending(backend, pid: str) -> PendingFact:
     ConfigError
         No pending fact has this id (field ``id``).
     """
-    items = backend.read_pending()
-    for p in items:
-        if p.id == pid:
-            backend.write_pending([q for q in items if q.id != pid])
-            return p
-    raise ConfigError("id", pid, "no pending fact with this id")
+    p = find_pending(backend, pid)
+    drop_pending(backend, pid)
+    return p
 
 
 def next_pending_id(backend, items) -> str:

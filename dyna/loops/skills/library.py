@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dyna.competence import BetaCompetence
-from dyna.errors import ConfigError, check_range
+from dyna.errors import ConfigError, MissingFileError, check_range
 from dyna.fileio.jsonfiles import CorruptFileError
 from dyna.loops.provenance import skeleton
 from dyna.loops.retirement import retirement_reason
@@ -75,13 +75,32 @@ def _utc_now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
+def library_folder(dir, create: bool = False) -> Path:
+    """The library folder ``dir`` as a Path, checked: its parent folder must exist unless
+    ``create`` (then :class:`SkillLibrary` makes the missing folders), as
+    :class:`dyna.experience.ExperienceStore` never makes its file's folder, so a mistyped
+    path leaves no new folder tree behind.
+
+    Raises
+    ------
+    MissingFileError
+        The parent folder is missing and ``create`` is False (field ``dir``, the folder).
+    """
+    path = Path(dir)
+    if not create and not path.parent.is_dir():
+        raise MissingFileError("dir", path.parent, "no such folder (the library's parent "
+                               "folder is made only with create=True)")
+    return path
+
+
 class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
     """A library of skills with matching, competence, a cap, dating, history and approval.
 
     Parameters
     ----------
     dir : str or Path or None
-        Library folder (created if missing); None keeps everything in memory.
+        Library folder (made if missing; its missing parents only with ``create``, else
+        :class:`dyna.errors.MissingFileError` names them); None keeps everything in memory.
     cap : int or None
         Maximum number of active skills; at the cap a new skill replaces the weakest one
         (lowest lower credible bound of competence, then oldest ``created``, then name),
@@ -149,7 +168,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
                  suspect_factor: float = 0.5, retire_below: float | None = 0.4,
                  retire_min_uses: int = 3, level: float = 0.95, prior="uniform",
                  discount: float = 1.0, clock: Callable[[], _dt.datetime] | None = None,
-                 log_outcomes: bool = True, durable: bool = True):
+                 log_outcomes: bool = True, durable: bool = True, create: bool = False):
         if cap is not None:
             cap = check_range("cap", cap, 1, None, integer=True)
         if max_age_days is not None:
@@ -167,7 +186,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         self._clock = clock or _utc_now
         self.log_outcomes = bool(log_outcomes)
         self.backend = (MemorySkillBackend() if dir is None
-                        else FileSkillBackend(dir, durable=durable))
+                        else FileSkillBackend(library_folder(dir, create), durable=durable))
         self._lock = threading.RLock()
         self._flock = self.backend.lock
         self._depth = 0
