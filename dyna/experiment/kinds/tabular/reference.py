@@ -178,8 +178,9 @@ def _read(check: str, folder: Path | None = None) -> pl.DataFrame:
 
 @functools.lru_cache(maxsize=8)
 def _read_csv(path: str, mtime_ns: int, size: int) -> pl.DataFrame:
-    """One file read once per version (a report compares six summaries of one file; the
-    frame is never modified, only filtered into new ones)."""
+    """One file read once per version, keyed by its path, mtime and size (a rewritten file
+    gets a new mtime): a report compares six summaries of one file, and the frame is never
+    modified, only filtered into new ones."""
     return pl.read_csv(path)
 
 

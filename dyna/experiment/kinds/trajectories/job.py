@@ -75,13 +75,17 @@ def replay_order(runs) -> tuple[TrajectoryRun, ...]:
 @functools.lru_cache(maxsize=8)
 def _digests(path: str, sha: str, redaction: bool, keys: frozenset, trusted: bool,
              first: int | None = None):
+    """The runs' digests, cached per process by the file's path and sha256 and the digest
+    settings (a changed file has a new hash, so no entry is stale; digests are immutable),
+    so the variants' jobs of one process digest the file once (about 1 s each)."""
     return tuple(r.digest(redaction=redaction, trusted=trusted, sensitive_keys=keys)
                  for r in cached_runs(path, sha, first))
 
 
 @functools.lru_cache(maxsize=4)
 def _personal(path: str, sha: str, first: int | None = None):
-    """Per run the harvested values, and their union with each value's category."""
+    """Per run the harvested values, and their union with each value's category; cached
+    per process by the file's path and sha256 (a changed file has a new hash)."""
     per_run, category = [], {}
     for r in cached_runs(path, sha, first):
         by = harvest_by_field(r)
