@@ -99,9 +99,10 @@ import numpy as np
 
 from dyna.errors import (ConfigError, StoreBusyError, StoreDamagedError, StoreError,
                          StoreReadOnlyError, StoreWriteError, check_range)
+from dyna.experience.episodes import check_tenant
 from dyna.store import columns as _columns
 from dyna.store.backend import StoreBackend
-from dyna.store.columns import (TABLE, check_filter, check_group_by, check_nfkc, check_row,
+from dyna.store.columns import (TABLE, check_filter, check_group_by, check_row,
                                 check_schema, collect_chunks, consumption_rows, given_ids,
                                 made_ids, prepare_columns, read_names, row_bytes_sql,
                                 summary_dict, to_columns, unencodable)
@@ -718,16 +719,15 @@ def grant_tenant(store: PostgresStore, role: str, tenant: str) -> None:
     Raises
     ------
     ConfigError
-        Empty names, a NUL, a tenant not in NFKC form
-        (:func:`dyna.store.columns.check_nfkc`), or a role already mapped to another tenant.
+        An empty role or one with a NUL, a tenant that breaks the tenant rule
+        (:func:`dyna.experience.episodes.check_tenant`: length, control characters, NUL,
+        NFKC form; checked before connecting), or a role already mapped to another tenant.
     StoreWriteError
         The server refused (e.g. this session's role does not own the tables).
     """
-    for name, value in (("role", role), ("tenant", tenant)):
-        if not isinstance(value, str) or not value or "\x00" in value:
-            raise ConfigError(name, repr(value)[:40], "must be a non-empty string "
-                              "without NUL")
-    check_nfkc("tenant", tenant)   # the rows' tenant_id is compared byte for byte
+    if not isinstance(role, str) or not role or "\x00" in role:
+        raise ConfigError("role", repr(role)[:40], "must be a non-empty string without NUL")
+    check_tenant(tenant, "tenant")   # the rows' tenant_id is compared byte for byte
 
     def do(conn, _):
         roles = store._t["meta"].rsplit(".", 1)[0] + '."tenant_roles"'
