@@ -106,6 +106,18 @@ def test_risk_class_presets():
     assert RISK_CLASSES["high_stakes"].preset_policy() == LowerBoundThreshold(0.95, 0.05)
 
 
+
+def test_mean_threshold_acts_at_an_exact_tie_like_threshold_policy():
+    """0.3 / (0.3 + 0.1) is 0.75 exactly but 0.7499999999999999 in floats."""
+    from dyna.ties import mean_below
+    assert 0.3 / (0.3 + 0.1) < 0.75 and not mean_below(0.3, 0.1, 0.75)
+    out = MeanThreshold(0.75).act(np.array([[0.3, 0.3], [3.0, 0.29]]), np.array([0.1, 0.1]),
+                                  None)
+    assert out.dtype == bool and out.tolist() == [[True, True], [True, False]]
+    assert RISK_CLASSES["low_stakes"].preset_policy().act([8.0, 7.9], [2.0, 2.0], None).tolist() \
+        == [True, False]
+
+
 # ------------------------------------------------------------------------- run_policies
 
 def _stream(T=300, K=3, seed=0):

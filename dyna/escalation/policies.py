@@ -17,6 +17,7 @@ import numpy as np
 from scipy import special
 
 from dyna.errors import ConfigError, check_range
+from dyna.ties import mean_below
 
 __all__ = ["POLICY_RULES", "AlwaysEscalate", "CostSensitive", "EpsilonExplore",
            "LowerBoundThreshold", "MeanThreshold", "MinEpisodes", "NeverEscalate", "Policy",
@@ -154,8 +155,14 @@ class MeanThreshold(Policy):
         object.__setattr__(self, "p_star", _p_star(self.p_star))
 
     def act(self, a, b, n, u=None):
-        a = np.asarray(a, dtype=np.float64)
-        return a / (a + np.asarray(b, dtype=np.float64)) >= self.p_star
+        """True where the mean ``a / (a + b)`` reaches p*, compared exactly
+        (:func:`dyna.ties.mean_below`, as :class:`~dyna.escalation.ThresholdPolicy`
+        does): a mean equal to p* acts. ``a`` and ``b`` broadcast; the result has their
+        broadcast shape, dtype bool."""
+        a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64),
+                                   np.asarray(b, dtype=np.float64))
+        acts = [not mean_below(x, y, self.p_star) for x, y in zip(a.ravel(), b.ravel())]
+        return np.array(acts, dtype=bool).reshape(a.shape)
 
 
 @dataclass(frozen=True)
