@@ -72,7 +72,7 @@ from dyna.loops.fact_attributes import (ENGLISH_FACTS, Attribute, EnglishFactRul
 from dyna.loops.memory_backends import FileMemoryBackend, InMemoryBackend, PendingFacts
 from dyna.loops.memory_consolidation import ConsolidationReport, consolidation_plan
 from dyna.loops.memory_format import (HEADER, MAX_FACT, PERSON, TRUST, MemoryEntry,
-                                      MemoryFileError, PendingFact, parse_memory,
+                                      MemoryFileError, PendingFact, StoreResult, parse_memory,
                                       render_memory)
 from dyna.loops.memory_outcomes import check_outcomes, fact_posterior, fact_with_outcome
 from dyna.loops.retirement import retirement_reason
@@ -109,34 +109,6 @@ class MemorySnapshot:
     def render(self) -> str:
         """MEMORY.md text of the snapshot (what an agent would read)."""
         return render_memory(self.entries)
-
-
-@dataclass(frozen=True)
-class StoreResult:
-    """What :meth:`MemoryStore.add` did.
-
-    Attributes
-    ----------
-    status : {"added", "duplicate", "superseded", "staged"}
-    entry : MemoryEntry
-        The stored fact (for "duplicate", the existing one; for "staged", the new one).
-    superseded : tuple of MemoryEntry
-        Facts it replaced (same attribute, different value); for "staged", the facts it
-        would replace once approved.
-    evicted : tuple of MemoryEntry
-        Facts evicted at the cap.
-    flagged : tuple of MemoryEntry
-        Stored facts kept beside it that may contradict it (:func:`relation` "unsure").
-    pending : PendingFact or None
-        The staged item, for "staged".
-    """
-
-    status: str
-    entry: MemoryEntry
-    superseded: tuple[MemoryEntry, ...] = ()
-    evicted: tuple[MemoryEntry, ...] = ()
-    flagged: tuple[MemoryEntry, ...] = ()
-    pending: "PendingFact | None" = None
 
 
 def evict_over_cap(entries: list[MemoryEntry], keep: MemoryEntry | None,

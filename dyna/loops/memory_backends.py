@@ -14,17 +14,14 @@ import contextlib
 import datetime as _dt
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dyna.errors import ConfigError, MissingFileError
 from dyna.fileio import (CorruptFileError, SymlinkError, append_record, atomic_write, file_kind,
                          file_mark, library_lock, read_bytes_nofollow, read_records)
 from dyna.loops.frontmatter import shown
-from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact, parse_lines,
-                                      pending_from_json, pending_to_json, render_document)
-
-if TYPE_CHECKING:
-    from dyna.loops.memory import StoreResult
+from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact, StoreResult,
+                                      parse_lines, pending_from_json, pending_to_json,
+                                      render_document)
 
 __all__ = ["FileMemoryBackend", "InMemoryBackend", "PendingFacts", "drop_pending",
            "find_pending", "next_pending_id", "take_pending"]

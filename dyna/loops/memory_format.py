@@ -43,8 +43,8 @@ from dyna.loops.fact_attributes import ENGLISH_FACTS, Attribute
 from dyna.loops.frontmatter import shown
 
 __all__ = ["HEADER", "MAX_FACT", "MemoryEntry", "MemoryFileError", "PERSON", "PendingFact",
-           "TRUST", "parse_lines", "parse_memory", "pending_from_json", "pending_to_json",
-           "render_document", "render_memory"]
+           "StoreResult", "TRUST", "parse_lines", "parse_memory", "pending_from_json",
+           "pending_to_json", "render_document", "render_memory"]
 
 TRUST = ("trusted", "approved", "untrusted", "user")
 #: Trust levels of facts a person wrote or approved.
@@ -348,3 +348,29 @@ def pending_from_json(raw: bytes, path) -> list[PendingFact]:
                               f"corrupt pending file ({shown(str(exc), 200)})") from None
 
 
+@dataclass(frozen=True)
+class StoreResult:
+    """What :meth:`dyna.loops.memory.MemoryStore.add` did.
+
+    Attributes
+    ----------
+    status : {"added", "duplicate", "superseded", "staged"}
+    entry : MemoryEntry
+        The stored fact (for "duplicate", the existing one; for "staged", the new one).
+    superseded : tuple of MemoryEntry
+        Facts it replaced (same attribute, different value); for "staged", the facts it
+        would replace once approved.
+    evicted : tuple of MemoryEntry
+        Facts evicted at the cap.
+    flagged : tuple of MemoryEntry
+        Stored facts kept beside it that may contradict it (:func:`relation` "unsure").
+    pending : PendingFact or None
+        The staged item, for "staged".
+    """
+
+    status: str
+    entry: MemoryEntry
+    superseded: tuple[MemoryEntry, ...] = ()
+    evicted: tuple[MemoryEntry, ...] = ()
+    flagged: tuple[MemoryEntry, ...] = ()
+    pending: "PendingFact | None" = None
