@@ -14,14 +14,16 @@ Layout of a library folder ``DIR`` (readable by any tool that reads Agent Skills
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
 
 from dyna.errors import ConfigError
-from dyna.fileio.atomic import atomic_write
+from dyna.fileio.atomic import atomic_target, atomic_write
 from dyna.fileio.jsonfiles import (
     CorruptFileError,
     append_record,
@@ -174,11 +176,7 @@ class FileSkillBackend:
             p.unlink(missing_ok=True)
             return
         p.parent.mkdir(exist_ok=True)
-        # one line per skill (readable, and dumped by the C encoder: indent= is pure Python)
-        lines = [f" {json.dumps(k)}: {json.dumps(st['skills'][k], sort_keys=True)}"
-                 for k in sorted(st["skills"])]
-        atomic_write(p, '{"skills": {\n' + ",\n".join(lines) + "\n}}\n",
-                     durable=self.durable)
+        atomic_write(p, _state_text(st), durable=self.durable)
 
     def _owned(self, entry: dict | None, md: Path | None, text: str | None) -> bool:
         """True when dyna wrote this file itself (path and sha256 in the state file)."""
@@ -276,7 +274,11 @@ class FileSkillBackend:
         check_no_symlink(self.root, dst.parent)
         src.rename(dst)
 
-    def _put_text(self, name: str, loc: str, filename: str, text: str | None) -> Path:
+    def _put_text(self, name: str, loc: str, filename: str, text: str | None,
+                  state: dict | None = None) -> Path:
+        """Write (or remove, ``text`` None) the skill's file; with ``state``, the state file
+        too: both go to temporary files first and are renamed only when both were written
+        whole, so a full disk leaves both as they were."""
         folder = self._folder(name, loc == "retired")
         md = check_no_symlink(self.root, folder / filename)
         if text is None:
@@ -287,8 +289,20 @@ class FileSkillBackend:
         check_no_symlink(self.root, folder)
         made = not folder.exists()
         folder.mkdir(exist_ok=True)
+        targets = [(md, text)]
+        if state is not None:
+            sp = check_no_symlink(self.root, self._state_path())
+            sp.parent.mkdir(exist_ok=True)
+            targets.append((sp, _state_text(state)))
         try:
-            atomic_write(md, text, durable=self.durable)
+            with contextlib.ExitStack() as stack:
+                for path, data in targets:
+                    tmp = stack.enter_context(atomic_target(path, durable=self.durable))
+                    with open(tmp, "wb") as fh:
+                        fh.write(data.encode("utf-8"))
+                        fh.flush()
+                        if self.durable:
+                            os.fsync(fh.fileno())
         except BaseException:
             if made:                 # a failed write (a full disk) leaves no empty folder
                 _rmdir_if_empty(folder)
@@ -338,20 +352,18 @@ class FileSkillBackend:
         st["skills"][name] = entry_a
         # the writes that need space first, where the file is now, and the folder moved
         # (a rename) last: a full disk stops the change before anything of it is made
-        if rewrite:
-            self._put_text(name, loc_b if moved else loc_a, filename, text_a)
-        saved = False
-        try:
+        if rewrite:     # the text and the state renamed together once both are written
+            self._put_text(name, loc_b if moved else loc_a, filename, text_a, state=st)
+        else:
             self._save_state(st)
-            saved = True
+        try:
             if moved:
                 self._move(name, loc_b, loc_a)
         except BaseException:
             # best effort: the text and bookkeeping as they were (a new file removed)
             if rewrite:
                 self._put_text(name, loc_b if moved else loc_a, filename, text_b)
-            if saved:
-                self._save_state(_state_with(st, name, entry_b))
+            self._save_state(_state_with(st, name, entry_b))
             raise
         return {"loc_before": loc_b, "loc_after": loc_a, "file": filename,
                 "diff": text_diff(_cleaned(clean, text_b), text_a),
@@ -547,6 +559,14 @@ def _check_free(name: str, dst: Path) -> None:
         _rmdir_if_empty(dst)
         if dst.exists():
             raise ConfigError("name", name, f"cannot move it to {dst}: it exists")
+
+
+def _state_text(st: dict) -> str:
+    """The state file's text: one line per skill (readable, and dumped by the C encoder:
+    ``indent=`` is pure Python)."""
+    lines = [f" {json.dumps(k)}: {json.dumps(st['skills'][k], sort_keys=True)}"
+             for k in sorted(st["skills"])]
+    return '{"skills": {\n' + ",\n".join(lines) + "\n}}\n"
 
 
 def _state_with(st: dict, name: str, entry: dict | None) -> dict:
