@@ -255,3 +255,35 @@ def test_a_read_only_file_system_is_named_never_damage(read_only_fs, capsys):
     assert "not damaged" in str(e.value)
     assert named == 3
     assert sorted(os.listdir(read_only_fs)) == ["s.db"]
+
+
+def test_a_wal_removed_while_it_is_checked_is_no_wal(crashed, tmp_path, monkeypatch):
+    """The last connection of a live store removes its -wal while the check reads it: no
+    -wal, never damage and never FileNotFoundError."""
+    from dyna.store import wal_check
+
+    db = _copy(crashed, tmp_path / "gone.db", damage=True)
+    with pytest.raises(StoreDamagedError):
+        check_wal(db)
+    real = wal_check.read_wal
+
+    def read_then_remove(data):
+        report = real(data)
+        os.unlink(f"{db}-wal")
+        return report
+
+    monkeypatch.setattr(wal_check, "read_wal", read_then_remove)
+    assert check_wal(db) is None
+    assert sorted(os.listdir(tmp_path)) == ["gone.db"]
+
+
+def test_recover_beside_an_existing_wal_keeps_the_wal_and_leaves_its_index(crashed, tmp_path,
+                                                                          capsys):
+    """The -wal holds frames of the source: recover reads them through a -shm index, and
+    keeps both (only a store without a -wal is left without companions)."""
+    db = _copy(crashed, tmp_path / "w.db")
+    wal_sha = _sha(f"{db}-wal")
+    assert main(["store", "recover", str(db), "--out", str(tmp_path / "new.db")]) == 0
+    capsys.readouterr()
+    assert sorted(os.listdir(tmp_path)) == ["new.db", "w.db", "w.db-shm", "w.db-wal"]
+    assert _sha(f"{db}-wal") == wal_sha

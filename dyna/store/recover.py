@@ -171,7 +171,9 @@ def recover(src, out, schema=None) -> dict:
         The new store could not be written (a full disk); nothing is left at ``out``.
 
     ``-wal`` / ``-shm`` companions of ``src`` that its read-only open made are removed
-    again (:func:`dyna.store.sqlite_file.drop_new_companions`).
+    again (:func:`dyna.store.sqlite_file.drop_new_companions`) when ``src`` had no
+    ``-wal``; beside an existing ``-wal`` (frames of ``src`` that SQLite reads through its
+    index) the ``-shm`` the open made stays, as SQLite leaves it.
     """
     src_p, out_p = Path(src), Path(out)
     if not src_p.is_file():
@@ -186,7 +188,7 @@ def recover(src, out, schema=None) -> dict:
         with contextlib.closing(conn):
             result = _copy_out(conn, src_p, out_p, dict(schema or ()))
     finally:
-        drop_new_companions(src_p, before)   # a reader leaves no -wal / -shm behind
+        drop_new_companions(src_p, before)   # companions of a store without a -wal
     result.update(source=str(src_p), out=str(out_p))
     return result
 

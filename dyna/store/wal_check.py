@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,8 @@ _MAGIC = (0x377F0682, 0x377F0683)
 _HEADER = 32
 _FRAME_HEADER = 24
 _MASK = np.uint64(0xFFFFFFFF)
+#: Reads of a -wal whose damage must agree, and the pause between them (seconds).
+_READS, _PAUSE = 4, 0.05
 #: Frames summed per numpy step (bounds the memory of a large log).
 _CHUNK = 256
 
@@ -175,13 +178,20 @@ def read_wal(data: bytes) -> WalReport | None:
     return WalReport(n, first_bad, first_bad, lost, commits if lost else 0)
 
 
+def _stamp(st: os.stat_result) -> tuple[int, int]:
+    """A file's (size in bytes, mtime in ns): what changes when a writer writes it."""
+    return st.st_size, st.st_mtime_ns
+
+
 def check_wal(path) -> WalReport | None:
     """Check the ``-wal`` beside the store at ``path`` before SQLite opens it; returns the
     report (None: no ``-wal``, or one SQLite ignores as a whole).
 
-    The file is read whole, and its header read again after: a log that a live writer
-    restarted meanwhile is read again (up to three times), so a restart is not taken for
-    damage.
+    Damage is reported only when it is stable: a live writer appends a commit frame before
+    it rewrites the checksums of frames it overwrote in place, so a damaged result is read
+    again after a short pause and counts only when the file's (size, mtime) did not change
+    across both reads and the result is the same. A ``-wal`` that vanishes meanwhile (the
+    last connection removed it) is no ``-wal``.
 
     Raises
     ------
@@ -190,24 +200,26 @@ def check_wal(path) -> WalReport | None:
         drop them silently. Nothing is opened, written or removed.
     """
     wal = Path(f"{path}-wal")
-    report = None
-    for _ in range(3):
+    report, seen = None, None
+    for _ in range(_READS):
         try:
             with open(wal, "rb") as fh:
+                stamp = _stamp(os.fstat(fh.fileno()))
                 data = fh.read()
-                fh.seek(0)
-                again = fh.read(_HEADER)
+            report = read_wal(data)
+            if report is None or not report.damaged:
+                return report
+            after = _stamp(os.stat(wal))
         except FileNotFoundError:
             return None
         except OSError:
             return None   # unreadable: SQLite's own open reports why
-        if again != data[:_HEADER]:
-            continue
-        report = read_wal(data)
-        if report is None or not report.damaged:
-            return report
-        if os.path.getsize(wal) == len(data):
+        if after == stamp and seen == (stamp, repr(report)):
             break
+        seen = (after, repr(report)) if after == stamp else None
+        time.sleep(_PAUSE)
+    else:
+        return None       # still changing: a live writer's log, not damage
     if report is not None and report.header_damaged:
         raise StoreDamagedError(str(path), (
             f"{wal.name}: the -wal header is damaged; {report.lost} frames after it "
