@@ -22,7 +22,8 @@ from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Exper
 from dyna.buffer.schema import FLOAT_MAX, check_label_text, label_text
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label, hash_features, redact
-from dyna.store.columns import check_nfkc, seconds_from_times
+from dyna.store.columns import (check_nfkc, check_time_range, seconds_from_times,
+                                time_in_range)
 
 __all__ = ["EPISODE_FIELDS", "FLOAT_MAX", "RECORD_SCHEMA", "SELECTORS", "SUCCESS",
            "batch_kwargs", "check_tenant", "checked", "columns_from_records", "episode_columns",
@@ -199,6 +200,8 @@ def episode_columns(tenant_id: str, episodes: Sequence[Mapping], single: bool = 
                 cols[name] = seconds_from_times(name, vals)   # ISO 8601, as a file export
             else:
                 cols[name] = float64s(name, vals)
+            if name == "timestamp":
+                check_time_range(name, cols[name])   # a time every export can write
         elif name == "state_features":
             cols[name] = _feature_column(vals, n, dim)
         else:
@@ -248,6 +251,8 @@ def fast_row(buf: ExperienceBuffer, tainted: set[str], tenant_id: str, ep: Mappi
     for v in (reward, ts):
         if type(v) not in (float, int) or abs(v) > FLOAT_MAX or not math.isfinite(v):
             return None
+    if not time_in_range(ts):
+        return None
     row += [float(reward), float(ts)]
     redacted = {}
     try:

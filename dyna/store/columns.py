@@ -29,11 +29,11 @@ from dyna.errors import ConfigError, StoreDamagedError
 
 __all__ = ["FILTER_COLUMNS", "KINDS", "MICROS_RANGE", "READ_CHUNK", "STORE_TABLES", "TABLE",
            "check_filter", "check_group_by", "check_nfkc", "check_row", "check_schema",
-           "collect_chunks",
+           "check_time_range", "collect_chunks",
            "column_array", "consumption_rows", "encode_labels", "given_ids", "iso_times",
            "join_vectors", "made_ids", "micros_from_seconds", "prepare_columns", "read_names",
            "row_bytes_sql", "seconds_from_micros", "seconds_from_times", "summary_dict",
-           "to_columns", "unencodable"]
+           "time_in_range", "to_columns", "unencodable"]
 
 #: SQL type of each kind in SQLite (PostgreSQL has its own, :data:`dyna.store.postgres.PG_TYPES`).
 KINDS = {"int": "INTEGER", "float": "REAL", "str": "TEXT", "json": "TEXT", "vector": "BLOB"}
@@ -392,6 +392,25 @@ def micros_from_seconds(name: str, seconds) -> np.ndarray:
         raise ConfigError(f"{name}[{i}]", float(secs[i]), "must be a time in the years 1 to "
                           "9999 (seconds since the Unix epoch)")
     return micros.astype(np.int64)
+
+
+def check_time_range(name: str, seconds) -> np.ndarray:
+    """``seconds`` as float64 ``(n,)`` once every finite value is a time an export can write
+    (:func:`micros_from_seconds`; NaN and inf are left to the buffer, which names the row).
+
+    Raises
+    ------
+    ConfigError
+        Field ``name[i]``: a finite time outside the years 1 to 9999.
+    """
+    secs = np.asarray(seconds, dtype=np.float64).reshape(-1)
+    micros_from_seconds(name, np.where(np.isfinite(secs), secs, 0.0))
+    return secs
+
+
+def time_in_range(seconds: float) -> bool:
+    """Whether one finite time is one an export can write (:data:`MICROS_RANGE`)."""
+    return bool(MICROS_RANGE[0] <= np.rint(seconds * 1e6) <= MICROS_RANGE[1])
 
 
 def seconds_from_micros(micros) -> np.ndarray:
