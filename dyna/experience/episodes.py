@@ -22,7 +22,7 @@ from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, Exper
 from dyna.buffer.schema import FLOAT_MAX, check_label_text, label_text
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label, hash_features, redact
-from dyna.store.columns import (check_nfkc, check_time_range, seconds_from_times,
+from dyna.store.columns import (check_tenant, check_time_range, seconds_from_times,
                                 time_in_range)
 
 __all__ = ["EPISODE_FIELDS", "FLOAT_MAX", "RECORD_SCHEMA", "SELECTORS", "SUCCESS",
@@ -63,21 +63,6 @@ def checked(name: str, value, lo=None, hi=None, **kw):
 def positive_int(name: str, value, hi: int | None = None) -> int:
     """An integer in [1, ``hi``] (:func:`checked`)."""
     return checked(name, value, 1, hi, integer=True)
-
-
-def check_tenant(tenant_id, field: str = "tenant_id") -> str:
-    """A tenant id: a non-empty string of at most :data:`dyna.buffer.schema.MAX_LABEL_CHARS`
-    characters without NUL, already in Unicode NFKC form, else ConfigError (naming
-    ``field``).
-
-    Tenants are matched exactly, byte for byte (as PostgreSQL's row-level security compares
-    them), never folded: a tenant that NFKC would change (``"ｔ1"``, ``"e\u0301"``) is
-    refused rather than stored under a second spelling of the same name.
-    """
-    if tenant_id is None or not isinstance(tenant_id, str) or not tenant_id:
-        raise ConfigError(field, tenant_id, "a non-empty tenant id is required")
-    check_label_text(field, tenant_id)
-    return check_nfkc(field, tenant_id)
 
 
 def float64s(name: str, vals) -> np.ndarray:

@@ -25,10 +25,12 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
+from dyna.buffer.schema import check_label_text
 from dyna.errors import ConfigError, StoreDamagedError
 
 __all__ = ["FILTER_COLUMNS", "KINDS", "MICROS_RANGE", "READ_CHUNK", "STORE_TABLES", "TABLE",
            "check_filter", "check_group_by", "check_nfkc", "check_row", "check_schema",
+           "check_tenant",
            "check_time_range", "collect_chunks",
            "column_array", "consumption_rows", "encode_labels", "given_ids", "iso_times",
            "join_vectors", "made_ids", "micros_from_seconds", "prepare_columns", "read_names",
@@ -192,6 +194,21 @@ def check_row(schema: Sequence[tuple[str, str]], dim: int, values: Sequence[obje
         elif refuse_nul and isinstance(v, str) and "\x00" in v:
             raise ConfigError(name, "\\x00", "PostgreSQL text cannot hold a NUL character")
     return values
+
+
+def check_tenant(tenant_id, field: str = "tenant_id") -> str:
+    """A tenant id: a non-empty string of at most :data:`dyna.buffer.schema.MAX_LABEL_CHARS`
+    characters without NUL, already in Unicode NFKC form, else ConfigError (naming
+    ``field``).
+
+    Tenants are matched exactly, byte for byte (as PostgreSQL's row-level security compares
+    them), never folded: a tenant that NFKC would change (``"ｔ1"``, ``"e\u0301"``) is
+    refused rather than stored under a second spelling of the same name.
+    """
+    if tenant_id is None or not isinstance(tenant_id, str) or not tenant_id:
+        raise ConfigError(field, tenant_id, "a non-empty tenant id is required")
+    check_label_text(field, tenant_id)
+    return check_nfkc(field, tenant_id)
 
 
 def check_nfkc(field: str, value: str) -> str:

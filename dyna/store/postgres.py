@@ -99,7 +99,7 @@ import numpy as np
 
 from dyna.errors import (ConfigError, StoreBusyError, StoreDamagedError, StoreError,
                          StoreReadOnlyError, StoreWriteError, check_range)
-from dyna.experience.episodes import check_tenant
+from dyna.store.columns import check_tenant
 from dyna.store import columns as _columns
 from dyna.store.backend import StoreBackend
 from dyna.store.columns import (TABLE, check_filter, check_group_by, check_row,
@@ -720,7 +720,7 @@ def grant_tenant(store: PostgresStore, role: str, tenant: str) -> None:
     ------
     ConfigError
         An empty role or one with a NUL, a tenant that breaks the tenant rule
-        (:func:`dyna.experience.episodes.check_tenant`: length, control characters, NUL,
+        (:func:`dyna.store.columns.check_tenant`: length, control characters, NUL,
         NFKC form; checked before connecting), or a role already mapped to another tenant.
     StoreWriteError
         The server refused (e.g. this session's role does not own the tables).
