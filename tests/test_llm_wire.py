@@ -432,3 +432,20 @@ def test_error_text_never_raises_for_a_hostile_body(raw, shown):
         assert text == "[" * (wire.MAX_ERROR_CHARS - 3) + "..."
     else:
         assert text == shown
+
+
+@pytest.mark.parametrize("body, key, shown", [
+    # a key cut where the body is cut: its first 20 characters are all that is read
+    (b" " * 4076 + b"Zq8xLm2Np4Rt6Vw9Yb1Cd3Fg5Hj7Kk0", "Zq8xLm2Np4Rt6Vw9Yb1Cd3Fg5Hj7Kk0",
+     "(redacted)"),
+    (b" " * 4086 + b"sk-or-v1-3abcdefghijklmnop", "sk-or-v1-3abcdefghijklmnop", "(redacted)"),
+    # an echo of the key without its last character
+    (b"bad key Zq8xLm2Np4Rt6Vw9Yb1Cd3Fg5Hj7Kk", "Zq8xLm2Np4Rt6Vw9Yb1Cd3Fg5Hj7Kk0",
+     "bad key (redacted)"),
+    (b'{"error": {"message": "no such key copper-meadow-lantern-9"}}', KEY,
+     "no such key (redacted)"),
+    # a run of 7 characters that the key shares is kept
+    (b"copper-x is a colour", KEY, "copper-x is a colour"),
+])
+def test_no_fragment_of_the_key_reaches_the_reason(body, key, shown):
+    assert error_text(body, key) == shown

@@ -70,7 +70,8 @@ from dyna.redact import DEFAULT_SENSITIVE_KEYS, redact
 
 __all__ = ["API_KEY_SUFFIXES", "ChatClient", "ChatResult", "Endpoint", "MAX_JSON_DEPTH",
            "MAX_RESPONSE_BYTES", "MIN_SCRUBBED_KEY", "REDACTED_MARK", "Recording", "Replay",
-           "ReplayError", "STATUSES", "error_text", "json_depth", "redact_exchange",
+           "ReplayError", "STATUSES", "error_text", "json_depth", "mask_key_fragments",
+           "redact_exchange",
            "request_key"]
 
 log = logging.getLogger("dyna.loops.llm")
@@ -241,6 +242,32 @@ def _scrub(obj, secret: str):
     return obj
 
 
+def mask_key_fragments(text: str, secret: str) -> str:
+    """``text`` with every run of at least :data:`MIN_SCRUBBED_KEY` characters that also
+    occurs in ``secret`` replaced by :data:`REDACTED_MARK`: the whole key, and the parts of
+    it that an exact match misses (a key cut where a body is cut, a key echoed without its
+    last characters). A secret shorter than :data:`MIN_SCRUBBED_KEY` is a placeholder and
+    is left."""
+    n = MIN_SCRUBBED_KEY
+    if len(secret) < n or len(text) < n:
+        return text
+    windows = {secret[i:i + n] for i in range(len(secret) - n + 1)}
+    hidden = [False] * len(text)
+    for i in range(len(text) - n + 1):
+        if text[i:i + n] in windows:
+            hidden[i:i + n] = [True] * n
+    out, i = [], 0
+    while i < len(text):
+        if hidden[i]:
+            while i < len(text) and hidden[i]:
+                i += 1
+            out.append(REDACTED_MARK)
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
 def redact_exchange(obj, api_key: str = ""):
     """A request or response body as it may be sent, recorded and replayed: redacted by
     :func:`dyna.redact.redact` (every sensitive key but ``name``, which names tools in this
@@ -277,7 +304,8 @@ def error_text(raw: bytes, api_key: str = "") -> str:
     api_key : str
         Removed wherever it appears (see :func:`redact_exchange`).
     """
-    text = bytes(raw[:MAX_ERROR_BYTES]).decode("utf-8", errors="replace")
+    text = mask_key_fragments(bytes(raw[:MAX_ERROR_BYTES]).decode("utf-8", errors="replace"),
+                              api_key)
     try:
         obj = loads_unique(text)
     except (DuplicateKeyError, ValueError, RecursionError):
