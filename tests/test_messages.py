@@ -110,10 +110,13 @@ def test_escalation_of_a_folder_says_it_is_a_folder(tmp_path, capsys, command):
 
 def test_the_postgres_hint_installs_from_the_checkout(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)   # import psycopg fails
+    from dyna.store.postgres_dsn import display_dsn
     with pytest.raises(StoreError) as exc:
         load_psycopg("postgresql://u@h/db")
-    assert str(exc.value) == ('DB=postgresql://[DSN not shown]: the PostgreSQL backend needs '
-                              'psycopg 3: pip install -e ".[postgres]" in the dyna checkout')
+    # the DSN is shown as display_dsn shows it (in full only when psycopg can parse it)
+    assert str(exc.value) == (f'DB={display_dsn("postgresql://u@h/db")}: the PostgreSQL '
+                              'backend needs psycopg 3: pip install -e ".[postgres]" in the '
+                              'dyna checkout')
 
 
 def test_run_help_lists_the_kinds_the_shipped_files_and_where_the_report_goes(capsys):
