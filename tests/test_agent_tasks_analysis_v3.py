@@ -312,18 +312,28 @@ SWEEP = {"name": "lff", "knob": "false_success_rate", "values": [0.0, 0.5],
          "metric": "late_success", "better": "greater", "safeguards": ["outcome_gate"]}
 
 
-def test_restores_needs_not_worse_and_half_the_oracle_gain():
-    cfg = parse_agent_tasks({**{k: v for k, v in BASE.items() if k != "scenarios"},
-                             "sweeps": [SWEEP]})
+def _lff_cells(cfg, gains: dict) -> dict:
+    """Per-run late success at every point of the config's one sweep: no learning, the
+    oracle 0.40 above it (half of it: 0.20), the naive loop 0.1 above at 0.0 and 0.2 below
+    at 0.5, and each variant of ``gains`` ``gains[v](point)`` above, with a small wobble."""
     wobble = np.array([0.02, -0.02, 0.01, -0.01, 0.0])
     none = np.array([0.30, 0.40, 0.35, 0.45, 0.50])
     cells = {}
     for sc, s in cfg.sweeps[0].points():
         cells[(sc, "no_learning")] = none
-        cells[(sc, "oracle")] = none + 0.40                      # half of it: 0.20
+        cells[(sc, "oracle")] = none + 0.40
         cells[(sc, "naive_loop")] = none + (0.1 if s == 0.0 else -0.2) + wobble
-        cells[(sc, "naive_loop+outcome_gate")] = none + 0.30 + wobble     # restores
-        cells[(sc, "naive_loop+retire_on_contradiction")] = none + 0.05 + wobble  # stops
+        for v, gain in gains.items():
+            cells[(sc, v)] = none + gain(s) + wobble
+    return cells
+
+
+def test_restores_needs_not_worse_and_half_the_oracle_gain():
+    cfg = parse_agent_tasks({**{k: v for k, v in BASE.items() if k != "scenarios"},
+                             "sweeps": [SWEEP]})
+    cells = _lff_cells(cfg, {
+        "naive_loop+outcome_gate": lambda s: 0.30,                         # restores
+        "naive_loop+retire_on_contradiction": lambda s: 0.05})             # stops
     (cx,) = crossover_map(cfg, _table(cfg, cells))
     assert cx.at == 0.5 and float(cx.oracle_gap.estimate) == pytest.approx(0.40)
     assert [g for g, _ in cx.restores] == ["outcome_gate"]
@@ -346,16 +356,10 @@ def test_each_baseline_sits_on_the_map_with_its_own_crossover_and_the_restore_ru
                              "variants": ["no_learning", "oracle", "naive_loop", "reflexion",
                                           "voyager", "awm"],
                              "sweeps": [SWEEP]})
-    wobble = np.array([0.02, -0.02, 0.01, -0.01, 0.0])
-    none = np.array([0.30, 0.40, 0.35, 0.45, 0.50])
-    cells = {}
-    for sc, s in cfg.sweeps[0].points():
-        cells[(sc, "no_learning")] = none
-        cells[(sc, "oracle")] = none + 0.40
-        cells[(sc, "naive_loop")] = none + (0.1 if s == 0.0 else -0.2) + wobble
-        cells[(sc, "reflexion")] = none + 0.30 + wobble                  # restores
-        cells[(sc, "voyager")] = none + 0.05 + wobble                    # under half
-        cells[(sc, "awm")] = none + (0.1 if s == 0.0 else -0.3) + wobble  # worse at 0.5
+    cells = _lff_cells(cfg, {
+        "reflexion": lambda s: 0.30,                                       # restores
+        "voyager": lambda s: 0.05,                                         # under half
+        "awm": lambda s: 0.1 if s == 0.0 else -0.3})                      # worse at 0.5
     cmap = crossover_map(cfg, _table(cfg, cells))
     rows = {lc.variant: lc for lc in baseline_crossovers(cfg, _table(cfg, cells), cmap)}
     assert list(rows) == ["reflexion", "voyager", "awm"]

@@ -8,6 +8,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import RecordEpisodeStatistics
 
 import envs
+from gym_episodes import play_recorded
 from dyna.errors import ConfigError
 from envs.agent_tasks_v2 import PRESETS, AgentTaskEnvV2
 
@@ -191,14 +192,7 @@ def test_gymnasium_checkers_and_wrappers():
     with pytest.warns(DeprecationWarning, match="AgentTasks-v2 is out of date"):
         made = gym.make("dyna/AgentTasks-v2", max_episode_steps=50)
     wrapped = RecordEpisodeStatistics(made)
-    wrapped.reset(seed=0)
-    for _ in range(3):
-        done = False
-        while not done:
-            _, _, term, trunc, info = wrapped.step(wrapped.action_space.sample())
-            done = term or trunc
-        assert info["episode"]["l"] >= 1
-        wrapped.reset()
+    play_recorded(wrapped)
     with pytest.warns(DeprecationWarning, match="AgentTasks-v2 is out of date"):
         vec = gym.make_vec("dyna/AgentTasks-v2", num_envs=2, vectorization_mode="sync")
     obs, _ = vec.reset(seed=1)

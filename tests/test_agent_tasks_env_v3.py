@@ -6,6 +6,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.wrappers import RecordEpisodeStatistics
 
 import envs
+from gym_episodes import play_recorded
 from envs.agent_tasks_v2 import AgentTaskEnvV2
 from envs.agent_tasks_v3 import AgentTaskEnvV3
 
@@ -75,14 +76,7 @@ def test_the_extra_words_follow_every_other_word_and_are_new():
 def test_gymnasium_checkers_and_wrappers():
     check_env(AgentTaskEnvV3(n_paraphrases=2, max_retrials=1), skip_render_check=True)
     wrapped = RecordEpisodeStatistics(gym.make("dyna/AgentTasks-v3", max_episode_steps=50))
-    wrapped.reset(seed=0)
-    for _ in range(3):
-        done = False
-        while not done:
-            _, _, term, trunc, info = wrapped.step(wrapped.action_space.sample())
-            done = term or trunc
-        assert info["episode"]["l"] >= 1
-        wrapped.reset()
+    play_recorded(wrapped)
     vec = gym.make_vec("dyna/AgentTasks-v3", num_envs=2, vectorization_mode="sync")
     obs, _ = vec.reset(seed=1)
     assert obs["description"].shape == (2, 5)
