@@ -34,18 +34,25 @@ def test_a_drift_makes_a_right_skill_stale():
     assert StoreAudit.covered(entries) == frozenset()
 
 
-def test_a_skill_first_seen_after_a_drift_is_judged_as_the_previous_audit_read_its_family():
+def test_a_skill_first_seen_after_a_drift_is_right_for_either_procedure():
     env, audit = _world()
-    audit.counts(audit.skill_entries([_skill(env, "a", 0, env.procedure(0))]))
+    before = env.procedure(0)
+    audit.counts(audit.skill_entries([_skill(env, "a", 0, before)]))
     env.values[0, 0] = (env.values[0, 0] + 1) % 3        # family 0 drifts
     env.values[1, 0] = (env.values[1, 0] + 1) % 3        # family 1 drifts, no entry yet
-    fresh = [_skill(env, "c", 0, env.procedure(0)), _skill(env, "d", 1, env.procedure(1))]
+    fresh = [_skill(env, "c", 0, env.procedure(0)), _skill(env, "d", 1, env.procedure(1)),
+             _skill(env, "late", 0, before)]
+    (t0, v0), (t1, v1) = env.procedure(0)
+    fresh.append(_skill(env, "w", 0, [(t0, v0), (t1, (v1 + 1) % 3)]))  # step 2 never drifted
     entries = audit.skill_entries(fresh)
-    assert [(v.right_now, v.right_before) for v in entries] == [(True, False), (True, True)]
-    assert audit.counts(entries) == (1, 0)               # c poisoned: its family had an entry
-    assert audit.counts(audit.skill_entries(fresh)) == (1, 0)   # the verdict is kept
-    later = _skill(env, "e", 0, env.procedure(0))        # first seen one audit later
-    assert audit.counts(audit.skill_entries(fresh + [later])) == (1, 0)
+    assert [(v.right_now, v.right_before) for v in entries] == [
+        (True, False), (True, True), (False, True), (False, False)]
+    # c is a lesson of the drift episode, late a review of an earlier run (stale at once),
+    # w is right for neither procedure: the one poisoned entry
+    assert audit.counts(entries) == (1, 1)
+    assert audit.counts(audit.skill_entries(fresh)) == (1, 1)   # the verdicts are kept
+    later = _skill(env, "e", 0, before)                  # first seen one audit later
+    assert audit.counts(audit.skill_entries(fresh + [later])) == (2, 1)
 
 
 def test_facts_cover_a_family_when_every_step_is_right():

@@ -64,12 +64,13 @@ class Verdict(NamedTuple):
 class StoreAudit:
     """Poisoned, stale and covered counts of one agent's store over a run.
 
-    An entry first seen at an audit is judged right when written against the procedure as
-    the previous audit read it when the store has held an entry about the same claim
-    (:attr:`Verdict.group`) at an earlier audit of the run, and against the procedure now
-    otherwise (a baseline's entries: always now). The two differ only for an entry first
-    seen in an episode that began with a drift of what it claims about: such an entry,
-    right for the drifted procedure only, counts as poisoned.
+    An entry first seen at an audit is right when written if its claim holds for the
+    procedure now or for the procedure as the previous audit read it (when the store has held
+    an entry about the same claim, :attr:`Verdict.group`, at an earlier audit of the run; a
+    baseline's entries: now only). The two differ only for an entry first seen in an episode
+    that began with a drift of what it claims about; such an entry may be a lesson of that
+    episode (right for the drifted procedure) or a late review of an earlier run (right for
+    the procedure before it), and neither is poisoned. One right only before is stale at once.
 
     Parameters
     ----------
@@ -116,7 +117,7 @@ class StoreAudit:
         poisoned = stale = 0
         groups = set(self.truths)
         for v in verdicts:
-            if not self.written.setdefault(v.key, v.right_before):
+            if not self.written.setdefault(v.key, v.right_now or v.right_before):
                 poisoned += 1
             elif not v.right_now:
                 stale += 1
