@@ -28,7 +28,8 @@ import numpy as np
 from dyna.buffer.schema import check_label_text
 from dyna.errors import ConfigError, StoreDamagedError
 
-__all__ = ["FILTER_COLUMNS", "KINDS", "MICROS_RANGE", "READ_CHUNK", "STORE_TABLES", "TABLE",
+__all__ = ["FILTER_COLUMNS", "KINDS", "MICROS_RANGE", "READ_CHUNK", "SECONDS_RANGE",
+           "STORE_TABLES", "TABLE",
            "check_filter", "check_group_by", "check_nfkc", "check_row", "check_schema",
            "check_tenant",
            "check_time_range", "collect_chunks",
@@ -387,6 +388,11 @@ _MICRO = timedelta(microseconds=1)
 #: (0001-01-01 and 9999-12-31T23:59:59.999999, UTC: the range of ISO 8601 years).
 MICROS_RANGE = ((datetime.min.replace(tzinfo=timezone.utc) - _EPOCH) // _MICRO,
                 (datetime.max.replace(tzinfo=timezone.utc) - _EPOCH) // _MICRO)
+#: Seconds since the epoch an export can write: from the first instant of the year 1
+#: (inclusive) to the first instant of the year 10000 (exclusive). Checked on the seconds
+#: themselves: at these magnitudes a float64 microsecond count cannot tell the last
+#: microsecond of 9999 from the first of 10000 (both round to 253402300800000000).
+SECONDS_RANGE = (MICROS_RANGE[0] / 1e6, (MICROS_RANGE[1] + 1) / 1e6)
 
 
 def micros_from_seconds(name: str, seconds) -> np.ndarray:
@@ -398,12 +404,12 @@ def micros_from_seconds(name: str, seconds) -> np.ndarray:
     Raises
     ------
     ConfigError
-        A value (field ``name[i]``) that is not finite or is outside :data:`MICROS_RANGE`.
+        A value (field ``name[i]``) that is not finite or is outside :data:`SECONDS_RANGE`.
     """
     secs = np.asarray(seconds, dtype=np.float64).reshape(-1)
     micros = np.rint(secs * 1e6)
     with np.errstate(invalid="ignore"):
-        bad = ~((micros >= MICROS_RANGE[0]) & (micros <= MICROS_RANGE[1]))
+        bad = ~((secs >= SECONDS_RANGE[0]) & (secs < SECONDS_RANGE[1]))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ConfigError(f"{name}[{i}]", float(secs[i]), "must be a time in the years 1 to "
@@ -426,8 +432,9 @@ def check_time_range(name: str, seconds) -> np.ndarray:
 
 
 def time_in_range(seconds: float) -> bool:
-    """Whether one finite time is one an export can write (:data:`MICROS_RANGE`)."""
-    return bool(MICROS_RANGE[0] <= np.rint(seconds * 1e6) <= MICROS_RANGE[1])
+    """Whether one finite time is one an export can write (:data:`SECONDS_RANGE`: the
+    year 10000 begins at 253402300800.0, which is refused)."""
+    return bool(SECONDS_RANGE[0] <= seconds < SECONDS_RANGE[1])
 
 
 def seconds_from_micros(micros) -> np.ndarray:
