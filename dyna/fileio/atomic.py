@@ -18,13 +18,33 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError
-from dyna.fileio.failures import NotRegularFileError, check_utf8, kind_text, write_errors
+from dyna.fileio.failures import (FileWriteError, NotRegularFileError, check_utf8, kind_text,
+                                  write_errors)
 from dyna.fileio.tempfiles import clean_orphans, make_temp_file
 
 __all__ = ["atomic_target", "atomic_write", "check_target", "fsync_dir", "place_new"]
+
+
+def _mode(path: Path, field: str, follow: bool) -> int | None:
+    """``st_mode`` of ``path`` (of what a link points to when ``follow``); None when it is
+    missing or its folder is missing or a file (the folder checks say which).
+
+    Raises
+    ------
+    FileWriteError
+        Any other refusal, named by its errno: a name or path too long (ENAMETOOLONG), a
+        loop of symbolic links (ELOOP), no permission to look (EACCES).
+    """
+    try:
+        return (os.stat if follow else os.lstat)(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise FileWriteError(path, exc.errno, field) from None
 
 
 def check_target(path, field: str = "path") -> Path:
@@ -38,21 +58,29 @@ def check_target(path, field: str = "path") -> Path:
     MissingFileError
         The folder of ``path`` does not exist (nothing is created).
     ConfigError
-        ``path`` is an existing folder (or its "folder" is a file).
+        ``path`` is an existing folder (or a link to one), or its "folder" is a file.
+    FileWriteError
+        The system refuses to look at the path, named by its errno: a name longer than
+        the file system allows or a path longer than the system's (ENAMETOOLONG), a loop
+        of symbolic links (ELOOP), no permission (EACCES).
     """
     path = Path(path)
     parent = path.parent
-    if path.is_dir():
+    mode = _mode(path, field, follow=False)
+    if mode is not None and stat.S_ISLNK(mode):
+        try:
+            target = os.stat(path).st_mode
+        except OSError:   # a dangling link, a loop: still a link
+            target = mode
+        mode = target if stat.S_ISDIR(target) else mode
+    if mode is not None and stat.S_ISDIR(mode):
         raise ConfigError(field, str(path), "is a folder; give the path of a file to write")
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError:       # missing (or not reachable: the folder checks below say why)
-        mode = None
     if mode is not None and kind_text(mode) != "a regular file":
         raise NotRegularFileError(field, path, kind_text(mode))
-    if not parent.exists():
+    folder = _mode(parent, field, follow=True)
+    if folder is None:
         raise MissingFileError(field, path, f"its folder {str(parent)!r} does not exist")
-    if not parent.is_dir():
+    if not stat.S_ISDIR(folder):
         raise ConfigError(field, str(path), f"{str(parent)!r} is not a folder")
     return path
 
@@ -92,7 +120,10 @@ def atomic_target(path, *, durable: bool = True, field: str = "path"):
         the target; ``field`` names it); nothing is created.
     FileWriteError
         The system refused a write of the temporary file or the rename (a full disk, no
-        permission), in the block or here; ``path`` is as it was.
+        permission), in the block or here, or refused the path (a name too long, a loop
+        of links, a folder such as ``/proc/self`` where no file can be made:
+        :data:`dyna.fileio.failures.PATH_ERRNOS`); ``path`` is as it was and no
+        temporary is left.
     """
     path = check_target(path, field)
     clean_orphans(path)

@@ -7,7 +7,10 @@ does not happen, the reason is one of these, so the CLI prints one line and exit
   device (``/dev/stdout`` is a link), which a rename would replace;
 - :class:`FileWriteError`: the operating system refused the write, named by its errno
   (``no space left on device (ENOSPC)``, ``permission denied (EACCES)``, a read-only file
-  system, a quota, an I/O error), never as damage of a file;
+  system, a quota, an I/O error), never as damage of a file; or refused its path
+  (:data:`PATH_ERRNOS`: a name or path too long, a folder that is missing or is a file, a
+  loop of symbolic links, a folder where the file goes, a place such as ``/proc`` where
+  no file can be made);
 - :func:`check_utf8`: text that UTF-8 cannot encode (a lone surrogate: a byte that was not
   UTF-8, read with ``surrogateescape``) is refused before anything is written.
 """
@@ -21,12 +24,19 @@ import stat
 
 from dyna.errors import ConfigError, DynaError
 
-__all__ = ["FULL_BELOW", "WRITE_ERRNOS", "FileWriteError", "NotRegularFileError",
-           "check_utf8", "kind_text", "space_refusal", "write_errors"]
+__all__ = ["FULL_BELOW", "PATH_ERRNOS", "WRITE_ERRNOS", "FileWriteError",
+           "NotRegularFileError", "check_utf8", "kind_text", "path_refusal", "space_refusal",
+           "write_errors"]
 
 #: errno values that mean "the system refused the write" (not a bug, not damage).
 WRITE_ERRNOS = frozenset(getattr(errno, n) for n in (
     "ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EIO", "EACCES", "EPERM") if hasattr(errno, n))
+#: errno values that mean "no file can be written at this path": a name longer than the
+#: file system allows (255 bytes) or a path longer than the system's (4,096 bytes), a
+#: missing folder (or one such as ``/proc/self`` where no file can be made), a file where
+#: a folder should be, a loop of symbolic links, a folder where the file should be.
+PATH_ERRNOS = frozenset(getattr(errno, n) for n in (
+    "ENAMETOOLONG", "ENOENT", "ENOTDIR", "ELOOP", "EISDIR") if hasattr(errno, n))
 
 
 def kind_text(mode: int) -> str:
@@ -112,19 +122,35 @@ def space_refusal(folder) -> int | None:
     return errno.ENOSPC if free < FULL_BELOW else None
 
 
+def _folder(name) -> str:
+    """The absolute folder of file ``name`` (no system call: a path too long to resolve
+    is compared as written)."""
+    return os.path.dirname(os.path.abspath(os.fsdecode(name)))
+
+
+def path_refusal(exc: OSError, path) -> bool:
+    """True when ``exc`` says no file can be written at ``path``: its errno is in
+    :data:`PATH_ERRNOS` and it names ``path`` or a file beside it (its temporary), or no
+    file at all; a missing file elsewhere (an input the block reads) is not the target's."""
+    if exc.errno not in PATH_ERRNOS:
+        return False
+    names = [n for n in (exc.filename, exc.filename2) if n is not None]
+    return not names or any(_folder(n) == _folder(path) for n in names)
+
+
 @contextlib.contextmanager
 def write_errors(path, field: str = "path"):
-    """Turn an ``OSError`` of the block whose errno is in :data:`WRITE_ERRNOS` into a
-    :class:`FileWriteError` naming ``path``; so too any other error (not dyna's own) raised
-    while the folder of ``path`` is full or read-only (:func:`space_refusal`: a library
-    that writes files reports ENOSPC in its own words). Typed errors of dyna and other
-    errors pass unchanged."""
+    """Turn an ``OSError`` of the block whose errno is in :data:`WRITE_ERRNOS`, or which
+    refuses the path itself (:func:`path_refusal`), into a :class:`FileWriteError` naming
+    ``path``; so too any other error (not dyna's own) raised while the folder of ``path``
+    is full or read-only (:func:`space_refusal`: a library that writes files reports
+    ENOSPC in its own words). Typed errors of dyna and other errors pass unchanged."""
     try:
         yield
     except DynaError:
         raise
     except OSError as exc:
-        if exc.errno in WRITE_ERRNOS:
+        if exc.errno in WRITE_ERRNOS or path_refusal(exc, path):
             raise FileWriteError(path, exc.errno, field) from exc
         raise
     except Exception as exc:

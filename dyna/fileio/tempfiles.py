@@ -16,6 +16,12 @@ something: a hash of the kernel's boot id, the pid namespace and the host name
 or before a reboot is never removed: its pid says nothing here. The name is chosen by the
 same call that creates the file or folder, so no temporary ever exists without its owner.
 
+A temporary's name must fit where its target's fits (255 bytes on most file systems): when
+``<name>`` plus the longest owner, random part, suffix and SQLite companion (:data:`SPARE`
+bytes) would not, ``<name>`` is replaced by ``~`` and 16 hex digits of its BLAKE2b hash
+(:func:`temp_key`), so a target whose name is at the limit is still written, and its
+orphans are still found by the same name.
+
 The next write of the same target (:func:`clean_orphans`, called by
 :func:`dyna.fileio.atomic.atomic_target` and by the experiment runner) removes the
 temporaries of that target whose owner is no live process: no process with that id, or one
@@ -33,8 +39,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["clean_orphans", "host_tag", "is_live", "make_temp_dir", "make_temp_file",
-           "owner", "process_start_time"]
+__all__ = ["NAME_MAX", "SPARE", "clean_orphans", "host_tag", "is_live", "make_temp_dir",
+           "make_temp_file", "owner", "process_start_time", "temp_key"]
+
+#: Longest file name (bytes) assumed of a file system (Linux's ``NAME_MAX``).
+NAME_MAX = 255
+#: Bytes a temporary's name adds to its key, at most: the dots, the owner (a pid of 7
+#: digits, a start time of 20, 8 hex digits of host), the random part (8), the longest
+#: suffix (``.recover-tmp``) and SQLite companion (``-journal``).
+SPARE = 2 + 7 + 1 + 20 + 1 + 8 + 1 + 8 + 12 + 8
 
 _OWN: dict[int, tuple[int, int]] = {}  # pid -> (pid, start) of this process (per fork)
 _HOST: dict[int, str] = {}              # pid -> host_tag() (per fork: a namespace may differ)
@@ -113,6 +126,18 @@ def is_live(pid: int, start: int) -> bool:
     return now is not None and (start == 0 or now == 0 or now == start)
 
 
+def temp_key(name: str) -> str:
+    """What the temporaries of a target named ``name`` are named after: ``name`` itself
+    when a temporary's name then fits in :data:`NAME_MAX` bytes (``name`` of at most
+    ``NAME_MAX - SPARE`` bytes), else ``~`` and 16 hex digits of its BLAKE2b hash."""
+    raw = os.fsencode(name)
+    if len(raw) + SPARE <= NAME_MAX:
+        return name
+    import hashlib
+
+    return "~" + hashlib.blake2b(raw, digest_size=8).hexdigest()
+
+
 def _pattern(name: str, folder: bool, suffix: str) -> re.Pattern:
     if folder:
         return re.compile(re.escape(f".{name}.tmp-") + r"(\d+)-(\d+)-([0-9a-f]{8})-"
@@ -126,7 +151,7 @@ def make_temp_file(path, suffix: str = ".tmp") -> str:
     return its path (the caller renames it onto ``path`` or removes it)."""
     path = Path(path)
     pid, start = owner()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{pid}-{start}-{_host()}.",
+    fd, tmp = tempfile.mkstemp(prefix=f".{temp_key(path.name)}.{pid}-{start}-{_host()}.",
                                suffix=suffix, dir=path.parent)
     os.close(fd)
     return tmp
@@ -137,7 +162,7 @@ def make_temp_dir(path) -> Path:
     owner; return it."""
     path = Path(path)
     pid, start = owner()
-    return Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-{pid}-{start}-{_host()}-",
+    return Path(tempfile.mkdtemp(prefix=f".{temp_key(path.name)}.tmp-{pid}-{start}-{_host()}-",
                                  dir=path.parent))
 
 
@@ -161,8 +186,9 @@ def clean_orphans(path, *, folder: bool = False, suffix: str = ".tmp") -> list[s
         be removed (gone meanwhile, no permission) is left and not listed; nothing raises.
     """
     path = Path(path)
-    pat = _pattern(path.name, folder, suffix)
-    head = f".{path.name}."
+    key = temp_key(path.name)
+    pat = _pattern(key, folder, suffix)
+    head = f".{key}."
     here = _host()
     removed = []
     try:
