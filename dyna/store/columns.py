@@ -19,6 +19,7 @@ again give the same bytes.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
@@ -197,18 +198,37 @@ def check_row(schema: Sequence[tuple[str, str]], dim: int, values: Sequence[obje
     return values
 
 
+# The characters a tenant must not hold, by class: what each is called in the message.
+_TENANT_CONTROLS = re.compile(
+    r"(?P<c0>[\x00-\x1f])|(?P<delete>\x7f)|(?P<c1>[\x80-\x9f])|(?P<separator>[\u2028\u2029])"
+    r"|(?P<bidi>[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069])")
+_CONTROL_CLASS = {"c0": "a C0 control character", "delete": "DEL",
+                  "c1": "a C1 control character", "separator": "a line or paragraph separator",
+                  "bidi": "a bidirectional control character"}
+
+
 def check_tenant(tenant_id, field: str = "tenant_id") -> str:
     """A tenant id: a non-empty string of at most :data:`dyna.buffer.schema.MAX_LABEL_CHARS`
-    characters without NUL, already in Unicode NFKC form, else ConfigError (naming
-    ``field``).
+    characters without NUL or another control character, already in Unicode NFKC form, else
+    ConfigError (naming ``field``).
 
     Tenants are matched exactly, byte for byte (as PostgreSQL's row-level security compares
     them), never folded: a tenant that NFKC would change (``"ｔ1"``, ``"e\u0301"``) is
-    refused rather than stored under a second spelling of the same name.
+    refused rather than stored under a second spelling of the same name. Control characters
+    are refused because a tenant is named on command lines, in logs and in file names, where
+    they are invisible or rewrite what is shown: C0 (U+0000-U+001F), DEL (U+007F), C1
+    (U+0080-U+009F), the line and paragraph separators U+2028/U+2029 and the bidirectional
+    controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069). The message shows the
+    tenant escaped (``repr``: ``'a\\x1bb'``) with the character's code point and position.
     """
     if tenant_id is None or not isinstance(tenant_id, str) or not tenant_id:
         raise ConfigError(field, tenant_id, "a non-empty tenant id is required")
     check_label_text(field, tenant_id)
+    bad = _TENANT_CONTROLS.search(tenant_id)
+    if bad is not None:
+        raise ConfigError(field, tenant_id, f"a tenant id must not contain "
+                          f"{_CONTROL_CLASS[bad.lastgroup]} (U+{ord(bad.group()):04X} at "
+                          f"position {bad.start()})")
     return check_nfkc(field, tenant_id)
 
 
