@@ -259,7 +259,7 @@ def test_the_llm_table_checks_both_settings(key, value, field):
      "failed", 'http_error: 422: {"detail": [{"loc": ["body", "messages", 1, "content"], '
                '"msg": "none is not an allowed value"}]}'),
     ({"status": 401, "body": {"error": f"Incorrect API key provided: {KEY}"}},
-     "failed", "http_error: 401: Incorrect API key provided: (redacted)"),
+     "failed", "http_error: 401: Incorrect API key provided: [REDACTED]"),
     ({"status": 400, "body": {"error": "bad request", "api_key": "abc"}},
      "failed", "http_error: 400: bad request"),
     ({"status": 400, "body": {}}, "failed", "http_error: 400"),
@@ -437,13 +437,13 @@ def test_error_text_never_raises_for_a_hostile_body(raw, shown):
 @pytest.mark.parametrize("body, key, shown", [
     # a key cut where the body is cut: its first 20 characters are all that is read
     (b" " * 4076 + b"Zq8xLm2Np4Rt6Vw9Yb1Cd3Fg5Hj7Kk0", "Zq8xLm2Np4Rt6Vw9Yb1Cd3Fg5Hj7Kk0",
-     "(redacted)"),
-    (b" " * 4086 + b"sk-or-v1-3abcdefghijklmnop", "sk-or-v1-3abcdefghijklmnop", "(redacted)"),
+     "[REDACTED]"),
+    (b" " * 4086 + b"sk-or-v1-3abcdefghijklmnop", "sk-or-v1-3abcdefghijklmnop", "[REDACTED]"),
     # an echo of the key without its last character
     (b"bad key Zq8xLm2Np4Rt6Vw9Yb1Cd3Fg5Hj7Kk", "Zq8xLm2Np4Rt6Vw9Yb1Cd3Fg5Hj7Kk0",
-     "bad key (redacted)"),
+     "bad key [REDACTED]"),
     (b'{"error": {"message": "no such key copper-meadow-lantern-9"}}', KEY,
-     "no such key (redacted)"),
+     "no such key [REDACTED]"),
     # a run of 7 characters that the key shares is kept
     (b"copper-x is a colour", KEY, "copper-x is a colour"),
 ])

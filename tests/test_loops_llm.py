@@ -256,9 +256,10 @@ def test_the_api_key_is_sent_and_never_recorded_logged_or_raised(caplog):
         r2 = _finish(loop, _digest("run-2"))
     assert srv.requests[0]["headers"]["Authorization"] == f"Bearer {KEY}"
     assert r2.review.status == "failed"
-    assert r2.review.reason == "http_error: 401: bad key (redacted)"
+    assert r2.review.reason == "http_error: 401: bad key [REDACTED]"
     text = json.dumps(rec_.exchanges) + caplog.text + repr(r1) + repr(r2)
-    assert KEY not in text and "(redacted)" in rec_.exchanges[0]["response"]
+    assert KEY not in text and "[REDACTED]" in rec_.exchanges[0]["response"]
+    assert "(redacted)" not in text          # one marker: dyna.redact.REDACTED
     for url in (f"https://user:{KEY}@api.example.com/v1",
                 f"https://api.example.com/v1?api-key={KEY}"):
         with pytest.raises(ConfigError) as e:
@@ -491,7 +492,7 @@ def test_a_tampered_recording_is_refused_naming_the_field():
 
 def test_a_placeholder_key_does_not_rewrite_the_request(monkeypatch):
     """Review R18: with OPENAI_API_KEY=x (a local server's placeholder), every "x" of the
-    model name and the prompt became "(redacted)"."""
+    model name and the prompt became the redaction marker."""
     monkeypatch.setenv("DYNA_TEST_DUMMY_API_KEY", "x")
     client = ChatClient(Endpoint("http://127.0.0.1:9/v1", "qwen-max",
                                  api_key_env="DYNA_TEST_DUMMY_API_KEY"))

@@ -14,7 +14,7 @@ from dyna.experiment.kinds.trajectories.lessons import (
 )
 
 DIGEST = ('{"task": "Change my flight", "tool_calls": [{"name": "get_user_details", '
-          '"args": {"user_id": "(redacted)"}, "output": "The user has 2 reservations and a '
+          '"args": {"user_id": "[REDACTED]"}, "output": "The user has 2 reservations and a '
           'gold membership with free checked bags"}, {"name": "update_reservation_flights",'
           ' "args": {"cabin": "economy"}, "output": "ok"}]}')
 TOOLS = ("get_user_details", "update_reservation_flights")

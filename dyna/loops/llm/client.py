@@ -42,7 +42,7 @@ How a reply ended
 
 The API key is read from the environment at each request and sent only in the
 ``Authorization`` header; it is never recorded, logged or put in an error message, and
-a value equal to it in anything recorded is replaced by ``(redacted)`` (a key of fewer
+a value equal to it in anything recorded is replaced by ``[REDACTED]`` (a key of fewer
 than :data:`MIN_SCRUBBED_KEY` characters is a placeholder and is left). A ``base_url``
 with a secret-looking part (a key in the path) is refused.
 """
@@ -66,7 +66,7 @@ from dyna.fileio import DuplicateKeyError, loads_unique
 from dyna.errors import ConfigError, check_range
 from dyna.loops.llm.wire import (MAX_ERROR_BYTES, MAX_ERROR_CHARS, TOKEN_FIELDS,
                                  finish_status, limit_reason)
-from dyna.redact import DEFAULT_SENSITIVE_KEYS, redact
+from dyna.redact import DEFAULT_SENSITIVE_KEYS, REDACTED, redact
 
 __all__ = ["API_KEY_SUFFIXES", "ChatClient", "ChatResult", "Endpoint", "MAX_JSON_DEPTH",
            "MAX_RESPONSE_BYTES", "MIN_SCRUBBED_KEY", "REDACTED_MARK", "Recording", "Replay",
@@ -103,7 +103,8 @@ def _is_loopback(host: str) -> bool:
 # "name" is a personal key for free-form dicts, but in the wire format it names tools and
 # functions: kept, so tool definitions and calls survive redaction.
 _WIRE_KEYS = frozenset(DEFAULT_SENSITIVE_KEYS - {"name"})
-REDACTED_MARK = "(redacted)"
+REDACTED_MARK = REDACTED
+"""What a recording writes in place of the API key: the marker of every redaction."""
 
 
 class ReplayError(ConfigError):
