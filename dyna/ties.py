@@ -8,8 +8,12 @@ it stands for (:func:`as_fraction`: a float as its shortest decimal text, the nu
 was written) and the comparison is made on those, so a tie is a tie. Used by escalation
 (:class:`dyna.escalation.rules.ThresholdPolicy`), retirement
 (:func:`dyna.loops.retirement.retirement_reason`) and grading
-(:func:`dyna.loops.review.safeguards.grade`). A quantity that is irrational in general (a
-Beta quantile) is compared as a float by its caller.
+(:func:`dyna.loops.review.safeguards.grade`), novelty and near-duplicates (a Jaccard
+similarity is a ratio of integer counts, :func:`dyna.loops._text.jaccard_ratio`, compared
+with :func:`at_least`) and the deletion rule of
+:class:`dyna.agents.baselines.selective.SelectiveAddDelete` (a failure rate, compared with
+:func:`above`). A quantity that is irrational in general (a Beta quantile, a cosine) is
+compared as a float by its caller.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 
 from dyna.errors import ConfigError
 
-__all__ = ["as_fraction", "mean_below", "weighted_sum_below"]
+__all__ = ["above", "as_fraction", "at_least", "mean_below", "weighted_sum_below"]
 
 
 def as_fraction(x) -> Fraction:
@@ -69,3 +73,23 @@ def weighted_sum_below(terms: Iterable[tuple[float, float]], threshold) -> bool:
     False
     """
     return sum(as_fraction(w) * as_fraction(x) for w, x in terms) < as_fraction(threshold)
+
+
+def at_least(x, threshold) -> bool:
+    """True when ``x >= threshold``, computed exactly (:func:`as_fraction` of each): a
+    value equal to its threshold is at least it.
+
+    >>> at_least(Fraction(3, 10), 0.3), at_least(Fraction(29, 100), 0.3)
+    (True, False)
+    """
+    return as_fraction(x) >= as_fraction(threshold)
+
+
+def above(x, threshold) -> bool:
+    """True when ``x > threshold``, computed exactly (:func:`as_fraction` of each): a value
+    equal to its threshold is not above it.
+
+    >>> above(Fraction(7, 10), 0.7), above(Fraction(71, 100), 0.7)
+    (False, True)
+    """
+    return as_fraction(x) > as_fraction(threshold)

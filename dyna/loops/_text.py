@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -240,11 +241,26 @@ def text_features(text: str) -> TextFeatures:
 
 
 def jaccard(a: frozenset | set, b: frozenset | set) -> float:
-    """Jaccard similarity ``|a & b| / |a | b|`` of two word sets (1.0 for two empty sets)."""
+    """Jaccard similarity ``|a & b| / |a | b|`` of two word sets (1.0 for two empty sets),
+    as a float; a decision at a threshold takes :func:`jaccard_ratio` instead."""
     if not a and not b:
         return 1.0
     inter = len(a & b)
     return inter / (len(a) + len(b) - inter)
+
+
+def jaccard_ratio(a: frozenset | set, b: frozenset | set) -> Fraction:
+    """Jaccard similarity ``|a & b| / |a | b|`` of two word sets as the exact ratio of the
+    two counts (1 for two empty sets), so that a similarity equal to a threshold is equal
+    to it (:func:`dyna.ties.at_least`). ``float(jaccard_ratio(a, b)) == jaccard(a, b)``.
+
+    >>> jaccard_ratio({"a", "b", "c"}, {"a", "b", "c", "d", "e", "f"})
+    Fraction(1, 2)
+    """
+    if not a and not b:
+        return Fraction(1)
+    inter = len(a & b)
+    return Fraction(inter, len(a) + len(b) - inter)
 
 
 def similarity_matrix(word_sets: list[frozenset]) -> np.ndarray:

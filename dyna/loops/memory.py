@@ -65,7 +65,7 @@ from pathlib import Path
 from dyna.competence import BetaCompetence
 from dyna.errors import ConfigError, check_range, check_time
 from dyna.loops.safety_net import SafetyNet
-from dyna.loops._text import fact_key, jaccard, text_features
+from dyna.loops._text import fact_key, jaccard_ratio, text_features
 from dyna.loops.fact_attributes import (ENGLISH_FACTS, Attribute, EnglishFactRule, FactRule,
                                         attribute_of, compare_attributes, relation, subject_of,
                                         unsure_pairs)
@@ -77,6 +77,7 @@ from dyna.loops.memory_format import (HEADER, MAX_FACT, PERSON, TRUST, MemoryEnt
 from dyna.loops.memory_outcomes import check_outcomes, fact_posterior, fact_with_outcome
 from dyna.loops.retirement import retirement_reason
 from dyna.redact import check_label
+from dyna.ties import at_least
 
 __all__ = ["ENGLISH_FACTS", "Attribute", "ConsolidationReport", "EnglishFactRule", "FactRule",
            "HEADER", "MAX_FACT", "MemoryEntry", "MemoryFileError", "MemorySnapshot",
@@ -562,13 +563,14 @@ class MemoryStore(PendingFacts):
     def similar(self, text: str, threshold: float | None = None) -> list[MemoryEntry]:
         """Stored facts that are the same fact as ``text`` or near-duplicates of it
         (content-word Jaccard >= ``threshold``, default the store's ``similarity``, with
-        the same concrete parts)."""
+        the same concrete parts; the Jaccard ratio is compared exactly, so a similarity
+        equal to the threshold is similar)."""
         t = self.similarity if threshold is None else threshold
         key, sig, words = text_features(text)
         out = []
         for e in self._entries:
             f = text_features(e.text)
-            if f.key == key or (f.parts == sig and jaccard(words, f.words) >= t):
+            if f.key == key or (f.parts == sig and at_least(jaccard_ratio(words, f.words), t)):
                 out.append(e)
         return out
 

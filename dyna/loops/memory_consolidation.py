@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dyna.loops._text import is_concrete, similarity_matrix, text_features
+from dyna.loops._text import is_concrete, jaccard_ratio, similarity_matrix, text_features
 from dyna.loops.fact_attributes import ENGLISH_FACTS, FactRule
+from dyna.ties import at_least
 
 __all__ = ["ConsolidationReport", "consolidation_plan"]
 
@@ -129,8 +130,13 @@ def _merge_near_duplicates(entries, similarity: float) -> tuple[list, list]:
             i = parent[i]
         return i
 
+    # a float similarity above the threshold is above it exactly (division rounds
+    # monotonically); one equal to it is decided on the exact ratio of the counts
     ii, jj = np.nonzero(np.triu(sims >= similarity, k=1))
     for i, j in zip(ii.tolist(), jj.tolist()):
+        if sims[i, j] == similarity and not at_least(
+                jaccard_ratio(feats[i].words, feats[j].words), similarity):
+            continue
         if sigs[i] == sigs[j]:
             ri, rj = find(i), find(j)
             if ri != rj:
@@ -162,8 +168,9 @@ def consolidation_plan(entries, similarity: float,
        approved fact, else the newest (date, then position). A person's line is dropped
        only for a later line of a person giving another value (their own correction);
     3. *merged*: facts with equal concrete parts and content-word Jaccard similarity
-       >= ``similarity`` are linked, and each connected group keeps its newest fact (a
-       person's, if any; a person's lines are never merged away).
+       >= ``similarity`` (the ratio of counts compared exactly: a tie links) are linked,
+       and each connected group keeps its newest fact (a person's, if any; a person's
+       lines are never merged away).
 
     Different groups share no link, so planning again on the kept facts drops nothing.
 

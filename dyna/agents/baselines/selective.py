@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from dyna.agents.baselines.common import RunRecord
 from dyna.agents.baselines.records import Records
+from dyna.ties import above
 
 
 class SelectiveAddDelete(Records):
@@ -22,7 +25,8 @@ class SelectiveAddDelete(Records):
         Every task's outcome is recorded against the record it reused (``record_l2``);
         after the task (and after its own addition), when more than ``MIN_SIZE`` records
         are stored, the one record reused at least ``MIN_REUSES`` times whose mean outcome
-        is worse than the success threshold, here a failure rate above ``MAX_FAILURE``,
+        is worse than the success threshold, here a failure rate above ``MAX_FAILURE``
+        (the ratio of counts compared exactly: a rate equal to it is not above),
         is deleted, the worst first (ties: the oldest); at most one per task. The values
         are the code's deletion settings (``DELETION_RETREIVAL_N_TIMES = 3``,
         ``DELETION_L2_THRESHOLD`` = the success threshold, ``MIN_MEMORY_SIZE = 1``). The
@@ -63,8 +67,8 @@ class SelectiveAddDelete(Records):
         if len(self.records) > self.MIN_SIZE:
             worst = None
             for rid, outcomes in self.reuses.items():
-                rate = sum(outcomes) / len(outcomes)
-                if len(outcomes) >= self.MIN_REUSES and rate > self.MAX_FAILURE and (
+                rate = Fraction(sum(outcomes), len(outcomes))    # exact: a tie is no worse
+                if len(outcomes) >= self.MIN_REUSES and above(rate, self.MAX_FAILURE) and (
                         worst is None or rate > worst[0]):
                     worst = (rate, rid)
             if worst is not None:

@@ -23,7 +23,7 @@ from dyna.loops.review.digest import has_secret
 from dyna.loops.review.novelty import closest, memory_of, skills_of
 from dyna.loops.review.proposal import KINDS, Proposal
 from dyna.loops.skills import ACTION_RE, SkillLibrary, check_skill_name
-from dyna.ties import weighted_sum_below
+from dyna.ties import at_least, weighted_sum_below
 
 __all__ = ["AGREEMENT_WEIGHT", "CONTRADICTED_AGREEMENT", "NOVELTY_WEIGHT", "SPECIFICITY_WEIGHT",
            "Grade", "Validation", "accepted_without_novelty", "grade", "look_alike",
@@ -65,7 +65,9 @@ def validate(proposal: Proposal, skills=None, memory=None,
     :class:`MemoryEntry`, body at most ``config.max_body_chars``); a secret scan of every
     text field (``config.secret_scan``); a path-safe name in one script; a workflow made
     only of action names (no code, no shell) from ``config.allowed_actions`` when set;
-    novelty against stored skills *and* memories (``config.novelty_check``).
+    novelty against stored skills *and* memories (``config.novelty_check``: not novel when
+    the similarity, an exact ratio of word counts, is at least ``config.novelty_threshold``;
+    a similarity equal to the threshold is not novel).
 
     Parameters
     ----------
@@ -123,8 +125,8 @@ def validate(proposal: Proposal, skills=None, memory=None,
                 reasons.append(f"{exc.field}: {exc.reason}")
     if config.novelty_check and not reasons:
         sim, what = closest(proposal, skills_of(skills), memory_of(memory), same_parts=True)
-        if sim >= config.novelty_threshold:
-            reasons.append(f"not novel: {sim:.2f} similar to {what}")
+        if at_least(sim, config.novelty_threshold):      # exactly: a tie is not novel
+            reasons.append(f"not novel: {float(sim):.2f} similar to {what}")
     return Validation(not reasons, tuple(reasons))
 
 
@@ -199,7 +201,8 @@ def grade(proposal: Proposal, skills=None, memory=None,
 
     Below ``config.grade_threshold`` it is rejected with the reason (when
     ``config.grading`` is off everything is accepted, the score still reported); the
-    weighted score is compared exactly, and a score equal to the threshold passes. Grade
+    weighted score is compared exactly (novelty as 1 minus the exact Jaccard ratio, not its
+    float), and a score equal to the threshold passes. Grade
     only what :func:`validate` passed: grading does not look for secrets or bad names.
 
     Parameters
@@ -225,9 +228,10 @@ def grade(proposal: Proposal, skills=None, memory=None,
     store = memory if isinstance(memory, MemoryStore) else None
     mem = (memory_of(memory) if config.novelty_check
            or (proposal.kind == "memory" and store is None) else ())
-    novelty = 1.0
+    novelty = exact_novelty = 1.0
     if config.novelty_check:
-        novelty = 1.0 - closest(proposal, skills_of(skills), mem)[0]
+        sim = closest(proposal, skills_of(skills), mem)[0]
+        novelty, exact_novelty = 1.0 - float(sim), 1 - sim
     agreement = 1.0
     if proposal.kind == "memory" and (
             any(r == "conflict" for _, r in store.relations(proposal.text))
@@ -240,14 +244,14 @@ def grade(proposal: Proposal, skills=None, memory=None,
             agreement = CONTRADICTED_AGREEMENT
     score = SPECIFICITY_WEIGHT * spec + NOVELTY_WEIGHT * novelty + AGREEMENT_WEIGHT * agreement
     detail = f"specificity {spec:.2f}, novelty {novelty:.2f}, agreement {agreement:.2f}"
-    if config.grading and weighted_sum_below(_terms(spec, novelty, agreement),
+    if config.grading and weighted_sum_below(_terms(spec, exact_novelty, agreement),
                                              config.grade_threshold):
         return Grade(score, spec, novelty, agreement, False,
                      f"score {score:.2f} < {config.grade_threshold} ({detail})")
     return Grade(score, spec, novelty, agreement, True, f"score {score:.2f} ({detail})")
 
 
-def _terms(spec: float, novelty: float, agreement: float) -> tuple:
+def _terms(spec: float, novelty, agreement: float) -> tuple:
     """The grade's weighted terms ``(weight, value)``, as :func:`weighted_sum_below` takes
     them."""
     return ((SPECIFICITY_WEIGHT, spec), (NOVELTY_WEIGHT, novelty),

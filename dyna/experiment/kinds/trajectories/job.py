@@ -144,10 +144,12 @@ def _scan_files(root: Path, values) -> set[str]:
 
 
 def _near_duplicates(texts: list[str], threshold: float) -> int:
-    """Pairs of texts whose content-word Jaccard similarity is at least ``threshold``."""
-    from dyna.loops._text import content_words, jaccard
+    """Pairs of texts whose content-word Jaccard similarity is at least ``threshold``
+    (compared exactly: a similarity equal to the threshold counts)."""
+    from dyna.loops._text import content_words, jaccard_ratio
+    from dyna.ties import at_least
     words = [frozenset(content_words(t)) for t in texts]
-    return sum(jaccard(words[i], words[j]) >= threshold
+    return sum(at_least(jaccard_ratio(words[i], words[j]), threshold)
                for i in range(len(words)) for j in range(i + 1, len(words)))
 
 
