@@ -61,20 +61,27 @@ def compare_table(path_a: Path, path_b: Path) -> tuple[bool, str]:
     if a.equals(b, null_equal=True):
         note = "file sha256 equal" if same_bytes else "file sha256 differs"
         return True, f"same ({a.height} rows; {note})"
-    if a.columns != b.columns:
-        only_a = [c for c in a.columns if c not in b.columns]
-        only_b = [c for c in b.columns if c not in a.columns]
-        return False, (f"differs: columns only in A {only_a}, only in B {only_b}"
-                       if only_a or only_b else "differs: column order")
     if a.height != b.height:
         return False, f"differs: {a.height} vs {b.height} rows"
-    for name in a.columns:
+    shared = [c for c in a.columns if c in b.columns]
+    if shared == a.columns == b.columns:
+        return False, "differs: " + first_difference(a, b)
+    only_a = [c for c in a.columns if c not in b.columns]
+    only_b = [c for c in b.columns if c not in a.columns]
+    return False, (f"differs: columns only in A {only_a}, only in B {only_b}; "
+                   f"the {len(shared)} shared columns: {first_difference(a, b, shared)}")
+
+
+def first_difference(a: pl.DataFrame, b: pl.DataFrame, columns: list[str] | None = None) -> str:
+    """Name the first of ``columns`` (default: all of ``a``'s) in which two equally long
+    tables differ, with how many rows differ; ``"same"`` when none does."""
+    for name in a.columns if columns is None else columns:
         if a[name].dtype != b[name].dtype:
-            return False, f"differs: column {name!r} dtype {a[name].dtype} vs {b[name].dtype}"
+            return f"column {name!r} dtype {a[name].dtype} vs {b[name].dtype}"
         if not a[name].equals(b[name], null_equal=True):
             count = rows_differing(a[name], b[name])
-            return False, f"differs: column {name!r} first, {count} of {a.height} rows differ"
-    return False, "differs: content not equal, no single column found"
+            return f"column {name!r} first, {count} of {a.height} rows differ"
+    return "same" if columns is not None else "column order"
 
 
 def stable_lines(path: Path) -> list[str]:
