@@ -16,7 +16,8 @@ Prints one line per file, ``same`` or ``differs`` with where:
 
 When neither folder holds a ``manifest.json`` but their subfolders do, each pair of
 subfolders of the same name is compared (lines prefixed ``name/``): point it at two
-folders of runs, e.g. ``cmp/before cmp/after``.
+folders of runs, e.g. ``cmp/before cmp/after``. Two folders of tables without any
+manifest are compared file by file.
 
 Exit status: 0 when everything is the same, 1 when anything differs or is in one folder
 only, 2 when DIR_A or DIR_B is not a folder (one line naming it).
@@ -25,6 +26,7 @@ only, 2 when DIR_A or DIR_B is not a folder (one line naming it).
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import json
 import sys
@@ -95,10 +97,14 @@ def compare_markdown(path_a: Path, path_b: Path) -> tuple[bool, str]:
     a, b = stable_lines(path_a), stable_lines(path_b)
     if a == b:
         return True, f"same ({len(a)} lines without timing)"
-    count = sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
-    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    changes = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+    removed = sum(i2 - i1 for _, i1, i2, _, _ in changes)
+    added = sum(j2 - j1 for _, _, _, j1, j2 in changes)
+    first = changes[0][1]
     shown = a[first][:SHOWN] if first < len(a) else "(end)"
-    return False, f"differs: {count} lines, first at stable line {first + 1}: {shown!r}"
+    return False, (f"differs: {removed} lines of A replaced by {added} of B, first at "
+                   f"stable line {first + 1}: {shown!r}")
 
 
 def leaf_paths(value, prefix: str = "") -> dict[str, object]:
@@ -160,6 +166,8 @@ def compare(dir_a: Path, dir_b: Path) -> list[tuple[bool, str]]:
         return compare_folders(dir_a, dir_b)
     names_a = {p.name for p in dir_a.iterdir() if (p / "manifest.json").exists()}
     names_b = {p.name for p in dir_b.iterdir() if (p / "manifest.json").exists()}
+    if not names_a | names_b:
+        return compare_folders(dir_a, dir_b)
     lines = []
     for name in sorted(names_a | names_b):
         if name in names_a and name in names_b:
