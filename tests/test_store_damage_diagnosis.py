@@ -228,6 +228,54 @@ def test_a_companion_another_connection_uses_is_never_removed(tmp_path):
         assert sorted(os.listdir(tmp_path)) == ["s.db", "s.db-shm", "s.db-wal"]
 
 
+_REPLACE = """
+import os, sys
+for name in sys.argv[1:]:
+    with open(name + ".new", "wb") as fh:
+        fh.write(b"")
+    os.replace(name + ".new", name)     # a new file (a new inode) in the companion's place
+"""
+
+
+def test_companions_another_process_made_after_the_open_are_never_removed(damaged, tmp_path,
+                                                                          monkeypatch):
+    """Between the failed open (which records its companions' identities) and their
+    removal, another process puts its own -wal and -shm in their place: they stay, for a
+    read-only open and for recover; without it the open's own are removed."""
+    import sys
+
+    from dyna.store import sqlite_file
+    from dyna.store.recover import recover
+
+    real, seen, theirs = sqlite_file._has_locks, [], []
+    names = [f"{damaged}{s}" for s in ("-wal", "-shm")]
+
+    def another_process_meanwhile(paths):
+        seen.append(sorted(os.listdir(tmp_path)))
+        subprocess.run([sys.executable, "-c", _REPLACE, *names], check=True)
+        theirs.append([os.stat(n).st_ino for n in names])
+        return real(paths)
+
+    monkeypatch.setattr(sqlite_file, "_has_locks", another_process_meanwhile)
+    kept = []
+    with pytest.raises(StoreDamagedError):
+        ExperienceStore(damaged, dim=4, read_only=True)
+    kept.append([os.stat(n).st_ino for n in names])
+    for n in names:                # (theirs: removed by hand for the next case)
+        os.unlink(n)
+    assert recover(damaged, tmp_path / "new.db")["out"] == str(tmp_path / "new.db")
+    kept.append([os.stat(n).st_ino for n in names])
+    assert seen == [["d.db", "d.db-shm", "d.db-wal"], ["d.db", "d.db-shm", "d.db-wal", "new.db"]]
+    assert kept == theirs and len(kept) == 2
+    assert sorted(os.listdir(tmp_path)) == ["d.db", "d.db-shm", "d.db-wal", "new.db"]
+    for n in names:
+        os.unlink(n)
+    monkeypatch.setattr(sqlite_file, "_has_locks", real)
+    with pytest.raises(StoreDamagedError):
+        ExperienceStore(damaged, dim=4, read_only=True)
+    assert sorted(os.listdir(tmp_path)) == ["d.db", "new.db"]       # its own: removed
+
+
 # ------------------------------------------------------------------ the file system
 @pytest.fixture
 def read_only_fs(tmp_path):
@@ -267,8 +315,8 @@ def test_a_wal_removed_while_it_is_checked_is_no_wal(crashed, tmp_path, monkeypa
         check_wal(db)
     real = wal_check.read_wal
 
-    def read_then_remove(data):
-        report = real(data)
+    def read_then_remove(source, *rest):
+        report = real(source, *rest)
         os.unlink(f"{db}-wal")
         return report
 
@@ -287,3 +335,109 @@ def test_recover_beside_an_existing_wal_keeps_the_wal_and_leaves_its_index(crash
     capsys.readouterr()
     assert sorted(os.listdir(tmp_path)) == ["new.db", "w.db", "w.db-shm", "w.db-wal"]
     assert _sha(f"{db}-wal") == wal_sha
+
+
+# ------------------------------------------------------------------ a large -wal, streamed
+@pytest.fixture(scope="module")
+def big_wal(tmp_path_factory):
+    """A SQLite database and its 64 MiB -wal as a crash leaves them: 64 transactions of
+    1 MiB of seeded random blobs each, never checkpointed."""
+    folder = tmp_path_factory.mktemp("big")
+    conn = sqlite3.connect(folder / "live.db", isolation_level=None)
+    for pragma in ("page_size = 4096", "journal_mode = WAL", "wal_autocheckpoint = 0"):
+        conn.execute(f"PRAGMA {pragma}")
+    conn.execute("CREATE TABLE t (b BLOB)")
+    blob = np.random.default_rng(64).bytes(2 ** 20)
+    for _ in range(64):
+        conn.execute("BEGIN")
+        for j in range(16):
+            conn.execute("INSERT INTO t VALUES (?)", (blob[j * 65536:(j + 1) * 65536],))
+        conn.execute("COMMIT")
+    shutil.copy(folder / "live.db", folder / "c.db")
+    shutil.copy(folder / "live.db-wal", folder / "c.db-wal")
+    conn.close()
+    return folder / "c.db"
+
+
+def _peak(fn):
+    """``fn()``'s result (or the error it raised) and the peak of memory it allocated
+    (bytes, as tracemalloc counts Python and numpy allocations)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn()
+    except StoreDamagedError as exc:
+        out = exc
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return out, peak
+
+
+def test_a_64_mib_wal_is_checked_in_bounded_memory_with_the_same_verdicts(big_wal, tmp_path):
+    size = os.path.getsize(f"{big_wal}-wal")
+    assert size >= 64 * 2 ** 20
+    frames = (size - 32) // (24 + 4096)
+    report, peak = _peak(lambda: check_wal(big_wal))
+    assert (report.frames, report.valid, report.first_bad) == (frames, frames, None)
+    assert peak < 8 * 2 ** 20
+    whole = read_wal(open(f"{big_wal}-wal", "rb").read())   # the bytes at once: the same
+    assert repr(whole) == repr(report)
+
+    db = _copy(big_wal, tmp_path / "bad.db", damage=True)
+    err, peak = _peak(lambda: check_wal(db))
+    assert isinstance(err, StoreDamagedError) and peak < 8 * 2 ** 20
+    whole = read_wal(open(f"{db}-wal", "rb").read())
+    first_bad = (size // 2 - 32) // (24 + 4096)        # the frame the damage begins in
+    assert (whole.frames, whole.first_bad, whole.valid) == (frames, first_bad, first_bad)
+    # the 4 KiB of damage end in the next frame's header (its salts): lost are the rest
+    assert whole.lost == frames - first_bad - 2 and whole.lost_commits == 32
+    assert (f"bad.db-wal: frame {first_bad + 1} of {frames} fails its checksum, and "
+            f"{whole.lost} frames written after it (32 commits)") in err.detail
+
+
+# ------------------------------------------------------------------ a damaged header field
+@pytest.fixture(scope="module")
+def half_in_wal(tmp_path_factory):
+    """250 rows checkpointed and 250 more in the -wal (5 commits), as a crash leaves them."""
+    folder = tmp_path_factory.mktemp("half")
+    store = ExperienceStore(folder / "s.db", dim=4)
+    store.record("t1", episodes=_episodes(0, 250))
+    store._db.checkpoint()
+    for lo in range(250, 500, 50):
+        store.record("t1", episodes=_episodes(lo, lo + 50))
+    db = _copy(folder / "s.db", folder / "h.db")
+    store.close()
+    return db
+
+
+@pytest.mark.parametrize("field,offset,value", [
+    ("magic", 0, b"\x37\x7f\x06\x92"),             # not 0x377f0682 nor 0x377f0683
+    ("page size (not a power of two)", 8, (4097).to_bytes(4, "big")),
+    ("page size (a wrong power of two)", 8, (8192).to_bytes(4, "big")),
+])
+def test_a_damaged_magic_or_page_size_is_reported_as_damage(half_in_wal, tmp_path, capsys,
+                                                            field, offset, value):
+    """SQLite ignores a -wal whose magic number or page size is damaged (250 rows, status
+    ok): the frames after it are found with the database's page size and reported."""
+    db = _copy(half_in_wal, tmp_path / "h.db")
+    data = bytearray(open(f"{db}-wal", "rb").read())
+    frames = (len(data) - 32) // (24 + 4096)
+    assert data[offset:offset + 4] != value
+    data[offset:offset + 4] = value
+    open(f"{db}-wal", "wb").write(data)
+    assert _sqlite_rows(db) == 250
+    sha = _sha(f"{db}-wal")
+    for report in (read_wal(bytes(data)), read_wal(bytes(data), 4096)):
+        assert (report.header_damaged, report.valid, report.first_bad) == (True, 0, 0)
+        assert (report.frames, report.lost, report.lost_commits) == (frames, frames, 5)
+    with pytest.raises(StoreDamagedError) as e:
+        check_wal(db)
+    assert main(["store", "stats", str(db)]) == 2
+    err = capsys.readouterr().err
+    line = (f"h.db-wal: the -wal header is damaged; {frames} frames after it (5 commits) may "
+            "hold committed rows that SQLite would ignore silently")
+    assert err.count("\n") == 1 and line in err and line in e.value.detail
+    assert _sha(f"{db}-wal") == sha and sorted(os.listdir(tmp_path)) == [
+        "h.db", "h.db-wal", "sqlite-view"]

@@ -28,7 +28,8 @@ from dyna.fileio.failures import write_errors
 from dyna.fileio.tempfiles import clean_orphans, make_temp_file
 from dyna.store.columns import STORE_TABLES, TABLE
 from dyna.store.sqlite_file import (CORRUPT, MAX_DIM, SCHEMA_VERSION, companions, disk_refusal,
-                                    drop_new_companions, errname, open_failure)
+                                    drop_new_companions, errname, new_companions,
+                                    open_failure)
 
 __all__ = ["recover"]
 
@@ -170,8 +171,9 @@ def recover(src, out, schema=None) -> dict:
     StoreWriteError
         The new store could not be written (a full disk); nothing is left at ``out``.
 
-    ``-wal`` / ``-shm`` companions of ``src`` that its read-only open made are removed
-    again (:func:`dyna.store.sqlite_file.drop_new_companions`) when ``src`` had no
+    ``-wal`` / ``-shm`` companions of ``src`` that its read-only open made (those very
+    files, recorded right after the open: never ones another process made meanwhile) are
+    removed again (:func:`dyna.store.sqlite_file.drop_new_companions`) when ``src`` had no
     ``-wal``; beside an existing ``-wal`` (frames of ``src`` that SQLite reads through its
     index) the ``-shm`` the open made stays, as SQLite leaves it.
     """
@@ -183,12 +185,14 @@ def recover(src, out, schema=None) -> dict:
     if not out_p.parent.is_dir():
         raise MissingFileError("out", out_p.parent)
     before = companions(src_p)
+    made = None               # (taken at the removal when the open fails)
     try:
         conn = _open_source(src_p)
+        made = new_companions(src_p, before)    # right after the open made them
         with contextlib.closing(conn):
             result = _copy_out(conn, src_p, out_p, dict(schema or ()))
     finally:
-        drop_new_companions(src_p, before)   # companions of a store without a -wal
+        drop_new_companions(src_p, before, made)   # companions of a store without a -wal
     result.update(source=str(src_p), out=str(out_p))
     return result
 

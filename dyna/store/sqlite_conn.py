@@ -24,8 +24,8 @@ from dyna.store import columns as _columns
 from dyna.store.sqlite_file import (BUSY, CORRUPT, SQLITE_HEADER, EmptyStoreFileError,
                                     check_is_store, check_store_schema, check_wal,
                                     companion_hint, companions, damaged, disk_refusal,
-                                    drop_new_companions, errname, init_schema, open_failure,
-                                    quick_check)
+                                    drop_new_companions, errname, init_schema,
+                                    new_companions, open_failure, quick_check)
 
 __all__ = ["VERIFY_IN_BACKGROUND_BYTES", "QuickCheck", "SQLiteConnection"]
 
@@ -170,8 +170,9 @@ class SQLiteConnection:
         larger one.
     read_only : bool
         Open with ``mode=ro``: never create, migrate or write the file. Companions
-        (``-wal``, ``-shm``) a failed read-only open made are removed again
-        (:func:`dyna.store.sqlite_file.drop_new_companions`).
+        (``-wal``, ``-shm``) a failed read-only open made are removed again, those very
+        files only (their identity recorded right after the open) and only while no
+        other connection uses them (:func:`dyna.store.sqlite_file.drop_new_companions`).
     create : bool
         Make a new store in an existing file of 0 bytes (without it such a file is refused:
         :class:`dyna.store.sqlite_file.EmptyStoreFileError`). A missing file is created
@@ -218,8 +219,8 @@ class SQLiteConnection:
                 path, schema, dim, timeout=timeout, verify=verify, read_only=read_only,
                 existing=self.persistent and self.status != "missing")
         except BaseException:
-            if self.persistent and read_only:
-                drop_new_companions(path, before)
+            if self.persistent and read_only:   # the failed open's own companions only
+                drop_new_companions(path, before, new_companions(path, before))
             raise
 
     def _check_file(self, p: Path, create: bool) -> None:

@@ -58,7 +58,8 @@ __all__ = ["BUSY", "CORRUPT", "MAX_DIM", "MIGRATIONS", "READ_ONLY_VERSIONS",
            "SCHEMA_VERSION", "SQLITE_HEADER", "STORE_TABLES", "EmptyStoreFileError",
            "check_file_state", "check_is_store", "check_meta_counters", "check_store_schema",
            "companion_hint", "companions", "damaged", "disk_refusal", "drop_new_companions",
-           "errname", "init_schema", "open_failure", "quick_check", "stored_dim"]
+           "errname", "init_schema", "new_companions", "open_failure", "quick_check",
+           "stored_dim"]
 
 SCHEMA_VERSION = 2
 
@@ -362,6 +363,25 @@ def companions(path) -> set[str]:
     return {s for s in ("-wal", "-shm") if os.path.lexists(f"{path}{s}")}
 
 
+def _identity(name) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of file ``name`` (a link not followed), None when missing or
+    unreadable."""
+    try:
+        st = os.lstat(name)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def new_companions(path, before) -> dict[str, tuple[int, int]]:
+    """The companions of ``path`` not among ``before`` (suffixes, :func:`companions`), each
+    with its ``(st_dev, st_ino)``: taken right after an open that may have made them, so
+    that :func:`drop_new_companions` removes those very files and never one another
+    process put in their place later."""
+    ids = {s: _identity(f"{path}{s}") for s in ("-wal", "-shm") if s not in before}
+    return {s: i for s, i in ids.items() if i is not None}
+
+
 def _has_locks(paths) -> bool:
     """True when any process (this one included) holds a lock on one of ``paths``, by
     ``/proc/locks`` (True when it cannot be read: then nothing may be assumed)."""
@@ -390,20 +410,31 @@ def _lock_exclusive(fd: int, where: tuple[int, int]) -> None:
                 struct.pack("hhqqixxxx", fcntl.F_WRLCK, os.SEEK_SET, *where, 0))
 
 
-def drop_new_companions(path, before: set[str]) -> list[str]:
-    """Remove the ``-wal`` / ``-shm`` companions of ``path`` that a read-only open made (not
-    in ``before``), as SQLite does when its last connection closes, and only when no
-    connection can be using them: no process holds a lock on the file or its ``-shm``
-    (``/proc/locks``, checked before any descriptor is opened, since closing one would drop
-    this process's POSIX locks on the file), the database's shared-lock range and the
-    index's dead-man-switch byte are locked exclusively while the files are removed (a new
-    connection waits), and the ``-wal`` is empty (no frame of anyone's is lost). Returns
-    the names removed; best effort, never raises."""
-    new = companions(path) - set(before)
+def drop_new_companions(path, before, made: dict | None = None) -> list[str]:
+    """Remove the ``-wal`` / ``-shm`` companions of ``path`` that a read-only open made, as
+    SQLite does when its last connection closes; returns the names removed. Best effort,
+    never raises.
+
+    The rule: only files this process made are removed, and only when no connection can
+    be using them.
+
+    - Made here: a companion that was not there before the open (``before``, the suffixes
+      :func:`companions` gave) and is still the very file recorded right after the open
+      (``made``, :func:`new_companions`: its ``(st_dev, st_ino)``; taken now when not
+      given). The identity is checked again just before each removal, under the locks
+      below, so a companion another process put in its place meanwhile is never
+      removed; when the ``-wal`` is not this process's, nothing is.
+    - Unused: no process holds a lock on the file or its ``-shm`` (``/proc/locks``,
+      checked before any descriptor is opened, since closing one would drop this
+      process's POSIX locks on the file); the database's shared-lock range and the
+      index's dead-man-switch byte are locked exclusively while the files are removed (a
+      new connection waits); and the ``-wal`` is empty (no frame of anyone's is lost).
+    """
+    made = new_companions(path, before) if made is None else dict(made)
     wal, shm = f"{path}-wal", f"{path}-shm"
-    if not new or not hasattr(fcntl, "F_OFD_SETLK") or _has_locks((path, shm)):
+    if not made or not hasattr(fcntl, "F_OFD_SETLK") or _has_locks((path, shm)):
         return []
-    if os.path.lexists(wal) and ("-wal" not in new or os.path.getsize(wal) != 0):
+    if os.path.lexists(wal) and ("-wal" not in made or os.path.getsize(wal) != 0):
         return []
     removed, fds = [], []
     try:
@@ -415,10 +446,13 @@ def drop_new_companions(path, before: set[str]) -> list[str]:
         if os.path.lexists(shm):
             fds.append(os.open(shm, os.O_RDWR | os.O_NOFOLLOW))
             _lock_exclusive(fds[-1], _SHM_DMS)
+        if os.path.lexists(wal) and _identity(wal) != made.get("-wal"):
+            return []            # another process's -wal: its index stays with it
         for suffix in ("-wal", "-shm"):
-            if suffix in new:
-                os.unlink(f"{path}{suffix}")
-                removed.append(Path(f"{path}{suffix}").name)
+            name = f"{path}{suffix}"
+            if suffix in made and _identity(name) == made[suffix]:
+                os.unlink(name)
+                removed.append(Path(name).name)
     except OSError:
         pass
     finally:

@@ -17,30 +17,39 @@ checksum-2) and one page. Checksums are cumulative from the header's: over each 
 32-bit words ``(x0, x1)``, ``s0 += x0 + s1``, ``s1 += x1 + s0`` (mod 2**32), covering the
 first 8 bytes of each frame header and its page. The pairs are summed as a linear
 recurrence in numpy (``[s0, s1] <- M [s0, s1] + [x0, x0 + x1]``, ``M = [[1, 1], [1, 2]]``)
-so a log of 1,000 frames is checked in milliseconds, 256 frames at a time.
+so a log of 1,000 frames is checked in milliseconds, read from the file 256 KiB at a time
+(the memory a check uses does not grow with the log).
+
+A header SQLite ignores (a failed checksum, a magic number or page size that is not one
+SQLite writes) makes SQLite ignore the whole log: when frames after it carry one salt pair
+and hold commits, that is damage too, reported in the same words.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from dyna.errors import StoreDamagedError
 
-__all__ = ["WalReport", "check_wal", "read_wal"]
+__all__ = ["WalReport", "check_wal", "db_page_size", "read_wal"]
 
 _MAGIC = (0x377F0682, 0x377F0683)
 _HEADER = 32
 _FRAME_HEADER = 24
 _MASK = np.uint64(0xFFFFFFFF)
 #: Reads of a -wal whose damage must agree, and the pause between them (seconds).
-_READS, _PAUSE = 4, 0.05
-#: Frames summed per numpy step (bounds the memory of a large log).
-_CHUNK = 256
+_READS, _PAUSE = 2, 0.05
+#: Bytes of frames read and summed per numpy step: the memory a check uses, whatever the
+#: size of the log (a few times this).
+_CHUNK_BYTES = 256 * 1024
 
 
 class WalReport:
@@ -106,20 +115,44 @@ def _frame_sums(frames: np.ndarray, order: str, weights: np.ndarray) -> np.ndarr
     return (summed.view(order).astype(np.uint64) @ weights) & _MASK
 
 
-def _headless(data: bytes, page: int) -> WalReport | None:
-    """The frames after a header that fails its checksum: a report of the frames that
-    carry the first frame's salts, when some of them are commits (SQLite ignores the log,
-    so their transactions are dropped); None for a fresh log (no frame, or zeros)."""
+def _length(fh: BinaryIO) -> int:
+    """The length of ``fh`` in bytes (its position is left at the end)."""
+    return fh.seek(0, os.SEEK_END)
+
+
+def _chunks(fh: BinaryIO, size: int) -> Iterator[np.ndarray]:
+    """The whole frames of ``size`` bytes after the header, as uint8 arrays of shape
+    (count, size) of at most :data:`_CHUNK_BYTES` each (a partial last frame is left
+    out): the log is read once, front to back, never whole."""
+    per = max(1, _CHUNK_BYTES // size)
+    fh.seek(_HEADER)
+    while True:
+        buf = fh.read(per * size)
+        count = len(buf) // size
+        if count:
+            yield np.frombuffer(buf, dtype=np.uint8, count=count * size).reshape(count, size)
+        if count < per:
+            return
+
+
+def _headless(fh: BinaryIO, page: int) -> WalReport | None:
+    """The frames after a header SQLite ignores (a failed checksum, a damaged magic number
+    or page size), taken as frames of ``page`` bytes: a report of the frames that carry
+    the first frame's salts, when some of them are commits (SQLite ignores the log, so
+    their transactions are dropped); None for a fresh log (no frame, or zeros). Reads 16
+    bytes of each frame's header."""
     size = _FRAME_HEADER + page
-    n = (len(data) - _HEADER) // size
+    n = (_length(fh) - _HEADER) // size
     if n == 0:
         return None
-    salts = data[_HEADER + 8:_HEADER + 16]
+    fh.seek(_HEADER)
+    salts = fh.read(16)[8:16]
     if salts == bytes(8):
         return None
     same = commits = 0
     for i in range(n):
-        head = data[_HEADER + i * size:_HEADER + i * size + 16]
+        fh.seek(_HEADER + i * size)
+        head = fh.read(16)
         if head[8:16] == salts:
             same += 1
             commits += head[4:8] != bytes(4)
@@ -128,37 +161,66 @@ def _headless(data: bytes, page: int) -> WalReport | None:
     return WalReport(n, 0, 0, same, commits, header_damaged=True)
 
 
-def read_wal(data: bytes) -> WalReport | None:
-    """The frames of a ``-wal`` file's bytes checked as SQLite replays them; None when
-    SQLite may ignore it without loss (no valid magic or page size, or a header failing
-    its checksum with no committed frame after it: a fresh log).
+def _valid_page(page: int) -> bool:
+    return 512 <= page <= 65536 and page & (page - 1) == 0
 
-    A header that fails its checksum before committed frames sharing one salt pair is
-    damage (:attr:`WalReport.header_damaged`): SQLite would ignore every frame."""
-    if len(data) < _HEADER:
+
+def _unsound_header(fh: BinaryIO, page: int | None) -> WalReport | None:
+    """A header that fails its checksum, or whose magic number or page size is damaged:
+    SQLite ignores the whole log. Its frames are read with the database's page size
+    ``page`` (when known and valid: the header's own may be the damaged field), else with
+    each page size SQLite allows, keeping the one that finds most commits."""
+    tries = [page] if page is not None and _valid_page(page) else \
+        [2 ** k for k in range(9, 17)]
+    found = [r for r in (_headless(fh, p) for p in tries) if r is not None]
+    return max(found, key=lambda r: (r.lost_commits, r.lost), default=None)
+
+
+def read_wal(source: bytes | BinaryIO, page: int | None = None) -> WalReport | None:
+    """The frames of a ``-wal`` file checked as SQLite replays them; None when SQLite may
+    ignore it without loss (shorter than its header; all zeros; a header failing its
+    checksum, magic number or page size with no committed frame after it: a fresh log).
+
+    ``source`` is the file's bytes, or the file open for binary reading (read from the
+    start, once, :data:`_CHUNK_BYTES` at a time: the memory used does not grow with the
+    log). ``page`` is the database's page size (bytes 16-17 of its header), used to find
+    the frames after a header whose page size is damaged.
+
+    A header that fails its checksum, or whose magic number or page size is damaged,
+    before committed frames sharing one salt pair is damage
+    (:attr:`WalReport.header_damaged`): SQLite would ignore every frame."""
+    fh = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) \
+        else source
+    fh.seek(0)
+    head = fh.read(_HEADER)
+    if len(head) < _HEADER:
         return None
-    magic, _version, page, _seq, salt1, salt2, c1, c2 = struct.unpack(">8I", data[:_HEADER])
-    if magic not in _MAGIC or page < 512 or page > 65536 or page & (page - 1):
-        return None
+    magic, _version, size, _seq, salt1, salt2, c1, c2 = struct.unpack(">8I", head)
+    if magic not in _MAGIC or not _valid_page(size):
+        return _unsound_header(fh, page)
     order = ">u4" if magic & 1 else "<u4"
     s0 = s1 = 0
-    for x0, x1 in np.frombuffer(data[:24], dtype=order).reshape(3, 2).tolist():
+    for x0, x1 in np.frombuffer(head[:24], dtype=order).reshape(3, 2).tolist():
         s0 = (s0 + x0 + s1) & 0xFFFFFFFF
         s1 = (s1 + x1 + s0) & 0xFFFFFFFF
     if (s0, s1) != (c1, c2):
-        return _headless(data, page)
-    size = _FRAME_HEADER + page
-    n = (len(data) - _HEADER) // size
+        return _unsound_header(fh, page)
+    return _frames_report(fh, size, order, (salt1, salt2), (c1, c2))
+
+
+def _frames_report(fh: BinaryIO, page: int, order: str, salts: tuple[int, int],
+                   sums: tuple[int, int]) -> WalReport:
+    """The frames after a sound header, summed chunk by chunk from the header's checksum
+    ``sums``: where the first one SQLite stops at is, and what it drops after it."""
     weights, mn = _weights((8 + page) // 8)
     (a, b), (c, d) = mn
-    s0, s1 = c1, c2
-    first_bad, lost, commits = None, 0, 0
-    for lo in range(0, n, _CHUNK):
-        count = min(_CHUNK, n - lo)
-        frames = np.frombuffer(data, dtype=np.uint8, count=count * size,
-                               offset=_HEADER + lo * size).reshape(count, size)
+    s0, s1 = sums
+    n, first_bad, lost, commits = 0, None, 0, 0
+    for frames in _chunks(fh, _FRAME_HEADER + page):
+        lo, count = n, len(frames)
+        n += count
         heads = frames[:, :_FRAME_HEADER].copy().view(">u4").reshape(count, 6)
-        salted = (heads[:, 2] == salt1) & (heads[:, 3] == salt2)
+        salted = (heads[:, 2] == salts[0]) & (heads[:, 3] == salts[1])
         if first_bad is not None:      # after the damage only the headers matter
             lost += int(salted.sum())
             commits += int((salted & (heads[:, 1] != 0)).sum())
@@ -178,6 +240,21 @@ def read_wal(data: bytes) -> WalReport | None:
     return WalReport(n, first_bad, first_bad, lost, commits if lost else 0)
 
 
+def db_page_size(path) -> int | None:
+    """The page size of the SQLite database at ``path`` from its header (bytes 16-17,
+    big-endian; 1 means 65536), or None when it cannot be read or is not valid."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(18)
+    except OSError:
+        return None
+    if len(head) < 18:
+        return None
+    page = struct.unpack(">H", head[16:18])[0]
+    page = 65536 if page == 1 else page
+    return page if _valid_page(page) else None
+
+
 def _stamp(st: os.stat_result) -> tuple[int, int]:
     """A file's (size in bytes, mtime in ns): what changes when a writer writes it."""
     return st.st_size, st.st_mtime_ns
@@ -190,8 +267,9 @@ def check_wal(path) -> WalReport | None:
     Damage is reported only when it is stable: a live writer appends a commit frame before
     it rewrites the checksums of frames it overwrote in place, so a damaged result is read
     again after a short pause and counts only when the file's (size, mtime) did not change
-    across both reads and the result is the same. A ``-wal`` that vanishes meanwhile (the
-    last connection removed it) is no ``-wal``.
+    across both reads and the result is the same (two reads at most, each streaming: the
+    memory used does not grow with the log, :func:`read_wal`). A ``-wal`` that vanishes
+    meanwhile (the last connection removed it) is no ``-wal``.
 
     Raises
     ------
@@ -200,13 +278,15 @@ def check_wal(path) -> WalReport | None:
         drop them silently. Nothing is opened, written or removed.
     """
     wal = Path(f"{path}-wal")
+    page = db_page_size(path)
     report, seen = None, None
-    for _ in range(_READS):
+    for attempt in range(_READS):
+        if attempt:
+            time.sleep(_PAUSE)
         try:
             with open(wal, "rb") as fh:
                 stamp = _stamp(os.fstat(fh.fileno()))
-                data = fh.read()
-            report = read_wal(data)
+                report = read_wal(fh, page)
             if report is None or not report.damaged:
                 return report
             after = _stamp(os.stat(wal))
@@ -217,7 +297,6 @@ def check_wal(path) -> WalReport | None:
         if after == stamp and seen == (stamp, repr(report)):
             break
         seen = (after, repr(report)) if after == stamp else None
-        time.sleep(_PAUSE)
     else:
         return None       # still changing: a live writer's log, not damage
     if report is not None and report.header_damaged:
