@@ -61,6 +61,20 @@ def test_a_run_logged_to_a_file_shows_every_stage_and_ends_with_the_report(tmp_p
         assert re.fullmatch(pattern, line), (line, pattern)
 
 
+def test_stdout_is_the_folder_alone_and_the_summary_is_on_stderr(tmp_path):
+    out = tmp_path / "out"
+    dyna = Path(sys.executable).with_name("dyna")
+    cmd = [str(dyna)] if dyna.exists() else [sys.executable, "-m", "dyna.cli"]
+    proc = subprocess.run([*cmd, "run", str(_small(tmp_path)), "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{out}\n"
+    err = proc.stderr.splitlines()
+    first = err.index(f"report: {out / 'report.md'}")
+    assert err[first - 1].startswith("talk: statistics and report: report.md in ")
+    assert err[first + 1:first + 3] == [f"plots:  {out / 'plots'}/", "headline:"]
+
+
 def test_quiet_prints_the_folder_alone(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["run", str(_small(tmp_path)), "--out", str(out), "--quiet"]) == 0
@@ -171,7 +185,7 @@ def test_headline_lines_stop_at_the_section_end_and_cut_long_lines(tmp_path):
     assert headline_lines(report) == ["- 1", "- 2", "- 3", "- 4", "- 5"]
     report.write_text("# t\n\nno headline\n")
     assert headline_lines(report) == []
-    assert run_summary(tmp_path) == [str(tmp_path), f"report: {report}"]
+    assert run_summary(tmp_path) == [f"report: {report}"]
 
 
 def test_durations_read_as_people_write_them():

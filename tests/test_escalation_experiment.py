@@ -113,7 +113,7 @@ def test_same_results_whatever_the_blocks_and_backend(output, tmp_path, capsys):
     from dyna.cli import main
 
     before = sorted(p.name for p in (a / "plots").iterdir())
-    assert main(["plot", str(a)]) == 0 and "plot files written" in capsys.readouterr().out
+    assert main(["plot", str(a)]) == 0 and capsys.readouterr().out == f"{a / 'plots'}\n"
     assert sorted(p.name for p in (a / "plots").iterdir()) == before
 
 

@@ -134,7 +134,9 @@ def test_dyna_plot_redraws_identical_files(tmp_path, capsys):
     assert sorted(after) == sorted(before)
     assert after["steps_per_episode.png"] == before["steps_per_episode.png"]
     assert after["eval_score.svg"] == before["eval_score.svg"]
-    assert "4 plot files" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert printed.out == f"{out / 'plots'}\n"
+    assert printed.err == f"4 plot files written to {out / 'plots'}\n"
 
 
 def test_dyna_plot_on_missing_folder_is_one_line_exit_2(tmp_path, capsys):

@@ -3,22 +3,24 @@
 ``dyna run FILE [--runs N] [--out DIR] [--seed S] [--backend inprocess|process|ray]
 [--address ADDR] [--workers N] [--block-size N] [--quiet] [--replay DIR]``
     Runs the experiment in the TOML file FILE (any kind: ``kind = "tabular"`` by default,
-    see :mod:`dyna.experiment.kinds`), showing every stage on stderr
-    (:mod:`dyna.experiment.progress`), and prints the output folder, the report's path, the
-    plots' folder and the report's first headline lines (``--quiet``, alias
-    ``--no-progress``: no progress and only the output folder). ``--replay DIR``
+    see :mod:`dyna.experiment.kinds`). Standard output carries one line, the output folder's
+    path (what ``out=$(dyna run FILE)`` captures); everything else goes to stderr: every
+    stage (:mod:`dyna.experiment.progress`), then the report's path, the plots' folder and
+    the report's first headline lines (``--quiet``, alias ``--no-progress``: nothing on
+    stderr but errors). ``--replay DIR``
     answers an ``agent = "llm"`` experiment's model requests from DIR's recording. For a
     file with ``[calibration]`` (:mod:`dyna.experiment.calibration`) it runs the
     confirmatory seeds (``--seeds replication``: the replication seeds) only when the file
     is frozen and unchanged since; ``--pilot`` runs the manipulation checks on the pilot
-    seeds instead, writes only the check and standard-deviation files, and appends to the
-    pilot log.
+    seeds instead, writes only the check and standard-deviation files, appends to the
+    pilot log and prints the pilot's folder (its checks on stderr).
 ``dyna freeze FILE``
     Writes the freeze record into a calibrated file's ``[calibration]`` once its last pilot
     passed every check at the current commit with a clean tree.
 ``dyna plot DIR [--only competence]``
-    Redraws the plots of an output folder from its Parquet tables; ``--only competence``
-    draws only the competence over episodes of an agent-tasks folder.
+    Redraws the plots of an output folder from its Parquet tables and prints the plots'
+    folder (how many files, on stderr); ``--only competence`` draws only the competence over
+    episodes of an agent-tasks folder.
 
 Bad input raises a :class:`dyna.errors.DynaError`, which :mod:`dyna.cli` prints as one line
 with exit status 2; no output folder is left behind.
@@ -27,6 +29,7 @@ with exit status 2; no output folder is left behind.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from dyna.errors import ConfigError, MissingFileError, check_range
@@ -65,18 +68,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         pilot = run_pilot(args.file, config, out=args.out, backend=backend,
                           block_size=block_size, progress=progress)
-        print(pilot_text(pilot))
-        print(pilot.out)
+        _print_result(pilot.out, [] if args.quiet else [pilot_text(pilot)])
         return 0
     out = run_experiment(config, args.out, backend=backend, block_size=block_size,
                          progress=progress, source=args.file)
-    if args.quiet:
-        print(out)
-    else:
-        from dyna.experiment.progress import run_summary
+    from dyna.experiment.progress import run_summary
 
-        print("\n".join(run_summary(out)))
+    _print_result(out, [] if args.quiet else run_summary(out))
     return 0
+
+
+def _print_result(path, notes: list[str]) -> None:
+    """Write ``path`` alone on stdout (the one line a script captures), flushed so that it
+    comes before ``notes`` in a log that holds both streams, then ``notes`` on stderr."""
+    print(path, flush=True)
+    if notes:
+        print("\n".join(notes), file=sys.stderr, flush=True)
 
 
 def _calibrated_config(args: argparse.Namespace, config):
@@ -195,7 +202,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             raise ConfigError("--only", args.only, f"is for agent-tasks output folders; "
                               f"{folder} holds a {out.kind!r} experiment")
         paths = draw_only(out, folder, args.only)
-    print(f"{len(paths)} plot files written to {folder / 'plots'}")
+    _print_result(folder / "plots", [f"{len(paths)} plot files written to {folder / 'plots'}"])
     return 0
 
 
@@ -225,8 +232,10 @@ def run_description(experiments: Path | None = None) -> str:
         "Where: --out DIR (default runs/<name>-<timestamp>); the report is DIR/report.md, the "
         "plots are in DIR/plots/. While it runs: a progress bar per stage on a terminal (runs, "
         "tables, plots, statistics and report), a line per stage with the time left in a log "
-        "file. At the end: the folder, the report's and plots' paths and the first lines of "
-        "the report's headline.",
+        "file. At the end: the report's and plots' paths and the first lines of the "
+        "report's headline.",
+        "Standard output carries one line, the output folder's path (out=$(dyna run FILE) "
+        "captures it); everything else goes to stderr, and --quiet leaves only errors there.",
     ]
     lines = [line for text in para for line in textwrap.wrap(text, 78) + [""]]
     lines.append('experiment kinds (kind = "..." in the file):')
@@ -262,9 +271,9 @@ def register(sub) -> None:
     run.add_argument("--block-size", type=int, default=None, metavar="N",
                      help="runs per job (results do not depend on it)")
     run.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
-                     help="show no progress and print only the output folder (for scripts); "
-                     "default: a progress bar on a terminal, a line per stage with the time "
-                     "left in a log file, and a summary at the end")
+                     help="nothing on stderr but errors (stdout holds the output folder "
+                     "either way); default on stderr: a progress bar on a terminal, a line per "
+                     "stage with the time left in a log file, and a summary at the end")
     run.add_argument("--replay", default=None, metavar="DIR",
                      help="answer every model request from the recording in DIR (the output "
                      "folder of an earlier run of the same agent = 'llm' experiment): offline, "

@@ -10,9 +10,9 @@ the plots, the statistics and report) on a stream (stderr by default), in one of
   a stage lasts a line at least every :data:`HEARTBEAT_S` seconds (for the runs: done of
   total, elapsed time and the time left estimated from the rate so far).
 
-:func:`run_summary` gives the lines printed when a run ends: the output folder, the report's
-path, the plots' folder and the first lines of the report's ``## Headline`` section, read
-from the written ``report.md``.
+:func:`run_summary` gives the lines written to stderr when a run ends (stdout has the output
+folder alone): the report's path, the plots' folder and the first lines of the report's
+``## Headline`` section, read from the written ``report.md``.
 """
 
 from __future__ import annotations
@@ -232,14 +232,14 @@ def headline_lines(report: str | Path, limit: int = 5) -> list[str]:
 
 
 def run_summary(folder: str | Path) -> list[str]:
-    """The lines ``dyna run`` prints when a run ends.
+    """The lines ``dyna run`` writes to stderr when a run ends (its stdout is the output
+    folder alone, the line scripts read).
 
-    The output folder first (alone on its line, as scripts read it), then ``report:`` and
-    ``plots:`` with their paths (each only when present) and the first lines of the report's
-    headline (:func:`headline_lines`), indented.
+    ``report:`` and ``plots:`` with their paths (each only when present), then the first
+    lines of the report's headline (:func:`headline_lines`), indented.
     """
     folder = Path(folder)
-    out = [str(folder)]
+    out = []
     report = folder / "report.md"
     if report.is_file():
         out.append(f"report: {report}")
