@@ -19,9 +19,10 @@ Measured, each as a fresh process, each contestant a pytest-benchmark entry of i
 
 The untimed first run of each warms numba's kernel cache and the file cache. Wall time is
 what is asserted (the ratio of medians, dyna over the peer, at most :data:`TARGET`: the main
-job no slower than the plain script); the CPU time (user + system) and the peak resident
-memory of each process are printed beside it, and the load average before and after, as
-the times depend on what else the machine is doing.
+job no slower than the plain script); the CPU time (user + system) of each process and the
+peak resident memory of one more, untimed, run of each (:data:`PEAK_LAUNCHER`) are printed
+beside it, and the load average before and after, as the times depend on what else the
+machine is doing.
 """
 
 from __future__ import annotations
@@ -50,10 +51,29 @@ FLOOR_IMPORTS = ("import numpy, numba, polars, gymnasium, scipy.stats, matplotli
                  "matplotlib.backends.backend_svg")
 
 
-def _child(argv: list[str], usage: list[tuple[float, float]]) -> str:
-    """Run one child process to its end; append its CPU seconds (user + system) and peak
-    resident memory (MiB) to ``usage`` (``os.wait4``: that child's own resource use) and
-    return its stdout."""
+#: Runs ``sys.argv[1:]`` and prints its exit code and peak resident memory in KiB. A child
+#: of the benchmark itself would report at least the benchmark's own size: at ``exec`` Linux
+#: folds the peak of the address space being replaced (the forked, or vfork-shared, copy of
+#: the parent) into the child's maximum. A child of this small launcher reports at least the
+#: launcher's size instead, about that of a bare interpreter (11 MiB here).
+PEAK_LAUNCHER = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:], "
+                 "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+                 "_, status, usage = os.wait4(p.pid, 0); "
+                 "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)")
+
+
+def _peak_mib(argv: list[str]) -> float:
+    """Peak resident memory (MiB) of one untimed run of ``argv``, which must succeed."""
+    out = subprocess.run([sys.executable, "-c", PEAK_LAUNCHER, *argv], capture_output=True,
+                         text=True, check=True, cwd=ROOT).stdout
+    code, kib = (int(x) for x in out.split())
+    assert code == 0, argv
+    return kib / 1024
+
+
+def _child(argv: list[str], usage: list[float]) -> str:
+    """Run one child process to its end; append its CPU seconds (user + system,
+    ``os.wait4``: that child's own) to ``usage`` and return its stdout."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True, cwd=ROOT)
     stdout = proc.stdout.read()
@@ -61,7 +81,7 @@ def _child(argv: list[str], usage: list[tuple[float, float]]) -> str:
     _, status, rusage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     assert proc.returncode == 0, argv
-    usage.append((rusage.ru_utime + rusage.ru_stime, rusage.ru_maxrss / 1024))
+    usage.append(rusage.ru_utime + rusage.ru_stime)
     return stdout
 
 
@@ -93,7 +113,7 @@ def test_dyna_run_whole_process_no_slower_than_plain_python(compare):
     work = Path(tempfile.mkdtemp(prefix="dyna-bench-process-"))
     counter = [0]
     digests: set[tuple[str, str, str]] = set()
-    usage: dict[str, list[tuple[float, float]]] = {"dyna": [], "peer": [], "floor": []}
+    usage: dict[str, list[float]] = {"dyna": [], "peer": [], "floor": []}
 
     def fresh_folder():
         counter[0] += 1
@@ -114,24 +134,27 @@ def test_dyna_run_whole_process_no_slower_than_plain_python(compare):
                                                        usage["peer"]), rounds=ROUNDS)
         compare.time("floor", lambda: _child([sys.executable, "-c", FLOOR_IMPORTS],
                                              usage["floor"]), rounds=ROUNDS)
+        load_after = os.getloadavg()
+        peak = {"dyna": _peak_mib([sys.executable, "-m", "dyna.cli", "run", str(EXPERIMENT),
+                                   "--out", str(work / "peak"), "--no-progress"]),
+                "peer": _peak_mib([sys.executable, str(PEER)]),
+                "floor": _peak_mib([sys.executable, "-c", FLOOR_IMPORTS])}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    load_after = os.getloadavg()
     _check_peer(peer_out)
     assert len(digests) == 1, "results.parquet or a plot differed between runs of the same seed"
     ratio = compare.ratio("dyna", "peer")
     floor = compare.ratio("floor", "peer")
     # (the first process of each is the untimed warm-up)
-    med = {name: tuple(statistics.median(u[i] for u in rows[1:]) for i in range(2))
-           for name, rows in usage.items()}
-    compare.extra_info.update({f"{name}_cpu_s": c for name, (c, _) in med.items()})
-    compare.extra_info.update({f"{name}_peak_mib": m for name, (_, m) in med.items()})
+    cpu = {name: statistics.median(rows[1:]) for name, rows in usage.items()}
+    compare.extra_info.update({f"{name}_cpu_s": c for name, c in cpu.items()})
+    compare.extra_info.update({f"{name}_peak_mib": m for name, m in peak.items()})
     label = {"dyna": "dyna run experiments/dyna_maze.toml", "peer": "plain-Python Dyna-Q (peer)",
              "floor": "imports only (floor)"}
     print(f"\nwhole process, median of {ROUNDS} processes (wall s / CPU s / peak MiB):"
-          + "".join(f"\n  {label[n]:38s}{compare.median(n):.3f} / {c:.3f} / {m:.0f}"
-                    for n, (c, m) in med.items())
-          + f"\n  dyna / peer: wall x{ratio:.2f}, CPU x{med['dyna'][0] / med['peer'][0]:.2f}"
+          + "".join(f"\n  {label[n]:38s}{compare.median(n):.3f} / {cpu[n]:.3f} / {peak[n]:.0f}"
+                    for n in usage)
+          + f"\n  dyna / peer: wall x{ratio:.2f}, CPU x{cpu['dyna'] / cpu['peer']:.2f}"
           f"; floor / peer: wall x{floor:.2f} (target: dyna / peer wall <= {TARGET})"
           f"\n  load average (1, 5, 15 min) before {_load(load_before)}, after "
           f"{_load(load_after)}; {os.cpu_count()} CPUs")
