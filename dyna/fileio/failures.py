@@ -11,6 +11,8 @@ does not happen, the reason is one of these, so the CLI prints one line and exit
   (:data:`PATH_ERRNOS`: a name or path too long, a folder that is missing or is a file, a
   loop of symbolic links, a folder where the file goes, a place such as ``/proc`` where
   no file can be made);
+- :class:`HistoryWriteError`: the change was saved, its history record was not (the
+  message says so, never "nothing was written");
 - :func:`check_utf8`: text that UTF-8 cannot encode (a lone surrogate: a byte that was not
   UTF-8, read with ``surrogateescape``) is refused before anything is written.
 """
@@ -25,8 +27,8 @@ import stat
 from dyna.errors import ConfigError, DynaError
 
 __all__ = ["FULL_BELOW", "PATH_ERRNOS", "WRITE_ERRNOS", "FileWriteError",
-           "NotRegularFileError", "check_utf8", "kind_text", "path_refusal", "space_refusal",
-           "write_errors"]
+           "HistoryWriteError", "NotRegularFileError", "check_utf8", "kind_text",
+           "path_refusal", "space_refusal", "write_errors"]
 
 #: errno values that mean "the system refused the write" (not a bug, not damage).
 WRITE_ERRNOS = frozenset(getattr(errno, n) for n in (
@@ -99,6 +101,33 @@ class FileWriteError(DynaError, OSError):
 
     def __reduce__(self):
         return (type(self), (self.path, self.errno, self.field))
+
+
+class HistoryWriteError(FileWriteError):
+    """A change was saved whole (MEMORY.md, a pending file), but the history record that
+    logs it could not be appended (a full disk, no permission): the file holds the change
+    and the history lacks it, which the message says instead of "nothing was written".
+
+    The message is one line: ``path='X.history.jsonl': the fact is saved; its history
+    record could not be written: no space left on device (ENOSPC)``.
+
+    Attributes
+    ----------
+    saved : str
+        What was saved, in words (``"the fact is saved"``).
+    """
+
+    def __init__(self, path: object, code: int, saved: str, field: str = "path"):
+        super().__init__(path, code, field)
+        self.saved = saved
+
+    def __str__(self) -> str:
+        name = errno.errorcode.get(self.errno, str(self.errno))
+        return (f"{self.field}={self.path!r}: {self.saved}; its history record could not "
+                f"be written: {self.strerror} ({name})")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.errno, self.saved, self.field))
 
 
 #: Free bytes in a folder below which its file system counts as full (a page of SQLite's,

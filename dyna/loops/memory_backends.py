@@ -18,6 +18,7 @@ from pathlib import Path
 from dyna.errors import ConfigError, MissingFileError
 from dyna.fileio import (CorruptFileError, SymlinkError, append_record, atomic_write, file_kind,
                          file_mark, library_lock, read_bytes_nofollow, read_records)
+from dyna.fileio.failures import FileWriteError, HistoryWriteError
 from dyna.loops.frontmatter import shown
 from dyna.loops.memory_format import (MemoryEntry, MemoryFileError, PendingFact, StoreResult,
                                       parse_lines, pending_from_json, pending_to_json,
@@ -145,6 +146,13 @@ class _HistoryLog:
         self.staged += rec["op"] == "stage"
 
 
+#: What a history record's change left in the files, by its ``op``, for the message of
+#: a history that could not be appended (:class:`dyna.fileio.failures.HistoryWriteError`).
+_SAVED = {"add": "the fact is saved", "approve": "the fact is saved",
+          "stage": "the fact is staged", "reject": "the staged fact is dropped",
+          "remove": "the fact is removed", "retire": "the fact is retired"}
+
+
 class FileMemoryBackend:
     """MEMORY.md at ``path``, with its history and pending file in ``.dyna`` beside it.
 
@@ -244,8 +252,20 @@ class FileMemoryBackend:
         return self.read()
 
     def append_history(self, rec):
+        """Append ``rec`` to the history, after the change it records was saved.
+
+        Raises
+        ------
+        dyna.fileio.failures.HistoryWriteError
+            The system refused the append (a full disk, no permission): the message says
+            that the change is saved and its history record is not.
+        """
         _refuse_symlink(self._side)
-        self._log.append(rec)
+        try:
+            self._log.append(rec)
+        except FileWriteError as exc:
+            saved = _SAVED.get(rec["op"], "the change is saved")
+            raise HistoryWriteError(self._hist, exc.errno, saved) from exc
 
     def history(self):
         return self._log.records()
