@@ -66,6 +66,26 @@ def test_read_bytes_within_follows_links_only_inside_the_folder(tmp_path):
         read_bytes_within(real, lib / "out")
 
 
+def test_resolve_in_folder_gives_an_entry_of_the_folder_itself(tmp_path):
+    from dyna.errors import ConfigError
+    from dyna.fileio import resolve_in_folder
+
+    root = tmp_path / "exports"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "x").write_bytes(b"x")
+    os.symlink(tmp_path / "outside", root / "out")
+    os.symlink(root / "sub" / "x", root / "deeper")
+    os.symlink(root, root / "itself")
+    real = root.resolve()
+    assert resolve_in_folder(real, "a.jsonl") == real / "a.jsonl"
+    for name in ("out", "deeper", "itself", "../escape", str(tmp_path / "abs"), "sub/x"):
+        with pytest.raises(ConfigError) as exc:
+            resolve_in_folder(real, name, "the export directory")
+        assert type(exc.value) is ConfigError
+        assert str(exc.value) == f"path={name!r}: resolves outside the export directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exports"]
+
+
 def test_open_write_nofollow_writes_a_file_but_never_through_a_link(tmp_path):
     log = tmp_path / "log"
     fd = open_write_nofollow(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -5,7 +5,8 @@ through these functions, so each safeguard is written once:
 
 - :mod:`~dyna.fileio.paths`: no symbolic link followed below a library folder
   (:func:`check_no_symlink`, :func:`read_bytes_nofollow`, :func:`open_write_nofollow`), no
-  read that resolves outside its folder (:func:`read_bytes_within`), no special file
+  read that resolves outside its folder (:func:`read_bytes_within`), no name that resolves
+  to another place than an entry of its folder (:func:`resolve_in_folder`), no special file
   opened (:func:`open_regular`, :func:`file_kind`); a refusal is a :class:`SymlinkError`
   (a ConfigError);
 - :mod:`~dyna.fileio.unique_json`: JSON that names a key twice is refused
@@ -38,6 +39,7 @@ _LAZY = {
     "file_mark": "paths", "open_nofollow": "paths", "open_regular": "paths",
     "open_write_nofollow": "paths",
     "read_bytes_nofollow": "paths", "read_bytes_within": "paths",
+    "resolve_in_folder": "paths",
     "DuplicateKeyError": "unique_json", "loads_unique": "unique_json",
     "CorruptFileError": "jsonfiles", "append_record": "jsonfiles", "read_json": "jsonfiles",
     "read_last_record": "jsonfiles", "read_records": "jsonfiles",

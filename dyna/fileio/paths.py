@@ -17,7 +17,8 @@ from pathlib import Path
 from dyna.errors import ConfigError
 
 __all__ = ["SymlinkError", "check_no_symlink", "file_kind", "file_mark", "open_nofollow",
-           "open_regular", "open_write_nofollow", "read_bytes_nofollow", "read_bytes_within"]
+           "open_regular", "open_write_nofollow", "read_bytes_nofollow", "read_bytes_within",
+           "resolve_in_folder"]
 
 
 class SymlinkError(ConfigError):
@@ -174,6 +175,23 @@ def read_bytes_within(real_root: Path, path: Path) -> bytes:
     if not real.is_relative_to(real_root):
         raise SymlinkError(path, f"links outside the library folder (to {real}); not read")
     return Path(path).read_bytes()
+
+
+def resolve_in_folder(real_folder: Path, name: str, where: str = "the folder") -> Path:
+    """The real path of the entry ``name`` of ``real_folder`` (an already resolved folder),
+    symbolic links followed, when it is an entry of that very folder: a name that is (or
+    passes through) a link to anywhere else, a subfolder's file and the folder itself
+    included, or that climbs out with ``..``, is refused.
+
+    Raises
+    ------
+    dyna.errors.ConfigError
+        Field ``path``, value ``name``, reason ``"resolves outside <where>"``.
+    """
+    target = (Path(real_folder) / name).resolve()
+    if target.parent != Path(real_folder):
+        raise ConfigError("path", name, f"resolves outside {where}")
+    return target
 
 
 def open_regular(path: Path):

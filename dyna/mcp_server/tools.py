@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dyna.errors import ConfigError, DynaError, MissingFileError, StoreBusyError
+from dyna.fileio.paths import resolve_in_folder
 from dyna.mcp_server.results import output_schema
 from dyna.mcp_server.schemas import (EPISODE_REQUIRED, FILE_NAME_PATTERN, FILE_NAME_REASON,
                                      READ_TOOLS, RECORD_RULE, SERVER_FIXED, WRITE_TOOLS,
@@ -284,7 +285,4 @@ class ExperienceTools:
         """The file ``path`` inside the export directory; refuse anything else."""
         if not FILE_NAME.fullmatch(path):
             raise ConfigError("path", path, FILE_NAME_REASON)
-        target = (self.export_dir / path).resolve()
-        if target.parent != self.export_dir:  # e.g. a symlink pointing elsewhere
-            raise ConfigError("path", path, "resolves outside the export directory")
-        return target
+        return resolve_in_folder(self.export_dir, path, "the export directory")
