@@ -240,7 +240,9 @@ def test_plot_only_competence_writes_exactly_the_competence_png(output, capsys):
     assert set(after) - set(before) == {"plots/competence_drifty.png"}
     assert {k: v for k, v in after.items() if k in before} == before
     assert after["plots/competence_drifty.png"][:8] == b"\x89PNG\r\n\x1a\n"
-    assert "1 plot files written" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert (printed.out, printed.err) == (f"{output / 'plots'}\n",
+                                          f"1 plot files written to {output / 'plots'}\n")
 
 
 def test_plot_only_refuses_a_name_or_a_folder_it_has_no_such_figure_for(output, tmp_path,
