@@ -205,18 +205,65 @@ def test_ablation_headline_gives_the_largest_effect_per_scenario(skill_ablation)
     folder, report = skill_ablation
     out = load_output(folder)
     runs = out.tables["runs"]
-    effects = largest_effects(out.config, runs, exploratory_cells(out.config, runs))
-    line = next(x for x in _headline(report) if x.startswith("- largest effect"))
-    for s, (switch, metric, iv, base) in effects.items():
-        # the largest relative effect: no other tested cell of the scenario is larger
+    cells = exploratory_cells(out.config, runs)
+    effects = largest_effects(out.config, runs, cells)
+    line = next(x for x in _headline(report) if x.startswith("- safeguard that matters"))
+    assert line == (
+        "- safeguard that matters most, per scenario: `clean`, `noisy`: "
+        "approval_for_untrusted (off: tokens per success -817.7 "
+        "[-918.9, -716.4] from the loop's 2725.2, d_z -5.71). Ranked by d_z (the mean paired "
+        "difference, no_X minus the full loop, over its standard deviation) among effects "
+        "whose 95% CI excludes 0.")
+    for s, (switch, metric, iv, d_z, base) in effects.items():
         loop = runs.filter((pl.col("scenario") == s) & (pl.col("variant") == "skill_loop"))
         off = runs.filter((pl.col("scenario") == s)
                           & (pl.col("variant") == f"skill_loop-no_{switch}"))
         d = off.sort("run")[metric].to_numpy() - loop.sort("run")[metric].to_numpy()
         assert float(iv.estimate) == pytest.approx(float(np.mean(d)))
+        assert d_z == pytest.approx(float(np.mean(d) / np.std(d, ddof=1)))
         assert base == pytest.approx(float(loop[metric].mean()))
-        assert f"`{s}`: no_{switch}, " in line
+        assert f"{switch} (off: " in line and f"d_z {fmt(d_z)})" in line
+        # no other ranked cell of the scenario has a larger |d_z|
+        ranked = [abs(c.d_z) for c in cells if c.scenario == s and c.tested
+                  and np.isfinite(c.d_z) and (c.interval.low > 0 or c.interval.high < 0)]
+        assert abs(d_z) == max(ranked)
     assert len(effects) >= 1
+
+
+def test_the_largest_effect_is_standardised_not_relative_to_a_zero_mean():
+    """A rare metric going from 0 to 0.8 incidents is infinitely large relative to the
+    loop's mean of 0 (the rule the headline must not use); ranked by d_z, the steady drop
+    in success wins, and a difference with no spread (d_z undefined) is not ranked."""
+    from types import SimpleNamespace
+
+    from dyna.experiment.kinds.agent_tasks.ablation_report import largest_effects
+    from dyna.experiment.kinds.agent_tasks.analysis import compare
+
+    loop, off = "memory_loop", "memory_loop-no_dating"
+    table = {
+        "incidents": ([0.0] * 5, [1.0, 0.0, 1.0, 1.0, 1.0]),
+        "final_success": ([0.80, 0.82, 0.79, 0.81, 0.80], [0.60, 0.61, 0.58, 0.62, 0.60]),
+        "tokens_per_success": ([100.0, 110.0, 120.0, 130.0, 140.0],
+                               [150.0, 160.0, 170.0, 180.0, 190.0]),
+    }
+    runs = pl.DataFrame({"scenario": ["drift"] * 10, "variant": [loop] * 5 + [off] * 5,
+                         "run": list(range(5)) * 2,
+                         **{m: a + b for m, (a, b) in table.items()}})
+    cells = [compare(runs, "drift", off, loop, m, store="memory", inert={}, seed=0)
+             for m in table]
+    assert [c.status for c in cells] == ["tested"] * 3
+    assert cells[0].interval.low > 0 and cells[0].d_z == pytest.approx(0.8 / np.sqrt(0.2))
+    assert cells[2].interval.low == 50 and np.isnan(cells[2].d_z)
+    effects = largest_effects(SimpleNamespace(store="memory"), runs, cells)
+    assert list(effects) == ["drift"]
+    got = effects["drift"]
+    assert (got.switch, got.metric) == ("dating", "final_success")
+    assert float(got.interval.estimate) == pytest.approx(-0.202)
+    assert got.d_z == pytest.approx(-0.202 / np.std([-0.2, -0.21, -0.21, -0.19, -0.2], ddof=1))
+    assert got.base == pytest.approx(0.804)
+    # without the success cell, the incidents are ranked by their d_z, never dropped
+    assert largest_effects(SimpleNamespace(store="memory"), runs, cells[::2])["drift"] \
+        .metric == "incidents"
 
 
 def test_ablation_tables_name_windows_and_split_by_question(skill_ablation):

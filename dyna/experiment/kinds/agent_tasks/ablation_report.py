@@ -7,10 +7,10 @@ runs the full loop and one variant per safeguard switched off, for every safegua
 safeguard matters where, so its headline (:func:`ablation_lines`) names, after what was run
 and the primary hypotheses:
 
-* per scenario, the largest effect of switching one safeguard off (relative to the full
-  loop's mean, over the metrics of
-  :data:`~dyna.experiment.kinds.agent_tasks.analysis.EXPLORATORY_METRICS`), with its paired
-  interval;
+* per scenario, the largest effect of switching one safeguard off, over the metrics of
+  :data:`~dyna.experiment.kinds.agent_tasks.analysis.EXPLORATORY_METRICS`: the largest
+  standardised paired effect (d_z) among those whose interval excludes 0, with its mean
+  difference, interval and the full loop's mean (:func:`largest_effects`);
 * the safeguards that never acted in any scenario (their ablations are the full loop's runs
   again);
 * scenarios whose per-run results are bit-identical to another scenario's for most
@@ -27,6 +27,7 @@ layout (:mod:`.report`).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -36,7 +37,7 @@ from dyna.experiment.kinds.agent_tasks.metrics import RUN_METRICS, V3_METRICS
 from dyna.experiment.reporting import ci, fmt, md_table
 from dyna.experiment.stats import Interval, per_run_ci
 
-__all__ = ["QUESTIONS", "ablation_lines", "identical_scenarios", "is_full_ablation",
+__all__ = ["QUESTIONS", "Effect", "ablation_lines", "identical_scenarios", "is_full_ablation",
            "largest_effects", "metric_label", "scenario_tables"]
 
 #: The scenario tables of a full ablation: (question, runs-table columns).
@@ -114,10 +115,42 @@ def scenario_tables(cfg, runs: pl.DataFrame, opts: dict) -> list[str]:
     return lines
 
 
-def largest_effects(cfg, runs: pl.DataFrame, cells) -> dict[str, tuple]:
+class Effect(NamedTuple):
+    """The effect of switching one safeguard off on one metric in one scenario.
+
+    Attributes
+    ----------
+    switch : str
+        The safeguard (a :attr:`dyna.loops.LoopConfig.SWITCHES` name).
+    metric : str
+        The runs-table column.
+    interval : Interval
+        Mean paired difference ``<loop>-no_X`` minus ``<loop>`` with its bootstrap interval,
+        in the metric's unit.
+    d_z : float
+        The standardised paired effect: the mean difference over the standard deviation
+        of the per-run differences (unitless, finite).
+    base : float
+        The full loop's mean of the metric over runs (NaN when it has no value).
+    """
+
+    switch: str
+    metric: str
+    interval: Interval
+    d_z: float
+    base: float
+
+
+def largest_effects(cfg, runs: pl.DataFrame, cells) -> dict[str, Effect]:
     """Per scenario, the comparison (``<loop>-no_X`` minus ``<loop>``) with the largest
-    effect relative to the full loop's mean over runs: ``(switch, metric, interval of the
-    mean difference, the loop's mean)``; a scenario with no effect in any run is absent.
+    standardised paired effect ``|d_z|`` (mean paired difference over the standard
+    deviation of the differences) among the tested comparisons whose interval excludes 0.
+
+    The rule is free of the metrics' scales and never divides by a mean: a rare metric
+    going from 0 to 0.2 incidents is as large as its runs make it, not infinitely large.
+    Comparisons whose per-run differences are all equal (no spread, ``d_z`` undefined)
+    are not ranked. A scenario without such a comparison is absent; ties keep the first
+    cell in ``cells`` order.
 
     Parameters
     ----------
@@ -126,34 +159,19 @@ def largest_effects(cfg, runs: pl.DataFrame, cells) -> dict[str, tuple]:
         out the primary ones).
     """
     loop = f"{cfg.store}_loop"
-    best: dict[str, tuple] = {}
+    best: dict[str, Effect] = {}
     for c in cells:
-        iv = c.interval if c.status == "tested" else _one_run(runs, c, loop)
-        if iv is None:
+        if not c.tested or not math.isfinite(c.d_z):
             continue
-        d = float(iv.estimate)
-        if not math.isfinite(d) or d == 0:
+        if not (float(c.interval.low) > 0 or float(c.interval.high) < 0):
+            continue
+        if c.scenario in best and abs(c.d_z) <= abs(best[c.scenario].d_z):
             continue
         base = values(runs, c.scenario, loop, c.metric)
         base = float(np.nanmean(base)) if np.isfinite(base).any() else math.nan
-        rel = abs(d) / abs(base) if math.isfinite(base) and base != 0 else math.inf
-        key = (rel, abs(d))
-        if c.scenario not in best or key > best[c.scenario][0]:
-            best[c.scenario] = (key, (ablated_switch(c.variant, cfg.store), c.metric, iv,
-                                      base))
-    return {s: v for s, (_, v) in best.items()}
-
-
-def _one_run(runs: pl.DataFrame, c, loop: str) -> Interval | None:
-    """The difference of a comparison over a single run pair, without an interval (None
-    for any other comparison that was not tested)."""
-    if c.status != "too few pairs" or c.n != 1:
-        return None
-    x, y = values(runs, c.scenario, c.variant, c.metric), values(runs, c.scenario, loop,
-                                                                c.metric)
-    keep = np.isfinite(x) & np.isfinite(y)
-    nan = np.float64(np.nan)
-    return Interval(np.float64((x[keep] - y[keep])[0]), nan, nan, 1)
+        best[c.scenario] = Effect(ablated_switch(c.variant, cfg.store), c.metric, c.interval,
+                                  float(c.d_z), base)
+    return best
 
 
 def identical_scenarios(cfg, runs: pl.DataFrame) -> list[tuple[str, str, int, int]]:
@@ -176,14 +194,13 @@ def identical_scenarios(cfg, runs: pl.DataFrame) -> list[tuple[str, str, int, in
     return found
 
 
-def _effect_words(cfg, scenario: str, effect: tuple) -> str:
-    """``"`drift`: no_dating, poisoned entries +9 [5, 13] (loop 0)"``."""
-    switch, metric, iv, base = effect
+def _effect_words(cfg, effect: Effect) -> str:
+    """``"dating (off: poisoned entries +9 [5, 13] from the loop's 0.2, d_z 2.1)"``."""
+    iv = effect.interval
     d = float(iv.estimate)
-    text = f"{'+' if d > 0 else ''}{fmt(d)}"
-    if math.isfinite(float(iv.low)) and math.isfinite(float(iv.high)):
-        text += f" [{fmt(iv.low)}, {fmt(iv.high)}]"
-    return f"`{scenario}`: no_{switch}, {metric_label(cfg, metric)} {text} (loop {fmt(base)})"
+    return (f"{effect.switch} (off: {metric_label(cfg, effect.metric)} "
+            f"{'+' if d > 0 else ''}{fmt(d)} [{fmt(iv.low)}, {fmt(iv.high)}] from the "
+            f"loop's {fmt(effect.base)}, d_z {fmt(effect.d_z)})")
 
 
 def ablation_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
@@ -191,11 +208,18 @@ def ablation_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
     docstring): the largest effect per scenario, the safeguards inert everywhere, the
     scenarios identical to another for most variants. At most three lines."""
     effects = largest_effects(cfg, runs, cells)
-    said = [_effect_words(cfg, s, effects[s]) for s, _ in cfg.scenarios if s in effects]
+    said: dict[str, list[str]] = {}   # the words of an effect -> its scenarios
+    for s, _ in cfg.scenarios:
+        if s in effects:
+            said.setdefault(_effect_words(cfg, effects[s]), []).append(f"`{s}`")
     quiet = [f"`{s}`" for s, _ in cfg.scenarios if s not in effects]
-    lines = ["- largest effect of one safeguard off (minus the full loop; largest "
-             "relative to the loop's mean): " + ("; ".join(said) if said else "none")
-             + (f"; none in {', '.join(quiet)}" if quiet and said else "") + "."]
+    level = f"{float(cfg.analysis['confidence']):.0%}"
+    lines = ["- safeguard that matters most, per scenario: "
+             + ("; ".join(f"{', '.join(where)}: {words}" for words, where in said.items())
+                if said else "none found")
+             + (f"; none in {', '.join(quiet)}" if quiet and said else "")
+             + f". Ranked by d_z (the mean paired difference, no_X minus the full loop, over "
+             f"its standard deviation) among effects whose {level} CI excludes 0."]
     inert = inert_switches(runs, cfg.store)
     every = sorted(set.intersection(*inert.values())) if inert else []
     if every:
