@@ -209,6 +209,37 @@ def test_every_variant_keeps_one_colour_and_a_panel_never_repeats_one():
                                                                        "memory")
 
 
+def test_the_safeguards_of_one_ablation_panel_differ_in_hue_not_only_in_shade():
+    import colorsys
+    import itertools
+
+    from matplotlib.colors import to_rgb
+
+    from dyna.experiment.kinds.agent_tasks.plots import variant_color, variant_panels
+    from dyna.loops import LoopConfig
+
+    def hue(v):
+        return 360 * colorsys.rgb_to_hsv(*to_rgb(variant_color(v, "skill")))[0]
+
+    names = ["skill_loop"] + [f"skill_loop-no_{s}" for s in LoopConfig.SWITCHES]
+    panels = variant_panels(names, "skill")
+    assert [len(g) for _, g in panels] == [6, 6]
+    gaps = [min(min(abs(hue(a) - hue(b)), 360 - abs(hue(a) - hue(b)))
+                for a, b in itertools.combinations(g[1:], 2)) for _, g in panels]
+    assert [round(x) for x in gaps] == [59, 48]
+
+
+def test_a_row_of_zeros_stays_off_the_axis_and_the_loop_is_drawn_on_top():
+    from dyna.experiment.kinds.agent_tasks import plots as P
+
+    lo, hi = P._limits([np.zeros(5)], "linear")
+    assert (lo, hi) == pytest.approx((-0.04, 1.05))
+    same = {"skill_loop-no_dating"}
+    assert [P._zorder(v, "skill", same) for v in
+            ("skill_loop", "skill_loop-no_dating", "skill_loop-no_grading")] == [3.0, 1.5, 2.0]
+    assert P._label("skill_loop-no_dating", "skill", same) == "no_dating (= loop)"
+
+
 # ----------------------------------------------------------------- dyna plot --only
 
 

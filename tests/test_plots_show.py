@@ -236,4 +236,4 @@ def test_no_two_agent_task_variants_share_a_colour():
     assert variant_color("skill_loop-no_outcome_gate", "skill") != variant_color("dyna_q",
                                                                                 "skill")
     assert variant_color("skill_loop-no_cap_eviction", "skill") == \
-        variant_color("naive_loop+cap_eviction", "skill") == "#7fc97f"
+        variant_color("naive_loop+cap_eviction", "skill") == "#a6761d"

@@ -72,11 +72,14 @@ VARIANT_COLORS = {
 }
 #: The colour of each safeguard (:attr:`dyna.loops.LoopConfig.SWITCHES`), none of them one
 #: of the base variants' in :data:`VARIANT_COLORS`: the panels of one figure hold both.
+#: The five safeguards of each ablation panel (switches in order, five a panel) take five
+#: hues at least 40 degrees apart (green, mustard, cyan, magenta, slate; brown, pink,
+#: teal, violet, navy), so no two lines of a panel differ by shade alone.
 SWITCH_COLORS = {
-    "outcome_gate": "#fc8d62", "redaction": "#e6ab02", "secret_scan": "#a6761d",
-    "novelty_check": "#2ca02c", "grading": "#7570b3", "cap_eviction": "#7fc97f",
-    "dating": "#e377c2", "retire_on_contradiction": "#17becf",
-    "approval_for_untrusted": "#e7298a", "consolidation_every": "#1b9e77",
+    "outcome_gate": "#2ca02c", "redaction": "#e6ab02", "secret_scan": "#17becf",
+    "novelty_check": "#e7298a", "grading": "#7570b3", "cap_eviction": "#a6761d",
+    "dating": "#f781bf", "retire_on_contradiction": "#1b9e77",
+    "approval_for_untrusted": "#6a3d9a", "consolidation_every": "#08519c",
 }
 
 
@@ -123,6 +126,18 @@ def variant_color(variant: str, store: str):
 def _short(variant: str, store: str) -> str:
     """A legend label: ``skill_loop-no_dating`` reads ``no_dating`` (its panel says it)."""
     return variant.replace(f"{store}_loop-", "", 1)
+
+
+def _label(variant: str, store: str, same: set) -> str:
+    """The legend label of ``variant``: :func:`_short`, and ``(= loop)`` when it is in
+    ``same`` (its line lies under the full loop's)."""
+    return _short(variant, store) + (" (= loop)" if variant in same else "")
+
+
+def _zorder(variant: str, store: str, same: set) -> float:
+    """Drawing order: the full loop (the reference of every panel) on top, the variants
+    equal to it underneath every other line."""
+    return 3.0 if variant == f"{store}_loop" else 1.5 if variant in same else 2.0
 
 
 def _same_as_loop(ep: pl.DataFrame, scenario: str, loop: str) -> set[str]:
@@ -227,7 +242,8 @@ def _limits(values: list[np.ndarray], scale: str) -> tuple[float, float]:
         return (10 ** (lo - pad), 10 ** (hi + pad))
     lo = min(0.0, lo)
     hi = hi if hi > lo else lo + 1.0
-    return (lo, hi + 0.05 * (hi - lo))
+    # a margin below as well, so a line at 0 shows above the axis instead of on it
+    return (lo - 0.04 * (hi - lo), hi + 0.05 * (hi - lo))
 
 
 def scenario_job(out, scenario: str, series: dict, folder: Path, rows=None) -> tuple:
@@ -254,9 +270,12 @@ def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set) -> list
         x = g["episode"].to_numpy()
         est, lo, hi = (g[k].to_numpy() for k in ("estimate", "low", "high"))
         color = variant_color(v, cfg.store)
-        ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
-        name = _short(v, cfg.store) + (" (= loop)" if v in same else "")
-        ax.plot(x, est, color=color, lw=1.1, label=name)
+        # a variant equal to the loop lies under the loop's line (drawn on top, in black)
+        # without a band of its own, which would only darken the loop's
+        if v not in same:
+            ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
+        ax.plot(x, est, color=color, lw=1.1, label=_label(v, cfg.store, same),
+                zorder=_zorder(v, cfg.store, same))
         drawn.append(est)
         if key in COMPETENCE_ROWS:
             truth = g["truth"].cast(pl.Float64).fill_null(np.nan).to_numpy()
@@ -365,15 +384,17 @@ def _profiles_figure(out, folder: Path) -> list[Path]:
         return []
     panels = variant_panels([v for v in cfg.variants if v in agg["profiles"]], cfg.store)
     colors = {v: variant_color(v, cfg.store) for v in cfg.variants}
+    same = _same_final_success(out.tables["runs"], f"{cfg.store}_loop")
     with figure(figsize=(3.3 * len(panels), 4.4)) as fig:
         axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
         for ax, (title, group) in zip(axes, panels):
             for v in group:
                 iv = agg["profiles"][v]
-                ax.fill_between(PROFILE_TAUS, iv.low, iv.high, color=colors[v], alpha=0.15,
-                                linewidth=0, step="post")
+                if v not in same:
+                    ax.fill_between(PROFILE_TAUS, iv.low, iv.high, color=colors[v],
+                                    alpha=0.15, linewidth=0, step="post")
                 ax.step(PROFILE_TAUS, iv.estimate, where="post", color=colors[v], lw=1.1,
-                        label=_short(v, cfg.store))
+                        label=_label(v, cfg.store, same), zorder=_zorder(v, cfg.store, same))
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("final success rate tau", fontsize=8)
             ax.set_ylim(-0.02, 1.02)
@@ -386,6 +407,17 @@ def _profiles_figure(out, folder: Path) -> list[Path]:
                      f"x {cfg.runs} runs (stratified bootstrap 95% CI, "
                      f"{agg['n_resamples']} resamples)", fontsize=9)
         return save(fig, folder / "performance_profiles")
+
+
+def _same_final_success(runs: pl.DataFrame, loop: str) -> set[str]:
+    """Variants whose final success rate equals the full loop's in every scenario and run
+    (their performance profile is the loop's)."""
+    keyed = runs.sort("scenario", "run")
+    ref = keyed.filter(pl.col("variant") == loop)["final_success"]
+    if ref.is_empty():
+        return set()
+    return {v for v in keyed["variant"].unique().to_list() if v != loop
+            and keyed.filter(pl.col("variant") == v)["final_success"].equals(ref)}
 
 
 def _recovery_figure(out, folder: Path) -> list[Path]:
