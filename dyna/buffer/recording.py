@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -264,11 +264,11 @@ def encode_categoricals(dicts: Mapping[str, LabelDictionary], used: set,
     scalar_codes: list[tuple[str, Any]] = []
     per_row: list[tuple[str, np.ndarray, np.ndarray]] = []
     new_labels: list[tuple[str, list[str]]] = []
-    scalar_codes.extend((name, 0) for name in CATEGORICAL_FIELDS
-                        if name in used and columns.get(name) is None)
     for name in CATEGORICAL_FIELDS:
         values = columns.get(name)
         if values is None:
+            if name in used:
+                scalar_codes.append((name, 0))
             continue
         code, new = dicts[name].encode(name, values, n)
         if new:
@@ -350,8 +350,7 @@ def batch_features(state_features, redacted_rows: dict, n: int, dim: int) -> np.
     return None
 
 
-@dataclass(frozen=True)
-class Staged:
+class Staged(NamedTuple):
     """Where a validated batch waits to be published.
 
     Attributes
@@ -406,8 +405,7 @@ def stage_batch(store: ColumnStore, reward: np.ndarray, ts: np.ndarray, id_src: 
     direct = not store.ring and n > 0
     if direct:
         base = store.free_start(n)
-        stage = {name: store.array(name)
-                 for name in (*_STAGED_COLUMNS, *[name for name, _, _ in per_row])}
+        stage = {name: store.array(name) for name in _STAGED_COLUMNS}
         check_prev = len(store) > 0
     else:
         base = 0
@@ -420,8 +418,7 @@ def stage_batch(store: ColumnStore, reward: np.ndarray, ts: np.ndarray, id_src: 
         stage["inv_norm"][base:base + n] = 0
     slots = []
     for name, src, mapping in per_row:
-        if not direct:
-            stage[name] = np.empty(n, np.int32)
+        stage[name] = store.array(name) if direct else np.empty(n, np.int32)
         if src.dtype != np.int32 and src.dtype != np.int64:
             src = src.astype(np.int64)
         slots.append((src, mapping, stage[name], name in REQUIRED_FIELDS))
@@ -475,7 +472,7 @@ def publish_batch(store: ColumnStore, staged: Staged, scalar_codes: list, per_ro
     used.update(name for name, _ in scalar_codes)
     used.update(name for name, _, _ in per_row)
     writes = list(scalar_codes)
-    if dict_json or any(name in used for name in DICT_FIELDS):
+    if dict_json or not used.isdisjoint(DICT_FIELDS):
         given = {name for name, _ in dict_json}
         writes.extend(dict_json)
         writes.extend((name, None) for name in DICT_FIELDS if name in used and name not in given)
