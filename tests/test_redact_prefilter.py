@@ -81,7 +81,7 @@ def _check(text):
 
 
 def test_every_detector_has_a_prefilter_and_the_hand_computed_choices():
-    assert set(F.prefilters) == {d.name for d in F.detectors} and len(F.prefilters) == 113
+    assert set(F.prefilters) == {d.name for d in F.detectors} and len(F.prefilters) == 114
     run = lambda t: [d.name for _, d in F.to_run(t)]  # noqa: E731
     # the loops' history timestamp: 18 digits, '-' and '+'
     assert run("2026-04-25T00:00:00+00:00") == ["credit_card", "us_ssn", "phone_number"]

@@ -1,11 +1,13 @@
 """Redaction against the secret-format corpus tests/data/secrets/ (README there).
 
-182 synthetic secret formats (one per provider shape, among them Slack xapp-, Stripe whsec_,
+208 synthetic secret formats (one per provider shape, among them Slack xapp-, Stripe whsec_,
 Shopify shpat_/shpss_, DigitalOcean dop_v1_, Databricks dapi, Atlassian ATATT, Groq gsk_,
 age secret keys, the new Mailgun keys, IBANs, Docker config "auth", sshpass -p, pw:, prose
-passwords without a digit) and 89 benign look-alikes (git SHAs, sha256, UUIDs, request ids,
-Luhn-valid order numbers, sk-learn-compatible-wrapper2024, "The Cookie: header is set by the
-browser", library names, values under keys that hold a secret word inside another word).
+passwords without a digit, one-word passwords in prose, keys holding PW / PASS / PWD /
+PASSWD) and 121 benign look-alikes (git SHAs, sha256, UUIDs, request ids, Luhn-valid order
+numbers, sk-learn-compatible-wrapper2024, "The Cookie: header is set by the browser",
+library names, values under keys that hold a secret word inside another word, prose about
+passwords, bypass=true, PWD=/home/user).
 Each secret is planted in every place a value can go; a leak is the planted secret found in
 any string, key or bytes of the output (or of JSON inside it), never judged by the
 redactor's own detectors. ``pytest -s`` prints the counts.
@@ -26,9 +28,8 @@ DATA = Path(__file__).parent / "data" / "secrets"
 FORMATS = [json.loads(line) for line in (DATA / "formats.jsonl").read_text().splitlines()]
 BENIGN = [json.loads(line) for line in (DATA / "benign.jsonl").read_text().splitlines()]
 
-#: Formats kept in clear, and why: a one-word lower-case password in prose ("the root
-#: password is marmalade") has the shape of prose ("the password is incorrect").
-KNOWN_MISSES = {"ssh_password_prose"}
+#: Formats kept in clear, and why: none.
+KNOWN_MISSES: set[str] = set()
 
 PLACES = {
     "value": lambda t: t,
@@ -65,8 +66,8 @@ def _in_clear(out, secret) -> bool:
 
 
 def test_corpus_sizes_and_the_formats_the_issue_names():
-    assert len(FORMATS) == 182 and len(BENIGN) == 89
-    assert len({f["id"] for f in FORMATS}) == 182 and len({b["id"] for b in BENIGN}) == 89
+    assert len(FORMATS) == 208 and len(BENIGN) == 121
+    assert len({f["id"] for f in FORMATS}) == 208 and len({b["id"] for b in BENIGN}) == 121
     ids = {f["id"] for f in FORMATS}
     assert {"slack_app", "stripe_webhook", "shopify_shpat", "shopify_shpss",
             "digitalocean_dop", "databricks", "atlassian", "groq", "age_secret_key",
@@ -86,15 +87,14 @@ def test_formats_in_clear_per_place():
     print(f"\nformats in clear (of {len(FORMATS)}):", counts)
 
 
-def test_every_format_but_the_known_misses_is_found_by_a_named_detector():
+def test_every_format_is_found_by_a_named_detector():
     unnamed = {f["id"] for f in FORMATS if not detect(f["text"])}
-    assert unnamed <= KNOWN_MISSES | {"docker_config_auth", "pw_colon"}
-    # those two are JSON with a credential key ("auth") and a `pw:` assignment: redacted as
-    # such (test_formats_in_clear_per_place)
-    in_arrays = sum(bool(scan(np.array([["x", f["text"]]]))) for f in FORMATS)
-    # docker_config_auth is JSON: parsed, its "auth" entry is a sensitive key, which scan
-    # (counting detector catches) does not count
-    assert in_arrays == len(FORMATS) - len(unnamed) - 1
+    assert unnamed == KNOWN_MISSES == set()
+    not_in_arrays = {f["id"] for f in FORMATS if not scan(np.array([["x", f["text"]]]))}
+    # these are JSON: parsed, their entry is under a sensitive key ("auth", "pw", "dbPass"),
+    # which scan (counting detector catches) does not count
+    assert not_in_arrays == {"docker_config_auth", "key_pw_json", "key_pw_json_word",
+                             "key_dbpass_json_camel"}
 
 
 def test_benign_texts_unchanged_in_every_place():

@@ -1,6 +1,6 @@
 """Every secret format of tests/data/secrets/ in every place a value can go, counted per place.
 
-The 182 formats are planted, batched into few calls, where a user's or a tool's text ends
+The 208 formats are planted, batched into few calls, where a user's or a tool's text ends
 up: the experience store's free-text fields (a value, a dict key, a nested dict, JSON inside
 a string, a numpy string array) and its labels; the store's ``-wal`` while open and its main
 file after the checkpoint of ``close``; its JSONL and Parquet exports; the feature cache; the
@@ -8,10 +8,9 @@ SKILL.md files and MEMORY.md the learning loop writes (from a reviewed run and f
 submitted lesson); a review digest; and the answers of the MCP tools, called in-process.
 A format is "in clear" in a place when its secret is found there, byte for byte (raw, JSON-
 escaped once or twice, each long line of a block) or in any string of the parsed output:
-never judged by the redactor's own detectors. The count is 0 of 182 in every place but for
-the named known miss (tests/test_secrets_corpus.py). Every benign look-alike (89) goes
-through the same places and is read back unchanged: altered 0 of 89. ``pytest -s`` prints
-the counts.
+never judged by the redactor's own detectors. The count is 0 of 208 in every place. Every
+benign look-alike (121) goes through the same places and is read back unchanged: altered 0
+of 121. ``pytest -s`` prints the counts.
 """
 
 import dataclasses
@@ -20,7 +19,7 @@ import json
 import numpy as np
 import polars as pl
 from test_redact_corpus import _strings
-from test_secrets_corpus import BENIGN, FORMATS, KNOWN_MISSES, _plain
+from test_secrets_corpus import BENIGN, FORMATS, _plain
 
 from dyna.errors import ConfigError
 from dyna.experience import ExperienceStore
@@ -188,10 +187,10 @@ def _label_refusals(tmp_path, texts) -> tuple[int, bytes]:
 
 
 def test_formats_in_clear_per_place(tmp_path):
-    assert len(FORMATS) == 182
+    assert len(FORMATS) == 208
     control = json.dumps([f["text"] for f in FORMATS]).encode()
-    assert len(_in_bytes(control, FORMATS)) == 182      # the search finds every one
-    assert len(_in_objects([f["text"] for f in FORMATS], FORMATS)) == 182
+    assert len(_in_bytes(control, FORMATS)) == 208      # the search finds every one
+    assert len(_in_objects([f["text"] for f in FORMATS], FORMATS)) == 208
     texts = [f["text"] for f in FORMATS]
     found = {}
     for name, (field, build) in STORE_PLACES.items():
@@ -210,16 +209,13 @@ def test_formats_in_clear_per_place(tmp_path):
     counts = {place: len(ids) for place, ids in found.items()}
     print(f"\nformats in clear (of {len(FORMATS)}), per place:", counts)
     assert len(found) == 5 * 5 + 5
-    # the feature cache holds vectors and ids only: not even the known miss is in it
-    expected = {p: set() if p.endswith("feature_cache") else KNOWN_MISSES for p in found}
-    assert {p: sorted(ids) for p, ids in found.items() if ids != expected[p]} == {}
-    # labels: every format is refused as run_id, request_id and task_type but the known
-    # miss (a one-word prose password is also a valid label)
-    assert refused == 3 * (len(FORMATS) - len(KNOWN_MISSES))
+    assert {p: sorted(ids) for p, ids in found.items() if ids} == {}
+    # labels: every format is refused as run_id, request_id and task_type
+    assert refused == 3 * len(FORMATS)
 
 
 def test_benign_texts_unchanged_in_every_place(tmp_path):
-    assert len(BENIGN) == 89
+    assert len(BENIGN) == 121
     texts = [b["text"] for b in BENIGN]
     altered = {}
     for name, (field, build) in STORE_PLACES.items():

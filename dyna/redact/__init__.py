@@ -10,12 +10,17 @@
     key of a prefix family (``credit_card_4421486``) match as well; see
     :func:`is_sensitive_key` and the lists :data:`SECRET_KEY_NAMES`,
     :data:`PERSONAL_KEY_NAMES`, :data:`PREFIX_KEY_NAMES` (:mod:`dyna.redact.keys`);
+  - a key holding a password word (``DB_PW``, ``dbPw``, ``redis_pass``, ``PASSWORD_PROD``)
+    matches, and ``PWD`` holding an absolute path (the shell's working directory) is kept
+    (:mod:`dyna.redact.passwords`);
   - every string value is searched with the named :data:`DETECTORS` (provider tokens,
     private key blocks, URLs with passwords, the credentials of an ``Authorization:`` header
     of any scheme of :data:`AUTH_SCHEMES`, cards, e-mail addresses, dates of birth after a
     cue such as ``DOB:``, ...; :mod:`dyna.redact.detectors`; one row per provider token format
     in :mod:`dyna.redact.providers`) and with the ``KEY=value`` /
-    ``key: value`` assignment rule (:func:`redact_text`, :mod:`dyna.redact.text`);
+    ``key: value`` assignment rule (:func:`redact_text`, :mod:`dyna.redact.text`); a
+    one-word password in prose is found by the words around it ("my password is hunter",
+    ``pw: hunter``; "the password is required" is prose: :mod:`dyna.redact.passwords`);
   - a string that parses as a JSON object or array is parsed, redacted like any dict and
     serialised again (it is returned unchanged, as the same string, when nothing in it was
     redacted);

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dyna.redact.keys import REDACTED
+from dyna.redact.passwords import CLAUSE_END, PROSE_PASSWORD_WORDS, one_word_password
 
 __all__ = ["AUTH_SCHEMES", "DETECTORS", "DOB_CUE", "DOB_KEY_NAMES", "Detector", "KeyedCue",
            "PREFILTERS", "Prefilter", "SCHEME_WORDS", "header_credentials", "iban_valid",
-           "is_placeholder"]
+           "is_placeholder", "plain_password"]
 
 _PLACEHOLDER = re.compile(r"""(?ix)
     <[^<>]*> | \$\{[^}]*\} | \$\(?[A-Za-z_]\w*\)? | \{\{[^}]*\}\} | \{[A-Za-z_][\w.]*\}
@@ -48,15 +49,24 @@ def is_placeholder(value: str) -> bool:
     ``changeme``, ``example``, ``dummy``, ``null``, ``true``, ``[REDACTED...]`` and the like
     (case-insensitive, whole value). Also a *plain word*: letters only, lower case but for
     the first letter, fewer than 12 characters (``forgotten``, ``patience``, ``identifier``,
-    ``Bearer``) — not a secret by this rule, at the price that a weak one-word password such
-    as ``letmein`` written as ``password: letmein`` in prose is kept. The rule applies only to
-    ``KEY=value`` assignments in text and to URL passwords that are placeholders; a value
-    under a sensitive dict key is always redacted.
+    ``Bearer``) — not a secret by this rule, except under a password key where the words
+    around it make it one (:func:`plain_password`, :mod:`dyna.redact.passwords`:
+    ``password: letmein``). The rule applies only to ``KEY=value`` assignments in text and
+    to URL passwords that are placeholders; a value under a sensitive dict key is always
+    redacted.
     """
     v = value.strip()
     if _PLACEHOLDER.fullmatch(v) is not None:
         return True
     return len(v) < 12 and _PLAIN_WORD.fullmatch(v) is not None
+
+
+def plain_password(word: str) -> bool:
+    """True when ``word``, stated as a password (after ``password is``, ``pw:``, ``DB_PW=``),
+    is one: not a placeholder word (``example``, ``none``, ``changeme``, ``<pw>``), and a
+    one-word password by :func:`dyna.redact.passwords.one_word_password` (letters only, not
+    a word that describes a password such as ``required`` or ``stored``)."""
+    return _PLACEHOLDER.fullmatch(word.strip()) is None and one_word_password(word)
 
 
 @dataclass(frozen=True)
@@ -401,6 +411,18 @@ DETECTORS: tuple[Detector, ...] = (
        "three or more words joined by hyphens (correct-horse-battery-staple); a plain "
        "word or a two-part word form (case-sensitive, base64-encoded) is prose",
        _password_words),
+    _d("prose_password_word",
+       r"(?i)\b(?:" + "|".join(PROSE_PASSWORD_WORDS) + r")(?:[ \t]+(?:for|of|to|on)"
+       r"(?:[ \t]+[\w.\-@/]{1,40}){1,3}?)?[ \t]+(?:is|was)[ \t]+[\"'`]?"
+       r"(?P<secret>[^\W\d_]{4,})" + CLAUSE_END,
+       "a one-word password in prose: a password / passphrase / passwd / passcode / pwd / pw "
+       "word (maybe 'for <up to 3 words>'), is / was, then one word of 4+ letters that ends "
+       "the clause (end of text or line, punctuation, or for / and / so / ... next) and does "
+       "not describe a password ('my password is hunter', 'the password for the db is "
+       "swordfish'; 'the password is required', 'password is incorrect', 'the password is "
+       "stored in the vault' are prose: dyna.redact.passwords). 'pw: hunter' and "
+       "'DB_PW=hunter' are the assignment rule's, which applies the same test",
+       plain_password),
     _d("mysql_password",
        r"\bmysql(?:dump|admin|import|sh)?\b[^\r\n|;&]{0,200}?[ \t]-p"
        r"(?P<secret>[^\s\"'\-][^\s\"']{2,})",
@@ -545,6 +567,9 @@ PREFILTERS: dict[str, Prefilter] = {
     "sql_password": _P(folded=("identified",)),
     "password_hash": _P(("$",)),
     "prose_password_words": _P(folded=("pass",), length=16),
+    # a cue word (password, passphrase, passwd and passcode hold "pass"; pwd and pw "pw"),
+    # " is " or " was " (both hold "s"), and a word of 4+ letters: "pw is abcd"
+    "prose_password_word": _P(folded=("pass", "pw"), length=10),
     "mysql_password": _P(("mysql",), also=lambda t, low, nd: "-p" in t),
 }
 del _P

@@ -5,7 +5,9 @@ Unicode NFKC, zero-width characters removed, camelCase split, ``-`` ``_`` ``.`` 
 unified to ``_``, casefold), equals a sensitive name, ends in a secret word (``DB_PASSWORD``,
 ``x-api-key``, ``django_secret_key``) or belongs to a prefix family
 (``credit_card_4421486``): :func:`is_sensitive_key`, with the lists
-:data:`SECRET_KEY_NAMES`, :data:`PERSONAL_KEY_NAMES` and :data:`PREFIX_KEY_NAMES`.
+:data:`SECRET_KEY_NAMES`, :data:`PERSONAL_KEY_NAMES` and :data:`PREFIX_KEY_NAMES`. A key that
+holds a password word followed by qualifiers only (``PASSWORD_PROD``, ``password2``) matches
+too (:func:`dyna.redact.passwords.password_key`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from dyna.errors import ConfigError
+from dyna.redact.passwords import password_key
 
 __all__ = ["DEFAULT_SENSITIVE_KEYS", "PERSONAL_KEY_NAMES", "PREFIX_KEY_NAMES", "REDACTED",
            "SECRET_KEY_NAMES", "USER_ID_KEY_NAMES", "WHOLE_KEY_NAMES", "cached_key_set",
@@ -35,17 +38,19 @@ SECRET_KEY_NAMES: frozenset[str] = frozenset({
 })
 """Key names of credentials (normalised form). A key matches one when it equals it or ends
 with ``_`` + it after :func:`normalise_key`: ``DB_PASSWORD``, ``DJANGO_SECRET_KEY``,
-``SLACK_TOKEN``, ``x-api-key``, ``apiKey``, ``ｐａｓｓｗｏｒｄ``, ``pass\\u200bword`` all match;
-``token_count``, ``tokenizer``, ``passwordless`` do not. Tokenizer vocabulary entries
+``SLACK_TOKEN``, ``x-api-key``, ``apiKey``, ``ｐａｓｓｗｏｒｄ``, ``pass\\u200bword``, ``DB_PW``,
+``dbPw``, ``redis_pass``, ``smtpPasswd`` all match; ``token_count``, ``tokenizer``,
+``passwordless``, ``bypass``, ``compass``, ``passenger_count`` do not. Tokenizer vocabulary entries
 (``eos_token``, ``pad_token``, ...) are excluded. These names also
 drive the ``KEY=value`` assignment rule in texts. The short words of
 :data:`WHOLE_KEY_NAMES` match only as the whole key."""
 
-WHOLE_KEY_NAMES: frozenset[str] = frozenset({"auth", "key", "pw", "pin"})
-"""Secret names that match only as the whole normalised key (``{"pin": 4821}``, ``pw:``,
-``"auth"`` of a Docker config.json): as the last word of a longer key they mostly name
-something else (``sort_key``, ``primary_key``, ``use_auth``, ``map_pin``). A key holding one
-inside a word (``monkey``, ``author``, ``pinned``) never matches."""
+WHOLE_KEY_NAMES: frozenset[str] = frozenset({"auth", "key", "pin"})
+"""Secret names that match only as the whole normalised key (``{"pin": 4821}``, ``"auth"``
+of a Docker config.json): as the last word of a longer key they mostly name something else
+(``sort_key``, ``primary_key``, ``use_auth``, ``map_pin``). A key holding one inside a word
+(``monkey``, ``author``, ``pinned``) never matches. ``pw`` is not one of them: ``DB_PW``,
+``db-pw``, ``dbPw`` name passwords (at the price of a ``tx_pw`` meaning a power)."""
 
 USER_ID_KEY_NAMES: frozenset[str] = frozenset({
     "user_id", "userid", "username", "user_name", "customer_id", "member_id",
@@ -106,7 +111,9 @@ def is_sensitive_key(key: object, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS) 
     ``key`` matches when, after :func:`normalise_key`, it equals a name of ``keys``; or ends
     with ``_`` + a name that is also in :data:`SECRET_KEY_NAMES` (and is not a tokenizer entry
     such as ``eos_token``); or starts with a name of :data:`PREFIX_KEY_NAMES` in ``keys``
-    followed by ``_``.
+    followed by ``_``; or holds a password word of ``keys`` followed only by qualifiers or a
+    number (:func:`dyna.redact.passwords.password_key`: ``PASSWORD_PROD``, ``pw_admin``,
+    ``password2``).
     """
     names = keys if isinstance(keys, frozenset) else frozenset(keys)
     return key_is_sensitive(str(key), cached_key_set(names))
@@ -129,7 +136,7 @@ def key_is_sensitive(key: str, names: frozenset[str]) -> bool:
         head = "_".join(parts[:i])
         if head in names and head in PREFIX_KEY_NAMES:
             return True
-    return False
+    return password_key(canon) in names
 
 
 def key_set(keys: Iterable[str]) -> frozenset[str]:

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping
 from dyna.fileio.unique_json import loads_unique
 from dyna.redact.formats import Formats, active_formats
 from dyna.redact.keys import (DEFAULT_SENSITIVE_KEYS, REDACTED, cached_key_set,
-                              key_is_sensitive, key_set)
+                              key_is_sensitive, key_set, normalise_key)
+from dyna.redact.passwords import working_directory
 from dyna.redact.text import DETECT_CACHE_MAX_CHARS, detect, key_scan, scan_text
 
 __all__ = ["CLEAN_SHORT_MAX_CHARS", "CLEAN_SHORT_SIZE", "DEFAULT_HMAC_KEY", "HMAC_KEY_ENV",
@@ -107,7 +108,8 @@ def redact(obj, keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, values: bool = 
     object
         New containers (dicts become ``dict``, lists stay lists, tuples stay tuples) in which
         the value of every sensitive key, whatever its type, is ``"[REDACTED]"``, except
-        a bool or None (one bit or nothing, never a secret).
+        a bool or None (one bit or nothing, never a secret) and an absolute path under
+        ``PWD`` (the shell's working directory, :func:`dyna.redact.passwords.working_directory`).
 
     Raises
     ------
@@ -238,8 +240,10 @@ class _Walk:
                         and key_scan(k, self.formats)[0]):
                     k = _secret_key_name(k, self.hmac_key, taken)
                 # a bool or None under a sensitive key is one bit or nothing: never a secret
-                # (a check's ``pass``, a run's ``all_pass``)
-                hides = sensitive and not isinstance(v, (bool, type(None)))
+                # (a check's ``pass``, a run's ``all_pass``); a path under ``PWD`` is the
+                # shell's working directory
+                hides = (sensitive and not isinstance(v, (bool, type(None)))
+                         and not working_directory(normalise_key(k), v))
                 out[k] = REDACTED if hides else self.redact(v)
             return out
         if isinstance(obj, list):

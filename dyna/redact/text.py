@@ -15,9 +15,11 @@ import hashlib
 import re
 
 from dyna.errors import ConfigError
-from dyna.redact.detectors import SCHEME_WORDS, Detector, header_credentials, is_placeholder
+from dyna.redact.detectors import (SCHEME_WORDS, Detector, header_credentials, is_placeholder,
+                                   plain_password)
 from dyna.redact.formats import Formats, active_formats
 from dyna.redact.keys import REDACTED, SECRET_KEY_NAMES, key_is_sensitive, normalise_key
+from dyna.redact.passwords import CLAUSE_END, password_key, working_directory
 
 __all__ = ["ASSIGNMENT_DETECTOR", "DETECT_CACHE_MAX_CHARS", "DETECT_CACHE_SIZE",
            "KEY_CACHE_SIZE", "check_label", "detect", "has_secret", "key_scan",
@@ -59,19 +61,26 @@ _SCHEME_CREDENTIAL = re.compile(r"[ \t]+([^\s\"']+)")
 _SCHEMED_VALUE = re.compile(r"([\w\-]+)[ \t]+(\S.*)")
 ASSIGNMENT_DETECTOR = "sensitive_assignment"
 """Name :func:`detect` reports for a ``KEY=value`` assignment with a sensitive key."""
-# "pw" matches as a whole key only (WHOLE_KEY_NAMES), yet as the last word of a key of
-# several words in prose it still names a password ("the deploy uses pw: ..."), unlike
-# "key", "auth" or "pin" there ("sort key: ...", "map pin: ...").
-_PROSE_LAST_WORDS = frozenset({"pw"})
+_CLAUSE_END = re.compile(CLAUSE_END)
 
 
-def _sensitive_assignment_key(key: str) -> bool:
-    """The key of a ``KEY=value`` match names a credential: by the SECRET_KEY_NAMES rule,
-    or as words ending with one of ``_PROSE_LAST_WORDS``."""
-    if key_is_sensitive(key, SECRET_KEY_NAMES):
+def _value_kept(m: re.Match[str], value: str, text: str, end: int, quoted: bool) -> bool:
+    """The value of a sensitive assignment ``m`` is not a secret: a placeholder, or under
+    ``pwd`` the shell's working directory (``PWD=/home/user``). A plain word is a
+    placeholder but under a password key (``DB_PW``, ``pw``, ``my password``) it is a
+    password when the words around it say so: quoted, written against ``=``
+    (``DB_PW=hunter``), or ending the clause (``pw: hunter``, ``password: hunter for the
+    db``) and not a word that describes a password (``password: required``)."""
+    canon = normalise_key(m.group("key"))
+    # in prose the key's last word names what follows ("the deploy uses PWD=/home/user")
+    if working_directory(normalise_key(m.group("key").rsplit(" ", 1)[-1]), value):
         return True
-    head, _, last = key.rpartition(" ")
-    return bool(head) and normalise_key(last) in _PROSE_LAST_WORDS
+    if not is_placeholder(value):
+        return False
+    if password_key(canon) is None or not plain_password(value):
+        return True
+    tight = m.group(0)[-1] in "=＝"
+    return not (quoted or tight or _CLAUSE_END.match(text, end))
 
 
 
@@ -83,9 +92,10 @@ def _assignments(text: str, out: list[str] | None) -> str:
         start = m.end()
         if start < pos:
             continue
-        if not _sensitive_assignment_key(m.group("key")):
+        if not key_is_sensitive(m.group("key"), SECRET_KEY_NAMES):
             continue
-        if start < len(text) and text[start] in "\"'":
+        quoted = start < len(text) and text[start] in "\"'"
+        if quoted:
             q = text[start]
             end = text.find(q, start + 1)
             nl = text.find("\n", start + 1)
@@ -113,7 +123,8 @@ def _assignments(text: str, out: list[str] | None) -> str:
             while v1 > v0 and text[v1 - 1] in ",;.":
                 v1 -= 1
         value = text[v0:v1]
-        if len(value) < 4 or is_placeholder(value) or value.startswith(REDACTED[:-1]):
+        if (len(value) < 4 or value.startswith(REDACTED[:-1])
+                or _value_kept(m, value, text, v1, quoted)):
             continue
         pieces.append(text[pos:v0])
         pieces.append(REDACTED)
@@ -182,8 +193,10 @@ def redact_text(text: str) -> str:
     suffix: ``DB_PASSWORD``, ``DJANGO_SECRET_KEY``, ``SLACK_TOKEN``, ``x-api-key``), the value
     (quoted: to the closing quote; unquoted: to white space or one of ``"',;&``) is replaced
     unless it is shorter than 4 characters or :func:`is_placeholder` (``YOUR_KEY_HERE``,
-    ``<token>``, ``${VAR}``, a plain word such as ``forgotten``). Personal key names (``name:``)
-    are not used on prose; embedded JSON is handled by :func:`redact`.
+    ``<token>``, ``${VAR}``, a plain word such as ``forgotten``) or the working directory under
+    ``PWD``; under a password key a plain word is a password where the words around it say
+    so (``DB_PW=hunter``, ``pw: hunter``; :mod:`dyna.redact.passwords`). Personal key names
+    (``name:``) are not used on prose; embedded JSON is handled by :func:`redact`.
 
     Parameters
     ----------

@@ -393,6 +393,67 @@ benign("reservation", "reservation id", "ZFA04Y")
 benign("css_colour", "CSS colour", "#1a2b3c")
 benign("number_seq", "16 digits that fail Luhn", "1234567890123456")
 
+# Passwords the words around them name (dyna/redact/passwords.py): fixed values, written by
+# hand (no draw from R, so every row above keeps its value).
+for fid, shape, text, secret in (
+        ("prose_password_is_word", "password is <one word>", "my password is hunter", "hunter"),
+        ("prose_password_for_the_db", "password for <words> is <one word>",
+         "the password for the db is swordfish", "swordfish"),
+        ("prose_passphrase_colon_word", "passphrase: <one word>", "use passphrase: correcthorse",
+         "correcthorse"),
+        ("prose_pwd_was_word", "pwd was <one word>.", "the wifi pwd was lemonade.", "lemonade"),
+        ("prose_password_colon_word", "<words> password: <one word>", "DB password: quokka",
+         "quokka"),
+        ("prose_passcode_capitalised", "passcode is <Word>,",
+         "the door passcode is Nightingale, keep it safe", "Nightingale"),
+        ("prose_password_quoted_word", "password is '<word>'",
+         "the password is 'wombat' for now", "wombat"),
+        ("prose_pw_is_word_and", "pw is <one word> and ...",
+         "the admin pw is gingerbread and the user is ops", "gingerbread"),
+        ("key_db_pw", "DB_PW=<value>", "DB_PW=s3cr3tvalue", "s3cr3tvalue"),
+        ("key_mysql_pw_word", "MYSQL_PW=<word> <command>", "MYSQL_PW=bluebird ./deploy.sh",
+         "bluebird"),
+        ("key_db_pw_kebab", "db-pw: <value>", "db-pw: Xk9#mQ2$vLr", "Xk9#mQ2$vLr"),
+        ("key_dbpw_camel", "dbPw=<value>", "dbPw=Qz7-Lp3-Wm8", "Qz7-Lp3-Wm8"),
+        ("key_pw_json", '"pw": "<value>" in JSON', '{"pw": "gT5vR8nB2kW"}', "gT5vR8nB2kW"),
+        ("key_pw_json_word", '"pw": "<word>" in JSON', '{"pw": "hedgehog"}', "hedgehog"),
+        ("key_redis_pass", "redis_pass=<value>", "redis_pass=Rd!s-8842-kq", "Rd!s-8842-kq"),
+        ("key_smtp_passwd_camel", "smtpPasswd: '<word>'", "smtpPasswd: 'mailroom'",
+         "mailroom"),
+        ("key_ftp_pwd_kebab", "ftp-pwd = <value>", "ftp-pwd = 7Gh2kLp9Qx", "7Gh2kLp9Qx"),
+        ("key_db_pwd_word", "DB_PWD=<word>", "DB_PWD=marigold", "marigold"),
+        ("key_password_prod", "PASSWORD_PROD=<value>", "PASSWORD_PROD=Vx8kq2LmZ4",
+         "Vx8kq2LmZ4"),
+        ("key_pw_admin_word", "pw_admin: <word>", "pw_admin: turquoise", "turquoise"),
+        ("key_password2", "password2=<value>", "password2=Ab3dEf6hJk", "Ab3dEf6hJk"),
+        ("key_db_pass_old_flag", "--db-pass-old=<value>", "--db-pass-old=Mx4tR7wQ2z",
+         "Mx4tR7wQ2z"),
+        ("key_dbpass_json_camel", '"dbPass": "<value>" in JSON', '{"dbPass": "N0v3mb3r!Rain"}',
+         "N0v3mb3r!Rain"),
+        ("key_smtp_pass_upper", "SMTP_PASS=<value>", "SMTP_PASS=Plk2-Qw9x-Zr4v",
+         "Plk2-Qw9x-Zr4v"),
+        ("key_redis_passwd_base64", "REDIS_PASSWD=<base64>", "REDIS_PASSWD=cGxhbnQ5LWF6dXJl",
+         "cGxhbnQ5LWF6dXJl"),
+        ("key_api_pw_spaces", 'api-pw="<words with spaces>"', 'api-pw="k9 f3 x7 q2"',
+         "k9 f3 x7 q2")):
+    add(fid, "generic", shape, text, secret)
+for text in ("the password is required", "the password field is empty",
+             "password is incorrect", "passwords are hashed", "the password reset link",
+             "the password is stored in the vault", "Password: required",
+             "the password is valid until Friday", "the password is mandatory for admins",
+             "your password is too short", "the password is never logged",
+             "the password is shared with the team", "the password is case-sensitive",
+             "Error: password: must be 12 characters", "the wifi password is below.",
+             "pw is empty", "the password is different for each host", "bypass=true",
+             "compass: north", "passenger_count=3", "password_length=16", "pass_rate=0.93",
+             "PWD=/home/user", "pwd: /home/dyna/runs", "password_policy: strict",
+             "pass_1: 0.42"):
+    benign("password_words_" + "_".join(text.lower().replace(":", " ").split()[:4])[:40],
+           "prose or a key that holds a password word", text)
+for key, text in (("bypass", "true"), ("PWD", "/home/user"), ("password_length", "16"),
+                  ("pass_rate", "0.93"), ("pass_1", "0.42"), ("password_policy", "strict")):
+    benign("under_key_" + key, "harmless value under a key holding a password word", text, key)
+
 ids = [f["id"] for f in F]
 assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
 bids = [b["id"] for b in B]
