@@ -162,19 +162,6 @@ def test_known_clean_texts_are_those_the_record_scan_skips_and_a_seen_text_is_re
     assert secret not in repr(lib.get("deploy-app-2")) and lib.redactions
 
 
-def test_an_outcome_copy_replaces_its_skill_in_the_clean_memo():
-    lib = S.SkillLibrary.in_memory()
-    lib.add(Skill("deploy-app", "Deploy the app.", "1. call `make deploy`", ("deploy",)),
-            run_id="e1")
-    for i in range(50):
-        lib.record_outcome(["deploy-app"], i % 3 != 0, f"e{i + 2}")
-    live = lib.get("deploy-app")
-    assert (live.successes, live.failures) == (33, 17)
-    # the memo holds the skill as it is now (and what the history holds), not 50 copies
-    cleaned = lib._redactor.cleaned
-    assert cleaned.get(id(live)) is live and len(cleaned) <= 2
-
-
 def test_json_text_naming_a_key_twice_is_scanned_as_text_and_its_secret_redacted():
     """A parsed copy keeps the last of two values: the first, a secret, was never seen
     by the safety net, the digest or the reviewer's redaction."""

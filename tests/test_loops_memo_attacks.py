@@ -1,11 +1,10 @@
-"""Attacks on the loops' safety-net memos.
+"""Attacks on the loops' safety net where it skips a scan.
 
-The skill library remembers, by identity, the skills whose text went through the net
-(``SkillRedactor.cleaned``) and the description/body/triggers it passed
-(``SkillRedactor.clean_texts``). A Skill is frozen, but the values of its ``extra`` and
-``extra_metadata`` entries may be lists or dicts: one mutated after the skill was netted
-must not reach SKILL.md, the history or the library unscanned. The plantings are real
-lines of tests/data/secret_corpus.txt.
+The skill library scans a skill's text where it enters (a skill written with text of its
+own, a skill read from a file) and not at an outcome (numbers alone). A Skill is frozen,
+but the values of its ``extra`` and ``extra_metadata`` entries may be lists or dicts: one
+mutated after the skill was netted must not reach SKILL.md, the history or the library
+unscanned. The plantings are real lines of tests/data/secret_corpus.txt.
 """
 
 import datetime as dt
@@ -96,6 +95,60 @@ def test_an_equal_but_distinct_planted_body_is_caught(tmp_path):
     lib.patch("build-app", run_id="r2", body="".join([body, " Then export ", GITHUB]))
     assert GITHUB not in _files(tmp_path / "skills")
     assert GITHUB not in lib.get("build-app").body
+
+
+def _counting(lib: SkillLibrary) -> list:
+    """Record every skill ``lib``'s redactor scans (its ``clean`` calls), in order."""
+    seen, clean = [], lib._redactor.clean
+
+    def counted(skill):
+        seen.append(skill.name)
+        return clean(skill)
+    lib._redactor.clean = counted
+    return seen
+
+
+def test_an_outcome_brings_no_text_and_is_not_scanned():
+    for log_outcomes in (True, False):
+        lib = SkillLibrary.in_memory(log_outcomes=log_outcomes, clock=lambda: CLOCK)
+        scanned = _counting(lib)
+        lib.add(Skill("deploy-app", "Deploy the app.", "1. call `make deploy`", ("deploy",)),
+                run_id="e1")
+        for i in range(50):
+            lib.record_outcome(["deploy-app"], i % 3 != 0, f"e{i + 2}")
+        assert scanned == ["deploy-app"]
+        live = lib.get("deploy-app")
+        assert (live.successes, live.failures) == (33, 17)
+        lib.patch("deploy-app", run_id="e60", body="1. call `make deploy` twice")
+        lib.retire("deploy-app", run_id="e61", reason="replaced")
+        lib.restore("deploy-app", run_id="e62")
+        assert scanned == ["deploy-app"] * 4
+        assert lib.redactions == {}
+
+
+def test_a_skill_file_written_by_hand_is_redacted_when_read_and_counted_once(tmp_path):
+    root = tmp_path / "skills"
+    SkillLibrary(root, clock=lambda: CLOCK)
+    md = root / "hand-made" / "SKILL.md"
+    md.parent.mkdir()
+    md.write_text(f"---\nname: hand-made\ndescription: uses {GITHUB}\n---\nrun {GITHUB}\n",
+                  encoding="utf-8")
+    lib = SkillLibrary(root, clock=lambda: CLOCK)
+    skill = lib.get("hand-made")
+    assert (skill.description, skill.body) == ("uses [REDACTED]", "run [REDACTED]")
+    assert lib.redactions == {"github_token": 2}
+    scanned = _counting(lib)
+    for i in range(3):
+        lib.record_outcome(["hand-made"], True, run_id=f"r{i}")
+    # the skill is not scanned again; the file dyna did not write keeps its bytes, and
+    # each write's history record redacts its old text (one catch a record)
+    assert scanned == [] and lib.redactions == {"github_token": 5}
+    assert GITHUB in md.read_text(encoding="utf-8")
+    lib.patch("hand-made", run_id="r9", body="run it")
+    assert GITHUB not in md.read_text(encoding="utf-8")
+    assert lib.redactions == {"github_token": 6}
+    assert GITHUB not in repr(lib.history())
+    assert lib.get("hand-made").description == "uses [REDACTED]"
 
 
 def _loop(tmp_path):

@@ -91,30 +91,7 @@ def test_embedded_json_fast_reject_is_exact(text):
     assert _embedded_json(text) == _slow_embedded_json(text)
 
 
-def test_netted_skill_memo_stays_bounded():
-    from dyna.loops.skills import Skill, SkillLibrary
-
-    lib = SkillLibrary(None, cap=None, log_outcomes=False)
-    for i in range(400):
-        name = f"deploy-step-{i % 40}"
-        body = f"1. call `tool_a` with `val_{i}`"
-        if name in lib:
-            lib.patch(name, run_id=f"r{i}", body=body)
-        else:
-            lib.add(Skill(name, f"Procedure {i % 40}", body, ("deploy",)), run_id=f"r{i}")
-        lib.record_outcome([name], i % 3 != 0, run_id=f"r{i}")
-    assert len(lib) == 40
-    assert len(lib._redactor.cleaned) <= 2 * 40 + 256 + 1
-    # every skill in the library is known netted: its next outcome is not scanned again
-    assert all(lib._redactor.cleaned.get(id(s)) is s for s in lib._skills.values())
-
-
-class _NeverKeeps(dict):
-    def __setitem__(self, key, value):
-        pass
-
-
-def _skill_play(lib):
+def _skill_play(lib, times=3):
     from dyna.loops.skills import Skill
 
     bodies = [f"1. run `make deploy` with {t}" for t in (SECRETS[:25] + BENIGN[:25])]
@@ -122,7 +99,7 @@ def _skill_play(lib):
         name = f"deploy-{i % 12}"
         base = Skill(name, f"Deploy procedure {i % 12}", body, ("deploy", "release"))
         prov = ("tool_output", SECRETS[i % len(SECRETS)]) if i % 3 == 0 else ("tool_output",)
-        for k in range(3):   # the same text objects again, with other provenance
+        for k in range(times):   # the same text objects again, with other provenance
             lib.propose(base.evolve(source_run=f"r{i}-{k}"), f"r{i}-{k}", prov,
                         require_approval=False)
             lib.record_outcome([name], k != 1, run_id=f"r{i}-{k}")
@@ -131,16 +108,15 @@ def _skill_play(lib):
             [(h.op, h.name, h.run_id, h.reason) for h in lib.history()], lib.redactions)
 
 
-def test_skill_text_memo_gives_the_same_library():
+def test_a_skill_written_again_is_scanned_again_and_its_outcomes_never():
+    # each proposal carries its text (scanned and counted each time); an outcome carries
+    # numbers only: three writes of every skill catch three times what one write catches
     from dyna.loops.skills import SkillLibrary
 
-    a = SkillLibrary(None, cap=None, log_outcomes=False)
-    b = SkillLibrary(None, cap=None, log_outcomes=False)
-    b._redactor.clean_texts = _NeverKeeps()
-    got_a, got_b = _skill_play(a), _skill_play(b)
-    assert got_a == got_b
-    assert sum(got_a[2].values()) >= 25 and len(a._redactor.clean_texts) > 0
-
+    once = _skill_play(SkillLibrary(None, cap=None, log_outcomes=False), times=1)[2]
+    thrice = _skill_play(SkillLibrary(None, cap=None, log_outcomes=False), times=3)[2]
+    assert sum(once.values()) >= 25
+    assert thrice == {k: 3 * n for k, n in once.items()}
 
 
 def test_active_by_name_follows_every_change():
@@ -215,21 +191,19 @@ def test_history_time_is_datetimes_own_text_and_keeps_its_place(tmp_path):
     assert len(texts) == 3000 and not any(detect(t) for t in texts)
 
 
-def test_skill_text_memo_by_value_gives_the_same_library():
-    # the memo is keyed by the texts' values: new string objects with the text of a skill
-    # the net passed (a reviewer writes its lessons anew each run) skip the text scan, and
-    # the library, history and catch counts are those of a library that scans everything
+def test_equal_texts_in_new_objects_give_the_same_library():
+    # a reviewer writes its lessons anew each run: new string objects with the text of a
+    # skill the net passed give the library, history and catch counts of the same objects
     from dyna.loops.skills import Skill, SkillLibrary
 
-    def play(lib):
+    def play(lib, copies):
         bodies = [f"1. run `make deploy` with {t}" for t in (SECRETS[:25] + BENIGN[:25])]
         for i, body in enumerate(bodies * 2):
             name = f"deploy-{i % 12}"
             for k in range(2):
-                copy = "".join(list(body))          # equal text, another object
-                assert copy is not body or len(body) < 2
-                s = Skill(name, "".join(list(f"Deploy procedure {i % 12}")), copy,
-                          ("deploy", "release"))
+                copy = "".join(list(body)) if copies else body   # equal text, another object
+                assert (copy is not body or len(body) < 2) == copies
+                s = Skill(name, f"Deploy procedure {i % 12}", copy, ("deploy", "release"))
                 prov = ("tool_output", SECRETS[i % len(SECRETS)]) if k else ("tool_output",)
                 lib.propose(s.evolve(source_run=f"r{i}-{k}"), f"r{i}-{k}", prov,
                             require_approval=False)
@@ -239,9 +213,8 @@ def test_skill_text_memo_by_value_gives_the_same_library():
 
     a = SkillLibrary(None, cap=None, log_outcomes=False)
     b = SkillLibrary(None, cap=None, log_outcomes=False)
-    b._redactor.clean_texts = _NeverKeeps()
-    got_a, got_b = play(a), play(b)
+    got_a, got_b = play(a, copies=True), play(b, copies=False)
     assert got_a == got_b
-    assert sum(got_a[2].values()) >= 50 and 0 < len(a._redactor.clean_texts) <= 1024
+    assert sum(got_a[2].values()) >= 50
     # no stored text holds a corpus secret
     assert not any(sec in " ".join(map(str, row)) for row in got_a[0] for sec in SECRETS[:25])

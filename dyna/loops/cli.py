@@ -140,13 +140,19 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
+    from dyna.loops._text import identity_text
     from dyna.loops.skills import check_skill_name
 
-    check_skill_name(args.name)          # '../../etc' is an invalid name, not a missing one
+    # '../../etc' is an invalid name, not a missing one; 'Deploy' finds 'deploy' (names
+    # are looked up after NFKC case folding)
+    try:
+        check_skill_name(identity_text(args.name))
+    except ConfigError as exc:
+        raise ConfigError("name", args.name, exc.reason) from None
     lib = _library(args)
     if lib.get(args.name) is None:
         for err in lib.errors:           # it is there but could not be read: say why
-            if Path(err.path).parent.name == args.name:
+            if identity_text(Path(err.path).parent.name) == identity_text(args.name):
                 raise ConfigError("name", args.name, f"failed to load: {err}")
     s = lib[args.name]
     mean, lo, hi = _competence(lib, s.name)
@@ -258,14 +264,15 @@ def _reject(args) -> int:
 
 
 def _retire(args) -> int:
-    _library(args).retire(args.name, "cli", args.reason)
-    print(f"retired {args.name}")
+    skill = _library(args).retire(args.name, "cli", args.reason)
+    print(f"retired {skill.name}")
     return 0
 
 
 def _restore(args) -> int:
     res = _library(args).restore(args.name, "cli", args.reason)
-    print(f"restored {args.name}" + (f" (evicted {res.evicted.name})" if res.evicted else ""))
+    print(f"restored {res.skill.name}"
+          + (f" (evicted {res.evicted.name})" if res.evicted else ""))
     return 0
 
 

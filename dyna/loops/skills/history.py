@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dyna.errors import ConfigError
 from dyna.fileio.jsonfiles import CorruptFileError
+from dyna.loops._text import identity_text
 from dyna.loops.safety_net import SafetyNet
 from dyna.loops.skills.fields import STATUSES, check_date, check_skill_name
 from dyna.loops.skills.record import Skill
@@ -173,10 +174,13 @@ class HistoryMixin:
     class of it, using its backend, its write lock, its in-memory view and its log)."""
 
     def history(self, name: str | None = None, run_id: str | None = None) -> list[HistoryEntry]:
-        """The change log, oldest first, optionally for one skill and/or one run."""
+        """The change log, oldest first, optionally for one skill (its name compared after
+        folding, :func:`dyna.loops._text.identity_text`) and/or one run."""
         out = []
+        key = None if name is None else identity_text(name)
         for h in self.backend.history():
-            if (name is None or h["name"] == name) and (run_id is None or h["run_id"] == run_id):
+            if ((key is None or identity_text(h["name"]) == key)
+                    and (run_id is None or h["run_id"] == run_id)):
                 change = {k: h[k] for k in ("loc_before", "loc_after", "file", "diff",
                                             "sha_after", "book_before", "book_after") if k in h}
                 out.append(HistoryEntry(h["seq"], h["time"], h["op"], h["name"], h["run_id"],
@@ -228,6 +232,8 @@ class HistoryMixin:
                 chain = [h for h in recs if h["name"] == name and h["seq"] >= first[name]
                          and h["op"] not in ("stage", "reject")]
                 skill, change = self.backend.revert(name, chain[::-1], clean=self._net.values)
+                if skill is not None:   # read back from its file: through the net first
+                    skill = self._redactor.clean(skill)
                 self._place(skill, name)
                 self._log("undo", name, f"undo:{run_id}", f"reverted run {run_id}", change)
             for item in staged:

@@ -29,6 +29,7 @@ from dyna.loops.skills.file_backend import FileSkillBackend
 from dyna.loops.skills.history import HistoryMixin, append_record, check_write
 from dyna.loops.skills.in_memory import MemorySkillBackend
 from dyna.loops.skills.matching import MatchIndex, SkillMatcher, SkillSnapshot
+from dyna.loops.skills.names import FoldedNames
 from dyna.loops.skills.nested import nested_folders_warning
 from dyna.loops.skills.record import Skill
 from dyna.loops.skills.redaction import SkillRedactor
@@ -93,7 +94,7 @@ def library_folder(dir, create: bool = False) -> Path:
     return path
 
 
-class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
+class SkillLibrary(FoldedNames, ApprovalMixin, HistoryMixin, SkillMatcher):
     """A library of skills with matching, competence, a cap, dating, history and approval.
 
     Parameters
@@ -193,7 +194,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         self._mark = None
         self._skills: dict[str, Skill] = {}
         self._retired: dict[str, Skill] = {}
-        self._redactor = SkillRedactor((self._skills, self._retired))
+        self._redactor = SkillRedactor()
         self._net = self._redactor.net
         self._skeletons: dict[str, set[str]] = {}   # skeleton -> names, active or retired
         self._journal: list[str] = []   # names placed since _journal_base (placed_since)
@@ -259,8 +260,8 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         gone = (set(self._skills) | set(self._retired)) - {s.name for s in skills}
         for name in gone:
             self._place(None, name)
-        for s in skills:
-            self._place(s)
+        for s in skills:   # text read from a file enters here: through the net first
+            self._place(self._redactor.clean(s))
         tail = self.backend.tail()
         path = self.location / ".dyna" / "history.jsonl"
         if tail is not None and (not isinstance(tail.get("seq"), int)
@@ -284,23 +285,6 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
     def location(self) -> Path | None:
         """The library folder (None in memory)."""
         return self.backend.location
-
-    def get(self, name: str) -> Skill | None:
-        """The active or retired skill called ``name`` (None if there is none)."""
-        return self._skills.get(name) or self._retired.get(name)
-
-    def __getitem__(self, name: str) -> Skill:
-        """The active or retired skill called ``name``.
-
-        Raises
-        ------
-        ConfigError
-            No such skill (``name='x': no such skill``).
-        """
-        skill = self.get(name)
-        if skill is None:
-            raise ConfigError("name", name, "no such skill")
-        return skill
 
     def _active_by_name(self) -> tuple[Skill, ...]:
         """The active skills sorted by name, as :meth:`skills` gives them, built again only
@@ -429,12 +413,14 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         return dict(self._net.counts)
 
     def _commit(self, op: str, skill: Skill, run_id: str, reason: str = "", *,
-                content: bool = True) -> Skill:
+                content: bool = True, netted: bool = False) -> Skill:
         """Write ``skill`` (or, ``content`` False, only its bookkeeping and status),
-        redacted, and log the change; returns the skill as written."""
+        redacted (``netted``: it was, by the caller), and log the change; returns the
+        skill as written."""
         check_write(run_id, reason)
         now = self._read_clock()   # (a clock that fails, fails before the write)
-        skill = self._redactor.clean(skill)
+        if not netted:
+            skill = self._redactor.clean(skill)
         change = self.backend.write(skill, content=content, clean=self._net.values)
         self._place(skill)
         self._log(op, skill.name, run_id, reason, change, now)
@@ -478,15 +464,14 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         Raises
         ------
         ConfigError
-            An active skill with this name exists (use :meth:`patch`).
+            An active skill with this name exists (use :meth:`patch`), or a stored skill
+            whose name folds like it (:meth:`check_new_name`).
         """
         if not isinstance(skill, Skill):
             raise ConfigError("skill", skill, "must be a Skill")
         check_write(run_id, reason)
         with self._writing():
-            if skill.name in self._skills:
-                raise ConfigError("name", skill.name, "an active skill has this name; "
-                                  "use patch()")
+            self.check_new_name(skill.name)
             today = self.today().isoformat()
             skill = replace(skill, status="active", retired_reason="",
                             created=skill.created or today,
@@ -507,6 +492,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         """
         check_write(run_id, reason)
         with self._writing():
+            name = self.stored_name(name) or name   # compared after folding
             if name not in self._skills:
                 raise ConfigError("name", name, "no active skill with this name")
             for k in ("name", "status"):
@@ -525,6 +511,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         """
         check_write(run_id, reason)
         with self._writing():
+            name = self.stored_name(name) or name   # compared after folding
             if name not in self._skills:
                 raise ConfigError("name", name, "no active skill with this name")
             skill = replace(self._skills[name], status="retired", retired_reason=reason)
@@ -541,6 +528,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         """
         check_write(run_id, reason)
         with self._writing():
+            name = self.stored_name(name) or name   # compared after folding
             if name not in self._retired:
                 raise ConfigError("name", name, "no retired skill with this name")
             evicted = self._make_room(name, run_id)
@@ -565,7 +553,7 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
         check_write(run_id, "")
         retired = []
         with self._writing():
-            for name in dict.fromkeys(names):
+            for name in dict.fromkeys(map(self.stored_name, names)):
                 skill = self._skills.get(name)
                 if skill is None:
                     continue
@@ -573,16 +561,12 @@ class SkillLibrary(ApprovalMixin, HistoryMixin, SkillMatcher):
                 counts = ({"successes": skill.successes + 1,
                            "last_verified": self.today().isoformat()} if success
                           else {"failures": skill.failures + 1})
-                new = replace(skill, a=a, b=b, **counts)
-                # only numbers changed: a skill whose text went through the net is not
-                # scanned again, and its copy takes its place in the redactor's memory
-                known = self._redactor.pass_on(skill, new)
+                # only numbers changed: the text went through the net when it entered
+                new = self._redactor.recheck(replace(skill, a=a, b=b, **counts))
                 if self.log_outcomes:
                     self._commit("outcome", new, run_id, "success" if success else "failure",
-                                 content=False)
+                                 content=False, netted=True)
                 else:
-                    if not known:
-                        new = self._redactor.clean(new)
                     self.backend.write(new, content=False, log=False)
                     # the estimator holds (a, b): they were read from it just now, unless
                     # the net changed the skill (then its numbers are still a, b)
