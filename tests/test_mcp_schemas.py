@@ -13,6 +13,7 @@ the MCP SDK's own stdio client (which validates each result against ``outputSche
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import time
@@ -24,6 +25,7 @@ from jsonschema import Draft202012Validator  # noqa: E402  (a dependency of mcp)
 
 from dyna.errors import ConfigError, StoreBusyError  # noqa: E402
 from dyna.escalation import RISK_CLASSES  # noqa: E402
+from dyna.experience.times import utc_time  # noqa: E402
 from dyna.experience import (MAX_BATCH_SIZE, MAX_BIN_COUNT, MAX_K, MAX_KEEP,  # noqa: E402
                              ExperienceStore)
 from dyna.mcp_server import (ENUMS, EPISODE_REQUIRED, READ_TOOLS, WRITE_TOOLS,  # noqa: E402
@@ -360,9 +362,13 @@ def test_the_sdk_client_lists_records_and_reads_stats(tmp_path):
     assert (store["status"], store["read_only"], store["persistent"]) == ("ok", False, True)
     assert "rows" not in store and str(tmp_path) not in json.dumps(store)
     assert {k: v for k, v in stats.items() if k != "newest"} == {
-        "n_records": 2, "n_tenants": 1, "n_task_types": 1, "oldest": 1000.0, "dim": DIM,
+        "n_records": 2, "n_tenants": 1, "n_task_types": 1,
+        "oldest": "1970-01-01T00:16:40.000000+00:00", "dim": DIM,
         "persistent": True, "n_unpersisted": 0, "op": "get_stats", "persistence_status": "ok"}
-    assert t0 <= stats["newest"] <= t1                      # the bare episode's clock time
+    # the bare episode's clock time, to the microsecond (rounding keeps the order)
+    newest = datetime.datetime.fromisoformat(stats["newest"])
+    assert newest.utcoffset() == datetime.timedelta(0)
+    assert utc_time(t0) <= newest <= utc_time(t1)
     first, second = records
     assert {k: first[k] for k in first if k not in ("timestamp", "state_features")} == {
         "id": 0, "tenant_id": TENANT, "task_type": "review", "action_type": "lint",

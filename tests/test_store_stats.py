@@ -1,6 +1,7 @@
 """SQLiteStore.summary answers from indexes (skip-scans) what one aggregate query answers
 (``dyna store stats`` without loading episodes)."""
 
+import datetime
 import sqlite3
 
 import numpy as np
@@ -63,7 +64,9 @@ def test_stats_and_consumption_load_no_episode(tmp_path):
     assert not lazy._live.loaded and len(lazy._live.buf) == 0
     assert {k: v for k, v in stats.items() if k != "store"} == \
         {k: v for k, v in loaded[0].items() if k != "store"} == \
-        {"n_records": 3, "n_tenants": 1, "n_task_types": 2, "oldest": 10.0, "newest": 12.0,
+        {"n_records": 3, "n_tenants": 1, "n_task_types": 2,
+         "oldest": datetime.datetime(1970, 1, 1, 0, 0, 10, tzinfo=datetime.timezone.utc),
+         "newest": datetime.datetime(1970, 1, 1, 0, 0, 12, tzinfo=datetime.timezone.utc),
          "dim": 2, "persistent": True, "n_unpersisted": 0}
     # row bytes: 8 id + 16 numbers + 8 vector + "t1" 2 + "a" 1 + "a" 1 + "success" 7
     # + "ré" 3 (UTF-8) + '{"n":0}' 7 = 53

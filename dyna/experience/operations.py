@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -174,7 +175,11 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in [
 
 
 def json_ready(obj):
-    """Numpy scalars/arrays and tuples to plain JSON types; NaN/inf to None."""
+    """Numpy scalars/arrays and tuples to plain JSON types; NaN/inf to None; a timezone-aware
+    datetime to ISO 8601 text with microseconds and its UTC offset
+    (``"2026-01-01T12:00:00.000000+00:00"``, as exports write times)."""
+    if isinstance(obj, datetime):
+        return obj.isoformat(timespec="microseconds")
     if isinstance(obj, Mapping):
         return {str(k): json_ready(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -21,6 +21,7 @@ from dyna.experience.episodes import (SUCCESS, check_tenant, checked, float64s, 
                                       query_vector, selection)
 from dyna.experience.operations import MAX_BATCH_SIZE, MAX_BIN_COUNT, MAX_K
 from dyna.experience.stored import stored_json
+from dyna.experience.times import utc_time
 from dyna.experience.view import LiveView
 from dyna.store.backend import StoreBackend
 
@@ -422,6 +423,15 @@ class StoreQueries:
         With a backend, answered from SQL (:meth:`dyna.store.backend.StoreBackend.summary`:
         counts and min / max only, no episode loaded), so it is always live; in memory, from
         the buffer. Both give the same numbers for the same rows.
+
+        Returns
+        -------
+        dict
+            ``n_records``, ``n_tenants``, ``n_task_types`` (int); ``oldest`` and ``newest``:
+            the smallest and largest episode ``timestamp`` as timezone-aware UTC
+            :class:`datetime.datetime` (:func:`dyna.experience.times.utc_time`), None
+            without rows; ``dim``, ``persistent``, ``n_unpersisted``; with a backend,
+            ``store`` (the file's state).
         """
         live = self._live
         if self._db is not None:
@@ -430,7 +440,7 @@ class StoreQueries:
                 out = self._db.summary(where)
                 out.update(dim=self.dim, persistent=True, n_unpersisted=live.unflushed,
                            store=self._db.stats())
-            return out
+            return {**out, "oldest": utc_time(out["oldest"]), "newest": utc_time(out["newest"])}
         with live.lock:
             buf = live.buf
             rows = np.arange(len(buf)) if tenant_id is None else \
@@ -439,8 +449,8 @@ class StoreQueries:
             return {"n_records": int(rows.size),
                     "n_tenants": int(np.unique(buf.column("tenant_id")[rows]).size),
                     "n_task_types": int(np.unique(buf.column("task_type")[rows]).size),
-                    "oldest": float(ts.min()) if rows.size else None,
-                    "newest": float(ts.max()) if rows.size else None,
+                    "oldest": utc_time(ts.min()) if rows.size else None,
+                    "newest": utc_time(ts.max()) if rows.size else None,
                     "dim": self.dim, "persistent": False, "n_unpersisted": live.unflushed}
 
     def get_data_consumption(self, tenant_id: str | None = None) -> dict:

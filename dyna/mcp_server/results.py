@@ -159,10 +159,12 @@ def _get_stats() -> tuple[dict, tuple]:
         "n_records": _t("integer", "episodes of this tenant"),
         "n_tenants": _t("integer", "tenants counted (1: this server's)"),
         "n_task_types": _t("integer", "task types of this tenant"),
-        "oldest": _nullable(_t("number", "timestamp of the oldest episode (seconds since the "
-                               "epoch), or null when there is none")),
-        "newest": _nullable(_t("number", "timestamp of the newest episode (seconds since the "
-                               "epoch), or null when there is none")),
+        "oldest": _nullable(_t("string", "time of the oldest episode (ISO 8601 in UTC, "
+                               "e.g. 2026-01-01T12:00:00.000000+00:00), or null when there is none",
+                               format="date-time")),
+        "newest": _nullable(_t("string", "time of the newest episode (ISO 8601 in UTC, "
+                               "e.g. 2026-01-01T12:00:00.000000+00:00), or null when there is none",
+                               format="date-time")),
         "dim": _t("integer", "the store's feature dimension"),
         "persistent": _t("boolean", "whether episodes are kept in a file"),
         "n_unpersisted": _t("integer", "episodes not yet written to the file"),

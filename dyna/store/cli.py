@@ -214,8 +214,8 @@ def _export(args) -> int:
     refused, never replaced); an unknown tenant refused before anything is written."""
     from dyna.fileio.atomic import check_target  # noqa: PLC0415
 
-    fmt = _export_format(args.out, args.format)
     check_target(args.out, "--out")   # a link, FIFO or device is never replaced
+    fmt = _export_format(args.out, args.format)
     store = open_store(args.db, read_only=True)
     try:
         refuse_unknown_tenant(store, args)
@@ -277,15 +277,23 @@ def _prune(args) -> int:
     """``dyna store prune``: when every episode in scope is older than ``--max-age`` (the
     prune would empty it, e.g. ``--max-age 0``), ask first as ``delete`` does (or
     ``--yes``); otherwise prune as given."""
+    from dyna.experience.times import utc_time  # noqa: PLC0415
+    from dyna.store.columns import SECONDS_RANGE, time_in_range  # noqa: PLC0415
+
     age = _max_age(args.max_age)
     if not args.yes:
         store = open_store(args.db, read_only=True)
         try:
             if args.tenant is not None:
                 refuse_unknown_tenant(store, args)
-            # (the statistics come from SQL: no episode is loaded to count)
-            st = store.dispatch("get_stats", tenant_id=args.tenant)
-            emptied = st["n_records"] and st["newest"] < float(store.clock()) - age
+            # (the statistics come from SQL: no episode is loaded to count.) Every stored
+            # time is in the years 1 to 9999; the stats' times are to the microsecond, so a
+            # newest episode in the cutoff's microsecond counts as pruned: the prune asks
+            # rather than emptying the store unasked
+            st = store.get_stats(args.tenant)
+            cutoff = float(store.clock()) - age
+            emptied = st["n_records"] and (cutoff >= SECONDS_RANGE[1] or (
+                time_in_range(cutoff) and st["newest"] <= utc_time(cutoff)))
         finally:
             store.close()
         stop = _confirm_all(args, st["n_records"] if emptied else 0, f"--max-age {age:g}")
