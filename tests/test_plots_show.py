@@ -226,8 +226,8 @@ def test_agent_task_figure_marks_drifts_and_keeps_each_variant_colour(tmp_path, 
 
 def test_no_two_agent_task_variants_share_a_colour():
     """The scenario figures put baselines, tabular learners and ablations in panels of one
-    figure: a colour names one variant there (no_outcome_gate was drawn in dyna_q's blue,
-    no_cap_eviction in dyna_q_plus's orange)."""
+    figure: a colour names one variant there (no_outcome_gate must not take dyna_q's blue,
+    nor no_cap_eviction dyna_q_plus's orange)."""
     from dyna.experiment.kinds.agent_tasks.plots import (SWITCH_COLORS, VARIANT_COLORS,
                                                          variant_color)
 
