@@ -87,3 +87,32 @@ def test_skills_cli_finds_a_skill_in_every_spelling(tmp_path, capsys):
     assert "name='../../etc'" in capsys.readouterr().err
     assert main(["skills", "show", str(folder), "Nope"]) == 2
     assert "name='Nope': no such skill" in capsys.readouterr().err
+
+
+def test_a_snapshot_finds_a_skill_by_width_case_and_compatibility_form(lib):
+    lib.add(Skill("file-sync", "Sync the files.", "1. run `rsync`"), "r1")
+    snap = lib.snapshot()
+    forms = {"file-sync": "file-sync", "ｆｉｌｅ-ｓｙｎｃ": "file-sync",   # width
+             "FILE-Sync": "file-sync", "STRASSE": "straße",               # case
+             "\ufb01le-sync": "file-sync", "ﬁle\uff0dsync": "file-sync",  # compatibility
+             "Ｄeploy": "deploy"}
+    for name, stored in forms.items():
+        assert snap.stored_name(name) == stored, name
+        assert snap.get(name) is snap.skills[stored], name
+        assert name in snap, name
+    assert snap.stored_name("file_sync") is None and snap.get("file_sync") is None
+    assert "filesync" not in snap and 3 not in snap and snap.get(None) is None
+    lib.retire("deploy", "r2")           # a snapshot keeps the skills it was taken with
+    assert snap.get("DEPLOY").name == "deploy" and lib.snapshot().get("DEPLOY") is None
+
+
+def test_the_library_and_its_snapshot_fold_names_with_one_function(lib):
+    from dyna.loops.skills.names import folded_name
+
+    assert folded_name("ＤＥＰＬＯＹ", ["deploy", "build"]) == "deploy"
+    assert folded_name("deploy", ["deploy", "Deploy"]) == "deploy"      # exact first
+    assert folded_name("DEPLOY", ["deploy", "Deploy"]) == "Deploy"      # else sorted first
+    assert folded_name(["deploy"], ["deploy"]) is None
+    snap = lib.snapshot()
+    for name in SPELLINGS + ("STRASSE", "nope"):
+        assert snap.stored_name(name) == lib.stored_name(name), name

@@ -18,6 +18,7 @@ from dyna.errors import ConfigError, check_range, check_time
 from dyna.loops._text import identity_text, tokenize
 from dyna.loops.bm25 import BM25Index, document_terms, query_terms
 from dyna.loops.skills.fields import MAX_DESCRIPTION
+from dyna.loops.skills.names import folded_name
 from dyna.loops.skills.record import Skill
 
 __all__ = ["Match", "MatchIndex", "SkillMatcher", "SkillSnapshot"]
@@ -194,9 +195,6 @@ class SkillMatcher:
         """Number of active skills."""
         return len(self._skills)
 
-    def __contains__(self, name) -> bool:
-        return name in self._skills
-
     def __iter__(self):
         """Names of the active skills, sorted."""
         return iter(sorted(self._skills))
@@ -322,10 +320,25 @@ class SkillSnapshot(SkillMatcher):
 
     @property
     def skills(self) -> Mapping[str, Skill]:
-        """The active skills at snapshot time, by name (read-only)."""
+        """The active skills at snapshot time, keyed by their stored names (read-only; a
+        lookup that folds the name as a library does is :meth:`get`)."""
         return self._skills
 
+    def stored_name(self, name) -> str | None:
+        """The name under which the snapshot holds the active skill called ``name``, compared
+        as a library compares names (:func:`dyna.loops.skills.names.folded_name`: the exact
+        spelling, else the first stored name in sorted order that folds like it, NFKC and
+        case-folded); None if there is none."""
+        return folded_name(name, self._skills)
+
     def get(self, name: str) -> Skill | None:
-        """The active skill called ``name`` as the snapshot was taken (None if none)."""
-        return self._skills.get(name)
+        """The active skill called ``name`` as the snapshot was taken, compared after folding
+        (:meth:`stored_name`: ``"Ｄeploy"`` finds ``deploy``); None if there is none."""
+        name = self.stored_name(name)
+        return None if name is None else self._skills[name]
+
+    def __contains__(self, name) -> bool:
+        """Whether the snapshot holds an active skill called ``name`` (compared after
+        folding)."""
+        return self.stored_name(name) is not None
 

@@ -13,7 +13,8 @@ whose name folds like the name of a stored skill (active or retired) spelt other
 refused (:class:`~dyna.errors.ConfigError` naming the stored skill); a library folder that
 already holds two such skills (written by hand) is read, both are kept and named in a
 look-alike warning, and a lookup finds the exact spelling first, else the first of them
-in sorted order.
+in sorted order. A :class:`~dyna.loops.skills.SkillSnapshot` finds its skills by the same
+rule (:func:`folded_name`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,24 @@ from dyna.errors import ConfigError
 from dyna.loops._text import identity_text
 from dyna.loops.provenance import skeleton
 
-__all__ = ["FoldedNames"]
+__all__ = ["FoldedNames", "folded_name"]
+
+
+def folded_name(name, names) -> str | None:
+    """The name among ``names`` that a lookup of ``name`` finds: ``name`` itself if it is
+    one of them, else the first in sorted order of those that fold like it
+    (:func:`dyna.loops._text.identity_text`: NFKC, case-folded), else None (also for a
+    ``name`` that is not a string).
+
+    >>> folded_name("ＤＥＰＬＯＹ", ["deploy", "build"]), folded_name("Strasse", ["straße"])
+    ('deploy', 'straße')
+    """
+    if not isinstance(name, str):
+        return None
+    if name in names:
+        return name
+    key = identity_text(name)
+    return min((n for n in names if identity_text(n) == key), default=None)
 
 
 class FoldedNames:
@@ -42,10 +60,7 @@ class FoldedNames:
             return name
         if not isinstance(name, str):
             return None
-        key = identity_text(name)
-        same = sorted(n for n in self._skeletons.get(skeleton(name), ())
-                      if identity_text(n) == key)
-        return same[0] if same else None
+        return folded_name(name, self._skeletons.get(skeleton(name), ()))
 
     def get(self, name: str):
         """The active or retired skill called ``name``, compared after folding
