@@ -237,3 +237,32 @@ def test_no_two_agent_task_variants_share_a_colour():
                                                                                 "skill")
     assert variant_color("skill_loop-no_cap_eviction", "skill") == \
         variant_color("naive_loop+cap_eviction", "skill") == "#a6761d"
+
+
+# -------------------------------------------------------------------------- trajectories
+
+def test_trajectory_curves_keep_their_legends_under_the_panels(tmp_path, captured):
+    """The entries and lessons figures: one legend under each panel naming its variants,
+    none over the curves."""
+    import json
+    from pathlib import Path
+
+    import dyna.experiment.kinds.trajectories.plots as tp
+
+    full = (Path(__file__).resolve().parents[1] / "data" / "agent_trajectories"
+            / "taubench_airline_gpt4o_trajectories.json")
+    runs = [r for r in json.loads(full.read_text()) if r["task_id"] < 6]
+    (tmp_path / "runs.json").write_text(json.dumps(runs))
+    shots = captured(tp)
+    data = {"kind": "trajectories", "name": "plots_tr", "runs": 1, "seed": 0,
+            "data": str(tmp_path / "runs.json"),
+            "variants": ["naive_loop", "memory_loop", "awm", "expel"],
+            "analysis": {"n_resamples": 100}}
+    run_experiment(parse_experiment(data), tmp_path / "o", backend=InProcessBackend(),
+                   progress=False)
+    for stem in ("entries", "lessons_from_failed"):
+        loops, baselines = shots[stem]["axes"]
+        assert loops["legend"]["texts"] == ["naive_loop", "memory_loop"]
+        assert baselines["legend"]["texts"] == ["awm", "expel"]
+        for ax in (loops, baselines):
+            assert ax["legend"]["below"] and not ax["legend"]["overlaps"]

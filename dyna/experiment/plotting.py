@@ -12,6 +12,7 @@ Part of the experiment machinery: imports no experiment kind.
 
 from __future__ import annotations
 
+import math
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ from matplotlib.figure import Figure
 
 from dyna.fileio.atomic import atomic_target
 
-__all__ = ["figure", "over_runs", "save"]
+__all__ = ["figure", "legend_below", "over_runs", "save"]
 
 
 _RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
@@ -40,6 +41,13 @@ def figure(figsize=(7.0, 4.5), layout: str | None = "constrained"):
             yield fig
         finally:
             fig.clear()
+
+
+def legend_below(ax, n_entries: int) -> None:
+    """The legend of ``ax`` under its x label, outside the data, in columns of at most
+    five entries (``n_entries``: how many labelled artists the axes holds)."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7, frameon=False,
+              ncol=max(1, math.ceil(n_entries / 5)))
 
 
 def save(fig: Figure, stem: Path, svg: bool = True) -> list[Path]:

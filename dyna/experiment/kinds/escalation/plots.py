@@ -34,13 +34,13 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from dyna.experiment.plotting import figure, over_runs, save
+from dyna.experiment.plotting import figure, legend_below, over_runs, save
 from dyna.experiment.stats import curve_ci
 
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["SYMLOG_LINEAR", "change_points", "draw_plots", "legend_below", "over_systems",
+__all__ = ["SYMLOG_LINEAR", "change_points", "draw_plots", "over_systems",
            "stat_options", "variant_colors"]
 
 
@@ -70,13 +70,6 @@ def variant_colors(out) -> dict:
     names = [v.name for v in out.config.variants]
     colors = _colors(len(names))
     return {name: colors[i % len(colors)] for i, name in enumerate(names)}
-
-
-def legend_below(ax, n_entries: int) -> None:
-    """The legend of ``ax`` under its x label, outside the data, in columns of at most
-    five entries."""
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7, frameon=False,
-              ncol=max(1, math.ceil(n_entries / 5)))
 
 
 #: Linear range of the symmetric-log y-axes (cost units): below it the axis is linear.

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from dyna.experiment.plotting import figure, save
+from dyna.experiment.plotting import figure, legend_below, save
 
 __all__ = ["draw_plots", "focus_variants"]
 
@@ -65,7 +65,8 @@ def draw_plots(out, folder: Path) -> list[Path]:
             _curves(ax, eps, group, "entries", cumulative=False)
             ax.set_title(f"{title}: entries in the store\n({caption})", fontsize=10)
             ax.set_ylabel("active skills + facts" if title == "loops" else "entries kept")
-            ax.legend(fontsize=7, loc="upper left")
+            if group:
+                legend_below(ax, len(group))
         if baselines:
             axes[1].set_yscale("symlog", linthresh=10)
             axes[1].set_ylim(bottom=0)
@@ -79,7 +80,8 @@ def draw_plots(out, folder: Path) -> list[Path]:
             ax.set_title(f"{title}: lessons written from failed runs, cumulative\n"
                          "(a variant that writes none lies on 0)", fontsize=10)
             ax.set_ylabel(f"lessons from failed runs ({caption})")
-            ax.legend(fontsize=7, loc="upper left")
+            if group:
+                legend_below(ax, len(group))
         paths += save(fig, folder / "plots" / "lessons_from_failed")
 
     paths += _personal_data_figure(runs, loops + baselines, caption, folder)
