@@ -156,7 +156,11 @@ def test_record_lists_what_an_episode_needs(served):
     assert not v.is_valid({**one, "outcome": ""})
     assert not v.is_valid({**one, "state_features": [1.0, 2.0]})  # dim is 4
     exported, _ = served.call("export_data", {})  # an exported record, its nulls omitted
-    records = exported["records"]
+    # exports give times as ISO 8601 text; record takes seconds since the epoch
+    records = [{**r, "timestamp": datetime.datetime.fromisoformat(r["timestamp"]).timestamp()}
+               for r in exported["records"]]
+    assert [r["timestamp"] for r in records] == [1000.0, 1001.0, 1002.0, 1003.0, 2000.0,
+                                                 2000.0]
     assert v.is_valid({"episodes": [{k: x for k, x in r.items() if x is not None}
                                     for r in records]})
     out, is_error = served.call("record", {"episodes": records})  # the server takes nulls
@@ -251,6 +255,30 @@ def test_structured_results_match_their_output_schema_in_every_shape(served):
         errors = [e.message for e in Draft202012Validator(output_schema(tool)).iter_errors(out)]
         assert errors == [], (tool, errors)
     assert (out["n_records"], out["oldest"], out["newest"]) == (0, None, None)
+
+
+def test_episode_times_are_iso_8601_in_utc_in_every_answer_that_has_episodes(served):
+    nav = "1970-01-01T00:33:20.000000+00:00"              # 2000.0 seconds
+    answers = {
+        "query_similar": [r["episode"]["timestamp"] for r in served.call(
+            "query_similar", {"state_features": [0, 0, 0, 1], "task_type": "nav"})[0]
+                                            ["results"]],
+        "replay_experience": [e["timestamp"] for e in served.call(
+            "replay_experience", {"strategy": "priority", "ids": [4, 5],
+                                  "priorities": [1.0, 1.0], "batch_size": 3,
+                                  "seed": 1})[0]["episodes"]],
+        "export_data": [r["timestamp"] for r in served.call(
+            "export_data", {"task_type": "review"})[0]["records"]]}
+    assert answers == {
+        "query_similar": [nav, nav], "replay_experience": [nav, nav, nav],
+        "export_data": [f"1970-01-01T00:16:4{i}.000000+00:00" for i in range(4)]}
+    props = {tool: output_schema(tool)["properties"] for tool in answers}
+    described = [props["query_similar"]["results"]["items"]["properties"]["episode"],
+                 props["replay_experience"]["episodes"]["items"],
+                 props["export_data"]["records"]["items"]]
+    assert [episode["properties"]["timestamp"] for episode in described] == [
+        {"type": "string", "format": "date-time", "description": "when the episode happened "
+         "(ISO 8601 in UTC, e.g. 2026-01-01T12:00:00.000000+00:00)"}] * 3
 
 
 # ============================================================================ wording, paths
@@ -370,6 +398,7 @@ def test_the_sdk_client_lists_records_and_reads_stats(tmp_path):
     assert newest.utcoffset() == datetime.timedelta(0)
     assert utc_time(t0) <= newest <= utc_time(t1)
     first, second = records
+    assert first["timestamp"] == stats["newest"]     # the bare episode's clock time
     assert {k: first[k] for k in first if k not in ("timestamp", "state_features")} == {
         "id": 0, "tenant_id": TENANT, "task_type": "review", "action_type": "lint",
         "outcome": "success", "run_id": None, "task_id": None, "request_id": None,
@@ -380,6 +409,7 @@ def test_the_sdk_client_lists_records_and_reads_stats(tmp_path):
         "id": 1, "tenant_id": TENANT, "task_type": "review", "action_type": "rewrite",
         "outcome": "failure", "run_id": "r1", "task_id": "t1", "request_id": "q1",
         "outcome_source": "tests", "outcome_verified_by": "ci",
-        "anti_gaming_policy": "frozen-tests", "reward": -0.5, "timestamp": 1000.0,
-        "state_before": {"x": 0}, "action_taken": {"cmd": "edit"}, "state_after": {"x": 1},
+        "anti_gaming_policy": "frozen-tests", "reward": -0.5,
+        "timestamp": "1970-01-01T00:16:40.000000+00:00", "state_before": {"x": 0},
+        "action_taken": {"cmd": "edit"}, "state_after": {"x": 1},
         "metadata": {"note": "given"}, "state_features": [0.0, 1.0, 0.0, 0.0]}

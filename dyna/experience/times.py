@@ -6,7 +6,9 @@ every backend keeps and sorts by. An answer that reports a time as a time (``get
 (:func:`utc_time`), and as ISO 8601 text with microseconds and the UTC offset in a JSON
 answer (``dispatch``, so the MCP tools and ``dyna store stats``:
 :func:`dyna.experience.operations.json_ready`), the text exports write
-(:func:`dyna.store.columns.iso_times`).
+(:func:`dyna.store.columns.iso_times`). The MCP tools give an episode's own ``timestamp``
+(``query_similar``, ``replay_experience``, ``export_data`` inline) as that text too
+(:func:`iso_utc`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import datetime as _dt
 
 from dyna.store.columns import micros_from_seconds
 
-__all__ = ["utc_time"]
+__all__ = ["iso_utc", "utc_time"]
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -39,3 +41,19 @@ def utc_time(seconds, field: str = "timestamp") -> _dt.datetime | None:
     micros = int(micros_from_seconds(field, [seconds])[0])
     return _EPOCH + _dt.timedelta(microseconds=micros)
 
+
+def iso_utc(seconds, field: str = "timestamp") -> str | None:
+    """``seconds`` since the Unix epoch as ISO 8601 text in UTC with microseconds and the
+    offset, as a JSON answer gives a time (:func:`utc_time`, then
+    :meth:`~datetime.datetime.isoformat`); None for None.
+
+    >>> iso_utc(86400.5)
+    '1970-01-02T00:00:00.500000+00:00'
+
+    Raises
+    ------
+    ConfigError
+        As :func:`utc_time`.
+    """
+    when = utc_time(seconds, field)
+    return None if when is None else when.isoformat(timespec="microseconds")

@@ -69,7 +69,8 @@ _EPISODE = _obj("one stored episode", {
     "outcome": _t("string", "\"success\" or another label"),
     **{k: _nullable(_t("string", f"{v}; null when not given")) for k, v in _LABELS.items()},
     "reward": _t("number", "the episode's reward"),
-    "timestamp": _t("number", "when the episode happened, seconds since the epoch (UTC)"),
+    "timestamp": _t("string", "when the episode happened (ISO 8601 in UTC, e.g. "
+                    "2026-01-01T12:00:00.000000+00:00)", format="date-time"),
     **{k: _any_json(f"the recorded {k} (secrets redacted), or null")
        for k in ("state_before", "action_taken", "state_after", "metadata")},
 }, required=("id", "tenant_id", "task_type", "action_type", "outcome", "reward", "timestamp"))

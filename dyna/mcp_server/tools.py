@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dyna.errors import ConfigError, DynaError, MissingFileError, StoreBusyError
+from dyna.experience.times import iso_utc
 from dyna.fileio.paths import resolve_in_folder
 from dyna.mcp_server.results import output_schema
 from dyna.mcp_server.schemas import (EPISODE_REQUIRED, FILE_NAME_PATTERN, FILE_NAME_REASON,
@@ -30,6 +31,22 @@ __all__ = ["ExperienceTools"]
 FILE_NAME = re.compile(FILE_NAME_PATTERN)
 
 log = logging.getLogger("dyna.mcp")
+
+#: The list of episodes in a tool's answer, by tool (``query_similar``'s hold theirs under
+#: ``episode`` in each result).
+EPISODE_LISTS = {"query_similar": "results", "replay_experience": "episodes",
+                 "export_data": "records"}
+
+
+def episodes_in(name: str, out: dict) -> list[tuple[str, dict]]:
+    """The episodes in tool ``name``'s answer ``out``, each with its JSON path
+    (``results[0].episode``, ``episodes[0]``, ``records[0]``); [] for a tool that answers
+    with none."""
+    key = EPISODE_LISTS.get(name)
+    items = out.get(key) or () if key else ()
+    if name == "query_similar":
+        return [(f"{key}[{i}].episode", r["episode"]) for i, r in enumerate(items)]
+    return [(f"{key}[{i}]", ep) for i, ep in enumerate(items)]
 
 
 class ExperienceTools:
@@ -260,7 +277,11 @@ class ExperienceTools:
         raise schema_error(name, min(errors, key=key))
 
     def _public(self, name: str, out: dict) -> dict:
-        """The store's answer as a client sees it: this tenant only, no server paths."""
+        """The store's answer as a client sees it: this tenant only, no server paths, an
+        episode's ``timestamp`` as ISO 8601 text in UTC (:func:`dyna.experience.times.
+        iso_utc`)."""
+        for where, episode in episodes_in(name, out):
+            episode["timestamp"] = iso_utc(episode["timestamp"], f"{where}.timestamp")
         if name == "get_stats" and isinstance(out.get("store"), dict):
             out["store"].pop("rows", None)  # the file's total counts every tenant's records
             if out["store"].get("path"):
