@@ -73,6 +73,12 @@ def test_runs_and_exchanges(replayed):
     report = (replayed / "report.md").read_text()
     assert "| naive_loop | 1 | 2 | 0 | 0 | 1 | 1 | 0 | 0 | 0 | 1 |" in report
     assert "| naive_loop | length 1, turn budget 1 | malformed_arguments 1 | - | - |" in report
+    # the headline's model line: 3 reviews asked the model (memory_loop's 3 were skipped
+    # by the outcome gate), 2 cut off; the one committed lesson copies the prompt (junk)
+    assert report.splitlines()[5] == (
+        "- The model reviewer `gemma-3-270m-q4_k_m`: 3 reviews sent a request, 2 of them cut "
+        "off or failed (length 1, turn budget 1); 1 lesson committed (naive_loop 1), 1 of "
+        "them junk; 0 personal values in the store files.")
 
 
 def test_the_recording_passes_the_secret_scanner():

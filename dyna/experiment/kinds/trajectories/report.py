@@ -49,7 +49,11 @@ def build_report(out, folder: Path) -> str:
     baselines = [v for v in m if m[v]["learner"] == "baseline"]
     summ = {(r["predictor"], r["metric"]): r for r in summary.iter_rows(named=True)}
     lines = [f"# {cfg.name}", ""]
-    lines += _headline(data, R, m, loops, baselines, summ)
+    model = None
+    if "llm_reviews" in out.tables:
+        from dyna.experiment.kinds.trajectories.report_llm import llm_headline
+        model = llm_headline(cfg, out)
+    lines += _headline(data, R, m, loops, baselines, summ, model)
     lines += _setup(cfg, man, data)
     lines += _personal_data(runs, m, loops)
     lines += _outcome_gate(m)
@@ -64,14 +68,18 @@ def build_report(out, folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _headline(data: dict, R: int, m: dict, loops: list, baselines: list, summ: dict) -> list[str]:
-    """The headline: what was replayed, personal values reaching the reviewer and the
-    store files, lessons from failed runs, workflow induction."""
+def _headline(data: dict, R: int, m: dict, loops: list, baselines: list, summ: dict,
+              model: str | None = None) -> list[str]:
+    """The headline: what was replayed, what a model reviewer wrote (``model``, a line of
+    its own), personal values reaching the reviewer and the store files, lessons from
+    failed runs, workflow induction."""
     lines: list[str] = []
     head = [f"- Replayed {data.get('runs', '?')} recorded runs ({data.get('tasks', '?')} tasks "
             f"x {data.get('trials', '?')} trials, {data.get('successes', '?')} rewarded 1) "
             f"through {len(loops)} loop variants and {len(baselines)} literature baselines, "
             f"{R} reviewer seed{'s' if R != 1 else ''}."]
+    if model is not None:
+        head.append(model)
     pd_bits = []
     for on, off in _PAIRS:
         if on in m and off in m:

@@ -8,7 +8,8 @@ import polars as pl
 from dyna.experiment.kinds.trajectories.lessons import JUNK_REASONS, QUOTE_CHARS
 from dyna.experiment.reporting import fmt, md_table
 
-__all__ = ["SIMULATED_MISATTRIBUTION", "llm_section", "reasons", "variant_counts"]
+__all__ = ["SIMULATED_MISATTRIBUTION", "llm_headline", "llm_section", "reasons",
+           "variant_counts"]
 
 #: The simulated reviewer's ``misattribution`` settings (agent tasks v0 and the v2 sweeps:
 #: :class:`dyna.agents.loop_agents.PolicyParams`).
@@ -90,6 +91,26 @@ def llm_section(cfg, out) -> list[str]:
                        for v in variants]) + [""]
     lines += _quality(cfg, runs, c, variants)
     return lines
+
+
+def llm_headline(cfg, out) -> str:
+    """The headline's line on the model reviewer, summed over variants and runs: the
+    reviews that sent a request, those cut off or failed (by reason), the lessons
+    committed (by variant) and how many of them are junk, and the personal values in the
+    store files."""
+    reviews, lessons = out.tables["llm_reviews"], out.tables["llm_lessons"]
+    c = variant_counts(reviews, lessons)
+    cut = c["status_incomplete"] + c["status_failed"]
+    by_variant = (lessons.filter(pl.col("action") == "committed").group_by("variant").len()
+                  .sort(["len", "variant"], descending=[True, False]))
+    where = ", ".join(f"{r['variant']} {r['len']}" for r in by_variant.iter_rows(named=True))
+    in_files = int(out.tables["runs"].get_column("pd_store").sum() or 0)
+    return (f"- The model reviewer `{cfg.llm['model']}`: {c['asked']} reviews sent a request, "
+            f"{cut} of them cut off or failed ({_status_reasons(reviews)}); "
+            f"{c['committed']} lesson{'' if c['committed'] == 1 else 's'} committed"
+            f"{f' ({where})' if where else ''}, "
+            f"{c['junk_committed']} of them junk; {in_files} personal values in the store "
+            "files.")
 
 
 def _status_reasons(reviews: pl.DataFrame) -> str:
