@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from dyna.buffer.schema import (CATEGORICAL_FIELDS, REQUIRED_FIELDS, Categorical,
-                                check_label_text, label_text)
+                                check_label_text, check_nfkc, label_text)
 from dyna.errors import ConfigError
 from dyna.redact import check_label
 
@@ -139,7 +139,9 @@ def column_dictionary(dicts: Mapping[str, LabelDictionary], name: str) -> LabelD
 
 def check_new_labels(new_labels: Iterable[tuple[str, list[str]]], secrets: bool) -> None:
     """Refuse a new label too long, holding a NUL, UTF-8 cannot encode
-    (:func:`dyna.buffer.schema.check_label_text`) or, with ``secrets``, holding a secret.
+    (:func:`dyna.buffer.schema.check_label_text`), a tenant not in Unicode NFKC form
+    (:func:`dyna.buffer.schema.check_nfkc`: tenants are matched byte for byte, never folded)
+    or, with ``secrets``, holding a secret.
 
     Raises
     ------
@@ -149,6 +151,8 @@ def check_new_labels(new_labels: Iterable[tuple[str, list[str]]], secrets: bool)
     for name, labels in new_labels:
         for label in labels:
             check_label_text(name, label)
+            if name == "tenant_id":
+                check_nfkc(name, label)
             if secrets:
                 check_label(name, label)
 

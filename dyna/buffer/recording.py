@@ -29,7 +29,7 @@ import numpy as np
 
 from dyna.buffer.labels import LabelDictionary
 from dyna.buffer.schema import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, JsonText,
-                                check_fields, check_text, finite_float, float_array,
+                                check_fields, check_nfkc, check_text, finite_float, float_array,
                                 json_texts, label_text, parse_json_texts, redacted, to_json)
 from dyna.errors import ConfigError
 from dyna.index import ColumnStore, copy_with_inverse_norms, inverse_norms
@@ -205,6 +205,8 @@ def encode_episode(episode: Mapping[str, Any], dicts: Mapping[str, LabelDictiona
             raise ConfigError(name, episode.get(name), "is required and must be non-empty")
         if label and (label not in dicts[name].lookup or label in tainted.get(name, ())):
             check_text(name, label)
+            if name == "tenant_id":
+                check_nfkc(name, label)   # matched byte for byte: refused, never folded
             if secrets:
                 check_label(name, label)
         labels[name] = label

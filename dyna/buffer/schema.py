@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -25,7 +26,7 @@ __all__ = [
     "CATEGORICAL_FIELDS", "DICT_FIELDS", "FIELDS", "FLOAT_MAX", "INPUT_FIELDS",
     "MAX_DEPTH", "MAX_LABEL_CHARS", "MAX_VALUE_CHARS", "MAX_VALUE_ENTRIES", "OPTIONAL_FIELDS",
     "REQUIRED_FIELDS", "Categorical", "JsonText", "check_fields",
-    "check_label_text", "column_specs", "unused_columns",
+    "check_label_text", "check_nfkc", "column_specs", "unused_columns",
     "check_text", "check_value", "finite_float", "float_array", "float_column", "json_texts",
     "label_text", "parse_json_texts", "redacted", "short_redacted", "short_value", "to_json",
 ]
@@ -148,6 +149,19 @@ def check_label_text(field: str, label: str) -> None:
         raise ConfigError(field, f"NUL at position {label.index(chr(0))}",
                           "a label must not contain a NUL character")
     check_text(field, label)
+
+
+def check_nfkc(field: str, value: str) -> str:
+    """``value`` if it is already in Unicode NFKC form, else ConfigError naming ``field``.
+
+    For identifiers matched byte for byte elsewhere (a tenant, which PostgreSQL's
+    row-level security compares exactly): a second spelling of the same name (``"ｔ1"``
+    for ``"t1"``, a decomposed ``"e\u0301"`` for ``"\u00e9"``) is refused, never folded.
+    """
+    if not value.isascii() and not unicodedata.is_normalized("NFKC", value):
+        raise ConfigError(field, value, "must be in Unicode NFKC form (compared byte for "
+                          f"byte); its NFKC form is {unicodedata.normalize('NFKC', value)!r}")
+    return value
 
 
 def check_text(field: str, text: str) -> None:

@@ -20,13 +20,12 @@ again give the same bytes.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
 
-from dyna.buffer.schema import check_label_text
+from dyna.buffer.schema import check_label_text, check_nfkc
 from dyna.errors import ConfigError, StoreDamagedError
 
 __all__ = ["FILTER_COLUMNS", "KINDS", "MICROS_RANGE", "READ_CHUNK", "SECONDS_RANGE",
@@ -230,19 +229,6 @@ def check_tenant(tenant_id, field: str = "tenant_id") -> str:
                           f"{_CONTROL_CLASS[bad.lastgroup]} (U+{ord(bad.group()):04X} at "
                           f"position {bad.start()})")
     return check_nfkc(field, tenant_id)
-
-
-def check_nfkc(field: str, value: str) -> str:
-    """``value`` if it is already in Unicode NFKC form, else ConfigError naming ``field``.
-
-    For identifiers matched byte for byte elsewhere (a tenant, which PostgreSQL's
-    row-level security compares exactly): a second spelling of the same name (``"ｔ1"``
-    for ``"t1"``, a decomposed ``"e\u0301"`` for ``"\u00e9"``) is refused, never folded.
-    """
-    if not value.isascii() and not unicodedata.is_normalized("NFKC", value):
-        raise ConfigError(field, value, "must be in Unicode NFKC form (compared byte for "
-                          f"byte); its NFKC form is {unicodedata.normalize('NFKC', value)!r}")
-    return value
 
 
 def check_filter(column: str, value, kinds: Mapping[str, str]) -> None:
