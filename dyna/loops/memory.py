@@ -295,7 +295,9 @@ class MemoryStore(PendingFacts):
 
     @contextlib.contextmanager
     def _writing(self):
-        """Thread lock, inter-process file lock, and the facts re-read under them."""
+        """Thread lock, inter-process file lock, and the facts re-read under them; the clock
+        is read first, so a naive time is refused before a write changes anything."""
+        self._clock()
         with self._lock, self.backend.locked():
             self._reread()
             yield

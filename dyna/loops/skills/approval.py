@@ -131,7 +131,8 @@ class ApprovalMixin:
         """
         with self._writing():
             item = self._pending_item(pid)
+            now = self._read_clock()   # (a clock that fails, fails before the drop)
             self.backend.drop_pending(pid)
-            self._log("reject", item.dest, item.run_id, f"{pid}: {reason}")
+            self._log("reject", item.dest, item.run_id, f"{pid}: {reason}", None, now)
             return item
 

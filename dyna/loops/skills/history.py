@@ -226,7 +226,9 @@ class HistoryMixin:
             if conflicts and not force:
                 raise ConfigError("run_id", run_id, "skills changed by later runs: "
                                   f"{', '.join(conflicts)} (use force to revert anyway)")
-            # every file the undo reads is read (a damaged one raises) before it changes one
+            # every file the undo reads is read (a damaged one raises) before it changes one,
+            # and the clock too (a naive time is refused before anything is reverted)
+            now = self._read_clock()
             staged = [item for item in self.pending() if item.run_id == run_id]
             for name in sorted(first):
                 chain = [h for h in recs if h["name"] == name and h["seq"] >= first[name]
@@ -235,9 +237,10 @@ class HistoryMixin:
                 if skill is not None:   # read back from its file: through the net first
                     skill = self._redactor.clean(skill)
                 self._place(skill, name)
-                self._log("undo", name, f"undo:{run_id}", f"reverted run {run_id}", change)
+                self._log("undo", name, f"undo:{run_id}", f"reverted run {run_id}", change,
+                          now)
             for item in staged:
                 self.backend.drop_pending(item.id)
                 self._log("reject", item.dest, f"undo:{run_id}",
-                          f"{item.id}: run {run_id} undone")
+                          f"{item.id}: run {run_id} undone", None, now)
             return sorted(first)
