@@ -102,7 +102,7 @@ class StoreBackend(Protocol):
         ...
 
     def delete_ids(self, ids) -> int:
-        """Delete rows by id; returns rows deleted."""
+        """Delete rows by id (an id given twice is deleted once); returns rows deleted."""
         ...
 
     def prune(self, cutoff: float, where: Mapping[str, object] | None = None) -> int:

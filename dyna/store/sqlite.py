@@ -402,7 +402,8 @@ class SQLiteStore(StoreBackend):
         return n
 
     def delete_ids(self, ids) -> int:
-        """Delete rows by id (int64 array or sequence); returns rows deleted."""
+        """Delete rows by id (int64 array or sequence; an id given twice is deleted once);
+        returns rows deleted."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
 
         def do(conn):

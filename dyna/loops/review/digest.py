@@ -239,7 +239,8 @@ class Digest:
         that succeeded after the agent recovered from the error; any other skill gets the
         run's outcome: ``success``, or the self-assessment when ``success`` is None (None
         when both are unknown: nothing is reported). Without skill attributions on the
-        tool calls every skill gets the run's outcome.
+        tool calls every skill gets the run's outcome. A name given more than once is one
+        key of the answer (first place kept).
         """
         outcome = self.success if self.success is not None else self.self_assessment
         bad = self.contradicted()

@@ -542,7 +542,8 @@ class SkillLibrary(FoldedNames, ApprovalMixin, HistoryMixin, SkillMatcher):
         Each skill's Beta posterior gets the outcome (:meth:`BetaCompetence.update`); a
         success also marks it verified today. After a failure, retire-on-contradiction
         applies (see ``retire_below``). Names not active now (retired meanwhile) are
-        ignored.
+        ignored. A skill named more than once (in any spelling that folds the same,
+        :meth:`stored_name`) gets the outcome once.
 
         Returns
         -------
