@@ -14,8 +14,8 @@ import pytest
 import dyna.store.columns as store_columns
 from dyna.buffer import CATEGORICAL_FIELDS, DICT_FIELDS
 from dyna.errors import ConfigError
-from dyna.experience import RECORD_SCHEMA, ExperienceStore
-from dyna.experience.stored import rows_to_redact
+from dyna.experience import RECORD_SCHEMA, ExperienceStore, stored
+from dyna.experience.stored import object_key_tokens, rows_to_redact
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, redact
 from dyna.store.sqlite import SQLiteStore
 
@@ -149,6 +149,59 @@ def test_a_broken_stored_text_cannot_hide_the_next_rows_keys():
     texts = np.array(['{"a":"unterminated', '{"password":"hunter2"}', '{"x\\":1',
                       '{"token":"t"}'], dtype=object)
     assert rows_to_redact(texts, DEFAULT_SENSITIVE_KEYS).tolist() == [1, 3]
+
+
+def _starts(vals):
+    lens = np.array([len(v) + 1 for v in vals], dtype=np.int64)
+    return np.cumsum(lens) - lens
+
+
+def _regex_keys(joined):
+    return set(stored._JSON_KEY.findall(joined)) - {""}
+
+
+@pytest.mark.parametrize("block_rows", [3, 1 << 16])
+def test_object_key_tokens_are_what_the_json_string_pattern_captures(monkeypatch, block_rows):
+    monkeypatch.setattr(stored, "_BLOCK_ROWS", block_rows)
+    rng = random.Random(5)
+    # rows of any text: unpaired and escaped quotes, backslashes outside strings, line ends
+    # inside rows, whitespace that only a str pattern's \s matches, lone surrogates
+    alphabet = ['"', '"', '"', "\\", "\\", "\n", ":", ":", " ", "a", "é", "\x1c", "\xa0",
+                "\u2003", "{", "}", ",", "\ud800", "\x85", '"k"', '"k":']
+    pieces = ["k", "K", 'a"b', "x\\y", "\n", "é", '\\"', ":", " : ", "[REDACTED]", "\u2003"]
+
+    def value(depth):
+        r = rng.random()
+        if depth > 2 or r < 0.4:
+            return rng.choice(pieces + [1, None, True])
+        if r < 0.7:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(pieces): value(depth + 1) for _ in range(rng.randint(0, 3))}
+
+    n_keys = 0
+    for trial in range(600):
+        if trial % 2:
+            vals = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+                    for _ in range(rng.randint(1, 20))]
+        else:
+            vals = [json.dumps(value(0), ensure_ascii=rng.random() < 0.5,
+                               indent=rng.choice([None, 1]),
+                               separators=rng.choice([None, (",", ":"), (", ", " : ")]))
+                    for _ in range(rng.randint(1, 20))]
+        joined = "\n".join(vals)
+        want = _regex_keys(joined)
+        assert object_key_tokens(joined, _starts(vals)) == want, vals
+        n_keys += len(want)
+    assert n_keys > 1000
+
+
+def test_object_key_tokens_of_many_distinct_keys():
+    vals = [json.dumps({f"k{i % 40}": i, "api_key": "[REDACTED]", "v": "\"k\": 1"})
+            for i in range(300)]
+    joined = "\n".join(vals)
+    got = object_key_tokens(joined, _starts(vals))
+    assert got == _regex_keys(joined)
+    assert len(got) == 42 and '"api_key"' in got and '"k39"' in got and '"k"' not in got
 
 
 def test_read_in_chunks_with_categories_nulls_and_bad_blobs(tmp_path, monkeypatch):
