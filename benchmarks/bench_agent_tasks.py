@@ -1,8 +1,8 @@
 """Speed of the agent-task loops, each against a peer in the same run.
 
 Run with ``pytest benchmarks/bench_agent_tasks.py -s`` (takes minutes: the first test *is*
-the full experiment). Each contestant is a pytest-benchmark entry of its own
-(:mod:`conftest`).
+the full experiment). Each contestant is a test and a pytest-benchmark entry of its own
+(:mod:`conftest`), the ratio in the test after them.
 
 - ``test_full_skill_ablation``: the full skill-loop ablation of
   ``experiments/skill_loop_ablation.toml`` -- all 18 variants, five scenarios, 10 seeds,
@@ -16,8 +16,8 @@ the full experiment). Each contestant is a pytest-benchmark entry of its own
 - ``test_memory_backend_vs_files``: one skill-loop run on the in-memory store against the
   same run on a library folder and a MEMORY.md file (``durable=False``); same outcomes,
   and the in-memory store is not slower (ratio of medians < 1).
-- ``test_v2_loop_agents_against_no_learning``: on the v2 worlds, each loop agent's CPU
-  time against the no-learning agent's in the same run; reported, not asserted.
+- ``test_v2_loop_agents``: on the v2 worlds, each loop agent's CPU time against the
+  no-learning agent's in the same run; the ratios reported, not asserted.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def _one(args):
     return time.perf_counter() - t0, float(out["success"].mean())
 
 
-def test_full_skill_ablation(compare):
+@pytest.mark.benchmark(group="full skill-loop ablation, whole grid (reported)")
+def test_full_skill_ablation(benchmark):
     from dyna.experiment.registry import load_experiment
 
     cfg = load_experiment("experiments/skill_loop_ablation.toml")
@@ -68,8 +69,9 @@ def test_full_skill_ablation(compare):
                 cpu[job[0]] = cpu.get(job[0], 0.0) + t
                 done[0] += 1
 
-    compare.time("dyna", run_all, rounds=1, warmup=0)
-    total = compare.median("dyna")
+    t0 = time.perf_counter()
+    benchmark.pedantic(run_all)
+    total = time.perf_counter() - t0
     n = cfg.runs * cfg.episodes * len(cfg.scenarios)
     base = cpu["no_learning"]
     print(f"\nfull skill-loop ablation: {len(cfg.variants)} variants x "
@@ -80,43 +82,56 @@ def test_full_skill_ablation(compare):
               f"x{cpu[v] / base:5.2f} no_learning)")
     print(f"  total {total:.1f} s wall ({n * len(cfg.variants) / total:.0f} episodes/s), "
           f"x{total / TARGET_S:.2f} the {TARGET_S:.0f} s of a 2-core machine")
-    compare.extra_info.update({f"eps_per_worker_s_{v}": n / t for v, t in cpu.items()})
+    benchmark.extra_info.update({f"eps_per_worker_s_{v}": n / t for v, t in cpu.items()})
     assert done[0] == len(cfg.variants) * len(cfg.scenarios) * cfg.runs   # every run ran
 
 
-def test_memory_backend_vs_files(tmp_path, compare):
+def _skill_loop_run(folder, on_files: bool) -> np.ndarray:
+    """300 skill-loop episodes; on a library folder and a MEMORY.md file in ``folder``
+    (``durable=False``) when ``on_files``, else on the in-memory store."""
     from dyna.agents.loop_agents import LoopAgent, PolicyParams, make_variant
     from envs.agent_tasks import AgentTaskEnv
 
-    kw = dict(n_families=8, n_tools=8, max_steps=16, tokens_per_entry=50)
-    count = [0]
-
-    def run(on_files: bool):
-        env = AgentTaskEnv(**kw)
-        agent = LoopAgent(make_variant("skill_loop"), env, 0, PolicyParams(), env_seed=0)
-        if on_files:
-            count[0] += 1
-            cfg = agent.spec.config
-            lib = cfg.skill_library(tmp_path / f"skills{count[0]}", clock=agent.clock,
-                                    log_outcomes=False, durable=False)
-            mem = cfg.memory_store(tmp_path / f"m{count[0]}" / "MEMORY.md",
-                                   clock=agent.clock, durable=False)
-            agent.loop.skills, agent.loop.memory = lib, mem
-        return np.array([agent.episode()["success"] for _ in range(300)])
-
-    assert np.array_equal(run(False), run(True))
-    ratios = compare("skill loop, 300 episodes: in-memory store (dyna) vs files",
-                     lambda: run(False), {"files": lambda: run(True)}, rounds=3)
-    assert ratios["files"] < 1.0
+    env = AgentTaskEnv(n_families=8, n_tools=8, max_steps=16, tokens_per_entry=50)
+    agent = LoopAgent(make_variant("skill_loop"), env, 0, PolicyParams(), env_seed=0)
+    if on_files:
+        cfg = agent.spec.config
+        agent.loop.skills = cfg.skill_library(folder / "skills", clock=agent.clock,
+                                              log_outcomes=False, durable=False)
+        agent.loop.memory = cfg.memory_store(folder / "MEMORY.md", clock=agent.clock,
+                                             durable=False)
+    return np.array([agent.episode()["success"] for _ in range(300)])
 
 
-@pytest.mark.benchmark(timer=time.process_time)
-def test_v2_loop_agents_against_no_learning(compare):
-    """On the v2 worlds (experiments/agent_tasks_v2_*.toml, base scenario), each loop
-    agent's time for 1,000 episodes against the no-learning agent's in the same run:
-    :data:`ROUNDS` rounds each (round r: run index r % 5, each world twice, the same worlds
-    for every variant); printed: episodes per second and the ratio of the medians to
-    ``no_learning``.
+@pytest.mark.benchmark(group="skill loop, 300 episodes: in-memory store vs files")
+@pytest.mark.parametrize("contestant", ["dyna", "files"])
+def test_memory_backend(tmp_path, benchmark, contestant):
+    folders = iter(range(1_000))
+
+    def fresh_folder():
+        return (tmp_path / f"run{next(folders)}",), {}
+
+    if contestant == "dyna":
+        assert np.array_equal(_skill_loop_run(None, False), _skill_loop_run(tmp_path, True))
+    benchmark.pedantic(lambda folder: _skill_loop_run(folder, contestant == "files"),
+                       setup=fresh_folder, rounds=3, warmup_rounds=1)
+
+
+@pytest.mark.ratio(of="test_memory_backend")
+def test_memory_backend_faster_than_files(medians):
+    assert medians.ratio("dyna", "files") < 1.0
+
+
+V2 = [pytest.param(store, v, id=f"{store}-{v}", marks=pytest.mark.benchmark(
+          group=f"v2 {store} loop agents, 1,000 episodes, CPU seconds", timer=time.process_time))
+      for store in ("skill", "memory") for v in ("no_learning", "naive_loop", f"{store}_loop")]
+
+
+@pytest.mark.parametrize("store, contestant", V2)
+def test_v2_loop_agents(benchmark, store, contestant):
+    """On the v2 worlds (experiments/agent_tasks_v2_*.toml, base scenario), a loop agent's
+    time for 1,000 episodes, :data:`ROUNDS` rounds (round r: run index r % 5, each world
+    twice, the same worlds for every variant).
 
     Timed in CPU seconds of this process (``time.process_time``, the entries' timer): the
     runs are single-threaded, and on a machine shared with other jobs the wall clock also
@@ -126,21 +141,23 @@ def test_v2_loop_agents_against_no_learning(compare):
 
     from dyna.agents.loop_agents import run_loop_agent
 
-    for store in ("skill", "memory"):
-        with open(f"experiments/agent_tasks_v2_{store}.toml", "rb") as fh:
-            cfg = tomllib.load(fh)
-        variants = ("no_learning", "naive_loop", f"{store}_loop")
-        for v in variants:
-            rnd = [0]
+    with open(f"experiments/agent_tasks_v2_{store}.toml", "rb") as fh:
+        cfg = tomllib.load(fh)
+    rnd = [0]
 
-            def next_run():
-                rnd[0] += 1
-                return (rnd[0] % 5,), {}
+    def next_run():
+        rnd[0] += 1
+        return (rnd[0] % 5,), {}
 
-            compare.time(f"{store} {v}", lambda run, v=v: run_loop_agent(
-                v, store=store, env_kwargs=cfg["env"], episodes=1000, seed=0, run_index=run,
-                params=cfg["policy"], loop_config=cfg["loop"]), setup=next_run,
-                rounds=ROUNDS, warmup=0)
-        names = [f"{store} {v}" for v in variants]
-        compare.report(f"v2 {store} loop agents, 1,000 episodes, CPU seconds", names,
-                       {f"{n}/no_learning": compare.ratio(n, names[0]) for n in names[1:]})
+    benchmark.pedantic(lambda run: run_loop_agent(
+        contestant, store=store, env_kwargs=cfg["env"], episodes=1000, seed=0, run_index=run,
+        params=cfg["policy"], loop_config=cfg["loop"]), setup=next_run, rounds=ROUNDS)
+
+
+@pytest.mark.parametrize("store", ["skill", "memory"])
+@pytest.mark.ratio(of="test_v2_loop_agents")
+def test_v2_loop_agents_against_no_learning(medians, store):
+    """Each loop agent's CPU time over the no-learning agent's: printed and saved with its
+    entry (``ratio_vs_no_learning``), not asserted."""
+    for v in ("naive_loop", f"{store}_loop"):
+        medians.ratio(v, "no_learning")

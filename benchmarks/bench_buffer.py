@@ -1,8 +1,8 @@
 """ExperienceBuffer at volume: batched record, compaction, pruning, resident memory.
 
 Run with ``pytest benchmarks/bench_buffer.py -s`` (several minutes, ~8 GiB at peak). The
-targets, each a ratio of medians to a peer timed in the same run (each contestant a
-pytest-benchmark entry of its own, :mod:`conftest`):
+targets, each a ratio of medians to a peer timed in the same run (each contestant a test
+and a pytest-benchmark entry of its own, :mod:`conftest`), asserted in the test after them:
 
 - batched record of 1M episodes (d = 64): within 1.5x of writing the same arrays into
   preallocated numpy arrays. Both sides are preallocated and warm; dyna additionally
@@ -43,17 +43,15 @@ def episodes():
     }
 
 
-@pytest.mark.parametrize("batch", [1_000, 10_000])
-def test_batched_record_vs_preallocated_numpy(episodes, compare, batch):
-    e = episodes
+BATCHES = (1_000, 10_000)
+
+
+def _record_dyna(e, batch):
+    """dyna: ``record_batch`` of all N episodes in batches, into a buffer made once."""
     buf = ExperienceBuffer(D, capacity=N)
     actions = ["left", "right", "up", "down"]
-    peer_cols = {"id": np.empty(N, np.int64), "reward": np.empty(N), "timestamp": np.empty(N),
-                 "tenant": np.empty(N, np.int32), "task": np.empty(N, np.int32),
-                 "action": np.empty(N, np.int32), "outcome": np.empty(N, np.int32),
-                 "features": np.empty((N, D), np.float32)}
 
-    def ours():
+    def run():
         buf.clear()
         for a in range(0, N, batch):
             s = slice(a, a + batch)
@@ -62,9 +60,18 @@ def test_batched_record_vs_preallocated_numpy(episodes, compare, batch):
                              action_type=Categorical(e["action"][s], actions),
                              outcome=Categorical(e["outcome"][s], OUTCOMES),
                              state_features=e["features"][s])
+        return buf
+    return run
 
-    def peer():
-        p = peer_cols
+
+def _record_numpy(e, batch):
+    """The peer: the same columns written into preallocated numpy arrays."""
+    p = {"id": np.empty(N, np.int64), "reward": np.empty(N), "timestamp": np.empty(N),
+         "tenant": np.empty(N, np.int32), "task": np.empty(N, np.int32),
+         "action": np.empty(N, np.int32), "outcome": np.empty(N, np.int32),
+         "features": np.empty((N, D), np.float32)}
+
+    def run():
         for a in range(0, N, batch):
             s = slice(a, a + batch)
             p["id"][s] = np.arange(a, a + batch)
@@ -75,12 +82,25 @@ def test_batched_record_vs_preallocated_numpy(episodes, compare, batch):
             p["action"][s] = e["action"][s]
             p["outcome"][s] = e["outcome"][s]
             p["features"][s] = e["features"][s]
+    return run
 
-    ratio = compare(f"record 1M x {D} in batches of {batch}", ours,
-                    {"preallocated numpy": peer}, rounds=9)
-    assert len(buf) == N and buf.column("reward")[-1] == e["reward"][-1]
-    np.testing.assert_array_equal(buf.column("features")[12345], e["features"][12345])
-    r = ratio["preallocated numpy"]
+
+@pytest.mark.parametrize("contestant", ["dyna", "preallocated numpy"])
+@pytest.mark.parametrize("batch", [pytest.param(b, id=str(b), marks=pytest.mark.benchmark(
+    group=f"record 1M x {D} in batches of {b}")) for b in BATCHES])
+def test_batched_record(episodes, benchmark, contestant, batch):
+    e = episodes
+    make = _record_dyna if contestant == "dyna" else _record_numpy
+    buf = benchmark.pedantic(make(e, batch), rounds=9, warmup_rounds=1)
+    if contestant == "dyna":
+        assert len(buf) == N and buf.column("reward")[-1] == e["reward"][-1]
+        np.testing.assert_array_equal(buf.column("features")[12345], e["features"][12345])
+
+
+@pytest.mark.parametrize("batch", BATCHES)
+@pytest.mark.ratio(of="test_batched_record")
+def test_batched_record_within_1_5x_of_preallocated_numpy(medians, batch):
+    r = medians.ratio("dyna", "preallocated numpy")
     assert r <= 1.5, f"batched record is {r:.2f}x preallocated numpy (target 1.5x)"
 
 
@@ -120,56 +140,81 @@ def big(big_columns):
     return _big_buffer(big_columns, 1.7e9 + np.arange(M_ROWS, dtype=np.float64))
 
 
-def test_compact_newest_100_per_group_vs_polars(big, compare):
+def _keep_newest(df):
+    """The polars peer of ``compact(KEEP)``: the newest KEEP rows of each group, in order."""
+    return df.filter(pl.int_range(pl.len()).reverse().over(["tenant_id", "task_type"]) < KEEP)
+
+
+@pytest.mark.benchmark(group=f"keep newest {KEEP} per group, {M_ROWS} rows, {GROUPS} groups")
+@pytest.mark.parametrize("contestant", ["dyna", "polars window filter"])
+def test_compact_newest_100_per_group(big, benchmark, contestant):
     buf, df = big
-    state = {}
+    if contestant == "polars window filter":
+        benchmark.pedantic(lambda: _keep_newest(df), rounds=3, warmup_rounds=1)
+        return
+    copies = []
 
     def setup():
-        state["buf"] = buf.copy()
+        copies.append(buf.copy())
+        return (copies[-1],), {}
 
-    def ours():
-        state["buf"].compact(KEEP)
+    benchmark.pedantic(lambda b: b.compact(KEEP), setup=setup, rounds=3, warmup_rounds=1)
+    kept = copies[-1]
+    assert kept.column("id").tolist() == _keep_newest(df).get_column("id").to_list()
+    assert len(kept) == GROUPS * KEEP
 
-    def peer():
-        state["df"] = df.filter(
-            pl.int_range(pl.len()).reverse().over(["tenant_id", "task_type"]) < KEEP)
 
-    ratio = compare(f"keep newest {KEEP} per group, {M_ROWS} rows, {GROUPS} groups", ours,
-                    {"polars window filter": peer}, rounds=3, setup_ours=setup)
-    assert state["buf"].column("id").tolist() == state["df"].get_column("id").to_list()
-    assert len(state["buf"]) == GROUPS * KEEP
-    r = ratio["polars window filter"]
+@pytest.mark.ratio(of="test_compact_newest_100_per_group")
+def test_compact_within_1_5x_of_polars(medians):
+    r = medians.ratio("dyna", "polars window filter")
     assert r <= 1.5, f"compaction is {r:.2f}x polars (target 1.5x)"
 
 
-@pytest.mark.parametrize("order", ["time order", "random order"])
-def test_prune_vs_polars(big, big_columns, compare, order):
-    if order == "random order":
-        ts = 1.7e9 + np.random.default_rng(2).permutation(M_ROWS).astype(np.float64)
-        base, frame = _big_buffer(big_columns, ts)
-    else:
-        base, frame = big
+@pytest.fixture(scope="module")
+def big_random(big_columns):
+    """10M rows in random time order, as a buffer and as the polars peer's DataFrame."""
+    ts = 1.7e9 + np.random.default_rng(2).permutation(M_ROWS).astype(np.float64)
+    return _big_buffer(big_columns, ts)
+
+
+ORDERS = {"time order": "big", "random order": "big_random"}
+
+
+@pytest.mark.parametrize("contestant", ["dyna", "polars filter"])
+@pytest.mark.parametrize("order", [pytest.param(o, marks=pytest.mark.benchmark(
+    group=f"prune older than T, {M_ROWS} rows, {o}")) for o in ORDERS])
+def test_prune(request, benchmark, contestant, order):
+    base, frame = request.getfixturevalue(ORDERS[order])
     cutoff = 1.7e9 + 0.4 * M_ROWS
-    state = {}
-
-    def setup():
-        state["buf"] = base.copy()
-
-    def ours():
-        state["n"] = state["buf"].prune_older_than(cutoff)
 
     def peer():
-        state["df"] = frame.filter(pl.col("timestamp") >= cutoff)
+        return frame.filter(pl.col("timestamp") >= cutoff)
 
-    ratio = compare(f"prune older than T, {M_ROWS} rows, {order}", ours,
-                    {"polars filter": peer}, rounds=3, setup_ours=setup)
-    assert len(state["buf"]) == state["df"].height == M_ROWS - state["n"]
-    assert state["buf"].column("id").tolist() == state["df"].get_column("id").to_list()
-    r = ratio["polars filter"]
+    if contestant == "polars filter":
+        benchmark.pedantic(peer, rounds=3, warmup_rounds=1)
+        return
+    copies = []
+
+    def setup():
+        copies.append(base.copy())
+        return (copies[-1],), {}
+
+    n = benchmark.pedantic(lambda b: b.prune_older_than(cutoff), setup=setup, rounds=3,
+                           warmup_rounds=1)
+    kept, want = copies[-1], peer()
+    assert len(kept) == want.height == M_ROWS - n
+    assert kept.column("id").tolist() == want.get_column("id").to_list()
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
+@pytest.mark.ratio(of="test_prune")
+def test_prune_within_1_5x_of_polars(medians, order):
+    r = medians.ratio("dyna", "polars filter")
     assert r <= 1.5, f"pruning ({order}) is {r:.2f}x polars (target 1.5x)"
 
 
-def test_resident_size_within_1_3x_of_raw_column_bytes(compare):
+@pytest.mark.benchmark(group=f"resident size of a 1M x {D} buffer, fresh process")
+def test_resident_size_within_1_3x_of_raw_column_bytes(benchmark):
     script = textwrap.dedent(f"""
         import numpy as np
         from dyna.buffer import Categorical, ExperienceBuffer
@@ -192,12 +237,11 @@ def test_resident_size_within_1_3x_of_raw_column_bytes(compare):
                              outcome="success", run_id="run-1", state_features=feats)
         print(rss() - before, buf.nbytes(), buf.capacity)
     """)
-    out = compare.time("dyna", lambda: subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout,
-        rounds=1, warmup=0)
+    out = benchmark.pedantic(lambda: subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
     resident, raw, cap = (int(x) for x in out.split())
     ratio = resident / raw
-    compare.extra_info.update(resident_bytes=resident, raw_bytes=raw, ratio_resident_raw=ratio)
+    benchmark.extra_info.update(resident_bytes=resident, raw_bytes=raw, ratio_resident_raw=ratio)
     print(f"\nresident {resident / 2**20:.1f} MiB for raw columns {raw / 2**20:.1f} MiB "
           f"(capacity {cap}): ratio {ratio:.3f}")
     assert ratio <= 1.3

@@ -1,9 +1,8 @@
 """Speed of the escalation policies.
 
 Run with ``pytest benchmarks/bench_escalation.py -s``. Each benchmark measures ours and a
-peer in the same run on the same data, each a pytest-benchmark entry of its own
-(:class:`conftest.Comparison`); the ratio of the medians is asserted, the absolute time
-printed:
+peer in the same run on the same data, each contestant a test and a pytest-benchmark entry of
+its own (:mod:`conftest`); the ratio of the medians is asserted in the test after them:
 
 - one decision of a policy for 1,000 task types at once: the lower-bound rule as the
   regularised incomplete beta at p* (``I_p*(a, b) <= delta``), Thompson sampling as
@@ -21,6 +20,7 @@ printed:
 from pathlib import Path
 
 import numpy as np
+import pytest
 from scipy import special, stats
 
 from dyna.competence import BetaCompetence
@@ -41,10 +41,12 @@ def _posteriors(seed=0):
     return a, b, (a + b - 2.0), rng.random((2, K))
 
 
-def test_decision_for_1000_task_types(compare):
+@pytest.mark.benchmark(group="lower-bound decision, 1000 task types")
+@pytest.mark.parametrize("contestant", ["dyna", "per-type beta.ppf loop",
+                                        "vectorised beta.ppf"])
+def test_decision_for_1000_task_types(benchmark, contestant):
     a, b, n, u = _posteriors()
     lower = LowerBoundThreshold(0.95, 0.05)
-    ts = ThompsonSampling(0.95)
 
     def per_type_loop():
         return [stats.beta.ppf(0.05, a[i], b[i]) >= 0.95 for i in range(K)]
@@ -52,18 +54,28 @@ def test_decision_for_1000_task_types(compare):
     def quantile_vectorised():
         return stats.beta.ppf(0.05, a, b) >= 0.95
 
-    expected = np.asarray(per_type_loop())
-    np.testing.assert_array_equal(lower.act(a, b, n), expected)
-    ratios = compare("lower-bound decision, 1000 task types", lambda: lower.act(a, b, n),
-                     {"per-type beta.ppf loop": per_type_loop,
-                      "vectorised beta.ppf": quantile_vectorised}, rounds=15)
-    print(f"    absolute: {compare.median('dyna') * 1e3:.3f} ms per decision of 1000 types")
-    assert ratios["per-type beta.ppf loop"] < 0.02
-    assert ratios["vectorised beta.ppf"] < 1.0
-    # Thompson sampling on the same posteriors: draws by inverse CDF, one betainc per type
-    theta = special.betaincinv(a, b, u[0])
-    np.testing.assert_array_equal(ts.act(a, b, n, u)[np.abs(theta - 0.95) > 1e-9],
-                                  (theta >= 0.95)[np.abs(theta - 0.95) > 1e-9])
+    run = {"dyna": lambda: lower.act(a, b, n), "per-type beta.ppf loop": per_type_loop,
+           "vectorised beta.ppf": quantile_vectorised}[contestant]
+    got = benchmark.pedantic(run, rounds=15, warmup_rounds=1)
+    if contestant == "dyna":
+        np.testing.assert_array_equal(got, np.asarray(per_type_loop()))
+        # Thompson sampling on the same posteriors: draws by inverse CDF, one betainc a type
+        theta = special.betaincinv(a, b, u[0])
+        near = np.abs(theta - 0.95) > 1e-9
+        np.testing.assert_array_equal(ThompsonSampling(0.95).act(a, b, n, u)[near],
+                                      (theta >= 0.95)[near])
+
+
+@pytest.mark.ratio(of="test_decision_for_1000_task_types")
+def test_decision_under_0_02x_the_loop_and_1x_the_vectorised_quantile(medians):
+    print(f"    absolute: {medians['dyna'] * 1e3:.3f} ms per decision of 1000 types")
+    assert medians.ratio("dyna", "per-type beta.ppf loop") < 0.02
+    assert medians.ratio("dyna", "vectorised beta.ppf") < 1.0
+
+
+@pytest.fixture(scope="module")
+def replay_inputs():
+    return _replay_inputs()
 
 
 def _replay_inputs():
@@ -114,38 +126,60 @@ def _python_replay(x):
     return total
 
 
-def test_replay_12000_outcomes_through_all_policies(compare):
-    x = _replay_inputs()
+def _run_all(x):
+    """dyna: every lane of ``x`` in lockstep; the total cost of each lane."""
+    return run_policies(x["policies"], x["lane_policy"], x["types"], x["outcomes"],
+                        n_types=x["n_types"], c_escalate=x["c_e"], c_failure=x["c_f"],
+                        c_act=x["c_act"], discount=x["discount"], u=x["u"],
+                        feedback="censored")["cost"].sum(axis=1)
 
-    def ours():
-        return run_policies(x["policies"], x["lane_policy"], x["types"], x["outcomes"],
-                            n_types=x["n_types"], c_escalate=x["c_e"], c_failure=x["c_f"],
-                            c_act=x["c_act"], discount=x["discount"], u=x["u"],
-                            feedback="censored")["cost"].sum(axis=1)
 
+def _replay(benchmark, contestant, x):
+    """Time one contestant's replay of ``x``; dyna's costs are checked against the loop's."""
+    if contestant == "dyna":
+        np.testing.assert_allclose(_run_all(x), _python_replay(x), rtol=1e-9)
+        benchmark.pedantic(lambda: _run_all(x), rounds=3, warmup_rounds=1)
+    else:
+        benchmark.pedantic(lambda: _python_replay(x), rounds=3, warmup_rounds=1)
+
+
+@pytest.mark.benchmark(group="replay of 12,000 outcomes through every policy")
+@pytest.mark.parametrize("contestant", ["dyna", "per-task Python loop"])
+def test_replay_12000_outcomes(benchmark, replay_inputs, contestant):
+    x = replay_inputs
     P = len(x["policies"])
     # lanes are policy-major: the first 24 lanes are one policy on all 12,000 outcomes
     assert x["types"].shape == (P * 24, 500) and x["outcomes"][:24].size == 12_000
-    np.testing.assert_allclose(ours(), _python_replay(x), rtol=1e-9)
-    ratios = compare(f"replay of 12,000 outcomes x {len(x['policies'])} policies "
-                     f"({x['types'].shape[0]} lanes x {x['types'].shape[1]} steps)", ours,
-                     {"per-task Python loop": lambda: _python_replay(x)}, rounds=3)
-    print(f"    absolute: {compare.median('dyna'):.3f} s for all policies")
-    assert ratios["per-task Python loop"] < 0.2
+    _replay(benchmark, contestant, x)
 
 
-def test_mean_rule_for_1000_types_is_a_division(compare):
+@pytest.mark.ratio(of="test_replay_12000_outcomes")
+def test_replay_12000_outcomes_under_0_2x_the_loop(medians):
+    print(f"    absolute: {medians['dyna']:.3f} s for all policies")
+    assert medians.ratio("dyna", "per-task Python loop") < 0.2
+
+
+@pytest.mark.benchmark(group="mean-threshold decision, 1000 task types")
+@pytest.mark.parametrize("contestant", ["dyna", "per-type loop"])
+def test_mean_rule_for_1000_types(benchmark, contestant):
     a, b, n, _ = _posteriors(1)
     mean = MeanThreshold(0.8)
-    ratios = compare("mean-threshold decision, 1000 task types", lambda: mean.act(a, b, n),
-                     {"per-type loop": lambda: [a[i] / (a[i] + b[i]) >= 0.8 for i in range(K)]},
-                     rounds=15)
-    assert ratios["per-type loop"] < 0.2
+    run = {"dyna": lambda: mean.act(a, b, n),
+           "per-type loop": lambda: [a[i] / (a[i] + b[i]) >= 0.8 for i in range(K)]}
+    got = benchmark.pedantic(run[contestant], rounds=15, warmup_rounds=1)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(run["per-type loop"]()))
 
 
-def test_replay_date_ordered_stream_through_all_policies(compare):
+@pytest.mark.ratio(of="test_mean_rule_for_1000_types")
+def test_mean_rule_for_1000_types_is_a_division(medians):
+    assert medians.ratio("dyna", "per-type loop") < 0.2
+
+
+@pytest.mark.benchmark(group="date-ordered stream of 12,000 outcomes through every policy")
+@pytest.mark.parametrize("contestant", ["dyna", "per-task Python loop"])
+def test_replay_date_ordered_stream(benchmark, replay_inputs, contestant):
     """The non-stationary stream: 12,000 steps in a row, one lane per policy."""
-    x = _replay_inputs()
+    x = replay_inputs
     frame = load_outcomes(REPO / "data" / "swebench_verified_bash_only.csv")
     s = ReplayIndex(frame).date_order(np.random.default_rng(0))
     P = len(x["policies"])
@@ -154,17 +188,12 @@ def test_replay_date_ordered_stream_through_all_policies(compare):
              outcomes=np.tile(s["outcomes"], (P, 1)), c_act=np.tile(s["cost_usd"], (P, 1)),
              u=np.random.default_rng(2).random((P, T, 2)),
              discount=np.asarray([x["discount"][i * 24] for i in range(P)]))
-
-    def ours():
-        return run_policies(y["policies"], y["lane_policy"], y["types"], y["outcomes"],
-                            n_types=y["n_types"], c_escalate=y["c_e"], c_failure=y["c_f"],
-                            c_act=y["c_act"], discount=y["discount"], u=y["u"],
-                            feedback="censored")["cost"].sum(axis=1)
-
     assert T == 12_000
-    np.testing.assert_allclose(ours(), _python_replay(y), rtol=1e-9)
-    ratios = compare(f"date-ordered stream of 12,000 outcomes x {P} policies", ours,
-                     {"per-task Python loop": lambda: _python_replay(y)}, rounds=3)
-    print(f"    absolute: {compare.median('dyna'):.3f} s for all policies")
+    _replay(benchmark, contestant, y)
+
+
+@pytest.mark.ratio(of="test_replay_date_ordered_stream")
+def test_replay_date_ordered_stream_under_1x_the_loop(medians):
+    print(f"    absolute: {medians['dyna']:.3f} s for all policies")
     # few lanes and many steps: numpy per-call overhead dominates, the gain is small
-    assert ratios["per-task Python loop"] < 1.0
+    assert medians.ratio("dyna", "per-task Python loop") < 1.0

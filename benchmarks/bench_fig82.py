@@ -1,10 +1,12 @@
 """Speed of the full Figure 8.2 experiment: compiled kernel vs plain per-step Python Dyna-Q.
 
 Run with ``pytest benchmarks/bench_fig82.py -s``. All are measured in the same run on the
-same machine, each a pytest-benchmark entry of its own (:mod:`conftest`; the kernel 5
-rounds, each Python baseline once: it takes minutes); one-off compilation is excluded and
-reported apart (a cold compile into an empty cache and a warm start from the cache, each in
-a fresh process).
+same machine, each contestant a test and a pytest-benchmark entry of its own
+(:mod:`conftest`; the kernel 5 rounds, each Python baseline once: it takes minutes), the
+ratios asserted in the test after them; one-off compilation is excluded and reported apart
+(a cold compile into an empty cache and a warm start from the cache, each in a fresh
+process). All implement the same algorithm: their mean steps per episode (after the first)
+agree within 25%.
 
 Two baselines, both the book's tabular Dyna-Q box (Section 8.2) run per step and per run:
 
@@ -23,6 +25,7 @@ import sys
 import tempfile
 
 import numpy as np
+import pytest
 
 import envs
 from dyna.agents import run_agent, warmup
@@ -120,26 +123,32 @@ def _fresh_process_warmup(cache_dir):
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def test_fig82_kernel_vs_python(compare):
+@pytest.mark.benchmark(group=f"Figure 8.2: {RUNS} runs x {EPISODES} episodes x n in {NS}")
+@pytest.mark.parametrize("contestant", ["dyna", "python numpy", "python lists"])
+def test_fig82(benchmark, contestant):
     table, _ = envs.make_table("dyna/DynaMaze-v0")
-    with tempfile.TemporaryDirectory() as cache:
-        cold = _fresh_process_warmup(cache)
-        warm = _fresh_process_warmup(cache)
-    warmup()
-    fast = compare.time("dyna", lambda: kernel_fig82(table), rounds=5)
-    slow = compare.time("python numpy", lambda: python_fig82(table), rounds=1, warmup=0)
-    lists = compare.time("python lists", lambda: python_fig82(table, python_lists_dyna_q),
-                         rounds=1, warmup=0)
-    ratio = compare.ratio("dyna", "python numpy")
-    ratio_lists = compare.ratio("dyna", "python lists")
-    compare.extra_info.update(compile_cold_s=cold, compile_cached_s=warm)
-    compare.report(f"Figure 8.2 (30 runs x 50 episodes x n in {NS}); compile: cold "
-                   f"{cold:.1f} s, from cache {warm:.2f} s",
-                   ["dyna", "python numpy", "python lists"],
-                   {"dyna/python numpy": ratio, "dyna/python lists": ratio_lists})
-    # all implement the same algorithm: their curves agree statistically
-    for f, s, l in zip(fast, slow, lists):
-        assert abs(f[:, 1:].mean() - s[:, 1:].mean()) < 0.25 * s[:, 1:].mean()
-        assert abs(f[:, 1:].mean() - l[:, 1:].mean()) < 0.25 * l[:, 1:].mean()
+    if contestant == "dyna":
+        with tempfile.TemporaryDirectory() as cache:
+            cold = _fresh_process_warmup(cache)
+            warm = _fresh_process_warmup(cache)
+        warmup()
+        benchmark.extra_info.update(compile_cold_s=cold, compile_cached_s=warm)
+        print(f"\ncompile: cold {cold:.1f} s, from cache {warm:.2f} s")
+        curves = benchmark.pedantic(lambda: kernel_fig82(table), rounds=5, warmup_rounds=1)
+    else:
+        impl = python_dyna_q if contestant == "python numpy" else python_lists_dyna_q
+        curves = benchmark.pedantic(lambda: python_fig82(table, impl), rounds=1)
+    benchmark.extra_info["mean_steps"] = [float(c[:, 1:].mean()) for c in curves]
+
+
+@pytest.mark.ratio(of="test_fig82")
+def test_fig82_kernel_within_0_01x_of_numpy_python_and_0_2x_of_list_python(medians):
+    steps = {name: medians.extra_info(name)["mean_steps"]
+             for name in ("dyna", "python numpy", "python lists")}
+    for peer in ("python numpy", "python lists"):
+        for f, p in zip(steps["dyna"], steps[peer]):
+            assert abs(f - p) < 0.25 * p, (steps["dyna"], peer, steps[peer])
+    ratio = medians.ratio("dyna", "python numpy")
+    ratio_lists = medians.ratio("dyna", "python lists")
     assert ratio <= 0.01, f"the kernel takes {ratio:.4f}x per-step numpy Python (target 0.01x)"
     assert ratio_lists <= 0.2, f"the kernel takes {ratio_lists:.3f}x list Python (target 0.2x)"

@@ -1,8 +1,9 @@
 """Speed of the loops: skill matching over 10,000 skills, consolidation of 1,000 facts.
 
 Run with ``pytest benchmarks/bench_loops.py -s``. Each benchmark times ours and a naive
-peer in the same run on the same data, each a pytest-benchmark entry of its own
-(:mod:`conftest`); the ratio of the medians is printed and asserted:
+peer in the same run on the same data, each contestant a test and a pytest-benchmark entry
+of its own (:mod:`conftest`); the ratio of the medians is printed and asserted in the test
+after them:
 
 - ``SkillLibrary.match`` (inverted index of first tokens, phrase check) against a scan that
   runs one compiled word-boundary regex per trigger of every skill (what a library without
@@ -18,6 +19,7 @@ peer in the same run on the same data, each a pytest-benchmark entry of its own
 import re
 
 import numpy as np
+import pytest
 
 from dyna.loops._text import content_words, jaccard
 from dyna.loops.memory import MemoryEntry, MemoryStore
@@ -68,20 +70,33 @@ def _regex_scan(skills):
     return match
 
 
-def test_match_10k_skills_index_vs_regex_scan(compare):
+@pytest.fixture(scope="module")
+def skills():
+    """The library, the queries, and the regex scan over the same skills."""
     lib, queries = _library_and_queries()
-    peer = _regex_scan(lib.skills())
-    # Same answers (triggers here are plain words, where both definitions agree).
-    for q in queries[:50]:
-        assert [m.name for m in lib.match(q, limit=10)] == peer(q, limit=10)
-    assert sum(bool(lib.match(q)) for q in queries) > N_QUERIES // 2
+    return lib, queries, _regex_scan(lib.skills())
+
+
+@pytest.mark.benchmark(group=f"match over {N_SKILLS} skills, 40 queries")
+@pytest.mark.parametrize("contestant", ["dyna", "regex scan"])
+def test_match_10k_skills(benchmark, skills, contestant):
+    lib, queries, peer = skills
     timed = queries[:40]
-    ratios = compare(f"match over {N_SKILLS} skills, {len(timed)} queries",
-                     lambda: [lib.match(q) for q in timed],
-                     {"regex scan": lambda: [peer(q) for q in timed]}, rounds=5)
-    r = ratios["regex scan"]
-    print(f"    per query: index {compare.median('dyna') / len(timed) * 1e3:.3f} ms, regex scan "
-          f"{compare.median('regex scan') / len(timed) * 1e3:.2f} ms -> {1 / r:.0f}x faster")
+    if contestant == "dyna":
+        # Same answers (triggers here are plain words, where both definitions agree).
+        for q in queries[:50]:
+            assert [m.name for m in lib.match(q, limit=10)] == peer(q, limit=10)
+        assert sum(bool(lib.match(q)) for q in queries) > N_QUERIES // 2
+        benchmark.pedantic(lambda: [lib.match(q) for q in timed], rounds=5, warmup_rounds=1)
+    else:
+        benchmark.pedantic(lambda: [peer(q) for q in timed], rounds=5, warmup_rounds=1)
+
+
+@pytest.mark.ratio(of="test_match_10k_skills")
+def test_match_10k_skills_index_within_0_01x_of_regex_scan(medians):
+    r = medians.ratio("dyna", "regex scan")
+    print(f"    per query: index {medians['dyna'] / 40 * 1e3:.3f} ms, regex scan "
+          f"{medians['regex scan'] / 40 * 1e3:.2f} ms -> {1 / r:.0f}x faster")
     assert r <= 0.01, f"matching is {r:.4f}x the regex scan (target 0.01x)"
 
 
@@ -114,24 +129,30 @@ def _pairwise_python(facts, threshold=0.8):
             if jaccard(sets[i], sets[j]) >= threshold]
 
 
-def test_consolidate_1000_facts_sparse_vs_python_pairs(compare):
+@pytest.mark.benchmark(group=f"consolidate {N_FACTS} facts vs all-pairs similarity")
+@pytest.mark.parametrize("contestant", ["dyna", "python all-pairs"])
+def test_consolidate_1000_facts(benchmark, contestant):
+    """dyna: the whole consolidation; the peer: the Python all-pairs similarity alone."""
     facts = _facts()
+    if contestant == "python all-pairs":
+        pairs = benchmark.pedantic(lambda: _pairwise_python(facts), rounds=3, warmup_rounds=1)
+        benchmark.extra_info["pairs"] = len(pairs)
+        return
     stores = []
 
     def setup():
         stores.append(_filled_store(facts))
         return (stores[-1],), {}
 
-    compare.time("dyna", lambda s: s.consolidate(), setup=setup, rounds=7)
-    report = stores[-1].consolidate()
-    assert not report.changed  # idempotent: a second pass finds nothing
+    benchmark.pedantic(lambda s: s.consolidate(), setup=setup, rounds=7, warmup_rounds=1)
+    assert not stores[-1].consolidate().changed  # idempotent: a second pass finds nothing
     first = _filled_store(facts).consolidate()
     assert first.merged and len(first.merged) <= N_FACTS
-    pairs = compare.time("python all-pairs", lambda: _pairwise_python(facts), rounds=3)
-    r = compare.ratio("dyna", "python all-pairs")
-    compare.report(f"consolidate {N_FACTS} facts (whole consolidation) vs the Python "
-                   f"all-pairs similarity alone ({len(pairs)} pairs)",
-                   ["dyna", "python all-pairs"], {"dyna/python all-pairs": r})
+
+
+@pytest.mark.ratio(of="test_consolidate_1000_facts")
+def test_consolidate_1000_facts_within_1x_of_python_pairs(medians):
+    r = medians.ratio("dyna", "python all-pairs")
     assert r <= 1.0, f"consolidation is {r:.2f}x the all-pairs loop (target 1x)"
 
 
@@ -155,20 +176,31 @@ class _UnweightedDescriptionMatcher:
         return sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
 
-def test_match_10k_descriptions_bm25_vs_unweighted(compare):
-    """Ranked (BM25, stemmed) description matching over 10,000 trigger-less skills stays
-    within 10x of an unweighted match (the peer below), warm, 200 queries a round."""
+@pytest.fixture(scope="module")
+def described():
+    """10,000 trigger-less skills in a library (postings built), the unweighted peer over
+    the same skills, and the queries."""
     rng = np.random.default_rng(3)
     vocab = _vocab(rng, 5_000)
     skills = [Skill(f"s{i:05d}", " ".join(rng.choice(vocab, 12)) + ".") for i in range(N_SKILLS)]
     lib = SkillLibrary.in_memory(log_outcomes=False)
     for s in skills:
         lib.add(s)
-    peer_matcher = _UnweightedDescriptionMatcher(skills)
     queries = [" ".join(rng.choice(vocab, 4)) for _ in range(N_QUERIES)]
     lib.match(queries[0])                                   # warm: build the postings once
-    ratios = compare(f"description match over {N_SKILLS} skills, {N_QUERIES} queries",
-                     lambda: [lib.match(q) for q in queries],
-                     {"unweighted": lambda: [peer_matcher.match(q) for q in queries]},
-                     rounds=15)
-    assert ratios["unweighted"] <= 10
+    return lib, _UnweightedDescriptionMatcher(skills), queries
+
+
+@pytest.mark.benchmark(group=f"description match over {N_SKILLS} skills, {N_QUERIES} queries")
+@pytest.mark.parametrize("contestant", ["dyna", "unweighted"])
+def test_match_10k_descriptions(benchmark, described, contestant):
+    """Ranked (BM25, stemmed) description matching over 10,000 trigger-less skills against
+    an unweighted match (the peer above), warm, 200 queries a round."""
+    lib, peer, queries = described
+    match = lib.match if contestant == "dyna" else peer.match
+    benchmark.pedantic(lambda: [match(q) for q in queries], rounds=15, warmup_rounds=1)
+
+
+@pytest.mark.ratio(of="test_match_10k_descriptions")
+def test_match_10k_descriptions_bm25_within_10x_of_unweighted(medians):
+    assert medians.ratio("dyna", "unweighted") <= 10

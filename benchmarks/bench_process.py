@@ -2,8 +2,8 @@
 
 Run with ``pytest benchmarks/bench_process.py -s`` (about 2 minutes on a quiet machine).
 
-Measured, each as a fresh process, each contestant a pytest-benchmark entry of its own
-(:mod:`conftest`, :data:`ROUNDS` timed processes after one untimed one):
+Measured, each as a fresh process, each contestant a test and a pytest-benchmark entry of its
+own (:mod:`conftest`, :data:`ROUNDS` timed processes after one untimed one):
 
 - ``dyna run experiments/dyna_maze.toml`` (Sutton & Barto Figure 8.2: 30 runs x 50 episodes
   x n in {0, 5, 50}): start-up, loading the cached compiled kernel, the runs, both Parquet
@@ -21,8 +21,8 @@ The untimed first run of each warms numba's kernel cache and the file cache. Wal
 what is asserted (the ratio of medians, dyna over the peer, at most :data:`TARGET`: the main
 job no slower than the plain script); the CPU time (user + system) of each process and the
 peak resident memory of one more, untimed, run of each (:data:`PEAK_LAUNCHER`) are printed
-beside it, and the load average before and after, as the times depend on what else the
-machine is doing.
+and saved beside it, and the load average before and after, as the times depend on what else
+the machine is doing.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT = ROOT / "experiments" / "dyna_maze.toml"
@@ -109,53 +110,59 @@ def _check_peer(stdout: str) -> None:
     assert [ln.split(":")[0] for ln in lines] == ["n=0", "n=5", "n=50"], stdout
 
 
-def test_dyna_run_whole_process_no_slower_than_plain_python(compare):
-    work = Path(tempfile.mkdtemp(prefix="dyna-bench-process-"))
-    counter = [0]
+def _argv(contestant: str, out: Path) -> list[str]:
+    """The command line of one contestant (dyna writes into ``out``)."""
+    return {"dyna": [sys.executable, "-m", "dyna.cli", "run", str(EXPERIMENT), "--out",
+                     str(out), "--no-progress"],
+            "peer": [sys.executable, str(PEER)],
+            "floor": [sys.executable, "-c", FLOOR_IMPORTS]}[contestant]
+
+
+LABEL = {"dyna": "dyna run experiments/dyna_maze.toml", "peer": "plain-Python Dyna-Q (peer)",
+         "floor": "imports only (floor)"}
+
+
+@pytest.mark.benchmark(group="whole process: dyna run dyna_maze.toml vs plain-Python Dyna-Q")
+@pytest.mark.parametrize("contestant", list(LABEL))
+def test_whole_process(benchmark, tmp_path, contestant):
+    usage: list[float] = []
     digests: set[tuple[str, str, str]] = set()
-    usage: dict[str, list[float]] = {"dyna": [], "peer": [], "floor": []}
+    counter = [0]
 
     def fresh_folder():
         counter[0] += 1
-        return (work / f"run{counter[0]}",), {}
+        return (tmp_path / f"run{counter[0]}",), {}
 
-    def dyna_run(out):
-        _child([sys.executable, "-m", "dyna.cli", "run", str(EXPERIMENT), "--out", str(out),
-                "--no-progress"], usage["dyna"])
+    def run(out):
+        return _child(_argv(contestant, out), usage)
 
     def checked(out):
-        digests.add(_check_output(out))
-        shutil.rmtree(out)
+        if contestant == "dyna":
+            digests.add(_check_output(out))
+            shutil.rmtree(out)
 
     load_before = os.getloadavg()
-    try:
-        compare.time("dyna", dyna_run, setup=fresh_folder, teardown=checked, rounds=ROUNDS)
-        peer_out = compare.time("peer", lambda: _child([sys.executable, str(PEER)],
-                                                       usage["peer"]), rounds=ROUNDS)
-        compare.time("floor", lambda: _child([sys.executable, "-c", FLOOR_IMPORTS],
-                                             usage["floor"]), rounds=ROUNDS)
-        load_after = os.getloadavg()
-        peak = {"dyna": _peak_mib([sys.executable, "-m", "dyna.cli", "run", str(EXPERIMENT),
-                                   "--out", str(work / "peak"), "--no-progress"]),
-                "peer": _peak_mib([sys.executable, str(PEER)]),
-                "floor": _peak_mib([sys.executable, "-c", FLOOR_IMPORTS])}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    _check_peer(peer_out)
-    assert len(digests) == 1, "results.parquet or a plot differed between runs of the same seed"
-    ratio = compare.ratio("dyna", "peer")
-    floor = compare.ratio("floor", "peer")
-    # (the first process of each is the untimed warm-up)
-    cpu = {name: statistics.median(rows[1:]) for name, rows in usage.items()}
-    compare.extra_info.update({f"{name}_cpu_s": c for name, c in cpu.items()})
-    compare.extra_info.update({f"{name}_peak_mib": m for name, m in peak.items()})
-    label = {"dyna": "dyna run experiments/dyna_maze.toml", "peer": "plain-Python Dyna-Q (peer)",
-             "floor": "imports only (floor)"}
-    print(f"\nwhole process, median of {ROUNDS} processes (wall s / CPU s / peak MiB):"
-          + "".join(f"\n  {label[n]:38s}{compare.median(n):.3f} / {cpu[n]:.3f} / {peak[n]:.0f}"
-                    for n in usage)
-          + f"\n  dyna / peer: wall x{ratio:.2f}, CPU x{cpu['dyna'] / cpu['peer']:.2f}"
-          f"; floor / peer: wall x{floor:.2f} (target: dyna / peer wall <= {TARGET})"
-          f"\n  load average (1, 5, 15 min) before {_load(load_before)}, after "
-          f"{_load(load_after)}; {os.cpu_count()} CPUs")
+    stdout = benchmark.pedantic(run, setup=fresh_folder, teardown=checked, rounds=ROUNDS,
+                                warmup_rounds=1)
+    load_after = os.getloadavg()
+    if contestant == "dyna":
+        assert len(digests) == 1, "results.parquet or a plot differed between runs of a seed"
+    if contestant == "peer":
+        _check_peer(stdout)
+    cpu = statistics.median(usage[1:])        # (the first process is the untimed warm-up)
+    peak = _peak_mib(_argv(contestant, tmp_path / "peak"))
+    benchmark.extra_info.update(cpu_s=cpu, peak_mib=peak, load_before=load_before,
+                                load_after=load_after)
+    print(f"\n  {LABEL[contestant]:38s} CPU {cpu:.3f} s, peak {peak:.0f} MiB (median of "
+          f"{ROUNDS} processes); load average (1, 5, 15 min) before {_load(load_before)}, "
+          f"after {_load(load_after)}; {os.cpu_count()} CPUs")
+
+
+@pytest.mark.ratio(of="test_whole_process")
+def test_dyna_run_whole_process_no_slower_than_plain_python(medians):
+    cpu = {name: medians.extra_info(name)["cpu_s"] for name in LABEL}
+    floor = medians.ratio("floor", "peer")
+    ratio = medians.ratio("dyna", "peer")
+    print(f"  dyna / peer: wall x{ratio:.2f}, CPU x{cpu['dyna'] / cpu['peer']:.2f}; "
+          f"floor / peer: wall x{floor:.2f} (target: dyna / peer wall <= {TARGET})")
     assert ratio <= TARGET

@@ -4,10 +4,10 @@ Run with ``pytest benchmarks/bench_ray.py -s`` (needs ``pip install -e ".[ray]"`
 
 The sweep: Figure 8.2's Dyna maze, Q-learning (n = 0), 200 runs of 2 episodes, one run per
 job, so each job does a few milliseconds of work and the backends' per-job costs dominate.
-All three are measured in the same run, each a pytest-benchmark entry of its own
-(``benchmarks/conftest.py``):
+All three are measured in the same run, each contestant a test and a pytest-benchmark entry
+of its own (``benchmarks/conftest.py``), the ratio asserted in the test after them:
 
-* ``ray`` -- :class:`dyna.experiment.ray_backend.RayBackend` on a local instance with 2 CPUs,
+* ``dyna`` -- :class:`dyna.experiment.ray_backend.RayBackend` on a local instance with 2 CPUs,
   started once before timing (its start-up is a one-off, reported apart, like a cluster that
   is already up);
 * ``process_pool`` -- :class:`dyna.experiment.backends.ProcessPoolBackend` with 2 workers,
@@ -56,35 +56,50 @@ def sweep_jobs():
     return tabular_job.plan_jobs(cfg, [meta], block_size=1)
 
 
-def test_ray_overhead_vs_process_pool_200_jobs(compare):
+@pytest.fixture(scope="module")
+def ray_backend():
+    """A local Ray instance with 2 CPUs, started once (its start-up time beside it)."""
     from dyna.experiment.ray_backend import RayBackend
 
-    jobs = sweep_jobs()
-    assert len(jobs) == N_JOBS
-    fn = tabular_job.execute_job
     TABULAR.warm_up()
     t0 = time.perf_counter()
     backend = RayBackend(WORKERS, keep_alive=True)
     backend.start()
     start_s = time.perf_counter() - t0
-    pool = ProcessPoolBackend(WORKERS)
-    local = InProcessBackend()
-    try:
-        expected = local.map(fn, jobs)
-        got = backend.map(fn, jobs)
-        for a, b in zip(got, expected):
+    yield backend, start_s
+    backend.close()
+
+
+BACKENDS = {"dyna": None, "process_pool": lambda: ProcessPoolBackend(WORKERS),
+            "inprocess": InProcessBackend}
+
+
+@pytest.mark.benchmark(group=f"{N_JOBS} jobs of 2 episodes (dyna = Ray backend)")
+@pytest.mark.parametrize("contestant", list(BACKENDS))
+def test_sweep_200_jobs(request, benchmark, contestant):
+    jobs = sweep_jobs()
+    assert len(jobs) == N_JOBS
+    fn = tabular_job.execute_job
+    TABULAR.warm_up()
+    if contestant == "dyna":
+        backend, start_s = request.getfixturevalue("ray_backend")
+        expected = InProcessBackend().map(fn, jobs)
+        for a, b in zip(backend.map(fn, jobs), expected):
             for name in b:
                 np.testing.assert_array_equal(a[name], b[name])
-        ratios = compare(f"{N_JOBS} jobs (dyna = Ray backend)", lambda: backend.map(fn, jobs),
-                         {"process_pool": lambda: pool.map(fn, jobs),
-                          "inprocess": lambda: local.map(fn, jobs)}, rounds=5)
-    finally:
-        backend.close()
-    ideal_s = compare.median("inprocess") / WORKERS
-    per_job_ms = (compare.median("dyna") - ideal_s) / N_JOBS * 1e3
-    compare.extra_info.update(ray_start_s=start_s, ray_overhead_per_job_ms=per_job_ms)
-    assert backend.describe()["node_ip"] == "127.0.0.1"
-    print(f"    Ray local instance start-up (one-off): {start_s:.2f} s")
-    print(f"    Ray / process pool = {ratios['process_pool']:.2f}; Ray overhead over in-process / "
-          f"{WORKERS} workers: {per_job_ms:.2f} ms per job")
-    assert ratios["process_pool"] <= MAX_RATIO_VS_POOL
+        assert backend.describe()["node_ip"] == "127.0.0.1"
+        benchmark.extra_info["ray_start_s"] = start_s
+        print(f"\n    Ray local instance start-up (one-off): {start_s:.2f} s")
+    else:
+        backend = BACKENDS[contestant]()
+    benchmark.pedantic(lambda: backend.map(fn, jobs), rounds=5, warmup_rounds=1)
+
+
+@pytest.mark.ratio(of="test_sweep_200_jobs")
+def test_ray_overhead_vs_process_pool_200_jobs(medians):
+    ideal_s = medians["inprocess"] / WORKERS
+    per_job_ms = (medians["dyna"] - ideal_s) / N_JOBS * 1e3
+    medians.extra_info("dyna")["ray_overhead_per_job_ms"] = per_job_ms
+    ratio = medians.ratio("dyna", "process_pool")
+    print(f"    Ray overhead over in-process / {WORKERS} workers: {per_job_ms:.2f} ms per job")
+    assert ratio <= MAX_RATIO_VS_POOL

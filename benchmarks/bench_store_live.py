@@ -1,6 +1,6 @@
 """Benchmarks of the shared experience store, each against a peer in the same run, each
-contestant a pytest-benchmark entry of its own (:mod:`conftest`); the ratio of two entries'
-medians is asserted.
+contestant a test and a pytest-benchmark entry of its own (:mod:`conftest`); the ratio of two
+entries' medians is asserted in the test after them.
 
 Single writes. ``ExperienceStore.record`` of one episode at a time (labels already known, a
 dict with a sensitive key to redact, d = 64 features), each call returning after its own
@@ -13,10 +13,14 @@ Live view. A child process records ``DYNA_BENCH_LIVE_N`` (default 1,000) episode
 time, a few milliseconds apart, each with its own feature vector, and notes the
 ``time.monotonic()`` (one clock for every process on Linux) at which each ``record`` returned.
 This process polls ``query_similar(k=1)`` for the next row's vector and notes when the row is
-returned. Latency = returned - acknowledged, one round of the entry per row; p50 and p99
-printed. Peer in the same run: a bare sqlite3 poller of ``SELECT MAX(id)`` on the same file
-during a second child's run, i.e. the floor any reader of the file pays; target: median
-latency at most :data:`LIVE_TARGET` times the bare poller's.
+returned; the reader has answered one query (on a store of its own) before the writer starts,
+so the one-time start of dyna's compiled kernels is not counted as latency. Latency =
+returned - acknowledged (slightly negative when the writer is descheduled between its
+commit and its clock reading), one round of the entry per row, entered through the
+benchmark's timer (:class:`replay.ReplayTimer`); p50 and p99 printed. Peer in the same
+run: a bare sqlite3 poller of ``SELECT MAX(id)`` on the same file during a second child's
+run, i.e. the floor any reader of the file pays; target: median latency at most
+:data:`LIVE_TARGET` times the bare poller's.
 
 Open. A store of ``DYNA_BENCH_OPEN_N`` (default 10,000,000) episodes of d = 64 is built once
 into ``DYNA_BENCH_DIR`` (default ``/tmp/dyna_bench_store``, never the repository) together
@@ -30,10 +34,10 @@ resident memory (VmRSS) of each is printed. Then the store's feature cache is wr
 (:mod:`dyna.store.featcache`, beside the store) and open plus one tenant-filtered top-10
 ``query_similar`` is timed in fresh processes against the same peer, checked against a brute
 force. The times are measured inside the child processes (their start-up left out) and
-entered as the contestants' rounds. Targets: open plus tenant count at most
-:data:`OPEN_TARGET` times the peer's time; open plus first query (with dyna's compiled
-kernels started; a cold process's figure is printed too) at most :data:`QUERY_TARGET` times
-the peer's; a resident-memory rise < 0.5 GB.
+entered as the contestants' rounds through the benchmark's timer. Targets: open plus tenant
+count at most :data:`OPEN_TARGET` times the peer's time; open plus first query (with dyna's
+compiled kernels started; a cold process's figure is printed too) at most
+:data:`QUERY_TARGET` times the peer's; a resident-memory rise < 0.5 GB.
 
 Run: ``pytest benchmarks/bench_store_live.py -s``.
 """
@@ -56,6 +60,7 @@ import numpy as np
 import pytest
 
 from dyna.experience import RECORD_SCHEMA, ExperienceStore
+from replay import ReplayTimer
 
 DIM = 64
 N_WRITES = int(os.environ.get("DYNA_BENCH_WRITES_N", 2000))
@@ -71,6 +76,8 @@ OPEN_TARGET = 10.0
 #: Open plus first tenant top-10 query (kernels started) over the same peer, at most (as
 #: :data:`OPEN_TARGET`).
 QUERY_TARGET = 10.0
+#: The timer of the entries whose durations are measured elsewhere.
+REPLAY = ReplayTimer()
 
 
 def _episode(i: int, feats: np.ndarray) -> dict:
@@ -88,11 +95,11 @@ def _fresh_db(path: Path) -> None:
 
 
 # ============================================================================ single writes
-def test_single_record_within_2x_of_bare_insert_commit(compare, tmp_path):
+@pytest.fixture(scope="module")
+def writes():
+    """The episodes to record, as keyword arguments and as the bare peer's rows."""
     feats = np.random.default_rng(0).standard_normal((N_WRITES + 16, DIM)).astype(np.float32)
     eps = [_episode(i, feats) for i in range(N_WRITES + 16)]
-    names = ["id"] + [n for n, _ in RECORD_SCHEMA]
-    sql = f"INSERT INTO episodes ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
 
     def bare_row(i: int, ep: dict) -> tuple:
         vals = {"tenant_id": "t1", **{k: v for k, v in ep.items() if k != "state_features"}}
@@ -107,7 +114,15 @@ def test_single_record_within_2x_of_bare_insert_commit(compare, tmp_path):
                 out.append(vals.get(name))
         return tuple(out)
 
-    rows = [bare_row(i, ep) for i, ep in enumerate(eps)]
+    return eps, [bare_row(i, ep) for i, ep in enumerate(eps)]
+
+
+@pytest.mark.benchmark(group=f"single writes, {N_WRITES} a round (d={DIM})")
+@pytest.mark.parametrize("contestant", ["dyna", "bare insert commit"])
+def test_single_record(benchmark, writes, tmp_path, contestant):
+    eps, rows = writes
+    names = ["id"] + [n for n, _ in RECORD_SCHEMA]
+    sql = f"INSERT INTO episodes ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
     files = iter(range(1_000_000))
 
     def fresh_store():
@@ -140,15 +155,19 @@ def test_single_record_within_2x_of_bare_insert_commit(compare, tmp_path):
             conn.execute(sql, row)
             conn.commit()
 
-    compare.time("dyna", ours, setup=fresh_store, teardown=closed, rounds=5, warmup=0)
-    compare.time("bare insert commit", peer, setup=fresh_connection,
-                 teardown=lambda conn: conn.close(), rounds=5, warmup=0)
-    ratio = compare.ratio("dyna", "bare insert commit")
-    per = {n: compare.median(n) / N_WRITES for n in ("dyna", "bare insert commit")}
-    compare.report(f"single writes, {N_WRITES} a round (d={DIM}): record {1 / per['dyna']:,.0f}/s"
-                   f", bare INSERT+COMMIT {1 / per['bare insert commit']:,.0f}/s",
-                   ["dyna", "bare insert commit"], {"dyna/bare insert commit": ratio})
-    assert ratio <= 2.0
+    if contestant == "dyna":
+        benchmark.pedantic(ours, setup=fresh_store, teardown=closed, rounds=5)
+    else:
+        benchmark.pedantic(peer, setup=fresh_connection, teardown=lambda conn: conn.close(),
+                           rounds=5)
+
+
+@pytest.mark.ratio(of="test_single_record")
+def test_single_record_within_2x_of_bare_insert_commit(medians):
+    per = {n: medians[n] / N_WRITES for n in ("dyna", "bare insert commit")}
+    print(f"    record {1 / per['dyna']:,.0f}/s, bare INSERT+COMMIT "
+          f"{1 / per['bare insert commit']:,.0f}/s")
+    assert medians.ratio("dyna", "bare insert commit") <= 2.0
 
 
 # ============================================================================ live view
@@ -188,42 +207,51 @@ def _run_writer(path, n, feats, pace, poll):
     return np.array(acks), np.array(seen)
 
 
-def test_live_view_latency_against_a_bare_poller(compare, tmp_path):
+def _start_kernels(folder: Path, feats: np.ndarray) -> None:
+    """Answer one ``query_similar`` on a store of its own: the one-time start of dyna's
+    compiled kernels (about 0.5-1.5 s) is then paid before the writer starts."""
+    store = ExperienceStore(folder / "warm.db", dim=DIM)
+    store.record("t1", **_episode(0, feats))
+    assert store.query_similar("t1", k=1, state_features=feats[0].tolist())["results"]
+    store.close()
+
+
+@pytest.mark.benchmark(group=f"live view: {N_LIVE} rows written by another process",
+                       timer=REPLAY)
+@pytest.mark.parametrize("contestant", ["dyna", "bare poller"])
+def test_live_view_latency(benchmark, tmp_path, contestant):
     feats = np.random.default_rng(1).standard_normal((N_LIVE, DIM)).astype(np.float32)
     path = str(tmp_path / "live.db")
     ExperienceStore(path, dim=DIM).close()
-    reader = ExperienceStore(path, dim=DIM)
+    if contestant == "dyna":
+        reader = ExperienceStore(path, dim=DIM)
+        _start_kernels(tmp_path, feats)
 
-    def ours(i):
-        res = reader.query_similar("t1", k=1, state_features=feats[i].tolist())["results"]
-        return bool(res) and res[0]["episode"]["id"] >= i
+        def visible(i):
+            res = reader.query_similar("t1", k=1, state_features=feats[i].tolist())["results"]
+            return bool(res) and res[0]["episode"]["id"] >= i
+    else:
+        reader = sqlite3.connect(path, isolation_level=None)
 
-    acks, seen = _run_writer(path, N_LIVE, feats, 0.003, ours)
-    lat = (seen - acks) * 1e3
-    reader.close()
+        def visible(i):
+            top = reader.execute("SELECT MAX(id) FROM episodes").fetchone()[0]
+            return top is not None and top >= i
+    try:
+        acks, seen = _run_writer(path, N_LIVE, feats, 0.003, visible)
+    finally:
+        reader.close()
+    lat = seen - acks
+    REPLAY.replay(benchmark, lat)
+    p = {q: float(np.percentile(lat, q)) * 1e3 for q in (50, 99)}
+    benchmark.extra_info.update(p50_ms=p[50], p99_ms=p[99], max_ms=float(lat.max()) * 1e3)
+    print(f"\nlive view over {N_LIVE} writes from another process, {contestant}: the row "
+          f"is seen p50 {p[50]:.2f} ms, p99 {p[99]:.2f} ms, max {lat.max() * 1e3:.2f} ms "
+          "after the writer's acknowledgement")
 
-    peer_path = str(tmp_path / "peer.db")
-    ExperienceStore(peer_path, dim=DIM).close()
-    bare = sqlite3.connect(peer_path, isolation_level=None)
 
-    def peer(i):
-        top = bare.execute("SELECT MAX(id) FROM episodes").fetchone()[0]
-        return top is not None and top >= i
-
-    acks2, seen2 = _run_writer(peer_path, N_LIVE, feats, 0.003, peer)
-    lat2 = (seen2 - acks2) * 1e3
-    bare.close()
-    compare.record("dyna", lat / 1e3)
-    compare.record("bare poller", lat2 / 1e3)
-    ratio = compare.ratio("dyna", "bare poller")
-    p = {q: float(np.percentile(lat, q)) for q in (50, 99)}
-    p2 = {q: float(np.percentile(lat2, q)) for q in (50, 99)}
-    compare.extra_info.update(p99_ms=p[99], bare_p99_ms=p2[99])
-    print(f"\nlive view over {N_LIVE} writes from another process: query_similar returns the "
-          f"row p50 {p[50]:.2f} ms, p99 {p[99]:.2f} ms, max {lat.max():.2f} ms; bare SELECT "
-          f"MAX(id) poller p50 {p2[50]:.2f} ms, p99 {p2[99]:.2f} ms; median ratio {ratio:.2f} "
-          f"(target <= {LIVE_TARGET})")
-    assert ratio <= LIVE_TARGET
+@pytest.mark.ratio(of="test_live_view_latency")
+def test_live_view_latency_within_50x_of_a_bare_poller(medians):
+    assert medians.ratio("dyna", "bare poller") <= LIVE_TARGET
 
 
 # ============================================================================ open
@@ -335,47 +363,56 @@ def _measure(which: str, db: Path, npy: Path) -> dict:
     return json.loads(out.stdout)
 
 
-def test_open_large_store_against_mmap_and_count(compare):
-    db, npy = _build_open_store(N_OPEN)
-    runs: dict[str, list[dict]] = {"dyna": [], "peer": []}
-    for _ in range(3):
-        for which in ("dyna", "peer"):
-            runs[which].append(_measure(which, db, npy))
-    assert runs["dyna"][0]["n"] == runs["peer"][0]["n"] > 0
-    compare.record("dyna", [r["seconds"] for r in runs["dyna"]])
-    compare.record("mmap and count", [r["seconds"] for r in runs["peer"]])
-    ratio = compare.ratio("dyna", "mmap and count")
-    rss = {w: max(r["rss_rise"] for r in rs) for w, rs in runs.items()}
-    compare.extra_info.update(rss_rise_bytes=rss["dyna"], peer_rss_rise_bytes=rss["peer"])
-    print(f"\nopen of {N_OPEN:,} episodes (d={DIM}) + tenant count: ExperienceStore(defaults)"
-          f" + get_stats {compare.median('dyna'):.3f} s (RSS +{rss['dyna'] / 1e6:.0f} MB), "
-          f"np.load(mmap) + SELECT count(*) {compare.median('mmap and count'):.3f} s (RSS +"
-          f"{rss['peer'] / 1e6:.0f} MB), ratio {ratio:.2f} (target <= {OPEN_TARGET})")
-    assert ratio <= OPEN_TARGET and rss["dyna"] < 0.5e9
+def _check_rise(benchmark, runs: list[dict], line: str) -> None:
+    """Print ``line`` with the largest resident-memory rise of ``runs`` (saved with the
+    entry), which must stay under 0.5 GB."""
+    rise = max(r["rss_rise"] for r in runs)
+    benchmark.extra_info["rss_rise_bytes"] = rise
+    print(f"\n{line}; RSS +{rise / 1e6:.0f} MB")
+    assert rise < 0.5e9
 
 
-def test_open_plus_tenant_top10_query_under_half_a_gigabyte(compare):
-    """Open of the 10M store plus one tenant-filtered top-10 ``query_similar`` (tenant3,
-    about 1M rows), each in a fresh process: from the feature cache, no episode loaded.
+@pytest.fixture(scope="module")
+def big_store() -> tuple[Path, Path]:
+    """The store of N_OPEN episodes and its features.npy, built once into BENCH_DIR."""
+    return _build_open_store(N_OPEN)
 
-    ``query`` is a cold process: its first query includes the one-time start of dyna's
-    compiled (numba) kernels, which any first search or load pays; ``query_warm`` started
-    them before the clock (their start is printed on its own). Peer in the same run:
-    ``np.load(features.npy, mmap_mode="r")`` plus ``SELECT count(*)`` of the tenant. The
-    answer is checked against a float64 brute force over the tenant's rows of features.npy.
-    Targets: open + first query with the kernels started at most :data:`QUERY_TARGET` times
-    the peer's time, RSS rise < 0.5 GB.
-    """
-    db, npy = _build_open_store(N_OPEN)
-    _ensure_feature_cache(db)
-    runs: dict[str, list[dict]] = {"query": [], "query_warm": [], "peer": []}
-    for _ in range(3):
-        for which, rs in runs.items():
-            rs.append(_measure(which, db, npy))
-    for r in runs["query"] + runs["query_warm"]:
-        assert r["loaded"] is False and r["n"] == 10
-        assert r["ids"] == runs["query"][0]["ids"] and r["scores"] == runs["query"][0]["scores"]
-    # the answer against a brute force over the tenant's rows (float64 cosine)
+
+OPEN_RUNS = {"dyna": "dyna", "mmap and count": "peer"}
+
+
+@pytest.mark.benchmark(group=f"open of {N_OPEN:,} episodes + tenant count", timer=REPLAY)
+@pytest.mark.parametrize("contestant", list(OPEN_RUNS))
+def test_open_large_store(benchmark, big_store, contestant):
+    """dyna: ``ExperienceStore`` with its defaults + ``get_stats``; the peer:
+    ``np.load(mmap)`` + ``SELECT count(*)``; three fresh processes each."""
+    db, npy = big_store
+    runs = [_measure(OPEN_RUNS[contestant], db, npy) for _ in range(3)]
+    assert len({r["n"] for r in runs}) == 1 and runs[0]["n"] > 0
+    REPLAY.replay(benchmark, [r["seconds"] for r in runs])
+    benchmark.extra_info["n"] = runs[0]["n"]
+    _check_rise(benchmark, runs, f"open of {N_OPEN:,} episodes (d={DIM}) + tenant count, "
+                f"{contestant}: median {statistics.median(r['seconds'] for r in runs):.3f} s")
+
+
+@pytest.mark.ratio(of="test_open_large_store")
+def test_open_large_store_within_10x_of_mmap_and_count(medians):
+    assert medians.extra_info("dyna")["n"] == medians.extra_info("mmap and count")["n"]
+    assert medians.ratio("dyna", "mmap and count") <= OPEN_TARGET
+
+
+@pytest.fixture(scope="module")
+def cached_store(big_store) -> tuple[Path, Path]:
+    """The big store with its feature cache written."""
+    _ensure_feature_cache(big_store[0])
+    return big_store
+
+
+@pytest.fixture(scope="module")
+def tenant_top10(cached_store) -> tuple[list[int], np.ndarray]:
+    """tenant3's top-10 ids and cosines for the query, by a float64 brute force over its
+    rows of features.npy."""
+    db, npy = cached_store
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     ids = np.array([i for (i,) in conn.execute(
         "SELECT id FROM episodes WHERE tenant_id = 'tenant3'")], np.int64)
@@ -385,28 +422,52 @@ def test_open_plus_tenant_top10_query_under_half_a_gigabyte(compare):
     q = np.random.default_rng(5).standard_normal(DIM).astype(np.float32).astype(np.float64)
     cos = (X @ q) / np.linalg.norm(X, axis=1) / np.linalg.norm(q)
     best = np.argsort(-cos, kind="stable")[:10]
-    assert ids[best].tolist() == runs["query"][0]["ids"]
-    assert np.allclose(cos[best], runs["query"][0]["scores"], atol=1e-5)
-    del X
+    return ids[best].tolist(), cos[best]
 
-    def med(which, key):
-        return statistics.median(r[key] for r in runs[which])
 
-    rss = {w: max(r["rss_rise"] for r in rs) for w, rs in runs.items()}
-    cold = med("query", "open") + med("query", "first_query")
-    compare.record("dyna", [r["open"] + r["first_query"] for r in runs["query_warm"]])
-    compare.record("dyna cold", [r["open"] + r["first_query"] for r in runs["query"]])
-    compare.record("mmap and count", [r["seconds"] for r in runs["peer"]])
-    ratio = compare.ratio("dyna", "mmap and count")
-    compare.extra_info.update(rss_rise_bytes=rss["query_warm"], cold_rss_rise_bytes=rss["query"])
-    print(f"\nopen + tenant top-10 of {N_OPEN:,} episodes (d={DIM}, tenant of {len(ids):,}): "
-          f"open {med('query_warm', 'open') * 1e3:.1f} ms, first query "
-          f"{med('query_warm', 'first_query'):.3f} s with the kernels started "
-          f"(their start {med('query_warm', 'kernels_start'):.3f} s), "
-          f"{med('query', 'first_query'):.3f} s in a cold process; RSS +"
-          f"{rss['query_warm'] / 1e6:.0f} MB (cold process +{rss['query'] / 1e6:.0f} MB); "
-          f"peer np.load(mmap) + SELECT count(*) {med('peer', 'seconds'):.3f} s (RSS +"
-          f"{rss['peer'] / 1e6:.0f} MB); ratio open+query (warm) / peer "
-          f"{ratio:.2f} (target <= {QUERY_TARGET}), cold {cold / med('peer', 'seconds'):.2f}")
-    assert ratio <= QUERY_TARGET
-    assert rss["query"] < 0.5e9 and rss["query_warm"] < 0.5e9
+QUERY_RUNS = {"dyna": "query_warm", "dyna cold": "query", "mmap and count": "peer"}
+
+
+@pytest.mark.benchmark(group=f"open of {N_OPEN:,} episodes + tenant top-10 query",
+                       timer=REPLAY)
+@pytest.mark.parametrize("contestant", list(QUERY_RUNS))
+def test_open_plus_tenant_top10_query(benchmark, cached_store, tenant_top10, contestant):
+    """Open of the 10M store plus one tenant-filtered top-10 ``query_similar`` (tenant3,
+    about 1M rows), each in a fresh process: from the feature cache, no episode loaded.
+
+    ``dyna cold`` is a cold process: its first query includes the one-time start of dyna's
+    compiled (numba) kernels, which any first search or load pays; ``dyna`` started them
+    before the clock (their start is printed on its own). Peer in the same run:
+    ``np.load(features.npy, mmap_mode="r")`` plus ``SELECT count(*)`` of the tenant. The
+    answer is checked against a float64 brute force over the tenant's rows of features.npy.
+    Resident-memory rise < 0.5 GB.
+    """
+    db, npy = cached_store
+    runs = [_measure(QUERY_RUNS[contestant], db, npy) for _ in range(3)]
+    if contestant == "mmap and count":
+        REPLAY.replay(benchmark, [r["seconds"] for r in runs])
+        _check_rise(benchmark, runs, f"np.load(mmap) + SELECT count(*), median "
+                    f"{statistics.median(r['seconds'] for r in runs):.3f} s")
+        return
+    ids, cos = tenant_top10
+    for r in runs:
+        assert r["loaded"] is False and r["n"] == 10 and r["ids"] == ids
+        assert np.allclose(cos, r["scores"], atol=1e-5)
+    REPLAY.replay(benchmark, [r["open"] + r["first_query"] for r in runs])
+
+    def med(key):
+        return statistics.median(r[key] for r in runs)
+
+    benchmark.extra_info.update(open_s=med("open"), first_query_s=med("first_query"))
+    started = (f" (kernels started first, in {med('kernels_start'):.3f} s)"
+               if contestant == "dyna" else " (cold process)")
+    _check_rise(benchmark, runs, f"open + tenant top-10 of {N_OPEN:,} episodes (d={DIM}), "
+                f"{contestant}: open {med('open') * 1e3:.1f} ms, first query "
+                f"{med('first_query'):.3f} s{started}")
+
+
+@pytest.mark.ratio(of="test_open_plus_tenant_top10_query")
+def test_open_plus_tenant_top10_query_within_10x_of_mmap_and_count(medians):
+    print(f"    cold process: ratio {medians.ratio('dyna cold', 'mmap and count'):.2f} "
+          "(reported, not asserted)")
+    assert medians.ratio("dyna", "mmap and count") <= QUERY_TARGET

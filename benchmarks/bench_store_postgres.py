@@ -6,8 +6,8 @@ moved, one transaction) takes at most 1.5x the time of the bare peer: one ``COPY
 STDIN (FORMAT BINARY)`` of the same rows, already built as Python tuples (features already
 bytes), into a table of the same columns and indexes, in one transaction on its own
 connection. Both tables are emptied (``TRUNCATE``, outside the timing) before every call;
-each contestant is a pytest-benchmark entry of its own (the ``compare`` fixture), the ratio
-of medians printed and asserted.
+each contestant is a test and a pytest-benchmark entry of its own (:mod:`conftest`), the
+ratio of medians printed and asserted in the test after them.
 
 Also measured and asserted in the same run: the store opened as a role that row-level
 security binds (PostgreSQL refuses ``COPY FROM`` there, so the batch goes through a
@@ -58,7 +58,10 @@ def server():
         yield dsn
 
 
-def test_postgres_batched_insert_within_1_5x_of_bare_copy(server, compare):
+@pytest.fixture(scope="module")
+def stores(server):
+    """An admin connection, the superuser's store, the RLS-bound role's store, the peer's
+    table, and the columns; the schemas are dropped afterwards."""
     admin = psycopg.connect(server, autocommit=True)
     admin.execute("DROP SCHEMA IF EXISTS bench_pg, bench_pg_rls CASCADE")
     admin.execute("CREATE SCHEMA bench_pg")
@@ -73,46 +76,62 @@ def test_postgres_batched_insert_within_1_5x_of_bare_copy(server, compare):
     admin.execute("CREATE SCHEMA bench_pg_rls AUTHORIZATION dyna_bench")
     bound = PostgresStore(bound_dsn.replace("bench_pg", "bench_pg_rls"), SCHEMA, DIM)
     assert (bound.stats()["isolation"], store.stats()["isolation"]) == ("advisory", "none")
-    cols = make_columns(N)
-    names = ", ".join(["id"] + [f'"{n}"' for n, _ in SCHEMA])
     admin.execute("CREATE TABLE peer (LIKE episodes INCLUDING INDEXES)")
-    w = DIM * 4
-    raw = cols["features"].astype("<f4").tobytes()
-    rows = list(zip(range(N), *[cols[n].tolist() for n, k in SCHEMA if k != "vector"],
-                    [raw[i:i + w] for i in range(0, N * w, w)]))
     peer_conn = psycopg.connect(server + opts)
-
-    def empty():  # the stores' tables, before each of their timed calls
-        admin.execute("TRUNCATE bench_pg.episodes, bench_pg_rls.episodes")
-
-    def bare_copy():
-        admin.execute("TRUNCATE bench_pg.peer")
-        with peer_conn.transaction(), peer_conn.cursor().copy(
-                f"COPY peer ({names}) FROM STDIN (FORMAT BINARY)") as cp:
-            cp.set_types(COPY_TYPES)
-            for row in rows:
-                cp.write_row(row)
-
-    ratios = compare(f"PostgreSQL append of {N:,} rows (d={DIM}) vs bare COPY",
-                     lambda: store.append(cols), {"bare copy": bare_copy}, rounds=ROUNDS,
-                     setup_ours=empty)
-    assert admin.execute("SELECT count(*) FROM peer").fetchone()[0] == N
-    compare.time("dyna RLS-bound", lambda: bound.append(cols), setup=empty, rounds=ROUNDS)
-    bound_ratio = compare.ratio("dyna RLS-bound", "bare copy")
-    compare.report(f"RLS-bound append of {N:,} rows (staging + INSERT) vs bare COPY",
-                   ["dyna RLS-bound", "bare copy"], {"dyna RLS-bound/bare copy": bound_ratio})
-    empty()  # once more, untimed: both stores hold the batch, bit for bit
-    store.append(cols)
-    bound.append(cols)
-    assert store.count() == N and bound.count() == N
-    back = store.read(columns=["reward", "features"])
-    assert back["reward"].tobytes() == cols["reward"].tobytes()
-    assert back["features"].tobytes() == cols["features"].tobytes()
+    yield {"admin": admin, "dyna": store, "dyna RLS-bound": bound, "peer": peer_conn,
+           "cols": make_columns(N)}
     store.close()
     bound.close()
     peer_conn.close()
     admin.execute("DROP SCHEMA bench_pg CASCADE")
     admin.execute("DROP SCHEMA bench_pg_rls CASCADE")
     admin.close()
-    assert ratios["bare copy"] <= 1.5, ratios
-    assert bound_ratio <= 1.5, bound_ratio
+
+
+def _bare_copy(admin, conn, cols):
+    """The peer: TRUNCATE (untimed, as setup) and one binary COPY of the rows as tuples."""
+    names = ", ".join(["id"] + [f'"{n}"' for n, _ in SCHEMA])
+    w = DIM * 4
+    raw = cols["features"].astype("<f4").tobytes()
+    rows = list(zip(range(N), *[cols[n].tolist() for n, k in SCHEMA if k != "vector"],
+                    [raw[i:i + w] for i in range(0, N * w, w)]))
+
+    def empty():
+        admin.execute("TRUNCATE bench_pg.peer")
+
+    def copy():
+        with conn.transaction(), conn.cursor().copy(
+                f"COPY peer ({names}) FROM STDIN (FORMAT BINARY)") as cp:
+            cp.set_types(COPY_TYPES)
+            for row in rows:
+                cp.write_row(row)
+    return empty, copy
+
+
+@pytest.mark.benchmark(group=f"PostgreSQL append of {N:,} rows (d={DIM}) vs bare COPY")
+@pytest.mark.parametrize("contestant", ["dyna", "dyna RLS-bound", "bare copy"])
+def test_postgres_batched_insert(stores, benchmark, contestant):
+    admin, cols = stores["admin"], stores["cols"]
+    if contestant == "bare copy":
+        empty, copy = _bare_copy(admin, stores["peer"], cols)
+        benchmark.pedantic(copy, setup=empty, rounds=ROUNDS, warmup_rounds=1)
+        assert admin.execute("SELECT count(*) FROM bench_pg.peer").fetchone()[0] == N
+        return
+    store = stores[contestant]
+
+    def empty():  # the stores' tables, before each timed call
+        admin.execute("TRUNCATE bench_pg.episodes, bench_pg_rls.episodes")
+
+    benchmark.pedantic(lambda: store.append(cols), setup=empty, rounds=ROUNDS, warmup_rounds=1)
+    empty()  # once more, untimed: the store holds the batch, bit for bit
+    store.append(cols)
+    assert store.count() == N
+    back = store.read(columns=["reward", "features"])
+    assert back["reward"].tobytes() == cols["reward"].tobytes()
+    assert back["features"].tobytes() == cols["features"].tobytes()
+
+
+@pytest.mark.ratio(of="test_postgres_batched_insert")
+def test_postgres_batched_insert_within_1_5x_of_bare_copy(medians):
+    assert medians.ratio("dyna", "bare copy") <= 1.5
+    assert medians.ratio("dyna RLS-bound", "bare copy") <= 1.5
