@@ -94,6 +94,7 @@ def test_every_entry_point_that_reads_a_clock_refuses_a_naive_time():
     assert [e.text for e in mem.entries()] == ["port is 80", "host is web1", "user is bob"]
     assert len(lib.pending()) == 2 and len(mem.pending()) == 2
     assert (len(lib.history()), len(mem.history())) == logged == (5, 5)
+    assert lib.posterior("a") == mem.posterior("host is web1") == (1.0, 1.0)   # no outcome
 
 
 def test_every_date_a_clock_gives_is_the_utc_date():

@@ -554,6 +554,7 @@ class SkillLibrary(FoldedNames, ApprovalMixin, HistoryMixin, SkillMatcher):
         check_write(run_id, "")
         retired = []
         with self._writing():
+            self._read_clock()   # (a clock that fails, fails before a posterior changes)
             for name in dict.fromkeys(map(self.stored_name, names)):
                 skill = self._skills.get(name)
                 if skill is None:
