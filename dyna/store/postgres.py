@@ -502,8 +502,7 @@ class PostgresStore(StoreBackend):
         return self._execute_count(f"DELETE FROM {self._t[TABLE]}{clause}", args)
 
     def delete_ids(self, ids) -> int:
-        """Delete rows by id (int64 array or sequence; an id given twice is deleted once);
-        returns rows deleted."""
+        """Delete rows by id (an id given twice is deleted once); returns rows deleted."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         if not ids.size:
             return 0
