@@ -6,15 +6,18 @@ list below; each is called with a naive clock and must refuse it, naming ``clock
 one that writes a date or a time from it (with a clock at +05:00, just after midnight, each
 writes the UTC date, the day before), and every entry point that takes a time as text or as
 a Parquet column (a time without a timezone is refused, naming the field). The experience
-store's clock gives seconds since the Unix epoch, which are UTC by definition.
+store's and the buffer's clock gives seconds since the Unix epoch, which are UTC by
+definition: a clock of theirs that returns a datetime is refused, naming ``clock``.
 """
 
 import datetime as dt
 import json
 
+import numpy as np
 import polars as pl
 import pytest
 
+from dyna.buffer import ExperienceBuffer
 from dyna.errors import ConfigError
 from dyna.experience import ExperienceStore
 from dyna.loops.memory import MemoryStore
@@ -157,3 +160,33 @@ def test_every_time_given_as_text_or_parquet_must_carry_a_timezone(tmp_path):
         store.record("t", timestamp="2026-01-01T02:00:00+05:00", **ep)
         assert store.get_stats("t")["oldest"] == dt.datetime(2025, 12, 31, 21,
                                                              tzinfo=dt.timezone.utc)
+
+
+def test_every_seconds_clock_refuses_a_datetime():
+    ep = dict(task_type="k", action_type="a", outcome="success", reward=1.0,
+              state_features=[1, 0, 0, 0])
+    for clock in (lambda: NAIVE, lambda: NOON):   # a seconds clock: no datetime, aware or not
+        store = ExperienceStore("", dim=4, clock=clock)
+        buf = ExperienceBuffer(dim=4, clock=clock)
+        calls = [
+            ("ExperienceStore.record", lambda: store.record("t", **ep)),
+            ("ExperienceStore.record (episodes)", lambda: store.record("t", episodes=[ep] * 2)),
+            ("ExperienceStore.prune_old", lambda: store.prune_old(1.0)),
+            ("ExperienceBuffer.record", lambda: buf.record(tenant_id="t", **ep)),
+            ("ExperienceBuffer.record_batch", lambda: buf.record_batch(
+                tenant_id="t", task_type="k", action_type="a", outcome="success",
+                reward=[1.0], state_features=np.ones((1, 4)))),
+        ]
+        refused = []
+        for name, call in calls:
+            with pytest.raises(ConfigError) as e:
+                call()
+            assert (e.value.field, e.value.value) == ("clock", str(clock())), name
+            assert e.value.reason.startswith("must return seconds since the Unix epoch")
+            refused.append(name)
+        assert len(refused) == 5 and len(buf) == 0 and store.get_stats()["n_records"] == 0
+        store.close()
+    with ExperienceStore("", dim=4, clock=lambda: 86400.5) as store:   # seconds are UTC
+        store.record("t", **ep)
+        assert store.get_stats()["oldest"] == dt.datetime(1970, 1, 2, 0, 0, 0, 500000,
+                                                          tzinfo=dt.timezone.utc)

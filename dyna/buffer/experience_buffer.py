@@ -17,8 +17,8 @@ from dyna.buffer.recording import (NO_IDS, check_ids, encode_categoricals, encod
                                    encode_episode, publish_batch, stage_batch)
 from dyna.buffer.retention import keep_rows, newest_per_group
 from dyna.buffer.schema import (CATEGORICAL_FIELDS, DICT_FIELDS, FIELDS, check_fields,
-                                column_specs, finite_float, float_column, label_text,
-                                unused_columns)
+                                clock_seconds, column_specs, finite_float, float_column,
+                                label_text, unused_columns)
 from dyna.errors import ConfigError
 from dyna.index import ColumnStore, ExactIndex
 from dyna.redact import DEFAULT_SENSITIVE_KEYS, redact
@@ -217,7 +217,7 @@ class ExperienceBuffer:
         if self._tainted and self._check_labels:
             refuse_tainted(self._tainted, columns)
         ts = get("timestamp")
-        ts = (np.full(n, float(self._clock())) if ts is None
+        ts = (np.full(n, clock_seconds(self._clock)) if ts is None
               else float_column("timestamp", ts, n))
         id_src = NO_IDS if ids is None else check_ids(ids, n, self._next_id)
         scalar_codes, per_row, new_labels = encode_categoricals(self._dicts, self._used,

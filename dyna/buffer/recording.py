@@ -29,8 +29,9 @@ import numpy as np
 
 from dyna.buffer.labels import LabelDictionary
 from dyna.buffer.schema import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, JsonText,
-                                check_fields, check_nfkc, check_text, finite_float, float_array,
-                                json_texts, label_text, parse_json_texts, redacted, to_json)
+                                check_fields, check_nfkc, check_text, clock_seconds,
+                                finite_float, float_array, json_texts, label_text,
+                                parse_json_texts, redacted, to_json)
 from dyna.errors import ConfigError
 from dyna.index import ColumnStore, copy_with_inverse_norms, inverse_norms
 from dyna.redact import check_label, hash_features
@@ -212,7 +213,7 @@ def encode_episode(episode: Mapping[str, Any], dicts: Mapping[str, LabelDictiona
         labels[name] = label
     reward = finite_float("reward", episode["reward"])
     ts = episode.get("timestamp")
-    ts = float(clock()) if ts is None else finite_float("timestamp", ts)
+    ts = clock_seconds(clock) if ts is None else finite_float("timestamp", ts)
     values = {name: redacted(name, episode.get(name), keys) for name in DICT_FIELDS}
     json_text = {name: to_json(name, value) for name, value in values.items()}
     if episode.get("state_features") is not None:

@@ -11,6 +11,7 @@ violation is a :class:`dyna.errors.ConfigError` naming the field (and row) and t
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 import unicodedata
@@ -26,7 +27,7 @@ __all__ = [
     "CATEGORICAL_FIELDS", "DICT_FIELDS", "FIELDS", "FLOAT_MAX", "INPUT_FIELDS",
     "MAX_DEPTH", "MAX_LABEL_CHARS", "MAX_VALUE_CHARS", "MAX_VALUE_ENTRIES", "OPTIONAL_FIELDS",
     "REQUIRED_FIELDS", "Categorical", "JsonText", "check_fields",
-    "check_label_text", "check_nfkc", "column_specs", "unused_columns",
+    "check_label_text", "check_nfkc", "clock_seconds", "column_specs", "unused_columns",
     "check_text", "check_value", "finite_float", "float_array", "float_column", "json_texts",
     "label_text", "parse_json_texts", "redacted", "short_redacted", "short_value", "to_json",
 ]
@@ -240,6 +241,23 @@ def short_value(value):
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10 ** 18:
         return f"{'-' if value < 0 else ''}~1e{int(math.log10(abs(value)))}"
     return value
+
+
+def clock_seconds(clock) -> float:
+    """The time ``clock()`` gives, in seconds since the Unix epoch (UTC), checked to be a
+    finite number: a clock of the experience store or buffer is a seconds clock such as
+    :func:`time.time`, so a :class:`datetime.datetime` (naive or aware) is refused.
+
+    Raises
+    ------
+    ConfigError
+        Field ``clock``: the clock returned something other than a finite number.
+    """
+    now = clock()
+    if isinstance(now, (_dt.date, _dt.time)):
+        raise ConfigError("clock", str(now), "must return seconds since the Unix epoch "
+                          "(UTC), as time.time() does, not a date or time")
+    return finite_float("clock", now)
 
 
 def finite_float(field: str, value) -> float:

@@ -19,7 +19,7 @@ import numpy as np
 
 from dyna.buffer import (CATEGORICAL_FIELDS, DICT_FIELDS, REQUIRED_FIELDS, ExperienceBuffer,
                          check_value, short_value, to_json)
-from dyna.buffer.schema import FLOAT_MAX, check_label_text, label_text
+from dyna.buffer.schema import FLOAT_MAX, check_label_text, clock_seconds, label_text
 from dyna.errors import ConfigError, check_range
 from dyna.redact import check_label, hash_features, redact
 from dyna.store.columns import (check_tenant, check_time_range, seconds_from_times,
@@ -179,7 +179,7 @@ def episode_columns(tenant_id: str, episodes: Sequence[Mapping], single: bool = 
             cols[name] = np.array(["" if v is None else v for v in vals], dtype=object)
         elif name in ("reward", "timestamp"):
             if name == "timestamp" and any(v is None for v in vals):
-                now = float(clock())
+                now = clock_seconds(clock)
                 vals = [now if v is None else v for v in vals]
             if name == "timestamp" and any(isinstance(v, str) for v in vals):
                 cols[name] = seconds_from_times(name, vals)   # ISO 8601, as a file export
@@ -232,7 +232,7 @@ def fast_row(buf: ExperienceBuffer, tainted: set[str], tenant_id: str, ep: Mappi
         row.append(v)
     reward, ts = ep.get("reward"), ep.get("timestamp")
     if ts is None:
-        ts = float(clock())
+        ts = clock_seconds(clock)
     for v in (reward, ts):
         if type(v) not in (float, int) or abs(v) > FLOAT_MAX or not math.isfinite(v):
             return None

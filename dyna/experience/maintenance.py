@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dyna.buffer.schema import clock_seconds
 from dyna.errors import ConfigError
 from dyna.experience.cached_search import CachedSearch
 from dyna.experience.episodes import (RECORD_SCHEMA, batch_kwargs, check_tenant, checked,
@@ -78,7 +79,7 @@ class StoreMaintenance:
             raise ConfigError("max_age_seconds", age, "must be finite")
         if tenant_id is not None:
             tenant_id = check_tenant(tenant_id)
-        now = float(self.clock()) if now is None else float(checked("now", now))
+        now = clock_seconds(self.clock) if now is None else float(checked("now", now))
         cutoff = now - age
         with live.lock:
             if self._db is not None:
