@@ -342,8 +342,8 @@ def test_prune_old_with_confirm_deletes_only_this_tenants_old_records(server, db
                                        "reward": 0.0, "timestamp": t}
                                       for t in (1000.0, 2000.0)]})
     out = server.ok("prune_old", {"max_age_seconds": 3600.0, "now": 10000.0, "confirm": True})
-    assert out == {"deleted": 2, "cutoff": 6400.0, "op": "prune_old",
-                   "persistence_status": "ok"}
+    assert out == {"deleted": 2, "cutoff": "1970-01-01T01:46:40.000000+00:00",
+                   "op": "prune_old", "persistence_status": "ok"}       # 6400 seconds
     assert server.ok("get_stats")["n_records"] == before
     # OTHER's records (timestamps 500..502, older than the cutoff) are still in the file
     assert [r["id"] for r in _other_records(db["path"])] == db["other_ids"]

@@ -246,6 +246,8 @@ def test_structured_results_match_their_output_schema_in_every_shape(served):
              ("export_data", {}),                                    # inline records
              ("export_data", {"path": "all.parquet", "format": "parquet"}),
              ("record", {"episodes": [dict(EXAMPLES["record"][0])] * 2}),
+             ("prune_old", {"max_age_seconds": 1e12, "now": 0.0, "confirm": True}),  # null
+             ("prune_old", {"max_age_seconds": 10.0, "now": 1005.0, "confirm": True}),
              ("compact", {"confirm": True}),
              ("reset", {"confirm": True}),
              ("get_stats", {})]                                      # an empty store: nulls
@@ -272,6 +274,11 @@ def test_episode_times_are_iso_8601_in_utc_in_every_answer_that_has_episodes(ser
     assert answers == {
         "query_similar": [nav, nav], "replay_experience": [nav, nav, nav],
         "export_data": [f"1970-01-01T00:16:4{i}.000000+00:00" for i in range(4)]}
+    # prune_old's cutoff (now - max_age_seconds) too; null where no ISO text can show it
+    cutoffs = [served.call("prune_old", {"max_age_seconds": age, "now": now,
+                                         "confirm": True})[0]["cutoff"]
+               for age, now in ((500.0, 1500.5), (1e12, 0.0), (0.0, 3e11))]
+    assert cutoffs == ["1970-01-01T00:16:40.500000+00:00", None, None]
     props = {tool: output_schema(tool)["properties"] for tool in answers}
     described = [props["query_similar"]["results"]["items"]["properties"]["episode"],
                  props["replay_experience"]["episodes"]["items"],

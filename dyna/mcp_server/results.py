@@ -263,8 +263,10 @@ def _writes() -> dict[str, tuple[dict, tuple]]:
         "replay_experience": ({"episodes": _arr("the sampled episodes", _EPISODE),
                                "ids": _arr("their ids, in order", {"type": "integer"})},
                               ("episodes", "ids")),
-        "prune_old": ({**deleted, "cutoff": _t("number", "episodes older than this timestamp "
-                                               "(seconds since the epoch) were deleted")},
+        "prune_old": ({**deleted, "cutoff": _nullable(_t(
+            "string", "episodes older than this time were deleted (ISO 8601 in UTC, e.g. "
+            "2026-01-01T12:00:00.000000+00:00); null when it is outside the years 1 to 9999",
+            format="date-time"))},
                       ("deleted", "cutoff")),
         "compact": ({**deleted, "bytes_before": _t("integer", "file size before, bytes"),
                      "bytes_after": _t("integer", "file size after, bytes"),

@@ -24,6 +24,7 @@ from dyna.mcp_server.schemas import (EPISODE_REQUIRED, FILE_NAME_PATTERN, FILE_N
                                      input_schema)
 from dyna.mcp_server.wording import (json_list, json_text, json_value, missing_error,
                                      schema_error, unknown_error)
+from dyna.store.columns import time_in_range
 
 __all__ = ["ExperienceTools"]
 
@@ -278,10 +279,13 @@ class ExperienceTools:
 
     def _public(self, name: str, out: dict) -> dict:
         """The store's answer as a client sees it: this tenant only, no server paths, an
-        episode's ``timestamp`` as ISO 8601 text in UTC (:func:`dyna.experience.times.
-        iso_utc`)."""
+        episode's ``timestamp`` and ``prune_old``'s ``cutoff`` as ISO 8601 text in UTC
+        (:func:`dyna.experience.times.iso_utc`)."""
         for where, episode in episodes_in(name, out):
             episode["timestamp"] = iso_utc(episode["timestamp"], f"{where}.timestamp")
+        if name == "prune_old":   # now - max_age_seconds: any finite number of seconds
+            cutoff = out["cutoff"]
+            out["cutoff"] = iso_utc(cutoff, "cutoff") if time_in_range(cutoff) else None
         if name == "get_stats" and isinstance(out.get("store"), dict):
             out["store"].pop("rows", None)  # the file's total counts every tenant's records
             if out["store"].get("path"):
