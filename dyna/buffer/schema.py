@@ -362,6 +362,10 @@ def to_json(field: str, value) -> str | None:
                           f"must be JSON serialisable ({exc})") from None
 
 
+#: The types a :class:`JsonText` value may have: text, or None for an absent value.
+_TEXT_TYPES = {str, type(None)}
+
+
 def json_texts(field: str, texts, n: int) -> np.ndarray:
     """JsonText contents as an object array ``(n,)`` of str or None (validated)."""
     if isinstance(texts, (str, bytes, Mapping)) or len(texts) != n:
@@ -371,9 +375,11 @@ def json_texts(field: str, texts, n: int) -> np.ndarray:
         arr[:] = texts
     except ValueError:   # e.g. a 2-D array of texts
         raise ConfigError(field, np.shape(texts), f"JsonText must hold {n} texts") from None
-    for i, t in enumerate(arr):
-        if t is not None and type(t) is not str:
-            raise ConfigError(f"{field}[{i}]", type(t).__name__, "JsonText holds str or None")
+    if not set(map(type, arr)) <= _TEXT_TYPES:   # name the first row that is not
+        for i, t in enumerate(arr):
+            if t is not None and type(t) is not str:
+                raise ConfigError(f"{field}[{i}]", type(t).__name__,
+                                  "JsonText holds str or None")
     return arr
 
 

@@ -278,33 +278,34 @@ def join_vectors(vals, dim: int) -> bytes:
 
 
 def collect_chunks(chunks: Iterable[Sequence[tuple]], kinds: Sequence[str],
-                   dim: int) -> list[list]:
+                   dim: int) -> list:
     """Fetched rows, chunk by chunk, transposed into one list per column.
 
-    A vector column's list holds one joined ``bytes`` per chunk (:func:`join_vectors`), so
-    no million small byte strings are alive at once.
+    A vector column is one ``bytearray`` that each chunk's joined vectors
+    (:func:`join_vectors`) are appended to, so no million small byte strings are alive at
+    once and the column is never copied again to be joined.
     """
-    acc: list[list] = [[] for _ in kinds]
+    acc: list = [bytearray() if kind == "vector" else [] for kind in kinds]
     vectors = [j for j, kind in enumerate(kinds) if kind == "vector"]
     for chunk in chunks:
         cols = list(zip(*chunk))
         for j in vectors:
-            acc[j].append(join_vectors(cols[j], dim))
+            acc[j] += join_vectors(cols[j], dim)
             cols[j] = ()
         for col, vals in zip(acc, cols):
             col.extend(vals)
     return acc
 
 
-def column_array(kind: str, vals: list, dim: int) -> np.ndarray:
-    """One column of fetched values as a numpy array (see :func:`to_columns`).
+def column_array(kind: str, vals, dim: int) -> np.ndarray:
+    """One column of fetched values (a list) as a numpy array (see :func:`to_columns`).
 
-    A vector column arrives as a list of joined chunks (:func:`collect_chunks`).
+    A vector column arrives as one ``bytearray`` of joined rows (:func:`collect_chunks`);
+    the array is a view of it (writable, no copy).
     """
     n = len(vals)
     if kind == "vector":
-        raw = bytearray().join(vals)  # writable, so frombuffer needs no copy
-        return np.frombuffer(raw, dtype=np.float32).reshape(-1, dim)
+        return np.frombuffer(vals, dtype=np.float32).reshape(-1, dim)
     if kind == "float":
         if None in vals:
             vals = [np.nan if v is None else v for v in vals]
@@ -320,7 +321,7 @@ def column_array(kind: str, vals: list, dim: int) -> np.ndarray:
     return arr
 
 
-def to_columns(names: Sequence[str], kinds: Sequence[str], acc: list[list],
+def to_columns(names: Sequence[str], kinds: Sequence[str], acc: list,
                categories: Sequence[str], dim: int, where: str) -> dict[str, object]:
     """The result of a backend's ``read``: collected values as numpy columns.
 
