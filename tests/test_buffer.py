@@ -194,6 +194,27 @@ def test_categorical_inputs_codes_and_labels():
         buf.categories("reward")
 
 
+def test_categorical_labels_known_new_missing_and_str_subclass_get_the_same_codes():
+    buf = ExperienceBuffer(dim=2)
+    base = {"tenant_id": "t1", "task_type": "nav", "outcome": "success"}
+    buf.record_batch(reward=[1.0, 2.0], action_type=Categorical(np.array([0, 1]), ["a", "b"]),
+                     **base)
+    assert buf.categories("action_type") == ("", "a", "b")
+    # every label known: codes straight from the dictionary, nothing new
+    buf.record_batch(reward=[1.0, 2.0, 3.0],
+                     action_type=Categorical(np.array([1, 0, 1], dtype=np.int16), ["b", "a"]),
+                     **base)
+    # a new label, a numpy str and a number among known ones
+    buf.record_batch(reward=[1.0, 2.0, 3.0, 4.0], action_type=Categorical(
+        np.array([0, 1, 2, 3]), ["a", "c", np.str_("b"), 7]), **base)
+    assert buf.categories("action_type") == ("", "a", "b", "c", "7")
+    assert buf.column("action_type").tolist() == [1, 2, 1, 2, 1, 1, 3, 2, 4]
+    with pytest.raises(ConfigError) as err:   # a bytes label is refused, nothing recorded
+        buf.record_batch(reward=[1.0], action_type=Categorical(np.array([0]), [b"a"]),
+                         **base)
+    assert err.value.field == "action_type" and len(buf) == 9
+
+
 def test_optional_columns_stay_correct_after_deletes():
     # Unused optional columns are skipped on write; stale values must never resurface.
     buf = ExperienceBuffer(dim=2, capacity=4)
@@ -676,7 +697,8 @@ def test_json_text_is_stored_as_given_and_hashed_only_without_features():
     buf.record_batch(reward=[1.0], **BASE)                    # later rows: metadata absent
     assert buf.rows()[-1]["metadata"] is None
     for bad, field in ((JsonText(texts[:2]), "metadata"), (JsonText([1, None, None]),
-                                                            "metadata[0]")):
+                                                            "metadata[0]"),
+                       (JsonText(['{"a":1}', None, b"{}"]), "metadata[2]")):
         with pytest.raises(ConfigError) as err:
             buf.record_batch(reward=np.zeros(3), metadata=bad, **BASE)
         assert err.value.field == field

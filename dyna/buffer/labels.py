@@ -89,7 +89,8 @@ class LabelDictionary:
         if values is None:
             return 0, []
         if isinstance(values, str):
-            label = label_text(values, name)   # a str subclass (e.g. an Enum member): its str()
+            # a str subclass (e.g. an Enum member) becomes its str()
+            label = values if type(values) is str else label_text(values, name)
             if not label and name in REQUIRED_FIELDS:
                 raise ConfigError(name, values, "is required and must be non-empty")
             code = self.lookup.get(label)
@@ -98,6 +99,11 @@ class LabelDictionary:
             codes = np.asarray(values.codes)
             if codes.shape != (n,) or (n and codes.dtype.kind not in "iu"):
                 raise ConfigError(name, codes.shape, f"Categorical codes must be {n} integers")
+            # labels already known as plain str need no conversion (the usual batch)
+            get = self.lookup.get
+            known = [get(v) if type(v) is str else None for v in values.labels]
+            if None not in known:
+                return (codes, np.array(known, dtype=np.int32)), []
             uniq_labels, inverse = [label_text(v, name) for v in values.labels], codes
         else:
             if isinstance(values, (list, tuple)) and any(

@@ -419,28 +419,24 @@ def stage_batch(store: ColumnStore, reward: np.ndarray, ts: np.ndarray, id_src: 
     if feats is None:
         stage["features"][base:base + n] = 0
         stage["inv_norm"][base:base + n] = 0
-    slots = []
-    for name, src, mapping in per_row:
-        stage[name] = store.array(name) if direct else np.empty(n, np.int32)
-        if src.dtype != np.int32 and src.dtype != np.int64:
-            src = src.astype(np.int64)
-        slots.append((src, mapping, stage[name], name in REQUIRED_FIELDS))
     what, bad_row, ts_sorted = stage_rows(
         reward, ts, id_src, first_id, _NO_FEATURES if feats is None else feats, stage["id"],
         stage["reward"], stage["timestamp"], stage["features"], stage["inv_norm"], base,
         check_prev)
     bad_code = -1
-    for j, (src, mapping, dst, required) in enumerate(slots):
-        if what >= 0:
-            break
-        bad_row, reason = stage_codes(src, mapping, dst, base, required)
+    for j, (name, src, mapping) in enumerate(per_row if what < 0 else ()):
+        dst = stage[name] = store.array(name) if direct else np.empty(n, np.int32)
+        if src.dtype != np.int32 and src.dtype != np.int64:
+            src = src.astype(np.int64)
+        bad_row, reason = stage_codes(src, mapping, dst, base, name in REQUIRED_FIELDS)
         if bad_row >= 0:
             what, bad_code = 3 + reason, j
+            break
     if what >= 0:
         if what >= 3 and direct:  # columns never used must stay all zero
             for name, _, _ in per_row:
                 if name not in used:
-                    stage[name][base:base + n] = 0
+                    store.array(name)[base:base + n] = 0
         raise _staging_error(what, bad_row, per_row[bad_code] if what >= 3 else None, feats,
                              reward, ts)
     return Staged(n, direct, base, stage, ts_sorted)
