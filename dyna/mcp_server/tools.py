@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from dyna.errors import ConfigError, DynaError, MissingFileError, StoreBusyError
-from dyna.experience.times import iso_utc
 from dyna.fileio.paths import resolve_in_folder
 from dyna.mcp_server.results import output_schema
 from dyna.mcp_server.schemas import (EPISODE_REQUIRED, FILE_NAME_PATTERN, FILE_NAME_REASON,
@@ -24,7 +23,6 @@ from dyna.mcp_server.schemas import (EPISODE_REQUIRED, FILE_NAME_PATTERN, FILE_N
                                      input_schema)
 from dyna.mcp_server.wording import (json_list, json_text, json_value, missing_error,
                                      schema_error, unknown_error)
-from dyna.store.columns import time_in_range
 
 __all__ = ["ExperienceTools"]
 
@@ -281,6 +279,11 @@ class ExperienceTools:
         """The store's answer as a client sees it: this tenant only, no server paths, an
         episode's ``timestamp`` and ``prune_old``'s ``cutoff`` as ISO 8601 text in UTC
         (:func:`dyna.experience.times.iso_utc`)."""
+        # imported here: dyna.experience and dyna.store load the buffer and its compiled
+        # kernels, and `dyna --help` imports this module without serving anything
+        from dyna.experience.times import iso_utc
+        from dyna.store.columns import time_in_range
+
         for where, episode in episodes_in(name, out):
             episode["timestamp"] = iso_utc(episode["timestamp"], f"{where}.timestamp")
         if name == "prune_old":   # now - max_age_seconds: any finite number of seconds
