@@ -149,14 +149,22 @@ def cache_home(package: str = "dyna") -> str:
     return os.path.join(base, package, "numba")
 
 
-def compiled_kernels(directory: str | None = None) -> int | None:
+def compiled_kernels(directory: str | None = None, module: str | None = None) -> int | None:
     """How many compiled kernels numba's on-disk cache holds: its index files (``*.nbi``,
-    one per cached kernel) anywhere under ``directory``.
+    one per cached kernel) anywhere under ``directory``, or only those of one module.
+
+    numba names an index file ``<module file stem>.<function>-<line>.pyXY.nbi`` inside a
+    folder ``<the module's folder name>_<hash of its path>``, so the kernels of
+    ``dyna.agents.tabular`` are the ``tabular.*.nbi`` files of the ``agents_*`` folders.
 
     Parameters
     ----------
     directory : str, optional
         Default: ``NUMBA_CACHE_DIR`` (what :func:`configure` set).
+    module : str, optional
+        A dotted module name (``"dyna.agents.tabular"``): count its kernels only. Another
+        module's kernels in the cache (the index's, the buffer's) say nothing about whether
+        this one's are compiled.
 
     Returns
     -------
@@ -170,7 +178,13 @@ def compiled_kernels(directory: str | None = None) -> int | None:
         return None
     if not os.path.isdir(directory):
         return 0
-    return sum(name.endswith(".nbi") for _dirpath, _dirnames, filenames in os.walk(directory)
+    folder, stem = "", ""
+    if module:
+        package, _, name = module.rpartition(".")
+        folder, stem = package.rpartition(".")[2] + "_", name + "."
+    return sum(name.endswith(".nbi") and name.startswith(stem)
+               for dirpath, _dirnames, filenames in os.walk(directory)
+               if os.path.basename(dirpath).startswith(folder)
                for name in filenames)
 
 

@@ -83,7 +83,7 @@ def test_quiet_prints_the_folder_alone(tmp_path, capsys):
 
 
 def test_the_compile_line_comes_first_when_the_kernel_cache_is_empty(tmp_path, monkeypatch):
-    monkeypatch.setattr(kernel_cache, "compiled_kernels", lambda directory=None: 0)
+    monkeypatch.setattr(kernel_cache, "compiled_kernels", lambda directory=None, module=None: 0)
     stream = io.StringIO()
     shown = RunProgress("talk", "log", stream=stream, ticker=False)
     run_experiment(load_experiment(_small(tmp_path)), tmp_path / "out", progress=shown)
@@ -100,6 +100,12 @@ def test_compiled_kernels_counts_numba_index_files(tmp_path, monkeypatch):
     (tmp_path / "model.q-3.py311.nbi").write_bytes(b"")
     assert kernel_cache.compiled_kernels(str(tmp_path)) == 2
     assert kernel_cache.compiled_kernels(str(tmp_path / "none")) == 0
+    # per module: another module's kernels (here the model's) do not count
+    assert kernel_cache.compiled_kernels(str(tmp_path), module="dyna.agents.tabular") == 1
+    assert kernel_cache.compiled_kernels(str(tmp_path), module="dyna.model") == 0
+    (tmp_path / "dyna_cd34").mkdir()
+    (tmp_path / "dyna_cd34" / "model.q-3.py311.nbi").write_bytes(b"")
+    assert kernel_cache.compiled_kernels(str(tmp_path), module="dyna.model") == 1
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     assert kernel_cache.compiled_kernels() is None
 
@@ -191,3 +197,17 @@ def test_headline_lines_stop_at_the_section_end_and_cut_long_lines(tmp_path):
 def test_durations_read_as_people_write_them():
     assert [duration(s) for s in (0.04, 9.94, 12.4, 65, 3599, 3720)] == [
         "0.0 s", "9.9 s", "12 s", "1 min 05 s", "59 min 59 s", "1 h 02 min"]
+
+
+def test_the_compile_line_comes_when_only_other_kernels_are_cached(tmp_path, monkeypatch):
+    """A cache that holds the index's and the buffer's kernels but not the tabular agents'
+    is cold for a tabular run: the line is said."""
+    cache = tmp_path / "cache"
+    (cache / "index_ab12").mkdir(parents=True)
+    (cache / "index_ab12" / "kernels.topk_scaled-97.py311.nbi").write_bytes(b"")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))
+    stream = io.StringIO()
+    shown = RunProgress("talk", "log", stream=stream, ticker=False)
+    run_experiment(load_experiment(_small(tmp_path)), tmp_path / "out", progress=shown)
+    assert stream.getvalue().splitlines()[0] == (
+        "talk: compiling kernels, first run only (numba caches them on disk)")

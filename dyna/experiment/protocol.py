@@ -143,6 +143,11 @@ class ExperimentKind(ABC):
     def job_function(self) -> Callable[["Job"], Any]:
         """A top-level (picklable) function ``fn(job) -> result``."""
 
+    #: The dotted name of the module whose compiled kernels :meth:`warm_up` loads (None: the
+    #: kind compiles nothing); ``dyna run`` says a first-run compile is coming when numba's
+    #: cache holds none of that module's kernels.
+    kernel_module: str | None = None
+
     def warm_up(self) -> float:
         """Compile kernels before the runs are timed; seconds taken (default 0)."""
         return 0.0

@@ -362,8 +362,8 @@ def execute(plan: RunPlan, backend: Backend, progress) -> Executed:
         with _progress(plan.config, progress) as shown:
             return execute(plan, backend, shown)
     kind, config = plan.kind, plan.config
-    cold = (type(kind).warm_up is not ExperimentKind.warm_up
-            and kernel_cache.compiled_kernels() == 0)
+    cold = (kind.kernel_module is not None
+            and kernel_cache.compiled_kernels(module=kind.kernel_module) == 0)
     if cold:
         progress.note("compiling kernels, first run only (numba caches them on disk)")
         progress.stage("compile")

@@ -18,6 +18,7 @@ class TabularKind(ExperimentKind):
     """Kind ``tabular``: tabular Dyna agents on Gymnasium tables (the package docstring)."""
 
     name = "tabular"
+    kernel_module = "dyna.agents.tabular"
 
     def parse(self, data, *, runs=None, seed=None):
         return parse_tabular(data, runs=runs, seed=seed)
