@@ -109,7 +109,9 @@ def test_memory_backend(tmp_path, benchmark, contestant):
     folders = iter(range(1_000))
 
     def fresh_folder():
-        return (tmp_path / f"run{next(folders)}",), {}
+        folder = tmp_path / f"run{next(folders)}"
+        folder.mkdir()
+        return (folder,), {}
 
     if contestant == "dyna":
         assert np.array_equal(_skill_loop_run(None, False), _skill_loop_run(tmp_path, True))
