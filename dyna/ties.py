@@ -26,7 +26,8 @@ import numpy as np
 
 from dyna.errors import ConfigError
 
-__all__ = ["above", "as_fraction", "at_least", "mean_below", "weighted_sum_below"]
+__all__ = ["above", "as_fraction", "at_least", "mean_below", "means_below",
+           "weighted_sum_below"]
 
 
 def as_fraction(x) -> Fraction:
@@ -63,6 +64,52 @@ def mean_below(a, b, threshold) -> bool:
     """
     fa, fb = as_fraction(a), as_fraction(b)
     return fa < as_fraction(threshold) * (fa + fb)
+
+
+#: Relative distance from the threshold within which :func:`means_below` decides exactly:
+#: far above the few ulps by which the float comparison can differ from the exact one.
+NEAR_TIE = 1e-9
+
+
+def means_below(a, b, threshold) -> np.ndarray:
+    """:func:`mean_below` element by element over arrays: the float comparison
+    ``a < threshold * (a + b)`` where it is far from a tie, the exact one (:func:`mean_below`)
+    where the two sides lie within :data:`NEAR_TIE` of each other, relatively. The float
+    sides differ from the exact ones by a few ulps, so the result is the exact decision
+    everywhere; only the near ties pay for rational arithmetic.
+
+    Parameters
+    ----------
+    a, b : array_like of float
+        Beta shapes, broadcast together; ``a + b > 0``.
+    threshold : float
+
+    Returns
+    -------
+    ndarray of bool, the broadcast shape of ``a`` and ``b``
+
+    Raises
+    ------
+    ConfigError
+        A shape or the threshold that is not finite (as :func:`as_fraction`).
+
+    >>> means_below([8.0, 0.3, 3.0], [2.0, 0.1, 1.0], 0.8).tolist()
+    [False, True, True]
+    """
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64),
+                               np.asarray(b, dtype=np.float64))
+    t = float(as_fraction(threshold))
+    bad = ~(np.isfinite(a) & np.isfinite(b))
+    if bad.any():
+        i = np.flatnonzero(bad.ravel())[0]
+        mean_below(a.ravel()[i], b.ravel()[i], threshold)   # raises, naming the value
+    lhs, rhs = a, t * (a + b)
+    below = np.array(lhs < rhs, dtype=bool)      # an array even for scalar inputs
+    near = np.abs(lhs - rhs) <= NEAR_TIE * (np.abs(lhs) + np.abs(rhs))
+    flat = below.reshape(-1)
+    for i in np.flatnonzero(near.ravel()):
+        flat[i] = mean_below(a.ravel()[i], b.ravel()[i], threshold)
+    return below
 
 
 def weighted_sum_below(terms: Iterable[tuple[float, float]], threshold) -> bool:

@@ -18,6 +18,7 @@ import pytest
 from dyna.agents.baselines.common import RunRecord
 from dyna.agents.baselines.selective import SelectiveAddDelete
 from dyna.competence import BetaCompetence
+from dyna.errors import ConfigError
 from dyna.escalation.policies import CostSensitive, MeanThreshold, MinEpisodes
 from dyna.escalation.rules import Evidence, ThresholdPolicy, should_escalate
 from dyna.experience import ExperienceStore
@@ -26,7 +27,12 @@ from dyna.loops.memory import MemoryEntry, MemoryStore
 from dyna.loops.retirement import retirement_reason
 from dyna.loops.review.config import LoopConfig
 from dyna.loops.review.proposal import Proposal
-from dyna.loops.review.safeguards import Grade, accepted_without_novelty, grade, validate
+from dyna.loops.review.safeguards import (
+    Grade,
+    accepted_without_novelty,
+    grade,
+    validate,
+)
 from dyna.loops.skills import Skill, SkillLibrary
 
 NOON = dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
@@ -182,3 +188,23 @@ def test_every_threshold_decision_keeps_its_tie_rule_exactly():
 def test_the_chow_rule_acts_at_its_threshold():
     # p* = 1 - (0.3 - 0.2) / (0.2 + 0) = 1/2; a mean of 1/2 acts
     assert bool(CostSensitive(c_escalate=0.3, c_failure=0.2, c_act=0.2).act(2.0, 2.0, 4))
+
+
+def test_array_means_are_decided_exactly_at_ties_and_as_floats_elsewhere():
+    """means_below over arrays equals mean_below element by element on a grid of Beta
+    shapes (priors 0.1-1.0 plus 0-29 counts) at seven thresholds; at 0.75 the float
+    comparison alone is wrong for 7 of the 50,000 pairs (ties such as 0.3 / 0.4)."""
+    import numpy as np
+
+    from dyna.ties import mean_below, means_below
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 30, 50_000) + rng.choice([0.5, 1.0, 0.3, 0.1], 50_000)
+    b = rng.integers(0, 30, 50_000) + rng.choice([0.5, 1.0, 0.1], 50_000)
+    for t in (0.8, 0.75, 0.5, 0.3, 0.9, 2 / 3, 0.4):
+        exact = np.array([mean_below(x, y, t) for x, y in zip(a, b)])
+        assert (means_below(a, b, t) == exact).all(), t
+    assert int((((a / (a + b)) < 0.75) != means_below(a, b, 0.75)).sum()) == 7
+    assert MeanThreshold(0.75).act(a, b, 5).tolist() == (~means_below(a, b, 0.75)).tolist()
+    with pytest.raises(ConfigError):
+        means_below([1.0, float("nan")], [1.0, 1.0], 0.5)

@@ -17,7 +17,7 @@ import numpy as np
 from scipy import special
 
 from dyna.errors import ConfigError, check_range
-from dyna.ties import mean_below
+from dyna.ties import means_below
 
 __all__ = ["POLICY_RULES", "AlwaysEscalate", "CostSensitive", "EpsilonExplore",
            "LowerBoundThreshold", "MeanThreshold", "MinEpisodes", "NeverEscalate", "Policy",
@@ -156,13 +156,10 @@ class MeanThreshold(Policy):
 
     def act(self, a, b, n, u=None):
         """True where the mean ``a / (a + b)`` reaches p*, compared exactly
-        (:func:`dyna.ties.mean_below`, as :class:`~dyna.escalation.ThresholdPolicy`
+        (:func:`dyna.ties.means_below`, as :class:`~dyna.escalation.ThresholdPolicy`
         does): a mean equal to p* acts. ``a`` and ``b`` broadcast; the result has their
         broadcast shape, dtype bool."""
-        a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64),
-                                   np.asarray(b, dtype=np.float64))
-        acts = [not mean_below(x, y, self.p_star) for x, y in zip(a.ravel(), b.ravel())]
-        return np.array(acts, dtype=bool).reshape(a.shape)
+        return ~means_below(a, b, self.p_star)
 
 
 @dataclass(frozen=True)
