@@ -305,3 +305,18 @@ def test_a_sweep_headline_gives_each_variant_its_range_over_the_points():
                                "(alpha=0.1)")
     assert _named([("a", {}, "1 [0, 2]", 1.0), ("b", {}, "3 [2, 4]", 3.0)]) == \
         "a 1 [0, 2]; b 3 [2, 4]"
+
+
+def test_plateau_of_a_variant_with_no_finished_run_is_nan_without_a_warning():
+    """Every run of a variant failed (a backend gave up on its jobs): no curve, so no
+    plateau episode and no interval; numpy is never asked for the mean of nothing."""
+    import warnings
+
+    import numpy as np
+
+    from dyna.experiment.kinds.tabular.headline import plateau_episode
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        iv = plateau_episode(np.zeros((0, 50)), 10)
+    assert iv.n == 0 and all(np.isnan(float(v)) for v in (iv.estimate, iv.low, iv.high))

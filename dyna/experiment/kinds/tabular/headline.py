@@ -80,9 +80,11 @@ def plateau_episode(steps: np.ndarray, last: int, *, tolerance: float = PLATEAU_
     """
     x = np.asarray(steps, dtype=np.float64)
     R = x.shape[0]
+    nan = np.float64(np.nan)
+    if R == 0:          # every run of the variant failed: no curve
+        return Interval(nan, nan, nan, 0)
     est = _first_within(x.mean(axis=0, keepdims=True), last, tolerance)[0]
     if R < 2:
-        nan = np.float64(np.nan)
         return Interval(np.float64(est), nan, nan, R)
     rng = np.random.default_rng(seed)
     B = min(int(n_resamples), PLATEAU_RESAMPLES)
@@ -91,7 +93,6 @@ def plateau_episode(steps: np.ndarray, last: int, *, tolerance: float = PLATEAU_
     boot = _first_within(weights @ x / R, last, tolerance)
     boot = boot[np.isfinite(boot)]
     if boot.size == 0:
-        nan = np.float64(np.nan)
         return Interval(np.float64(est), nan, nan, R)
     tail = (1 - confidence) / 2 * 100
     lo, hi = np.percentile(boot, [tail, 100 - tail])
