@@ -266,3 +266,15 @@ def test_trajectory_curves_keep_their_legends_under_the_panels(tmp_path, capture
         assert baselines["legend"]["texts"] == ["awm", "expel"]
         for ax in (loops, baselines):
             assert ax["legend"]["below"] and not ax["legend"]["overlaps"]
+
+
+def test_a_count_row_shows_its_highest_curve_whole():
+    """The poisoned-entries row (linear) spans every point drawn: one variant's 12 entries
+    among panels of zeros is not clipped; a token row (log) still clips extreme points."""
+    from dyna.experiment.kinds.agent_tasks.plots import _limits
+
+    zeros = [np.zeros(1000)] * 5
+    lo, hi = _limits([*zeros, np.linspace(0.0, 12.0, 50)], "linear")
+    assert lo < 0 and hi >= 12.0
+    tokens = [np.full(1000, 100.0), np.array([100.0, 1e9])]
+    assert _limits(tokens, "log")[1] < 1e9

@@ -226,9 +226,10 @@ def _competence_series(keyed: pl.DataFrame, window: int, chosen_family: int):
 
 
 def _limits(values: list[np.ndarray], scale: str) -> tuple[float, float]:
-    """y-limits of a row from the plotted mean curves: [0, 1] for rates; otherwise the
-    0.5th-99.5th percentiles of every point drawn (in log10 for a log axis), so a few
-    extreme points are clipped instead of flattening every line."""
+    """y-limits of a row from the plotted mean curves: [0, 1] for rates; for a log axis
+    (tokens) the 0.5th-99.5th percentiles of every point drawn, in log10, so a few extreme
+    points are clipped instead of flattening every line; for a linear axis (counts of
+    poisoned entries, mostly 0 in most panels) every point, so no curve is cut off."""
     if scale == "unit":
         return (-0.02, 1.02)
     v = np.concatenate([x[np.isfinite(x)] for x in values]) if values else np.zeros(0)
@@ -236,7 +237,8 @@ def _limits(values: list[np.ndarray], scale: str) -> tuple[float, float]:
         v = np.log10(v[v > 0])
     if v.size == 0:
         return (1.0, 10.0) if scale == "log" else (0.0, 1.0)
-    lo, hi = (float(q) for q in np.percentile(v, [0.5, 99.5]))
+    lo, hi = ((float(q) for q in np.percentile(v, [0.5, 99.5])) if scale == "log"
+              else (float(v.min()), float(v.max())))
     if scale == "log":
         pad = 0.05 * max(hi - lo, 0.1)
         return (10 ** (lo - pad), 10 ** (hi + pad))
