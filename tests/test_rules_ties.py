@@ -12,6 +12,7 @@ as a float, as documented.
 """
 
 import datetime as dt
+from fractions import Fraction
 
 import pytest
 
@@ -183,11 +184,35 @@ def test_every_threshold_decision_keeps_its_tie_rule_exactly():
     assert not MeanThreshold(AT).act(A, B + 0.001, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="CostSensitive compares the posterior mean with its "
-                   "Chow threshold in floating point")
 def test_the_chow_rule_acts_at_its_threshold():
-    # p* = 1 - (0.3 - 0.2) / (0.2 + 0) = 1/2; a mean of 1/2 acts
-    assert bool(CostSensitive(c_escalate=0.3, c_failure=0.2, c_act=0.2).act(2.0, 2.0, 4))
+    # p* = 1 - (0.3 - 0.2) / (0.2 + 0) = 1/2; a mean of 1/2 acts, one just below does not
+    # (in floats p* is 0.5000000000000001 and the tie escalated)
+    rule = CostSensitive(c_escalate=0.3, c_failure=0.2, c_act=0.2)
+    assert rule.exact_p_star == Fraction(1, 2)
+    assert rule.act([2.0, 1.0, 0.5], [2.0, 1.0 + 1e-12, 0.5], 4).tolist() == [True, False, True]
+
+
+def test_the_experiments_chow_rule_acts_at_the_declared_p_star():
+    """The failure cost derived from a declared p* (c_escalate / (1 - p*)) keeps p* exact
+    in the rule: at p* = 0.8 a posterior (1.2, 0.3), mean 4/5, acts, though ``1.2 / 1.5``
+    is 0.7999999999999999 in floats; taken from the float cost 5.000000000000001, the
+    threshold would lie above 4/5 and escalate it."""
+    from dyna.experiment.kinds.escalation.config import build_policy, class_costs
+    from dyna.experiment.registry import parse_experiment
+
+    cfg = parse_experiment({
+        "kind": "escalation", "name": "t", "seed": 1, "runs": 2,
+        "risk_classes": ["elevated"], "costs": {"c_escalate": 1.0, "p_star": [0.7, 0.8]},
+        "scenarios": [{"name": "flat", "rates": [0.3, 0.6], "steps": 20}],
+        "variants": [{"name": "chow", "rule": "chow"}]})
+    assert 1.2 / 1.5 < 0.8
+    for setting, (a, b) in zip(cfg.settings(), ((7.0, 3.0), (1.2, 0.3))):
+        rule = build_policy(cfg, cfg.variants[0], setting)
+        assert rule.exact_p_star == Fraction(str(setting.p_star))
+        assert rule.act([a, a], [b, b + 1e-9], 5).tolist() == [True, False]
+    c_e, c_f, _ = class_costs(cfg.costs, cfg.settings()[1])
+    assert c_f == 5.000000000000001
+    assert not CostSensitive(c_e, c_f).act(1.2, 0.3, 5)
 
 
 def test_array_means_are_decided_exactly_at_ties_and_as_floats_elsewhere():

@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from scipy import special
 
 from dyna.errors import ConfigError, check_range
-from dyna.ties import means_below
+from dyna.ties import as_fraction, means_below
 
 __all__ = ["POLICY_RULES", "AlwaysEscalate", "CostSensitive", "EpsilonExplore",
            "LowerBoundThreshold", "MeanThreshold", "MinEpisodes", "NeverEscalate", "Policy",
@@ -242,13 +243,19 @@ class CostSensitive(Policy):
     success probability p, so under a Beta posterior the Bayes decision for the next task
     plugs in the posterior mean.
 
+    The comparison follows the tie rule exactly: p* is computed as a rational from the
+    costs (each taken as the number written, :func:`dyna.ties.as_fraction`), and a mean
+    equal to it acts (:func:`dyna.ties.means_below`). A cost derived from a declared p*
+    (``c_escalate / (1 - p*)``) is passed as a :class:`fractions.Fraction` to keep that p*
+    exact.
+
     Parameters
     ----------
-    c_escalate, c_failure : float
+    c_escalate, c_failure : float or Fraction
         Cost of an escalation and of a failed attempt.
-    c_act : float
+    c_act : float or Fraction
         Cost of every attempt (e.g. API cost).
-    value : float
+    value : float or Fraction
         Value of a solved task.
     """
 
@@ -263,12 +270,18 @@ class CostSensitive(Policy):
 
     @property
     def p_star(self) -> float:
-        """The rule's threshold (may lie outside [0, 1])."""
-        return chow_threshold(self.c_escalate, self.c_failure, self.c_act, self.value)
+        """The rule's threshold (may lie outside [0, 1]), as the float nearest it."""
+        return float(self.exact_p_star)
+
+    @property
+    def exact_p_star(self) -> Fraction:
+        """The rule's threshold as an exact rational, from the costs as written."""
+        c_e, c_f, c_a, v = (as_fraction(x) for x in (self.c_escalate, self.c_failure,
+                                                      self.c_act, self.value))
+        return 1 - (c_e - c_a) / (c_f + v)
 
     def act(self, a, b, n, u=None):
-        a = np.asarray(a, dtype=np.float64)
-        return a / (a + np.asarray(b, dtype=np.float64)) >= self.p_star
+        return ~means_below(a, b, self.exact_p_star)
 
 
 @dataclass(frozen=True)

@@ -496,7 +496,8 @@ def build_policy(config: EscalationConfig, variant: PolicyVariant, setting):
 
     Threshold rules take p* (and delta) from the variant or else from the setting (its
     p*; the risk class's preset delta); ``"chow"`` takes its threshold from the setting's
-    costs (:func:`class_costs`); ``"preset"`` is the risk class's own preset rule at the
+    costs (:func:`class_costs`, the failure cost derived from p* as an exact
+    :class:`fractions.Fraction`); ``"preset"`` is the risk class's own preset rule at the
     setting's p*. ``setting`` is a :class:`CostSetting` or a risk class name.
 
     Raises
@@ -505,10 +506,15 @@ def build_policy(config: EscalationConfig, variant: PolicyVariant, setting):
         Naming ``variants.<name>.<field>``.
     """
     from dyna.escalation import RISK_CLASSES, make_policy
+    from dyna.ties import as_fraction
 
     st = _setting(setting)
     rc = RISK_CLASSES[st.risk_class]
     c_e, c_f, c_a = class_costs(config.costs, st)
+    if not config.costs.get("c_failure"):
+        # derived from the setting's p*: exact, so that Chow's threshold is that p* and a
+        # posterior mean equal to it acts, as the rule says
+        c_f = as_fraction(c_e) / (1 - as_fraction(st.p_star))
     rule = variant.rule
     delta = variant.delta if variant.delta is not None else (rc.delta or 0.05)
     if rule == "preset":
