@@ -51,7 +51,13 @@ def as_fraction(x) -> Fraction:
     f = float(x)
     if not math.isfinite(f):
         raise ConfigError("value", f, "must be finite")
+    if f.is_integer() and abs(f) <= _EXACT_INTEGERS:
+        return Fraction(int(f))         # a count: its decimal text is this integer
     return Fraction(repr(f))
+
+
+#: Every integer up to 2**53 in magnitude is a float whose shortest text is that integer.
+_EXACT_INTEGERS = 2.0 ** 53
 
 
 def mean_below(a, b, threshold) -> bool:
@@ -62,8 +68,11 @@ def mean_below(a, b, threshold) -> bool:
     >>> mean_below(8.0, 2.0, 0.8), mean_below(0.3, 0.1, 0.75), mean_below(3, 1, 0.76)
     (False, False, True)
     """
-    fa, fb = as_fraction(a), as_fraction(b)
-    return fa < as_fraction(threshold) * (fa + fb)
+    fa, fb, ft = as_fraction(a), as_fraction(b), as_fraction(threshold)
+    # a < t (a + b) with a = p/q, b = r/s, t = u/v, times q s v > 0: p s v < u (p s + r q)
+    p, q, r, s, u, v = (fa.numerator, fa.denominator, fb.numerator, fb.denominator,
+                        ft.numerator, ft.denominator)
+    return p * s * v < u * (p * s + r * q)
 
 
 #: Relative distance from the threshold within which :func:`means_below` decides exactly:
@@ -98,17 +107,18 @@ def means_below(a, b, threshold) -> np.ndarray:
     """
     a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64),
                                np.asarray(b, dtype=np.float64))
-    t = float(as_fraction(threshold))
-    bad = ~(np.isfinite(a) & np.isfinite(b))
-    if bad.any():
-        i = np.flatnonzero(bad.ravel())[0]
-        mean_below(a.ravel()[i], b.ravel()[i], threshold)   # raises, naming the value
-    lhs, rhs = a, t * (a + b)
-    below = np.array(lhs < rhs, dtype=bool)      # an array even for scalar inputs
-    near = np.abs(lhs - rhs) <= NEAR_TIE * (np.abs(lhs) + np.abs(rhs))
-    flat = below.reshape(-1)
-    for i in np.flatnonzero(near.ravel()):
-        flat[i] = mean_below(a.ravel()[i], b.ravel()[i], threshold)
+    exact_t = as_fraction(threshold)
+    with np.errstate(over="ignore", invalid="ignore"):
+        lhs, rhs = a, float(exact_t) * (a + b)
+        below = np.array(lhs < rhs, dtype=bool)      # an array even for scalar inputs
+        gap = np.abs(lhs - rhs)
+    # exact where the sides are close, and where they are not finite: a NaN or infinite
+    # shape (mean_below raises, naming it) or a sum that overflows
+    exact = ~(gap > NEAR_TIE * (np.abs(lhs) + np.abs(rhs)))
+    exact |= ~np.isfinite(gap)
+    flat, flat_a, flat_b = below.reshape(-1), a.reshape(-1), b.reshape(-1)
+    for i in np.flatnonzero(exact.reshape(-1)):
+        flat[i] = mean_below(flat_a[i], flat_b[i], exact_t)
     return below
 
 

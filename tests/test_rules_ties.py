@@ -233,3 +233,32 @@ def test_array_means_are_decided_exactly_at_ties_and_as_floats_elsewhere():
     assert MeanThreshold(0.75).act(a, b, 5).tolist() == (~means_below(a, b, 0.75)).tolist()
     with pytest.raises(ConfigError):
         means_below([1.0, float("nan")], [1.0, 1.0], 0.5)
+
+
+def test_a_float_is_the_number_written_on_each_side_of_the_integer_range():
+    """Integers up to 2**53 are exact floats whose text is the integer; above, a float's
+    text is its shortest decimal: 1e23 is 10**23, not the double 99999999999999991611392."""
+    from dyna.ties import as_fraction
+
+    assert as_fraction(2.0 ** 53) == 2 ** 53 and as_fraction(-7.0) == -7
+    assert as_fraction(1e23) == 10 ** 23 != int(1e23)
+    assert as_fraction(0.8) == Fraction(4, 5) and as_fraction(-2.5) == Fraction(-5, 2)
+
+
+def test_array_means_overflowing_in_floats_are_decided_exactly():
+    """A sum that overflows (1e308 + 1e308) is decided exactly, a NaN or infinite shape
+    is refused by name, and neither warns."""
+    import warnings
+
+    import numpy as np
+
+    from dyna.ties import means_below
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # means 1/2, 1/3 and 4/5 against 1/2: equal is not below
+        assert means_below([1e308, 1.0, 4.0], [1e308, 2.0, 1.0], 0.5).tolist() == [
+            False, True, False]
+        for bad in (np.nan, np.inf):
+            with pytest.raises(ConfigError, match="value="):
+                means_below([1.0, 2.0], [1.0, bad], 0.5)
