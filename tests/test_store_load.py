@@ -143,9 +143,9 @@ def test_rows_to_redact_never_misses_a_row():
 
 
 def test_a_broken_stored_text_cannot_hide_the_next_rows_keys():
-    # An unterminated string (a damaged or crafted row) used to swallow the newline joining
-    # it to the next row, so the next row's quotes paired up the other way round and its
-    # "password" key was never looked at.
+    # An unterminated string (a damaged or crafted row) must not swallow the newline joining
+    # it to the next row: the next row's quotes would pair up the other way round and its
+    # "password" key would never be looked at.
     texts = np.array(['{"a":"unterminated', '{"password":"hunter2"}', '{"x\\":1',
                       '{"token":"t"}'], dtype=object)
     assert rows_to_redact(texts, DEFAULT_SENSITIVE_KEYS).tolist() == [1, 3]

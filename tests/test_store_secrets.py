@@ -244,10 +244,12 @@ def test_a_secret_label_an_older_version_stored_is_refused_for_new_rows(tmp_path
     secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     db = tmp_path / "old.db"
     s = ExperienceStore(db, dim=4)
-    s.buffer._check_labels = False      # what an older version did: labels stored as given
-    s.record("t1", task_type=secret, action_type="a", outcome="success", reward=1.0)
-    s.buffer._check_labels = True
+    s.record("t1", task_type="placeholder", action_type="a", outcome="success", reward=1.0)
     s.close()
+    # what an older version, or another writer, could leave: a label stored as given
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE episodes SET task_type = ?", (secret,))
+    con.close()
     s = ExperienceStore(db, dim=4)
     assert s.get_stats()["n_records"] == 1          # the old row stays (scrub reports it)
     with pytest.raises(ConfigError) as e:

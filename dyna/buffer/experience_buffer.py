@@ -78,8 +78,6 @@ class ExperienceBuffer:
         redact({}, self._redact_keys)  # validates the key collection
         self._clock = clock
         self._source = None if source is None else str(source)
-        # Refuse new labels holding a secret (off while an experience store loads its rows).
-        self._check_labels = True
         # Loaded labels that hold a secret, refused for new rows (see taint_loaded_labels).
         self._tainted: dict[str, set] = {}
         self._next_id = 0
@@ -145,7 +143,7 @@ class ExperienceBuffer:
             or a new label holding a secret (:func:`dyna.redact.check_label`: the field is
             named, the secret never echoed; a redacted label would merge buckets).
         """
-        ep = encode_episode(episode, self._dicts, self._tainted, self._check_labels,
+        ep = encode_episode(episode, self._dicts, self._tainted, True,
                             self._clock, self._redact_keys, self.dim)
         # All validated: write.
         codes = {name: self._dicts[name].intern(label) for name, label in ep.labels.items()}
@@ -177,7 +175,7 @@ class ExperienceBuffer:
         self._tainted.update(found)
         return {name: len(bad) for name, bad in found.items()}
 
-    def record_batch(self, *, ids=None, **columns) -> np.ndarray:
+    def record_batch(self, *, ids=None, loading: bool = False, **columns) -> np.ndarray:
         """Record many episodes in one call; return their ids, int64 ``(n,)``.
 
         Parameters
@@ -198,6 +196,10 @@ class ExperienceBuffer:
             float, shape ``(n, d)``, finite. Default: the feature hash of each row's dicts.
         ids : array_like of int, optional
             Explicit ids (e.g. when loading a store): strictly increasing and >= ``next_id``.
+        loading : bool
+            The rows are loaded from a store that already holds them: their labels are
+            taken as stored, neither checked for secrets nor refused as tainted (a store
+            reports those: :meth:`taint_loaded_labels` then refuses them for new rows).
 
         Returns
         -------
@@ -214,7 +216,7 @@ class ExperienceBuffer:
         get = columns.get
         reward = float_column("reward", columns["reward"], None)
         n = reward.shape[0]
-        if self._tainted and self._check_labels:
+        if self._tainted and not loading:
             refuse_tainted(self._tainted, columns)
         ts = get("timestamp")
         ts = (np.full(n, clock_seconds(self._clock)) if ts is None
@@ -222,7 +224,7 @@ class ExperienceBuffer:
         id_src = NO_IDS if ids is None else check_ids(ids, n, self._next_id)
         scalar_codes, per_row, new_labels = encode_categoricals(self._dicts, self._used,
                                                                 columns, n)
-        check_new_labels(new_labels, self._check_labels)
+        check_new_labels(new_labels, not loading)
         dict_json, redacted_rows = encode_dict_fields(columns, n, self._redact_keys,
                                                       hashed=get("state_features") is None)
         staged = stage_batch(self._store, reward, ts, id_src, self._next_id,
@@ -486,7 +488,7 @@ class ExperienceBuffer:
         new._dicts = {name: d.copy() for name, d in self._dicts.items()}
         new._tainted = {name: set(bad) for name, bad in self._tainted.items()}
         new._used = set(self._used)
-        new._check_labels, new._next_id = self._check_labels, self._next_id
+        new._next_id = self._next_id
         new._ts_sorted = self._ts_sorted
         return new
 

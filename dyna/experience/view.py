@@ -203,15 +203,10 @@ class LiveView:
             vals = cols[name]
             if np.not_equal(vals, None).any():   # stored redacted JSON: kept as it is
                 kw[name] = JsonText(redact_texts(vals, self.redact_keys, where))
-        # Labels already stored are loaded as they are (an older version may have stored
-        # one holding a secret: `dyna store scrub` reports those); the buffer has no public
-        # switch for this, so its label check is paused around the batch.
+        # Labels already stored are loaded as they are (a store may hold one with a secret:
+        # `dyna store scrub` reports those)
         buf = self.buf
-        buf._check_labels = False
-        try:
-            buf.record_batch(ids=cols["id"], **kw)
-        finally:
-            buf._check_labels = True
+        buf.record_batch(ids=cols["id"], loading=True, **kw)
         # ... but a loaded label that holds a secret is refused for every new row
         self.tainted = set(buf.taint_loaded_labels())
 
