@@ -197,9 +197,8 @@ class ExperienceBuffer:
         ids : array_like of int, optional
             Explicit ids (e.g. when loading a store): strictly increasing and >= ``next_id``.
         loading : bool
-            The rows are loaded from a store that already holds them: their labels are
-            taken as stored, neither checked for secrets nor refused as tainted (a store
-            reports those: :meth:`taint_loaded_labels` then refuses them for new rows).
+            Rows a store already holds: labels taken as stored, not checked for secrets nor
+            refused as tainted (:meth:`taint_loaded_labels` then refuses those for new rows).
 
         Returns
         -------
