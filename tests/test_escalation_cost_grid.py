@@ -114,7 +114,8 @@ def test_tables_report_and_plot(output):
     assert "## Lowest regret per cost setting" in text
     assert "\"Always escalate\" wins (is tied) best at: p*=0.95." in text
     head = text.split("## Headline")[1].split("##")[0]
-    assert "2 cost settings (p* in 0.5, 0.95)" in head
+    assert "4 policies x 2 cost settings (p* 0.5 to 0.95) x 2 scenario/feedback settings x 3 " \
+        "runs; cost against p*: `plots/cost_grid_flat.png`." in head
     assert "AURC of the type oracle" in text
     assert sorted(p.name for p in (output / "plots").glob("cost_grid_*")) == \
         ["cost_grid_flat.png"]
@@ -207,8 +208,8 @@ def test_pooled_intervals_are_over_runs_not_system_run_rows():
     cells = row.split(" | ")
     assert cells[2] == "`mean`" and cells[4] == "`always` (2)"
     assert cells[5].startswith("0.485 [") and "min_episodes > 0" in section
-    head = "\n".join(report._headline(out))
-    assert "not separated" not in head       # every run's gap is positive
+    # every run's gap is positive
+    assert report._winners_detail(out)[2].endswith("reaches 0) in: none.")
 
 
 def test_headline_names_settings_whose_winner_is_not_separated():
@@ -218,8 +219,10 @@ def test_headline_names_settings_whose_winner_is_not_separated():
     out = _fake_output({"always": lambda s, r: 1.0,
                         "mean": lambda s, r: 1.0 + (0.2 if r % 2 else -0.2) - 1e-3,
                         "never": lambda s, r: 5.0, "mean_fixed": lambda s, r: 4.0})
-    head = "\n".join(report._headline(out))
-    assert "not separated from the runner-up's" in head and "flat/censored/p*=0.5" in head
+    detail = report._winners_detail(out)
+    assert detail[2] == ("- The lowest regret is not separated from the runner-up's (paired 95% "
+                         "interval of the gap reaches 0) in: flat/censored/p*=0.5.")
+    assert "not separated" not in "\n".join(report._headline(out))
 
 
 def test_setup_says_the_type_oracle_sees_each_tasks_api_cost():

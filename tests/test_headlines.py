@@ -119,7 +119,9 @@ ESCALATION = {"kind": "escalation", "name": "hl_cost", "runs": 3, "seed": 2,
 def test_escalation_headline_names_the_best_policy_and_its_cost(tmp_path):
     folder, report = _run(tmp_path, ESCALATION)
     lines = _headline(report)
-    assert len(lines) == 4, lines
+    assert len(lines) == 3 and max(len(line) for line in lines) <= 160, lines
+    assert lines[0] == ("- 3 policies x 2 risk classes x 1 scenario/feedback setting x 3 runs; "
+                        "regret over tasks: `plots/regret_flat_full.png`.")
     runs = pl.read_parquet(folder / "runs.parquet").with_columns(
         (pl.col("total_cost") / pl.col("steps")).alias("per_task"))
     opts = dict(statistic="mean", confidence=0.95, n_resamples=200, seed=2)
@@ -133,15 +135,15 @@ def test_escalation_headline_names_the_best_policy_and_its_cost(tmp_path):
         assert best == "mean"
         others = ", ".join(f"{r} {fmt(per[r].mean())}" for r in ("always", "never"))
         expected.append(f"{st}: `mean` {ci(per_run_ci(per['mean'], **opts))} ({others})")
-    assert lines[1] == ("- lowest cost per task, beside always and never escalating: "
-                        f"{expected[0]}.")
+    assert lines[1] == f"- lowest cost per task (95% CI over runs) at {expected[0]}."
     assert lines[2] == f"- {expected[1]}."
+    # the detail (wins of always escalating, unseparated winners) opens the per-setting part
+    body = report.split("## Lowest regret per cost setting")[1]
+    assert ("- Always escalating is (tied) best in 0 of 2 scenario/feedback/cost settings."
+            in body)
     # at high stakes the runner-up's paired gap interval reaches 0 (3 runs)
-    assert lines[3] == ("- always escalating is (tied) best in 0 of 2 scenario/feedback/cost "
-                        "settings; the lowest regret is not separated from the runner-up's "
-                        "(paired 95% interval of the gap reaches 0) in flat/full/high_stakes; "
-                        "per setting see \"Lowest regret per cost setting\"; regret over "
-                        "tasks: `plots/regret_<scenario>_<feedback>.png`.")
+    assert ("- The lowest regret is not separated from the runner-up's (paired 95% interval "
+            "of the gap reaches 0) in: flat/full/high_stakes.") in body
 
 
 # ----------------------------------------------------------------------------- ablation

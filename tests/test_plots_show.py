@@ -149,23 +149,33 @@ def test_escalation_plots_keep_colours_log_costs_and_legends_off_the_curves(tmp_
     run_experiment(parse_experiment(data), tmp_path / "o", backend=InProcessBackend(),
                    progress=False)
     names = ["never", "always", "mean", "thompson"]
-    # regret: every panel symmetric-log, each policy one colour in all 4 panels, one
-    # legend right of the panels
-    regret = shots["regret_flat_censored"]
+    # regret: every panel symmetric-log, each policy one colour in all 4 panels, a
+    # legend right of each row (which policies coincide depends on the cost setting)
+    regret = shots["regret_flat_full"]
     assert [ax["yscale"] for ax in regret["axes"]] == ["symlog"] * 4
     assert [ax["xscale"] for ax in regret["axes"]] == ["linear", "log"] * 2
     seen = _colors_by_label(regret, names)
     assert {k: (len(c), n) for k, (c, n) in seen.items()} == {k: (1, 4) for k in names}
-    (legend,) = regret["legends"]
-    assert legend["texts"] == names
-    assert all(legend["box"].x0 >= ax["box"].x1 for ax in regret["axes"])
+    assert regret["legends"] == []
+    assert [ax["legend"] is None for ax in regret["axes"]] == [True, False] * 2
+    for ax in regret["axes"][1::2]:
+        assert ax["legend"]["texts"] == names
+        assert ax["legend"]["right"] and not ax["legend"]["overlaps"]
+    # under censoring at p* = 0.9 mean never acts (the trap): one curve with always, one
+    # legend entry naming both
+    censored = shots["regret_flat_censored"]
+    assert censored["axes"][3]["legend"]["texts"] == [
+        "never", "always, mean (identical here)", "thompson"]
     assert "symmetric log" in regret["title"]
     # risk-coverage: a legend under every panel, none on the curves
     rc = shots["risk_coverage_flat"]
     assert len(rc["axes"]) == 2
     for ax in rc["axes"]:
-        assert ax["legend"]["texts"] == names + ["random score (failure rate)"]
         assert ax["legend"]["below"] and not ax["legend"]["overlaps"]
+    # with full feedback every policy sees every outcome: one posterior, one curve
+    assert [ax["legend"]["texts"] for ax in rc["axes"]] == [
+        names + ["random score (failure rate)"],
+        ["never, always, mean, thompson\n(identical here)", "random score (failure rate)"]]
     # cost grid: never and always do not flatten the rest (symlog, said in the title)
     grid = shots["cost_grid_flat"]
     assert [ax["yscale"] for ax in grid["axes"]] == ["symlog", "symlog"]
@@ -179,16 +189,16 @@ def test_escalation_plots_keep_colours_log_costs_and_legends_off_the_curves(tmp_
     assert all([ln["x"] for ln in ax["lines"] if ln["vertical"]] == [120.0]
                for ax in shift["axes"])
     assert all(not any(ln["vertical"] for ln in ax["lines"]) for ax in regret["axes"])
-    assert shift["legends"][0]["texts"] == names + ["rates change"]
+    assert shift["axes"][1]["legend"]["texts"] == names + ["rates change"]
 
 
 def test_escalation_colours_are_distinct_past_ten_policies():
-    from dyna.experiment.kinds.escalation.plots import _colors
+    from dyna.experiment.kinds.escalation.plots import OTHER_COLORS, POLICY_COLORS
 
-    colors = _colors(12)
-    assert len(set(colors[:12])) == 12
-    # never and always (the first two) are not one colour in two shades
-    assert colors[1] != colors[0] and colors[1] == _colors(3)[1]
+    assert len(POLICY_COLORS) == 12 and len(set(POLICY_COLORS.values())) == 12
+    assert not set(OTHER_COLORS) & set(POLICY_COLORS.values())
+    # never and always are not one colour in two shades
+    assert (POLICY_COLORS["never"], POLICY_COLORS["always"]) == ("#d62728", "#7f7f7f")
 
 
 # --------------------------------------------------------------------------- agent tasks

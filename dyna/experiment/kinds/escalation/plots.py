@@ -6,19 +6,22 @@
   competence variant under the first risk class (first system of a replayed scenario
   only; the variant is named in the file when there are several);
 * ``regret_<scenario>_<feedback>`` -- cumulative pseudo-regret against the type oracle per
-  policy (mean over runs, and systems for replays, with a bootstrap band), a row per risk
-  class, linear and log-scaled task axis, a symmetric-log regret axis (never escalating
-  grows ~100x faster than the rest), one legend right of the panels;
-* ``risk_coverage_<scenario>`` -- risk against coverage per policy (first risk class), a
+  policy (mean over runs, and systems for replays, with a bootstrap band), a row per cost
+  setting, linear and log-scaled task axis, a symmetric-log regret axis (never escalating
+  grows ~100x faster than the rest), a legend right of each row;
+* ``risk_coverage_<scenario>`` -- risk against coverage per policy (first cost setting), a
   panel per feedback mode, with the agent's failure rate (the expected curve of a random
   score), a legend under every panel;
 * ``cost_grid_<scenario>`` -- with a ``costs.p_star`` grid: regret per task against p*, a
   line per policy, a panel per feedback mode, symmetric-log regret axis, a legend under
   every panel.
 
-Each policy has one colour in every panel and figure (:func:`variant_colors`); legends sit
-outside the data; a dotted vertical line marks each change point of a synthetic scenario
-(competence and regret plots).
+Each policy has one colour in every panel, figure and output folder (:data:`POLICY_COLORS`,
+:func:`variant_colors`). Policies whose curves in a panel are equal at every point are drawn
+once, in the first one's colour, under one legend entry naming them all ("mean, chow
+(identical here)", :func:`identical_groups`), so the legend lists every policy and a reader
+sees as many lines as it has entries. Legends sit outside the data; a dotted vertical line
+marks each change point of a synthetic scenario (competence and regret plots).
 
 SVG copies are written next to the PNGs unless ``analysis.svg = false``.
 """
@@ -27,10 +30,11 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 import polars as pl
 
@@ -40,8 +44,9 @@ from dyna.experiment.stats import curve_ci
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["SYMLOG_LINEAR", "change_points", "draw_plots", "over_systems",
-           "stat_options", "variant_colors"]
+__all__ = ["COMPETENCE_X", "COMPETENCE_Y", "OTHER_COLORS", "POLICY_COLORS", "SYMLOG_LINEAR",
+           "change_points", "draw_plots", "group_label", "identical_groups", "over_systems",
+           "policy_color", "slug", "stat_options", "variant_colors"]
 
 
 def stat_options(out) -> dict:
@@ -53,31 +58,126 @@ def stat_options(out) -> dict:
                 seed=out.config.seed)
 
 
-def _colors(n: int):
-    """``n`` or more distinct colours: tab10, and past 10 tab20's dark shades then its
-    light ones (in tab20's own order a colour's light twin sits next to it, and two
-    neighbouring policies, such as never and always escalating, were told apart only by
-    shade)."""
-    if n <= 10:
-        return matplotlib.colormaps["tab10"].colors
-    tab20 = matplotlib.colormaps["tab20"].colors
-    return tab20[0::2] + tab20[1::2]
+#: The colour of every policy name the kind knows: the rules of
+#: :data:`dyna.escalation.POLICY_RULES`, ``preset`` and the variants of the shipped
+#: ``experiments/escalation_*.toml`` files. Fixed by name, so a policy has one colour in every
+#: escalation figure of every output folder: never escalating (acting on every task) red,
+#: always escalating grey, the rest tab10's other hues and two dark tab20b ones.
+POLICY_COLORS = {
+    "never": "#d62728",             # red
+    "always": "#7f7f7f",            # grey
+    "mean": "#1f77b4",              # blue
+    "lower_bound": "#ff7f0e",       # orange
+    "preset": "#2ca02c",            # green
+    "mean_min10": "#9467bd",        # purple
+    "chow": "#8c564b",              # brown
+    "mean_eps05": "#e377c2",        # pink
+    "mean_optimistic": "#bcbd22",   # olive
+    "thompson": "#17becf",          # cyan
+    "thompson_d0.99": "#393b79",    # dark blue
+    "mean_eps05_d0.99": "#7b4173",  # plum
+}
+
+#: Colours of policy names outside :data:`POLICY_COLORS`: tab20's light shades and
+#: tab20b's mid ones, none of them a colour of the mapping.
+OTHER_COLORS = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+                "#f7b6d2", "#dbdb8d", "#9edae5", "#5254a3", "#8ca252", "#bd9e39",
+                "#ad494a", "#a55194")
+
+
+def policy_color(name: str, taken: set[str] = frozenset()) -> str:
+    """The colour of the policy ``name``: its :data:`POLICY_COLORS` entry, else the
+    :data:`OTHER_COLORS` entry picked by the CRC-32 of the name, or the next one not in
+    ``taken`` (colours already given to other policies of the figure), so an unknown name
+    keeps its colour across files unless two such names meet in one. Returns a ``#rrggbb``
+    string."""
+    if name in POLICY_COLORS:
+        return POLICY_COLORS[name]
+    start = zlib.crc32(name.encode()) % len(OTHER_COLORS)
+    for k in range(len(OTHER_COLORS)):
+        color = OTHER_COLORS[(start + k) % len(OTHER_COLORS)]
+        if color not in taken:
+            return color
+    return OTHER_COLORS[start]
 
 
 def variant_colors(out) -> dict:
-    """The colour of each policy (by name), the same in every panel of every figure of
-    ``out``: :func:`_colors` in the order of ``config.variants``."""
+    """The colour of each policy of ``out`` (by name, :func:`policy_color`), the same in
+    every panel and figure; names of the mapping first, so they never yield their colour."""
     names = [v.name for v in out.config.variants]
-    colors = _colors(len(names))
-    return {name: colors[i % len(colors)] for i, name in enumerate(names)}
+    colors = {n: POLICY_COLORS[n] for n in names if n in POLICY_COLORS}
+    for n in names:
+        if n not in colors:
+            colors[n] = policy_color(n, set(colors.values()))
+    return {n: colors[n] for n in names}
+
+
+def identical_groups(curves: dict) -> list[list[str]]:
+    """Policies whose curves are equal at every point, grouped.
+
+    Parameters
+    ----------
+    curves : dict of str to tuple of ndarray
+        Per policy the arrays a panel draws of it (x, estimate, band bounds ...), each 1-d.
+        Two policies are identical when every array is equal element by element (exactly;
+        NaN equals NaN).
+
+    Returns
+    -------
+    list of list of str
+        The groups in order of first appearance, each in the order of ``curves``; a policy
+        equal to no other forms a group of one.
+    """
+    groups: list[list[str]] = []
+    for name, arrays in curves.items():
+        for group in groups:
+            ref = curves[group[0]]
+            if len(ref) == len(arrays) and all(
+                    np.array_equal(a, b, equal_nan=True) for a, b in zip(ref, arrays)):
+                group.append(name)
+                break
+        else:
+            groups.append([name])
+    return groups
+
+
+def group_label(names: list[str], width: int = 36) -> str:
+    """The legend text of policies drawn as one curve: the name alone, or
+    ``"mean, chow, preset (identical here)"``, the names wrapped to lines of at most
+    ``width`` characters and "(identical here)" kept whole."""
+    if len(names) == 1:
+        return names[0]
+    lines = textwrap.wrap(", ".join(names), width=width, break_on_hyphens=False)
+    note = "(identical here)"
+    if len(lines[-1]) + 1 + len(note) <= width:
+        lines[-1] += " " + note
+    else:
+        lines.append(note)
+    return "\n".join(lines)
+
+
+def _draw_groups(axes, curves: dict, colors: dict, band_alpha: float, **style) -> None:
+    """Draw each group of identical ``curves`` (:func:`identical_groups`) once on every
+    axes of ``axes``, in its first policy's colour, labelled with every member
+    (:func:`group_label`). ``curves``: per policy ``(x, estimate, low, high)``; the band is
+    drawn where ``low`` is finite."""
+    for group in identical_groups(curves):
+        x, y, low, high = curves[group[0]]
+        c = colors[group[0]]
+        for ax in axes:
+            ax.plot(x, y, color=c, label=group_label(group), **style)
+            if np.isfinite(low).any():
+                ax.fill_between(x, low, high, color=c, alpha=band_alpha, linewidth=0)
 
 
 #: Linear range of the symmetric-log y-axes (cost units): below it the axis is linear.
 SYMLOG_LINEAR = 1.0
 
 
-def _slug(text: str) -> str:
-    """File-name-safe text without dots (``Path.with_suffix`` would cut at a dot)."""
+def slug(text: str) -> str:
+    """File-name-safe text without dots (``Path.with_suffix`` would cut at a dot): every run
+    of other characters than letters, digits, ``_`` and ``-`` becomes ``-``; the part of a
+    plot's file name that names a scenario, system or variant."""
     return re.sub(r"[^A-Za-z0-9_\-]+", "-", str(text)).strip("-") or "x"
 
 
@@ -103,12 +203,37 @@ def _mark_changes(ax, out, scenario: str) -> None:
                    label="rates change" if j == 0 else None)
 
 
+def _summary_curves(summary: pl.DataFrame, x: str) -> dict:
+    """Per policy ``(x, estimate, low, high)`` arrays of a :func:`curve_ci` summary."""
+    return {name: tuple(s.get_column(c).to_numpy() for c in (x, "estimate", "low", "high"))
+            for (name,), s in summary.group_by(["variant"], maintain_order=True)}
+
+
 def _point_name(scenario: str, system: str, feedback: str) -> str:
     parts = [scenario] + ([system] if system else []) + [feedback]
-    return "_".join(_slug(p) for p in parts)
+    return "_".join(slug(p) for p in parts)
 
 
 # =========================================================================== plots
+
+#: Axis labels of the competence panels.
+COMPETENCE_X = "tasks seen (count)"
+COMPETENCE_Y = "success probability (0-1)"
+
+
+def _label_competence_axes(axes, n_panels: int) -> None:
+    """Label the competence grid ``axes`` (rows x cols, the first ``n_panels`` shown): the
+    y axis of each row's first panel, the x axis (with its tick labels, which a shared x
+    axis hides above the last row) of each column's lowest shown panel."""
+    cols = len(axes[0])
+    for row in axes:
+        row[0].set_ylabel(COMPETENCE_Y, fontsize=8)
+    for c in range(min(cols, n_panels)):
+        last = (n_panels - 1 - c) // cols
+        ax = axes[last][c]
+        ax.set_xlabel(COMPETENCE_X, fontsize=8)
+        ax.xaxis.set_tick_params(labelbottom=True)
+
 
 def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
     """Competence over tasks per task type, with credible bands and the true rate."""
@@ -141,15 +266,16 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 ax.grid(alpha=0.3)
             for j in range(K, rows * cols):
                 axes[j // cols][j % cols].set_visible(False)
+            _label_competence_axes(axes, K)
             handles, labels = axes[0][0].get_legend_handles_labels()
             fig.legend(handles, labels, loc="outside right upper", fontsize=7)
             fig.suptitle(f"competence of {variant!r} ({out.config.settings()[0].name}, "
                          f"{feedback} feedback), run 0, {scenario} {system}\n"
-                         "mean with 95% credible band; x: tasks seen", fontsize=9)
-            fig.supxlabel("tasks", fontsize=8)
+                         "posterior mean with 95% credible band, true rate dashed",
+                         fontsize=9)
             stem = _point_name(scenario, system, feedback)
             if several:
-                stem += f"_{_slug(variant)}"
+                stem += f"_{slug(variant)}"
             paths += save(fig, folder / f"competence_{stem}", svg=out.config.analysis.svg)
     return paths
 
@@ -178,14 +304,7 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                                                  ["variant", "step"], "cum_pseudo_regret"),
                                    by=["variant"], x="step", y="cum_pseudo_regret", run="run",
                                    **stat_options(out))
-                for (name,), s in summary.group_by(["variant"], maintain_order=True):
-                    c = colors[name]
-                    x = s.get_column("step").to_numpy()
-                    low, high = s.get_column("low").to_numpy(), s.get_column("high").to_numpy()
-                    for ax in axes[r]:
-                        ax.plot(x, s.get_column("estimate").to_numpy(), color=c, label=name)
-                        if np.isfinite(low).any():
-                            ax.fill_between(x, low, high, color=c, alpha=0.15, linewidth=0)
+                _draw_groups(axes[r], _summary_curves(summary, "step"), colors, 0.15)
                 axes[r][1].set_xscale("log")
                 for ax in axes[r]:
                     _mark_changes(ax, out, scenario)
@@ -195,10 +314,11 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     ax.set_ylim(bottom=0)
                     ax.set_title(rc, fontsize=9)
                     ax.set_xlabel("tasks")
-                    ax.set_ylabel("cumulative pseudo-regret (symlog)")
+                    ax.set_ylabel("cumulative pseudo-regret (cost units, symlog)")
                     ax.grid(alpha=0.3)
-            handles, labels = axes[0][0].get_legend_handles_labels()
-            fig.legend(handles, labels, loc="outside right upper", fontsize=7)
+                # a legend per row: which policies coincide depends on the cost setting
+                axes[r][1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7,
+                                  frameon=False)
             many = g["system"].n_unique() > 1
             band = (f"mean over runs{' and systems' if many else ''}, "
                     f"{out.config.analysis.confidence:.0%} bootstrap band over runs"
@@ -207,7 +327,7 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
             fig.suptitle(f"regret vs the type oracle (cost units): {scenario}, {feedback} "
                          f"feedback\n{band}; y: symmetric log (linear below "
                          f"{SYMLOG_LINEAR:g}); right: log x", fontsize=9)
-            paths += save(fig, folder / f"regret_{_slug(scenario)}_{feedback}",
+            paths += save(fig, folder / f"regret_{slug(scenario)}_{feedback}",
                            svg=out.config.analysis.svg)
     return paths
 
@@ -230,10 +350,12 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     pl.col("risk").mean())
                 base = runs.filter((pl.col("scenario") == scenario)
                                    & (pl.col("feedback") == feedback))
+                curves = {}
                 for (name,), s in mean.group_by(["variant"], maintain_order=True):
-                    c = colors[name]
-                    ax.plot(s.get_column("coverage").to_numpy(),
-                            s.get_column("risk").to_numpy(), color=c, marker=".", label=name)
+                    risk = s.get_column("risk").to_numpy()
+                    none = np.full(risk.shape, np.nan)
+                    curves[name] = (s.get_column("coverage").to_numpy(), risk, none, none)
+                _draw_groups([ax], curves, colors, 0.0, marker=".")
                 ax.axhline(float(base.get_column("agent_failure_rate").mean()), color="k",
                            linestyle=":", label="random score (failure rate)")
                 oracle = base.get_column("aurc_type_oracle").mean()  # None: an older folder
@@ -246,7 +368,7 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 legend_below(ax, len(ax.get_legend_handles_labels()[0]))
             fig.suptitle(f"risk-coverage: {scenario}, {rc0}; score: posterior mean of the "
                          "task's type at arrival", fontsize=9)
-            paths += save(fig, folder / f"risk_coverage_{_slug(scenario)}",
+            paths += save(fig, folder / f"risk_coverage_{slug(scenario)}",
                            svg=out.config.analysis.svg)
     return paths
 
@@ -269,14 +391,8 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
                                                  ["variant", "p_star"], "regret_per_task"),
                                    by=["variant"], x="p_star", y="regret_per_task", run="run",
                                    **stat_options(out))
-                for (name,), s in summary.group_by(["variant"], maintain_order=True):
-                    c = colors[name]
-                    x = s.get_column("p_star").to_numpy()
-                    ax.plot(x, s.get_column("estimate").to_numpy(), color=c, marker=".",
-                            label=name)
-                    low, high = s.get_column("low").to_numpy(), s.get_column("high").to_numpy()
-                    if np.isfinite(low).any():
-                        ax.fill_between(x, low, high, color=c, alpha=0.12, linewidth=0)
+                _draw_groups([ax], _summary_curves(summary, "p_star"), colors, 0.12,
+                             marker=".")
                 ax.set_title(f"{feedback} feedback", fontsize=9)
                 ax.set_xlabel("p* (failure cost c_escalate / (1 - p*))")
                 # policies differ by orders of magnitude (never escalating, i.e. always
@@ -292,7 +408,7 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
                          f"{out.config.analysis.confidence:.0%} bootstrap band over runs"
                          + (" (of each run's mean over systems)" if many else "")
                          + "\ny: symmetric log, linear within +-0.01", fontsize=9)
-            paths += save(fig, folder / f"cost_grid_{_slug(scenario)}",
+            paths += save(fig, folder / f"cost_grid_{slug(scenario)}",
                           svg=out.config.analysis.svg)
     return paths
 

@@ -1,12 +1,14 @@
 """Kind ``escalation``: report.md.
 
-Report sections: a headline (what was run, per cost setting the policy with the lowest cost
-per task beside always and never escalating, where "always escalate" wins); setup; the
-lowest-regret policy per cost setting (a risk class, or a value of the ``costs.p_star``
-grid) with the rank of "always escalate"; a cost table per policy and cost setting for
-every scenario and feedback mode; the censoring trap; Thompson sampling's regret growth
-against log T; recovery after change points; per-system tables of replayed logs (cost,
-regret, AURC next to a random score).
+Report sections: a headline of at most five lines (what was run and where its main plot
+is; per cost setting the cheapest policy, its cost per task with an interval over runs,
+beside always and never escalating); setup; the lowest-regret policy per cost setting (a
+risk class, or a value of the ``costs.p_star`` grid) with the rank of "always escalate",
+opened by the headline's detail (ties, wins of always escalating, winners not separated
+from the runner-up); a cost table per policy and cost setting for every scenario and
+feedback mode; the censoring trap; Thompson sampling's regret growth against log T;
+recovery after change points; per-system tables of replayed logs (cost, regret, AURC next
+to a random score).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from dyna.experiment.kinds.escalation.metrics import fit_log_growth, recovery_steps
-from dyna.experiment.kinds.escalation.plots import over_systems, stat_options
+from dyna.experiment.kinds.escalation.plots import over_systems, slug, stat_options
 from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
 from dyna.experiment.stats import paired_diff_ci, per_run_ci
 
@@ -163,17 +165,36 @@ def _separated(iv) -> bool:
     return iv is not None and np.isfinite(float(iv.low)) and float(iv.low) > 0
 
 
-def _cost_clause(out, g: pl.DataFrame, rules: dict) -> tuple[str, str]:
-    """The best policy of one cost setting's rows ``g`` (lowest mean cost per task, pooled
-    over scenarios, feedback modes and systems) with its interval over runs, and the costs
-    of always and never escalating: ``(best name, words)``."""
-    per = {v: _run_means(x, "total_cost") for (v,), x in g.group_by(["variant"],
-                                                                    maintain_order=True)}
+def _setting_means(frame: pl.DataFrame, col: str) -> np.ndarray:
+    """``col`` per task, one value per run index: the mean over the frame's scenario/feedback
+    settings of each setting's mean over its systems (:func:`_run_means` per setting), so a
+    replay of 24 systems and a stream of one weigh the same. Returns float64, shape (runs,),
+    ordered by run index."""
+    per_task = frame.with_columns((pl.col(col) / pl.col("steps")).alias("_per_task"))
+    per_setting = over_systems(per_task, ["scenario", "feedback"], "_per_task")
+    return (per_setting.group_by("run").agg(pl.col("_per_task").mean()).sort("run")
+            .get_column("_per_task").to_numpy().astype(np.float64))
+
+
+def _cheapest(g: pl.DataFrame) -> tuple[list[str], dict, dict]:
+    """The policies with the lowest mean cost per task in one cost setting's rows ``g``
+    (:func:`_setting_means`; within 1e-12 of the lowest, in config order), and per policy
+    its run means and their mean: ``(tied names, run means, means)``."""
+    per = {v: _setting_means(x, "total_cost")
+           for (v,), x in g.group_by(["variant"], maintain_order=True)}
     means = {v: float(np.mean(x)) for v, x in per.items()}
     low = min(means.values())
-    tied = [v for v, m in means.items() if m <= low + 1e-12]
+    return [v for v, m in means.items() if m <= low + 1e-12], per, means
+
+
+def _cost_clause(out, g: pl.DataFrame, rules: dict) -> tuple[str, str]:
+    """The cheapest policy of one cost setting's rows ``g`` (:func:`_cheapest`) with its
+    interval over runs, beside the mean costs of always and never escalating:
+    ``(best name, words)``, e.g. ``"`mean` 0.31 [0.3, 0.32] (always 1, never 0.9)"``;
+    ``(+2 tied)`` after the name when two more policies cost the same."""
+    tied, per, means = _cheapest(g)
     best = tied[0]
-    words = f"`{best}`" + (f" (tied with {len(tied) - 1})" if len(tied) > 1 else "")
+    words = f"`{best}`" + (f" (+{len(tied) - 1} tied)" if len(tied) > 1 else "")
     words += f" {ci(per_run_ci(per[best], **stat_options(out)))}"
     refs = []
     for rule in ("always", "never"):
@@ -183,32 +204,74 @@ def _cost_clause(out, g: pl.DataFrame, rules: dict) -> tuple[str, str]:
     return best, words + (f" ({', '.join(refs)})" if refs else "")
 
 
+#: Longest headline line (characters) the packing aims for.
+HEADLINE_CHARS = 160
+
+
+def _pack(parts: list[str], max_lines: int) -> list[str]:
+    """``parts`` as bullet lines: one a line when there are at most ``max_lines``, else
+    joined by "; " into lines of at most :data:`HEADLINE_CHARS` characters (a part longer
+    than that stands alone), or, when that takes more than ``max_lines`` lines, into
+    ``max_lines`` lines of equal part counts."""
+    if len(parts) <= max_lines:
+        return [f"- {part}." for part in parts]
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(part) + 5 <= HEADLINE_CHARS:
+            lines[-1] += "; " + part
+        else:
+            lines.append(part)
+    if len(lines) > max_lines:
+        per = math.ceil(len(parts) / max_lines)
+        lines = ["; ".join(parts[k:k + per]) for k in range(0, len(parts), per)]
+    return [f"- {line}." for line in lines]
+
+
 def _headline(out) -> list[str]:
-    """At most five lines: what was run; per cost setting the policy with the lowest cost
-    per task (pooled over scenarios, feedback modes and systems) with its interval, beside
-    always and never escalating; where "always escalate" is (tied) best and where to look
-    per setting."""
+    """At most five short lines: what was run and where its plot is; per cost setting the
+    cheapest policy (mean cost per task over the scenario/feedback settings) with its
+    interval over runs, beside always and never escalating. Ties, wins of always escalating
+    and unseparated winners are in the body (:func:`_winners_detail`)."""
     cfg = out.config
     runs = out.tables["runs"]
     n_pts = runs.select(["scenario", "feedback"]).unique().height
-    n_set = len(cfg.settings())
     grid = cfg.costs.get("p_star")
-    what = (f"{n_set} cost settings (p* in {', '.join(f'{p:g}' for p in grid)})" if grid
+    what = (f"{len(cfg.settings())} cost settings (p* {grid[0]:g} to {grid[-1]:g})" if grid
             else f"{len(cfg.risk_classes)} risk classes")
+    scenarios = list(dict.fromkeys(runs["scenario"].to_list()))
+    if grid:
+        stem = slug(scenarios[0]) if len(scenarios) == 1 else "<scenario>"
+        plot = f"cost against p*: `plots/cost_grid_{stem}.png`"
+    elif n_pts == 1:
+        plot = (f"regret over tasks: `plots/regret_{slug(scenarios[0])}_"
+                f"{runs['feedback'][0]}.png`")
+    else:
+        plot = "regret over tasks: `plots/regret_<scenario>_<feedback>.png`"
+    points = f"{n_pts} scenario/feedback setting{'s' if n_pts > 1 else ''}"
     lines = ["## Headline", "",
-             f"- {len(cfg.variants)} policies x {what} x "
-             f"{n_pts} scenario/feedback settings x {cfg.runs} runs."]
+             f"- {len(cfg.variants)} policies x {what} x {points} x {cfg.runs} runs; {plot}."]
     rules = {v.name: v.rule for v in cfg.variants}
-    clauses = []
+    parts = [f"{st}: {_cost_clause(out, g, rules)[1]}"
+             for (st,), g in runs.group_by(["cost_setting"], maintain_order=True)]
+    over = f"mean of {n_pts} scenario/feedback settings, " if n_pts > 1 else ""
+    parts[0] = (f"lowest cost per task ({over}{cfg.analysis.confidence:.0%} CI over runs) "
+                f"at {parts[0]}")
+    return lines + _pack(parts, 4) + [""]
+
+
+def _winners_detail(out) -> list[str]:
+    """The headline's detail, opening the per-setting section: the policies tied for the
+    lowest cost per cost setting, in how many scenario/feedback/cost settings always
+    escalating is (tied) best, and every setting whose lowest regret is not separated from
+    the runner-up's."""
+    cfg = out.config
+    runs = out.tables["runs"]
+    rules = {v.name: v.rule for v in cfg.variants}
+    ties = []
     for (st,), g in runs.group_by(["cost_setting"], maintain_order=True):
-        _, words = _cost_clause(out, g, rules)
-        clauses.append(f"{st}: {words}")
-    per_line = 1 if len(clauses) <= 3 else math.ceil(len(clauses) / 3)
-    pooled = f" (mean over the {n_pts} scenario/feedback settings)" if n_pts > 1 else ""
-    for k in range(0, len(clauses), per_line):
-        head = (f"lowest cost per task{pooled}, beside always and never escalating: "
-                if k == 0 else "")
-        lines.append(f"- {head}{'; '.join(clauses[k:k + per_line])}.")
+        tied = _cheapest(g)[0]
+        if len(tied) > 1:
+            ties.append(f"{st}: {', '.join(f'`{v}`' for v in tied)}")
     always_wins, close, total = 0, [], 0
     for (sc, fb, st), g in runs.group_by(["scenario", "feedback", "cost_setting"],
                                          maintain_order=True):
@@ -218,16 +281,12 @@ def _headline(out) -> list[str]:
             close.append(f"{sc}/{fb}/{st}")
         total += 1
         always_wins += any(rules.get(w) == "always" for w in winners)
-    plot = ("regret against p*: `plots/cost_grid_<scenario>.png`" if grid
-            else "regret over tasks: `plots/regret_<scenario>_<feedback>.png`")
-    apart = (f"; the lowest regret is not separated from the runner-up's (paired "
-             f"{cfg.analysis.confidence:.0%} interval of the gap reaches 0) in "
-             + ", ".join(close[:3]) + (f" and {len(close) - 3} more" if len(close) > 3
-                                       else "") if close else "")
-    lines.append(f"- always escalating is (tied) best in {always_wins} of {total} "
-                 f"scenario/feedback/cost settings{apart}; per setting see \"Lowest regret "
-                 f"per cost setting\"; {plot}.")
-    return lines + [""]
+    return [f"- Tied for the headline's lowest cost per task: {'; '.join(ties) or 'none'}.",
+            f"- Always escalating is (tied) best in {always_wins} of {total} "
+            "scenario/feedback/cost settings.",
+            "- The lowest regret is not separated from the runner-up's (paired "
+            f"{cfg.analysis.confidence:.0%} interval of the gap reaches 0) in: "
+            f"{', '.join(close) or 'none'}.", ""]
 
 
 def _per_setting(out) -> list[str]:
@@ -252,7 +311,7 @@ def _per_setting(out) -> list[str]:
              + " The gap column is the runner-up's regret per task minus the lowest one's, "
              "paired by run (common random numbers) and averaged over systems per run, with "
              f"its {cfg.analysis.confidence:.0%} bootstrap interval over runs: an interval "
-             "that reaches 0 does not separate the two.", ""]
+             "that reaches 0 does not separate the two.", ""] + _winners_detail(out)
     for (scenario, feedback), g in runs.group_by(["scenario", "feedback"], maintain_order=True):
         rows, wins = [], []
         for (st,), s in g.group_by(["cost_setting"], maintain_order=True):

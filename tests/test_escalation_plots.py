@@ -1,0 +1,170 @@
+"""The escalation kind's figures, tested on the figure objects: policies whose curves
+coincide drawn once under one legend entry naming them all, a colour fixed by each policy's
+name in every file, and the competence panels' axis labels."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+
+import dyna.experiment.kinds.escalation.plots as ep
+from dyna.experiment.registry import parse_experiment
+
+
+def test_identical_groups_compare_every_array_exactly():
+    x = np.array([1.0, 2.0, 3.0])
+    nan = np.full(3, np.nan)
+    curves = {"never": (x, np.array([1.0, 2.0, 3.0]), nan, nan),
+              "mean": (x, np.array([0.5, 0.5, 0.5]), nan, nan),
+              "chow": (x, np.array([0.5, 0.5, 0.5]), nan, nan),
+              # equal estimate, another band: a different curve
+              "preset": (x, np.array([0.5, 0.5, 0.5]), x, x),
+              "always": (x, np.array([1.0, 2.0, 3.0]), nan, nan),
+              # 1e-15 apart: not equal
+              "thompson": (x, np.array([0.5, 0.5, 0.5 + 1e-15]), nan, nan)}
+    assert ep.identical_groups(curves) == [["never", "always"], ["mean", "chow"], ["preset"],
+                                           ["thompson"]]
+
+
+def test_group_label_names_every_policy_and_keeps_the_note_whole():
+    assert ep.group_label(["mean"]) == "mean"
+    assert ep.group_label(["mean", "preset", "chow"]) == "mean, preset, chow (identical here)"
+    assert ep.group_label(["always", "lower_bound", "mean_min10"]) == \
+        "always, lower_bound, mean_min10\n(identical here)"
+    assert ep.group_label(["never", "always", "mean", "lower_bound", "preset", "mean_min10",
+                           "chow", "mean_eps05", "thompson"]) == (
+        "never, always, mean, lower_bound,\npreset, mean_min10, chow,\n"
+        "mean_eps05, thompson\n(identical here)")
+
+
+def _config(names):
+    return parse_experiment({
+        "kind": "escalation", "name": "colours", "runs": 2, "feedback": ["censored", "full"],
+        "costs": {"c_escalate": 1.0, "p_star": [0.5, 0.9]},
+        "scenarios": [{"name": "flat", "rates": [0.3, 0.9], "steps": 50}],
+        "variants": [{"name": n, "rule": "mean"} for n in names],
+        "analysis": {"n_resamples": 200, "svg": False, "checkpoints": 5}})
+
+
+SYNTHETIC = ["never", "always", "mean", "lower_bound", "preset", "mean_min10", "chow",
+             "mean_eps05", "mean_optimistic", "thompson", "thompson_d0.99", "mean_eps05_d0.99"]
+SWEBENCH = ["never", "always", "mean", "lower_bound", "preset", "mean_min10", "chow",
+            "mean_eps05", "thompson", "thompson_d0.99"]
+
+
+def test_a_policy_has_one_colour_in_every_file():
+    synthetic = ep.variant_colors(SimpleNamespace(config=_config(SYNTHETIC)))
+    swebench = ep.variant_colors(SimpleNamespace(config=_config(SWEBENCH)))
+    # the shipped files' policies: the documented mapping, whatever the file and order
+    assert synthetic == {n: ep.POLICY_COLORS[n] for n in SYNTHETIC}
+    assert swebench == {n: ep.POLICY_COLORS[n] for n in SWEBENCH}
+    assert synthetic["mean"] == swebench["mean"] == "#1f77b4"
+    assert len(set(synthetic.values())) == 12
+    # names outside the mapping: a colour of their own, the same in either order
+    one = ep.variant_colors(SimpleNamespace(config=_config(["mean", "mine", "yours"])))
+    two = ep.variant_colors(SimpleNamespace(config=_config(["yours", "mine", "never"])))
+    assert one["mine"] == two["mine"] and one["yours"] == two["yours"]
+    assert one["mine"] in ep.OTHER_COLORS and one["mine"] != one["yours"]
+    # more unknown names than the fallback colours: the first 14 still distinct
+    many = ep.variant_colors(SimpleNamespace(config=_config([f"p{i}" for i in range(14)])))
+    assert len(set(many.values())) == 14
+
+
+def _grid_output():
+    """An output of :func:`_config` (never, mean, chow, thompson at p* 0.5 and 0.9) whose
+    runs and risk-coverage tables are hand-made: under censored feedback mean and chow cost
+    the same in every run, under full feedback mean, chow and thompson do."""
+    cfg = _config(["never", "mean", "chow", "thompson"])
+    rows, cover = [], []
+    for fb in ("censored", "full"):
+        for st in cfg.settings():
+            for name in ("never", "mean", "chow", "thompson"):
+                for run in range(2):
+                    r = {"never": 5.0, "mean": 1.0, "chow": 1.0, "thompson": 2.0}[name]
+                    if fb == "full" and name == "thompson":
+                        r = 1.0
+                    r += 0.1 * run + st.p_star
+                    rows.append({"variant": name, "cost_setting": st.name, "scenario": "flat",
+                                 "system": "", "feedback": fb, "p_star": st.p_star,
+                                 "run": run, "steps": 10, "regret_type": 10 * r,
+                                 "agent_failure_rate": 0.3, "aurc_type_oracle": 0.2})
+                    for k, c in enumerate((0.5, 1.0)):
+                        risk = 0.3 if name in ("never", "thompson") and fb == "censored" \
+                            else 0.1 * (k + 1)
+                        cover.append({"variant": name, "cost_setting": st.name,
+                                      "scenario": "flat", "feedback": fb, "run": run,
+                                      "coverage": c, "risk": risk})
+    return SimpleNamespace(config=cfg, tables={"runs": pl.DataFrame(rows),
+                                               "risk_coverage": pl.DataFrame(cover)})
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Per saved figure stem, per visible axes: its lines (label, colour), legend texts and
+    axis labels, and whether its x tick labels show."""
+    shots = {}
+
+    def save(fig, stem, svg=True):
+        fig.canvas.draw()
+        shots[stem.name] = [
+            {"lines": [(ln.get_label(), ln.get_color()) for ln in ax.get_lines()],
+             "legend": [t.get_text() for t in ax.get_legend().get_texts()]
+             if ax.get_legend() else None,
+             "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+             "xticklabels": any(t.get_visible() and t.get_text()
+                                for t in ax.get_xticklabels())}
+            for ax in fig.axes if ax.get_visible()]
+        return []
+
+    monkeypatch.setattr(ep, "save", save)
+    return shots
+
+
+def test_cost_grid_draws_identical_policies_once_under_one_entry(figures, tmp_path):
+    out = _grid_output()
+    ep.plot_cost_grid(out, tmp_path)
+    censored, full = figures["cost_grid_flat"]
+    blue, cyan = ep.POLICY_COLORS["mean"], ep.POLICY_COLORS["thompson"]
+    assert censored["lines"] == [("never", "#d62728"), ("mean, chow (identical here)", blue),
+                                 ("thompson", cyan)]
+    assert full["lines"] == [("never", "#d62728"),
+                             ("mean, chow, thompson\n(identical here)", blue)]
+    # as many lines as legend entries, and every policy named once in each legend
+    for ax in (censored, full):
+        assert ax["legend"] == [label for label, _ in ax["lines"]]
+        named = ", ".join(ax["legend"]).replace("\n", " ").replace(" (identical here)", "")
+        assert sorted(named.split(", ")) == ["chow", "mean", "never", "thompson"]
+
+
+def test_risk_coverage_groups_per_feedback_mode(figures, tmp_path):
+    ep.plot_risk_coverage(_grid_output(), tmp_path)
+    censored, full = figures["risk_coverage_flat"]
+    assert censored["legend"] == ["never, thompson (identical here)",
+                                  "mean, chow (identical here)",
+                                  "random score (failure rate)"]
+    assert full["legend"] == ["never, mean, chow, thompson\n(identical here)",
+                              "random score (failure rate)"]
+    assert full["lines"][0] == ("never, mean, chow, thompson\n(identical here)", "#d62728")
+
+
+def test_competence_panels_have_words_and_units_on_both_axes(figures, tmp_path):
+    from dyna.experiment.runner import run_experiment
+
+    data = {"kind": "escalation", "name": "comp", "runs": 1, "feedback": ["full"],
+            "scenarios": [{"name": "five", "rates": [0.1, 0.3, 0.5, 0.7, 0.9],
+                           "steps": 60}],
+            "variants": [{"name": "thompson", "rule": "thompson"}],
+            "analysis": {"n_resamples": 200, "svg": False, "checkpoints": 5,
+                         "competence_variant": "thompson"}}
+    out = run_experiment(parse_experiment(data), tmp_path / "o", progress=False)
+    assert out.name == "o"
+    axes = figures["competence_five_full"]
+    # 5 types in a 2 x 4 grid, 3 panels hidden: panels 0-3 on the first row, 4 below
+    assert [ax["ylabel"] for ax in axes] == [ep.COMPETENCE_Y, "", "", "", ep.COMPETENCE_Y]
+    assert ep.COMPETENCE_Y == "success probability (0-1)"
+    # each column's lowest panel: its x label and tick labels (the shared axis hides those
+    # of the first row, and the row below is empty in columns 2-4)
+    assert [ax["xlabel"] for ax in axes] == ["", *[ep.COMPETENCE_X] * 4]
+    assert [ax["xticklabels"] for ax in axes] == [False, True, True, True, True]
+    assert ep.COMPETENCE_X == "tasks seen (count)"
