@@ -16,6 +16,11 @@ Plots (each a function of an :class:`dyna.experiment.protocol.ExperimentOutput`)
   line per variant (and per combination of the other swept values), with bootstrap
   intervals.
 * per-run plots (``analysis.per_run_plots``): one PNG per run of the first curve metric.
+
+Each variant has one colour in every plot (:func:`variant_colors`). With a sweep, a curve
+plot has a panel per variant and a line style per sweep point, the same in every panel,
+and the sensitivity plots a line style per combination of the other swept values; one
+legend says both channels ("colour = planning steps (n)", "line style = alpha").
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import matplotlib
 import matplotlib.ticker
 import numpy as np
 import polars as pl
+from matplotlib.lines import Line2D
 
 from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import curve_ci, per_run_ci
@@ -35,14 +41,23 @@ from dyna.experiment.stats import curve_ci, per_run_ci
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["LOG_SPAN", "PLOTS", "book_label", "draw_plots", "legend_outside",
-           "plot_cumulative_reward", "plot_eval_score", "plot_per_run",
-           "plot_steps_per_episode", "plot_updates_to_optimal", "variant_colors"]
+__all__ = ["LINE_STYLES", "LOG_SPAN", "PLOTS", "book_label", "channel_legend",
+           "colour_title", "draw_plots", "legend_outside", "plot_cumulative_reward",
+           "plot_eval_score", "plot_per_run", "plot_steps_per_episode",
+           "plot_updates_to_optimal", "sweep_combos", "sweep_styles", "variant_colors"]
 
 #: A steps-per-episode plot gets a log y-axis when its curves span more than this factor
 #: (Figure 8.2: ~500 steps in episode 2 against a plateau of ~15, where a linear axis
 #: squeezes every planning agent into its bottom 5%).
 LOG_SPAN = 10.0
+
+
+#: The line styles of a figure's sweep points, in the grid's order (the first solid): one
+#: per point, the same in every panel; past these they repeat with markers
+#: (:func:`sweep_styles`).
+LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 3)), (0, (1, 4)),
+               (0, (3, 1, 1, 1, 1, 1, 1, 1)))
+_MARKERS = (None, "o", "s", "^", "v", "D")
 
 
 #: At most this many x positions per curve get a bootstrap interval (long step curves are
@@ -94,6 +109,71 @@ def legend_outside(ax, **kw) -> None:
                   fontsize=8, **kw)
 
 
+def sweep_combos(config, keys) -> list[tuple]:
+    """The values of ``keys`` at each sweep point of ``config``, as tuples in the grid's
+    order (:meth:`~dyna.experiment.kinds.tabular.config.ExperimentConfig.sweep_points`),
+    each once; ``[()]`` when ``keys`` is empty."""
+    return list(dict.fromkeys(tuple(p[k] for k in keys) for p in config.sweep_points()))
+
+
+def sweep_styles(n: int) -> list[dict]:
+    """Keyword arguments of :class:`matplotlib.lines.Line2D` (``linestyle``, ``marker``)
+    for ``n`` sweep points, no two alike: :data:`LINE_STYLES` in order, then again with
+    a marker each round."""
+    k = len(LINE_STYLES)
+    return [{"linestyle": LINE_STYLES[i % k], "marker": _MARKERS[(i // k) % len(_MARKERS)]}
+            for i in range(n)]
+
+
+def colour_title(variants) -> str:
+    """The legend's heading for the colours of ``variants`` (config variants):
+    ``"colour = planning steps (n)"`` when every variant is a Dyna-Q named by its
+    ``n_planning`` (:func:`book_label` gives the book's words), else
+    ``"colour = variant"``."""
+    if variants and all(book_label(v) != v.name for v in variants):
+        return "colour = planning steps (n)"
+    return "colour = variant"
+
+
+def channel_legend(target, colour_head: str, colours: dict, style_head: str = "",
+                   styles: dict | None = None, extra=()):
+    """One legend that says what each visual channel encodes: the bold heading
+    ``colour_head`` (:func:`colour_title`) over a solid line per colour; with ``styles``
+    the bold heading ``style_head`` over a grey line per style; then the ``extra``
+    artists (a shortest path, events) by their labels. ``target``: a figure (the legend
+    right of its panels, outside them) or an axes (right of its data area).
+
+    Parameters
+    ----------
+    colours : dict
+        ``{label: matplotlib colour}``.
+    styles : dict, optional
+        ``{label: Line2D keyword arguments}`` (:func:`sweep_styles`).
+
+    Returns
+    -------
+    matplotlib.legend.Legend
+    """
+    blank = Line2D([], [], linestyle="none")
+    handles = [blank] + [Line2D([], [], color=c) for c in colours.values()]
+    labels = [colour_head, *colours]
+    if styles:
+        handles += [blank] + [Line2D([], [], color="0.25", **st) for st in styles.values()]
+        labels += [style_head, *styles]
+    handles += list(extra)
+    labels += [artist.get_label() for artist in extra]
+    opts = dict(fontsize=8, handlelength=3.0)
+    if hasattr(target, "add_subplot"):
+        leg = target.legend(handles, labels, loc="outside right upper", **opts)
+    else:
+        leg = target.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                            borderaxespad=0.0, **opts)
+    for text in leg.get_texts():
+        if text.get_text() in (colour_head, style_head):
+            text.set_fontweight("bold")
+    return leg
+
+
 def _group_label(row: dict, keys: list[str], names: dict) -> str:
     label = names.get(row["variant"], row["variant"])
     extra = ", ".join(f"{k}={row[k]}" for k in keys)
@@ -113,50 +193,96 @@ def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=F
     """One curve per variant (and sweep point) with its band, in the variant's colour
     (:func:`variant_colors`); ``vlines``: x positions of events (dotted, one legend
     entry); ``hline``: ``(y, label)``; ``logy``: True, False, or "auto" (log when the
-    curves span more than :data:`LOG_SPAN`, said in the y label)."""
+    curves span more than :data:`LOG_SPAN`, said in the y label).
+
+    Without a sweep: one panel, the legend right of it. With one: a panel per variant
+    (one y axis), a line style per sweep point (:func:`sweep_styles`, the same in every
+    panel) and one legend right of the panels that says both channels
+    (:func:`channel_legend`)."""
     keys = out.sweep_keys
     summary = curve_ci(frame, by=["variant", *keys], x=x, y=y, **_stat_opts(out))
     colors = variant_colors(out)
     names = {v.name: book_label(v) for v in out.config.variants}
-    styles = ["-", "--", ":", "-."]
-    with figure(figsize=(8.5, 4.5)) as fig:
-        ax = fig.add_subplot()
-        order = list(colors)   # the config's variant order, also the legend's
-        groups = sorted(summary.group_by(["variant", *keys], maintain_order=True),
-                        key=lambda kg: order.index(kg[0][0]) if kg[0][0] in order else
-                        len(order))
-        drawn = []
-        for j, (key, g) in enumerate(groups):
-            row = dict(zip(["variant", *keys], key))
-            pi = j % len(styles) if keys else 0
-            color = colors.get(row["variant"], "0.5")
-            xs = g.get_column(x).to_numpy()
-            drawn.append(g.get_column("estimate").to_numpy())
-            ax.plot(xs, drawn[-1], color=color, linestyle=styles[pi],
-                    label=_group_label(row, keys, names))
-            low, high = g.get_column("low").to_numpy(), g.get_column("high").to_numpy()
-            if np.isfinite(low).any():
-                ax.fill_between(xs, low, high, color=color, alpha=0.2, linewidth=0)
-        for j, xv in enumerate(vlines):
-            ax.axvline(xv, color="0.4", linestyle=":", linewidth=1,
-                       label="environment changes" if j == 0 else None)
-        if hline is not None:
-            ax.axhline(hline[0], color="0.3", linestyle="--", linewidth=0.8, label=hline[1])
+    points = sweep_combos(out.config, keys)
+    styles = dict(zip(points, sweep_styles(len(points)))) if keys else \
+        {(): {"linestyle": "-", "marker": None}}
+    groups = {tuple(k): g for k, g in summary.group_by(["variant", *keys], maintain_order=True)}
+    panels = [[v] for v in colors] if keys else [list(colors)]
+    size = (2.0 + 3.4 * len(panels), 4.5) if keys else (8.5, 4.5)
+    with figure(figsize=size) as fig:
+        axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+        drawn, extra = [], []
+        for i, (ax, panel) in enumerate(zip(axes, panels)):
+            mine = []
+            for name in panel:
+                for point in points:
+                    g = groups.get((name, *point))
+                    if g is None:
+                        continue
+                    row = {"variant": name, **dict(zip(keys, point))}
+                    mine.append(_band_curve(ax, g, x, colors[name], styles[point],
+                                            _group_label(row, keys, names)))
+            drawn += mine
+            extra = _events(ax, vlines, hline, labelled=i == 0) or extra
+            ax.set_xlabel(xlabel)
+            if keys:
+                alike = len(mine) > 1 and all(np.array_equal(m, mine[0]) for m in mine)
+                ax.set_title(names[panel[0]] + (f"\n(the {len(mine)} curves coincide)"
+                                                if alike else ""), fontsize=9)
         if logy == "auto":
             logy = _spans(drawn)
             ylabel += " (log scale)" if logy else ""
-        if logy:
-            ax.set_yscale("log")
-            # plain numbers at 1, 2, 5 x 10^k: "20" and "50" read faster than "2 x 10^1"
-            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.set_title(f"{title}\n({_stat_label(out)})", fontsize=10)
-        legend_outside(ax)
-        ax.grid(alpha=0.3, which="both" if logy else "major")
+        for ax in axes:
+            _y_axis(ax, logy)
+        axes[0].set_ylabel(ylabel)
+        head = f"{title}\n({_stat_label(out)})"
+        if keys:
+            fig.suptitle(head, fontsize=10)
+            channel_legend(fig, colour_title(out.config.variants),
+                           {names[v]: c for v, c in colors.items()},
+                           "line style = " + ", ".join(keys),
+                           {", ".join(map(str, p)): st for p, st in styles.items()}, extra)
+        else:
+            axes[0].set_title(head, fontsize=10)
+            legend_outside(axes[0])
         return save(fig, folder / stem)
+
+
+def _band_curve(ax, g: pl.DataFrame, x: str, color, style: dict, label: str) -> np.ndarray:
+    """One summary curve (``estimate``) of ``g`` against column ``x`` with its
+    ``low``-``high`` band, in ``color`` and ``style``; returns the estimates drawn."""
+    xs, est = g.get_column(x).to_numpy(), g.get_column("estimate").to_numpy()
+    ax.plot(xs, est, color=color, label=label, markevery=0.1, **style)
+    low, high = g.get_column("low").to_numpy(), g.get_column("high").to_numpy()
+    if np.isfinite(low).any():
+        ax.fill_between(xs, low, high, color=color, alpha=0.2, linewidth=0)
+    return est
+
+
+def _events(ax, vlines, hline, labelled: bool) -> list:
+    """Dotted vertical lines at ``vlines`` (events) and the dashed line ``hline``
+    (``(y, label)``); legend labels only when ``labelled``. Returns the labelled ones,
+    one per kind."""
+    shown = []
+    for j, xv in enumerate(vlines):
+        line = ax.axvline(xv, color="0.4", linestyle=":", linewidth=1,
+                          label="environment changes" if j == 0 and labelled else None)
+        shown += [line] if j == 0 else []
+    if hline is not None:
+        shown.append(ax.axhline(hline[0], color="0.3", linestyle="--", linewidth=0.8,
+                                label=hline[1] if labelled else None))
+    return shown if labelled else []
+
+
+def _y_axis(ax, logy: bool) -> None:
+    """A log y axis with plain tick numbers at 1, 2, 5 x 10^k when ``logy``; the grid."""
+    if logy:
+        ax.set_yscale("log")
+        # plain numbers at 1, 2, 5 x 10^k: "20" and "50" read faster than "2 x 10^1"
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.grid(alpha=0.3, which="both" if logy else "major")
 
 
 def smoothed(frame: pl.DataFrame, by: list[str], window: int) -> pl.DataFrame:
@@ -371,7 +497,6 @@ def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
     res = out.results
     order = "episode" if episodic else "step"
     colors = variant_colors(out)
-    styles = ["-", "--", ":", "-."]
     opts = _stat_opts(out)
     paths = []
     for key in cfg.sweep:
@@ -379,12 +504,13 @@ def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
         values = list(cfg.sweep[key])
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
         xs = values if numeric else list(range(len(values)))
-        combos = sorted({tuple(p[k] for k in others) for p in cfg.sweep_points()},
-                        key=lambda t: [str(x) for x in t]) if others else [()]
+        combos = sweep_combos(cfg, others)
+        styles = {c: {"linestyle": st["linestyle"], "marker": st["marker"] or "o"}
+                  for c, st in zip(combos, sweep_styles(len(combos)))}
         with figure(figsize=(8.5, 4.5)) as fig:
             ax = fig.add_subplot()
             for variant in cfg.variants:
-                for k_combo, combo in enumerate(combos):
+                for combo in combos:
                     est, lo, hi, px = [], [], [], []
                     for x, v in zip(xs, values):
                         sel = res.filter((pl.col("variant") == variant.name)
@@ -409,8 +535,8 @@ def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
                                                           for k, c in zip(others, combo))
                     est_a = np.array(est)
                     ax.errorbar(px, est_a, yerr=np.vstack([est_a - lo, np.array(hi) - est_a]),
-                                marker="o", capsize=3, color=colors[variant.name],
-                                linestyle=styles[k_combo % len(styles)], label=label)
+                                capsize=3, color=colors[variant.name], label=label,
+                                **styles[combo])
             if numeric and min(values) > 0 and max(values) / min(values) > 10:
                 ax.set_xscale("log")
                 ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
@@ -420,7 +546,11 @@ def plot_sensitivity(out: "ExperimentOutput", folder: Path) -> list[Path]:
             ax.set_ylabel(ylabel)
             ax.set_title(f"{cfg.name}: sensitivity to {key}\n({_stat_label(out)})",
                          fontsize=10)
-            legend_outside(ax)
+            channel_legend(ax, colour_title(cfg.variants),
+                           {book_label(v): colors[v.name] for v in cfg.variants},
+                           "line style = " + ", ".join(others),
+                           {", ".join(map(str, c)): st for c, st in styles.items()}
+                           if others else None)
             ax.grid(alpha=0.3, which="both")
             paths += save(fig, folder / f"sensitivity_{key}")
     return paths

@@ -1,0 +1,236 @@
+"""The trajectories kind's figures and the tabular kind's sweep figures say what they draw,
+tested on the figure objects: the personal-data whiskers its caption names, the induction
+legend in words, one colour per variant across panels, units in the y labels, and in a
+sweep one visual channel per swept parameter with the same mapping in every panel."""
+
+import json
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from dyna.experiment.backends import InProcessBackend
+from dyna.experiment.registry import parse_experiment
+from dyna.experiment.runner import load_output, run_experiment
+
+DATA = (Path(__file__).resolve().parents[1] / "data" / "agent_trajectories"
+        / "taubench_airline_gpt4o_trajectories.json")
+
+
+def _shot(fig) -> dict:
+    """Per axes: title, y label, y scale, box, lines (label, colour, dash pattern), the
+    whiskers of each error-bar series (y from, y to) and the legend (texts, bold texts,
+    box); the figure's legends and suptitle. Boxes in display pixels, frozen before
+    ``save`` redraws at another dpi."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    axes = []
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        axes.append({
+            "title": ax.get_title(), "ylabel": ax.get_ylabel(), "yscale": ax.get_yscale(),
+            "box": ax.get_window_extent(r).frozen(),
+            # matplotlib reports every dash tuple as "--": the pattern tells them apart
+            "lines": [(ln.get_label(), ln.get_color(), ln._unscaled_dash_pattern)
+                      for ln in ax.get_lines()],
+            "whiskers": [[tuple(np.round(seg[:, 1], 6)) for seg in
+                          c.lines[2][0].get_segments()]
+                         for c in ax.containers if getattr(c, "has_yerr", False)],
+            "legend": None if leg is None else {
+                "texts": [t.get_text() for t in leg.get_texts()],
+                "bold": [t.get_text() for t in leg.get_texts()
+                         if t.get_fontweight() == "bold"],
+                "box": leg.get_window_extent(r)}})
+    return {"axes": axes, "suptitle": fig._suptitle.get_text() if fig._suptitle else "",
+            "legends": [{"texts": [t.get_text() for t in leg.get_texts()],
+                         "box": leg.get_window_extent(r)} for leg in fig.legends]}
+
+
+def _recording(monkeypatch, module) -> dict:
+    """From now on every figure ``module`` saves is also recorded (:func:`_shot`) in the
+    dict returned, by file stem."""
+    seen: dict = {}
+    monkeypatch.setattr(module, "save", partial(_record_and_save, seen, module.save))
+    return seen
+
+
+def _record_and_save(seen: dict, real_save, fig, stem, *args, **kw):
+    seen[stem.name] = _shot(fig)
+    return real_save(fig, stem, *args, **kw)
+
+
+# -------------------------------------------------------------------------- trajectories
+
+@pytest.fixture(scope="module")
+def trajectory_run(tmp_path_factory):
+    """A two-run replay of tasks 0-5 (24 recorded runs); the figures it draws."""
+    import dyna.experiment.kinds.trajectories.plots as tp
+
+    tmp = tmp_path_factory.mktemp("tr")
+    mp = pytest.MonkeyPatch()
+    seen = _recording(mp, tp)
+    (tmp / "runs.json").write_text(json.dumps(
+        [r for r in json.loads(DATA.read_text()) if r["task_id"] < 6]))
+    data = {"kind": "trajectories", "name": "say", "runs": 2, "seed": 0,
+            "data": str(tmp / "runs.json"),
+            "variants": ["naive_loop", "memory_loop", "memory_loop-no_redaction", "awm",
+                         "expel"],
+            "reviewer": {"copy_rate": 0.5}, "analysis": {"n_resamples": 100}}
+    try:
+        folder = run_experiment(parse_experiment(data), tmp / "o",
+                                backend=InProcessBackend(), progress=False)
+    finally:
+        mp.undo()
+    return seen, pl.read_parquet(folder / "runs.parquet")
+
+
+def test_personal_data_says_when_the_runs_agree(trajectory_run):
+    seen, runs = trajectory_run
+    (ax,) = seen["personal_data"]["axes"]
+    cols = ["pd_reviewer", "pd_store", "safety_net_catches"]
+    spread = runs.group_by("variant").agg([pl.col(c).n_unique() for c in cols])
+    # the reviewer seeds' copy draws leave these 24 recorded runs' counts alike
+    assert spread.select(pl.max_horizontal(cols).max()).item() == 1
+    assert "where they went (2 runs, all alike)" in ax["title"]
+    assert ax["whiskers"] == []
+    assert ax["legend"]["texts"] == ["reached the reviewer", "reached the store files",
+                                     "safety-net catches (store writes redacted)"]
+    assert ax["legend"]["box"].x0 >= ax["box"].x1       # right of the bars
+    assert ax["ylabel"].startswith("harvested values per run (count;")
+    assert ax["ylabel"].endswith("symmetric log") and ax["yscale"] == "symlog"
+
+
+def test_personal_data_whiskers_span_the_runs(tmp_path, monkeypatch):
+    import dyna.experiment.kinds.trajectories.plots as tp
+
+    seen = _recording(monkeypatch, tp)
+    runs = pl.DataFrame({"variant": ["a", "a", "b", "b"], "run": [0, 1, 0, 1],
+                         "pd_reviewer": [10, 30, 0, 0], "pd_store": [0, 0, 4, 4],
+                         "safety_net_catches": [100, 110, 0, 0]})
+    tp._personal_data_figure(runs, ["a", "b"], tmp_path)
+    (ax,) = seen["personal_data"]["axes"]
+    assert "(mean of 2 runs, whiskers: min to max over runs)" in ax["title"]
+    # per measure, per variant: the whisker from the runs' min to their max
+    assert ax["whiskers"] == [[(10.0, 30.0), (0.0, 0.0)], [(0.0, 0.0), (4.0, 4.0)],
+                              [(100.0, 110.0), (0.0, 0.0)]]
+
+
+def test_spread_caption_says_exactly_what_is_drawn():
+    from dyna.experiment.kinds.trajectories.plots import spread_caption
+
+    assert [spread_caption(1), spread_caption(3), spread_caption(2, "whiskers"),
+            spread_caption(2, "whiskers", agree=True)] == [
+        "1 run (no spread)", "mean of 3 runs, band: min to max over runs",
+        "mean of 2 runs, whiskers: min to max over runs", "2 runs, all alike"]
+
+
+def test_induction_legend_in_words_under_the_bars(trajectory_run):
+    seen, _ = trajectory_run
+    (ax,) = seen["induction"]["axes"]
+    assert ax["legend"]["texts"] == [
+        "induced workflow: consensus of the type's other successful runs (induced)",
+        "the type's most frequent ground-truth sequence (mode_ground_truth)",
+        "the type's most frequent successful-run sequence (mode_success)"]
+    assert ax["legend"]["box"].y1 <= ax["box"].y0 + 1      # below the axes
+    assert ax["ylabel"].endswith("held-out tasks (fraction)")
+
+
+def test_each_trajectory_variant_keeps_one_colour_of_its_own(trajectory_run):
+    from dyna.experiment.kinds.trajectories.plots import VARIANT_COLORS
+
+    seen, _ = trajectory_run
+    names = ["naive_loop", "memory_loop", "memory_loop-no_redaction", "awm", "expel"]
+    for stem in ("entries", "lessons_from_failed"):
+        colours = {}
+        for ax in seen[stem]["axes"]:
+            for label, colour, _ in ax["lines"]:
+                if label in names:
+                    colours.setdefault(label, set()).add(colour)
+        assert colours == {n: {VARIANT_COLORS[n]} for n in names}
+    assert len({VARIANT_COLORS[n] for n in names}) == 5
+    assert len(set(VARIANT_COLORS.values())) == len(VARIANT_COLORS) == 15
+    loops, baselines = seen["entries"]["axes"]
+    assert (loops["ylabel"], baselines["ylabel"]) == (
+        "active skills + facts (count)", "entries kept (count, symmetric log)")
+    lessons = seen["lessons_from_failed"]
+    assert [ax["title"] for ax in lessons["axes"]] == ["loops", "literature baselines"]
+    assert lessons["suptitle"] == ("Lessons written from failed runs, cumulative (mean of 2 "
+                                   "runs, band: min to max over runs)\na variant that "
+                                   "writes none lies on 0")
+
+
+def test_a_variant_without_a_fixed_colour_takes_a_free_one():
+    from dyna.experiment.kinds.trajectories.plots import VARIANT_COLORS, variant_colors
+
+    colours = variant_colors(["naive_loop", "new_one", "awm"])
+    assert colours["naive_loop"] == VARIANT_COLORS["naive_loop"]
+    assert colours["new_one"] not in VARIANT_COLORS.values()
+
+
+# ------------------------------------------------------------------------- tabular sweep
+
+ALPHAS = [0.05, 0.1, 0.2, 0.4, 0.8]
+
+
+def test_a_sweep_is_a_line_style_per_alpha_in_every_panel(tmp_path, monkeypatch):
+    import dyna.experiment.kinds.tabular.plots as tp
+
+    seen = _recording(monkeypatch, tp)
+    data = {"name": "sw", "runs": 2, "seed": 0, "env": {"id": "dyna/DynaMaze-v0"},
+            "schedule": {"episodes": 4}, "defaults": {"agent": "dyna_q"},
+            "variants": [{"name": "n=0", "n_planning": 0}, {"name": "n=5", "n_planning": 5}],
+            "sweep": {"alpha": ALPHAS},
+            "analysis": {"first_episode": 2, "final_episodes": 2, "n_resamples": 100}}
+    folder = run_experiment(parse_experiment(data), tmp_path / "o",
+                            backend=InProcessBackend(), progress=False)
+    shot = seen["steps_per_episode"]
+    assert [ax["title"].split("\n")[0] for ax in shot["axes"]] == [
+        "0 planning steps (direct RL only)", "5 planning steps"]
+    dash = {}
+    for ax in shot["axes"]:
+        curves = [(lab, c, d) for lab, c, d in ax["lines"] if "(alpha=" in lab]
+        assert len(curves) == 5 and len({c for _, c, _ in curves}) == 1
+        for lab, _, d in curves:
+            dash.setdefault(lab.split("(alpha=")[1].rstrip(")"), set()).add(str(d))
+    # each alpha one dash pattern in both panels, no two alphas alike
+    assert sorted(dash, key=float) == [str(a) for a in ALPHAS]
+    assert all(len(d) == 1 for d in dash.values())
+    assert len({next(iter(d)) for d in dash.values()}) == 5
+    want = tp.variant_colors(load_output(folder))
+    assert [ax["lines"][0][1] for ax in shot["axes"]] == [want["n=0"], want["n=5"]]
+    (legend,) = shot["legends"]
+    assert legend["texts"] == ["colour = planning steps (n)",
+                               "0 planning steps (direct RL only)", "5 planning steps",
+                               "line style = alpha", *map(str, ALPHAS),
+                               "shortest path (14 steps)"]
+    assert all(legend["box"].x0 >= ax["box"].x1 for ax in shot["axes"])
+    (sens,) = seen["sensitivity_alpha"]["axes"]
+    assert sens["legend"]["texts"] == ["colour = planning steps (n)",
+                                       "0 planning steps (direct RL only)",
+                                       "5 planning steps"]
+    assert sens["legend"]["bold"] == ["colour = planning steps (n)"]
+    assert sens["legend"]["box"].x0 >= sens["box"].x1
+
+
+def test_sweep_points_styles_and_colour_heading():
+    from dyna.experiment.kinds.tabular.plots import colour_title, sweep_combos, sweep_styles
+
+    cfg = parse_experiment({"name": "x", "runs": 1, "env": {"id": "dyna/AsciiMaze-v0"},
+                            "schedule": {"episodes": 2}, "defaults": {"agent": "dyna_q"},
+                            "variants": [{"name": "n=0", "n_planning": 0}],
+                            "sweep": {"alpha": [0.2, 1.0], "resolution": [10, 2]}})
+    assert sweep_combos(cfg, ["resolution"]) == [(10,), (2,)]        # the grid's order
+    assert sweep_combos(cfg, ["alpha", "resolution"]) == [(0.2, 10), (0.2, 2), (1.0, 10),
+                                                          (1.0, 2)]
+    assert sweep_combos(cfg, []) == [()]
+    styles = sweep_styles(9)
+    assert len({(str(s["linestyle"]), s["marker"]) for s in styles}) == 9
+    assert styles[0] == {"linestyle": "-", "marker": None} and styles[8]["marker"] == "o"
+    other = parse_experiment({"name": "y", "runs": 1, "env": {"id": "dyna/DynaMaze-v0"},
+                              "schedule": {"episodes": 2}, "defaults": {"agent": "dyna_q"},
+                              "variants": [{"name": "n=5", "n_planning": 5},
+                                           {"name": "q", "agent": "q_learning"}]})
+    assert colour_title(cfg.variants) == "colour = planning steps (n)"
+    assert colour_title(other.variants) == "colour = variant"
