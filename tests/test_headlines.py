@@ -1,6 +1,7 @@
 """Each report's headline answers its experiment's question, tested by its content on small
 runs: the tabular kind's steps in episode 2 and the episode at each variant's plateau, the
-ablation's largest effects, inert safeguards and identical scenarios, the escalation kind's
+ablation's safeguard that matters most per scenario (success, then tokens per success, as
+a share of the full loop), inert safeguards and identical scenarios, the escalation kind's
 best policy per cost setting and its cost beside always and never escalating."""
 
 import re
@@ -171,20 +172,20 @@ def skill_ablation(tmp_path_factory):
 
 
 def test_ablation_headline_names_inert_safeguards_and_identical_scenarios(skill_ablation):
+    from dyna.experiment.kinds.agent_tasks.ablation_report import LINE
     from dyna.loops import LoopConfig
 
     folder, report = skill_ablation
     lines = _headline(report)
-    assert 4 <= len(lines) <= 5, lines
-    assert lines[0] == "- 18 variants x 2 scenarios x 2 runs x 40 episodes, skill store."
+    assert len(lines) == 5 and max(map(len, lines)) <= LINE == 160, lines
+    assert lines[0] == ("- 18 variants x 2 scenarios x 2 runs x 40 episodes, skill store; no "
+                        "primary hypotheses.")
     runs = pl.read_parquet(folder / "runs.parquet")
     loop = runs.filter(pl.col("variant") == "skill_loop")
     never = sorted(sw for sw in LoopConfig.SWITCHES if int(loop[f"acted_{sw}"].sum()) == 0)
-    assert never, "the small run should leave some safeguard unused"
-    inert = next(x for x in lines if x.startswith("- never acted"))
-    assert inert == (f"- never acted in any scenario ({len(never)} safeguards, their "
-                     "ablations repeat the full loop's runs): "
-                     + ", ".join(f"`{sw}`" for sw in never) + ".")
+    assert len(never) == 7, "the small run should leave 7 safeguards unused"
+    assert lines[3] == (f"- never acted in any scenario ({len(never)} safeguards): "
+                        + ", ".join(f"`{sw}`" for sw in never) + ".")
     # which variants give the same runs in `noisy` as in `clean`, counted independently
     cols = [c for c in runs.columns if c != "scenario"]
     same = sum(runs.filter((pl.col("scenario") == "noisy") & (pl.col("variant") == v))
@@ -194,12 +195,21 @@ def test_ablation_headline_names_inert_safeguards_and_identical_scenarios(skill_
                for v in runs["variant"].unique())
     # as in the shipped ablation (17 of 18 variants there too)
     assert same == 17
-    assert lines[-1] == ("- `noisy` is bit-identical to `clean` for 17 of 18 variants "
-                         "(every per-run result: the scenario's setting changed nothing for "
-                         "them).")
+    assert lines[4] == "- `noisy` is bit-identical to `clean` for 17 of 18 variants."
+    assert ("\n`noisy` gives the same per-run results as `clean`, bit for bit, for 17 of 18 "
+            "variants: its setting changed nothing for them.\n") in report
 
 
-def test_ablation_headline_gives_the_largest_effect_per_scenario(skill_ablation):
+def _paired(runs, s, variant, metric):
+    def one(v):
+        return runs.filter((pl.col("scenario") == s) & (pl.col("variant") == v)).sort("run")
+    return (one(variant)[metric].to_numpy() - one("skill_loop")[metric].to_numpy(),
+            float(one("skill_loop")[metric].mean()))
+
+
+def test_ablation_headline_ranks_success_then_tokens_by_their_share(skill_ablation):
+    """No safeguard separates on success at 2 runs, so each scenario is ranked on tokens
+    per success, by the mean paired difference as a share of the full loop's mean."""
     from dyna.experiment.kinds.agent_tasks.ablation_report import largest_effects
     from dyna.experiment.kinds.agent_tasks.analysis import exploratory_cells
     from dyna.experiment.runner import load_output
@@ -208,64 +218,186 @@ def test_ablation_headline_gives_the_largest_effect_per_scenario(skill_ablation)
     out = load_output(folder)
     runs = out.tables["runs"]
     cells = exploratory_cells(out.config, runs)
+    lines = _headline(report)
+    assert lines[1] == ("- matters most for final success: none separated from 0 at 2 runs "
+                        "in any scenario.")
+    assert lines[2] == ("- else, for tokens per success (off vs on, % of the full loop, 95% "
+                        "CI): `approval_for_untrusted` -30% [-34%, -26%] in every scenario.")
+    assert not any(c.metric == "final_success" and c.tested
+                   and (c.interval.low > 0 or c.interval.high < 0) for c in cells)
     effects = largest_effects(out.config, runs, cells)
-    line = next(x for x in _headline(report) if x.startswith("- safeguard that matters"))
-    assert line == (
-        "- safeguard that matters most, per scenario: `clean`, `noisy`: "
-        "approval_for_untrusted (off: tokens per success -817.7 "
-        "[-918.9, -716.4] from the loop's 2725.2, d_z -5.71). Ranked by d_z (the mean paired "
-        "difference, no_X minus the full loop, over its standard deviation) among effects "
-        "whose 95% CI excludes 0.")
-    for s, (switch, metric, iv, d_z, base) in effects.items():
-        loop = runs.filter((pl.col("scenario") == s) & (pl.col("variant") == "skill_loop"))
-        off = runs.filter((pl.col("scenario") == s)
-                          & (pl.col("variant") == f"skill_loop-no_{switch}"))
-        d = off.sort("run")[metric].to_numpy() - loop.sort("run")[metric].to_numpy()
-        assert float(iv.estimate) == pytest.approx(float(np.mean(d)))
-        assert d_z == pytest.approx(float(np.mean(d) / np.std(d, ddof=1)))
-        assert base == pytest.approx(float(loop[metric].mean()))
-        assert f"{switch} (off: " in line and f"d_z {fmt(d_z)})" in line
-        # no other ranked cell of the scenario has a larger |d_z|
-        ranked = [abs(c.d_z) for c in cells if c.scenario == s and c.tested
-                  and np.isfinite(c.d_z) and (c.interval.low > 0 or c.interval.high < 0)]
-        assert abs(d_z) == max(ranked)
-    assert len(effects) >= 1
+    assert sorted(effects) == ["clean", "noisy"]
+    for s, e in effects.items():
+        d, base = _paired(runs, s, "skill_loop-no_approval_for_untrusted",
+                          "tokens_per_success")
+        assert (e.switch, e.metric) == ("approval_for_untrusted", "tokens_per_success")
+        assert float(e.interval.estimate) == pytest.approx(float(np.mean(d))) \
+            == pytest.approx(-817.7, abs=0.05)
+        assert e.base == pytest.approx(base) == pytest.approx(2725.2, abs=0.05)
+        assert e.share[0] == pytest.approx(np.mean(d) / base) == pytest.approx(-0.30, abs=0.005)
+        # no other separated tokens cell of the scenario is larger as a share
+        shares = [abs(float(c.interval.estimate)) / base for c in cells
+                  if c.scenario == s and c.metric == "tokens_per_success" and c.tested
+                  and (c.interval.low > 0 or c.interval.high < 0)]
+        assert abs(e.share[0]) == pytest.approx(max(shares))
+    # the body's table says it in the outcome's units
+    assert ("| `clean` | tokens per success | `approval_for_untrusted` | -817.7 [-918.9, "
+            "-716.4] | -30% [-34%, -26%] | 2725.2 |") in report
+    assert ("| `clean` | final success rate, episodes 31-40 | none separated from 0 at 2 "
+            "runs |  |  |  |") in report
 
 
-def test_the_largest_effect_is_standardised_not_relative_to_a_zero_mean():
-    """A rare metric going from 0 to 0.8 incidents is infinitely large relative to the
-    loop's mean of 0 (the rule the headline must not use); ranked by d_z, the steady drop
-    in success wins, and a difference with no spread (d_z undefined) is not ranked."""
+def _synthetic(table: dict, runs_n: int = 5, scenarios: dict | None = None):
+    """A runs table of the memory loop and two ablations, their comparisons and a config
+    for them: ``table`` maps metric -> (loop, no_dating, no_grading) runs of the scenario
+    `drift`, ``scenarios`` other scenarios' tables alike."""
     from types import SimpleNamespace
 
-    from dyna.experiment.kinds.agent_tasks.ablation_report import largest_effects
     from dyna.experiment.kinds.agent_tasks.analysis import compare
 
-    loop, off = "memory_loop", "memory_loop-no_dating"
-    table = {
-        "incidents": ([0.0] * 5, [1.0, 0.0, 1.0, 1.0, 1.0]),
-        "final_success": ([0.80, 0.82, 0.79, 0.81, 0.80], [0.60, 0.61, 0.58, 0.62, 0.60]),
-        "tokens_per_success": ([100.0, 110.0, 120.0, 130.0, 140.0],
-                               [150.0, 160.0, 170.0, 180.0, 190.0]),
-    }
-    runs = pl.DataFrame({"scenario": ["drift"] * 10, "variant": [loop] * 5 + [off] * 5,
-                         "run": list(range(5)) * 2,
-                         **{m: a + b for m, (a, b) in table.items()}})
-    cells = [compare(runs, "drift", off, loop, m, store="memory", inert={}, seed=0)
-             for m in table]
-    assert [c.status for c in cells] == ["tested"] * 3
-    assert cells[0].interval.low > 0 and cells[0].d_z == pytest.approx(0.8 / np.sqrt(0.2))
-    assert cells[2].interval.low == 50 and np.isnan(cells[2].d_z)
-    effects = largest_effects(SimpleNamespace(store="memory"), runs, cells)
-    assert list(effects) == ["drift"]
-    got = effects["drift"]
+    variants = ("memory_loop", "memory_loop-no_dating", "memory_loop-no_grading")
+    scenarios = {"drift": table, **(scenarios or {})}
+    runs = pl.concat([pl.DataFrame({
+        "scenario": [s] * 3 * runs_n, "variant": [v for v in variants for _ in range(runs_n)],
+        "run": list(range(runs_n)) * 3,
+        **{m: [x for col in cols for x in col] for m, cols in t.items()}})
+        for s, t in scenarios.items()])
+    cells = [compare(runs, s, v, "memory_loop", m, store="memory", inert={}, seed=0)
+             for s in scenarios for v in variants[1:] for m in table]
+    cfg = SimpleNamespace(store="memory", scenarios=[(s, {}) for s in scenarios], runs=runs_n,
+                          variants=variants, analysis={"confidence": 0.95})
+    return cfg, runs, cells
+
+
+def test_the_largest_effect_is_its_share_of_the_full_loop_not_its_d_z():
+    """28 tokens of 1,747 with almost no spread over runs (d_z about -79) ranks below 300
+    tokens that vary (d_z about -3.8); a success drop separated from 0 is named before any
+    cost, however small; a success drop whose interval holds 0 is not."""
+    from dyna.experiment.kinds.agent_tasks.ablation_report import (ablation_lines,
+                                                                   largest_effects,
+                                                                   separated_effects)
+
+    loop_tokens = [1747.0] * 5
+    table = {"tokens_per_success": (loop_tokens,
+                                    [1719.0, 1718.5, 1719.5, 1719.0, 1719.0],   # dating
+                                    [1547.0, 1347.0, 1447.0, 1497.0, 1397.0]),  # grading
+             "final_success": ([0.8] * 5, [0.80, 0.81, 0.79, 0.80, 0.80],
+                               [0.7, 0.9, 0.75, 0.85, 0.8])}
+    cfg, runs, cells = _synthetic(table)
+    tiny, large = cells[0], cells[2]
+    assert (tiny.variant, large.variant) == ("memory_loop-no_dating", "memory_loop-no_grading")
+    assert abs(tiny.d_z) > 50 > 10 > abs(large.d_z) > 3
+    assert tiny.interval.high < 0 and large.interval.high < 0
+    got = largest_effects(cfg, runs, cells)["drift"]
+    assert (got.switch, got.metric) == ("grading", "tokens_per_success")
+    assert got.share[0] == pytest.approx(-300 / 1747)
+    assert got.share[1:] == pytest.approx((float(large.interval.low) / 1747,
+                                           float(large.interval.high) / 1747))
+    assert separated_effects(cfg, runs, cells, "final_success") == {}
+    assert ablation_lines(cfg, runs, cells) == [
+        "- matters most for final success: none separated from 0 at 5 runs in any scenario.",
+        "- else, for tokens per success (off vs on, % of the full loop, 95% CI): `grading` "
+        f"-17% [{got.share[1] * 100:.0f}%, {got.share[2] * 100:.0f}%] in `drift`."]
+
+    # a 2-point success drop that every run shows is named first, over the 17% in tokens
+    table["final_success"] = ([0.8] * 5, [0.78, 0.79, 0.78, 0.77, 0.78],
+                              [0.7, 0.9, 0.75, 0.85, 0.8])
+    cfg, runs, cells = _synthetic(table)
+    got = largest_effects(cfg, runs, cells)["drift"]
     assert (got.switch, got.metric) == ("dating", "final_success")
-    assert float(got.interval.estimate) == pytest.approx(-0.202)
-    assert got.d_z == pytest.approx(-0.202 / np.std([-0.2, -0.21, -0.21, -0.19, -0.2], ddof=1))
-    assert got.base == pytest.approx(0.804)
-    # without the success cell, the incidents are ranked by their d_z, never dropped
-    assert largest_effects(SimpleNamespace(store="memory"), runs, cells[::2])["drift"] \
-        .metric == "incidents"
+    assert got.share[0] == pytest.approx(-0.02 / 0.8)
+    lines = ablation_lines(cfg, runs, cells)
+    assert len(lines) == 1 and lines[0].startswith(
+        "- matters most for final success (off vs on, % of the full loop, 95% CI): "
+        "`dating` -2.5% [")
+
+    # nothing separates: one line says so
+    flat = {m: (a, a, a) for m, (a, _, _) in table.items()}
+    cfg, runs, cells = _synthetic(flat)
+    assert largest_effects(cfg, runs, cells) == {}
+    assert ablation_lines(cfg, runs, cells) == [
+        "- matters most for final success, then tokens per success: none separated from 0 "
+        "at 5 runs in any scenario."]
+
+
+def test_scenarios_that_share_the_answer_are_grouped():
+    """One safeguard that matters in several scenarios is one clause: its range of effects
+    and the span of their intervals, and "the other N scenarios" when it covers every
+    scenario the success line left."""
+    from dyna.experiment.kinds.agent_tasks.ablation_report import ablation_lines
+
+    flat = [0.8] * 5
+    loop = [1000.0] * 5
+    success_drop = {"final_success": (flat, [0.7, 0.72, 0.7, 0.71, 0.7], flat),
+                    "tokens_per_success": (loop, loop, loop)}
+
+    def tokens_up(by):
+        return {"final_success": (flat, flat, flat),
+                "tokens_per_success": (loop, loop, [1000.0 + by + d for d in (-5, 5, 0, 0, 0)])}
+
+    cfg, runs, cells = _synthetic(success_drop, scenarios={"clean": tokens_up(100),
+                                                           "noisy": tokens_up(100),
+                                                           "volume": tokens_up(200),
+                                                           "quiet": tokens_up(0)})
+    lines = ablation_lines(cfg, runs, cells)
+    # 0.094 of 0.8 lower without dating
+    assert lines[0] == ("- matters most for final success (off vs on, % of the full loop, 95% "
+                        "CI): `dating` -12% [-13%, -11%] in `drift`.")
+    # grading adds 100 tokens of 1,000 in clean and noisy, 200 in volume; the intervals
+    # run from 97 (clean) to 203 (volume)
+    spans = [(float(c.interval.low), float(c.interval.high)) for c in cells
+             if c.variant == "memory_loop-no_grading" and c.metric == "tokens_per_success"
+             and c.scenario in ("clean", "noisy", "volume")]
+    assert (min(lo for lo, _ in spans), max(hi for _, hi in spans)) == (97.0, 203.0)
+    assert lines[1] == ("- else, for tokens per success: `grading` +10% to +20% (CIs in "
+                        "[9.7%, 20%]) in `clean`, `noisy`, `volume`; none separated from 0 at "
+                        "5 runs in `quiet`.")
+    # `quiet` too repeats `clean` for the loop and no_dating: in the body
+    assert lines[2] == ("- `noisy` is bit-identical to `clean` for 3 of 3 variants; `volume` "
+                        "is bit-identical to `clean` for 2 of 3 variants; 1 more below.")
+    assert len(lines) == 3 and max(map(len, lines)) <= 160
+    # the same safeguard everywhere the success line left: said in a few words
+    cfg, runs, cells = _synthetic(success_drop, scenarios={"clean": tokens_up(100),
+                                                           "noisy": tokens_up(100)})
+    assert ablation_lines(cfg, runs, cells)[1].startswith(
+        "- else, for tokens per success: `grading` +10% [")
+    assert ablation_lines(cfg, runs, cells)[1].endswith("] in the other 2 scenarios.")
+
+
+def test_a_long_headline_line_keeps_within_160_characters():
+    from dyna.experiment.kinds.agent_tasks.ablation_report import fit_line
+
+    items = [f"`scenario_number_{i}`" for i in range(12)]
+    line = fit_line("- never acted in any scenario (12 safeguards): ", items, sep=", ",
+                    more="{} more (What each safeguard did)")
+    # a fourth name would make it 164 characters
+    assert line == ("- never acted in any scenario (12 safeguards): `scenario_number_0`, "
+                    "`scenario_number_1`, `scenario_number_2`, 9 more (What each safeguard "
+                    "did).")
+    assert len(line) == 143
+    assert fit_line("- a: ", ["x", "y"]) == "- a: x; y."
+
+
+def test_the_untestable_count_is_singular_for_one_hypothesis():
+    from types import SimpleNamespace
+
+    from dyna.experiment.calibration_stats import NOT_TESTABLE
+    from dyna.experiment.kinds.agent_tasks.report import _headline
+
+    cfg = SimpleNamespace(variants=["a"], scenarios=[("base", {})], runs=2, episodes=10,
+                          store="skill", sweeps=())
+    runs = pl.DataFrame({"variant": ["a"], "scenario": ["base"]})
+
+    def first(n_untestable):
+        results = [SimpleNamespace(verdict=NOT_TESTABLE, hypothesis=SimpleNamespace(name="h"))
+                   ] * n_untestable + [SimpleNamespace(verdict="holds",
+                                                       hypothesis=SimpleNamespace(name="h"))]
+        checked = [SimpleNamespace(passed=True), SimpleNamespace(passed=False)]
+        return _headline(cfg, runs, results, checked)[2]
+
+    assert first(0) == "- checks 1 of 2 pass; 0 hypotheses not testable."
+    assert first(1) == "- checks 1 of 2 pass; 1 hypothesis not testable."
+    assert first(2) == "- checks 1 of 2 pass; 2 hypotheses not testable."
 
 
 def test_ablation_tables_name_windows_and_split_by_question(skill_ablation):

@@ -4,13 +4,15 @@ per-scenario tables.
 A *full ablation* (:func:`is_full_ablation`, e.g. ``experiments/skill_loop_ablation.toml``)
 runs the full loop and one variant per safeguard switched off, for every safeguard of
 :attr:`dyna.loops.LoopConfig.SWITCHES`, without ``[calibration]``. Its question is which
-safeguard matters where, so its headline (:func:`ablation_lines`) names, after what was run
-and the primary hypotheses:
+safeguard matters where, so its headline (:func:`ablation_lines`, at most five lines of
+at most :data:`LINE` characters with what was run) names:
 
-* per scenario, the largest effect of switching one safeguard off, over the metrics of
-  :data:`~dyna.experiment.kinds.agent_tasks.analysis.EXPLORATORY_METRICS`: the largest
-  standardised paired effect (d_z) among those whose interval excludes 0, with its mean
-  difference, interval and the full loop's mean (:func:`largest_effects`);
+* per scenario, the safeguard that matters most (:func:`largest_effects`): the largest
+  effect of switching one safeguard off, in the outcome's own units as a share of the full
+  loop's mean, among the effects whose interval excludes 0, on final success, else on
+  tokens per success (:data:`RANKED`); scenarios sharing the answer are grouped, and
+  "none separated from 0 at N runs" where no effect does; the full table is
+  :func:`matters_section`;
 * the safeguards that never acted in any scenario (their ablations are the full loop's runs
   again);
 * scenarios whose per-run results are bit-identical to another scenario's for most
@@ -26,7 +28,6 @@ layout (:mod:`.report`).
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -37,8 +38,9 @@ from dyna.experiment.kinds.agent_tasks.metrics import RUN_METRICS, V3_METRICS
 from dyna.experiment.reporting import ci, fmt, md_table
 from dyna.experiment.stats import Interval, per_run_ci
 
-__all__ = ["QUESTIONS", "Effect", "ablation_lines", "identical_scenarios", "is_full_ablation",
-           "largest_effects", "metric_label", "scenario_tables"]
+__all__ = ["LINE", "QUESTIONS", "RANKED", "Effect", "ablation_lines", "fit_line",
+           "identical_scenarios", "is_full_ablation", "largest_effects", "matters_section",
+           "metric_label", "scenario_tables", "separated_effects"]
 
 #: The scenario tables of a full ablation: (question, runs-table columns).
 QUESTIONS = (
@@ -116,61 +118,91 @@ def scenario_tables(cfg, runs: pl.DataFrame, opts: dict) -> list[str]:
 
 
 class Effect(NamedTuple):
-    """The effect of switching one safeguard off on one metric in one scenario.
+    """The effect of switching one safeguard off on one outcome in one scenario.
 
     Attributes
     ----------
     switch : str
         The safeguard (a :attr:`dyna.loops.LoopConfig.SWITCHES` name).
     metric : str
-        The runs-table column.
+        The runs-table column (one of :data:`RANKED`).
     interval : Interval
         Mean paired difference ``<loop>-no_X`` minus ``<loop>`` with its bootstrap interval,
         in the metric's unit.
-    d_z : float
-        The standardised paired effect: the mean difference over the standard deviation
-        of the per-run differences (unitless, finite).
     base : float
-        The full loop's mean of the metric over runs (NaN when it has no value).
+        The full loop's mean of the metric over runs (finite, not 0).
     """
 
     switch: str
     metric: str
     interval: Interval
-    d_z: float
     base: float
 
+    @property
+    def share(self) -> tuple[float, float, float]:
+        """The difference and its interval as shares of the full loop's mean: ``(estimate,
+        low, high)``, unitless (-0.1: 10% below the full loop)."""
+        iv = self.interval
+        a, b = float(iv.low) / self.base, float(iv.high) / self.base
+        return float(iv.estimate) / self.base, min(a, b), max(a, b)
 
-def largest_effects(cfg, runs: pl.DataFrame, cells) -> dict[str, Effect]:
-    """Per scenario, the comparison (``<loop>-no_X`` minus ``<loop>``) with the largest
-    standardised paired effect ``|d_z|`` (mean paired difference over the standard
-    deviation of the differences) among the tested comparisons whose interval excludes 0.
 
-    The rule is free of the metrics' scales and never divides by a mean: a rare metric
-    going from 0 to 0.2 incidents is as large as its runs make it, not infinitely large.
-    Comparisons whose per-run differences are all equal (no spread, ``d_z`` undefined)
-    are not ranked. A scenario without such a comparison is absent; ties keep the first
-    cell in ``cells`` order.
+#: The outcomes a full ablation's headline ranks, in order: per scenario, the safeguard
+#: named is the one with the largest effect on the first of these on which any
+#: safeguard's effect separates from 0 (success before its cost).
+RANKED = ("final_success", "tokens_per_success")
+
+#: The length (characters) a headline line of a full ablation stays within.
+LINE = 160
+
+
+def separated_effects(cfg, runs: pl.DataFrame, cells, metric: str) -> dict[str, Effect]:
+    """Per scenario, the comparison (``<loop>-no_X`` minus ``<loop>``) on ``metric`` with
+    the largest effect as a share of the full loop's mean, among the tested comparisons
+    whose interval excludes 0.
+
+    The rank is in the outcome's own units, relative to where the full loop stands: a
+    difference of 28 tokens per success out of 1,747 (1.6%) ranks below one of 0.1 in a
+    success rate of 0.5 (20%), however consistent the 28 tokens are over runs. A
+    comparison whose full loop has no finite mean or a mean of 0 has no share and is not
+    ranked. A scenario without a ranked comparison is absent; ties keep the first cell in
+    ``cells`` order.
 
     Parameters
     ----------
     cells : list of Comparison
         Every scenario's comparisons (:func:`.analysis.exploratory_cells` without leaving
         out the primary ones).
+    metric : str
+        The runs-table column ranked.
     """
     loop = f"{cfg.store}_loop"
     best: dict[str, Effect] = {}
     for c in cells:
-        if not c.tested or not math.isfinite(c.d_z):
+        if c.metric != metric or not c.tested:
             continue
         if not (float(c.interval.low) > 0 or float(c.interval.high) < 0):
             continue
-        if c.scenario in best and abs(c.d_z) <= abs(best[c.scenario].d_z):
+        base = values(runs, c.scenario, loop, metric)
+        base = base[np.isfinite(base)]
+        if base.size == 0 or float(np.mean(base)) == 0:
             continue
-        base = values(runs, c.scenario, loop, c.metric)
-        base = float(np.nanmean(base)) if np.isfinite(base).any() else math.nan
-        best[c.scenario] = Effect(ablated_switch(c.variant, cfg.store), c.metric, c.interval,
-                                  float(c.d_z), base)
+        effect = Effect(ablated_switch(c.variant, cfg.store), metric, c.interval,
+                        float(np.mean(base)))
+        if c.scenario not in best or abs(effect.share[0]) > abs(best[c.scenario].share[0]):
+            best[c.scenario] = effect
+    return best
+
+
+def largest_effects(cfg, runs: pl.DataFrame, cells) -> dict[str, Effect]:
+    """Per scenario, the safeguard that matters most: :func:`separated_effects` on the
+    first outcome of :data:`RANKED` on which the scenario has one (final success, else
+    tokens per success). A scenario where no safeguard separates from 0 on any of them is
+    absent."""
+    best: dict[str, Effect] = {}
+    for metric in RANKED:
+        for s, effect in separated_effects(cfg, runs, cells, metric).items():
+            best.setdefault(s, effect)
     return best
 
 
@@ -194,42 +226,137 @@ def identical_scenarios(cfg, runs: pl.DataFrame) -> list[tuple[str, str, int, in
     return found
 
 
-def _effect_words(cfg, effect: Effect) -> str:
-    """``"dating (off: poisoned entries +9 [5, 13] from the loop's 0.2, d_z 2.1)"``."""
-    iv = effect.interval
-    d = float(iv.estimate)
-    return (f"{effect.switch} (off: {metric_label(cfg, effect.metric)} "
-            f"{'+' if d > 0 else ''}{fmt(d)} [{fmt(iv.low)}, {fmt(iv.high)}] from the "
-            f"loop's {fmt(effect.base)}, d_z {fmt(effect.d_z)})")
+def _pct(x: float, sign: bool = False) -> str:
+    """A share as a percentage, two significant figures below 10%: ``-1.6%``, ``+15%``."""
+    v = 100 * x
+    digits = 0 if abs(v) >= 10 else 1 if abs(v) >= 1 else 2
+    return f"{v:{'+' if sign else ''}.{digits}f}%"
+
+
+def _share_words(effect: Effect) -> str:
+    """``"-15% [-25%, -5%]"``: the effect as a share of the full loop's mean, its interval."""
+    est, low, high = effect.share
+    return f"{_pct(est, sign=True)} [{_pct(low)}, {_pct(high)}]"
+
+
+def _group_words(group: list[Effect]) -> str:
+    """One safeguard's effects in several scenarios: ``"-15% [-25%, -5%]"`` when they read
+    alike, else the range of the estimates and the span of their intervals
+    (``"+13% to +15% (CIs in [10%, 16%])"``)."""
+    words = {_share_words(e) for e in group}
+    if len(words) == 1:
+        return words.pop()
+    est = sorted(e.share[0] for e in group)
+    low, high = min(e.share[1] for e in group), max(e.share[2] for e in group)
+    return (f"{_pct(est[0], sign=True)} to {_pct(est[-1], sign=True)} "
+            f"(CIs in [{_pct(low)}, {_pct(high)}])")
+
+
+def fit_line(head: str, items: list[str], sep: str = "; ",
+             more: str = "{} more in the table below") -> str:
+    """``head`` followed by ``items`` joined by ``sep``, as many of them as keep the line
+    within :data:`LINE` characters (at least one); the items left out are counted by
+    ``more`` (a format string of one ``{}``). Ends with a full stop."""
+    for k in range(len(items), 0, -1):
+        left = len(items) - k
+        text = head + sep.join(items[:k] + ([more.format(left)] if left else [])) + "."
+        if len(text) <= LINE or k == 1:
+            return text
+    return head.rstrip(": ") + "."
+
+
+def _grouped(cfg, effects: dict[str, Effect], scope: list[str], others: bool) -> list[str]:
+    """``"`outcome_gate` -15% [-25%, -5%] in `drift`, `volume`"``: one clause per
+    safeguard, its scenarios together, largest effect first. A safeguard named in every
+    scenario of ``scope`` is said to be so ("in every scenario", or "in the other 4
+    scenarios" when ``others``: the line covers those the line above left)."""
+    by_switch: dict[str, list[str]] = {}
+    for s in scope:
+        if s in effects:
+            by_switch.setdefault(effects[s].switch, []).append(s)
+    clauses = []
+    for sw, where in sorted(by_switch.items(), key=lambda kv: -max(
+            abs(effects[s].share[0]) for s in kv[1])):
+        said = ", ".join(f"`{s}`" for s in where)
+        if len(where) == len(scope) > 1:
+            said = f"the other {len(scope)} scenarios" if others else "every scenario"
+        clauses.append(f"`{sw}` {_group_words([effects[s] for s in where])} in {said}")
+    return clauses
+
+
+def _effect_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
+    """The headline's safeguard that matters most per scenario: a line on final success,
+    and for the scenarios where no safeguard separates on it, a line on tokens per
+    success (which also names the scenarios where none separates on either)."""
+    names = [s for s, _ in cfg.scenarios]
+    none = f"none separated from 0 at {cfg.runs} runs"
+    units = "(off vs on, % of the full loop, 95% CI): "
+    success = separated_effects(cfg, runs, cells, RANKED[0])
+    rest = [s for s in names if s not in success]
+    tokens = {s: e for s, e in separated_effects(cfg, runs, cells, RANKED[1]).items()
+              if s in rest}
+    if not (success or tokens):
+        return [f"- matters most for final success, then tokens per success: {none} in any "
+                "scenario."]
+    lines = [fit_line(f"- matters most for final success {units}",
+                      _grouped(cfg, success, names, others=False))
+             if success else f"- matters most for final success: {none} in any scenario."]
+    if not rest:
+        return lines
+    quiet = [f"`{s}`" for s in rest if s not in tokens]
+    head = "- else, for tokens per success: " if success else \
+        f"- else, for tokens per success {units}"
+    return lines + [fit_line(head, _grouped(cfg, tokens, rest, others=bool(success))
+                             + ([f"{none} in {', '.join(quiet)}"] if quiet else []))
+                    if tokens else f"- else, for tokens per success: {none} in "
+                    + ", ".join(quiet) + "."]
 
 
 def ablation_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
     """The headline lines of a full ablation after what was run and the hypotheses (module
-    docstring): the largest effect per scenario, the safeguards inert everywhere, the
-    scenarios identical to another for most variants. At most three lines."""
-    effects = largest_effects(cfg, runs, cells)
-    said: dict[str, list[str]] = {}   # the words of an effect -> its scenarios
-    for s, _ in cfg.scenarios:
-        if s in effects:
-            said.setdefault(_effect_words(cfg, effects[s]), []).append(f"`{s}`")
-    quiet = [f"`{s}`" for s, _ in cfg.scenarios if s not in effects]
-    level = f"{float(cfg.analysis['confidence']):.0%}"
-    lines = ["- safeguard that matters most, per scenario: "
-             + ("; ".join(f"{', '.join(where)}: {words}" for words, where in said.items())
-                if said else "none found")
-             + (f"; none in {', '.join(quiet)}" if quiet and said else "")
-             + f". Ranked by d_z (the mean paired difference, no_X minus the full loop, over "
-             f"its standard deviation) among effects whose {level} CI excludes 0."]
+    docstring): the safeguard that matters most per scenario (:func:`largest_effects`,
+    one or two lines), the safeguards inert everywhere, the scenarios identical to another
+    for most variants. At most four lines, each within :data:`LINE` characters; what does
+    not fit is in :func:`matters_section`'s table and the activity table."""
+    lines = _effect_lines(cfg, runs, cells)
     inert = inert_switches(runs, cfg.store)
     every = sorted(set.intersection(*inert.values())) if inert else []
     if every:
-        lines.append(f"- never acted in any scenario ({len(every)} safeguards, their "
-                     f"ablations repeat the full loop's runs): "
-                     + ", ".join(f"`{sw}`" for sw in every) + ".")
+        lines.append(fit_line(f"- never acted in any scenario ({len(every)} safeguards): ",
+                              [f"`{sw}`" for sw in every], sep=", ",
+                              more="{} more (What each safeguard did)"))
     same = identical_scenarios(cfg, runs)
     if same:
-        lines.append("- " + "; ".join(f"`{s}` is bit-identical to `{e}` for {k} of {n} "
-                                      "variants" for s, e, k, n in same)
-                     + " (every per-run result: the scenario's setting changed nothing "
-                     "for them).")
+        lines.append(fit_line("- ", [f"`{s}` is bit-identical to `{e}` for {k} of {n} "
+                                     "variants" for s, e, k, n in same], more="{} more below"))
     return lines
+
+
+def matters_section(cfg, runs: pl.DataFrame, cells) -> list[str]:
+    """The table behind the headline's safeguard that matters most: per scenario and
+    outcome of :data:`RANKED`, the safeguard with the largest effect whose interval
+    excludes 0 (:func:`separated_effects`), its mean difference [CI] in the outcome's
+    units and as a share of the full loop's mean, or that none separated; then the
+    scenarios bit-identical to another for most variants (:func:`identical_scenarios`)."""
+    loop = f"{cfg.store}_loop"
+    conf = f"{float(cfg.analysis['confidence']):.0%}"
+    found = {m: separated_effects(cfg, runs, cells, m) for m in RANKED}
+    rows = []
+    for s, _ in cfg.scenarios:
+        for m in RANKED:
+            e = found[m].get(s)
+            rows.append([f"`{s}`", metric_label(cfg, m)] + (
+                [f"`{e.switch}`", ci(e.interval), _share_words(e), fmt(e.base)] if e else
+                [f"none separated from 0 at {cfg.runs} runs", "", "", ""]))
+    return ["## Which safeguard matters most, per scenario", "",
+            f"`{loop}-no_X` minus `{loop}`, paired by run: the safeguard X whose effect is "
+            f"largest as a share of the full loop's mean, among those whose {conf} interval "
+            "excludes 0, on final success and on tokens per success. The headline names "
+            "the one on final success, and on tokens per success where none separates on "
+            "success. Exploratory: nothing here is corrected for the number of "
+            "comparisons.", "",
+            *md_table(["scenario", "outcome", "safeguard off", f"difference [{conf} CI]",
+                        "as a share of the full loop's", "full loop's mean"], rows), "",
+            *[f"`{s}` gives the same per-run results as `{e}`, bit for bit, for {k} of {n} "
+              "variants: its setting changed nothing for them." for s, e, k, n in
+              identical_scenarios(cfg, runs)], ""]

@@ -20,6 +20,7 @@ import numpy as np
 
 from dyna.experiment.kinds.agent_tasks.ablation_report import (ablation_lines,
                                                                is_full_ablation,
+                                                               matters_section,
                                                                scenario_tables)
 from dyna.experiment.kinds.agent_tasks.analysis import (EXPLORATORY_METRICS, MIN_RUNS_CLAIMS,
                                                        MIN_RUNS_NO_WARNING,
@@ -200,12 +201,13 @@ def _headline(cfg, runs, results, checked=None) -> list[str]:
     the full loop against no learning)."""
     import polars as pl
 
-    from dyna.experiment.calibration_stats import NO_EFFECT, NOT_TESTABLE
+    from dyna.experiment.calibration_stats import NOT_TESTABLE
     from dyna.experiment.kinds.agent_tasks.analysis import crossover_map
     lines = ["## Headline", ""]
     if checked is not None:
+        untestable = sum(r.verdict == NOT_TESTABLE for r in results)
         lines.append(f"- checks {sum(c.passed for c in checked)} of {len(checked)} pass; "
-                     f"{sum(r.verdict == NOT_TESTABLE for r in results)} hypotheses not "
+                     f"{untestable} {'hypothesis' if untestable == 1 else 'hypotheses'} not "
                      "testable.")
     n_pairs = runs.select("variant", "scenario").unique().height
     grid = len(cfg.variants) * len(cfg.scenarios)
@@ -215,11 +217,7 @@ def _headline(cfg, runs, results, checked=None) -> list[str]:
                  f"{cfg.runs} runs x {cfg.episodes} episodes, {cfg.store} store{scoped}.")
     if results:
         held = [r.hypothesis.name for r in results if r.verdict == "holds"]
-        counts = {v: sum(r.verdict == v for r in results)
-                  for v in ("holds", "does not hold", NO_EFFECT, NOT_TESTABLE, "inert",
-                            "not tested")}
-        said = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-        lines.append(f"- primary hypotheses ({len(results)}, Holm): {said}"
+        lines.append(f"- primary hypotheses ({len(results)}, Holm): {_verdicts(results)}"
                      + (f"; holding: {'; '.join(held[:2])}" + (" ..." if len(held) > 2
                                                                else "") if held else "")
                      + ".")
@@ -240,6 +238,27 @@ def _headline(cfg, runs, results, checked=None) -> list[str]:
         lines.append(f"- final success in `{sc}`: {loop} {fs(loop)}, no_learning "
                      f"{fs('no_learning')}.")
     return lines[:8] + [""]
+
+
+def _verdicts(results) -> str:
+    """``"1 holds, 5 does not hold"``: how many primary hypotheses got each verdict."""
+    from dyna.experiment.calibration_stats import NO_EFFECT, NOT_TESTABLE
+
+    counts = {v: sum(r.verdict == v for r in results)
+              for v in ("holds", "does not hold", NO_EFFECT, NOT_TESTABLE, "inert",
+                        "not tested")}
+    return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+
+
+def _ablation_headline(cfg, runs, results, cells) -> list[str]:
+    """A full ablation's headline: what was run with the primary hypotheses' verdicts on
+    one line, then :func:`.ablation_report.ablation_lines` (at most five lines)."""
+    said = (f"primary hypotheses ({len(results)}, Holm): {_verdicts(results)}" if results
+            else "no primary hypotheses")
+    return ["## Headline", "",
+            f"- {len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x {cfg.runs} "
+            f"runs x {cfg.episodes} episodes, {cfg.store} store; {said}.",
+            *ablation_lines(cfg, runs, cells), ""]
 
 
 def _crossover_words(cfg, runs, cx) -> str:
@@ -511,18 +530,18 @@ def report_body(out) -> list[str]:
     primary = {(c.scenario, c.variant, c.versus, c.metric)
                for r in results for c in r.comparisons}
     lines = [f"# {cfg.name}", "", cfg.description or "", ""]
-    head = _headline(cfg, runs, results, checked)
     ablation = is_full_ablation(cfg)
     if ablation:   # every cell, the primary ones too: the headline names the largest
         every = exploratory_cells(cfg, runs)
         cells = [c for c in every if (c.scenario, c.variant, c.versus, c.metric)
                  not in primary]
-        head = head[:4] + ablation_lines(cfg, runs, every) + [""]
+        lines += _ablation_headline(cfg, runs, results, every)
     else:
         cells = exploratory_cells(cfg, runs, primary)
-    lines += head
+        lines += _headline(cfg, runs, results, checked)
     lines += _checks_section(cfg, checked)
     lines += _warnings(cfg)
+    lines += matters_section(cfg, runs, every) if ablation else []
     lines += _setup(cfg, out)
     lines += _crossover_section(cfg, runs)
     lines += _hypotheses_section(cfg, results)
