@@ -156,9 +156,10 @@ def test_each_trajectory_variant_keeps_one_colour_of_its_own(trajectory_run):
         "active skills + facts (count)", "entries kept (count, symmetric log)")
     lessons = seen["lessons_from_failed"]
     assert [ax["title"] for ax in lessons["axes"]] == ["loops", "literature baselines"]
+    # the gated memory loops review successful runs only: their curves lie on 0, named
     assert lessons["suptitle"] == ("Lessons written from failed runs, cumulative (mean of 2 "
-                                   "runs, band: min to max over runs)\na variant that "
-                                   "writes none lies on 0")
+                                   "runs, band: min to max over runs)\non 0 (none written): "
+                                   "memory_loop, memory_loop-no_redaction")
 
 
 def test_a_variant_without_a_fixed_colour_takes_a_free_one():
@@ -234,3 +235,11 @@ def test_sweep_points_styles_and_colour_heading():
                                            {"name": "q", "agent": "q_learning"}]})
     assert colour_title(cfg.variants) == "colour = planning steps (n)"
     assert colour_title(other.variants) == "colour = variant"
+
+
+def test_the_lessons_figure_names_the_variants_on_zero():
+    from dyna.experiment.kinds.trajectories.plots import _none_written
+
+    eps = pl.DataFrame({"variant": ["a", "a", "b", "b", "c"], "from_failed": [0, 0, 1, 0, 0]})
+    assert _none_written(eps, ["c", "b", "a"]) == "on 0 (none written): c, a"
+    assert _none_written(eps, ["b"]) == "every variant writes some"

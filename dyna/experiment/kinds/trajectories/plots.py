@@ -9,6 +9,7 @@ like a bar's whisker, spans the runs' minimum to maximum.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -158,12 +159,24 @@ def draw_plots(out, folder: Path) -> list[Path]:
             if group:
                 legend_below(ax, len(group))
         fig.suptitle(f"Lessons written from failed runs, cumulative ({caption})\n"
-                     "a variant that writes none lies on 0", fontsize=10)
+                     + _none_written(eps, loops + baselines), fontsize=10)
         paths += save(fig, folder / "plots" / "lessons_from_failed")
 
     paths += _personal_data_figure(runs, loops + baselines, folder)
     paths += _induction_figure(summary, out.config.analysis["confidence"], folder)
     return paths
+
+
+def _none_written(episodes: pl.DataFrame, names: list) -> str:
+    """The line naming the variants of ``names`` that write no lesson from a failed run
+    in any run (their curves lie on 0, under one another), wrapped at 150 characters."""
+    total = (episodes.filter(pl.col("variant").is_in(names)).group_by("variant")
+             .agg(pl.col("from_failed").sum()))
+    none = set(total.filter(pl.col("from_failed") == 0).get_column("variant").to_list())
+    if not none:
+        return "every variant writes some"
+    return textwrap.fill("on 0 (none written): " + ", ".join(v for v in names if v in none),
+                         150)
 
 
 def _personal_data_figure(runs: pl.DataFrame, shown: list, folder: Path) -> list[Path]:
