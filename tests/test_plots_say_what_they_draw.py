@@ -20,10 +20,10 @@ DATA = (Path(__file__).resolve().parents[1] / "data" / "agent_trajectories"
 
 
 def _shot(fig) -> dict:
-    """Per axes: title, y label, y scale, box, lines (label, colour, dash pattern), the
-    whiskers of each error-bar series (y from, y to) and the legend (texts, bold texts,
-    box); the figure's legends and suptitle. Boxes in display pixels, frozen before
-    ``save`` redraws at another dpi."""
+    """Per axes: title, y label, y scale, x tick labels, box, lines (label, colour, dash
+    pattern), the whiskers of each error-bar series (y from, y to) and the legend (texts,
+    bold texts, box); the figure's legends and suptitle. Boxes in display pixels, frozen
+    before ``save`` redraws at another dpi."""
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
     axes = []
@@ -31,6 +31,7 @@ def _shot(fig) -> dict:
         leg = ax.get_legend()
         axes.append({
             "title": ax.get_title(), "ylabel": ax.get_ylabel(), "yscale": ax.get_yscale(),
+            "xticks": [t.get_text() for t in ax.get_xticklabels()],
             "box": ax.get_window_extent(r).frozen(),
             # matplotlib reports every dash tuple as "--": the pattern tells them apart
             "lines": [(ln.get_label(), ln.get_color(), ln._unscaled_dash_pattern)
@@ -243,3 +244,24 @@ def test_the_lessons_figure_names_the_variants_on_zero():
     eps = pl.DataFrame({"variant": ["a", "a", "b", "b", "c"], "from_failed": [0, 0, 1, 0, 0]})
     assert _none_written(eps, ["c", "b", "a"]) == "on 0 (none written): c, a"
     assert _none_written(eps, ["b"]) == "every variant writes some"
+
+
+def test_updates_to_optimal_reads_the_maze_sizes_in_plain_numbers(tmp_path, monkeypatch):
+    import dyna.experiment.kinds.tabular.plots as tp
+
+    seen = _recording(monkeypatch, tp)
+    data = {"name": "ps", "runs": 2, "seed": 0, "env": {"id": "dyna/AsciiMaze-v0"},
+            "sweep": {"resolution": [1, 2]},
+            "schedule": {"episodes": 2000, "stop_at_optimal": True,
+                         "optimal_tolerance": 1.2},
+            "defaults": {"alpha": 0.5, "n_planning": 5, "theta": 1e-4},
+            "variants": [{"name": "Dyna-Q", "agent": "dyna_q"},
+                         {"name": "prioritized sweeping", "agent": "prioritized_sweeping"}],
+            "analysis": {"metrics": ["updates_to_optimal"], "n_resamples": 100}}
+    run_experiment(parse_experiment(data), tmp_path / "o", backend=InProcessBackend(),
+                   progress=False)
+    (ax,) = seen["updates_to_optimal"]["axes"]
+    assert ax["yscale"] == "log" and ax["xticks"] == ["47", "188"]    # free states
+    assert ax["ylabel"] == "updates until optimal (optimal_tolerance = 1.2)\nlog scale"
+    assert ax["legend"]["texts"] == ["Dyna-Q", "prioritized sweeping"]
+    assert ax["legend"]["box"].x0 >= ax["box"].x1

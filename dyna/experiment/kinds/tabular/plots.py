@@ -416,10 +416,15 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
             ax.errorbar(px, est_a, yerr=yerr, marker="o", capsize=3,
                         color=colors[variant.name], label=book_label(variant))
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        # the sizes measured as plain numbers ("48", "189"), not "6 x 10^1" between them
+        sizes = sorted(set(xs))
+        ax.set_xticks(sizes, [f"{v:g}" for v in sizes])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        _y_axis(ax, True)
         ax.set_xlabel(xlabel)
         sc = out.config.schedule
-        ax.set_ylabel(f"updates until optimal (optimal_tolerance = {sc.optimal_tolerance:g})")
+        ax.set_ylabel(f"updates until optimal (optimal_tolerance = {sc.optimal_tolerance:g})"
+                      "\nlog scale")
         ax.set_title(f"{out.config.name}: updates until an optimal path is found\n"
                      f"(protocol {sc.optimal_protocol!r}; {_stat_label(out)}, runs that "
                      "found it)", fontsize=10)
