@@ -131,7 +131,8 @@ def test_the_helper_refuses_a_bad_folder_or_scenario_name(out, tmp_path):
     cases = {"symlink": (job[1], tmp_path / "link"), "missing": (job[1], tmp_path / "nope"),
              "dotdot": ("../evil", tmp_path / "plots"), "slash": ("a/b", tmp_path / "plots")}
     for what, (scenario, folder) in cases.items():
-        head, rest = FW._encode(0, (job[0], scenario, job[2], job[3], folder), KEYS).split(b"\n", 1)
+        head, rest = FW._encode(0, (job[0], scenario, job[2], job[3], folder, ""),
+                                KEYS).split(b"\n", 1)
         head = {**json.loads(head), "folder": str(folder)}    # as sent, not resolved
         msg = json.dumps(head).encode() + b"\n" + rest
         res = subprocess.run([sys.executable, "-m", FH.__name__, "--parent", str(os.getpid())],

@@ -54,7 +54,7 @@ def _serve(stream) -> None:
         if not folder.is_absolute() or file_kind(folder) != "folder":
             raise ValueError("bad folder")
         paths = scenario_figure(_as_config(head["config"]), scenario, sub,
-                                 {str(v) for v in head["same"]}, folder)
+                                 {str(v) for v in head["same"]}, folder, str(head["note"]))
         sys.stdout.write(json.dumps({"i": int(head["i"]), "paths": [str(p) for p in paths]})
                          + "\n")
         sys.stdout.flush()

@@ -8,17 +8,18 @@ interpreter, never a fork of a process whose polars threads exist; ``-P``: the w
 directory is not on its path). This module is the parent's side; it imports nothing of
 the plots, which hand it the figure function.
 
-A helper is handed one figure at a time from a queue this process also takes from
-(after drawing the summary figures and computing the report's statistics), so no process
-idles while another has several figures left. The message to a helper (its stdin, a pipe
-its parent made; closed when the queue is empty) is, per figure, one JSON line ``{"i":
-<index>, "scenario": <name>, "same": [<variant>...], "folder": <absolute path>, "config":
-{"name", "store", "variants", "window", "chosen_family", "runs", "seed"}, "sizes":
-[<bytes>...]}`` followed by that many bytes of each series table in Arrow IPC (one per
-row of the figure, :data:`~dyna.experiment.kinds.agent_tasks.plots.ROWS` order; the
-drift episodes are the rows whose ``drift`` column is true). No pickle: nothing
-in the message can run code. The helper answers one JSON line ``{"i": <index>, "paths":
-[...]}`` on stdout per figure saved, and exits 0 when its stdin closes.
+A helper is handed one figure at a time from a queue this process also takes from (after
+drawing the summary figures and computing the report's statistics), so no process idles
+while another has several figures left. The message to a helper (its stdin, a pipe its
+parent made; closed when the queue is empty) is, per figure, one JSON line ``{"i":
+<index>, "scenario": <name>, "same": [<variant>...], "folder": <absolute path>, "note":
+<text under the title, may be empty>, "config": {"name", "store", "variants", "window",
+"chosen_family", "runs", "seed"}, "sizes": [<bytes>...]}`` followed by that many bytes
+of each series table in Arrow IPC (one per row of the figure,
+:data:`~dyna.experiment.kinds.agent_tasks.plots.ROWS` order; the drift episodes are the
+rows whose ``drift`` column is true). No pickle: nothing in the message can run code.
+The helper answers one JSON line ``{"i": <index>, "paths": [...]}`` on stdout per figure
+saved, and exits 0 when its stdin closes.
 
 Robustness: a figure a helper did not report (it could not start, died, answered
 nonsense, or did not finish within :func:`dyna.experiment.helper_process.reply_timeout`
@@ -54,14 +55,14 @@ def _config_fields(cfg) -> dict:
 
 def _encode(i: int, job: tuple, rows) -> bytes:
     """One figure's message (module docstring); ``rows``: the series' keys in order."""
-    cfg, scenario, sub, same, folder = job
+    cfg, scenario, sub, same, folder, note = job
     blobs = []
     for key in rows:
         buf = io.BytesIO()
         sub[key].write_ipc(buf)
         blobs.append(buf.getvalue())
     head = {"i": i, "scenario": scenario, "same": sorted(same),
-            "folder": str(Path(folder).resolve()), "config": _config_fields(cfg),
+            "folder": str(Path(folder).resolve()), "note": note, "config": _config_fields(cfg),
             "sizes": [len(b) for b in blobs]}
     return json.dumps(head).encode() + b"\n" + b"".join(blobs)
 
@@ -126,7 +127,7 @@ def draw_all(jobs: list[tuple], processes: int, here=None, *, draw, rows) -> lis
     ----------
     jobs : list of tuple
         :func:`~dyna.experiment.kinds.agent_tasks.plots.scenario_job` results: (config,
-        scenario, series by row, same, folder).
+        scenario, series by row, same, folder, note).
     processes : int
         >= 1; 1 draws every figure here.
     here : callable, optional

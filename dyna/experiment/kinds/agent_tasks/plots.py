@@ -1,15 +1,18 @@
 """Kind ``agent_tasks``: the standard plots (see :func:`draw_plots`).
 
-One figure per scenario as small multiples: a row per metric with one y-scale per row, a
+One figure per scenario as small multiples: a row per metric, a
 column per group of at most six variants (the baselines, the tabular learners, the
 safeguard ablations in groups of five; the full loop, in black, in every column as the
 reference), the legend of each column under its bottom panel, outside the data. Each
-variant has one colour in every panel and every figure (:func:`variant_color`), and a
-dotted vertical line marks each drift episode. y-limits of unbounded metrics come from
-the 1st-99th percentiles of what is drawn, so one exploding early value cannot flatten the
-rest. Bands of the success, token and poisoned-entry rows are 95% bootstrap confidence
-intervals across runs (:func:`dyna.experiment.stats.curve_ci`) of the per-episode
-quantity.
+variant has its own colour, the same in every panel and figure (:func:`variant_colors`),
+and a dotted vertical line marks each drift episode. The token row's log axis spans the
+0.5th-99.5th percentiles of what is drawn, so one exploding early value cannot flatten
+the rest; the poisoned-entries row gives each panel its own y scale
+(:data:`OWN_SCALE_ROWS`), so one variant's hundreds do not squash another panel's few to
+a line at zero. A scenario whose episodes equal another's for every variant names it in
+its title. Bands of the success, token and poisoned-entry rows are 95% bootstrap
+confidence intervals across runs (:func:`dyna.experiment.stats.curve_ci`) of the
+per-episode quantity.
 
 The two competence rows show what the agent's Beta posteriors say against what happened
 (:func:`dyna.agents.loop_agents.competence_fields`): the arrival-weighted competence over
@@ -39,11 +42,11 @@ from dyna.competence import beta_interval
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.kinds.agent_tasks.analysis import PROFILE_TAUS, aggregates, ablated_switch
 from dyna.experiment.plotting import figure, over_runs, save
-from dyna.experiment.stats import curve_ci, per_run_ci
+from dyna.experiment.stats import curve_ci
 
 __all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "PLOT_RESAMPLES", "draw_competence",
            "draw_plots", "plot_processes", "scenario_figure", "scenario_job", "variant_color",
-           "variant_panels"]
+           "variant_colors", "variant_panels"]
 
 #: At most this many lines in one panel.
 MAX_LINES = 6
@@ -57,6 +60,9 @@ ROWS = (("success", "success rate", "unit"),
         ("competence", "competence,\narrival-weighted", "unit"),
         ("competence_chosen", "competence,\nfamily {chosen}", "unit"),
         ("poisoned", "poisoned entries", "linear"))
+#: Rows with a y scale per panel (counts: one panel's hundreds would squash the others'
+#: few to a line at zero).
+OWN_SCALE_ROWS = ("poisoned",)
 #: The rows drawn as a posterior (mean, credible band) beside the true rolling success.
 COMPETENCE_ROWS = ("competence", "competence_chosen")
 
@@ -81,6 +87,43 @@ SWITCH_COLORS = {
     "dating": "#f781bf", "retire_on_contradiction": "#1b9e77",
     "approval_for_untrusted": "#6a3d9a", "consolidation_every": "#08519c",
 }
+
+
+#: Colours a variant takes when its own (:func:`variant_color`) is taken in the figure:
+#: a ``naive_loop+<switch>`` beside ``<store>_loop-no_<switch>``, or a name whose tab20
+#: colour another variant holds. In order; each one no variant of the figure prefers.
+SPARE_COLORS = ("#1f77b4", "#ff7f0e", "#17becf", "#e6ab02", "#f781bf", "#08519c",
+                "#7570b3", "#9467bd", "#8c564b", "#bcbd22", "#66a61e", "#e7298a",
+                "#a6761d", "#2ca02c", "#1b9e77", "#6a3d9a", "#393b79", "#843c39",
+                "#de9ed6", "#6b6ecf", "#e7969c", "#637939", "#d95f02", "#7f7f7f")
+
+
+def variant_colors(variants, store: str) -> dict:
+    """The colour of each of ``variants`` in one figure (and every figure of an
+    experiment, which all pass its ``config.variants``): each its own, the same in every
+    panel. A variant keeps :func:`variant_color` unless an earlier one holds that colour;
+    the ``naive_loop+<switch>`` variants come last, so the loop without a safeguard keeps
+    the safeguard's colour and the naive loop with it takes a spare one
+    (:data:`SPARE_COLORS`, then tab20 colours no variant holds).
+
+    Returns
+    -------
+    dict
+        variant -> matplotlib colour (a hex string, or an RGBA tuple from tab20).
+    """
+    names = list(dict.fromkeys(variants))
+    order = [v for v in names if not v.startswith("naive_loop+")] + \
+        [v for v in names if v.startswith("naive_loop+")]
+    wanted = {v: variant_color(v, store) for v in names}
+    spares = [c for c in (*SPARE_COLORS, *matplotlib.colormaps["tab20"].colors)
+              if c not in wanted.values()]
+    taken: dict = {}
+    for v in order:
+        color = wanted[v]
+        if color in taken.values():
+            color = next((c for c in spares if c not in taken.values()), color)
+        taken[v] = color
+    return {v: taken[v] for v in names}
 
 
 def variant_panels(variants, store: str) -> list[tuple[str, list[str]]]:
@@ -248,22 +291,43 @@ def _limits(values: list[np.ndarray], scale: str) -> tuple[float, float]:
     return (lo - 0.04 * (hi - lo), hi + 0.05 * (hi - lo))
 
 
-def scenario_job(out, scenario: str, series: dict, folder: Path, rows=None) -> tuple:
+def scenario_job(out, scenario: str, series: dict, folder: Path, rows=None,
+                 twins: tuple = ()) -> tuple:
     """The arguments of :func:`scenario_figure` for one scenario: only what it draws
-    (the config, the scenario's rows of each series, the variants equal to the loop), so a
-    figure can be drawn in another process. ``rows``: the keys of the rows to draw
-    (default every row of :data:`ROWS`)."""
+    (the config, the scenario's rows of each series, the variants equal to the loop, the
+    note on scenarios it equals), so a figure can be drawn in another process. ``rows``:
+    the keys of the rows to draw (default every row of :data:`ROWS`); ``twins``: the
+    scenarios whose episodes equal this one's (:func:`_identical_scenarios`)."""
     cfg = out.config
     keys = [key for key, _, _ in ROWS] if rows is None else list(rows)
     sub = {key: series[key].filter(pl.col("scenario") == scenario).drop("scenario")
            for key in keys}
     same = _same_as_loop(out.tables["episodes"], scenario, f"{cfg.store}_loop")
-    return cfg, scenario, sub, same, Path(folder)
+    note = (f"identical to {', '.join(twins)} for every variant and run: the settings in "
+            "which they differ change no episode") if twins else ""
+    return cfg, scenario, sub, same, Path(folder), note
 
 
-def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set) -> list:
-    """One panel: each variant of ``group`` in its colour, its band and, in a competence
-    row, its true rolling success dashed; returns the mean curves drawn."""
+def _identical_scenarios(ep: pl.DataFrame, order) -> dict[str, tuple[str, ...]]:
+    """Per scenario of ``order``, the other scenarios (in that order) whose episodes equal
+    its own in every column but ``scenario``, for every variant, run and episode: their
+    figures are the same below the title. Scenarios without such a twin are left out."""
+    cols = [c for c in ep.columns if c != "scenario"]
+    keyed = ep.sort("variant", "run", "episode")
+    frames = {s: keyed.filter(pl.col("scenario") == s).select(cols) for s in order}
+    digest = {s: f.hash_rows(seed=0).to_numpy().tobytes() for s, f in frames.items()}
+    twins = {}
+    for s in order:
+        others = tuple(o for o in order if o != s and digest[o] == digest[s]
+                       and frames[o].equals(frames[s]))
+        if others and not frames[s].is_empty():
+            twins[s] = others
+    return twins
+
+
+def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set, colors) -> list:
+    """One panel: each variant of ``group`` in its colour (``colors``), its band and, in a
+    competence row, its true rolling success dashed; returns the mean curves drawn."""
     drawn = []
     for v in group:
         g = curves.filter(pl.col("variant") == v)
@@ -271,7 +335,7 @@ def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set) -> list
             continue
         x = g["episode"].to_numpy()
         est, lo, hi = (g[k].to_numpy() for k in ("estimate", "low", "high"))
-        color = variant_color(v, cfg.store)
+        color = colors[v]
         # a variant equal to the loop lies under the loop's line (drawn on top, in black)
         # without a band of its own, which would only darken the loop's
         if v not in same:
@@ -298,23 +362,14 @@ def _curves(key: str, frame: pl.DataFrame, cfg) -> pl.DataFrame:
             .sort("variant", "episode"))
 
 
-def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path,
-                    stem: str = "scenario", svg: bool = True) -> list[Path]:
-    """Draw and save one scenario's figure (module docstring) from :func:`scenario_job`'s
-    arguments: a row per key of ``sub`` (in :data:`ROWS` order), saved as
-    ``<stem>_<scenario>.png`` (and ``.svg`` with ``svg``)."""
-    rows = [r for r in ROWS if r[0] in sub]
-    panels = variant_panels(cfg.variants, cfg.store)
-    n_rows, n_cols = len(rows), len(panels)
+def _heading(cfg, scenario: str, rows, drifts, note: str, width: float) -> str:
+    """The title of a scenario figure: what is drawn, wrapped to the figure's ``width``
+    (inches; ~13 characters per inch at 9 points), so a long scenario name stays inside."""
     W = int(cfg.analysis["window"])
     chosen = int(cfg.analysis["chosen_family"])
-    curves = {key: _curves(key, sub[key], cfg) for key, _, _ in rows}
-    first = sub[rows[0][0]]
-    drifts = sorted(set(first.filter(pl.col("drift"))["episode"].to_list()))
-    styles = any(key in COMPETENCE_ROWS for key, _, _ in rows)
-    legend = 1.75 + (0.45 if styles else 0.0)   # inches: the line-style key takes 3 lines
-    width, height = 3.3 * n_cols, 2.3 * n_rows + legend + 0.05
     lines = [f"{cfg.name}, scenario {scenario}"]
+    if note:
+        lines.append(note)
     if any(key not in COMPETENCE_ROWS for key, _, _ in rows):
         band = (f"{over_runs('mean', cfg.runs)} across runs ({PLOT_RESAMPLES} resamples)"
                 if cfg.runs > 1 else over_runs("mean", 1))
@@ -328,53 +383,94 @@ def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path,
                      f"(family {chosen}: its last {W} arrivals)")
     if drifts:
         lines.append("dotted vertical lines: drifts")
-    # the title wrapped to the figure's width (~13 characters per inch at 9 points), so a
-    # long scenario name stays inside the figure
-    heading = "\n".join(textwrap.fill(line, max(20, int(13 * width))) for line in lines)
+    return "\n".join(textwrap.fill(line, max(20, int(13 * width))) for line in lines)
+
+
+def _scale_row(axes_row, drawn: list[list], scale: str, own: bool) -> None:
+    """y scale and limits of one row of panels (``drawn``: the mean curves of each
+    panel): one for the whole row, or with ``own`` each panel its own (a count row, whose
+    largest panel would squash the others), with its tick labels."""
+    # a row with no positive value cannot be log-scaled (matplotlib would warn on
+    # the terminal): it stays linear
+    flat = [d for got in drawn for d in got]
+    positive = any(np.any(np.asarray(d, float) > 0) for d in flat)
+    row_scale = scale if scale != "log" or positive else "linear"
+    ylim = _limits(flat, row_scale)
+    for ax, got in zip(axes_row, drawn):
+        if row_scale == "log":
+            ax.set_yscale("log")
+        ax.set_ylim(*(_limits(got, row_scale) if own else ylim))
+        if own:
+            ax.tick_params(labelleft=True)
+
+
+def _legends(axes_row, styles: bool, W: int) -> None:
+    """The legend of each column under its bottom panel (``axes_row``), outside the data;
+    with ``styles`` the competence rows' line styles after a gap, named as styles so that
+    their grey is not read as a variant's."""
+    for ax in axes_row:
+        handles, labels = ax.get_legend_handles_labels()
+        if styles:
+            handles += [Line2D([], [], lw=0), Line2D([], [], color="0.6", lw=1.1),
+                        Line2D([], [], color="0.6", lw=0.9, ls=(0, (3, 2)))]
+            labels += ["", "solid line: competence (posterior)",
+                       f"dashed line: true success (rolling {W})"]
+        ax.legend(handles, labels, fontsize=6.5, loc="upper left",
+                  bbox_to_anchor=(0.0, -0.28), ncol=1, frameon=False)
+
+
+def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path, note: str = "",
+                    stem: str = "scenario", svg: bool = True) -> list[Path]:
+    """Draw and save one scenario's figure (module docstring) from :func:`scenario_job`'s
+    arguments: a row per key of ``sub`` (in :data:`ROWS` order), ``note`` (if any) under
+    the title, saved as ``<stem>_<scenario>.png`` (and ``.svg`` with ``svg``)."""
+    rows = [r for r in ROWS if r[0] in sub]
+    panels = variant_panels(cfg.variants, cfg.store)
+    n_rows, n_cols = len(rows), len(panels)
+    chosen = int(cfg.analysis["chosen_family"])
+    curves = {key: _curves(key, sub[key], cfg) for key, _, _ in rows}
+    colors = variant_colors(cfg.variants, cfg.store)
+    first = sub[rows[0][0]]
+    drifts = sorted(set(first.filter(pl.col("drift"))["episode"].to_list()))
+    styles = any(key in COMPETENCE_ROWS for key, _, _ in rows)
+    own = any(key in OWN_SCALE_ROWS for key, _, _ in rows) and n_cols > 1
+    legend = 1.75 + (0.45 if styles else 0.0)   # inches: the line-style key takes 3 lines
+    width, height = 3.3 * n_cols, 2.3 * n_rows + legend + 0.05
+    heading = _heading(cfg, scenario, rows, drifts, note, width)
     with figure(figsize=(width, height), layout=None) as fig:
         # fixed margins in inches (the layout engine took ~40% of a figure's drawing
         # time): the y labels on the left (a log axis may label minor ticks, "2 x 10^3"),
         # the title (0.16 inch a line) and the panel titles on top, the legends (one
-        # entry a line, MAX_LINES at most) below the bottom row
+        # entry a line, MAX_LINES at most) below the bottom row; room between the
+        # columns for the tick labels of a row with a y scale per panel
         fig.subplots_adjust(left=0.95 / width, right=1 - 0.12 / width,
                             top=1 - (0.48 + 0.16 * heading.count("\n")) / height,
-                            bottom=legend / height, wspace=0.06, hspace=0.12)
-        axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True, sharey="row")
+                            bottom=legend / height, wspace=0.14 if own else 0.06,
+                            hspace=0.12)
+        axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True)
         for r, (key, ylabel, scale) in enumerate(rows):
             drawn = []
             for c, (title, group) in enumerate(panels):
                 ax = axes[r, c]
-                drawn += _draw_row(ax, key, curves[key], group, cfg, same)
+                if c and key not in OWN_SCALE_ROWS:
+                    ax.sharey(axes[r, 0])
+                    ax.tick_params(labelleft=False)
+                drawn.append(_draw_row(ax, key, curves[key], group, cfg, same, colors))
                 for e in drifts:
                     ax.axvline(e, color="0.35", lw=0.8, ls=":", zorder=0)
                 if r == 0:
                     ax.set_title(title, fontsize=9)
                 if c == 0:
-                    ax.set_ylabel(ylabel.format(chosen=chosen), fontsize=8)
+                    label = ylabel.format(chosen=chosen)
+                    ax.set_ylabel(label + ("\n(own y scale per panel)"
+                                           if own and key in OWN_SCALE_ROWS else ""),
+                                  fontsize=8)
                 if r == n_rows - 1:
                     ax.set_xlabel("episode", fontsize=8)
                 ax.tick_params(labelsize=7)
                 ax.grid(alpha=0.3)
-            # a row with no positive value cannot be log-scaled (matplotlib would warn on
-            # the terminal): it stays linear
-            positive = any(np.any(np.asarray(d, float) > 0) for d in drawn)
-            row_scale = scale if scale != "log" or positive else "linear"
-            ylim = _limits(drawn, row_scale)
-            for c in range(n_cols):
-                if row_scale == "log":
-                    axes[r, c].set_yscale("log")
-                axes[r, c].set_ylim(*ylim)
-        for c in range(n_cols):
-            handles, labels = axes[-1, c].get_legend_handles_labels()
-            if styles:
-                # the line styles of the competence rows, after a gap, named as styles
-                # so that their grey is not read as a variant's
-                handles += [Line2D([], [], lw=0), Line2D([], [], color="0.6", lw=1.1),
-                            Line2D([], [], color="0.6", lw=0.9, ls=(0, (3, 2)))]
-                labels += ["", "solid line: competence (posterior)",
-                           f"dashed line: true success (rolling {W})"]
-            axes[-1, c].legend(handles, labels, fontsize=6.5, loc="upper left",
-                               bbox_to_anchor=(0.0, -0.28), ncol=1, frameon=False)
+            _scale_row(axes[r], drawn, scale, own and key in OWN_SCALE_ROWS)
+        _legends(axes[-1], styles, int(cfg.analysis["window"]))
         fig.suptitle(heading, fontsize=9, y=1 - 0.08 / height, va="top")
         return save(fig, folder / f"{stem}_{scenario}", svg=svg)
 
@@ -385,7 +481,7 @@ def _profiles_figure(out, folder: Path) -> list[Path]:
     if not agg["profiles"]:
         return []
     panels = variant_panels([v for v in cfg.variants if v in agg["profiles"]], cfg.store)
-    colors = {v: variant_color(v, cfg.store) for v in cfg.variants}
+    colors = variant_colors(cfg.variants, cfg.store)
     same = _same_final_success(out.tables["runs"], f"{cfg.store}_loop")
     with figure(figsize=(3.3 * len(panels), 4.4)) as fig:
         axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
@@ -420,84 +516,6 @@ def _same_final_success(runs: pl.DataFrame, loop: str) -> set[str]:
         return set()
     return {v for v in keyed["variant"].unique().to_list() if v != loop
             and keyed.filter(pl.col("variant") == v)["final_success"].equals(ref)}
-
-
-def _recovery_figure(out, folder: Path) -> list[Path]:
-    cfg = out.config
-    runs = out.tables["runs"]
-    drift = [s for s in runs["scenario"].unique(maintain_order=True)
-             if runs.filter(pl.col("scenario") == s)["drifts_measured"].sum() > 0]
-    if not drift:
-        return []
-    colors = {v: variant_color(v, cfg.store) for v in cfg.variants}
-    with figure(figsize=(7.0, 0.28 * len(cfg.variants) * len(drift) + 1.5)) as fig:
-        axes = fig.subplots(len(drift), 1, squeeze=False)[:, 0]
-        for ax, s in zip(axes, drift):
-            ys = np.arange(len(cfg.variants))[::-1]
-            for y, v in zip(ys, cfg.variants):
-                x = runs.filter((pl.col("scenario") == s) & (pl.col("variant") == v))
-                vals = x["recovery"].to_numpy()
-                vals = vals[np.isfinite(vals)]
-                if vals.size == 0:
-                    ax.text(0, y, "  not measured or never recovered", va="center", fontsize=6)
-                    continue
-                iv = per_run_ci(vals, seed=cfg.seed, n_resamples=PLOT_RESAMPLES)
-                e = float(iv.estimate)
-                lo, hi = float(iv.low), float(iv.high)
-                ax.barh(y, e, color=colors[v], height=0.7)
-                if np.isfinite(lo):
-                    ax.errorbar(e, y, xerr=[[e - lo], [hi - e]], fmt="none", ecolor="k", lw=1)
-            ax.set_yticks(ys, cfg.variants, fontsize=7)
-            ax.set_xlabel("episodes to recover (mean, 95% bootstrap CI)", fontsize=8)
-            ax.set_title(f"{s}: recovery after a drift (within "
-                         f"{cfg.analysis['recovery_points'] * 100:g} points)", fontsize=9)
-        return save(fig, folder / "recovery")
-
-
-def _crossover_figure(out, folder: Path) -> list[Path]:
-    """Per sweep, the primary metric against severity for no learning, the naive loop,
-    the full loop and each naive loop + one safeguard (mean over runs, 95% CI)."""
-    cfg = out.config
-    sweeps = getattr(cfg, "sweeps", ())
-    if not sweeps:
-        return []
-    runs = out.tables["runs"]
-    loop = f"{cfg.store}_loop"
-    shown = [v for v in ("no_learning", "naive_loop", loop) if v in cfg.variants] + \
-        [v for v in cfg.variants if v.startswith("naive_loop+")]
-    colors = {v: variant_color(v, cfg.store) for v in cfg.variants}
-    with figure(figsize=(max(6.0, 3.6 * len(sweeps)), 4.2)) as fig:
-        axes = fig.subplots(1, len(sweeps), squeeze=False)[0]
-        for ax, sw in zip(axes, sweeps):
-            pts = sw.points()
-            xs = np.arange(len(pts))
-            for v in shown:
-                est, lo, hi = [], [], []
-                for sc, _ in pts:
-                    vals = runs.filter((pl.col("scenario") == sc) & (pl.col("variant") == v)
-                                       )[sw.metric].cast(pl.Float64).to_numpy()
-                    vals = vals[np.isfinite(vals)]
-                    if vals.size == 0:
-                        est.append(np.nan), lo.append(np.nan), hi.append(np.nan)
-                        continue
-                    iv = per_run_ci(vals, seed=cfg.seed, n_resamples=PLOT_RESAMPLES)
-                    est.append(float(iv.estimate)), lo.append(float(iv.low))
-                    hi.append(float(iv.high))
-                style = "--" if v == "no_learning" else "-"
-                ax.plot(xs, est, style, marker="o", ms=3, lw=1.2, color=colors.get(v, "k"),
-                        label=_short(v, cfg.store))
-                ax.fill_between(xs, lo, hi, color=colors.get(v, "k"), alpha=0.12, lw=0)
-            ax.set_xticks(xs, [str(v) for _, v in pts], fontsize=7)
-            ax.set_xlabel(f"{sw.knob} (least to most severe)", fontsize=8)
-            ax.set_ylabel(sw.metric, fontsize=8)
-            ax.set_title(sw.name, fontsize=9)
-            ax.grid(alpha=0.3)
-            ax.tick_params(labelsize=7)
-            ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.2),
-                      frameon=False)
-        fig.suptitle(f"{cfg.name}: crossover map\n({over_runs('mean', cfg.runs)})",
-                     fontsize=9)
-        return save(fig, folder / "crossover")
 
 
 #: A scenario figure takes about 2 s to draw and a drawing process about 1.5 s to start
@@ -537,10 +555,10 @@ def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> li
       and the true rolling success, and the poisoned entries, over episodes;
     * ``performance_profiles``: the fraction of runs whose final success rate exceeds each
       tau, over all scenarios (rliable), with stratified bootstrap bands;
-    * ``recovery``: episodes to recover after a drift per variant, for scenarios with
-      drifts;
-    * ``crossover``: per severity sweep, the primary metric against severity for no
-      learning, the naive loop, the full loop and the naive loop with one safeguard.
+    * ``recovery`` and ``crossover``: the per-run metrics' figures of
+      :mod:`dyna.experiment.kinds.agent_tasks.run_plots` (recovery after a drift per
+      variant, for scenarios with drifts; per severity sweep, its metric against
+      severity).
 
     The scenario figures are drawn in :func:`plot_processes` processes (default: one per
     core, when there are enough figures to repay starting them); the files do not depend
@@ -565,16 +583,18 @@ def draw_plots(out, folder: Path, processes: int | None = None, also=None) -> li
     cfg = out.config
     dest = Path(folder) / "plots"
     series = _all_series(out)
-    jobs = [scenario_job(out, s, series, dest) for s, _ in cfg.scenarios]
+    twins = _identical_scenarios(out.tables["episodes"], [s for s, _ in cfg.scenarios])
+    jobs = [scenario_job(out, s, series, dest, twins=twins.get(s, ()))
+            for s, _ in cfg.scenarios]
     summary: list[list[Path]] = []
+    from dyna.experiment.kinds.agent_tasks.figure_worker import draw_all
+    from dyna.experiment.kinds.agent_tasks.run_plots import crossover_figure, recovery_figure
 
     def here():
-        for fig in (_profiles_figure, _recovery_figure, _crossover_figure):
+        for fig in (_profiles_figure, recovery_figure, crossover_figure):
             summary.append(fig(out, dest))
         if also is not None:
             also()
-
-    from dyna.experiment.kinds.agent_tasks.figure_worker import draw_all
 
     drawn = draw_all(jobs, plot_processes(len(jobs), processes), here,
                      draw=scenario_figure, rows=[key for key, _, _ in ROWS])
@@ -608,6 +628,8 @@ def draw_competence(out, folder: Path) -> list[Path]:
     cfg = out.config
     dest = Path(folder) / "plots"
     series = _all_series(out)
+    twins = _identical_scenarios(out.tables["episodes"], [s for s, _ in cfg.scenarios])
     return [p for s, _ in cfg.scenarios
-            for p in scenario_figure(*scenario_job(out, s, series, dest, COMPETENCE_ROWS),
+            for p in scenario_figure(*scenario_job(out, s, series, dest, COMPETENCE_ROWS,
+                                                   twins=twins.get(s, ())),
                                       stem="competence", svg=False)]

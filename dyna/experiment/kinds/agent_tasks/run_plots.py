@@ -1,0 +1,260 @@
+"""Kind ``agent_tasks``: the figures of per-run metrics, drawn by
+:func:`dyna.experiment.kinds.agent_tasks.plots.draw_plots`.
+
+* ``recovery``: per scenario with drifts, how each variant's drifted family fared after
+  each drift: episodes to recover (:func:`drift_outcomes`), the drifts never recovered,
+  and the drifts after which there was nothing to recover from;
+* ``crossover``: per severity sweep, the sweep's metric against severity for no
+  learning, the naive loop, the full loop and the naive loop with one safeguard.
+
+Colours are :func:`dyna.experiment.kinds.agent_tasks.plots.variant_colors`, the same as
+in the scenario figures.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from dyna.experiment.kinds.agent_tasks.metrics import DRIFT_ARRIVALS
+from dyna.experiment.kinds.agent_tasks.plots import PLOT_RESAMPLES, variant_colors
+from dyna.experiment.plotting import figure, over_runs, save
+from dyna.experiment.stats import per_run_ci
+
+__all__ = ["KNOB_WORDS", "crossover_figure", "drift_outcomes", "metric_words",
+           "recovery_figure"]
+
+
+def drift_outcomes(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
+                   window: int, points: float) -> list[tuple[str, float]]:
+    """What became of each measured drift of one run, under the definition of the
+    ``recovery`` metric (:func:`dyna.experiment.kinds.agent_tasks.metrics.run_summaries`):
+    for a drift at episode index d on family f, ``pre`` is f's success rate over its last
+    ``window`` episodes before d, and the drift is measured when f has ``window``
+    episodes before d and ``window`` from d to the next drift (or the end).
+
+    Each measured drift is one of
+
+    * ``("no dip", nan)``: the first ``window`` episodes of f from d on are already within
+      ``points`` of ``pre`` (always so when ``pre <= points``). The metric counts the
+      episodes from d to f's first arrival, which depend on the arrivals alone, the same
+      for every variant: there was nothing to recover from, and no recovery time;
+    * ``("recovered", t)``: t episodes from d to the first episode of f from which f's
+      next ``window`` episodes are back within ``points`` of ``pre``;
+    * ``("never", t)``: not back before the next drift (or the end), t episodes away (a
+      lower bound of the recovery time; the metric counts it so, censored).
+
+    Parameters
+    ----------
+    success, family, drift_family : numpy.ndarray, shape (episodes,)
+        One run's episode fields (``drift_family`` >= 0 at a drift episode).
+    window : int
+        ``analysis.recovery_window``, episodes of the drifted family.
+    points : float
+        ``analysis.recovery_points``, a proportion (0.05: 5 points).
+
+    Returns
+    -------
+    list of (str, float)
+        One per measured drift, in order; times in episodes.
+    """
+    drifts = np.flatnonzero(drift_family >= 0)
+    out = []
+    for j, d in enumerate(drifts):
+        end = drifts[j + 1] if j + 1 < len(drifts) else len(success)
+        idx = np.flatnonzero(family == drift_family[d])
+        before, after = idx[idx < d][-window:], idx[(idx >= d) & (idx < end)]
+        if len(before) < window or len(after) < window:
+            continue
+        level = float(success[before].mean()) - points - 1e-12
+        roll = np.convolve(success[after].astype(np.float64), np.ones(window) / window,
+                           mode="valid")
+        back = np.flatnonzero(roll >= level)
+        if back.size and back[0] == 0:
+            out.append(("no dip", float("nan")))
+        elif back.size:
+            out.append(("recovered", float(after[back[0]] - d)))
+        else:
+            out.append(("never", float(end - d)))
+    return out
+
+
+def _outcomes(ep: pl.DataFrame, scenario: str, variant: str, analysis) -> list:
+    """:func:`drift_outcomes` of every run of ``variant`` in ``scenario``, pooled."""
+    sub = ep.filter((pl.col("scenario") == scenario) & (pl.col("variant") == variant))
+    got = []
+    for _, g in sub.sort("run", "episode").group_by("run", maintain_order=True):
+        got += drift_outcomes(g["success"].to_numpy(), g["family"].to_numpy(),
+                              g["drift_family"].to_numpy(), int(analysis["recovery_window"]),
+                              float(analysis["recovery_points"]))
+    return got
+
+
+def _recovery_row(ax, y: float, got: list, color, seed: int) -> tuple[float, str]:
+    """One variant's row of a recovery panel: a bar at the mean episodes to recover over
+    the recovered drifts (95% bootstrap CI across them when there are two or more) and
+    hollow triangles at the never-recovered drifts' lower bounds; returns the largest x
+    drawn and the counts in words ("2 recovered, 1 never, 3 no dip")."""
+    rec = np.array([t for k, t in got if k == "recovered"])
+    never = np.array([t for k, t in got if k == "never"])
+    flat = sum(k == "no dip" for k, _ in got)
+    top = 0.0
+    if rec.size:
+        iv = per_run_ci(rec, seed=seed, n_resamples=PLOT_RESAMPLES)
+        e = float(iv.estimate)
+        ax.barh(y, e, color=color, height=0.7)
+        top = e
+        if rec.size > 1 and np.isfinite(iv.low):
+            ax.errorbar(e, y, xerr=[[e - iv.low], [iv.high - e]], fmt="none", ecolor="k",
+                        lw=1)
+            top = float(iv.high)
+    if never.size:
+        ax.plot(never, np.full(never.size, y), ls="none", marker=">", ms=5, color=color,
+                mfc="none", mew=1.2)
+        top = max(top, float(never.max()))
+    words = [f"{n} {what}" for n, what in ((rec.size, "recovered"), (never.size, "never"),
+                                           (flat, "no dip")) if n]
+    return top, ", ".join(words) or "not measured"
+
+
+def _ci(runs: int) -> str:
+    """What a recovery bar's whisker is, given the runs."""
+    return "95% bootstrap CI across them" if runs > 1 else "1 run: no interval"
+
+
+def recovery_figure(out, folder: Path) -> list[Path]:
+    """``folder/recovery.png|.svg``: a panel per scenario with a measured drift, a row
+    per variant (:func:`_recovery_row`); no figure without one."""
+    cfg = out.config
+    runs, ep = out.tables["runs"], out.tables["episodes"]
+    drift = [s for s in runs["scenario"].unique(maintain_order=True)
+             if runs.filter(pl.col("scenario") == s)["drifts_measured"].sum() > 0]
+    if not drift:
+        return []
+    colors = variant_colors(cfg.variants, cfg.store)
+    w, pts = cfg.analysis["recovery_window"], cfg.analysis["recovery_points"] * 100
+    n = len(cfg.variants)
+    with figure(figsize=(8.0, (0.28 * n + 1.0) * len(drift) + 1.6)) as fig:
+        axes = fig.subplots(len(drift), 1, squeeze=False)[:, 0]
+        for ax, s in zip(axes, drift):
+            ys = np.arange(n)[::-1]
+            rows = [_recovery_row(ax, y, _outcomes(ep, s, v, cfg.analysis), colors[v],
+                                  cfg.seed) for y, v in zip(ys, cfg.variants)]
+            ax.set_xlim(0, max(1.0, *(top for top, _ in rows)) * 1.05)
+            ax.set_yticks(ys, [f"{v} ({words})" for v, (_, words) in zip(cfg.variants, rows)],
+                          fontsize=7)
+            for tick, v in zip(ax.get_yticklabels(), cfg.variants):
+                tick.set_color(colors[v] if colors[v] != "#000000" else "k")
+            ax.set_xlabel("episodes from the drift to recovery", fontsize=8)
+            ax.set_title(s, fontsize=9)
+            ax.tick_params(labelsize=7)
+            ax.grid(axis="x", alpha=0.3)
+        fig.suptitle(
+            f"{cfg.name}: recovery after a drift: the drifted family's success over "
+            f"{w} of its episodes back within {pts:g} points of its level before the "
+            f"drift\nbar: mean over the recovered drifts ({_ci(cfg.runs)}); hollow >: a "
+            "drift never recovered, at least this many episodes\n\"no dip\": already "
+            f"within {pts:g} points in its first {w} episodes after the drift (or at most "
+            f"{pts:g} points before it): nothing to recover from, no time drawn",
+            fontsize=8)
+        return save(fig, folder / "recovery")
+
+
+#: Words for a sweep's knob on the crossover map's x axis (the env field it sets).
+KNOB_WORDS = {
+    "false_success_rate": "false success rate (probability)",
+    "drift_kind": "what the drift changes",
+    "shared_trigger_fraction": "shared trigger words (fraction)",
+    "planted_follow_rate": "planted-instruction follow rate (probability)",
+    "step_slack": "step slack (tool calls beyond the procedure)",
+    "n_paraphrases": "wordings per task family",
+}
+
+
+def metric_words(metric: str, cfg) -> str:
+    """A per-run metric (a ``runs`` column) in words with its unit and its window in
+    episodes, read from ``cfg.analysis`` and ``cfg.episodes``: ``late_success`` reads
+    "success rate, episodes 501-1,000"; a metric not listed here, its name with spaces."""
+    a, end = cfg.analysis, int(cfg.episodes)
+    late = min(max(int(a.get("late_from", 501)), 1), end)
+    tw = min(int(a.get("tokens_window", 200)), end)
+    fw = min(int(a.get("final_window", 100)), end)
+    words = {
+        "late_success": f"success rate, episodes {late:,}-{end:,}",
+        "final_success": f"success rate, last {fw:,} episodes",
+        "success_rate": "success rate, all episodes",
+        "late_tokens_per_success": f"tokens per success, last {tw:,} episodes",
+        "tokens_per_success": "tokens per success, all episodes",
+        "final_tokens_per_run": f"tokens per episode, last {fw:,} episodes",
+        "incidents": "incidents per run",
+        "incidents_per_1000": "incidents per 1,000 episodes",
+        "lesson_incidents_per_1000": "lesson-mediated incidents per 1,000 episodes",
+        "poisoned_follows_per_1000": "poisoned-entry follows per 1,000 episodes",
+        "drift_calls_per_success": "tool calls per success, drifted family, "
+                                   f"{int(a.get('drift_episodes', 50)):,} episodes from the "
+                                   "drift",
+        "drift_success_next100": "drifted family's success rate, next "
+                                 f"{DRIFT_ARRIVALS} arrivals",
+        "recovery": "episodes to recover after a drift",
+    }
+    return words.get(metric, metric.replace("_", " "))
+
+
+def _sweep_curve(runs: pl.DataFrame, pts, variant: str, metric: str, seed: int):
+    """Mean and 95% bootstrap CI across runs of ``metric`` at each sweep point (NaN
+    where no run has a value): three lists."""
+    est, lo, hi = [], [], []
+    for sc, _ in pts:
+        vals = runs.filter((pl.col("scenario") == sc) & (pl.col("variant") == variant)
+                           )[metric].cast(pl.Float64).to_numpy()
+        vals = vals[np.isfinite(vals)]
+        if vals.size == 0:
+            est.append(np.nan), lo.append(np.nan), hi.append(np.nan)
+            continue
+        iv = per_run_ci(vals, seed=seed, n_resamples=PLOT_RESAMPLES)
+        est.append(float(iv.estimate)), lo.append(float(iv.low)), hi.append(float(iv.high))
+    return est, lo, hi
+
+
+def crossover_figure(out, folder: Path) -> list[Path]:
+    """``folder/crossover.png|.svg``: per sweep, its metric (in words,
+    :func:`metric_words`) against severity for no learning, the naive loop, the full loop
+    and each naive loop + one safeguard (mean over runs, 95% CI); no figure without a
+    sweep."""
+    cfg = out.config
+    sweeps = getattr(cfg, "sweeps", ())
+    if not sweeps:
+        return []
+    runs = out.tables["runs"]
+    loop = f"{cfg.store}_loop"
+    shown = [v for v in ("no_learning", "naive_loop", loop) if v in cfg.variants] + \
+        [v for v in cfg.variants if v.startswith("naive_loop+")]
+    colors = variant_colors(cfg.variants, cfg.store)
+    rows = -(-len(shown) // 4)
+    with figure(figsize=(max(6.0, 3.6 * len(sweeps)), 4.0 + 0.16 * rows)) as fig:
+        axes = fig.subplots(1, len(sweeps), squeeze=False)[0]
+        for ax, sw in zip(axes, sweeps):
+            pts = sw.points()
+            xs = np.arange(len(pts))
+            for v in shown:
+                est, lo, hi = _sweep_curve(runs, pts, v, sw.metric, cfg.seed)
+                style = "--" if v == "no_learning" else "-"
+                ax.plot(xs, est, style, marker="o", ms=3, lw=1.2, color=colors[v], label=v)
+                ax.fill_between(xs, lo, hi, color=colors[v], alpha=0.12, lw=0)
+            ax.set_xticks(xs, [str(v) for _, v in pts], fontsize=7)
+            knob = KNOB_WORDS.get(sw.knob, sw.knob.replace("_", " "))
+            ax.set_xlabel(f"{knob},\nleast to most severe", fontsize=8)
+            ax.set_ylabel(textwrap.fill(metric_words(sw.metric, cfg), 34), fontsize=8)
+            ax.set_title(sw.name.replace("_", " "), fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.tick_params(labelsize=7)
+        # every panel draws the same variants: one legend, under the panels
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", fontsize=7, frameon=False,
+                   ncol=min(len(labels), 4))
+        fig.suptitle(f"{cfg.name}: crossover map\n({over_runs('mean', cfg.runs)})",
+                     fontsize=9)
+        return save(fig, folder / "crossover")

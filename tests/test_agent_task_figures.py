@@ -1,0 +1,241 @@
+"""The agent-task figures show the effect, tested on the figure objects: every variant its
+own colour in every panel (a loop without a safeguard and the naive loop with it apart),
+recovery drawn only where there was something to recover from, a scenario equal to
+another says so, the poisoned-entries row scaled per panel, the crossover map in words."""
+
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+import pytest
+
+from dyna.experiment.backends import InProcessBackend
+from dyna.experiment.kinds.agent_tasks import figure_helper as FH
+from dyna.experiment.kinds.agent_tasks import figure_worker as FW
+from dyna.experiment.kinds.agent_tasks import plots as P
+from dyna.experiment.kinds.agent_tasks import run_plots as RP
+from dyna.experiment.registry import parse_experiment
+from dyna.experiment.runner import load_output, run_experiment
+
+VARIANTS = ["no_learning", "naive_loop", "skill_loop", "skill_loop-no_outcome_gate",
+            "naive_loop+outcome_gate"]
+CFG = {"kind": "agent_tasks", "name": "figs", "runs": 2, "episodes": 60, "seed": 0,
+       "store": "skill", "variants": VARIANTS, "env": {"n_families": 2, "max_steps": 12},
+       "scenarios": [{"name": "base"}, {"name": "again", "env": {"n_families": 2}},
+                     {"name": "drifty", "env": {"drift_at": [30]}}],
+       "sweeps": [{"name": "learning_from_failure", "knob": "false_success_rate",
+                   "values": [0.0, 0.5], "metric": "late_success", "better": "greater",
+                   "safeguards": ["outcome_gate"]}],
+       "analysis": {"final_window": 10, "n_resamples": 200, "window": 5, "late_from": 31}}
+
+
+def _shot(fig) -> dict:
+    """What the tests read of a figure before it is saved: its title, figure legends and
+    per axes the lines (label, colour, marker, data), bars, labels, limits, tick labels."""
+    fig.canvas.draw()
+    axes = []
+    for ax in fig.axes:
+        lines = [{"label": ln.get_label(), "color": ln.get_color(), "marker": ln.get_marker(),
+                  "x": np.asarray(ln.get_xdata(), float), "y": np.asarray(ln.get_ydata(), float)}
+                 for ln in ax.get_lines()]
+        bars = [p for p in ax.patches if p.get_width() > 0]
+        axes.append({"lines": lines, "bars": len(bars), "ylim": ax.get_ylim(),
+                     "ylabel": ax.get_ylabel(), "xlabel": ax.get_xlabel(),
+                     "title": ax.get_title(),
+                     "yticks": [(t.get_text(), t.get_color()) for t in ax.get_yticklabels()],
+                     "left_labels": any(t.get_visible() and t.get_text()
+                                        for t in ax.get_yticklabels())})
+    return {"title": fig.get_suptitle(), "axes": axes,
+            "legends": [[t.get_text() for t in leg.get_texts()] for leg in fig.legends]}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """The small experiment's output and a snapshot of every figure it saved, by stem."""
+    shots = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DYNA_RENDER", "serial")
+        for module in (P, RP):
+            def save(fig, stem, *args, _real=module.save, **kw):
+                shots[stem.name] = _shot(fig)
+                return _real(fig, stem, *args, **kw)
+            mp.setattr(module, "save", save)
+        folder = run_experiment(parse_experiment(CFG), tmp_path_factory.mktemp("f") / "o",
+                                backend=InProcessBackend(), progress=False)
+    return load_output(folder), shots
+
+
+def _data_lines(ax):
+    return [ln for ln in ax["lines"] if not (ln["x"].size == 2 and ln["x"][0] == ln["x"][1])]
+
+
+# --------------------------------------------------------------------------- colours
+
+def test_a_loop_without_a_safeguard_and_the_naive_loop_with_it_differ_in_colour():
+    skill_v2 = ["no_learning", "oracle", "naive_loop", "skill_loop"] + \
+        [f"skill_loop-no_{s}" for s in ("outcome_gate", "retire_on_contradiction",
+                                         "novelty_check", "cap_eviction",
+                                         "approval_for_untrusted")] + \
+        [f"naive_loop+{s}" for s in ("outcome_gate", "retire_on_contradiction",
+                                      "novelty_check", "cap_eviction",
+                                      "approval_for_untrusted")]
+    colors = P.variant_colors(skill_v2, "skill")
+    assert len(set(colors.values())) == 14
+    # the ablations keep their safeguard's colour, the naive loop + one takes a spare one
+    assert [colors[v] for v in skill_v2[4:9]] == ["#2ca02c", "#1b9e77", "#e7298a", "#a6761d",
+                                                  "#6a3d9a"]
+    assert [colors[v] for v in skill_v2[9:]] == ["#1f77b4", "#ff7f0e", "#17becf", "#e6ab02",
+                                                 "#f781bf"]
+    # listed first or last, the ablation keeps the safeguard's colour
+    assert P.variant_colors(["naive_loop+dating", "skill_loop-no_dating"], "skill") == {
+        "naive_loop+dating": "#1f77b4", "skill_loop-no_dating": "#f781bf"}
+    # alone, the naive loop + one keeps its safeguard's colour
+    assert P.variant_colors(["naive_loop+dating"], "skill") == {"naive_loop+dating": "#f781bf"}
+
+
+def test_every_figure_draws_a_variant_in_one_colour_no_other_variant_has(run):
+    _, shots = run
+    want = P.variant_colors(VARIANTS, "skill")
+    short = {P._short(v, "skill"): v for v in VARIANTS}
+    seen = {}
+    for ax in shots["scenario_drifty"]["axes"]:
+        for ln in _data_lines(ax):
+            if ln["label"] in short:
+                seen.setdefault(short[ln["label"]], set()).add(ln["color"])
+    assert seen == {v: {c} for v, c in want.items()}
+    assert want["skill_loop-no_outcome_gate"] == "#2ca02c"
+    assert want["naive_loop+outcome_gate"] == "#1f77b4"
+    (rec,) = shots["recovery"]["axes"]
+    assert [c for _, c in rec["yticks"]] == [
+        want[v] if want[v] != "#000000" else "k" for v in VARIANTS]
+    (cross,) = shots["crossover"]["axes"]
+    assert {ln["label"]: ln["color"] for ln in cross["lines"]} == {
+        v: want[v] for v in ("no_learning", "naive_loop", "skill_loop",
+                             "naive_loop+outcome_gate")}
+
+
+# -------------------------------------------------------------------------- recovery
+
+def test_drift_outcomes_by_hand():
+    family = np.arange(20) % 2                    # families 0, 1, 0, 1, ...
+    drift = np.full(20, -1)
+    drift[6] = 0                                  # family 0 drifts at episode index 6
+    ones = np.ones(20, dtype=bool)
+
+    def fam0(before, after):
+        s = np.ones(20, dtype=bool)
+        s[[2, 4]] = before
+        s[[6, 8, 10, 12, 14, 16, 18]] = after
+        return s
+
+    # window 2, 5 points: family 0's episodes 2, 4 set the level, 6, 8, ... follow
+    assert RP.drift_outcomes(ones, family, drift, 2, 0.05) == [("no dip", pytest.approx(
+        np.nan, nan_ok=True))]
+    got = RP.drift_outcomes(~ones, family, drift, 2, 0.05)     # never a success: no level
+    assert [k for k, _ in got] == ["no dip"]
+    assert RP.drift_outcomes(fam0([1, 1], [0, 0, 1, 1, 1, 1, 1]), family, drift, 2,
+                             0.05) == [("recovered", 4.0)]  # back from index 10: 10 - 6
+    assert RP.drift_outcomes(fam0([1, 1], [0] * 7), family, drift, 2, 0.05) == [
+        ("never", 14.0)]                                     # the run ends at 20: 20 - 6
+    # 3 of family 0's episodes before the drift are too few for a window of 4
+    assert RP.drift_outcomes(ones, family, drift, 4, 0.05) == []
+
+
+def test_recovery_draws_no_bar_where_there_was_nothing_to_recover_from(run):
+    out, shots = run
+    runs = out.tables["runs"].filter(pl.col("scenario") == "drifty").sort("variant", "run")
+    # the metric counts 1 episode for every learning variant: the wait for the drifted
+    # family's next arrival, the same for all (its success never fell)
+    assert runs.filter(pl.col("variant") != "no_learning")["recovery"].to_list() == [
+        pytest.approx(np.nan, nan_ok=True), 1.0] * 4
+    (ax,) = shots["recovery"]["axes"]
+    assert [t for t, _ in ax["yticks"]] == [
+        "no_learning (1 never)", "naive_loop (1 no dip)", "skill_loop (1 no dip)",
+        "skill_loop-no_outcome_gate (1 no dip)", "naive_loop+outcome_gate (1 no dip)"]
+    assert ax["bars"] == 0
+    (never,) = [ln for ln in ax["lines"] if ln["marker"] == ">"]
+    assert never["x"].tolist() == [30.0] and never["color"] == "#7f7f7f"
+    assert ax["xlabel"] == "episodes from the drift to recovery"
+    assert ('"no dip": already within 5 points in its first 10 episodes after the drift '
+            "(or at most 5 points before it): nothing to recover from, no time drawn"
+            ) in shots["recovery"]["title"]
+
+
+# ------------------------------------------------------------------ identical scenarios
+
+def test_a_scenario_equal_to_others_names_them_in_its_title(run):
+    out, shots = run
+    order = [s for s, _ in out.config.scenarios]
+    assert P._identical_scenarios(out.tables["episodes"], order) == {
+        "base": ("again", "learning_from_failure-0.0"),
+        "again": ("base", "learning_from_failure-0.0"),
+        "learning_from_failure-0.0": ("base", "again")}
+    title = " ".join(shots["scenario_again"]["title"].split())
+    assert ("identical to base, learning_from_failure-0.0 for every variant and run: the "
+            "settings in which they differ change no episode") in title
+    for stem in ("scenario_drifty", "scenario_learning_from_failure-0.5"):
+        assert "identical" not in shots[stem]["title"]
+
+
+def test_the_note_travels_to_a_helper_and_draws_the_same_figure(run, tmp_path, capsys):
+    out, _ = run
+    series = P._all_series(out)
+    job = P.scenario_job(out, "again", series, tmp_path / "helper", twins=("base",))
+    assert job[5].startswith("identical to base for every variant and run")
+    msg = FW._encode(4, job, [key for key, _, _ in P.ROWS])
+    assert json.loads(msg.split(b"\n", 1)[0])["note"] == job[5]
+    (tmp_path / "helper").mkdir()
+    FH._serve(io.BytesIO(msg))
+    (answer,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    here = P.scenario_figure(*job[:4], tmp_path / "here", job[5])
+    assert [Path(p).read_bytes() for p in answer["paths"]] == [p.read_bytes() for p in here]
+
+
+# ------------------------------------------------------------------- poisoned entries
+
+def test_the_poisoned_row_has_a_y_scale_per_panel_and_says_so(run):
+    _, shots = run
+    axes = shots["scenario_base"]["axes"]
+    n_cols = 2                                    # baselines, one safeguard off
+    rows = [axes[i:i + n_cols] for i in range(0, len(axes), n_cols)]
+    assert len(rows) == len(P.ROWS)
+    poisoned = rows[-1]
+    assert poisoned[0]["ylabel"] == "poisoned entries\n(own y scale per panel)"
+    for ax in poisoned:
+        assert ax["ylim"] == pytest.approx(P._limits([ln["y"] for ln in _data_lines(ax)],
+                                                     "linear"))
+        assert ax["left_labels"]
+    tops = [max(float(np.nanmax(ln["y"])) for ln in _data_lines(ax)) for ax in poisoned]
+    assert tops[0] != tops[1] and poisoned[0]["ylim"] != poisoned[1]["ylim"]
+    # the other rows keep one scale, labelled on the left only
+    for row in rows[:-1]:
+        assert row[0]["ylim"] == row[1]["ylim"]
+        assert row[0]["left_labels"] and not row[1]["left_labels"]
+
+
+# ------------------------------------------------------------------------- crossover
+
+def test_the_crossover_map_speaks_words_with_units(run):
+    _, shots = run
+    (ax,) = shots["crossover"]["axes"]
+    assert ax["ylabel"] == "success rate, episodes 31-60"
+    assert ax["xlabel"] == "false success rate (probability),\nleast to most severe"
+    assert ax["title"] == "learning from failure"
+    assert shots["crossover"]["legends"] == [["no_learning", "naive_loop", "skill_loop",
+                                              "naive_loop+outcome_gate"]]
+
+
+def test_metric_words_name_the_window_in_episodes():
+    cfg = SimpleNamespace(episodes=1000, analysis={"late_from": 501, "tokens_window": 200,
+                                                   "drift_episodes": 50,
+                                                   "final_window": 100})
+    assert [RP.metric_words(m, cfg) for m in (
+        "late_success", "late_tokens_per_success", "incidents_per_1000",
+        "drift_calls_per_success", "drift_success_next100", "some_new_metric")] == [
+        "success rate, episodes 501-1,000", "tokens per success, last 200 episodes",
+        "incidents per 1,000 episodes",
+        "tool calls per success, drifted family, 50 episodes from the drift",
+        "drifted family's success rate, next 100 arrivals", "some new metric"]
