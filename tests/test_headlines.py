@@ -179,7 +179,7 @@ def test_ablation_headline_names_inert_safeguards_and_identical_scenarios(skill_
     lines = _headline(report)
     assert len(lines) == 5 and max(map(len, lines)) <= LINE == 160, lines
     assert lines[0] == ("- 18 variants x 2 scenarios x 2 runs x 40 episodes, skill store; no "
-                        "primary hypotheses.")
+                        "primary hypotheses declared.")
     runs = pl.read_parquet(folder / "runs.parquet")
     loop = runs.filter(pl.col("variant") == "skill_loop")
     never = sorted(sw for sw in LoopConfig.SWITCHES if int(loop[f"acted_{sw}"].sum()) == 0)
@@ -221,8 +221,8 @@ def test_ablation_headline_ranks_success_then_tokens_by_their_share(skill_ablati
     lines = _headline(report)
     assert lines[1] == ("- matters most for final success: none separated from 0 at 2 runs "
                         "in any scenario.")
-    assert lines[2] == ("- else, for tokens per success (off vs on, % of the full loop, 95% "
-                        "CI): `approval_for_untrusted` -30% [-34%, -26%] in every scenario.")
+    assert lines[2] == ("- else, for tokens per success (off vs full loop, 95% CI): "
+                        "`approval_for_untrusted` -30% [-34%, -26%] in every scenario.")
     assert not any(c.metric == "final_success" and c.tested
                    and (c.interval.low > 0 or c.interval.high < 0) for c in cells)
     effects = largest_effects(out.config, runs, cells)
@@ -296,7 +296,7 @@ def test_the_largest_effect_is_its_share_of_the_full_loop_not_its_d_z():
     assert separated_effects(cfg, runs, cells, "final_success") == {}
     assert ablation_lines(cfg, runs, cells) == [
         "- matters most for final success: none separated from 0 at 5 runs in any scenario.",
-        "- else, for tokens per success (off vs on, % of the full loop, 95% CI): `grading` "
+        "- else, for tokens per success (off vs full loop, 95% CI): `grading` "
         f"-17% [{got.share[1] * 100:.0f}%, {got.share[2] * 100:.0f}%] in `drift`."]
 
     # a 2-point success drop that every run shows is named first, over the 17% in tokens
@@ -308,8 +308,7 @@ def test_the_largest_effect_is_its_share_of_the_full_loop_not_its_d_z():
     assert got.share[0] == pytest.approx(-0.02 / 0.8)
     lines = ablation_lines(cfg, runs, cells)
     assert len(lines) == 1 and lines[0].startswith(
-        "- matters most for final success (off vs on, % of the full loop, 95% CI): "
-        "`dating` -2.5% [")
+        "- matters most for final success (off vs full loop, 95% CI): `dating` -2.5% [")
 
     # nothing separates: one line says so
     flat = {m: (a, a, a) for m, (a, _, _) in table.items()}
@@ -341,8 +340,8 @@ def test_scenarios_that_share_the_answer_are_grouped():
                                                            "quiet": tokens_up(0)})
     lines = ablation_lines(cfg, runs, cells)
     # 0.094 of 0.8 lower without dating
-    assert lines[0] == ("- matters most for final success (off vs on, % of the full loop, 95% "
-                        "CI): `dating` -12% [-13%, -11%] in `drift`.")
+    assert lines[0] == ("- matters most for final success (off vs full loop, 95% CI): `dating` "
+                        "-12% [-13%, -11%] in `drift`.")
     # grading adds 100 tokens of 1,000 in clean and noisy, 200 in volume; the intervals
     # run from 97 (clean) to 203 (volume)
     spans = [(float(c.interval.low), float(c.interval.high)) for c in cells
@@ -376,6 +375,17 @@ def test_a_long_headline_line_keeps_within_160_characters():
                     "did).")
     assert len(line) == 143
     assert fit_line("- a: ", ["x", "y"]) == "- a: x; y."
+    # items left out are named in brief when that fits, else counted
+    long = ["`retire_on_contradiction` -47% [-68%, -25%] in `injection`",
+            "`outcome_gate` -5.4% to -4.6% (CIs in [-6.7%, -4.0%]) in `clean`, "
+            "`noisy_self_assessment`, `volume`"]
+    head = "- matters most for final success (off vs full loop, 95% CI): "
+    assert fit_line(head, long, brief=["`retire_on_contradiction` (1 scenario)",
+                                       "`outcome_gate` (3 scenarios)"]) == (
+        head + long[0] + "; also `outcome_gate` (3 scenarios).")
+    assert fit_line(head, long, brief=["", "`outcome_gate` in `clean`, "
+                                           "`noisy_self_assessment`, `volume`"]) == (
+        head + long[0] + "; 1 more in the table below.")
 
 
 def test_the_untestable_count_is_singular_for_one_hypothesis():

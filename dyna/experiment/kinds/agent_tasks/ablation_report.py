@@ -253,35 +253,41 @@ def _group_words(group: list[Effect]) -> str:
 
 
 def fit_line(head: str, items: list[str], sep: str = "; ",
-             more: str = "{} more in the table below") -> str:
+             more: str = "{} more in the table below", brief: list[str] | None = None) -> str:
     """``head`` followed by ``items`` joined by ``sep``, as many of them as keep the line
-    within :data:`LINE` characters (at least one); the items left out are counted by
-    ``more`` (a format string of one ``{}``). Ends with a full stop."""
+    within :data:`LINE` characters (at least one), and a full stop. The items left out are
+    named by their ``brief`` words after "also" when those fit, else counted by ``more`` (a
+    format string of one ``{}``)."""
     for k in range(len(items), 0, -1):
-        left = len(items) - k
-        text = head + sep.join(items[:k] + ([more.format(left)] if left else [])) + "."
-        if len(text) <= LINE or k == 1:
-            return text
+        left = items[k:]
+        tails = [[]] if not left else [["also " + ", ".join(brief[k:])]] if brief else []
+        for tail in tails + [[more.format(len(left))]]:
+            text = head + sep.join(items[:k] + tail) + "."
+            if len(text) <= LINE or (k == 1 and tail == [more.format(len(left))]):
+                return text
     return head.rstrip(": ") + "."
 
 
-def _grouped(cfg, effects: dict[str, Effect], scope: list[str], others: bool) -> list[str]:
+def _grouped(cfg, effects: dict[str, Effect], scope: list[str],
+             others: bool) -> tuple[list[str], list[str]]:
     """``"`outcome_gate` -15% [-25%, -5%] in `drift`, `volume`"``: one clause per
-    safeguard, its scenarios together, largest effect first. A safeguard named in every
-    scenario of ``scope`` is said to be so ("in every scenario", or "in the other 4
-    scenarios" when ``others``: the line covers those the line above left)."""
+    safeguard, its scenarios together, largest effect first, and each clause in brief
+    (``"`outcome_gate` (2 scenarios)"``). A safeguard named in every scenario of ``scope``
+    is said to be so ("in every scenario", or "in the other 4 scenarios" when ``others``:
+    the line covers those the line above left)."""
     by_switch: dict[str, list[str]] = {}
     for s in scope:
         if s in effects:
             by_switch.setdefault(effects[s].switch, []).append(s)
-    clauses = []
+    clauses, brief = [], []
     for sw, where in sorted(by_switch.items(), key=lambda kv: -max(
             abs(effects[s].share[0]) for s in kv[1])):
         said = ", ".join(f"`{s}`" for s in where)
         if len(where) == len(scope) > 1:
             said = f"the other {len(scope)} scenarios" if others else "every scenario"
         clauses.append(f"`{sw}` {_group_words([effects[s] for s in where])} in {said}")
-    return clauses
+        brief.append(f"`{sw}` ({len(where)} scenario{'s' if len(where) > 1 else ''})")
+    return clauses, brief
 
 
 def _effect_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
@@ -290,7 +296,7 @@ def _effect_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
     success (which also names the scenarios where none separates on either)."""
     names = [s for s, _ in cfg.scenarios]
     none = f"none separated from 0 at {cfg.runs} runs"
-    units = "(off vs on, % of the full loop, 95% CI): "
+    units = "(off vs full loop, 95% CI): "
     success = separated_effects(cfg, runs, cells, RANKED[0])
     rest = [s for s in names if s not in success]
     tokens = {s: e for s, e in separated_effects(cfg, runs, cells, RANKED[1]).items()
@@ -298,18 +304,23 @@ def _effect_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
     if not (success or tokens):
         return [f"- matters most for final success, then tokens per success: {none} in any "
                 "scenario."]
-    lines = [fit_line(f"- matters most for final success {units}",
-                      _grouped(cfg, success, names, others=False))
-             if success else f"- matters most for final success: {none} in any scenario."]
+    if success:
+        clauses, brief = _grouped(cfg, success, names, others=False)
+        lines = [fit_line(f"- matters most for final success {units}", clauses, brief=brief)]
+    else:
+        lines = [f"- matters most for final success: {none} in any scenario."]
     if not rest:
         return lines
     quiet = [f"`{s}`" for s in rest if s not in tokens]
+    if not tokens:
+        return lines + [f"- else, for tokens per success: {none} in {', '.join(quiet)}."]
+    clauses, brief = _grouped(cfg, tokens, rest, others=bool(success))
+    if quiet:
+        clauses.append(f"{none} in {', '.join(quiet)}")
+        brief.append(f"none separated in {len(quiet)}")
     head = "- else, for tokens per success: " if success else \
         f"- else, for tokens per success {units}"
-    return lines + [fit_line(head, _grouped(cfg, tokens, rest, others=bool(success))
-                             + ([f"{none} in {', '.join(quiet)}"] if quiet else []))
-                    if tokens else f"- else, for tokens per success: {none} in "
-                    + ", ".join(quiet) + "."]
+    return lines + [fit_line(head, clauses, brief=brief)]
 
 
 def ablation_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:

@@ -254,7 +254,7 @@ def _ablation_headline(cfg, runs, results, cells) -> list[str]:
     """A full ablation's headline: what was run with the primary hypotheses' verdicts on
     one line, then :func:`.ablation_report.ablation_lines` (at most five lines)."""
     said = (f"primary hypotheses ({len(results)}, Holm): {_verdicts(results)}" if results
-            else "no primary hypotheses")
+            else "no primary hypotheses declared")
     return ["## Headline", "",
             f"- {len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x {cfg.runs} "
             f"runs x {cfg.episodes} episodes, {cfg.store} store; {said}.",
