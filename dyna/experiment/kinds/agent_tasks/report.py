@@ -8,8 +8,9 @@ events per episode, the volume cost split, normalised aggregates, robustness), w
 safeguard did (its counts; a switch that never acted is *inert in this scenario* and its cells are
 not tested), a table per scenario, the exploratory effects of removing each safeguard
 (Benjamini-Hochberg over all of them), the aggregates across scenarios (rliable) and the
-plots. The statistics come from :mod:`.analysis`. A full safeguard ablation's headline
-and scenario tables are :mod:`.ablation_report`'s.
+plots. The statistics come from :mod:`.analysis`. A full safeguard ablation's headline,
+its table of the safeguard that matters most per scenario (after the warnings) and its
+scenario tables are :mod:`.ablation_report`'s.
 """
 
 from __future__ import annotations
