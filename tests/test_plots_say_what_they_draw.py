@@ -1,6 +1,7 @@
 """The trajectories kind's figures and the tabular kind's sweep figures say what they draw,
-tested on the figure objects: the personal-data whiskers its caption names, the induction
-legend in words, one colour per variant across panels, units in the y labels, and in a
+tested on the figure objects: the personal-data whiskers its caption names (their range
+printed where too short to see), the induction legend in words, one colour per variant
+across panels, curves on another drawn dashed and named, units in the y labels, and in a
 sweep one visual channel per swept parameter with the same mapping in every panel."""
 
 import json
@@ -21,9 +22,10 @@ DATA = (Path(__file__).resolve().parents[1] / "data" / "agent_trajectories"
 
 def _shot(fig) -> dict:
     """Per axes: title, y label, y scale, x tick labels, box, lines (label, colour, dash
-    pattern), the whiskers of each error-bar series (y from, y to) and the legend (texts,
-    bold texts, box); the figure's legends and suptitle. Boxes in display pixels, frozen
-    before ``save`` redraws at another dpi."""
+    pattern), texts (the bars' labels) and the y each points at, the whiskers of each
+    error-bar series (y from, y to) and the legend (texts, bold texts, box); the figure's
+    legends and suptitle. Boxes in display pixels, frozen before ``save`` redraws at
+    another dpi."""
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
     axes = []
@@ -36,6 +38,8 @@ def _shot(fig) -> dict:
             # matplotlib reports every dash tuple as "--": the pattern tells them apart
             "lines": [(ln.get_label(), ln.get_color(), ln._unscaled_dash_pattern)
                       for ln in ax.get_lines()],
+            "texts": [t.get_text() for t in ax.texts],
+            "text_y": [float(getattr(t, "xy", (0, np.nan))[1]) for t in ax.texts],
             "whiskers": [[tuple(np.round(seg[:, 1], 6)) for seg in
                           c.lines[2][0].get_segments()]
                          for c in ax.containers if getattr(c, "has_yerr", False)],
@@ -103,19 +107,51 @@ def test_personal_data_says_when_the_runs_agree(trajectory_run):
     assert ax["ylabel"].endswith("symmetric log") and ax["yscale"] == "symlog"
 
 
-def test_personal_data_whiskers_span_the_runs(tmp_path, monkeypatch):
+def _personal_data(monkeypatch, tmp_path, reviewer, store, catches) -> dict:
+    """The recorded axes (:func:`_shot`) of the personal-data figure of variants a and b
+    with these counts per run (a's two runs, then b's)."""
     import dyna.experiment.kinds.trajectories.plots as tp
 
     seen = _recording(monkeypatch, tp)
     runs = pl.DataFrame({"variant": ["a", "a", "b", "b"], "run": [0, 1, 0, 1],
-                         "pd_reviewer": [10, 30, 0, 0], "pd_store": [0, 0, 4, 4],
-                         "safety_net_catches": [100, 110, 0, 0]})
+                         "pd_reviewer": reviewer, "pd_store": store,
+                         "safety_net_catches": catches})
     tp._personal_data_figure(runs, ["a", "b"], tmp_path)
     (ax,) = seen["personal_data"]["axes"]
+    return ax
+
+
+def test_personal_data_whiskers_span_the_runs(tmp_path, monkeypatch):
+    ax = _personal_data(monkeypatch, tmp_path, [10, 30, 0, 0], [0, 0, 4, 4], [100, 110, 0, 0])
     assert "(mean of 2 runs, whiskers: min to max over runs)" in ax["title"]
     # per measure, per variant: the whisker from the runs' min to their max
     assert ax["whiskers"] == [[(10.0, 30.0), (0.0, 0.0)], [(0.0, 0.0), (4.0, 4.0)],
                               [(100.0, 110.0), (0.0, 0.0)]]
+    # each bar labelled with its mean at the top of its whisker (a: 10 to 30, mean 20)
+    assert ax["texts"][:4] == ["20", "0", "0", "4"]
+    assert ax["text_y"] == [30.0, 0.0, 0.0, 4.0, 110.0, 0.0]
+
+
+def test_personal_data_prints_a_range_only_where_its_whisker_is_too_short(tmp_path,
+                                                                          monkeypatch):
+    from dyna.experiment.kinds.trajectories.plots import RANGE_NOTE
+
+    # the shipped replay's one spread: the naive loop's 105 and 106 safety-net catches
+    ax = _personal_data(monkeypatch, tmp_path, [692, 692, 0, 2], [0, 0, 39, 39],
+                        [105, 106, 0, 0])
+    assert ax["whiskers"][2] == [(105.0, 106.0), (0.0, 0.0)]
+    # 0 to 2 spans a visible whisker (its mean printed), 105 to 106 does not
+    assert ax["texts"] == ["692", "1", "0", "39", "105-106", "0"]
+    assert RANGE_NOTE == "whiskers too short to see: the range printed above the bar (min-max)"
+    assert ax["title"].splitlines() == [
+        "Personal values harvested by field from the tool outputs: where they went (mean "
+        "of 2 runs, whiskers: min to max over runs)",
+        "a baseline keeps runs as made: no reviewer, no redaction, no safety net", RANGE_NOTE]
+    # every whisker visible: no range printed, no note
+    ax = _personal_data(monkeypatch, tmp_path, [692, 692, 0, 2], [0, 0, 39, 39],
+                        [10, 100, 0, 0])
+    assert ax["texts"] == ["692", "1", "0", "39", "55", "0"]
+    assert len(ax["title"].splitlines()) == 2
 
 
 def test_spread_caption_says_exactly_what_is_drawn():
@@ -161,6 +197,56 @@ def test_each_trajectory_variant_keeps_one_colour_of_its_own(trajectory_run):
     assert lessons["suptitle"] == ("Lessons written from failed runs, cumulative (mean of 2 "
                                    "runs, band: min to max over runs)\non 0 (none written): "
                                    "memory_loop, memory_loop-no_redaction")
+
+
+def test_curves_on_an_earlier_one_are_drawn_dashed_on_top_and_named():
+    from matplotlib.figure import Figure
+
+    from dyna.experiment.kinds.trajectories.plots import _show_hidden, coinciding
+
+    fig = Figure(figsize=(4, 4), dpi=100)
+    ax = fig.subplots()
+    ax.set_ylim(0, 100)
+    fig.draw_without_rendering()
+    x = np.arange(10.0)
+    # a line width (1.4 points) is about 0.6 of a unit here: 0.3 apart is on a curve
+    ys = {"a": x, "b": x.copy(), "c": x + np.r_[[0.3] * 6, [5.0] * 4], "d": x + 0.3,
+          "e": x + 5.0, "f": x + np.r_[[0.3] * 4, [9.0] * 6]}
+    lines = {n: ax.plot(x, y, lw=1.4, label=n)[0] for n, y in ys.items()}
+    assert coinciding(ax, lines) == {"b": ("a", 10, 10, True), "c": ("a", 6, 10, False),
+                                     "d": ("a", 10, 10, False)}
+    _show_hidden(ax, lines)
+    # the three on a: 3-point dashes every 12 points, side by side, over a
+    assert [lines[n]._unscaled_dash_pattern for n in "bcd"] == [
+        (0.0, (3.0, 9.0)), (9.0, (3.0, 9.0)), (6.0, (3.0, 9.0))]
+    assert [lines[n].get_zorder() for n in "abcdef"] == [2, 2.1, 2.1, 2.1, 2, 2]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "a", "b\n(identical to a here; dashed)", "c\n(on a at 6 of 10 points; dashed)",
+        "d\n(within a line width of a; dashed)", "e", "f"]
+
+
+def test_the_entries_figure_says_which_loops_coincide(tmp_path, monkeypatch):
+    import dyna.experiment.kinds.trajectories.plots as tp
+
+    seen = _recording(monkeypatch, tp)
+    (tmp_path / "runs.json").write_text(json.dumps(
+        [r for r in json.loads(DATA.read_text()) if r["task_id"] < 6]))
+    data = {"kind": "trajectories", "name": "same", "runs": 1, "seed": 0,
+            "data": str(tmp_path / "runs.json"),
+            "variants": ["skill_loop", "skill_loop-no_redaction", "skill_loop-no_outcome_gate"],
+            "reviewer": {"copy_rate": 0.5}, "analysis": {"n_resamples": 100}}
+    run_experiment(parse_experiment(data), tmp_path / "o", backend=InProcessBackend(),
+                   progress=False)
+    loops = seen["entries"]["axes"][0]
+    # without redaction the skill loop writes what it writes with it on these 24 runs
+    assert [(label, dashes) for label, _, dashes in loops["lines"][:3]] == [
+        ("skill_loop", (0, None)), ("skill_loop-no_outcome_gate", (0, None)),
+        ("skill_loop-no_redaction\n(identical to skill_loop here; dashed)",
+         (0.0, (3.0, 3.0)))]
+    assert loops["legend"]["texts"] == [
+        "skill_loop", "skill_loop-no_outcome_gate",
+        "skill_loop-no_redaction\n(identical to skill_loop here; dashed)"]
+    assert loops["legend"]["box"].y1 <= loops["box"].y0 + 1      # under the axes
 
 
 def test_a_variant_without_a_fixed_colour_takes_a_free_one():

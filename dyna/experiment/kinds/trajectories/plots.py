@@ -4,7 +4,10 @@ personal data reaching the reviewer and the stores, workflow-induction scores).
 Each variant has one colour in every panel and figure (:func:`variant_colors`); legends
 sit under their panels, outside the data; the start of each trial is a grey vertical
 line. With more than one run (reviewer seeds) a curve is the mean over runs and its band,
-like a bar's whisker, spans the runs' minimum to maximum.
+like a bar's whisker, spans the runs' minimum to maximum; a whisker too short to see is
+printed as its range ("105-106"). A store-size curve that lies on an earlier one (within a
+line width at half of its points or more) is drawn dashed on top of it, its legend label
+saying so.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import polars as pl
 
 from dyna.experiment.plotting import figure, legend_below, save
 
-__all__ = ["PREDICTOR_LABELS", "VARIANT_COLORS", "draw_plots", "focus_variants",
-           "predictor_label", "spread_caption", "variant_colors"]
+__all__ = ["HIDDEN_SHARE", "PREDICTOR_LABELS", "RANGE_NOTE", "VARIANT_COLORS",
+           "WHISKER_MIN_POINTS", "coinciding", "draw_plots", "focus_variants",
+           "hidden_label", "predictor_label", "spread_caption", "variant_colors"]
 
 _LOOPS = ("naive_loop", "skill_loop", "skill_loop-no_outcome_gate", "skill_loop-no_redaction",
           "memory_loop", "memory_loop-no_outcome_gate", "memory_loop-no_redaction")
@@ -102,7 +106,10 @@ def _trial_lines(ax, episodes: pl.DataFrame) -> None:
 
 
 def _curves(ax, episodes: pl.DataFrame, names, column: str, cumulative: bool,
-            colors: dict) -> None:
+            colors: dict) -> dict:
+    """Draw each variant's mean curve (and min-max band) on ``ax``; returns name ->
+    its mean :class:`~matplotlib.lines.Line2D`."""
+    lines = {}
     for name in names:
         sub = episodes.filter(pl.col("variant") == name).sort("run", "episode")
         R = sub.get_column("run").n_unique()
@@ -111,12 +118,82 @@ def _curves(ax, episodes: pl.DataFrame, names, column: str, cumulative: bool,
             y = np.cumsum(y, axis=1)
         x = np.arange(1, y.shape[1] + 1)
         mean = y.mean(axis=0)
-        ax.plot(x, mean, lw=1.4, label=name, color=colors[name])
+        (lines[name],) = ax.plot(x, mean, lw=1.4, label=name, color=colors[name])
         if R > 1:
             ax.fill_between(x, y.min(axis=0), y.max(axis=0), alpha=0.15, lw=0,
                             color=colors[name])
     _trial_lines(ax, episodes)
     ax.set_xlabel("recorded run, in replay order (trial by trial; grey lines: next trial)")
+    return lines
+
+
+#: A curve within a line width of an earlier one at this share of its points or more lies
+#: on it, covering it over that share of its length (:func:`coinciding`).
+HIDDEN_SHARE = 0.5
+
+
+def coinciding(ax, lines: dict) -> dict:
+    """The curves of ``lines`` (name -> :class:`~matplotlib.lines.Line2D` on ``ax``, in
+    drawing order) that lie on an earlier one, covering it: within its line width, in
+    display pixels of the current layout, at :data:`HIDDEN_SHARE` of their points or more.
+
+    Returns name -> (the earlier curve's name, points within a line width of it, points,
+    whether the two are equal at every point); curves over other x values than the earlier
+    one's never lie on it."""
+    fig = ax.figure
+    drawn = {n: ax.transData.transform(np.column_stack(ln.get_data())) for n, ln in
+             lines.items()}
+    leaders: list[str] = []
+    hidden = {}
+    for name, ln in lines.items():
+        width = ln.get_linewidth() * fig.dpi / 72.0
+        for lead in leaders:
+            a, b = drawn[lead], drawn[name]
+            if a.shape != b.shape or not np.array_equal(a[:, 0], b[:, 0]):
+                continue
+            near = int(np.sum(np.abs(a[:, 1] - b[:, 1]) <= width))
+            if near >= HIDDEN_SHARE * len(b):
+                same = np.array_equal(lines[lead].get_ydata(), ln.get_ydata())
+                hidden[name] = (lead, near, len(b), same)
+                break
+        else:
+            leaders.append(name)
+    return hidden
+
+
+#: Length (points) of each dash of a curve drawn over an equal one (:func:`_show_hidden`).
+_DASH = 3.0
+
+
+def hidden_label(name: str, lead: str, near: int, total: int, same: bool) -> str:
+    """The legend label of curve ``name`` drawn dashed over curve ``lead``
+    (:func:`coinciding`'s values): ``"skill_loop-no_redaction\n(on skill_loop at 188 of
+    200 points; dashed)"``, "identical to skill_loop here" when equal at every point,
+    "within a line width of skill_loop" when near it at every point."""
+    if same:
+        how = f"identical to {lead} here"
+    elif near == total:
+        how = f"within a line width of {lead}"
+    else:
+        how = f"on {lead} at {near} of {total} points"
+    return f"{name}\n({how}; dashed)"
+
+
+def _show_hidden(ax, lines: dict) -> None:
+    """Draw each curve of ``lines`` that lies on an earlier one (:func:`coinciding`)
+    dashed on top of it, the dashes of several such curves side by side, and say so in
+    its legend label (:func:`hidden_label`); the legend is redrawn under the axes."""
+    hidden = coinciding(ax, lines)
+    if not hidden:
+        return
+    for name, (lead, near, total, same) in hidden.items():
+        followers = [n for n, h in hidden.items() if h[0] == lead]
+        k, period = followers.index(name), _DASH * (len(followers) + 1)
+        ln = lines[name]
+        ln.set_linestyle(((period - k * _DASH) % period, (_DASH, period - _DASH)))
+        ln.set_zorder(lines[lead].get_zorder() + 0.1)
+        ln.set_label(hidden_label(name, lead, near, total, same))
+    legend_below(ax, len(lines))
 
 
 def draw_plots(out, folder: Path) -> list[Path]:
@@ -136,9 +213,11 @@ def draw_plots(out, folder: Path) -> list[Path]:
 
     with figure((11.0, 4.5)) as fig:
         axes = fig.subplots(1, 2, sharex=True)
+        drawn = []
         for ax, group, title in ((axes[0], loops, "loops"), (axes[1], baselines,
                                                             "literature baselines")):
-            _curves(ax, eps, group, "entries", cumulative=False, colors=colors)
+            drawn.append((ax, _curves(ax, eps, group, "entries", cumulative=False,
+                                      colors=colors)))
             ax.set_title(f"{title}: entries in the store\n({caption})", fontsize=10)
             ax.set_ylabel("active skills + facts (count)" if title == "loops" else
                           "entries kept (count, symmetric log)")
@@ -147,6 +226,9 @@ def draw_plots(out, folder: Path) -> list[Path]:
         if baselines:
             axes[1].set_yscale("symlog", linthresh=10)
             axes[1].set_ylim(bottom=0)
+        fig.draw_without_rendering()        # the layout whose pixels coinciding() measures
+        for ax, lines in drawn:
+            _show_hidden(ax, lines)
         paths += save(fig, folder / "plots" / "entries")
 
     with figure((11.0, 4.5)) as fig:
@@ -179,10 +261,19 @@ def _none_written(episodes: pl.DataFrame, names: list) -> str:
                          150)
 
 
+#: A whisker shorter than this (points) cannot be seen: its range is printed instead.
+WHISKER_MIN_POINTS = 4.0
+
+#: The title line of a personal-data figure some of whose whiskers are printed as text.
+RANGE_NOTE = "whiskers too short to see: the range printed above the bar (min-max)"
+
+
 def _personal_data_figure(runs: pl.DataFrame, shown: list, folder: Path) -> list[Path]:
     """``plots/personal_data``: per variant shown, the mean over runs of the harvested
     values that reached the reviewer and the store files and of the safety net's catches,
-    with whiskers from the runs' minimum to maximum (none when no variant)."""
+    with whiskers from the runs' minimum to maximum (none when no variant). Each bar is
+    labelled with its mean, or with its range ("105-106") when its whisker is shorter
+    than :data:`WHISKER_MIN_POINTS`."""
     if not shown:
         return []
     cols = [c for c, _, _ in _PD_MEASURES]
@@ -197,29 +288,49 @@ def _personal_data_figure(runs: pl.DataFrame, shown: list, folder: Path) -> list
         ax = fig.subplots()
         x = np.arange(len(shown))
         w = 0.27
+        series = []
         for k, (col, lab, color) in enumerate(_PD_MEASURES):
             vals = np.array([stats[v][col] for v in shown])
-            err = None
-            if R > 1 and not agree:
-                err = np.vstack([vals - [stats[v][f"{col}_min"] for v in shown],
-                                 np.array([stats[v][f"{col}_max"] for v in shown]) - vals])
+            lo = np.array([stats[v][f"{col}_min"] for v in shown])
+            hi = np.array([stats[v][f"{col}_max"] for v in shown])
+            err = None if R == 1 or agree else np.vstack([vals - lo, hi - vals])
             bars = ax.bar(x + (k - 1) * w, vals, w, yerr=err, capsize=2, color=color,
                           error_kw={"elinewidth": 0.8, "ecolor": "0.2"}, label=lab)
-            for b, v in zip(bars, vals):
-                ax.annotate(_count(v), (b.get_x() + b.get_width() / 2, max(v, 0)),
-                            ha="center", va="bottom", fontsize=6)
+            series.append((bars, vals, lo, hi))
         ax.set_xticks(x, shown, rotation=35, ha="right", fontsize=7)
         ax.set_yscale("symlog", linthresh=1)
         ax.set_ylabel("harvested values per run (count; catches: redacted writes),\n"
                       "symmetric log", fontsize=9)
-        ax.set_title("Personal values harvested by field from the tool outputs: where "
-                     f"they went ({spread_caption(R, 'whiskers', agree)})\n"
-                     "a baseline keeps runs as made: no reviewer, no redaction, no safety "
-                     "net", fontsize=10)
+        title = ("Personal values harvested by field from the tool outputs: where "
+                 f"they went ({spread_caption(R, 'whiskers', agree)})\n"
+                 "a baseline keeps runs as made: no reviewer, no redaction, no safety net")
+        ranged = R > 1 and not agree
+        ax.set_title(title + ("\n" + RANGE_NOTE if ranged else ""), fontsize=10)
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
                   fontsize=8, frameon=False)
+        fig.draw_without_rendering()        # the layout whose points the whiskers measure
+        if not _label_bars(ax, series) and ranged:
+            ax.set_title(title, fontsize=10)
         paths = save(fig, folder / "plots" / "personal_data")
     return paths
+
+
+def _label_bars(ax, series) -> int:
+    """Label each bar of ``series`` (per measure: bars, means, run minima, run maxima)
+    above its whisker: its mean, or ``"min-max"`` when its runs differ and its whisker is
+    shorter than :data:`WHISKER_MIN_POINTS` in the current layout. Returns how many
+    ranges were printed."""
+    printed = 0
+    for bars, vals, lo, hi in series:
+        for b, v, a, z in zip(bars, vals, lo, hi):
+            cx = b.get_x() + b.get_width() / 2
+            ends = ax.transData.transform([(cx, a), (cx, z)])[:, 1]
+            points = (ends[1] - ends[0]) * 72.0 / ax.figure.dpi
+            short = a != z and points < WHISKER_MIN_POINTS
+            printed += short
+            ax.annotate(f"{_count(a)}-{_count(z)}" if short else _count(v),
+                        (cx, max(z, 0)), ha="center", va="bottom", fontsize=6)
+    return printed
 
 
 def _induction_figure(summary: pl.DataFrame, conf: float, folder: Path) -> list[Path]:
