@@ -1,6 +1,8 @@
 """The escalation kind's figures, tested on the figure objects: policies whose curves
-coincide drawn once under one legend entry naming them all, a colour fixed by each policy's
-name in every file, and the competence panels' axis labels."""
+coincide drawn once, in black with each member's colour dashed on it, under one legend entry
+naming them all; a colour fixed by each policy's name in every file and never meaning
+another; the random score's line under the curves; the cost unit; and the competence
+panels' axis labels."""
 
 from types import SimpleNamespace
 
@@ -109,6 +111,9 @@ def figures(monkeypatch):
         fig.canvas.draw()
         shots[stem.name] = [
             {"lines": [(ln.get_label(), ln.get_color()) for ln in ax.get_lines()],
+             "zorders": {ln.get_label(): ln.get_zorder() for ln in ax.get_lines()},
+             "random": next(((ln.get_zorder(), ln.get_linewidth()) for ln in ax.get_lines()
+                             if ln.get_label() == "random score (failure rate)"), None),
              "legend": [t.get_text() for t in ax.get_legend().get_texts()]
              if ax.get_legend() else None,
              "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
@@ -121,20 +126,80 @@ def figures(monkeypatch):
     return shots
 
 
+def _policy_lines(ax) -> list:
+    """The lines of a recorded axes drawn in a policy's colour (not a group's black):
+    (label, colour)."""
+    return [(label, c) for label, c in ax["lines"] if c != ep.GROUP_COLOR]
+
+
 def test_cost_grid_draws_identical_policies_once_under_one_entry(figures, tmp_path):
     out = _grid_output()
     ep.plot_cost_grid(out, tmp_path)
     censored, full = figures["cost_grid_flat"]
-    blue, cyan = ep.POLICY_COLORS["mean"], ep.POLICY_COLORS["thompson"]
-    assert censored["lines"] == [("never", "#d62728"), ("mean, chow (identical here)", blue),
+    red, blue, brown, cyan = (ep.POLICY_COLORS[n] for n in ("never", "mean", "chow",
+                                                             "thompson"))
+    # a group: a black line named after every member, a dash of each member's colour on
+    # it (unlabelled), black markers on top
+    assert censored["lines"] == [("never", red), ("mean, chow (identical here)", "#000000"),
+                                 ("_mean", blue), ("_chow", brown), ("_markers", "#000000"),
                                  ("thompson", cyan)]
-    assert full["lines"] == [("never", "#d62728"),
-                             ("mean, chow, thompson\n(identical here)", blue)]
+    assert full["lines"] == [("never", red),
+                             ("mean, chow, thompson\n(identical here)", "#000000"),
+                             ("_mean", blue), ("_chow", brown), ("_thompson", cyan),
+                             ("_markers", "#000000")]
+    # a colour always means one policy: in both panels every coloured line is that
+    # policy's, alone or as its dashes on a group's line
+    for ax in (censored, full):
+        assert len(_policy_lines(ax)) == 4
+        for label, colour in _policy_lines(ax):
+            assert ep.POLICY_COLORS[label.lstrip("_")] == colour
     # as many lines as legend entries, and every policy named once in each legend
     for ax in (censored, full):
-        assert ax["legend"] == [label for label, _ in ax["lines"]]
+        assert ax["legend"] == [label for label, _ in ax["lines"]
+                                if not label.startswith("_")]
         named = ", ".join(ax["legend"]).replace("\n", " ").replace(" (identical here)", "")
         assert sorted(named.split(", ")) == ["chow", "mean", "never", "thompson"]
+    assert censored["ylabel"] == "regret per task vs the type oracle (cost units, symlog)"
+
+
+def test_a_group_line_dashes_each_members_colour_in_turn():
+    from matplotlib.figure import Figure
+
+    ax = Figure().subplots()
+    x = np.array([0.0, 1.0, 2.0])
+    colours = {"mean": "#1f77b4", "chow": "#8c564b", "thompson": "#17becf"}
+    line = ep.draw_group(ax, x, x, ["mean", "chow", "thompson"], colours)
+    outline, *stripes = ax.get_lines()
+    assert outline is line and isinstance(line, ep.GroupLine)
+    assert (line.get_color(), line.get_linewidth()) == ("#000000", 3.1)
+    assert line.member_colors == ("#1f77b4", "#8c564b", "#17becf")
+    # 4-point dashes every 12 points, at offsets 0, 8 and 4: mean on [0, 4), chow on
+    # [4, 8), thompson on [8, 12) of each period
+    assert [ln.get_color() for ln in stripes] == ["#1f77b4", "#8c564b", "#17becf"]
+    assert [ln._unscaled_dash_pattern for ln in stripes] == [
+        (0.0, (4.0, 8.0)), (8.0, (4.0, 8.0)), (4.0, (4.0, 8.0))]
+    assert all(ln.get_zorder() == line.get_zorder() for ln in stripes)
+    assert all(ln.get_linewidth() == 1.5 for ln in stripes)
+
+
+def test_a_group_legend_entry_shows_its_members_colours():
+    from matplotlib.figure import Figure
+    from matplotlib.legend import Legend
+    from matplotlib.transforms import IdentityTransform
+
+    ax = Figure().subplots()
+    colours = {"never": "#d62728", "always": "#7f7f7f"}
+    line = ep.draw_group(ax, [0, 1], [0, 1], ["never", "always"], colours)
+    leg = ax.legend()
+    assert [t.get_text() for t in leg.get_texts()] == ["never, always (identical here)"]
+    handler = Legend.get_legend_handler(leg.get_legend_handler_map(), line)
+    assert isinstance(handler, ep.GroupHandler)
+    artists = handler.create_artists(leg, line, 0.0, 0.0, 20.0, 7.0, 7.0,
+                                     IdentityTransform())
+    # the black outline, then one segment per member, side by side along it
+    assert [a.get_color() for a in artists] == ["#000000", "#d62728", "#7f7f7f"]
+    (x0, x1), (x2, x3) = (tuple(a.get_xdata()) for a in artists[1:])
+    assert x0 < x1 == x2 < x3 and x3 - x2 == x1 - x0
 
 
 def test_risk_coverage_groups_per_feedback_mode(figures, tmp_path):
@@ -145,7 +210,37 @@ def test_risk_coverage_groups_per_feedback_mode(figures, tmp_path):
                                   "random score (failure rate)"]
     assert full["legend"] == ["never, mean, chow, thompson\n(identical here)",
                               "random score (failure rate)"]
-    assert full["lines"][0] == ("never, mean, chow, thompson\n(identical here)", "#d62728")
+    assert full["lines"][0] == ("never, mean, chow, thompson\n(identical here)", "#000000")
+    # the random score's line lies under the curves, thinner than them
+    assert censored["random"] == (1.5, 1.0)
+    assert censored["zorders"]["never, thompson (identical here)"] == 2.0
+
+
+def test_costs_in_usd_only_where_the_logged_usd_cost_is_added_unscaled(figures, tmp_path):
+    import dataclasses
+
+    out = _grid_output()
+    assert ep.cost_unit(out.config) == "cost units"                 # synthetic stream
+    usd = dataclasses.replace(out.config, costs={**out.config.costs, "act_cost": "cost_usd"})
+    assert ep.cost_unit(usd) == "USD"
+    scaled = dataclasses.replace(usd, costs={**usd.costs, "act_cost_scale": 0.5})
+    assert ep.cost_unit(scaled) == "cost units"
+    ep.plot_cost_grid(SimpleNamespace(config=usd, tables=out.tables), tmp_path)
+    assert [ax["ylabel"] for ax in figures["cost_grid_flat"]] == [
+        "regret per task vs the type oracle (USD, symlog)"] * 2
+
+
+def test_the_swebench_files_are_in_usd():
+    from pathlib import Path
+
+    from dyna.experiment.registry import load_experiment
+
+    root = Path(__file__).resolve().parents[1] / "experiments"
+    units = {name: ep.cost_unit(load_experiment(root / f"{name}.toml"))
+             for name in ("escalation_swebench", "escalation_swebench_costs",
+                          "escalation_policies")}
+    assert units == {"escalation_swebench": "USD", "escalation_swebench_costs": "USD",
+                     "escalation_policies": "cost units"}
 
 
 def test_competence_panels_have_words_and_units_on_both_axes(figures, tmp_path):

@@ -17,11 +17,14 @@
   every panel.
 
 Each policy has one colour in every panel, figure and output folder (:data:`POLICY_COLORS`,
-:func:`variant_colors`). Policies whose curves in a panel are equal at every point are drawn
-once, in the first one's colour, under one legend entry naming them all ("mean, chow
-(identical here)", :func:`identical_groups`), so the legend lists every policy and a reader
-sees as many lines as it has entries. Legends sit outside the data; a dotted vertical line
-marks each change point of a synthetic scenario (competence and regret plots).
+:func:`variant_colors`), and a colour always means that policy. Policies whose curves in a
+panel are equal at every point are drawn once, as a black line with dashes in each member's
+colour in turn (:func:`draw_group`), under one legend entry naming them all ("mean, chow
+(identical here)", :func:`identical_groups`) whose handle shows the members' colours side by
+side, so the legend lists every policy and a reader sees as many lines as it has entries.
+Legends sit outside the data; a dotted vertical line marks each change point of a synthetic
+scenario (competence and regret plots). Costs are labelled in USD where the experiment adds
+the log's logged USD cost unscaled, else in cost units (:func:`cost_unit`).
 
 SVG copies are written next to the PNGs unless ``analysis.svg = false``.
 """
@@ -37,6 +40,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
+from matplotlib.legend import Legend
+from matplotlib.legend_handler import HandlerLine2D
+from matplotlib.lines import Line2D
 
 from dyna.experiment.plotting import figure, legend_below, over_runs, save
 from dyna.experiment.stats import curve_ci
@@ -44,9 +50,11 @@ from dyna.experiment.stats import curve_ci
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["COMPETENCE_X", "COMPETENCE_Y", "OTHER_COLORS", "POLICY_COLORS", "SYMLOG_LINEAR",
-           "change_points", "draw_plots", "group_label", "identical_groups", "over_systems",
-           "policy_color", "slug", "stat_options", "variant_colors"]
+__all__ = ["COMPETENCE_X", "COMPETENCE_Y", "GROUP_COLOR", "GROUP_DASH", "OTHER_COLORS",
+           "OUTLINE_EXTRA", "POLICY_COLORS", "STRIPE_WIDTH", "SYMLOG_LINEAR", "GroupHandler",
+           "GroupLine", "change_points", "cost_unit", "draw_group", "draw_plots", "group_label",
+           "identical_groups", "over_systems", "policy_color", "slug", "stat_options",
+           "variant_colors"]
 
 
 def stat_options(out) -> dict:
@@ -156,22 +164,108 @@ def group_label(names: list[str], width: int = 36) -> str:
     return "\n".join(lines)
 
 
-def _draw_groups(axes, curves: dict, colors: dict, band_alpha: float, **style) -> None:
+#: The colour of a line drawn for several coinciding policies: black, no policy's colour.
+GROUP_COLOR = "#000000"
+
+#: Length (points) of each member's dash on a group's line (:func:`draw_group`).
+GROUP_DASH = 4.0
+
+#: Line width (points) of a policy's curve and of each member's dashes on a group's line;
+#: the group's black outline is :data:`OUTLINE_EXTRA` points wider.
+STRIPE_WIDTH = 1.5
+OUTLINE_EXTRA = 1.6
+
+
+class GroupLine(Line2D):
+    """The labelled line of policies whose curves coincide (:func:`identical_groups`): a
+    black (:data:`GROUP_COLOR`) outline under dashes in each member's colour
+    (:func:`draw_group`). ``member_colors``: the members' colours, in order; its legend
+    entry (:class:`GroupHandler`) shows them side by side on the outline."""
+
+    def __init__(self, *args, member_colors=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.member_colors = tuple(member_colors)
+
+
+class GroupHandler(HandlerLine2D):
+    """The legend entry of a :class:`GroupLine`: its black outline with its members'
+    colours in equal segments along it."""
+
+    def create_artists(self, legend, orig_handle, xdescent, ydescent, width, height,
+                       fontsize, trans):
+        """The outline (:class:`~matplotlib.legend_handler.HandlerLine2D`'s line) and a
+        segment per member colour on it."""
+        artists = super().create_artists(legend, orig_handle, xdescent, ydescent, width,
+                                         height, fontsize, trans)
+        xdata, _ = self.get_xdata(legend, xdescent, ydescent, width, height, fontsize)
+        edges = np.linspace(xdata[0], xdata[-1], len(orig_handle.member_colors) + 1)
+        y = (height - ydescent) / 2
+        for color, x0, x1 in zip(orig_handle.member_colors, edges, edges[1:]):
+            seg = Line2D([x0, x1], [y, y], color=color, linewidth=STRIPE_WIDTH,
+                         solid_capstyle="butt", transform=trans)
+            artists.append(seg)
+        return artists
+
+
+# every legend draws a GroupLine (and only it) with a GroupHandler
+Legend.update_default_handler_map({GroupLine: GroupHandler()})
+
+
+def draw_group(ax, x, y, names: list[str], colors: dict, marker: str | None = None):
+    """Draw the curve ``(x, y)`` of the coinciding policies ``names`` on ``ax``: a black
+    :class:`GroupLine` labelled with every member (:func:`group_label`), on it dashes of
+    :data:`GROUP_DASH` points in each member's colour (``colors``: name -> colour) in
+    turn, and black markers on top when ``marker`` is set, so that a colour always means
+    one policy. Returns the :class:`GroupLine`."""
+    outline = GroupLine(x, y, color=GROUP_COLOR, linewidth=STRIPE_WIDTH + OUTLINE_EXTRA,
+                        label=group_label(names),
+                        member_colors=[colors[n] for n in names])
+    ax.add_line(outline)
+    period = GROUP_DASH * len(names)
+    for k, name in enumerate(names):
+        ax.plot(x, y, color=colors[name], linewidth=STRIPE_WIDTH, label=f"_{name}",
+                linestyle=((period - k * GROUP_DASH) % period,
+                           (GROUP_DASH, period - GROUP_DASH)))
+    if marker:
+        ax.plot(x, y, color=GROUP_COLOR, linestyle="none", marker=marker,
+                label="_markers")
+    return outline
+
+
+def _draw_groups(axes, curves: dict, colors: dict, band_alpha: float,
+                 marker: str | None = None) -> None:
     """Draw each group of identical ``curves`` (:func:`identical_groups`) once on every
-    axes of ``axes``, in its first policy's colour, labelled with every member
-    (:func:`group_label`). ``curves``: per policy ``(x, estimate, low, high)``; the band is
-    drawn where ``low`` is finite."""
+    axes of ``axes``: a policy alone in its colour, several as one :func:`draw_group` line
+    labelled with every member (:func:`group_label`). ``curves``: per policy ``(x,
+    estimate, low, high)``; the band (the policy's colour, grey for a group) is drawn
+    where ``low`` is finite."""
     for group in identical_groups(curves):
         x, y, low, high = curves[group[0]]
-        c = colors[group[0]]
+        c = colors[group[0]] if len(group) == 1 else GROUP_COLOR
         for ax in axes:
-            ax.plot(x, y, color=c, label=group_label(group), **style)
+            if len(group) == 1:
+                ax.plot(x, y, color=c, linewidth=STRIPE_WIDTH, marker=marker,
+                        label=group[0])
+            else:
+                draw_group(ax, x, y, group, colors, marker)
             if np.isfinite(low).any():
                 ax.fill_between(x, low, high, color=c, alpha=band_alpha, linewidth=0)
 
 
 #: Linear range of the symmetric-log y-axes (cost units): below it the axis is linear.
 SYMLOG_LINEAR = 1.0
+
+
+def cost_unit(config) -> str:
+    """The unit of the costs of an escalation experiment ``config``: ``"USD"`` when its
+    acting cost is the replayed log's ``cost_usd`` column unscaled (``costs.act_cost =
+    "cost_usd"``, ``costs.act_cost_scale = 1``), as the escalation and failure costs it is
+    added to must then be US dollars too; else ``"cost units"`` (synthetic streams and
+    logs replayed without their costs carry no unit)."""
+    costs = config.costs
+    if costs.get("act_cost") == "cost_usd" and costs.get("act_cost_scale") == 1.0:
+        return "USD"
+    return "cost units"
 
 
 def slug(text: str) -> str:
@@ -293,7 +387,7 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
     axis."""
     curves = out.tables["curves"]
     classes = [st.name for st in out.config.settings()]
-    colors = variant_colors(out)
+    colors, unit = variant_colors(out), cost_unit(out.config)
     paths = []
     for (scenario, feedback), g in curves.group_by(["scenario", "feedback"],
                                                    maintain_order=True):
@@ -314,7 +408,7 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     ax.set_ylim(bottom=0)
                     ax.set_title(rc, fontsize=9)
                     ax.set_xlabel("tasks")
-                    ax.set_ylabel("cumulative pseudo-regret (cost units, symlog)")
+                    ax.set_ylabel(f"cumulative pseudo-regret ({unit}, symlog)")
                     ax.grid(alpha=0.3)
                 # a legend per row: which policies coincide depends on the cost setting
                 axes[r][1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7,
@@ -324,7 +418,7 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     f"{out.config.analysis.confidence:.0%} bootstrap band over runs"
                     + (" (of each run's mean over systems)" if many else "")
                     if out.config.runs > 1 or many else over_runs("mean", 1))
-            fig.suptitle(f"regret vs the type oracle (cost units): {scenario}, {feedback} "
+            fig.suptitle(f"regret vs the type oracle ({unit}): {scenario}, {feedback} "
                          f"feedback\n{band}; y: symmetric log (linear below "
                          f"{SYMLOG_LINEAR:g}); right: log x", fontsize=9)
             paths += save(fig, folder / f"regret_{slug(scenario)}_{feedback}",
@@ -356,8 +450,10 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     none = np.full(risk.shape, np.nan)
                     curves[name] = (s.get_column("coverage").to_numpy(), risk, none, none)
                 _draw_groups([ax], curves, colors, 0.0, marker=".")
+                # under the curves, thin: a group on the failure rate stays in view
                 ax.axhline(float(base.get_column("agent_failure_rate").mean()), color="k",
-                           linestyle=":", label="random score (failure rate)")
+                           linestyle=":", linewidth=1.0, zorder=1.5,
+                           label="random score (failure rate)")
                 oracle = base.get_column("aurc_type_oracle").mean()  # None: an older folder
                 ax.set_title(f"{feedback} feedback" + (
                     "" if oracle is None else f"; AURC of the type oracle's score (true "
@@ -380,7 +476,7 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
         return []
     runs = out.tables["runs"].with_columns(
         (pl.col("regret_type") / pl.col("steps")).alias("regret_per_task"))
-    colors = variant_colors(out)
+    colors, unit = variant_colors(out), cost_unit(out.config)
     paths = []
     for (scenario,), g in runs.group_by(["scenario"], maintain_order=True):
         modes = list(dict.fromkeys(g["feedback"].to_list()))
@@ -399,7 +495,7 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 # acting, at p* = 0.95 costs ~100x more than the rest): symmetric log,
                 # linear within +-0.01
                 ax.set_yscale("symlog", linthresh=0.01)
-                ax.set_ylabel("regret per task vs the type oracle (cost units, symlog)")
+                ax.set_ylabel(f"regret per task vs the type oracle ({unit}, symlog)")
                 ax.grid(alpha=0.3)
                 legend_below(ax, len(ax.get_legend_handles_labels()[0]))
             many = g["system"].n_unique() > 1
