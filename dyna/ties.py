@@ -83,9 +83,10 @@ NEAR_TIE = 1e-9
 def means_below(a, b, threshold) -> np.ndarray:
     """:func:`mean_below` element by element over arrays: the float comparison
     ``a < threshold * (a + b)`` where it is far from a tie, the exact one (:func:`mean_below`)
-    where the two sides lie within :data:`NEAR_TIE` of each other, relatively. The float
-    sides differ from the exact ones by a few ulps, so the result is the exact decision
-    everywhere; only the near ties pay for rational arithmetic.
+    where the two sides lie within :data:`NEAR_TIE` of each other, relative to the right
+    side. ``a`` is exact and the float right side differs from the exact one by a few ulps
+    of itself, so the result is the exact decision everywhere; only the near ties pay for
+    rational arithmetic.
 
     Parameters
     ----------
@@ -105,17 +106,17 @@ def means_below(a, b, threshold) -> np.ndarray:
     >>> means_below([8.0, 0.3, 3.0], [2.0, 0.1, 1.0], 0.8).tolist()
     [False, True, True]
     """
-    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64),
-                               np.asarray(b, dtype=np.float64))
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        a, b = np.broadcast_arrays(a, b)
     exact_t = as_fraction(threshold)
     with np.errstate(over="ignore", invalid="ignore"):
-        lhs, rhs = a, float(exact_t) * (a + b)
-        below = np.array(lhs < rhs, dtype=bool)      # an array even for scalar inputs
-        gap = np.abs(lhs - rhs)
-    # exact where the sides are close, and where they are not finite: a NaN or infinite
-    # shape (mean_below raises, naming it) or a sum that overflows
-    exact = ~(gap > NEAR_TIE * (np.abs(lhs) + np.abs(rhs)))
-    exact |= ~np.isfinite(gap)
+        rhs = float(exact_t) * (a + b)
+        below = np.array(a < rhs, dtype=bool)      # an array even for scalar inputs
+        # exact where the sides are close, and where they are not finite (the comparison
+        # with NaN is False): a NaN or infinite shape (mean_below raises, naming it) or a
+        # sum that overflows
+        exact = ~(np.abs(a - rhs) > NEAR_TIE * np.abs(rhs))
     flat, flat_a, flat_b = below.reshape(-1), a.reshape(-1), b.reshape(-1)
     for i in np.flatnonzero(exact.reshape(-1)):
         flat[i] = mean_below(flat_a[i], flat_b[i], exact_t)
