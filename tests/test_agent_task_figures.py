@@ -132,10 +132,13 @@ def test_drift_outcomes_by_hand():
         return s
 
     # window 2, 5 points: family 0's episodes 2, 4 set the level, 6, 8, ... follow
-    assert RP.drift_outcomes(ones, family, drift, 2, 0.05) == [("no dip", pytest.approx(
+    assert RP.drift_outcomes(ones, family, drift, 2, 0.05) == [("held", pytest.approx(
         np.nan, nan_ok=True))]
     got = RP.drift_outcomes(~ones, family, drift, 2, 0.05)     # never a success: no level
-    assert [k for k, _ in got] == ["no dip"]
+    assert [k for k, _ in got] == ["none before"]
+    # one success in the two before: a level of 0.5; indices 8 and 10 average 0.5 again
+    assert RP.drift_outcomes(fam0([0, 1], [0, 0, 1, 0, 0, 0, 0]), family, drift, 2,
+                             0.05) == [("recovered", 2.0)]
     assert RP.drift_outcomes(fam0([1, 1], [0, 0, 1, 1, 1, 1, 1]), family, drift, 2,
                              0.05) == [("recovered", 4.0)]  # back from index 10: 10 - 6
     assert RP.drift_outcomes(fam0([1, 1], [0] * 7), family, drift, 2, 0.05) == [
@@ -153,15 +156,56 @@ def test_recovery_draws_no_bar_where_there_was_nothing_to_recover_from(run):
         pytest.approx(np.nan, nan_ok=True), 1.0] * 4
     (ax,) = shots["recovery"]["axes"]
     assert [t for t, _ in ax["yticks"]] == [
-        "no_learning (1 never)", "naive_loop (1 no dip)", "skill_loop (1 no dip)",
-        "skill_loop-no_outcome_gate (1 no dip)", "naive_loop+outcome_gate (1 no dip)"]
+        "no_learning (1 never)", "naive_loop (1 held)", "skill_loop (1 held)",
+        "skill_loop-no_outcome_gate (1 held)", "naive_loop+outcome_gate (1 held)"]
     assert ax["bars"] == 0
     (never,) = [ln for ln in ax["lines"] if ln["marker"] == ">"]
     assert never["x"].tolist() == [30.0] and never["color"] == "#7f7f7f"
     assert ax["xlabel"] == "episodes from the drift to recovery"
-    assert ('"no dip": already within 5 points in its first 10 episodes after the drift '
-            "(or at most 5 points before it): nothing to recover from, no time drawn"
-            ) in shots["recovery"]["title"]
+    assert ('no recovery time where there was nothing to recover from: "none before", the '
+            'family\'s success before the drift at most 5 points; "held", within 5 points of '
+            "it in its first 10 episodes after the drift") in " ".join(
+                shots["recovery"]["title"].split())
+
+
+def test_a_drift_scenario_without_a_fall_is_named_instead_of_drawn(tmp_path, monkeypatch):
+    """Two drift scenarios, one variant each way: where no variant's drifted family fell
+    the figure has no panel but names the scenario with its counts."""
+    shots = {}
+    real = RP.save
+    monkeypatch.setattr(RP, "save", lambda fig, stem, **kw: (
+        shots.__setitem__(stem.name, _shot(fig)), real(fig, stem, **kw))[1])
+    n = 40
+    family = np.arange(n) % 2
+    drift = np.where(np.arange(n) == 20, 0, -1)
+    dips = np.ones(n, dtype=bool)
+    dips[[20, 22]] = False                          # family 0 fails twice after the drift
+    rows = []
+    for scenario, success in (("flat", {"skill_loop": np.zeros(n, dtype=bool),
+                                        "naive_loop+dating": np.ones(n, dtype=bool)}),
+                              ("dips", {"skill_loop": dips,
+                                        "naive_loop+dating": np.ones(n, dtype=bool)})):
+        for v, s in success.items():
+            for run in (0, 1):
+                rows.append(pl.DataFrame({"scenario": scenario, "variant": v, "run": run,
+                                          "episode": np.arange(1, n + 1), "success": s,
+                                          "family": family, "drift_family": drift}))
+    ep = pl.concat(rows)
+    runs = ep.group_by("scenario", "variant", "run", maintain_order=True).agg(
+        pl.lit(1).alias("drifts_measured"))
+    cfg = SimpleNamespace(name="syn", store="skill", seed=0, runs=2,
+                          variants=("skill_loop", "naive_loop+dating"),
+                          analysis={"recovery_window": 2, "recovery_points": 0.05})
+    out = SimpleNamespace(config=cfg, tables={"runs": runs, "episodes": ep})
+    RP.recovery_figure(out, tmp_path)
+    shot = shots["recovery"]
+    (ax,) = shot["axes"]
+    assert ax["title"] == "dips"
+    assert [t for t, _ in ax["yticks"]] == ["skill_loop (2 recovered)",
+                                            "naive_loop+dating (2 held)"]
+    assert ax["bars"] == 1
+    assert ("no panel, nothing to recover from for any variant: flat (2 none before, 2 "
+            "held)") in " ".join(shot["title"].split())
 
 
 # ------------------------------------------------------------------ identical scenarios
@@ -169,22 +213,61 @@ def test_recovery_draws_no_bar_where_there_was_nothing_to_recover_from(run):
 def test_a_scenario_equal_to_others_names_them_in_its_title(run):
     out, shots = run
     order = [s for s, _ in out.config.scenarios]
+    # without decoy steps the false success rate changes what the agent believes of its
+    # runs (self_assessed) and nothing drawn
+    lff0, lff5, flip = "learning_from_failure-0.0", "learning_from_failure-0.5", \
+        ("self_assessed",)
     assert P._identical_scenarios(out.tables["episodes"], order) == {
-        "base": ("again", "learning_from_failure-0.0"),
-        "again": ("base", "learning_from_failure-0.0"),
-        "learning_from_failure-0.0": ("base", "again")}
+        "base": (("again", (), (), 5), (lff0, (), (), 5), (lff5, flip, (), 5)),
+        "again": (("base", (), (), 5), (lff0, (), (), 5), (lff5, flip, (), 5)),
+        lff0: (("base", (), (), 5), ("again", (), (), 5), (lff5, flip, (), 5)),
+        lff5: (("base", flip, (), 5), ("again", flip, (), 5), (lff0, flip, (), 5))}
     title = " ".join(shots["scenario_again"]["title"].split())
-    assert ("identical to base, learning_from_failure-0.0 for every variant and run: the "
-            "settings in which they differ change no episode") in title
-    for stem in ("scenario_drifty", "scenario_learning_from_failure-0.5"):
-        assert "identical" not in shots[stem]["title"]
+    assert ("every curve identical, for every variant and run, to base, "
+            "learning_from_failure-0.0 (equal episodes); learning_from_failure-0.5 (episodes "
+            "differing only in self_assessed): the settings in which they differ change "
+            "nothing drawn here") in title
+    assert "identical" not in shots["scenario_drifty"]["title"]
+
+
+def test_a_field_no_figure_draws_does_not_make_two_scenarios_differ(run):
+    out, _ = run
+    ep = out.tables["episodes"]
+    keys = ["scenario", "variant", "run", "episode"]
+    # the figure reads the drawn fields alone
+    assert set(P._series(ep.select(*keys, *P.DRAWN_FIELDS), 5, 1, chosen_family=0)) == {
+        key for key, _, _ in P.ROWS}
+    base = ep.filter(pl.col("scenario") == "base")
+    shadow = base.with_columns(pl.lit("shadow").alias("scenario"), ~pl.col("self_assessed"))
+    twins = P._identical_scenarios(pl.concat([ep, shadow]), ["base", "drifty", "shadow"])
+    assert twins == {"base": (("shadow", ("self_assessed",), (), 5),),
+                     "shadow": (("base", ("self_assessed",), (), 5),)}
+    assert P._twin_note((("a", (), (), 5), ("b", ("self_assessed",), (), 5),
+                         ("c", ("self_assessed",), (), 5))) == (
+        "every curve identical, for every variant and run, to a (equal episodes); b, c "
+        "(episodes differing only in self_assessed): the settings in which they differ "
+        "change nothing drawn here")
+    # two variants of five differ: still "most"; three do not make a twin
+    for flipped, want in ((("naive_loop", "no_learning"), {
+            "base": (("shadow", (), ("naive_loop", "no_learning"), 5),),
+            "shadow": (("base", (), ("naive_loop", "no_learning"), 5),)}),
+                          (("naive_loop", "no_learning", "skill_loop"), {})):
+        shadow = base.with_columns(
+            pl.lit("shadow").alias("scenario"),
+            pl.when(pl.col("variant").is_in(flipped)).then(~pl.col("success"))
+            .otherwise(pl.col("success")).alias("success"))
+        got = P._identical_scenarios(pl.concat([ep, shadow]), ["base", "drifty", "shadow"])
+        assert got == want
+    assert P._twin_note((("clean", (), ("self_reflection",), 18),)) == (
+        "curves identical to clean's for 17 of 18 variants (all but self_reflection)")
 
 
 def test_the_note_travels_to_a_helper_and_draws_the_same_figure(run, tmp_path, capsys):
     out, _ = run
     series = P._all_series(out)
-    job = P.scenario_job(out, "again", series, tmp_path / "helper", twins=("base",))
-    assert job[5].startswith("identical to base for every variant and run")
+    job = P.scenario_job(out, "again", series, tmp_path / "helper",
+                         twins=(("base", (), (), 5),))
+    assert job[5].startswith("every curve identical, for every variant and run, to base:")
     msg = FW._encode(4, job, [key for key, _, _ in P.ROWS])
     assert json.loads(msg.split(b"\n", 1)[0])["note"] == job[5]
     (tmp_path / "helper").mkdir()

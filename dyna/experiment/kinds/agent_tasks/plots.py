@@ -9,7 +9,7 @@ and a dotted vertical line marks each drift episode. The token row's log axis sp
 0.5th-99.5th percentiles of what is drawn, so one exploding early value cannot flatten
 the rest; the poisoned-entries row gives each panel its own y scale
 (:data:`OWN_SCALE_ROWS`), so one variant's hundreds do not squash another panel's few to
-a line at zero. A scenario whose episodes equal another's for every variant names it in
+a line at zero. A scenario whose curves equal another's for every variant names it in
 its title. Bands of the success, token and poisoned-entry rows are 95% bootstrap
 confidence intervals across runs (:func:`dyna.experiment.stats.curve_ci`) of the
 per-episode quantity.
@@ -196,6 +196,13 @@ def _same_as_loop(ep: pl.DataFrame, scenario: str, loop: str) -> set[str]:
             and sub.filter(pl.col("variant") == v).select(cols).equals(ref)}
 
 
+#: The episode fields a scenario figure draws (:func:`_series`), besides the keys
+#: scenario, variant, run and episode.
+DRAWN_FIELDS = ("success", "tokens", "learning_tokens", "poisoned", "escalated", "family",
+                "drift", "comp_weighted_mean", "comp_weighted_lower", "comp_weighted_upper",
+                "comp_chosen_a", "comp_chosen_b")
+
+
 def _series(ep: pl.DataFrame, window: int, stride: int, *,
             chosen_family: int) -> dict[str, pl.DataFrame]:
     """Per-run, per-episode curves of each row metric (columns scenario, variant, run,
@@ -297,32 +304,71 @@ def scenario_job(out, scenario: str, series: dict, folder: Path, rows=None,
     (the config, the scenario's rows of each series, the variants equal to the loop, the
     note on scenarios it equals), so a figure can be drawn in another process. ``rows``:
     the keys of the rows to draw (default every row of :data:`ROWS`); ``twins``: the
-    scenarios whose episodes equal this one's (:func:`_identical_scenarios`)."""
+    scenarios whose curves equal this one's (:func:`_identical_scenarios`)."""
     cfg = out.config
     keys = [key for key, _, _ in ROWS] if rows is None else list(rows)
     sub = {key: series[key].filter(pl.col("scenario") == scenario).drop("scenario")
            for key in keys}
     same = _same_as_loop(out.tables["episodes"], scenario, f"{cfg.store}_loop")
-    note = (f"identical to {', '.join(twins)} for every variant and run: the settings in "
-            "which they differ change no episode") if twins else ""
-    return cfg, scenario, sub, same, Path(folder), note
+    return cfg, scenario, sub, same, Path(folder), _twin_note(twins)
 
 
-def _identical_scenarios(ep: pl.DataFrame, order) -> dict[str, tuple[str, ...]]:
+def _identical_scenarios(ep: pl.DataFrame, order) -> dict[str, tuple]:
     """Per scenario of ``order``, the other scenarios (in that order) whose episodes equal
-    its own in every column but ``scenario``, for every variant, run and episode: their
-    figures are the same below the title. Scenarios without such a twin are left out."""
-    cols = [c for c in ep.columns if c != "scenario"]
-    keyed = ep.sort("variant", "run", "episode")
-    frames = {s: keyed.filter(pl.col("scenario") == s).select(cols) for s in order}
-    digest = {s: f.hash_rows(seed=0).to_numpy().tobytes() for s, f in frames.items()}
+    its own in every field a scenario figure draws (:data:`DRAWN_FIELDS`), for every run
+    and episode of every variant, or of more than half of them: ``(other, fields,
+    unequal, n)``. ``unequal``: the variants whose curves differ (empty: the figures are
+    the same below the title), of ``n`` variants in the two; ``fields``, when ``unequal``
+    is empty: the other episode fields (but ``scenario``) in which the two differ, in
+    column order (empty: equal episodes). Scenarios without such a twin are left out."""
+    keys = ["variant", "run", "episode"]
+    keyed = ep.sort(keys)
+    frames = {s: keyed.filter(pl.col("scenario") == s).drop("scenario") for s in order}
+    drawn = {s: f.select(*keys, *DRAWN_FIELDS) for s, f in frames.items()}
+    digest = {s: _variant_digests(f) for s, f in drawn.items()}
     twins = {}
     for s in order:
-        others = tuple(o for o in order if o != s and digest[o] == digest[s]
-                       and frames[o].equals(frames[s]))
-        if others and not frames[s].is_empty():
-            twins[s] = others
+        found = []
+        for o in order:
+            names = sorted(set(digest[s]) | set(digest[o]))
+            unequal = tuple(v for v in names if digest[s].get(v) != digest[o].get(v))
+            if o == s or 2 * len(unequal) >= len(names):
+                continue
+            same = pl.col("variant").is_in(unequal).not_()
+            if not drawn[s].filter(same).equals(drawn[o].filter(same)):
+                continue
+            fields = () if unequal else tuple(c for c in frames[s].columns
+                                              if not frames[s][c].equals(frames[o][c]))
+            found.append((o, fields, unequal, len(names)))
+        if found:
+            twins[s] = tuple(found)
     return twins
+
+
+def _variant_digests(frame: pl.DataFrame) -> dict[str, bytes]:
+    """Per variant, the bytes of the row hashes of its rows of ``frame`` (sorted by
+    variant, run, episode): equal for equal rows."""
+    hashes = frame.hash_rows(seed=0).to_numpy()
+    names, first = np.unique(frame["variant"].to_numpy(), return_index=True)
+    bounds = [*first[1:], len(hashes)]
+    return {str(v): hashes[a:b].tobytes() for v, a, b in zip(names, first, bounds)}
+
+
+def _twin_note(twins) -> str:
+    """The title line of a scenario figure whose curves equal other scenarios' (``twins``
+    of :func:`_identical_scenarios`), for every variant or for most; empty without one."""
+    groups: dict[tuple, list[str]] = {}
+    for other, fields, unequal, _ in twins:
+        if not unequal:
+            groups.setdefault(fields, []).append(other)
+    parts = [", ".join(names) + (f" (episodes differing only in {', '.join(cols)})" if cols
+                                 else " (equal episodes)" if len(groups) > 1 else "")
+             for cols, names in groups.items()]
+    lines = [f"every curve identical, for every variant and run, to {'; '.join(parts)}: the "
+             "settings in which they differ change nothing drawn here"] if parts else []
+    lines += [f"curves identical to {other}'s for {n - len(unequal)} of {n} variants (all but "
+              f"{', '.join(unequal)})" for other, _, unequal, n in twins if unequal]
+    return "; ".join(lines)
 
 
 def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set, colors) -> list:

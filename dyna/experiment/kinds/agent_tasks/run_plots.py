@@ -28,6 +28,10 @@ __all__ = ["KNOB_WORDS", "crossover_figure", "drift_outcomes", "metric_words",
            "recovery_figure"]
 
 
+#: Drift outcomes without a recovery time: nothing to recover from (:func:`drift_outcomes`).
+STILL = ("none before", "held")
+
+
 def drift_outcomes(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
                    window: int, points: float) -> list[tuple[str, float]]:
     """What became of each measured drift of one run, under the definition of the
@@ -38,10 +42,14 @@ def drift_outcomes(success: np.ndarray, family: np.ndarray, drift_family: np.nda
 
     Each measured drift is one of
 
-    * ``("no dip", nan)``: the first ``window`` episodes of f from d on are already within
-      ``points`` of ``pre`` (always so when ``pre <= points``). The metric counts the
-      episodes from d to f's first arrival, which depend on the arrivals alone, the same
-      for every variant: there was nothing to recover from, and no recovery time;
+    * ``("none before", nan)``: ``pre <= points``, no level to fall from (the variant had
+      not learned f);
+    * ``("held", nan)``: the first ``window`` episodes of f from d on are already within
+      ``points`` of ``pre``: the drift did not bring f's success down.
+
+      In both the metric counts the episodes from d to f's first arrival after it, which
+      depend on the arrivals alone, the same for every variant: there was nothing to
+      recover from, and there is no recovery time;
     * ``("recovered", t)``: t episodes from d to the first episode of f from which f's
       next ``window`` episodes are back within ``points`` of ``pre``;
     * ``("never", t)``: not back before the next drift (or the end), t episodes away (a
@@ -73,8 +81,10 @@ def drift_outcomes(success: np.ndarray, family: np.ndarray, drift_family: np.nda
         roll = np.convolve(success[after].astype(np.float64), np.ones(window) / window,
                            mode="valid")
         back = np.flatnonzero(roll >= level)
-        if back.size and back[0] == 0:
-            out.append(("no dip", float("nan")))
+        if level < 0:
+            out.append(("none before", float("nan")))
+        elif back.size and back[0] == 0:
+            out.append(("held", float("nan")))
         elif back.size:
             out.append(("recovered", float(after[back[0]] - d)))
         else:
@@ -97,10 +107,9 @@ def _recovery_row(ax, y: float, got: list, color, seed: int) -> tuple[float, str
     """One variant's row of a recovery panel: a bar at the mean episodes to recover over
     the recovered drifts (95% bootstrap CI across them when there are two or more) and
     hollow triangles at the never-recovered drifts' lower bounds; returns the largest x
-    drawn and the counts in words ("2 recovered, 1 never, 3 no dip")."""
+    drawn and the counts in words (:func:`_counts`)."""
     rec = np.array([t for k, t in got if k == "recovered"])
     never = np.array([t for k, t in got if k == "never"])
-    flat = sum(k == "no dip" for k, _ in got)
     top = 0.0
     if rec.size:
         iv = per_run_ci(rec, seed=seed, n_resamples=PLOT_RESAMPLES)
@@ -115,9 +124,13 @@ def _recovery_row(ax, y: float, got: list, color, seed: int) -> tuple[float, str
         ax.plot(never, np.full(never.size, y), ls="none", marker=">", ms=5, color=color,
                 mfc="none", mew=1.2)
         top = max(top, float(never.max()))
-    words = [f"{n} {what}" for n, what in ((rec.size, "recovered"), (never.size, "never"),
-                                           (flat, "no dip")) if n]
-    return top, ", ".join(words) or "not measured"
+    return top, _counts(got)
+
+
+def _counts(got: list) -> str:
+    """Drift outcomes in words: "2 recovered, 1 never, 3 held" ("not measured": none)."""
+    n = {k: sum(kind == k for kind, _ in got) for k in ("recovered", "never", *STILL)}
+    return ", ".join(f"{c} {k}" for k, c in n.items() if c) or "not measured"
 
 
 def _ci(runs: int) -> str:
@@ -126,23 +139,41 @@ def _ci(runs: int) -> str:
 
 
 def recovery_figure(out, folder: Path) -> list[Path]:
-    """``folder/recovery.png|.svg``: a panel per scenario with a measured drift, a row
-    per variant (:func:`_recovery_row`); no figure without one."""
+    """``folder/recovery.png|.svg``: a panel per scenario in which some variant's drifted
+    family fell below its level after a drift, a row per variant (:func:`_recovery_row`);
+    the scenarios with measured drifts but no such fall are named, with their counts, in
+    the title instead of a panel of nothing. No figure without a measured drift."""
     cfg = out.config
     runs, ep = out.tables["runs"], out.tables["episodes"]
     drift = [s for s in runs["scenario"].unique(maintain_order=True)
              if runs.filter(pl.col("scenario") == s)["drifts_measured"].sum() > 0]
     if not drift:
         return []
+    got = {s: {v: _outcomes(ep, s, v, cfg.analysis) for v in cfg.variants} for s in drift}
+    shown = [s for s in drift if any(k not in STILL for per in got[s].values()
+                                     for k, _ in per)]
+    flat = [f"{s} ({_counts([x for per in got[s].values() for x in per])})"
+            for s in drift if s not in shown]
     colors = variant_colors(cfg.variants, cfg.store)
     w, pts = cfg.analysis["recovery_window"], cfg.analysis["recovery_points"] * 100
     n = len(cfg.variants)
-    with figure(figsize=(8.0, (0.28 * n + 1.0) * len(drift) + 1.6)) as fig:
-        axes = fig.subplots(len(drift), 1, squeeze=False)[:, 0]
-        for ax, s in zip(axes, drift):
+    lines = [(f"{cfg.name}: recovery after a drift: the drifted family's success over {w} "
+             f"of its episodes back within {pts:g} points of its level before the drift"),
+             (f"bar: mean over the recovered drifts ({_ci(cfg.runs)}); hollow >: a drift "
+             "never recovered, at least this many episodes"),
+             (f"no recovery time where there was nothing to recover from: \"none before\", "
+             f"the family's success before the drift at most {pts:g} points; \"held\", "
+             f"within {pts:g} points of it in its first {w} episodes after the drift")]
+    if flat:
+        lines.append("no panel, nothing to recover from for any variant: " + "; ".join(flat))
+    heading = "\n".join(textwrap.fill(x, 130) for x in lines)
+    height = (0.28 * n + 1.0) * len(shown) + 0.5 + 0.14 * heading.count("\n")
+    with figure(figsize=(8.0, max(height, 1.2 + 0.14 * heading.count("\n")))) as fig:
+        for ax, s in zip(fig.subplots(len(shown), 1, squeeze=False)[:, 0] if shown else [],
+                         shown):
             ys = np.arange(n)[::-1]
-            rows = [_recovery_row(ax, y, _outcomes(ep, s, v, cfg.analysis), colors[v],
-                                  cfg.seed) for y, v in zip(ys, cfg.variants)]
+            rows = [_recovery_row(ax, y, got[s][v], colors[v], cfg.seed)
+                    for y, v in zip(ys, cfg.variants)]
             ax.set_xlim(0, max(1.0, *(top for top, _ in rows)) * 1.05)
             ax.set_yticks(ys, [f"{v} ({words})" for v, (_, words) in zip(cfg.variants, rows)],
                           fontsize=7)
@@ -152,14 +183,7 @@ def recovery_figure(out, folder: Path) -> list[Path]:
             ax.set_title(s, fontsize=9)
             ax.tick_params(labelsize=7)
             ax.grid(axis="x", alpha=0.3)
-        fig.suptitle(
-            f"{cfg.name}: recovery after a drift: the drifted family's success over "
-            f"{w} of its episodes back within {pts:g} points of its level before the "
-            f"drift\nbar: mean over the recovered drifts ({_ci(cfg.runs)}); hollow >: a "
-            "drift never recovered, at least this many episodes\n\"no dip\": already "
-            f"within {pts:g} points in its first {w} episodes after the drift (or at most "
-            f"{pts:g} points before it): nothing to recover from, no time drawn",
-            fontsize=8)
+        fig.suptitle(heading, fontsize=8)
         return save(fig, folder / "recovery")
 
 
