@@ -236,6 +236,8 @@ def test_setup_says_the_type_oracle_sees_each_tasks_api_cost():
         costs={"c_escalate": 10.0, "act_cost": "cost_usd", "p_star": [0.5]}))
     text = "\n".join(report._setup(SimpleNamespace(config=replay, manifest={}, tables={})))
     assert "with that task's own logged cost" in text and "only the level of the regret" in text
+    # the logged USD cost is added unscaled, so every cost is in US dollars
+    assert "Costs are in USD per task" in text
     plain = "\n".join(report._setup(SimpleNamespace(config=parse_experiment(raw()),
                                                     manifest={}, tables={})))
-    assert "type-level oracle" not in plain
+    assert "type-level oracle" not in plain and "Costs are in cost units per task" in plain

@@ -13,7 +13,7 @@ from dyna.experiment.config import (NAME_RE, check_bool, check_keys, check_strin
                                     table_of, with_run_overrides)
 
 __all__ = ["CostSetting", "EscalationConfig", "FEEDBACK", "PolicyVariant", "RULES",
-           "Scenario", "build_policy", "class_costs", "parse_escalation"]
+           "Scenario", "build_policy", "class_costs", "cost_unit", "parse_escalation"]
 
 
 FEEDBACK = ("censored", "full")
@@ -523,3 +523,15 @@ def build_policy(config: EscalationConfig, variant: PolicyVariant, setting):
                        else st.p_star, delta=delta, min_episodes=variant.min_episodes,
                        epsilon=variant.epsilon, c_escalate=c_e, c_failure=c_f, c_act=c_a,
                        field_prefix=f"variants.{variant.name}.")
+
+
+def cost_unit(config) -> str:
+    """The unit of the costs of an escalation experiment ``config``: ``"USD"`` when its
+    acting cost is the replayed log's ``cost_usd`` column unscaled (``costs.act_cost =
+    "cost_usd"``, ``costs.act_cost_scale = 1``), as the escalation and failure costs it is
+    added to must then be US dollars too; else ``"cost units"`` (synthetic streams and
+    logs replayed without their costs carry no unit)."""
+    costs = config.costs
+    if costs.get("act_cost") == "cost_usd" and costs.get("act_cost_scale") == 1.0:
+        return "USD"
+    return "cost units"

@@ -44,6 +44,7 @@ from matplotlib.legend import Legend
 from matplotlib.legend_handler import HandlerLine2D
 from matplotlib.lines import Line2D
 
+from dyna.experiment.kinds.escalation.config import cost_unit
 from dyna.experiment.plotting import figure, legend_below, over_runs, save
 from dyna.experiment.stats import curve_ci
 
@@ -254,18 +255,6 @@ def _draw_groups(axes, curves: dict, colors: dict, band_alpha: float,
 
 #: Linear range of the symmetric-log y-axes (cost units): below it the axis is linear.
 SYMLOG_LINEAR = 1.0
-
-
-def cost_unit(config) -> str:
-    """The unit of the costs of an escalation experiment ``config``: ``"USD"`` when its
-    acting cost is the replayed log's ``cost_usd`` column unscaled (``costs.act_cost =
-    "cost_usd"``, ``costs.act_cost_scale = 1``), as the escalation and failure costs it is
-    added to must then be US dollars too; else ``"cost units"`` (synthetic streams and
-    logs replayed without their costs carry no unit)."""
-    costs = config.costs
-    if costs.get("act_cost") == "cost_usd" and costs.get("act_cost_scale") == 1.0:
-        return "USD"
-    return "cost units"
 
 
 def slug(text: str) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from dyna.experiment.kinds.escalation.config import cost_unit
 from dyna.experiment.kinds.escalation.metrics import fit_log_growth, recovery_steps
 from dyna.experiment.kinds.escalation.plots import over_systems, slug, stat_options
 from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
@@ -115,8 +116,8 @@ def _setup(out) -> list[str]:
     b, t = m.get("backend", {}), m.get("timing", {})
     lines.append(f"- backend {b.get('name')} ({b.get('jobs')} jobs); run time "
                  f"{t.get('run_time_s', float('nan')):.1f} s")
-    lines += ["", "Costs are in cost units per task; regret is per task against the type "
-              "oracle (knows each type's true rate) and the task oracle (knows each task's "
+    lines += ["", f"Costs are in {cost_unit(cfg)} per task; regret is per task against the "
+              "type oracle (knows each type's true rate) and the task oracle (knows each task's "
               "outcome). Competence error: mean over task types of |posterior mean - true "
               "rate| after the last task. Intervals: bootstrap over runs "
               f"({cfg.analysis.confidence:.0%}); where several systems are pooled, each "
@@ -456,7 +457,8 @@ def _thompson(out) -> list[str]:
                     rows.append([sc, name, rc, fb, fmt(m["cum_pseudo_regret"][-1]),
                                  f"{f['slope_log']:.3g}", f"{f['r2_log']:.3f}",
                                  f"{f['r2_linear']:.3f}", f"{f['exponent']:.3f}", growth])
-    lines += md_table(["scenario", "policy", "cost setting", "feedback", "R(T), cost units",
+    lines += md_table(["scenario", "policy", "cost setting", "feedback",
+                       f"R(T), {cost_unit(cfg)}",
                      "b (per ln t)",
                      "R² log fit", "R² linear fit", "exponent",
                      "best growth model (AIC: log, sqrt, linear)"], rows)
