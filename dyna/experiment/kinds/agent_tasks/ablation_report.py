@@ -268,7 +268,7 @@ def fit_line(head: str, items: list[str], sep: str = "; ",
     return head.rstrip(": ") + "."
 
 
-def _grouped(cfg, effects: dict[str, Effect], scope: list[str],
+def _grouped(effects: dict[str, Effect], scope: list[str],
              others: bool) -> tuple[list[str], list[str]]:
     """``"`outcome_gate` -15% [-25%, -5%] in `drift`, `volume`"``: one clause per
     safeguard, its scenarios together, largest effect first, and each clause in brief
@@ -296,7 +296,7 @@ def _effect_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
     success (which also names the scenarios where none separates on either)."""
     names = [s for s, _ in cfg.scenarios]
     none = f"none separated from 0 at {cfg.runs} runs"
-    units = "(off vs full loop, 95% CI): "
+    units = f"(off vs full loop, {float(cfg.analysis['confidence']):.0%} CI): "
     success = separated_effects(cfg, runs, cells, RANKED[0])
     rest = [s for s in names if s not in success]
     tokens = {s: e for s, e in separated_effects(cfg, runs, cells, RANKED[1]).items()
@@ -305,7 +305,7 @@ def _effect_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
         return [f"- matters most for final success, then tokens per success: {none} in any "
                 "scenario."]
     if success:
-        clauses, brief = _grouped(cfg, success, names, others=False)
+        clauses, brief = _grouped(success, names, others=False)
         lines = [fit_line(f"- matters most for final success {units}", clauses, brief=brief)]
     else:
         lines = [f"- matters most for final success: {none} in any scenario."]
@@ -314,7 +314,7 @@ def _effect_lines(cfg, runs: pl.DataFrame, cells) -> list[str]:
     quiet = [f"`{s}`" for s in rest if s not in tokens]
     if not tokens:
         return lines + [f"- else, for tokens per success: {none} in {', '.join(quiet)}."]
-    clauses, brief = _grouped(cfg, tokens, rest, others=bool(success))
+    clauses, brief = _grouped(tokens, rest, others=bool(success))
     if quiet:
         clauses.append(f"{none} in {', '.join(quiet)}")
         brief.append(f"none separated in {len(quiet)}")
