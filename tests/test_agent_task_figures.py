@@ -307,8 +307,15 @@ def test_the_crossover_map_speaks_words_with_units(run):
     assert ax["ylabel"] == "success rate, episodes 31-60"
     assert ax["xlabel"] == "false success rate (probability),\nleast to most severe"
     assert ax["title"] == "learning from failure"
+    texts = [t for t, _ in ax["yticks"]]     # plain digits, no offset text
+    assert "1" in texts and all(RP.thousands(float(t)) == t for t in texts)
     assert shots["crossover"]["legends"] == [["no_learning", "naive_loop", "skill_loop",
                                               "naive_loop+outcome_gate"]]
+
+
+def test_crossover_ticks_are_plain_numbers():
+    assert [RP.thousands(x) for x in (800000.0, 1250.0, 0.25, 0.0, 40.0)] == [
+        "800,000", "1,250", "0.25", "0", "40"]
 
 
 def test_metric_words_name_the_window_in_episodes():

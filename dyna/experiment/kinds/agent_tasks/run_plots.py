@@ -18,14 +18,15 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from matplotlib.ticker import FuncFormatter
 
 from dyna.experiment.kinds.agent_tasks.metrics import DRIFT_ARRIVALS
 from dyna.experiment.kinds.agent_tasks.plots import PLOT_RESAMPLES, variant_colors
 from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import per_run_ci
 
-__all__ = ["KNOB_WORDS", "crossover_figure", "drift_outcomes", "metric_words",
-           "recovery_figure"]
+__all__ = ["KNOB_WORDS", "STILL", "crossover_figure", "drift_outcomes", "metric_words",
+           "recovery_figure", "thousands"]
 
 
 #: Drift outcomes without a recovery time: nothing to recover from (:func:`drift_outcomes`).
@@ -227,6 +228,12 @@ def metric_words(metric: str, cfg) -> str:
     return words.get(metric, metric.replace("_", " "))
 
 
+def thousands(x: float, _pos=None) -> str:
+    """A tick label in plain digits with thousands separators ("800,000", not "8e5" with
+    an offset), and small numbers as they are ("0.25")."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:g}"
+
+
 def _sweep_curve(runs: pl.DataFrame, pts, variant: str, metric: str, seed: int):
     """Mean and 95% bootstrap CI across runs of ``metric`` at each sweep point (NaN
     where no run has a value): three lists."""
@@ -272,6 +279,7 @@ def crossover_figure(out, folder: Path) -> list[Path]:
             knob = KNOB_WORDS.get(sw.knob, sw.knob.replace("_", " "))
             ax.set_xlabel(f"{knob},\nleast to most severe", fontsize=8)
             ax.set_ylabel(textwrap.fill(metric_words(sw.metric, cfg), 34), fontsize=8)
+            ax.yaxis.set_major_formatter(FuncFormatter(thousands))
             ax.set_title(sw.name.replace("_", " "), fontsize=9)
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=7)
