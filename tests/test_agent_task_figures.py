@@ -299,6 +299,29 @@ def test_the_poisoned_row_has_a_y_scale_per_panel_and_says_so(run):
         assert row[0]["left_labels"] and not row[1]["left_labels"]
 
 
+def test_a_count_panel_spanning_orders_of_magnitude_is_log_above_one(run, tmp_path,
+                                                                      monkeypatch):
+    out, _ = run
+    assert P._spread([np.zeros(5), np.array([0.0, 300.0]), np.array([2.0, 20.0])])
+    assert not P._spread([np.zeros(5), np.array([0.0, 300.0])])     # zeros stay apart
+    assert not P._spread([np.array([0.0, 300.0]), np.array([0.0, 31.0])])
+    job = list(P.scenario_job(out, "base", P._all_series(out), tmp_path))
+    # the naive loop's poisoned entries x 100 beside one entry of the naive loop with
+    # the outcome gate: the baselines panel spans 0, 1 and hundreds
+    job[2] = {**job[2], "poisoned": job[2]["poisoned"].with_columns(
+        pl.when(pl.col("variant") == "naive_loop").then(pl.col("y") * 100)
+        .when(pl.col("variant") == "naive_loop+outcome_gate").then(1.0)
+        .otherwise(pl.col("y")).alias("y"))}
+    shots = {}
+    real = P.save
+    monkeypatch.setattr(P, "save", lambda fig, stem, **kw: (
+        shots.__setitem__(stem.name, fig.axes[-2:] and [
+            (ax.get_yscale(), [t.get_text() for t in ax.texts]) for ax in fig.axes[-2:]]),
+        real(fig, stem, **kw))[1])
+    P.scenario_figure(*job)
+    assert shots["scenario_base"] == [("symlog", ["log scale above 1"]), ("linear", [])]
+
+
 # ------------------------------------------------------------------------- crossover
 
 def test_the_crossover_map_speaks_words_with_units(run):

@@ -1,18 +1,18 @@
 """Kind ``agent_tasks``: the standard plots (see :func:`draw_plots`).
 
-One figure per scenario as small multiples: a row per metric, a
-column per group of at most six variants (the baselines, the tabular learners, the
-safeguard ablations in groups of five; the full loop, in black, in every column as the
-reference), the legend of each column under its bottom panel, outside the data. Each
-variant has its own colour, the same in every panel and figure (:func:`variant_colors`),
-and a dotted vertical line marks each drift episode. The token row's log axis spans the
-0.5th-99.5th percentiles of what is drawn, so one exploding early value cannot flatten
-the rest; the poisoned-entries row gives each panel its own y scale
-(:data:`OWN_SCALE_ROWS`), so one variant's hundreds do not squash another panel's few to
-a line at zero. A scenario whose curves equal another's for every variant names it in
-its title. Bands of the success, token and poisoned-entry rows are 95% bootstrap
-confidence intervals across runs (:func:`dyna.experiment.stats.curve_ci`) of the
-per-episode quantity.
+One figure per scenario as small multiples: a row per metric, a column per group of at
+most six variants (the baselines, the tabular learners, the safeguard ablations in groups
+of five; the full loop, in black, in every column as the reference), the legend of each
+column under its bottom panel, outside the data. Each variant has its own colour, the
+same in every panel and figure (:func:`variant_colors`), and a dotted vertical line marks
+each drift episode. The token row's log axis spans the 0.5th-99.5th percentiles of what
+is drawn, so one exploding early value cannot flatten the rest; the poisoned-entries row
+gives each panel its own y scale (:data:`OWN_SCALE_ROWS`), so one variant's hundreds do
+not squash another panel's few to a line at zero, and a panel whose curves span orders of
+magnitude is logarithmic above 1 (:func:`_spread`). A scenario whose curves equal
+another's for every variant, or for most, names it in its title. Bands of the success,
+token and poisoned-entry rows are 95% bootstrap confidence intervals across runs
+(:func:`dyna.experiment.stats.curve_ci`) of the per-episode quantity.
 
 The two competence rows show what the agent's Beta posteriors say against what happened
 (:func:`dyna.agents.loop_agents.competence_fields`): the arrival-weighted competence over
@@ -448,6 +448,27 @@ def _scale_row(axes_row, drawn: list[list], scale: str, own: bool) -> None:
         ax.set_ylim(*(_limits(got, row_scale) if own else ylim))
         if own:
             ax.tick_params(labelleft=True)
+            if _spread(got):
+                # linear from 0 to 1, logarithmic above: 0, 3 and 300 entries apart
+                ax.set_yscale("symlog", linthresh=1.0)
+                ax.set_ylim(-0.3, max(float(np.nanmax(d)) for d in got) * 1.6)
+                ax.text(0.02, 0.97, "log scale above 1", transform=ax.transAxes,
+                        fontsize=6, va="top", color="0.3")
+
+
+#: A count panel whose largest curve is this many times another's (non-zero) largest is
+#: drawn on a symmetric log axis (:func:`_spread`).
+SPREAD = 10.0
+
+
+def _spread(curves: list) -> bool:
+    """Whether a count panel's curves span orders of magnitude: the largest curve's
+    highest point is at least :data:`SPREAD` times another curve's highest point above
+    zero, so a linear axis would flatten the smaller curve onto the zero line."""
+    tops = [float(np.nanmax(c)) for c in curves if np.isfinite(c).any()]
+    positive = [t for t in tops if t > 0]
+    return len(positive) > 0 and len(tops) > 1 and max(positive) >= SPREAD * min(
+        [t for t in positive if t < max(positive)] or [max(positive)])
 
 
 def _legends(axes_row, styles: bool, W: int) -> None:
