@@ -11,6 +11,7 @@ definition: a clock of theirs that returns a datetime is refused, naming ``clock
 """
 
 import datetime as dt
+import functools
 import json
 
 import numpy as np
@@ -20,6 +21,7 @@ import pytest
 from dyna.buffer import ExperienceBuffer
 from dyna.errors import ConfigError
 from dyna.experience import ExperienceStore
+from dyna.loops import memory as memory_module
 from dyna.loops.memory import MemoryStore
 from dyna.loops.skills import Skill, SkillLibrary
 
@@ -98,6 +100,30 @@ def test_every_entry_point_that_reads_a_clock_refuses_a_naive_time():
     assert len(lib.pending()) == 2 and len(mem.pending()) == 2
     assert (len(lib.history()), len(mem.history())) == logged == (5, 5)
     assert lib.posterior("a") == mem.posterior("host is web1") == (1.0, 1.0)   # no outcome
+
+
+def test_each_memory_write_reads_the_clock_once_and_logs_that_time():
+    """A write's date, its staged time and every history record it makes come from one
+    reading, so they agree even when the clock moves during the write (here: one second
+    per reading)."""
+    now, lib, staged, mem, facts = _stores()
+    readings = []
+
+    def ticking():
+        readings.append(NOON + dt.timedelta(seconds=len(readings)))
+        return readings[-1]
+
+    mem._clock = functools.partial(memory_module._utc_now, ticking)
+    calls = [(name, call) for name, call in _clock_readers(lib, staged, mem, facts)
+             if name.startswith("MemoryStore.")]
+    assert len(calls) == 7
+    for name, call in calls:
+        first, n_hist = len(readings), len(mem.history())
+        call()
+        assert len(readings) == first + 1, name
+        times = {h["time"] for h in mem.history()[n_hist:]}
+        assert times == {readings[-1].isoformat(timespec="seconds")}, name
+    # (approve logs "approve" and "add", consolidate three "drop-vague": one time each)
 
 
 def test_every_date_a_clock_gives_is_the_utc_date():

@@ -294,13 +294,14 @@ class MemoryStore(PendingFacts):
         return dict(self._net.counts)
 
     @contextlib.contextmanager
-    def _writing(self):
-        """Thread lock, inter-process file lock, and the facts re-read under them; the clock
-        is read first, so a naive time is refused before a write changes anything."""
-        self._clock()
+    def _writing(self, now: _dt.datetime | None = None):
+        """Thread lock, inter-process file lock, and the facts re-read under them; yields the
+        write's time, read once before anything changes (``now``: the caller's reading), so
+        a naive time is refused first and every record of the write carries the same time."""
+        now = self._clock() if now is None else now
         with self._lock, self.backend.locked():
             self._reread()
-            yield
+            yield now
 
     def _reread(self) -> None:
         """The facts as the backend holds them now; the same tuple kept when they are the
@@ -310,10 +311,10 @@ class MemoryStore(PendingFacts):
         if not (len(new) == len(old) and all(map(operator.is_, new, old))):
             self._entries = tuple(new)
 
-    def _log(self, op: str, text: str, run_id: str, reason: str = "") -> None:
+    def _log(self, op: str, text: str, run_id: str, reason: str, at: _dt.datetime) -> None:
         # "time" is not scanned: datetime's own isoformat (whatever a subclass the clock
         # returns overrides) writes digits and "-:T+" only, which no detector catches
-        now = _dt.datetime.isoformat(self._clock(), timespec="seconds")
+        now = _dt.datetime.isoformat(at, timespec="seconds")
         rec = self._net.values({"seq": self.backend.seq + 1, "op": op, "run_id": run_id,
                                 "text": text, "reason": reason})
         self.backend.append_history({"seq": rec["seq"], "time": now, **rec})
@@ -416,12 +417,13 @@ class MemoryStore(PendingFacts):
         ConfigError
             Invalid text, source, trust or date.
         """
-        today = self._clock().date().isoformat()
-        entry = self._entry(text, date or today, source or run_id, trust, run_id)
-        with self._writing():
+        at = self._clock()
+        entry = self._entry(text, date or at.date().isoformat(), source or run_id, trust,
+                            run_id)
+        with self._writing(at):
             result, records = self._apply(entry, run_id, approval)
             for op, e, why in records:
-                self._log(op, e.text, run_id, why)
+                self._log(op, e.text, run_id, why, at)
             return result
 
     def _apply(self, entry: MemoryEntry, run_id: str,
@@ -464,12 +466,12 @@ class MemoryStore(PendingFacts):
         ConfigError
             No such fact.
         """
-        with self._writing():
+        with self._writing() as at:
             e = self.find(text)
             if e is None:
                 raise ConfigError("text", text, "no such fact")
             self._save([x for x in self._entries if x is not e])
-            self._log("remove", e.text, run_id, reason)
+            self._log("remove", e.text, run_id, reason, at)
             return e
 
     def record_outcomes(self, outcomes: Mapping[str, bool], run_id: str = "") -> list[str]:
@@ -512,7 +514,7 @@ class MemoryStore(PendingFacts):
         retired: list[str] = []
         if not outcomes:
             return retired
-        with self._writing():
+        with self._writing() as at:
             updated: dict[int, MemoryEntry] = {}
             gone: dict[int, str] = {}     # id of a fact retired -> the history's reason
             for text, ok in outcomes.items():
@@ -532,7 +534,7 @@ class MemoryStore(PendingFacts):
             if updated:
                 self._save([e for e in self._entries if id(e) not in gone], updated)
             for text, reason in zip(retired, gone.values()):
-                self._log("retire", text, run_id, reason)
+                self._log("retire", text, run_id, reason, at)
         return retired
 
     def posterior(self, text: str) -> tuple[float, float]:
@@ -602,7 +604,7 @@ class MemoryStore(PendingFacts):
         -------
         ConsolidationReport
         """
-        with (self._lock if dry_run else self._writing()):
+        with (self._lock if dry_run else self._writing()) as at:
             if dry_run:
                 self._reread()   # (a write re-reads under its locks)
             entries, vague, superseded, merged = consolidation_plan(
@@ -617,5 +619,5 @@ class MemoryStore(PendingFacts):
                 if report.changed:
                     self._save(entries)
                 for op, text, reason in report.history_records(self.cap):
-                    self._log(op, text, run_id, reason)
+                    self._log(op, text, run_id, reason, at)
             return report

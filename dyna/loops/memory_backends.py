@@ -308,16 +308,16 @@ class PendingFacts:
               provenance=(), reason: str = "") -> PendingFact:
         """Stage a fact instead of writing it (trust ``untrusted`` until approved); ids
         ``m0001``, ``m0002``... are unique across processes sharing the file."""
-        with self._writing():
-            today = self._clock().date().isoformat()
-            entry = self._entry(text, today, source or run_id, "untrusted", run_id)
+        with self._writing() as at:
+            entry = self._entry(text, at.date().isoformat(), source or run_id, "untrusted",
+                                run_id)
             items = self.pending()
             clean = self._net.values({"provenance": list(provenance), "reason": reason})
             item = PendingFact(next_pending_id(self.backend, items), entry, run_id,
-                               _dt.datetime.isoformat(self._clock(), timespec="seconds"),
+                               _dt.datetime.isoformat(at, timespec="seconds"),
                                tuple(clean["provenance"]), clean["reason"])
             self.backend.write_pending(items + [item])
-            self._log("stage", entry.text, run_id, item.id)
+            self._log("stage", entry.text, run_id, item.id, at)
             return item
 
     def approve(self, pid: str) -> StoreResult:
@@ -330,16 +330,16 @@ class PendingFacts:
         ConfigError
             Unknown id.
         """
-        with self._writing():
+        with self._writing() as at:
             p = find_pending(self.backend, pid)
-            date = p.entry.date or self._clock().date().isoformat()
+            date = p.entry.date or at.date().isoformat()
             entry = self._entry(p.entry.text, date, p.entry.source or p.run_id, "approved",
                                 p.run_id)
             result, records = self._apply(entry, p.run_id, True)
             drop_pending(self.backend, pid)
-            self._log("approve", p.entry.text, p.run_id, pid)
+            self._log("approve", p.entry.text, p.run_id, pid, at)
             for op, e, why in records:
-                self._log(op, e.text, p.run_id, why)
+                self._log(op, e.text, p.run_id, why, at)
             return result
 
     def reject(self, pid: str) -> PendingFact:
@@ -350,9 +350,9 @@ class PendingFacts:
         ConfigError
             Unknown id.
         """
-        with self._writing():
+        with self._writing() as at:
             p = take_pending(self.backend, pid)
-            self._log("reject", p.entry.text, p.run_id, pid)
+            self._log("reject", p.entry.text, p.run_id, pid, at)
             return p
 
 
