@@ -73,12 +73,19 @@ def test_runs_and_exchanges(replayed):
     report = (replayed / "report.md").read_text()
     assert "| naive_loop | 1 | 2 | 0 | 0 | 1 | 1 | 0 | 0 | 0 | 1 |" in report
     assert "| naive_loop | length 1, turn budget 1 | malformed_arguments 1 | - | - |" in report
-    # the headline's model line: 3 reviews asked the model (memory_loop's 3 were skipped
-    # by the outcome gate), 2 cut off; the one committed lesson copies the prompt (junk)
-    assert report.splitlines()[5] == (
-        "- The model reviewer `gemma-3-270m-q4_k_m`: 3 reviews sent a request, 2 of them cut "
-        "off or failed (length 1, turn budget 1); 1 lesson committed (naive_loop 1), 1 of "
-        "them junk; 0 personal values in the store files.")
+    head = report.split("## Headline\n\n")[1].split("\n\n")[0].splitlines()
+    assert [len(line) for line in head] == [126, 124, 96, 86]
+    # one seed gives no interval over seeds
+    assert head[0].endswith("through 2 loop variants; 1 reviewer seed: no interval over seeds.")
+    # the model's lines: 3 reviews asked the model (memory_loop's 3 were skipped by the
+    # outcome gate), 2 cut off; the one committed lesson copies the prompt (junk)
+    assert head[1] == ("- The model reviewer `gemma-3-270m-q4_k_m`: 3 reviews sent a request, "
+                       "2 of them cut off or failed (length 1, turn budget 1).")
+    assert head[2] == ("- Its lessons: 1 committed (naive_loop 1), 1 of them junk; 0 personal "
+                       "values in the store files.")
+    # the 3 runs are of 3 task types: nothing to induce
+    assert head[3] == ("- Workflow induction: no held-out task scored (section \"Workflow "
+                       "induction\" says why).")
 
 
 def test_the_recording_passes_the_secret_scanner():

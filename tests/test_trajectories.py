@@ -442,11 +442,41 @@ def test_run_end_to_end_on_a_cut_down_file(tmp_path):
     report = (out / "report.md").read_text()
     head = report.split("## Headline\n\n")[1].split("\n\n")[0].splitlines()
     assert 1 <= len(head) <= 5 and all(line.startswith("- ") for line in head)
-    assert "memory_loop: 0 with redaction" in head[1]
+    assert head[1] == ("- Personal values to the reviewer, redaction on vs off: memory_loop 0 vs "
+                       "28; 0 in the 2 stores.")
     assert ("payment_id, payment_methods; the tool calls are declared trusted "
             "(`[digest] tools_trusted = true`)") in report
     se = pl.read_parquet(out / "store_episodes.parquet")
     assert se.get_column("in_store").sum() == 0 and se.get_column("episodes")[0] == 32
+
+
+def test_headline_short_lines_with_intervals_over_two_seeds(tmp_path):
+    """Five headline lines of at most 160 characters, the personal data and outcome-gate
+    lines with intervals over the two reviewer seeds."""
+    raw = [r for r in json.loads(FULL.read_text()) if r["task_id"] < 8]
+    (tmp_path / "runs.json").write_text(json.dumps(raw))
+    toml = tmp_path / "t.toml"
+    toml.write_text('kind = "trajectories"\nname = "two"\nruns = 2\ndata = "runs.json"\n'
+                    'variants = ["skill_loop", "skill_loop-no_redaction", '
+                    '"skill_loop-no_outcome_gate", "memory_loop", "memory_loop-no_redaction", '
+                    '"memory_loop-no_outcome_gate", "awm"]\n'
+                    "[analysis]\nn_resamples = 200\n")
+    out = tmp_path / "out"
+    assert main(["run", str(toml), "--out", str(out), "--no-progress"]) == 0
+    report = (out / "report.md").read_text()
+    head = report.split("## Headline\n\n")[1].split("\n\n")[0].splitlines()
+    assert head == [
+        "- Replayed 32 recorded runs (8 tasks x 4 trials, 5 rewarded 1) through 6 loop variants "
+        "and 1 baseline; mean per replay [95% CI over 2 reviewer seeds].",
+        "- Personal values to the reviewer, redaction on vs off: skill_loop 0 [0, 0] vs 28 "
+        "[28, 28], memory_loop 0 [0, 0] vs 28 [28, 28]; 0 in the 4 stores.",
+        "- Lessons from failed runs, outcome gate on vs off: skill_loop 0 [0, 0] vs 27 [26, 28], "
+        "memory_loop 0 [0, 0] vs 19.5 [18, 21].",
+        "- Workflow induction on 6 held-out tasks: recall 0.561 [0.338, 0.806], precision 0.217 "
+        "[0.2, 0.242] (95% CI over tasks).",
+        "- The type's most frequent ground-truth sequence: recall 0.644 [0.4, 0.889], precision "
+        "0.611 [0.389, 0.889]."]
+    assert max(len(line) for line in head) <= 160
 
 
 def test_readme_trajectories_snippet_runs_as_written(monkeypatch):

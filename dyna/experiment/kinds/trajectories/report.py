@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from dyna.experiment.reporting import fmt, md_table, plots_section, short_hash
+from dyna.experiment.stats import per_run_ci
 
 __all__ = ["build_report"]
 
@@ -43,7 +44,6 @@ def build_report(out, folder: Path) -> str:
     runs, induction = out.tables["runs"], out.tables["induction"]
     summary = out.tables["induction_summary"]
     data = man.get("data", {})
-    R = runs.get_column("run").n_unique()
     m = _means(runs)
     loops = [v for v in m if m[v]["learner"] == "loop"]
     baselines = [v for v in m if m[v]["learner"] == "baseline"]
@@ -53,7 +53,7 @@ def build_report(out, folder: Path) -> str:
     if "llm_reviews" in out.tables:
         from dyna.experiment.kinds.trajectories.report_llm import llm_headline
         model = llm_headline(cfg, out)
-    lines += _headline(data, R, m, loops, baselines, summ, model)
+    lines += _headline(cfg, data, runs, m, loops, baselines, summ, model)
     lines += _setup(cfg, man, data)
     lines += _personal_data(runs, m, loops)
     lines += _outcome_gate(m)
@@ -68,41 +68,67 @@ def build_report(out, folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _headline(data: dict, R: int, m: dict, loops: list, baselines: list, summ: dict,
-              model: str | None = None) -> list[str]:
-    """The headline: what was replayed, what a model reviewer wrote (``model``, a line of
-    its own), personal values reaching the reviewer and the store files, lessons from
-    failed runs, workflow induction."""
-    lines: list[str] = []
+def _headline(cfg, data: dict, runs: pl.DataFrame, m: dict, loops: list, baselines: list,
+              summ: dict, model: list[str] | None = None) -> list[str]:
+    """The headline, at most five short lines: what was replayed, what a model reviewer
+    wrote (``model``, its own lines), personal values reaching the reviewer and the store
+    files, lessons from failed runs, workflow induction. Means per replay carry intervals
+    over the reviewer seeds (runs) where there are two or more; induction's intervals are
+    over the held-out tasks."""
+    R = runs.get_column("run").n_unique()
+    pct = f"{int(cfg.analysis['confidence'] * 100)}%"
+    through = _plural(len(loops), "loop variant") + (
+        f" and {_plural(len(baselines), 'baseline')}" if baselines else "")
+    seeds = (f"mean per replay [{pct} CI over {R} reviewer seeds]" if R >= 2
+             else "1 reviewer seed: no interval over seeds")
     head = [f"- Replayed {data.get('runs', '?')} recorded runs ({data.get('tasks', '?')} tasks "
-            f"x {data.get('trials', '?')} trials, {data.get('successes', '?')} rewarded 1) "
-            f"through {len(loops)} loop variants and {len(baselines)} literature baselines, "
-            f"{R} reviewer seed{'s' if R != 1 else ''}."]
-    if model is not None:
-        head.append(model)
-    pd_bits = []
-    for on, off in _PAIRS:
-        if on in m and off in m:
-            pd_bits.append(f"{on}: {_n(m[on]['pd_reviewer'])} with redaction, "
-                           f"{_n(m[off]['pd_reviewer'])} without; store files "
-                           f"{_n(m[on]['pd_store'])} and {_n(m[off]['pd_store'])}")
-    if pd_bits:
-        head.append("- Harvested personal values reaching the reviewer (digest + proposals) "
-                    "and the store files, mean per run: " + "; ".join(pd_bits) + ".")
-    gate_bits = [f"{on} {_n(m[on]['lessons_from_failed'])} vs {_n(m[off]['lessons_from_failed'])}"
-                 f" without the gate" for on, off in _GATES if on in m and off in m]
-    if gate_bits:
-        head.append("- Lessons written from failed runs: " + "; ".join(gate_bits) + ".")
-    if ("induced", "recall") in summ:
-        n = summ[("induced", "recall")]["n_tasks"]
-        head.append(
-            f"- Workflow induction over {n} held-out tasks: recall "
-            f"{_ci(summ[('induced', 'recall')])}, precision "
-            f"{_ci(summ[('induced', 'precision')])}; the type's most frequent ground-truth "
-            f"sequence: recall {_ci(summ.get(('mode_ground_truth', 'recall')))}"
-            f", precision {_ci(summ.get(('mode_ground_truth', 'precision')))}.")
-    lines += ["## Headline", ""] + head[:5] + [""]
-    return lines
+            f"x {_plural(data.get('trials', '?'), 'trial')}, {data.get('successes', '?')} "
+            f"rewarded 1) through {through}; {seeds}."]
+    head += model or []
+
+    def pair(col: str, on: str, off: str) -> str:
+        return f"{on} {_seed_ci(cfg, runs, on, col)} vs {_seed_ci(cfg, runs, off, col)}"
+
+    pairs = [(on, off) for on, off in _PAIRS if on in m and off in m]
+    if pairs:
+        stores = [m[v]["pd_store"] for p in pairs for v in p]
+        store = (f"0 in the {len(stores)} stores" if not any(stores) else
+                 f"NOT 0 in {sum(x > 0 for x in stores)} of the {len(stores)} stores")
+        head.append("- Personal values to the reviewer, redaction on vs off: "
+                    + ", ".join(pair("pd_reviewer", *p) for p in pairs) + f"; {store}.")
+    gates = [(on, off) for on, off in _GATES if on in m and off in m]
+    if gates:
+        head.append("- Lessons from failed runs, outcome gate on vs off: "
+                    + ", ".join(pair("lessons_from_failed", *p) for p in gates) + ".")
+    n = summ[("induced", "recall")]["n_tasks"] if ("induced", "recall") in summ else None
+    if n == 0:
+        head.append("- Workflow induction: no held-out task scored (section \"Workflow "
+                    "induction\" says why).")
+    elif n is not None:
+        head.append(f"- Workflow induction on {n} held-out tasks: recall "
+                    f"{_ci(summ[('induced', 'recall')])}, precision "
+                    f"{_ci(summ[('induced', 'precision')])} ({pct} CI over tasks).")
+        head.append("- The type's most frequent ground-truth sequence: recall "
+                    f"{_ci(summ.get(('mode_ground_truth', 'recall')))}, precision "
+                    f"{_ci(summ.get(('mode_ground_truth', 'precision')))}.")
+    return ["## Headline", ""] + head[:5] + [""]
+
+
+def _plural(k, noun: str) -> str:
+    """``"1 trial"``, ``"4 trials"`` (``k`` may be ``"?"``)."""
+    return f"{k} {noun}{'' if k == 1 else 's'}"
+
+
+def _seed_ci(cfg, runs: pl.DataFrame, variant: str, col: str) -> str:
+    """``col``'s mean over the runs (reviewer seeds) of ``variant``, with its bootstrap
+    interval (:func:`dyna.experiment.stats.per_run_ci`, ``[analysis]`` confidence and
+    resamples) where there are two or more runs: ``"94.5 [93, 96]"``, ``"0"`` for one run."""
+    values = runs.filter(pl.col("variant") == variant).sort("run").get_column(col).to_numpy()
+    iv = per_run_ci(values, confidence=cfg.analysis["confidence"],
+                    n_resamples=cfg.analysis["n_resamples"], seed=cfg.seed)
+    if iv.n < 2:
+        return _n(iv.estimate)
+    return f"{_n(iv.estimate)} [{_n(iv.low)}, {_n(iv.high)}]"
 
 
 def _setup(cfg, man: dict, data: dict) -> list[str]:

@@ -93,10 +93,10 @@ def llm_section(cfg, out) -> list[str]:
     return lines
 
 
-def llm_headline(cfg, out) -> str:
-    """The headline's line on the model reviewer, summed over variants and runs: the
-    reviews that sent a request, those cut off or failed (by reason), the lessons
-    committed (by variant) and how many of them are junk, and the personal values in the
+def llm_headline(cfg, out) -> list[str]:
+    """The headline's two lines on the model reviewer, summed over variants and runs: the
+    reviews that sent a request and those cut off or failed (by reason); the lessons
+    committed (by variant), how many of them are junk, and the personal values in the
     store files."""
     reviews, lessons = out.tables["llm_reviews"], out.tables["llm_lessons"]
     c = variant_counts(reviews, lessons)
@@ -105,12 +105,11 @@ def llm_headline(cfg, out) -> str:
                   .sort(["len", "variant"], descending=[True, False]))
     where = ", ".join(f"{r['variant']} {r['len']}" for r in by_variant.iter_rows(named=True))
     in_files = int(out.tables["runs"].get_column("pd_store").sum() or 0)
-    return (f"- The model reviewer `{cfg.llm['model']}`: {c['asked']} reviews sent a request, "
-            f"{cut} of them cut off or failed ({_status_reasons(reviews)}); "
-            f"{c['committed']} lesson{'' if c['committed'] == 1 else 's'} committed"
-            f"{f' ({where})' if where else ''}, "
+    return [f"- The model reviewer `{cfg.llm['model']}`: {c['asked']} reviews sent a request, "
+            f"{cut} of them cut off or failed ({_status_reasons(reviews)}).",
+            f"- Its lessons: {c['committed']} committed{f' ({where})' if where else ''}, "
             f"{c['junk_committed']} of them junk; {in_files} personal values in the store "
-            "files.")
+            "files."]
 
 
 def _status_reasons(reviews: pl.DataFrame) -> str:
