@@ -90,12 +90,14 @@ def _grid_output():
                     rows.append({"variant": name, "cost_setting": st.name, "scenario": "flat",
                                  "system": "", "feedback": fb, "p_star": st.p_star,
                                  "run": run, "steps": 10, "regret_type": 10 * r,
+                                 "escalation_rate": 1.0 if name == "thompson" else 0.5,
                                  "agent_failure_rate": 0.3, "aurc_type_oracle": 0.2})
                     for k, c in enumerate((0.5, 1.0)):
                         risk = 0.3 if name in ("never", "thompson") and fb == "censored" \
                             else 0.1 * (k + 1)
                         cover.append({"variant": name, "cost_setting": st.name,
-                                      "scenario": "flat", "feedback": fb, "run": run,
+                                      "scenario": "flat", "system": "", "feedback": fb,
+                                      "run": run,
                                       "coverage": c, "risk": risk})
     return SimpleNamespace(config=cfg, tables={"runs": pl.DataFrame(rows),
                                                "risk_coverage": pl.DataFrame(cover)})
@@ -113,7 +115,10 @@ def figures(monkeypatch):
             {"lines": [(ln.get_label(), ln.get_color()) for ln in ax.get_lines()],
              "zorders": {ln.get_label(): ln.get_zorder() for ln in ax.get_lines()},
              "random": next(((ln.get_zorder(), ln.get_linewidth()) for ln in ax.get_lines()
-                             if ln.get_label() == "random score (failure rate)"), None),
+                             if ln.get_label().startswith("random score")), None),
+             "styles": {ln.get_label(): (ln.get_zorder(), ln._unscaled_dash_pattern)
+                        for ln in ax.get_lines()},
+             "suptitle": fig._suptitle.get_text() if fig._suptitle else None,
              "legend": [t.get_text() for t in ax.get_legend().get_texts()]
              if ax.get_legend() else None,
              "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
@@ -207,7 +212,8 @@ def test_risk_coverage_groups_per_feedback_mode(figures, tmp_path):
     censored, full = figures["risk_coverage_flat"]
     assert censored["legend"] == ["never, thompson (identical here)",
                                   "mean, chow (identical here)",
-                                  "random score (failure rate)"]
+                                  "random score (failure rate)\nthompson escalates every "
+                                  "task: its score\nnever moves, so it ranks at random"]
     assert full["legend"] == ["never, mean, chow, thompson\n(identical here)",
                               "random score (failure rate)"]
     assert full["lines"][0] == ("never, mean, chow, thompson\n(identical here)", "#000000")
@@ -263,3 +269,88 @@ def test_competence_panels_have_words_and_units_on_both_axes(figures, tmp_path):
     assert [ax["xlabel"] for ax in axes] == ["", *[ep.COMPETENCE_X] * 4]
     assert [ax["xticklabels"] for ax in axes] == [False, True, True, True, True]
     assert ep.COMPETENCE_X == "tasks seen (count)"
+
+
+def test_no_two_policies_of_a_shipped_file_look_alike():
+    assert ep.delta_e("#000000", "#ffffff") == pytest.approx(100.0, abs=0.01)
+    # the dark purples a reader could not tell apart where they crossed
+    assert ep.delta_e("#393b79", "#7b4173") == pytest.approx(24.8, abs=0.05)
+    for names in (SYNTHETIC, SWEBENCH):
+        colours = ep.variant_colors(SimpleNamespace(config=_config(names)))
+        gaps = {(a, b): ep.delta_e(colours[a], colours[b])
+                for i, a in enumerate(names) for b in names[i + 1:]}
+        closest = min(gaps, key=gaps.get)
+        assert gaps[closest] >= 25.0, (closest, gaps[closest])
+    assert (ep.POLICY_COLORS["thompson_d0.99"], ep.POLICY_COLORS["mean_eps05_d0.99"]) == (
+        "#0b5345", "#e6ab02")
+
+
+def test_captions_say_how_many_runs_and_systems():
+    def out(runs):
+        return SimpleNamespace(config=SimpleNamespace(
+            runs=runs, analysis=SimpleNamespace(confidence=0.95)))
+
+    assert ep.band_caption(out(2), 1) == "mean over 2 runs, 95% bootstrap band over runs"
+    assert ep.band_caption(out(10), 24) == (
+        "mean over 10 runs and 24 systems, 95% bootstrap band over runs (of each run's "
+        "mean over systems)")
+    assert ep.band_caption(out(1), 1) == "1 run (no interval)"
+    one = pl.DataFrame({"system": ["a", "a"]})
+    many = pl.DataFrame({"system": ["a", "b", "c"]})
+    assert ep.pooled_caption(out(2), one) == "mean over 2 runs"
+    assert ep.pooled_caption(out(10), many) == "mean over 10 runs and 3 systems (pooled)"
+
+
+def test_risk_coverage_says_what_its_curves_are_and_why_some_lie_on_random(figures,
+                                                                         tmp_path):
+    ep.plot_risk_coverage(_grid_output(), tmp_path)
+    censored, full = figures["risk_coverage_flat"]
+    assert censored["suptitle"] == ("risk-coverage: flat, p*=0.5; score: posterior mean of "
+                                    "the task's type at arrival\nmean over 2 runs")
+    # full feedback: escalating still reveals the outcome, the score moves
+    assert full["legend"][-1] == "random score (failure rate)"
+    assert ep.random_label(["always", "lower_bound"]) == (
+        "random score (failure rate)\nalways, lower_bound escalate every task:\n"
+        "their score never moves, so they rank at\nrandom")
+    runs = pl.DataFrame({"variant": ["always", "always", "mean"], "escalation_rate":
+                         [1.0, 1.0, 0.4]})
+    assert ep.escalate_all(runs, "censored") == ["always"]
+    assert ep.escalate_all(runs, "full") == []
+
+
+def test_cost_grid_names_p_star_as_a_threshold_and_counts_runs(figures, tmp_path):
+    ep.plot_cost_grid(_grid_output(), tmp_path)
+    censored, _ = figures["cost_grid_flat"]
+    assert censored["xlabel"] == ("risk threshold p* (each sets the failure cost "
+                                  "c_escalate / (1 - p*))")
+    assert censored["suptitle"] == ("regret by cost setting: flat; mean over 2 runs, 95% "
+                                    "bootstrap band over runs\ny: symmetric log, linear "
+                                    "within +-0.01")
+
+
+def test_a_regret_curve_near_another_is_dashed_on_top_and_named(figures, tmp_path):
+    out = _grid_output()
+    steps = np.arange(1, 21)
+    ys = {"never": 100.0 * steps, "mean": 1.0 * steps,
+          # a hundredth above mean: within a line width everywhere
+          "chow": steps + 0.01,
+          # on mean for the first 12 tasks, then far above it
+          "thompson": np.where(steps <= 12, steps, 30.0 * steps)}
+    rows = [{"variant": n, "cost_setting": st.name, "scenario": "flat", "system": "",
+             "feedback": "full", "run": run, "step": int(t), "cum_pseudo_regret": float(y)}
+            for st in out.config.settings() for n, ys_n in ys.items() for run in range(2)
+            for t, y in zip(steps, ys_n)]
+    out.tables["curves"] = pl.DataFrame(rows)
+    ep.plot_regret(out, tmp_path)
+    linear, log, *_ = figures["regret_flat_full"]
+    chow = "chow\n(within a line width of mean; dashed)"
+    thompson = "thompson\n(on mean at 12 of 20 points; dashed)"
+    assert log["legend"] == ["never", "mean", chow, thompson]
+    assert linear["legend"] is None
+    # side by side on mean: 3-point dashes every 9 points, one above mean's zorder
+    for ax in (linear, log):
+        assert ax["styles"][chow] == (2.1, (0.0, (3.0, 6.0)))
+        assert ax["styles"][thompson] == (2.1, (6.0, (3.0, 6.0)))
+        assert ax["styles"]["mean"] == (2, (0, None))
+    assert log["suptitle"].startswith("regret vs the type oracle (cost units): flat, full "
+                                      "feedback\nmean over 2 runs, 95% bootstrap band")

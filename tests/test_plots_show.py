@@ -173,8 +173,13 @@ def test_escalation_plots_keep_colours_log_costs_and_legends_off_the_curves(tmp_
     for ax in rc["axes"]:
         assert ax["legend"]["below"] and not ax["legend"]["overlaps"]
     # with full feedback every policy sees every outcome: one posterior, one curve
+    # censored: always escalates every task, so its score ranks at random; mean and
+    # thompson lie on never's curve at most points, drawn dashed on top of it
     assert [ax["legend"]["texts"] for ax in rc["axes"]] == [
-        names + ["random score (failure rate)"],
+        ["never", "always", "mean\n(on never at 11 of 20 points; dashed)",
+         "thompson\n(on never at 11 of 20 points; dashed)",
+         "random score (failure rate)\nalways escalates every task: its score never\n"
+         "moves, so it ranks at random"],
         ["never, always, mean, thompson\n(identical here)", "random score (failure rate)"]]
     # cost grid: never and always do not flatten the rest (symlog, said in the title)
     grid = shots["cost_grid_flat"]

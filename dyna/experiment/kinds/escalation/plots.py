@@ -11,7 +11,8 @@
   grows ~100x faster than the rest), a legend right of each row;
 * ``risk_coverage_<scenario>`` -- risk against coverage per policy (first cost setting), a
   panel per feedback mode, with the agent's failure rate (the expected curve of a random
-  score), a legend under every panel;
+  score; its legend entry names the policies that escalate every task under censored
+  feedback and so rank at random), a legend under every panel;
 * ``cost_grid_<scenario>`` -- with a ``costs.p_star`` grid: regret per task against p*, a
   line per policy, a panel per feedback mode, symmetric-log regret axis, a legend under
   every panel.
@@ -22,6 +23,9 @@ panel are equal at every point are drawn once, as a black line with dashes in ea
 colour in turn (:func:`draw_group`), under one legend entry naming them all ("mean, chow
 (identical here)", :func:`identical_groups`) whose handle shows the members' colours side by
 side, so the legend lists every policy and a reader sees as many lines as it has entries.
+A curve within a line width of an earlier one at half its points or more, after layout, is
+drawn dashed on top of it, its legend label saying "on X at k of n points"
+(:func:`show_near`). Titles say over how many runs (and systems) a curve is a mean.
 Legends sit outside the data; a dotted vertical line marks each change point of a synthetic
 scenario (competence and regret plots). Costs are labelled in USD where the experiment adds
 the log's logged USD cost unscaled, else in cost units (:func:`cost_unit`).
@@ -40,22 +44,25 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
+from matplotlib.colors import to_rgb
 from matplotlib.legend import Legend
 from matplotlib.legend_handler import HandlerLine2D
 from matplotlib.lines import Line2D
 
 from dyna.experiment.kinds.escalation.config import cost_unit
-from dyna.experiment.plotting import figure, legend_below, over_runs, save
+from dyna.experiment.plotting import (coinciding, figure, hidden_label, legend_below,
+                                      over_runs, save)
 from dyna.experiment.stats import curve_ci
 
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["COMPETENCE_X", "COMPETENCE_Y", "GROUP_COLOR", "GROUP_DASH", "OTHER_COLORS",
-           "OUTLINE_EXTRA", "POLICY_COLORS", "STRIPE_WIDTH", "SYMLOG_LINEAR", "GroupHandler",
-           "GroupLine", "change_points", "cost_unit", "draw_group", "draw_plots", "group_label",
-           "identical_groups", "over_systems", "policy_color", "slug", "stat_options",
-           "variant_colors"]
+__all__ = ["COMPETENCE_X", "COMPETENCE_Y", "COST_GRID_X", "GROUP_COLOR", "GROUP_DASH",
+           "NEAR_DASH", "OTHER_COLORS", "OUTLINE_EXTRA", "POLICY_COLORS", "STRIPE_WIDTH",
+           "SYMLOG_LINEAR", "GroupHandler", "GroupLine", "band_caption", "change_points",
+           "cost_unit", "delta_e", "draw_group", "draw_plots", "escalate_all", "group_label",
+           "identical_groups", "over_systems", "policy_color", "pooled_caption",
+           "random_label", "show_near", "slug", "stat_options", "variant_colors"]
 
 
 def stat_options(out) -> dict:
@@ -71,7 +78,9 @@ def stat_options(out) -> dict:
 #: :data:`dyna.escalation.POLICY_RULES`, ``preset`` and the variants of the shipped
 #: ``experiments/escalation_*.toml`` files. Fixed by name, so a policy has one colour in every
 #: escalation figure of every output folder: never escalating (acting on every task) red,
-#: always escalating grey, the rest tab10's other hues and two dark tab20b ones.
+#: always escalating grey, the rest tab10's other hues, a dark teal and a mustard; every
+#: two at least 25 apart in CIE76 delta-E (:func:`delta_e`), so that no two policies of
+#: one figure, which may cross, look alike.
 POLICY_COLORS = {
     "never": "#d62728",             # red
     "always": "#7f7f7f",            # grey
@@ -83,8 +92,8 @@ POLICY_COLORS = {
     "mean_eps05": "#e377c2",        # pink
     "mean_optimistic": "#bcbd22",   # olive
     "thompson": "#17becf",          # cyan
-    "thompson_d0.99": "#393b79",    # dark blue
-    "mean_eps05_d0.99": "#7b4173",  # plum
+    "thompson_d0.99": "#0b5345",    # dark teal
+    "mean_eps05_d0.99": "#e6ab02",  # mustard
 }
 
 #: Colours of policy names outside :data:`POLICY_COLORS`: tab20's light shades and
@@ -92,6 +101,20 @@ POLICY_COLORS = {
 OTHER_COLORS = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
                 "#f7b6d2", "#dbdb8d", "#9edae5", "#5254a3", "#8ca252", "#bd9e39",
                 "#ad494a", "#a55194")
+
+
+def delta_e(a: str, b: str) -> float:
+    """The CIE76 colour difference of two matplotlib colours (``"#rrggbb"``, names): the
+    Euclidean distance of their CIELAB coordinates (sRGB, D65 white), about 2.3 for a
+    just-noticeable difference; >= 25 tells two thin crossing lines apart."""
+    def lab(color):
+        rgb = np.array(to_rgb(color))
+        lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+        xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                        [0.0193, 0.1192, 0.9505]]) @ lin / np.array([0.95047, 1.0, 1.08883])
+        f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+        return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+    return float(np.linalg.norm(lab(a) - lab(b)))
 
 
 def policy_color(name: str, taken: set[str] = frozenset()) -> str:
@@ -234,23 +257,55 @@ def draw_group(ax, x, y, names: list[str], colors: dict, marker: str | None = No
 
 
 def _draw_groups(axes, curves: dict, colors: dict, band_alpha: float,
-                 marker: str | None = None) -> None:
+                 marker: str | None = None) -> list[dict]:
     """Draw each group of identical ``curves`` (:func:`identical_groups`) once on every
     axes of ``axes``: a policy alone in its colour, several as one :func:`draw_group` line
     labelled with every member (:func:`group_label`). ``curves``: per policy ``(x,
     estimate, low, high)``; the band (the policy's colour, grey for a group) is drawn
-    where ``low`` is finite."""
+    where ``low`` is finite. Returns per axes the lines drawn, in drawing order, by the
+    group's names joined with ", " (:func:`show_near`'s input)."""
+    drawn: list[dict] = [{} for _ in axes]
     for group in identical_groups(curves):
         x, y, low, high = curves[group[0]]
         c = colors[group[0]] if len(group) == 1 else GROUP_COLOR
-        for ax in axes:
+        for ax, lines in zip(axes, drawn):
             if len(group) == 1:
-                ax.plot(x, y, color=c, linewidth=STRIPE_WIDTH, marker=marker,
-                        label=group[0])
+                (line,) = ax.plot(x, y, color=c, linewidth=STRIPE_WIDTH, marker=marker,
+                                  label=group[0])
             else:
-                draw_group(ax, x, y, group, colors, marker)
+                line = draw_group(ax, x, y, group, colors, marker)
+            lines[", ".join(group)] = line
             if np.isfinite(low).any():
                 ax.fill_between(x, low, high, color=c, alpha=band_alpha, linewidth=0)
+    return drawn
+
+
+#: Length (points) of each dash of a curve drawn over a near one (:func:`show_near`).
+NEAR_DASH = 3.0
+
+
+def show_near(ax, lines: dict) -> dict:
+    """Draw each single policy's curve of ``lines`` (name -> line on ``ax``, in drawing
+    order) that lies within a line width of an earlier curve at half its points or more
+    (:func:`dyna.experiment.plotting.coinciding`, pixels of the current layout: lay the
+    figure out first) dashed on top of it, the dashes of several such curves side by side,
+    its legend label saying which curve it lies on and where (:func:`hidden_label`:
+    "thompson_d0.99", then "(on thompson at 32 of 54 points; dashed)" in lines of at most
+    44 characters). A line of several identical policies keeps its look. Returns
+    :func:`coinciding`'s result for the curves restyled; the caller redraws the legend."""
+    hidden = {n: h for n, h in coinciding(ax, lines).items()
+              if not isinstance(lines[n], GroupLine)}
+    for name, (lead, near, total, same) in hidden.items():
+        followers = [n for n, h in hidden.items() if h[0] == lead]
+        k, period = followers.index(name), NEAR_DASH * (len(followers) + 1)
+        line = lines[name]
+        line.set_linestyle(((period - k * NEAR_DASH) % period,
+                            (NEAR_DASH, period - NEAR_DASH)))
+        line.set_zorder(lines[lead].get_zorder() + 0.1)
+        head, how = hidden_label(name, lead, near, total, same).split("\n", 1)
+        line.set_label("\n".join([head, *textwrap.wrap(how, width=44,
+                                                        break_on_hyphens=False)]))
+    return hidden
 
 
 #: Linear range of the symmetric-log y-axes (cost units): below it the axis is linear.
@@ -371,6 +426,25 @@ def over_systems(frame: pl.DataFrame, keys: list[str], y: str) -> pl.DataFrame:
     return frame.group_by([*keys, "run"], maintain_order=True).agg(pl.col(y).mean())
 
 
+def band_caption(out, systems: int) -> str:
+    """What a regret or cost-grid curve and its band are: ``"mean over 10 runs, 95%
+    bootstrap band over runs"``, with ``systems`` > 1 ``"mean over 10 runs and 24 systems,
+    95% bootstrap band over runs (of each run's mean over systems)"``; one run of one
+    system: ``"1 run (no interval)"``."""
+    runs = out.config.runs
+    if runs == 1 and systems == 1:
+        return over_runs("mean", 1)
+    return (f"mean over {runs} run{'s' if runs > 1 else ''}"
+            + (f" and {systems} systems" if systems > 1 else "")
+            + f", {out.config.analysis.confidence:.0%} bootstrap band over runs"
+            + (" (of each run's mean over systems)" if systems > 1 else ""))
+
+
+def _regret_legend(ax) -> None:
+    """The legend of a regret row, right of its second panel."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, frameon=False)
+
+
 def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
     """Cumulative pseudo-regret per policy: a row per cost setting, linear and log task
     axis."""
@@ -382,12 +456,14 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                                                    maintain_order=True):
         with figure(figsize=(12.5, 3.6 * len(classes) + 0.6)) as fig:
             axes = fig.subplots(len(classes), 2, squeeze=False)
+            drawn = []
             for r, rc in enumerate(classes):
                 summary = curve_ci(over_systems(g.filter(pl.col("cost_setting") == rc),
                                                  ["variant", "step"], "cum_pseudo_regret"),
                                    by=["variant"], x="step", y="cum_pseudo_regret", run="run",
                                    **stat_options(out))
-                _draw_groups(axes[r], _summary_curves(summary, "step"), colors, 0.15)
+                drawn.append(_draw_groups(axes[r], _summary_curves(summary, "step"), colors,
+                                          0.15))
                 axes[r][1].set_xscale("log")
                 for ax in axes[r]:
                     _mark_changes(ax, out, scenario)
@@ -400,19 +476,61 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     ax.set_ylabel(f"cumulative pseudo-regret ({unit}, symlog)")
                     ax.grid(alpha=0.3)
                 # a legend per row: which policies coincide depends on the cost setting
-                axes[r][1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7,
-                                  frameon=False)
-            many = g["system"].n_unique() > 1
-            band = (f"mean over runs{' and systems' if many else ''}, "
-                    f"{out.config.analysis.confidence:.0%} bootstrap band over runs"
-                    + (" (of each run's mean over systems)" if many else "")
-                    if out.config.runs > 1 or many else over_runs("mean", 1))
+                _regret_legend(axes[r][1])
+            band = band_caption(out, g["system"].n_unique())
             fig.suptitle(f"regret vs the type oracle ({unit}): {scenario}, {feedback} "
                          f"feedback\n{band}; y: symmetric log (linear below "
                          f"{SYMLOG_LINEAR:g}); right: log x", fontsize=9)
+            fig.draw_without_rendering()        # the layout whose pixels show_near measures
+            for row, lines in zip(axes, drawn):
+                for ax, ax_lines in zip(row, lines):
+                    show_near(ax, ax_lines)
+                _regret_legend(row[1])
             paths += save(fig, folder / f"regret_{slug(scenario)}_{feedback}",
                            svg=out.config.analysis.svg)
     return paths
+
+
+def _show_near(fig, axes, drawn: list[dict]) -> None:
+    """Lay ``fig`` out, then draw the near curves of each of ``axes`` (``drawn``: its
+    lines, :func:`_draw_groups`) dashed on top (:func:`show_near`), the legend under it."""
+    fig.draw_without_rendering()        # the layout whose pixels show_near measures
+    for ax, lines in zip(axes, drawn):
+        show_near(ax, lines)
+        legend_below(ax, len(ax.get_legend_handles_labels()[0]))
+
+
+def escalate_all(base: pl.DataFrame, feedback: str) -> list[str]:
+    """The policies of ``base`` (rows of the runs table of one scenario and feedback mode)
+    that escalate every task in every run under censored feedback (``escalation_rate``
+    1): they never see an outcome, so their score never moves and their risk-coverage
+    curve is that of a random score. Empty under full feedback."""
+    if feedback != "censored" or "escalation_rate" not in base.columns:
+        return []
+    rates = base.group_by("variant", maintain_order=True).agg(
+        pl.col("escalation_rate").min())
+    return rates.filter(pl.col("escalation_rate") >= 1.0).get_column("variant").to_list()
+
+
+def random_label(names: list[str], width: int = 44) -> str:
+    """The legend label of the random score's line: ``"random score (failure rate)"``,
+    with ``names`` (:func:`escalate_all`) why those policies lie on it, wrapped to lines of
+    at most ``width`` characters."""
+    label = "random score (failure rate)"
+    if not names:
+        return label
+    why = (f"{', '.join(names)} escalate every task: their score never moves, so they "
+           "rank at random" if len(names) > 1 else f"{names[0]} escalates every task: its "
+           "score never moves, so it ranks at random")
+    return "\n".join([label, *textwrap.wrap(why, width=width, break_on_hyphens=False)])
+
+
+def pooled_caption(out, frame: pl.DataFrame) -> str:
+    """What a risk-coverage curve is: ``"mean over 10 runs"``, ``"mean over 10 runs and
+    24 systems (pooled)"`` when ``frame`` (one scenario's rows) holds several systems."""
+    runs, systems = out.config.runs, frame.get_column("system").n_unique()
+    return (f"mean over {runs} run{'s' if runs > 1 else ''}"
+            + (f" and {systems} systems (pooled)" if systems > 1 else ""))
 
 
 def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
@@ -427,6 +545,7 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
         modes = list(dict.fromkeys(g["feedback"].to_list()))
         with figure(figsize=(5.5 * len(modes), 6.0)) as fig:
             axes = fig.subplots(1, len(modes), squeeze=False)[0]
+            drawn = []
             for ax, feedback in zip(axes, modes):
                 d = g.filter(pl.col("feedback") == feedback)
                 mean = d.group_by("variant", "coverage", maintain_order=True).agg(
@@ -438,11 +557,11 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     risk = s.get_column("risk").to_numpy()
                     none = np.full(risk.shape, np.nan)
                     curves[name] = (s.get_column("coverage").to_numpy(), risk, none, none)
-                _draw_groups([ax], curves, colors, 0.0, marker=".")
+                drawn.append(_draw_groups([ax], curves, colors, 0.0, marker=".")[0])
                 # under the curves, thin: a group on the failure rate stays in view
                 ax.axhline(float(base.get_column("agent_failure_rate").mean()), color="k",
                            linestyle=":", linewidth=1.0, zorder=1.5,
-                           label="random score (failure rate)")
+                           label=random_label(escalate_all(base, feedback)))
                 oracle = base.get_column("aurc_type_oracle").mean()  # None: an older folder
                 ax.set_title(f"{feedback} feedback" + (
                     "" if oracle is None else f"; AURC of the type oracle's score (true "
@@ -452,10 +571,15 @@ def plot_risk_coverage(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 ax.grid(alpha=0.3)
                 legend_below(ax, len(ax.get_legend_handles_labels()[0]))
             fig.suptitle(f"risk-coverage: {scenario}, {rc0}; score: posterior mean of the "
-                         "task's type at arrival", fontsize=9)
+                         f"task's type at arrival\n{pooled_caption(out, g)}", fontsize=9)
+            _show_near(fig, axes, drawn)
             paths += save(fig, folder / f"risk_coverage_{slug(scenario)}",
                            svg=out.config.analysis.svg)
     return paths
+
+
+#: The x label of the cost-grid panels.
+COST_GRID_X = "risk threshold p* (each sets the failure cost c_escalate / (1 - p*))"
 
 
 def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
@@ -471,15 +595,16 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
         modes = list(dict.fromkeys(g["feedback"].to_list()))
         with figure(figsize=(5.5 * len(modes), 6.0)) as fig:
             axes = fig.subplots(1, len(modes), squeeze=False)[0]
+            drawn = []
             for ax, feedback in zip(axes, modes):
                 summary = curve_ci(over_systems(g.filter(pl.col("feedback") == feedback),
                                                  ["variant", "p_star"], "regret_per_task"),
                                    by=["variant"], x="p_star", y="regret_per_task", run="run",
                                    **stat_options(out))
-                _draw_groups([ax], _summary_curves(summary, "p_star"), colors, 0.12,
-                             marker=".")
+                drawn.append(_draw_groups([ax], _summary_curves(summary, "p_star"), colors,
+                                          0.12, marker=".")[0])
                 ax.set_title(f"{feedback} feedback", fontsize=9)
-                ax.set_xlabel("p* (failure cost c_escalate / (1 - p*))")
+                ax.set_xlabel(COST_GRID_X)
                 # policies differ by orders of magnitude (never escalating, i.e. always
                 # acting, at p* = 0.95 costs ~100x more than the rest): symmetric log,
                 # linear within +-0.01
@@ -487,12 +612,10 @@ def plot_cost_grid(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 ax.set_ylabel(f"regret per task vs the type oracle ({unit}, symlog)")
                 ax.grid(alpha=0.3)
                 legend_below(ax, len(ax.get_legend_handles_labels()[0]))
-            many = g["system"].n_unique() > 1
-            fig.suptitle(f"regret by cost setting: {scenario}; mean over runs"
-                         f"{' and systems' if many else ''}, "
-                         f"{out.config.analysis.confidence:.0%} bootstrap band over runs"
-                         + (" (of each run's mean over systems)" if many else "")
-                         + "\ny: symmetric log, linear within +-0.01", fontsize=9)
+            fig.suptitle(f"regret by cost setting: {scenario}; "
+                         f"{band_caption(out, g['system'].n_unique())}"
+                         "\ny: symmetric log, linear within +-0.01", fontsize=9)
+            _show_near(fig, axes, drawn)
             paths += save(fig, folder / f"cost_grid_{slug(scenario)}",
                           svg=out.config.analysis.svg)
     return paths

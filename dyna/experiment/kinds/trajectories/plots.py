@@ -19,7 +19,8 @@ import matplotlib
 import numpy as np
 import polars as pl
 
-from dyna.experiment.plotting import figure, legend_below, save
+from dyna.experiment.plotting import (HIDDEN_SHARE, coinciding, figure, hidden_label,
+                                      legend_below, save)
 
 __all__ = ["HIDDEN_SHARE", "PREDICTOR_LABELS", "RANGE_NOTE", "VARIANT_COLORS",
            "WHISKER_MIN_POINTS", "coinciding", "draw_plots", "focus_variants",
@@ -127,56 +128,8 @@ def _curves(ax, episodes: pl.DataFrame, names, column: str, cumulative: bool,
     return lines
 
 
-#: A curve within a line width of an earlier one at this share of its points or more lies
-#: on it, covering it over that share of its length (:func:`coinciding`).
-HIDDEN_SHARE = 0.5
-
-
-def coinciding(ax, lines: dict) -> dict:
-    """The curves of ``lines`` (name -> :class:`~matplotlib.lines.Line2D` on ``ax``, in
-    drawing order) that lie on an earlier one, covering it: within its line width, in
-    display pixels of the current layout, at :data:`HIDDEN_SHARE` of their points or more.
-
-    Returns name -> (the earlier curve's name, points within a line width of it, points,
-    whether the two are equal at every point); curves over other x values than the earlier
-    one's never lie on it."""
-    fig = ax.figure
-    drawn = {n: ax.transData.transform(np.column_stack(ln.get_data())) for n, ln in
-             lines.items()}
-    leaders: list[str] = []
-    hidden = {}
-    for name, ln in lines.items():
-        width = ln.get_linewidth() * fig.dpi / 72.0
-        for lead in leaders:
-            a, b = drawn[lead], drawn[name]
-            if a.shape != b.shape or not np.array_equal(a[:, 0], b[:, 0]):
-                continue
-            near = int(np.sum(np.abs(a[:, 1] - b[:, 1]) <= width))
-            if near >= HIDDEN_SHARE * len(b):
-                same = np.array_equal(lines[lead].get_ydata(), ln.get_ydata())
-                hidden[name] = (lead, near, len(b), same)
-                break
-        else:
-            leaders.append(name)
-    return hidden
-
-
 #: Length (points) of each dash of a curve drawn over an equal one (:func:`_show_hidden`).
 _DASH = 3.0
-
-
-def hidden_label(name: str, lead: str, near: int, total: int, same: bool) -> str:
-    """The legend label of curve ``name`` drawn dashed over curve ``lead``
-    (:func:`coinciding`'s values): ``"skill_loop-no_redaction\n(on skill_loop at 188 of
-    200 points; dashed)"``, "identical to skill_loop here" when equal at every point,
-    "within a line width of skill_loop" when near it at every point."""
-    if same:
-        how = f"identical to {lead} here"
-    elif near == total:
-        how = f"within a line width of {lead}"
-    else:
-        how = f"on {lead} at {near} of {total} points"
-    return f"{name}\n({how}; dashed)"
 
 
 def _show_hidden(ax, lines: dict) -> None:
