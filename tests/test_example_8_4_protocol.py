@@ -125,18 +125,22 @@ def test_reference_run_matches_the_kernel_by_hand(tmp_path):
     assert len(rows) == 2
     assert "updates until optimal (optimal_tolerance = 1.2)" in text
     # the headline's measure is updates until optimal, not steps of episodes never played
-    head = text.split("## Headline")[1].split("\n\n- config")[0]
-    assert "fewest mean updates until optimal (optimal_tolerance = 1.2, protocol " \
-        "'reference') per sweep point: " in head
+    from dyna.experiment.kinds.tabular.headline import ratio_ci
+    from dyna.experiment.reporting import ci
+
+    head = text.split("## Headline")[1].split("## Setup")[0]
+    assert ("- updates until optimal (1 greedy rollout within 1.2 x k x the unrefined "
+            "shortest path), Dyna-Q / prioritized sweeping per maze size (95% CI; book: 5 to "
+            "10):\n") in head
     assert "steps per episode over the last" not in head
-    means = {(v, k): float(runs.filter((pl.col("variant") == v) & (pl.col("resolution") == k))
-                           ["updates_to_optimal"].drop_nulls().mean())
+    found = {(v, k): runs.filter((pl.col("variant") == v) & (pl.col("resolution") == k))
+             ["updates_to_optimal"].drop_nulls().to_numpy()
              for v in ("Dyna-Q", "PS") for k in (1, 2)}
-    ratios = "; ".join(f"resolution={k}: "
-                       f"{means[('Dyna-Q', k)] / means[('PS', k)]:.2g}"
-                       for k in (1, 2))
-    assert ("- updates until optimal, Dyna-Q / prioritized sweeping (book: 5 to 10, growing "
-            f"with the maze): {ratios}.") in head
+    ratios = [f"{size}: {ci(ratio_ci(found[('Dyna-Q', k)], found[('PS', k)], n_resamples=200, seed=1))}"  # noqa: E501
+              for size, k in (("47 free states", 1), ("188", 2))]
+    assert f"- {'; '.join(ratios)}.\n" in head
+    assert float(ratios[0].split(": ")[1].split(" ")[0]) == pytest.approx(
+        found[("Dyna-Q", 1)].mean() / found[("PS", 1)].mean(), rel=5e-3)
     # the size axis counts free states; no steps-per-episode 'sensitivity' of stopped runs
     plots = sorted(p.name for p in (tmp_path / "o" / "plots").iterdir())
     assert plots == ["updates_to_optimal.png", "updates_to_optimal.svg"]

@@ -63,7 +63,7 @@ def test_tabular_headline_gives_episode_2_and_the_plateau(tmp_path):
 
     folder, report = _run(tmp_path, FIG_8_2)
     lines = _headline(report)
-    assert len(lines) == 4, lines
+    assert len(lines) == 5 and max(map(len, lines)) <= 160, lines
     assert lines[0] == "- 2 variants x 3 runs on `dyna/DynaMaze-v0`, 12 episodes each."
     res = pl.read_parquet(folder / "results.parquet")
     opts = dict(statistic="mean", confidence=0.95, n_resamples=300, seed=1)
@@ -82,8 +82,11 @@ def test_tabular_headline_gives_episode_2_and_the_plateau(tmp_path):
     n0, n50 = (float(x.split(" ")[1]) for x in ep2)
     assert n50 < n0
     # 12 episodes: the book's episode-2 checks only (the plateau checks need 40)
-    assert lines[3].startswith("- checks against the book: 2 consistent, 0 not; against "
-                               "the reference implementation ")
+    assert lines[3] == "- checks against the book: 2 of 2 consistent."
+    assert lines[4] == ("- reference implementation: 0 of 2 summaries differ (Welch, Holm "
+                        "0.05).")
+    # the run's setup sits under its own heading, not among the headline's lines
+    assert "\n\n## Setup\n\n- config sha256: `" in report
     # the final-performance table names its window
     assert "| variant | steps/episode, episodes 9-12 |" in report
 
@@ -444,11 +447,115 @@ def test_a_sweep_headline_gives_each_variant_its_range_over_the_points():
                ("n=5", {"alpha": 0.5}, "7 [5, 9]", 7.0),
                ("n=50", {"alpha": 0.1}, "41 [29, 53]", 41.0),
                ("n=50", {"alpha": 0.5}, "37.5 [29, 46]", 37.5)]
-    assert _named(entries) == ("n=0 500 [400, 600] at every sweep point; n=5 7 at every "
-                               "sweep point; n=50 37.5 [29, 46] (alpha=0.5) to 41 [29, 53] "
-                               "(alpha=0.1)")
+    # "at every sweep point" said once, before the variants it is true of
+    assert _named(entries) == ["n=50 37.5 [29, 46] (alpha=0.5) to 41 [29, 53] (alpha=0.1)",
+                               "the same at every sweep point: n=0 500 [400, 600]", "n=5 7"]
     assert _named([("a", {}, "1 [0, 2]", 1.0), ("b", {}, "3 [2, 4]", 3.0)]) == \
-        "a 1 [0, 2]; b 3 [2, 4]"
+        ["a 1 [0, 2]", "b 3 [2, 4]"]
+
+
+def test_a_headline_line_keeps_within_160_characters_and_counts_the_rest():
+    from dyna.experiment.kinds.tabular.headline import fit
+
+    items = [f"variant-{i} 123.4 [100.0, 150.0]" for i in range(8)]
+    text = fit("- steps in episode 2 (mean [95% CI]): ", items)
+    assert text == ("- steps in episode 2 (mean [95% CI]): " + "; ".join(items[:3])
+                    + "; and 5 more.")
+    assert len(text) == 145      # a fourth item would pass 160
+    assert fit("- checks against the book: 2 of 2 consistent", []) == \
+        "- checks against the book: 2 of 2 consistent."
+
+
+def test_the_checks_lines_name_what_is_not_consistent_and_what_differs():
+    from dyna.experiment.kinds.tabular.headline import _checks_lines
+
+    checks = ["- n=0: episode 2 takes 521.5 steps (book: several hundred; consistent at 200 "
+              "or more) -> consistent",
+              "- n=0: episodes 41-50 average 20.1 steps (book: 14 optimal steps plus "
+              "exploration, about 15-18; consistent within 14-20) -> NOT consistent",
+              "- ratio Dyna-Q / prioritized sweeping per size: 7.46, 3.92 (book: 'often by a "
+              "factor of 5 to 10') -> partly consistent with the book's range",
+              "| summary | ours | reference | difference | Welch p | Holm p | verdict | "
+              "TOST p (Holm) | equivalence |",
+              "| n = 0, steps in episode 2 | 1 | 1 | 0 | 0.9 | 1 | no difference detected "
+              "| - | - |",
+              "| n = 0, mean steps per episode, episodes 41-50 | 1 | 1 | 0 | 0.001 | 0.003 | "
+              "**differs** | 1 | equivalence not shown |",
+              "| n = 5, mean steps per episode, episodes 41-50 | 1 | 1 | 0 | 0.5 | 1 | "
+              "no difference detected | 0.01 | equivalent |"]
+    assert _checks_lines(checks) == [
+        "- checks against the book: 1 of 3 consistent; not: n=0 episodes 41-50 average 20.1 "
+        "steps; ratio Dyna-Q / prioritized sweeping per size 7.46, 3.92.",
+        "- reference implementation: 1 of 3 summaries differ (Welch, Holm 0.05): n = 0, mean "
+        "steps per episode, episodes 41-50; 1 of 2 shown equivalent (TOST)."]
+    assert _checks_lines([]) == []
+
+
+def test_a_sweep_headline_answers_final_steps_against_the_swept_value(tmp_path):
+    data = {"name": "swp", "runs": 2, "seed": 0, "env": {"id": "dyna/DynaMaze-v0"},
+            "schedule": {"episodes": 6}, "defaults": {"agent": "dyna_q"},
+            "variants": [{"name": "n=0", "n_planning": 0}, {"name": "n=5", "n_planning": 5}],
+            "sweep": {"alpha": [0.1, 0.5]},
+            "analysis": {"final_episodes": 3, "n_resamples": 200}}
+    folder, report = _run(tmp_path, data)
+    lines = _headline(report)
+    assert len(lines) == 4 and max(map(len, lines)) <= 160, lines
+    assert lines[0] == ("- 2 variants x 2 sweep points x 2 runs on `dyna/DynaMaze-v0`, "
+                        "6 episodes each.")
+    assert lines[1] == ("- final steps per episode (episodes 4-6, mean [95% CI]) at alpha "
+                        "= 0.1, 0.5:")
+    res = pl.read_parquet(folder / "results.parquet").filter(pl.col("episode") >= 4)
+    opts = dict(statistic="mean", confidence=0.95, n_resamples=200, seed=0)
+    for line, v in zip(lines[2:], ("n=0", "n=5")):
+        cells = []
+        for a in (0.1, 0.5):
+            per = (res.filter((pl.col("variant") == v) & (pl.col("alpha") == a))
+                   .group_by("run").agg(pl.col("steps").cast(pl.Float64).mean())
+                   .sort("run")["steps"].to_numpy())
+            cells.append(ci(per_run_ci(per, **opts)))
+        want = (f"{cells[0]} at every alpha." if cells[0] == cells[1]
+                else "; ".join(cells) + ".")
+        assert line == f"- {v}: {want}"
+
+
+def test_a_greedy_evaluation_headline_leads_with_its_last_score(tmp_path):
+    data = {"name": "fl", "runs": 2, "seed": 0,
+            "env": {"id": "FrozenLake", "kwargs": {"map_name": "4x4", "is_slippery": True}},
+            "schedule": {"episodes": 40, "eval_every": 20, "eval_episodes": 10},
+            "defaults": {"alpha": 0.1, "q_init": 1.0},
+            "variants": [{"name": "Q-learning", "agent": "q_learning"},
+                         {"name": "Dyna-Q", "agent": "dyna_q", "n_planning": 5}],
+            "analysis": {"metrics": ["eval_score"], "final_episodes": 10,
+                         "n_resamples": 200}}
+    folder, report = _run(tmp_path, data)
+    lines = _headline(report)
+    assert len(lines) == 3 and max(map(len, lines)) <= 160, lines
+    opts = dict(statistic="mean", confidence=0.95, n_resamples=200, seed=0)
+    ev = pl.read_parquet(folder / "evals.parquet").filter(pl.col("episode") == 40)
+    res = pl.read_parquet(folder / "results.parquet").filter(pl.col("episode") >= 31)
+    scores, returns = [], []
+    for v in ("Q-learning", "Dyna-Q"):
+        s = ev.filter(pl.col("variant") == v).sort("run")["score"].to_numpy()
+        r = (res.filter(pl.col("variant") == v).group_by("run")
+             .agg(pl.col("return").cast(pl.Float64).mean()).sort("run")["return"].to_numpy())
+        scores.append(f"{v} {ci(per_run_ci(s, **opts))}")
+        returns.append(f"{v} {ci(per_run_ci(r, **opts))}")
+    assert lines[1] == f"- greedy evaluation at episode 40 (mean [95% CI]): {'; '.join(scores)}."
+    assert lines[2] == ("- training return, episodes 31-40 (mean [95% CI]): "
+                        f"{'; '.join(returns)}.")
+    assert "steps in episode 2" not in report.split("## Setup")[0]
+
+
+def test_the_ratio_of_means_has_a_bootstrap_interval():
+    from dyna.experiment.kinds.tabular.headline import ratio_ci
+
+    iv = ratio_ci([10.0, 30.0], [5.0, 5.0], n_resamples=400)
+    # mean 20 / 5 = 4; the resampled means of a are 10, 20 or 30 (b is constant)
+    assert float(iv.estimate) == 4.0 and iv.n == 2
+    assert (float(iv.low), float(iv.high)) == (2.0, 6.0)
+    one = ratio_ci([10.0], [5.0, 6.0])
+    assert float(one.estimate) == 10 / 5.5       # one run of a: no interval
+    assert np.isnan(float(one.low)) and np.isnan(float(one.high))
 
 
 def test_plateau_of_a_variant_with_no_finished_run_is_nan_without_a_warning():

@@ -34,6 +34,7 @@ def _shot(fig) -> dict:
         axes.append({
             "title": ax.get_title(), "ylabel": ax.get_ylabel(), "yscale": ax.get_yscale(),
             "xticks": [t.get_text() for t in ax.get_xticklabels()],
+            "yticks": [t.get_text() for t in ax.get_yticklabels()],
             "box": ax.get_window_extent(r).frozen(),
             # matplotlib reports every dash tuple as "--": the pattern tells them apart
             "lines": [(ln.get_label(), ln.get_color(), ln._unscaled_dash_pattern)
@@ -49,6 +50,7 @@ def _shot(fig) -> dict:
                          if t.get_fontweight() == "bold"],
                 "box": leg.get_window_extent(r)}})
     return {"axes": axes, "suptitle": fig._suptitle.get_text() if fig._suptitle else "",
+            "supxlabel": fig._supxlabel.get_text() if fig._supxlabel else "",
             "legends": [{"texts": [t.get_text() for t in leg.get_texts()],
                          "box": leg.get_window_extent(r)} for leg in fig.legends]}
 
@@ -344,10 +346,55 @@ def test_updates_to_optimal_reads_the_maze_sizes_in_plain_numbers(tmp_path, monk
             "variants": [{"name": "Dyna-Q", "agent": "dyna_q"},
                          {"name": "prioritized sweeping", "agent": "prioritized_sweeping"}],
             "analysis": {"metrics": ["updates_to_optimal"], "n_resamples": 100}}
-    run_experiment(parse_experiment(data), tmp_path / "o", backend=InProcessBackend(),
-                   progress=False)
+    folder = run_experiment(parse_experiment(data), tmp_path / "o",
+                            backend=InProcessBackend(), progress=False)
     (ax,) = seen["updates_to_optimal"]["axes"]
     assert ax["yscale"] == "log" and ax["xticks"] == ["47", "188"]    # free states
-    assert ax["ylabel"] == "updates until optimal (optimal_tolerance = 1.2)\nlog scale"
+    assert ax["ylabel"] == "updates until an optimal path\n(log scale)"
+    assert ax["title"].endswith("optimal: 5 greedy rollouts within 1.2 x the shortest path)")
     assert ax["legend"]["texts"] == ["Dyna-Q", "prioritized sweeping"]
     assert ax["legend"]["box"].x0 >= ax["box"].x1
+    big = [t for t in ax["yticks"] if t and float(t.replace(",", "")) >= 1000]
+    assert big and all(f"{float(t.replace(',', '')):,.0f}" == t for t in big), ax["yticks"]
+    runs = pl.read_parquet(folder / "runs.parquet")
+    found = {v: [int(runs.filter((pl.col("variant") == v) & (pl.col("resolution") == k))
+                     ["updates_to_optimal"].is_not_null().sum()) for k in (1, 2)]
+             for v in ("Dyna-Q", "prioritized sweeping")}
+    counts = "; ".join(f"{v} {n[0]}/2 at every size" if n[0] == n[1]
+                       else f"{v} {n[0]}/2, {n[1]}/2" for v, n in found.items())
+    assert seen["updates_to_optimal"]["supxlabel"].split("\n")[0] == (
+        f"runs that found an optimal path: {counts}")
+
+
+def test_a_whisker_hidden_by_its_marker_is_said_zero_or_narrow():
+    from matplotlib.figure import Figure
+
+    from dyna.experiment.kinds.tabular.plots import hidden_whiskers
+
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.add_subplot()
+    ax.set_yscale("log")
+    ax.set_ylim(100, 100_000)
+    ax.set_xlim(10, 1000)
+    drawn = [("A", [47, 188], np.array([1000.0, 5000.0]), np.array([1000.0, 2000.0]),
+              np.array([1000.0, 9000.0])),
+             ("B", [47, 188], np.array([900.0, 8000.0]), np.array([890.0, 7900.0]),
+              np.array([910.0, 8100.0]))]
+    ax.autoscale(False)
+    assert hidden_whiskers(ax, drawn) == [
+        "no whisker: the interval is zero (every run the same) for A at 47",
+        "no whisker: the interval is narrower than the marker (not zero) for B at 47, 188"]
+
+
+def test_a_sweep_panel_says_how_close_its_curves_lie():
+    from dyna.experiment.kinds.tabular.plots import closeness
+
+    xs = np.arange(2, 12.0)                           # 10 episodes: the gap from episode 4
+    flat = np.full(10, 20.0)
+    near = flat + np.r_[300.0, 100.0, 1.0, -2.0, 0, 0, 0, 0, 0, 2.5]
+    assert closeness([(xs, flat), (xs, flat.copy())], "episode", "steps") == \
+        "\n(the 2 curves coincide)"
+    assert closeness([(xs, flat), (xs, near)], "episode", "steps") == \
+        "\n(the 2 curves lie within 2.5 steps\nof each other from episode 4)"
+    assert closeness([(xs, flat), (xs, near)], "episode", None) == ""
+    assert closeness([(xs, flat)], "episode", "steps") == ""

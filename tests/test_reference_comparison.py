@@ -111,4 +111,4 @@ def test_report_section(tmp_path):
     assert rows[2].split(" | ")[1].endswith("(4)")
     differ = sum("**differs**" in r for r in rows)
     head = text.split("## Headline")[1].split("\n## ")[0]
-    assert f"against the reference implementation {differ} of 4 declared summaries" in head
+    assert f"\n- reference implementation: {differ} of 4 summaries differ (Welch" in head

@@ -63,8 +63,9 @@ def test_updates_plot_names_the_tolerance_and_protocol(tmp_path):
     data["sweep"] = {"resolution": [1, 2]}
     run_experiment(parse_experiment(data), tmp_path / "o")
     svg = (tmp_path / "o" / "plots" / "updates_to_optimal.svg").read_text()
-    assert "updates until optimal (optimal_tolerance = 1.2)" in svg
-    assert "(protocol 'reference'; mean of 3 runs" in svg
+    assert "updates until an optimal path" in svg and "optimal_tolerance" not in svg
+    assert ("optimal: 1 greedy rollout within 1.2 x k x the unrefined shortest path"
+            in svg)
 
 
 def test_final_table_of_stopped_runs_has_no_steps_of_their_last_episodes(tmp_path):

@@ -1,28 +1,34 @@
 """Kind ``tabular``: the report's headline, at most five lines that answer the experiment's
 question with intervals.
 
-* An ``episodes`` schedule (Sutton & Barto Figure 8.2, Taxi, FrozenLake): the steps in
-  episode 2 per variant (the figure's point: planning agents learn the maze from one
-  episode of experience), and the episode from which each variant's mean steps per episode
-  are within 10% of its plateau (the mean over the last ``analysis.final_episodes``
-  episodes), with a bootstrap interval over runs; a greedy evaluation's final score when
-  there is one.
+* An ``episodes`` schedule (Sutton & Barto Figure 8.2): the steps in episode 2 per variant
+  (the figure's point: planning agents learn the maze from one episode of experience), and
+  the episode from which each variant's mean steps per episode are within 10% of its
+  plateau (the mean over the last ``analysis.final_episodes`` episodes), with a bootstrap
+  interval over runs.
+* With a greedy evaluation (FrozenLake, Taxi): the last evaluation score, then the
+  training return over the final window.
+* With a sweep (a parameter study): final steps per episode against the swept value.
 * A ``total_steps`` schedule (Figures 8.4 and 8.5): each variant's final cumulative
   reward, and Dyna-Q+ minus Dyna-Q.
 * ``stop_at_optimal`` (Example 8.4): which variant needs the fewest updates until an
-  optimal path, per sweep point.
+  optimal path, and the ratio Dyna-Q / prioritized sweeping per maze size.
 
-The last line counts the checks against the book and the reference implementation.
+The last lines count the checks against the book (the inconsistent ones named) and the
+declared summaries that differ from the reference implementation (named). Every line
+holds at most :data:`LINE` characters.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
+from dyna.experiment.kinds.tabular.plots import optimal_rule
 from dyna.experiment.kinds.tabular.reference import ALPHA
 from dyna.experiment.kinds.tabular.selection import (groups, per_run, point_label, select,
                                                      stat_options)
@@ -32,13 +38,14 @@ from dyna.experiment.stats import Interval, diff_ci, per_run_ci
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
-__all__ = ["PLATEAU_TOLERANCE", "headline", "overlaps", "plateau_episode"]
+__all__ = ["LINE", "PLATEAU_TOLERANCE", "fit", "headline", "overlaps", "plateau_episode",
+           "ratio_ci"]
 
 #: "At its plateau" means within this fraction of the plateau (the mean over the last
 #: ``analysis.final_episodes`` episodes).
 PLATEAU_TOLERANCE = 0.1
-#: At most this many groups are named on one headline line (the tables list them all).
-MAX_NAMED = 6
+#: A headline line has at most this many characters (the items past it are counted).
+LINE = 160
 #: At most this many resamples for the plateau episode's interval (a curve per resample).
 PLATEAU_RESAMPLES = 1000
 
@@ -118,31 +125,45 @@ def _episode_text(iv: Interval) -> str:
     return f"{float(iv.estimate):.0f} [{float(iv.low):.0f}, {float(iv.high):.0f}]"
 
 
-def _named(entries: list[tuple]) -> str:
-    """Headline text of ``(variant name, point, text, estimate)`` entries: without a
-    sweep, each name and its text joined by "; " (the first :data:`MAX_NAMED` and how many
-    more); with one, per variant its text when every point gives the same one, else its
-    lowest and highest estimate with their points (the estimate alone when only the
-    intervals differ)."""
+def fit(head: str, items: list[str], tail: str = ".") -> str:
+    """``head`` + ``items`` joined by "; " + ``tail``, at most :data:`LINE` characters:
+    the items that do not fit are counted ("; and 2 more"); the first is always kept,
+    so one long item can pass the limit."""
+    if not items:
+        return head + tail
+    for k in range(len(items), 0, -1):
+        more = len(items) - k
+        text = head + "; ".join(items[:k]) + (f"; and {more} more" if more else "") + tail
+        if len(text) <= LINE:
+            return text
+    return text
+
+
+def _named(entries: list[tuple]) -> list[str]:
+    """Headline items of ``(variant name, point, text, estimate)`` entries: without a
+    sweep, each name and its text; with one, per variant its lowest and highest estimate
+    with their points, and the variants whose text (or estimate, when the intervals alone
+    differ) is the same at every point after "the same at every sweep point:" once."""
     by: dict[str, list[tuple]] = {}
     for name, point, text, est in entries:
         by.setdefault(name, []).append((point, text, est))
-    items = []
+    varying, same = [], []
     for name, got in by.items():
         if len(got) == 1:
-            items.append(f"{name} {got[0][1]}")
+            varying.append(f"{name} {got[0][1]}")
         elif len({text for _, text, _ in got}) == 1:
-            items.append(f"{name} {got[0][1]} at every sweep point")
+            same.append(f"{name} {got[0][1]}")
         elif len({est for _, _, est in got}) == 1:     # the intervals alone differ
-            items.append(f"{name} {got[0][1].split(' [')[0]} at every sweep point")
+            same.append(f"{name} {got[0][1].split(' [')[0]}")
         else:
             finite = [g for g in got if math.isfinite(g[2])] or got
             lo = min(finite, key=lambda g: g[2])
             hi = max(finite, key=lambda g: g[2])
-            items.append(f"{name} {lo[1]} ({point_label(lo[0])}) to {hi[1]} "
-                         f"({point_label(hi[0])})")
-    more = len(items) - MAX_NAMED
-    return "; ".join(items[:MAX_NAMED]) + (f"; and {more} more" if more > 0 else "")
+            varying.append(f"{name} {lo[1]} ({point_label(lo[0])}) to {hi[1]} "
+                           f"({point_label(hi[0])})")
+    if same:
+        same[0] = "the same at every sweep point: " + same[0]
+    return varying + same
 
 
 def _smoothed_steps(out: "ExperimentOutput") -> pl.DataFrame:
@@ -156,15 +177,39 @@ def _smoothed_steps(out: "ExperimentOutput") -> pl.DataFrame:
     return smoothed(out.results, ["variant", *out.sweep_keys, "run"], a.smooth)
 
 
+def _stat_words(out: "ExperimentOutput") -> str:
+    """"mean [95% CI]" (or "IQM [...]"): how the headline's cells read."""
+    a = out.config.analysis
+    return f"{'IQM' if a.statistic == 'iqm' else 'mean'} [{a.confidence:.0%} CI]"
+
+
+def _window(out: "ExperimentOutput") -> str:
+    """The final window in words, "episodes 41-50"."""
+    E = out.config.schedule.episodes
+    K = min(out.config.analysis.final_episodes, E)
+    return f"episodes {E - K + 1:,}-{E:,}"
+
+
+def _final_values(out: "ExperimentOutput", column: str) -> list[tuple]:
+    """Per group ``(variant name, point, interval text, estimate)`` of each run's mean
+    ``column`` over the final window."""
+    K = min(out.config.analysis.final_episodes, out.config.schedule.episodes)
+    got = []
+    for variant, _p, point in groups(out):
+        iv = per_run_ci(per_run(select(out.results, variant.name, point), column, last=K),
+                        **stat_options(out))
+        got.append((variant.name, point, ci(iv), float(iv.estimate)))
+    return got
+
+
 def _episode_lines(out: "ExperimentOutput") -> list[str]:
-    """The episode-2 and the plateau lines (and the final evaluation score's)."""
+    """The episode-2 and the plateau lines (the learning speed Figure 8.2 is about)."""
     c = out.config
     opts = stat_options(out)
     E = c.schedule.episodes
     K = min(c.analysis.final_episodes, E)
-    stat = "IQM" if c.analysis.statistic == "iqm" else "mean"
     smooth = _smoothed_steps(out)
-    second, plateau, evals = [], [], []
+    second, plateau = [], []
     for variant, _p, point in groups(out):
         res = select(out.results, variant.name, point)
         ep2 = res.filter(pl.col("episode") == 2).sort("run").get_column("steps").to_numpy()
@@ -175,19 +220,47 @@ def _episode_lines(out: "ExperimentOutput") -> list[str]:
         iv = plateau_episode(curves, K, confidence=c.analysis.confidence,
                              n_resamples=c.analysis.n_resamples, seed=c.seed)
         plateau.append((variant.name, point, _episode_text(iv), float(iv.estimate)))
-        if c.schedule.eval_every and out.evals is not None:
-            ev = per_run_ci(per_run(select(out.evals, variant.name, point), "score", last=1),
-                            **opts)
-            evals.append((variant.name, point, ci(ev), float(ev.estimate)))
     smooth_words = (f", each run's {c.analysis.smooth}-episode moving average"
                     if c.analysis.smooth > 1 else "")
-    lines = [f"- steps in episode 2 ({stat} [{c.analysis.confidence:.0%} CI]): "
-             f"{_named(second)}.",
-             f"- at its plateau (within {PLATEAU_TOLERANCE:.0%} of its mean over episodes "
-             f"{E - K + 1:,}-{E:,}{smooth_words}) from episode: {_named(plateau)}."]
-    if evals:
-        lines.append(f"- final greedy evaluation score: {_named(evals)}.")
-    return lines
+    return [fit(f"- steps in episode 2 ({_stat_words(out)}): ", _named(second)),
+            fit(f"- at its plateau (within {PLATEAU_TOLERANCE:.0%} of its mean over "
+                f"{_window(out)}{smooth_words}) from episode: ", _named(plateau))]
+
+
+def _eval_lines(out: "ExperimentOutput") -> list[str]:
+    """With a greedy evaluation: its last score, then the training return over the final
+    window (FrozenLake's and Taxi's question: how well does the learnt policy do)."""
+    opts = stat_options(out)
+    last = int(out.evals.get_column("episode").max())
+    evals = []
+    for variant, _p, point in groups(out):
+        ev = per_run_ci(per_run(select(out.evals, variant.name, point), "score", last=1),
+                        **opts)
+        evals.append((variant.name, point, ci(ev), float(ev.estimate)))
+    return [fit(f"- greedy evaluation at episode {last:,} ({_stat_words(out)}): ",
+                _named(evals)),
+            fit(f"- training return, {_window(out)} ({_stat_words(out)}): ",
+                _named(_final_values(out, "return")))]
+
+
+def _sweep_lines(out: "ExperimentOutput", room: int) -> list[str]:
+    """A one-key sweep's question, final steps per episode against the swept value: a
+    line naming the values, then a line per variant of its intervals in that order
+    (at most ``room`` lines); one line of each variant's range when they do not fit."""
+    c = out.config
+    finals = _final_values(out, "steps")
+    head = f"- final steps per episode ({_window(out)}, {_stat_words(out)})"
+    keys = list(c.sweep)
+    if len(keys) == 1 and 1 + len(c.variants) <= room:
+        values = ", ".join(str(p[keys[0]]) for p in c.sweep_points())
+        lines = [f"{head} at {keys[0]} = {values}:"]
+        for v in c.variants:
+            mine = [t for n, _pt, t, _e in finals if n == v.name]
+            lines.append(f"- {v.name}: " + (f"{mine[0]} at every {keys[0]}."
+                                             if len(set(mine)) == 1 else "; ".join(mine) + "."))
+        if max(map(len, lines)) <= LINE:
+            return lines
+    return [fit(f"{head}: ", _named(finals))]
 
 
 def _reward_lines(out: "ExperimentOutput") -> list[str]:
@@ -200,7 +273,7 @@ def _reward_lines(out: "ExperimentOutput") -> list[str]:
         finals.setdefault(variant.agent, final)
         iv = per_run_ci(final, **opts)
         text.append((variant.name, point, ci(iv), float(iv.estimate)))
-    lines = [f"- cumulative reward at step {c.schedule.total_steps:,}: {_named(text)}."]
+    lines = [fit(f"- cumulative reward at step {c.schedule.total_steps:,}: ", _named(text))]
     if "dyna_q_plus" in finals and "dyna_q" in finals and len(c.sweep_points()) == 1:
         d = diff_ci(finals["dyna_q_plus"], finals["dyna_q"], **opts)
         lines.append(f"- Dyna-Q+ minus Dyna-Q: {ci(d)} reward "
@@ -209,58 +282,126 @@ def _reward_lines(out: "ExperimentOutput") -> list[str]:
     return lines
 
 
+def ratio_ci(a, b, *, confidence: float = 0.95, n_resamples: int = 2000,
+             seed: int = 0) -> Interval:
+    """``mean(a) / mean(b)`` of two independent samples with a percentile bootstrap
+    interval (each sample resampled with replacement on its own).
+
+    Parameters
+    ----------
+    a, b : array_like, shape (n_a,), (n_b,)
+        One positive value per run (e.g. updates until optimal).
+    confidence, n_resamples, seed
+        As in :func:`dyna.experiment.stats.bootstrap_ci`.
+
+    Returns
+    -------
+    Interval
+        0-d fields, ``n = min(n_a, n_b)``; NaN bounds when either has fewer than 2 values,
+        a NaN estimate when either is empty or ``mean(b)`` is not positive.
+    """
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    nan = np.float64(np.nan)
+    n = int(min(x.size, y.size))
+    if n == 0 or y.mean() <= 0:
+        return Interval(nan, nan, nan, n)
+    est = np.float64(x.mean() / y.mean())
+    if n < 2:
+        return Interval(est, nan, nan, n)
+    rng = np.random.default_rng(seed)
+    bx = rng.choice(x, (n_resamples, x.size)).mean(axis=1)
+    by = rng.choice(y, (n_resamples, y.size)).mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(bx / by, [tail, 100 - tail])
+    return Interval(est, np.float64(lo), np.float64(hi), n)
+
+
+def _sizes(out: "ExperimentOutput") -> list[str]:
+    """Each sweep point as the figure names it: a maze's free states ("188"), else its
+    label ("alpha=0.1")."""
+    points = out.config.sweep_points()
+    metas = out.env_metas
+    if len(metas) == len(points) and all("free_states" in m for m in metas):
+        return [f"{int(m['free_states']):,}" for m in metas]
+    return [point_label(pt) or "the maze" for pt in points]
+
+
 def _updates_lines(out: "ExperimentOutput") -> list[str]:
     """For ``stop_at_optimal`` runs: which variant needs the fewest mean updates until
     optimal at how many sweep points, and (with a Dyna-Q and a prioritized-sweeping
-    variant) the ratio of their means per sweep point (Example 8.4's measure)."""
+    variant) the ratio of their means per maze size with a bootstrap interval (Example
+    8.4's measure)."""
     c = out.config
     wins: dict[str, int] = {}
     points = c.sweep_points()
-    per_point = []
+    found: list[dict] = []
     for point in points:
-        means = {}
+        runs = {}
         for v in c.variants:
-            found = select(out.runs, v.name, point).get_column("updates_to_optimal")
-            found = found.drop_nulls().to_numpy()
-            if found.size:
-                means[v.agent] = means.get(v.agent, float(found.mean()))
-                means[v.name] = float(found.mean())
-        per_point.append(means)
-        named = {v.name: means[v.name] for v in c.variants if v.name in means}
+            got = select(out.runs, v.name, point).get_column("updates_to_optimal")
+            got = got.drop_nulls().to_numpy()
+            if got.size:
+                runs.setdefault(v.agent, got)
+                runs[v.name] = got
+        found.append(runs)
+        named = {v.name: runs[v.name].mean() for v in c.variants if v.name in runs}
         if named:
             w = min(named, key=named.get)
             wins[w] = wins.get(w, 0) + 1
-    tol = f"optimal_tolerance = {c.schedule.optimal_tolerance:g}"
-    told = ", ".join(f"`{v}` at {n} of {len(points)}" for v, n in
-                     sorted(wins.items(), key=lambda kv: -kv[1]))
-    lines = [f"- fewest mean updates until optimal ({tol}, protocol "
-             f"{c.schedule.optimal_protocol!r}) per sweep point: {told or 'none found'}."]
+    where = "maze sizes" if _sizes(out)[0][:1].isdigit() else "sweep points"
+    told = []
+    for v, n in sorted(wins.items(), key=lambda kv: -kv[1]):
+        told.append(v if len(points) == 1 else f"{v} at all {n} {where}"
+                    if n == len(points) else f"{v} at {n} of {len(points)} {where}")
+    rule = optimal_rule(c.schedule)
     pair = ("dyna_q", "prioritized_sweeping")
-    ratios = [f"{point_label(pt) or 'the maze'}: {m[pair[0]] / m[pair[1]]:.2g}"
-              for pt, m in zip(points, per_point) if all(m.get(a, 0) > 0 for a in pair)]
-    if ratios:
-        lines.append("- updates until optimal, Dyna-Q / prioritized sweeping (book: 5 to 10, "
-                     f"growing with the maze): {'; '.join(ratios)}.")
+    ratios = [(size, ratio_ci(runs[pair[0]], runs[pair[1]], confidence=c.analysis.confidence,
+                              n_resamples=c.analysis.n_resamples, seed=c.seed))
+              for size, runs in zip(_sizes(out), found) if all(a in runs for a in pair)]
+    if not ratios:
+        return [fit(f"- fewest updates until optimal ({rule}): ", told or ["none found"])]
+    runs_n = min(int(iv.n) for _, iv in ratios)
+    how = f"{c.analysis.confidence:.0%} CI" if runs_n >= 2 else f"{runs_n} run: no interval"
+    values = [f"{size}: {ci(iv)}".replace(" (one run: no interval)", "")
+              for size, iv in ratios]
+    if where == "maze sizes":
+        values[0] = values[0].replace(":", " free states:", 1)
+    head = (f"- updates until optimal ({rule}), Dyna-Q / prioritized sweeping per "
+            f"{where[:-1]} ({how}; book: 5 to 10):")
+    if len(head) > LINE:    # the rule is in the Setup section too
+        head = head.replace(f" ({rule})", "")
+    return [head, fit("- ", values)]
+
+
+#: A verdict line of the Checks section: "- <what> (book: ...) -> <verdict>".
+_VERDICT = re.compile(r"^- (?P<name>.+?) \(book: .*-> (?P<verdict>NOT consistent|consistent|"
+                      r"partly consistent|inconsistent)\b")
+
+
+def _checks_lines(check_lines: list[str]) -> list[str]:
+    """The Checks section's verdicts in two lines: the book's (how many consistent, the
+    others named) and the reference implementation's (how many declared summaries
+    differ, those named); none without checks."""
+    verdicts = [m for m in map(_VERDICT.match, check_lines) if m]
+    lines = []
+    if verdicts:
+        bad = [m["name"].replace(": ", " ", 1) for m in verdicts
+               if m["verdict"] != "consistent"]
+        lines.append(fit(f"- checks against the book: {len(verdicts) - len(bad)} of "
+                         f"{len(verdicts)} consistent" + ("; not: " if bad else ""), bad))
+    rows = [[cell.strip() for cell in row.strip().strip("|").split("|")]
+            for row in check_lines if row.startswith("| ")]
+    differ = [r[0] for r in rows if "**differs**" in r]
+    tested = [r for r in rows if "no difference detected" in r or "**differs**" in r]
+    if tested:
+        equiv = sum("equivalent" in r for r in rows)
+        shown = sum("equivalent" in r or "equivalence not shown" in r for r in rows)
+        tost = f"; {equiv} of {shown} shown equivalent (TOST)" if shown else ""
+        lines.append(fit(f"- reference implementation: {len(differ)} of {len(tested)} "
+                         f"summaries differ (Welch, Holm {ALPHA:g})"
+                         + (": " if differ else ""), differ, tost + "."))
     return lines
-
-
-def _checks_line(check_lines: list[str]) -> list[str]:
-    """One line counting the verdicts of the Checks section (none without checks)."""
-    text = "\n".join(check_lines)
-    good = text.count("-> consistent")
-    bad = (text.count("NOT consistent") + text.count("-> inconsistent")
-           + text.count("-> partly consistent"))
-    parts = []
-    if check_lines and good + bad:
-        parts.append(f"checks against the book: {good} consistent, {bad} not")
-    differ, same = text.count("| **differs** |"), text.count("| no difference detected |")
-    if differ + same:
-        equiv = text.count("| equivalent |")
-        tested = equiv + text.count("| equivalence not shown |")
-        extra = f", {equiv} of {tested} shown equivalent (TOST)" if tested else ""
-        parts.append(f"against the reference implementation {differ} of {differ + same} "
-                     f"declared summaries differ (Welch, Holm {ALPHA:g}){extra}")
-    return [f"- {'; '.join(parts)} (see Checks)."] if parts else []
 
 
 def headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
@@ -271,20 +412,28 @@ def headline(out: "ExperimentOutput", check_lines: list[str]) -> list[str]:
     ----------
     out : ExperimentOutput
     check_lines : list of str
-        The Checks section's lines, whose verdicts the last line counts.
+        The Checks section's lines, whose verdicts the last lines count and name.
     """
     c = out.config
+    s = c.schedule
     n_pts = len(c.sweep_points())
-    sched = (f"{c.schedule.episodes:,} episodes" if c.schedule.episodes
-             else f"{c.schedule.total_steps:,} time steps")
-    where = f" x {n_pts} sweep points" if n_pts > 1 else ""
-    lines = [f"- {len(c.variants)} variants{where} x {c.runs} runs on `{c.env.id}`, "
-             f"{sched} each."]
-    if c.schedule.stop_at_optimal:
+    sched = (f"{s.episodes:,} episodes each" if s.episodes
+             else f"{s.total_steps:,} time steps each")
+    if s.stop_at_optimal:
+        sched = f"at most {sched} (a run stops once its greedy path is optimal)"
+    what = "maze sizes" if list(c.sweep) == ["resolution"] else "sweep points"
+    where = f" x {n_pts} {what}" if n_pts > 1 else ""
+    many = "s" if len(c.variants) != 1 else ""
+    lines = [f"- {len(c.variants)} variant{many}{where} x {c.runs} runs on `{c.env.id}`, {sched}."]
+    checks = _checks_lines(check_lines)
+    if s.stop_at_optimal:
         lines += _updates_lines(out)
-    elif c.schedule.episodes is not None:
+    elif s.episodes is not None and s.eval_every and out.evals is not None:
+        lines += _eval_lines(out)
+    elif s.episodes is not None and n_pts > 1:
+        lines += _sweep_lines(out, room=4 - len(checks))
+    elif s.episodes is not None:
         lines += _episode_lines(out)
     else:
         lines += _reward_lines(out)
-    lines += _checks_line(check_lines)
-    return ["## Headline", "", *lines[:5], ""]
+    return ["## Headline", "", *(lines + checks)[:5], ""]

@@ -42,7 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
 __all__ = ["LINE_STYLES", "LOG_SPAN", "PLOTS", "book_label", "channel_legend",
-           "colour_title", "draw_plots", "legend_outside", "plot_cumulative_reward",
+           "closeness", "colour_title", "draw_plots", "hidden_whiskers", "legend_outside",
+           "optimal_rule", "plot_cumulative_reward",
            "plot_eval_score", "plot_per_run", "plot_steps_per_episode",
            "plot_updates_to_optimal", "sweep_combos", "sweep_styles", "variant_colors"]
 
@@ -92,6 +93,16 @@ def book_label(variant) -> str:
         return variant.name
     return ("0 planning steps (direct RL only)" if int(n) == 0 else
             f"{int(n)} planning step{'' if int(n) == 1 else 's'}")
+
+
+def optimal_rule(schedule) -> str:
+    """When a ``stop_at_optimal`` run counts its greedy path as optimal, in words
+    (``schedule.optimal_tolerance`` and ``schedule.optimal_protocol``), e.g.
+    ``"5 greedy rollouts within 1.2 x the shortest path"``."""
+    tol = f"{schedule.optimal_tolerance:g}"
+    if schedule.optimal_protocol == "reference":
+        return f"1 greedy rollout within {tol} x k x the unrefined shortest path"
+    return f"5 greedy rollouts within {tol} x the shortest path"
 
 
 def variant_colors(out: "ExperimentOutput") -> dict:
@@ -188,12 +199,45 @@ def _spans(values: list[np.ndarray]) -> bool:
     return v.size > 0 and v.min() > 0 and v.max() / v.min() > LOG_SPAN
 
 
+def closeness(curves: list[tuple], xlabel: str, unit: str | None) -> str:
+    """A sweep panel's note on how close its curves lie, for its title: "" for one curve;
+    ``"(the 5 curves coincide)"`` when they are equal; with a ``unit`` and a shared x,
+    the largest gap between them after the first fifth of the x positions, e.g.
+    ``"(the 5 curves lie within 6.5 steps / of each other from episode 11)"`` (two
+    lines); else "".
+
+    Parameters
+    ----------
+    curves : list of (ndarray, ndarray)
+        Each curve's x positions and drawn estimates (float).
+    xlabel : str
+        The x axis's name ("episode").
+    unit : str or None
+        The y values' unit ("steps"); None: no gap is given.
+    """
+    n = len(curves)
+    if n < 2:
+        return ""
+    if all(np.array_equal(est, curves[0][1]) for _, est in curves):
+        return f"\n(the {n} curves coincide)"
+    xs = curves[0][0]
+    if unit is None or not all(np.array_equal(cx, xs) for cx, _ in curves):
+        return ""
+    start = len(xs) // 5
+    y = np.vstack([est for _, est in curves])[:, start:]
+    gap = float(np.nanmax(y.max(axis=0) - y.min(axis=0)))
+    return (f"\n(the {n} curves lie within {gap:.2g} {unit}\nof each other from "
+            f"{xlabel} {xs[start]:g})")
+
+
 def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=False,
-                vlines=(), hline=None):
+                vlines=(), hline=None, unit=None):
     """One curve per variant (and sweep point) with its band, in the variant's colour
     (:func:`variant_colors`); ``vlines``: x positions of events (dotted, one legend
     entry); ``hline``: ``(y, label)``; ``logy``: True, False, or "auto" (log when the
-    curves span more than :data:`LOG_SPAN`, said in the y label).
+    curves span more than :data:`LOG_SPAN`, said in the y label); ``unit``: the y
+    values' unit, for a sweep panel's note on how close its curves lie
+    (:func:`closeness`).
 
     Without a sweep: one panel, the legend right of it. With one: a panel per variant
     (one y axis), a line style per sweep point (:func:`sweep_styles`, the same in every
@@ -220,15 +264,14 @@ def _curve_plot(out, frame, *, x, y, xlabel, ylabel, title, stem, folder, logy=F
                     if g is None:
                         continue
                     row = {"variant": name, **dict(zip(keys, point))}
-                    mine.append(_band_curve(ax, g, x, colors[name], styles[point],
-                                            _group_label(row, keys, names)))
-            drawn += mine
+                    mine.append((g.get_column(x).to_numpy(),
+                                 _band_curve(ax, g, x, colors[name], styles[point],
+                                             _group_label(row, keys, names))))
+            drawn += [est for _, est in mine]
             extra = _events(ax, vlines, hline, labelled=i == 0) or extra
             ax.set_xlabel(xlabel)
             if keys:
-                alike = len(mine) > 1 and all(np.array_equal(m, mine[0]) for m in mine)
-                ax.set_title(names[panel[0]] + (f"\n(the {len(mine)} curves coincide)"
-                                                if alike else ""), fontsize=9)
+                ax.set_title(names[panel[0]] + closeness(mine, xlabel, unit), fontsize=9)
         if logy == "auto":
             logy = _spans(drawn)
             ylabel += " (log scale)" if logy else ""
@@ -274,13 +317,18 @@ def _events(ax, vlines, hline, labelled: bool) -> list:
     return shown if labelled else []
 
 
+def _plain(value: float, _pos=None) -> str:
+    """A tick number as people write it: "0.5", "20", "100,000"."""
+    return f"{value:,.0f}" if value >= 1000 else f"{value:g}"
+
+
 def _y_axis(ax, logy: bool) -> None:
     """A log y axis with plain tick numbers at 1, 2, 5 x 10^k when ``logy``; the grid."""
     if logy:
         ax.set_yscale("log")
         # plain numbers at 1, 2, 5 x 10^k: "20" and "50" read faster than "2 x 10^1"
         ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_plain))
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.grid(alpha=0.3, which="both" if logy else "major")
 
@@ -329,7 +377,7 @@ def plot_steps_per_episode(out: "ExperimentOutput", folder: Path) -> list[Path]:
                        title=f"{out.config.name}: steps per episode (episodes {first}+"
                              f"{smooth})",
                        stem="steps_per_episode", folder=folder, hline=hline,
-                       logy=True if a.log_y else "auto")
+                       logy=True if a.log_y else "auto", unit="steps")
 
 
 def _thin_steps(frame: pl.DataFrame) -> pl.DataFrame:
@@ -384,7 +432,10 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
     """Updates until an optimal path is found, against maze size (Example 8.4), log-log.
 
     Uses the runs that found an optimal path; markers give the statistic over those runs
-    and error bars its bootstrap interval. Writes ``updates_to_optimal.png`` / ``.svg``.
+    and error bars its bootstrap interval. A note under the axes says how many runs found
+    the path at each size and, where a whisker is hidden by its marker, whether the
+    interval is zero (:func:`hidden_whiskers`). Writes ``updates_to_optimal.png`` /
+    ``.svg``.
     """
     runs = out.runs
     if "updates_to_optimal" not in runs.columns:
@@ -393,15 +444,17 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
     points = out.config.sweep_points()
     colors = variant_colors(out)
     opts = _stat_opts(out)
-    with figure(figsize=(8.5, 4.5)) as fig:
+    with figure(figsize=(8.5, 5.2)) as fig:
         ax = fig.add_subplot()
+        drawn, counts = [], []
         for variant in out.config.variants:
-            est, lo, hi, px = [], [], [], []
+            est, lo, hi, px, found_n = [], [], [], [], []
             for p, point in enumerate(points):
                 sel = runs.filter(pl.col("variant") == variant.name)
                 for key, value in point.items():
                     sel = sel.filter(pl.col(key) == value)
                 found = sel.get_column("updates_to_optimal").drop_nulls().to_numpy()
+                found_n.append(f"{found.size}/{sel.height}")
                 if found.size == 0:
                     continue
                 ci = per_run_ci(found, **opts)
@@ -409,12 +462,14 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
                 est.append(float(ci.estimate))
                 lo.append(float(ci.low) if np.isfinite(ci.low) else float(ci.estimate))
                 hi.append(float(ci.high) if np.isfinite(ci.high) else float(ci.estimate))
+            counts.append((book_label(variant), found_n))
             if not px:
                 continue
             est_a = np.array(est)
             yerr = np.vstack([est_a - np.array(lo), np.array(hi) - est_a])
             ax.errorbar(px, est_a, yerr=yerr, marker="o", capsize=3,
                         color=colors[variant.name], label=book_label(variant))
+            drawn.append((book_label(variant), px, est_a, np.array(lo), np.array(hi)))
         ax.set_xscale("log")
         # the sizes measured as plain numbers ("48", "189"), not "6 x 10^1" between them
         sizes = sorted(set(xs))
@@ -422,15 +477,58 @@ def plot_updates_to_optimal(out: "ExperimentOutput", folder: Path) -> list[Path]
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         _y_axis(ax, True)
         ax.set_xlabel(xlabel)
+        ax.set_ylabel("updates until an optimal path\n(log scale)")
         sc = out.config.schedule
-        ax.set_ylabel(f"updates until optimal (optimal_tolerance = {sc.optimal_tolerance:g})"
-                      "\nlog scale")
         ax.set_title(f"{out.config.name}: updates until an optimal path is found\n"
-                     f"(protocol {sc.optimal_protocol!r}; {_stat_label(out)}, runs that "
-                     "found it)", fontsize=10)
+                     f"({_stat_label(out)}, over the runs that found it;\noptimal: "
+                     f"{optimal_rule(sc)})", fontsize=10)
         legend_outside(ax)
         ax.grid(alpha=0.3, which="both")
+        note = ["runs that found an optimal path: " + "; ".join(
+            f"{name} {n[0]} at every size" if len(set(n)) == 1 else f"{name} {', '.join(n)}"
+            for name, n in counts)]
+        fig.canvas.draw()     # the layout sets the axes' size, and so the whiskers' pixels
+        note += hidden_whiskers(ax, drawn)
+        fig.supxlabel("\n".join(note), x=0.01, ha="left", fontsize=8)
         return save(fig, folder / "updates_to_optimal")
+
+
+def hidden_whiskers(ax, drawn: list[tuple]) -> list[str]:
+    """Notes on the error bars of ``ax`` too short to show beside their marker (6 pt
+    across): per series, the sizes where the interval is zero (every run the same) and
+    where it is only narrower than the marker.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+        Its scales and limits set (the data are projected to display pixels).
+    drawn : list of (str, list, ndarray, ndarray, ndarray)
+        Per series: its label, x positions, estimates, lower and upper bounds.
+
+    Returns
+    -------
+    list of str
+        One line per kind of hidden whisker, e.g. ``"no whisker: the interval is
+        narrower than the marker (not zero) for prioritized sweeping at 47, 188"``.
+    """
+    ax.autoscale_view()
+    radius = 3 * ax.figure.dpi / 72
+    zero, narrow = [], []
+    for label, px, est, lo, hi in drawn:
+        pixels = [ax.transData.transform(np.column_stack([px, v]))[:, 1] for v in (lo, est, hi)]
+        short = np.maximum(pixels[1] - pixels[0], pixels[2] - pixels[1]) < radius
+        flat = hi - lo == 0
+        for where, mask in ((zero, short & flat), (narrow, short & ~flat)):
+            if mask.any():
+                where.append(f"{label} at " + ", ".join(f"{x:g}" for x in np.array(px)[mask]))
+    lines = []
+    if zero:
+        lines.append("no whisker: the interval is zero (every run the same) for "
+                     + "; ".join(zero))
+    if narrow:
+        lines.append("no whisker: the interval is narrower than the marker (not zero) for "
+                     + "; ".join(narrow))
+    return lines
 
 
 _PER_RUN = {  # metric -> (table attribute, x, y, x label, y label)

@@ -68,7 +68,7 @@ _TIMING_NAMES = {"compile_time_s": "compile", "run_time_s": "run", "output_time_
 def _setup_section(out: "ExperimentOutput") -> list[str]:
     c, m = out.config, out.manifest
     s = c.schedule
-    sched = f"{s.episodes} episodes" if s.episodes else f"{s.total_steps} time steps"
+    sched = f"{s.episodes:,} episodes" if s.episodes else f"{s.total_steps:,} time steps"
     if s.eval_every:
         sched += f", greedy evaluation every {s.eval_every} episodes ({s.eval_episodes} " \
                  f"episodes each)"
@@ -82,6 +82,7 @@ def _setup_section(out: "ExperimentOutput") -> list[str]:
     if c.description:
         lines += [c.description, ""]
     lines += [
+        "## Setup", "",
         # the manifest's hash when it has one (c.hash imports dyna.agents and numba)
         f"- config sha256: `{short_hash(m['config_hash'] if 'config_hash' in m else c.hash)}`"
         " (in full in "
@@ -432,7 +433,8 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
     verdict = ("consistent" if finite and all(in_range) else
                "partly consistent" if any(in_range) else "inconsistent")
     lines += ["", f"Prioritized sweeping needs fewer updates at every size: "
-              f"{'yes' if fewer else 'NO'}; ratio Dyna-Q / prioritized sweeping per size: "
+              f"{'yes' if fewer else 'NO'}.", "",
+              f"- ratio Dyna-Q / prioritized sweeping per size: "
               f"{', '.join(fmt(r) for r in ratios)} (book: 'often by a factor of 5 to 10', "
               f"with a 'decisive advantage' kept as the maze grows) -> {verdict} with the "
               f"book's range; the ratio {'grows' if growing else 'does not grow'} with size "
