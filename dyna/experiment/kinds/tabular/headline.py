@@ -374,9 +374,11 @@ def _updates_lines(out: "ExperimentOutput") -> list[str]:
     return [head, fit("- ", values)]
 
 
-#: A verdict line of the Checks section: "- <what> (book: ...) -> <verdict>".
-_VERDICT = re.compile(r"^- (?P<name>.+?) \(book: .*-> (?P<verdict>NOT consistent|consistent|"
-                      r"partly consistent|inconsistent)\b")
+#: A verdict line of the Checks section: "- <what> (book: ...[; consistent <rule>]) ->
+#: <verdict>".
+_VERDICT = re.compile(r"^- (?P<name>.+?) \(book: [^;)]*(?:; consistent (?P<rule>[^)]*))?.*"
+                      r"-> (?P<verdict>NOT consistent|consistent|partly consistent|"
+                      r"inconsistent)\b")
 
 
 def _checks_lines(check_lines: list[str]) -> list[str]:
@@ -386,8 +388,8 @@ def _checks_lines(check_lines: list[str]) -> list[str]:
     verdicts = [m for m in map(_VERDICT.match, check_lines) if m]
     lines = []
     if verdicts:
-        bad = [m["name"].replace(": ", " ", 1) for m in verdicts
-               if m["verdict"] != "consistent"]
+        bad = [m["name"].replace(": ", " ", 1) + (f" (needs: {m['rule']})" if m["rule"] else "")
+               for m in verdicts if m["verdict"] != "consistent"]
         lines.append(fit(f"- checks against the book: {len(verdicts) - len(bad)} of "
                          f"{len(verdicts)} consistent" + ("; not: " if bad else ""), bad))
     rows = [[cell.strip() for cell in row.strip().strip("|").split("|")]
