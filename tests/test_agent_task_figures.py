@@ -44,7 +44,8 @@ def _shot(fig) -> dict:
         bars = [p for p in ax.patches if p.get_width() > 0]
         axes.append({"lines": lines, "bars": len(bars), "ylim": ax.get_ylim(),
                      "ylabel": ax.get_ylabel(), "xlabel": ax.get_xlabel(),
-                     "title": ax.get_title(),
+                     "title": ax.get_title(), "texts": [t.get_text() for t in ax.texts],
+                     "xlim": ax.get_xlim(), "yscale": ax.get_yscale(),
                      "yticks": [(t.get_text(), t.get_color()) for t in ax.get_yticklabels()],
                      "left_labels": any(t.get_visible() and t.get_text()
                                         for t in ax.get_yticklabels())})
@@ -85,7 +86,7 @@ def test_a_loop_without_a_safeguard_and_the_naive_loop_with_it_differ_in_colour(
     colors = P.variant_colors(skill_v2, "skill")
     assert len(set(colors.values())) == 14
     # the ablations keep their safeguard's colour, the naive loop + one takes a spare one
-    assert [colors[v] for v in skill_v2[4:9]] == ["#2ca02c", "#1b9e77", "#e7298a", "#a6761d",
+    assert [colors[v] for v in skill_v2[4:9]] == ["#2ca02c", "#00798c", "#e7298a", "#a6761d",
                                                   "#6a3d9a"]
     assert [colors[v] for v in skill_v2[9:]] == ["#1f77b4", "#ff7f0e", "#17becf", "#e6ab02",
                                                  "#f781bf"]
@@ -96,10 +97,44 @@ def test_a_loop_without_a_safeguard_and_the_naive_loop_with_it_differ_in_colour(
     assert P.variant_colors(["naive_loop+dating"], "skill") == {"naive_loop+dating": "#f781bf"}
 
 
+SKILL_V2 = ["no_learning", "oracle", "naive_loop", "skill_loop"] + \
+    [f"{head}{s}" for head in ("skill_loop-no_", "naive_loop+")
+     for s in ("outcome_gate", "retire_on_contradiction", "novelty_check", "cap_eviction",
+               "approval_for_untrusted")]
+ABLATION = ["no_learning", "oracle", "naive_loop", "self_reflection", "skill_loop"] + \
+    [f"skill_loop-no_{s}" for s in ("outcome_gate", "redaction", "secret_scan",
+                                    "novelty_check", "grading", "cap_eviction", "dating",
+                                    "retire_on_contradiction", "approval_for_untrusted",
+                                    "consolidation_every")] + ["episodic", "dyna_q",
+                                                               "dyna_q_plus"]
+
+
+def test_cie_lab_and_delta_e_by_hand():
+    assert P.cie_lab("#ffffff") == pytest.approx([100.0, 0.0, 0.0], abs=0.02)
+    assert P.cie_lab("#000000") == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+    # sRGB red: L* 53.24, a* 80.09, b* 67.20 (CIE 15:2004 with the D65 white)
+    assert P.cie_lab("#ff0000") == pytest.approx([53.24, 80.09, 67.20], abs=0.05)
+    assert P.delta_e("#ffffff", "#000000") == pytest.approx(100.0, abs=0.02)
+
+
+@pytest.mark.parametrize("variants", [SKILL_V2, ABLATION], ids=["v2_skill", "ablation"])
+def test_every_two_variants_of_a_figure_are_far_apart_in_colour(variants):
+    colors = P.variant_colors(variants, "skill")
+    pairs = [(P.delta_e(colors[a], colors[b]), a, b)
+             for i, a in enumerate(variants) for b in variants[i + 1:]]
+    assert len(pairs) == len(variants) * (len(variants) - 1) // 2
+    assert min(pairs)[0] >= P.MIN_DELTA_E == 25.0
+    # the pairs a reader took for one another are other colours now
+    for a, b in (("skill_loop-no_outcome_gate", "skill_loop-no_retire_on_contradiction"),
+                 ("oracle", "naive_loop+cap_eviction"), ("naive_loop", "episodic")):
+        if a in colors and b in colors:
+            assert P.delta_e(colors[a], colors[b]) >= 40.0, (a, b)
+
+
 def test_every_figure_draws_a_variant_in_one_colour_no_other_variant_has(run):
     _, shots = run
     want = P.variant_colors(VARIANTS, "skill")
-    short = {P._short(v, "skill"): v for v in VARIANTS}
+    short = {P.short_name(v, "skill"): v for v in VARIANTS}
     seen = {}
     for ax in shots["scenario_drifty"]["axes"]:
         for ln in _data_lines(ax):
@@ -157,15 +192,25 @@ def test_recovery_draws_no_bar_where_there_was_nothing_to_recover_from(run):
     (ax,) = shots["recovery"]["axes"]
     assert [t for t, _ in ax["yticks"]] == [
         "no_learning (1 never)", "naive_loop (1 held)", "skill_loop (1 held)",
-        "skill_loop-no_outcome_gate (1 held)", "naive_loop+outcome_gate (1 held)"]
+        "no_outcome_gate (1 held)", "naive_loop+outcome_gate (1 held)"]
     assert ax["bars"] == 0
     (never,) = [ln for ln in ax["lines"] if ln["marker"] == ">"]
     assert never["x"].tolist() == [30.0] and never["color"] == "#7f7f7f"
     assert ax["xlabel"] == "episodes from the drift to recovery"
-    assert ('no recovery time where there was nothing to recover from: "none before", the '
-            'family\'s success before the drift at most 5 points; "held", within 5 points of '
-            "it in its first 10 episodes after the drift") in " ".join(
-                shots["recovery"]["title"].split())
+    assert shots["recovery"]["title"].split("\n") == [
+        "figs: recovery after a drift",
+        ("recovered: the drifted family's success over 10 of its episodes back within 5 "
+         "points of its level before the drift"),
+        "bar: mean over the recovered drifts (95% bootstrap CI across them)",
+        "hollow >: a drift never recovered, at least this many episodes",
+        ('nothing to recover from, so no time: "none before", the family\'s success before '
+         "the drift at most 5 points"),
+        '"held", within 5 points of it in its first 10 episodes after']
+
+
+def test_phrase_lines_break_between_phrases():
+    assert RP.phrase_lines("aaa bbb; cc dd; e", 12) == "aaa bbb\ncc dd; e"
+    assert RP.phrase_lines("one two three four; x", 9) == "one two\nthree\nfour; x"
 
 
 def test_a_drift_scenario_without_a_fall_is_named_instead_of_drawn(tmp_path, monkeypatch):
@@ -225,8 +270,7 @@ def test_a_scenario_equal_to_others_names_them_in_its_title(run):
     title = " ".join(shots["scenario_again"]["title"].split())
     assert ("every curve identical, for every variant and run, to base, "
             "learning_from_failure-0.0 (equal episodes); learning_from_failure-0.5 (episodes "
-            "differing only in self_assessed): the settings in which they differ change "
-            "nothing drawn here") in title
+            "differing only in self_assessed)") in title
     assert "identical" not in shots["scenario_drifty"]["title"]
 
 
@@ -245,8 +289,7 @@ def test_a_field_no_figure_draws_does_not_make_two_scenarios_differ(run):
     assert P._twin_note((("a", (), (), 5), ("b", ("self_assessed",), (), 5),
                          ("c", ("self_assessed",), (), 5))) == (
         "every curve identical, for every variant and run, to a (equal episodes); b, c "
-        "(episodes differing only in self_assessed): the settings in which they differ "
-        "change nothing drawn here")
+        "(episodes differing only in self_assessed)")
     # two variants of five differ: still "most"; three do not make a twin
     for flipped, want in ((("naive_loop", "no_learning"), {
             "base": (("shadow", (), ("naive_loop", "no_learning"), 5),),
@@ -267,7 +310,7 @@ def test_the_note_travels_to_a_helper_and_draws_the_same_figure(run, tmp_path, c
     series = P._all_series(out)
     job = P.scenario_job(out, "again", series, tmp_path / "helper",
                          twins=(("base", (), (), 5),))
-    assert job[5].startswith("every curve identical, for every variant and run, to base:")
+    assert job[5] == "every curve identical, for every variant and run, to base"
     msg = FW._encode(4, job, [key for key, _, _ in P.ROWS])
     assert json.loads(msg.split(b"\n", 1)[0])["note"] == job[5]
     (tmp_path / "helper").mkdir()
@@ -319,17 +362,92 @@ def test_a_count_panel_spanning_orders_of_magnitude_is_log_above_one(run, tmp_pa
             (ax.get_yscale(), [t.get_text() for t in ax.texts]) for ax in fig.axes[-2:]]),
         real(fig, stem, **kw))[1])
     P.scenario_figure(*job)
-    assert shots["scenario_base"] == [("symlog", ["log scale above 1"]), ("linear", [])]
+    assert shots["scenario_base"] == [("symlog", ["at 0: skill_loop, no_learning",
+                                                  "log scale above 1"]),
+                                      ("linear", ["at 0: skill_loop"])]
+
+
+def _panel(key, ys: dict, skip=frozenset(), same=frozenset()):
+    """One panel drawn by ``P._draw_row`` from constant curves (variant -> y per episode):
+    its legend labels and the text on it."""
+    import matplotlib.pyplot as plt
+
+    frame = pl.concat([pl.DataFrame({"variant": v, "episode": np.arange(1, len(y) + 1),
+                                     "estimate": np.asarray(y, float),
+                                     "low": np.asarray(y, float),
+                                     "high": np.asarray(y, float)}) for v, y in ys.items()])
+    cfg = SimpleNamespace(store="skill")
+    fig, ax = plt.subplots()
+    try:
+        P._draw_row(ax, key, frame, list(ys), cfg, set(same), dict.fromkeys(ys, "k"),
+                    set(skip))
+        return ax.get_legend_handles_labels()[1], [t.get_text() for t in ax.texts]
+    finally:
+        plt.close(fig)
+
+
+def test_a_panel_names_the_variants_its_lines_hide():
+    loop, gate, dating = "skill_loop", "skill_loop-no_outcome_gate", "naive_loop+dating"
+    # poisoned entries: the loop and the naive loop + dating on 0, the loop without the
+    # gate equal to the loop though its episodes differ elsewhere
+    assert _panel("poisoned", {loop: [0, 0, 0], gate: [0, 0, 0], dating: [0, 0, 0]}) == (
+        [loop, "no_outcome_gate", dating], ["none stored: every curve at 0"])
+    assert _panel("poisoned", {loop: [0, 1, 2], gate: [0, 1, 2], dating: [0, 0, 0],
+                               "no_learning": [0, 0, 0]}) == (
+        [loop, "no_outcome_gate (= loop in poisoned row)", dating, "no_learning"],
+        ["at 0: naive_loop+dating, no_learning"])
+    # equal episodes are marked already, and a rate row names no zero
+    assert _panel("success", {loop: [0, 1, 2], gate: [0, 1, 2], dating: [0, 0, 0]},
+                  same={gate}) == ([loop, "no_outcome_gate (= loop)", dating], [])
+    # a variant without a success has no tokens per success: named, not drawn
+    assert _panel("tokens_per_success", {loop: [5, 6, 7], "no_learning": [9, 9, 9]},
+                  skip={"no_learning"}) == (
+        [loop], ["no_learning: no successes, no tokens per success"])
+
+
+def test_never_succeeded_reads_the_success_curves(run):
+    out, _ = run
+    series = P._all_series(out)
+    success = series["success"].filter(pl.col("scenario") == "base")
+    tops = success.group_by("variant").agg(pl.col("y").max())
+    assert P._never_succeeded(success) == set(
+        tops.filter(pl.col("y") == 0)["variant"].to_list())
+    assert P._never_succeeded(pl.DataFrame({"variant": ["a", "a", "b"],
+                                            "y": [0.0, 0.0, 0.5]})) == {"a"}
+    assert P._never_succeeded(None) == set()
+
+
+def test_profiles_zoom_to_the_taus_where_a_curve_moves():
+    taus = np.asarray(P.PROFILE_TAUS)
+    steep = SimpleNamespace(estimate=np.where(taus < 0.9, 1.0, 0.0),
+                            low=np.where(taus < 0.85, 1.0, 0.0),
+                            high=np.where(taus < 0.95, 1.0, 0.0))
+    # the curves are 1 up to 0.84 and 0 from 0.95: that span with 0.02 of margin (a
+    # tenth of it, 0.011, is less)
+    lo, hi = P._profile_span([steep])
+    assert (round(lo, 3), round(hi, 3)) == (0.82, 0.97)
+    wide = SimpleNamespace(estimate=np.clip(1 - taus, 0, 1), low=np.clip(1 - taus, 0, 1),
+                           high=np.clip(1 - taus, 0, 1))
+    assert P._profile_span([steep, wide]) is None
 
 
 # ------------------------------------------------------------------------- crossover
+
+def test_a_crossover_panel_spanning_an_order_of_magnitude_is_log():
+    assert RP._log_worthy([[20_000.0, 30_000.0], [650_000.0, 800_000.0]])
+    assert not RP._log_worthy([[200_000.0, 300_000.0], [650_000.0, 800_000.0]])
+    assert not RP._log_worthy([[0.0, 30_000.0], [650_000.0, 800_000.0]])   # 0: no log
+    assert not RP._log_worthy([[0.02, 0.03], [0.4, 0.5]])                 # a rate
 
 def test_the_crossover_map_speaks_words_with_units(run):
     _, shots = run
     (ax,) = shots["crossover"]["axes"]
     assert ax["ylabel"] == "success rate, episodes 31-60"
     assert ax["xlabel"] == "false success rate (probability),\nleast to most severe"
-    assert ax["title"] == "learning from failure"
+    # without decoy steps the false success rate changes nothing a run does
+    assert ax["title"] == ("learning from failure\nflat: every variant's runs identical\n"
+                           "at all 2 settings")
+    assert ax["yscale"] == "linear"
     texts = [t for t, _ in ax["yticks"]]     # plain digits, no offset text
     assert "1" in texts and all(RP.thousands(float(t)) == t for t in texts)
     assert shots["crossover"]["legends"] == [["no_learning", "naive_loop", "skill_loop",

@@ -4,11 +4,14 @@ One figure per scenario as small multiples: a row per metric, a column per group
 most six variants (the baselines, the tabular learners, the safeguard ablations in groups
 of five; the full loop, in black, in every column as the reference), the legend of each
 column under its bottom panel, outside the data. Each variant has its own colour, the
-same in every panel and figure (:func:`variant_colors`), and a dotted vertical line marks
-each drift episode. The token row's log axis spans the 0.5th-99.5th percentiles of what
-is drawn, so one exploding early value cannot flatten the rest; the poisoned-entries row
-gives each panel its own y scale (:data:`OWN_SCALE_ROWS`), so one variant's hundreds do
-not squash another panel's few to a line at zero, and a panel whose curves span orders of
+same in every panel and figure and far from every other variant's (:func:`variant_colors`),
+and a dotted vertical line marks each drift episode. A panel names what its lines hide
+(:func:`_mark_panel`): the variants at 0 in a count row, a variant without a success in
+the token row, ``(= loop in <row> row)`` where a curve lies under the loop's. The
+token row's log axis spans the 0.5th-99.5th percentiles of what is drawn, so one
+exploding early value cannot flatten the rest; the poisoned-entries row gives each panel
+its own y scale (:data:`OWN_SCALE_ROWS`), so one variant's hundreds do not squash another
+panel's few to a line at zero, and a panel whose curves span orders of
 magnitude is logarithmic above 1 (:func:`_spread`). A scenario whose curves equal
 another's for every variant, or for most, names it in its title. Bands of the success,
 token and poisoned-entry rows are 95% bootstrap confidence intervals across runs
@@ -45,8 +48,8 @@ from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import curve_ci
 
 __all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "PLOT_RESAMPLES", "draw_competence",
-           "draw_plots", "plot_processes", "scenario_figure", "scenario_job", "variant_color",
-           "variant_colors", "variant_panels"]
+           "draw_plots", "plot_processes", "scenario_figure", "scenario_job", "short_name",
+           "variant_color", "variant_colors", "variant_panels"]
 
 #: At most this many lines in one panel.
 MAX_LINES = 6
@@ -70,8 +73,8 @@ COMPETENCE_ROWS = ("competence", "competence_chosen")
 #: variants that switch one safeguard on or off (``<store>_loop-no_<switch>``,
 #: ``naive_loop+<switch>``) take the colour of their safeguard (:data:`SWITCH_COLORS`).
 VARIANT_COLORS = {
-    "no_learning": "#7f7f7f", "oracle": "#bcbd22", "naive_loop": "#d62728",
-    "self_reflection": "#9467bd", "episodic": "#8c564b", "dyna_q": "#1f77b4",
+    "no_learning": "#7f7f7f", "oracle": "#8db600", "naive_loop": "#d62728",
+    "self_reflection": "#9467bd", "episodic": "#c2b280", "dyna_q": "#1f77b4",
     "dyna_q_plus": "#ff7f0e", "reflexion": "#393b79", "voyager": "#d95f02",
     "expel": "#66a61e", "awm": "#637939", "mem0_v2": "#843c39", "mem0_v3": "#e7969c",
     "naive_growth": "#6b6ecf", "selective_add_delete": "#de9ed6",
@@ -80,48 +83,74 @@ VARIANT_COLORS = {
 #: of the base variants' in :data:`VARIANT_COLORS`: the panels of one figure hold both.
 #: The five safeguards of each ablation panel (switches in order, five a panel) take five
 #: hues at least 40 degrees apart (green, mustard, cyan, magenta, slate; brown, pink,
-#: teal, violet, navy), so no two lines of a panel differ by shade alone.
+#: petrol, violet, leaf green), so no two lines of a panel differ by shade alone.
 SWITCH_COLORS = {
     "outcome_gate": "#2ca02c", "redaction": "#e6ab02", "secret_scan": "#17becf",
     "novelty_check": "#e7298a", "grading": "#7570b3", "cap_eviction": "#a6761d",
-    "dating": "#f781bf", "retire_on_contradiction": "#1b9e77",
-    "approval_for_untrusted": "#6a3d9a", "consolidation_every": "#08519c",
+    "dating": "#f781bf", "retire_on_contradiction": "#00798c",
+    "approval_for_untrusted": "#6a3d9a", "consolidation_every": "#4d9221",
 }
 
 
-#: Colours a variant takes when its own (:func:`variant_color`) is taken in the figure:
-#: a ``naive_loop+<switch>`` beside ``<store>_loop-no_<switch>``, or a name whose tab20
-#: colour another variant holds. In order; each one no variant of the figure prefers.
+#: Colours a variant takes when its own (:func:`variant_color`) is too close to one an
+#: earlier variant of the figure holds (:data:`MIN_DELTA_E`). In order: mid and dark
+#: colours first (a thin line on white), the pale tab20 ones last.
 SPARE_COLORS = ("#1f77b4", "#ff7f0e", "#17becf", "#e6ab02", "#f781bf", "#08519c",
                 "#7570b3", "#9467bd", "#8c564b", "#bcbd22", "#66a61e", "#e7298a",
                 "#a6761d", "#2ca02c", "#1b9e77", "#6a3d9a", "#393b79", "#843c39",
+                "#0067a5", "#882d17", "#b3446c", "#e25822", "#654522", "#604e97",
                 "#de9ed6", "#6b6ecf", "#e7969c", "#637939", "#d95f02", "#7f7f7f")
+#: The least CIE76 colour difference (:func:`delta_e`) between two variants of a figure.
+MIN_DELTA_E = 25.0
+
+
+def cie_lab(color) -> np.ndarray:
+    """CIE L*a*b* (D65 white) of a matplotlib colour read as sRGB: shape (3,), L* in
+    [0, 100]. Source: IEC 61966-2-1 (sRGB transfer and matrix), CIE 15:2004 (Lab)."""
+    rgb = np.asarray(matplotlib.colors.to_rgb(color), float)
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                    [0.0193, 0.1192, 0.9505]]) @ lin / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def delta_e(a, b) -> float:
+    """CIE76 colour difference of two matplotlib colours: the Euclidean distance of
+    their :func:`cie_lab` (about 2.3: just noticeable; 25 and more: other colours)."""
+    return float(np.linalg.norm(cie_lab(a) - cie_lab(b)))
 
 
 def variant_colors(variants, store: str) -> dict:
     """The colour of each of ``variants`` in one figure (and every figure of an
     experiment, which all pass its ``config.variants``): each its own, the same in every
-    panel. A variant keeps :func:`variant_color` unless an earlier one holds that colour;
-    the ``naive_loop+<switch>`` variants come last, so the loop without a safeguard keeps
-    the safeguard's colour and the naive loop with it takes a spare one
-    (:data:`SPARE_COLORS`, then tab20 colours no variant holds).
+    panel, at least :data:`MIN_DELTA_E` from every other variant's. A variant keeps
+    :func:`variant_color` unless it is that close to an earlier one's; the
+    ``naive_loop+<switch>`` variants come last, so the loop without a safeguard keeps the
+    safeguard's colour and the naive loop with it takes a spare one: the first of
+    :data:`SPARE_COLORS` (then tab20) far enough from every colour taken, or when none is,
+    the one farthest from its nearest.
 
     Returns
     -------
     dict
-        variant -> matplotlib colour (a hex string, or an RGBA tuple from tab20).
+        variant -> matplotlib colour (a hex string).
     """
     names = list(dict.fromkeys(variants))
     order = [v for v in names if not v.startswith("naive_loop+")] + \
         [v for v in names if v.startswith("naive_loop+")]
-    wanted = {v: variant_color(v, store) for v in names}
-    spares = [c for c in (*SPARE_COLORS, *matplotlib.colormaps["tab20"].colors)
-              if c not in wanted.values()]
+    spares = [*SPARE_COLORS, *map(matplotlib.colors.to_hex,
+                                  matplotlib.colormaps["tab20"].colors)]
     taken: dict = {}
+
+    def nearest(color) -> float:
+        return min([delta_e(color, c) for c in taken.values()] + [np.inf])
+
     for v in order:
-        color = wanted[v]
-        if color in taken.values():
-            color = next((c for c in spares if c not in taken.values()), color)
+        color = matplotlib.colors.to_hex(variant_color(v, store))
+        if nearest(color) < MIN_DELTA_E:
+            color = next((c for c in spares if nearest(c) >= MIN_DELTA_E),
+                         max(spares, key=nearest))
         taken[v] = color
     return {v: taken[v] for v in names}
 
@@ -166,15 +195,16 @@ def variant_color(variant: str, store: str):
     return matplotlib.colormaps["tab20"](zlib.crc32(variant.encode()) % 20)
 
 
-def _short(variant: str, store: str) -> str:
-    """A legend label: ``skill_loop-no_dating`` reads ``no_dating`` (its panel says it)."""
+def short_name(variant: str, store: str) -> str:
+    """A variant's name in every figure's labels: ``skill_loop-no_dating`` reads
+    ``no_dating`` (the loop without that safeguard), other names as they are."""
     return variant.replace(f"{store}_loop-", "", 1)
 
 
 def _label(variant: str, store: str, same: set) -> str:
-    """The legend label of ``variant``: :func:`_short`, and ``(= loop)`` when it is in
+    """The legend label of ``variant``: :func:`short_name`, and ``(= loop)`` when it is in
     ``same`` (its line lies under the full loop's)."""
-    return _short(variant, store) + (" (= loop)" if variant in same else "")
+    return short_name(variant, store) + (" (= loop)" if variant in same else "")
 
 
 def _zorder(variant: str, store: str, same: set) -> float:
@@ -364,20 +394,23 @@ def _twin_note(twins) -> str:
     parts = [", ".join(names) + (f" (episodes differing only in {', '.join(cols)})" if cols
                                  else " (equal episodes)" if len(groups) > 1 else "")
              for cols, names in groups.items()]
-    lines = [f"every curve identical, for every variant and run, to {'; '.join(parts)}: the "
-             "settings in which they differ change nothing drawn here"] if parts else []
+    lines = [f"every curve identical, for every variant and run, to {'; '.join(parts)}"
+             ] if parts else []
     lines += [f"curves identical to {other}'s for {n - len(unequal)} of {n} variants (all but "
               f"{', '.join(unequal)})" for other, _, unequal, n in twins if unequal]
     return "; ".join(lines)
 
 
-def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set, colors) -> list:
-    """One panel: each variant of ``group`` in its colour (``colors``), its band and, in a
-    competence row, its true rolling success dashed; returns the mean curves drawn."""
-    drawn = []
+def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set, colors,
+              skip: set = frozenset()) -> list:
+    """One panel: each variant of ``group`` (but those in ``skip``) in its colour
+    (``colors``), its band and, in a competence row, its true rolling success dashed;
+    the variants it hides are named on it (:func:`_mark_panel`). Returns the mean curves
+    drawn."""
+    drawn, lines = {}, {}
     for v in group:
         g = curves.filter(pl.col("variant") == v)
-        if g.is_empty():
+        if g.is_empty() or v in skip:
             continue
         x = g["episode"].to_numpy()
         est, lo, hi = (g[k].to_numpy() for k in ("estimate", "low", "high"))
@@ -386,13 +419,40 @@ def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set, colors)
         # without a band of its own, which would only darken the loop's
         if v not in same:
             ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
-        ax.plot(x, est, color=color, lw=1.1, label=_label(v, cfg.store, same),
-                zorder=_zorder(v, cfg.store, same))
-        drawn.append(est)
+        (lines[v],) = ax.plot(x, est, color=color, lw=1.1, label=_label(v, cfg.store, same),
+                              zorder=_zorder(v, cfg.store, same))
+        drawn[v] = est
         if key in COMPETENCE_ROWS:
             truth = g["truth"].cast(pl.Float64).fill_null(np.nan).to_numpy()
             ax.plot(x, truth, color=color, lw=0.9, ls=(0, (3, 2)))
-    return drawn
+    notes = [f"{short_name(v, cfg.store)}: no successes, no tokens per success"
+             for v in group if v in skip]
+    _mark_panel(ax, key, drawn, lines, cfg.store, same, notes)
+    return list(drawn.values())
+
+
+def _mark_panel(ax, key: str, drawn: dict, lines: dict, store: str, same: set,
+                notes: list) -> None:
+    """Name on the panel what its lines hide: in a count row (:data:`OWN_SCALE_ROWS`) the
+    variants whose curve is 0 at every episode ("none stored" when every curve is), under
+    ``notes``; and mark ``(= loop in <row> row)`` in the legend label of a variant whose
+    curve (``drawn``, variant -> mean curve) equals the full loop's in this panel though
+    its episodes differ (``same``: the variants with equal episodes, marked already)."""
+    zero = [v for v, est in drawn.items()
+            if key in OWN_SCALE_ROWS and np.all(np.nan_to_num(est) == 0)]
+    if zero and len(zero) == len(drawn):
+        notes = [*notes, "none stored: every curve at 0"]
+    elif zero:
+        notes = [*notes, "at 0: " + ", ".join(short_name(v, store) for v in zero)]
+    ref = drawn.get(f"{store}_loop")
+    for v, est in drawn.items():
+        if ref is not None and v not in (f"{store}_loop", *same, *zero) \
+                and np.array_equal(est, ref, equal_nan=True):
+            lines[v].set_label(f"{short_name(v, store)} (= loop in {key.replace('_', ' ')} row)")
+    if notes:
+        ax.text(0.02, 0.97, textwrap.fill("; ".join(notes), 60), transform=ax.transAxes,
+                fontsize=6, va="top", color="0.25", zorder=4,
+                bbox={"facecolor": "white", "alpha": 0.8, "lw": 0, "pad": 1})
 
 
 def _curves(key: str, frame: pl.DataFrame, cfg) -> pl.DataFrame:
@@ -419,15 +479,14 @@ def _heading(cfg, scenario: str, rows, drifts, note: str, width: float) -> str:
     if any(key not in COMPETENCE_ROWS for key, _, _ in rows):
         band = (f"{over_runs('mean', cfg.runs)} across runs ({PLOT_RESAMPLES} resamples)"
                 if cfg.runs > 1 else over_runs("mean", 1))
-        lines.append(f"{band}; success and tokens rolling over {W} episodes")
+        lines.append(f"{band}; success and tokens rolling over {W} episodes"
+                     + ("; dotted vertical lines: drifts" if drifts else ""))
     if any(key in COMPETENCE_ROWS for key, _, _ in rows):
         where = "" if cfg.runs == 1 else f", means over {cfg.runs} runs"
-        lines.append(f"competence: solid, posterior mean of all runs so far "
-                     f"(empirical-Bayes prior at the pooled success rate), band 95% "
-                     f"credible interval{where}; dashed, "
-                     f"true success of the agent's own runs over the last {W} episodes "
-                     f"(family {chosen}: its last {W} arrivals)")
-    if drifts:
+        lines.append(f"competence: solid, posterior mean (empirical-Bayes prior), band 95% "
+                     f"credible interval{where}; dashed, true success over the last {W} "
+                     f"episodes (family {chosen}: {W} arrivals)")
+    elif drifts:
         lines.append("dotted vertical lines: drifts")
     return "\n".join(textwrap.fill(line, max(20, int(13 * width))) for line in lines)
 
@@ -452,8 +511,8 @@ def _scale_row(axes_row, drawn: list[list], scale: str, own: bool) -> None:
                 # linear from 0 to 1, logarithmic above: 0, 3 and 300 entries apart
                 ax.set_yscale("symlog", linthresh=1.0)
                 ax.set_ylim(-0.3, max(float(np.nanmax(d)) for d in got) * 1.6)
-                ax.text(0.02, 0.97, "log scale above 1", transform=ax.transAxes,
-                        fontsize=6, va="top", color="0.3")
+                ax.text(0.98, 0.97, "log scale above 1", transform=ax.transAxes,
+                        fontsize=6, va="top", ha="right", color="0.3")
 
 
 #: A count panel whose largest curve is this many times another's (non-zero) largest is
@@ -497,6 +556,7 @@ def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path, note
     chosen = int(cfg.analysis["chosen_family"])
     curves = {key: _curves(key, sub[key], cfg) for key, _, _ in rows}
     colors = variant_colors(cfg.variants, cfg.store)
+    never = _never_succeeded(sub.get("success"))
     first = sub[rows[0][0]]
     drifts = sorted(set(first.filter(pl.col("drift"))["episode"].to_list()))
     styles = any(key in COMPETENCE_ROWS for key, _, _ in rows)
@@ -522,7 +582,8 @@ def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path, note
                 if c and key not in OWN_SCALE_ROWS:
                     ax.sharey(axes[r, 0])
                     ax.tick_params(labelleft=False)
-                drawn.append(_draw_row(ax, key, curves[key], group, cfg, same, colors))
+                drawn.append(_draw_row(ax, key, curves[key], group, cfg, same, colors,
+                                       never if key == "tokens_per_success" else set()))
                 for e in drifts:
                     ax.axvline(e, color="0.35", lw=0.8, ls=":", zorder=0)
                 if r == 0:
@@ -540,6 +601,15 @@ def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path, note
         _legends(axes[-1], styles, int(cfg.analysis["window"]))
         fig.suptitle(heading, fontsize=9, y=1 - 0.08 / height, va="top")
         return save(fig, folder / f"{stem}_{scenario}", svg=svg)
+
+
+def _never_succeeded(success: pl.DataFrame | None) -> set[str]:
+    """The variants whose success rate (a success series of :func:`_series`) is 0 in
+    every run and episode drawn: they have no tokens per success to draw."""
+    if success is None:
+        return set()
+    top = success.group_by("variant").agg(pl.col("y").max())
+    return set(top.filter(pl.col("y") == 0)["variant"].to_list())
 
 
 def _profiles_figure(out, folder: Path) -> list[Path]:
@@ -560,6 +630,10 @@ def _profiles_figure(out, folder: Path) -> list[Path]:
                                     alpha=0.15, linewidth=0, step="post")
                 ax.step(PROFILE_TAUS, iv.estimate, where="post", color=colors[v], lw=1.1,
                         label=_label(v, cfg.store, same), zorder=_zorder(v, cfg.store, same))
+            zoom = _profile_span([agg["profiles"][v] for v in group])
+            if zoom is not None:
+                ax.set_xlim(*zoom)
+                title += f"\n(x zoomed to {zoom[0]:.2f}-{zoom[1]:.2f}: 1 below, 0 above)"
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("final success rate tau", fontsize=8)
             ax.set_ylim(-0.02, 1.02)
@@ -572,6 +646,23 @@ def _profiles_figure(out, folder: Path) -> list[Path]:
                      f"x {cfg.runs} runs (stratified bootstrap 95% CI, "
                      f"{agg['n_resamples']} resamples)", fontsize=9)
         return save(fig, folder / "performance_profiles")
+
+
+def _profile_span(profiles) -> tuple[float, float] | None:
+    """The tau range in which some of ``profiles`` (intervals of curves over
+    :data:`PROFILE_TAUS`) is neither 1 nor 0, with a margin of a tenth of it (at least
+    0.02), when it is under half of [0, 1]; None when it is not."""
+    taus = np.asarray(PROFILE_TAUS)
+    ends = [np.asarray(c, float) for iv in profiles for c in (iv.estimate, iv.low, iv.high)]
+    below = np.flatnonzero(np.any([c < 1 for c in ends], axis=0))
+    above = np.flatnonzero(np.any([c > 0 for c in ends], axis=0))
+    if not ends or below.size == 0 or above.size == 0:
+        return None
+    lo, hi = taus[max(below[0] - 1, 0)], taus[min(above[-1] + 1, len(taus) - 1)]
+    if hi - lo >= 0.5:
+        return None
+    pad = max(0.1 * (hi - lo), 0.02)
+    return max(0.0, lo - pad), min(1.0, hi + pad)
 
 
 def _same_final_success(runs: pl.DataFrame, loop: str) -> set[str]:

@@ -5,7 +5,9 @@
   each drift: episodes to recover (:func:`drift_outcomes`), the drifts never recovered,
   and the drifts after which there was nothing to recover from;
 * ``crossover``: per severity sweep, the sweep's metric against severity for no
-  learning, the naive loop, the full loop and the naive loop with one safeguard.
+  learning, the naive loop, the full loop and the naive loop with one safeguard; a log y
+  axis where the curves span :data:`LOG_SPAN` or more, and a panel whose runs are the
+  same at every setting says so in its title.
 
 Colours are :func:`dyna.experiment.kinds.agent_tasks.plots.variant_colors`, the same as
 in the scenario figures.
@@ -21,12 +23,16 @@ import polars as pl
 from matplotlib.ticker import FuncFormatter
 
 from dyna.experiment.kinds.agent_tasks.metrics import DRIFT_ARRIVALS
-from dyna.experiment.kinds.agent_tasks.plots import PLOT_RESAMPLES, variant_colors
+from dyna.experiment.kinds.agent_tasks.plots import (
+    PLOT_RESAMPLES,
+    short_name,
+    variant_colors,
+)
 from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import per_run_ci
 
-__all__ = ["KNOB_WORDS", "STILL", "crossover_figure", "drift_outcomes", "metric_words",
-           "recovery_figure", "thousands"]
+__all__ = ["KNOB_WORDS", "LOG_SPAN", "STILL", "crossover_figure", "drift_outcomes",
+           "metric_words", "phrase_lines", "recovery_figure", "thousands"]
 
 
 #: Drift outcomes without a recovery time: nothing to recover from (:func:`drift_outcomes`).
@@ -134,6 +140,18 @@ def _counts(got: list) -> str:
     return ", ".join(f"{c} {k}" for k, c in n.items() if c) or "not measured"
 
 
+def phrase_lines(text: str, width: int) -> str:
+    """``text`` in lines of at most ``width`` characters broken between its phrases (at
+    "; "), a phrase longer than a line wrapped at its spaces."""
+    lines: list[str] = []
+    for phrase in text.split("; "):
+        if lines and len(lines[-1]) + 2 + len(phrase) <= width:
+            lines[-1] += "; " + phrase
+        else:
+            lines += textwrap.wrap(phrase, width) or [""]
+    return "\n".join(lines)
+
+
 def _ci(runs: int) -> str:
     """What a recovery bar's whisker is, given the runs."""
     return "95% bootstrap CI across them" if runs > 1 else "1 run: no interval"
@@ -158,16 +176,17 @@ def recovery_figure(out, folder: Path) -> list[Path]:
     colors = variant_colors(cfg.variants, cfg.store)
     w, pts = cfg.analysis["recovery_window"], cfg.analysis["recovery_points"] * 100
     n = len(cfg.variants)
-    lines = [(f"{cfg.name}: recovery after a drift: the drifted family's success over {w} "
-             f"of its episodes back within {pts:g} points of its level before the drift"),
-             (f"bar: mean over the recovered drifts ({_ci(cfg.runs)}); hollow >: a drift "
-             "never recovered, at least this many episodes"),
-             (f"no recovery time where there was nothing to recover from: \"none before\", "
-             f"the family's success before the drift at most {pts:g} points; \"held\", "
-             f"within {pts:g} points of it in its first {w} episodes after the drift")]
+    lines = [f"{cfg.name}: recovery after a drift",
+             (f"recovered: the drifted family's success over {w} of its episodes back within "
+              f"{pts:g} points of its level before the drift"),
+             f"bar: mean over the recovered drifts ({_ci(cfg.runs)})",
+             "hollow >: a drift never recovered, at least this many episodes",
+             (f"nothing to recover from, so no time: \"none before\", the family's success "
+              f"before the drift at most {pts:g} points; \"held\", within {pts:g} points of "
+              f"it in its first {w} episodes after")]
     if flat:
         lines.append("no panel, nothing to recover from for any variant: " + "; ".join(flat))
-    heading = "\n".join(textwrap.fill(x, 130) for x in lines)
+    heading = "\n".join(phrase_lines(x, 125) for x in lines)
     height = (0.28 * n + 1.0) * len(shown) + 0.5 + 0.14 * heading.count("\n")
     with figure(figsize=(8.0, max(height, 1.2 + 0.14 * heading.count("\n")))) as fig:
         for ax, s in zip(fig.subplots(len(shown), 1, squeeze=False)[:, 0] if shown else [],
@@ -176,8 +195,8 @@ def recovery_figure(out, folder: Path) -> list[Path]:
             rows = [_recovery_row(ax, y, got[s][v], colors[v], cfg.seed)
                     for y, v in zip(ys, cfg.variants)]
             ax.set_xlim(0, max(1.0, *(top for top, _ in rows)) * 1.05)
-            ax.set_yticks(ys, [f"{v} ({words})" for v, (_, words) in zip(cfg.variants, rows)],
-                          fontsize=7)
+            ax.set_yticks(ys, [f"{short_name(v, cfg.store)} ({words})"
+                               for v, (_, words) in zip(cfg.variants, rows)], fontsize=7)
             for tick, v in zip(ax.get_yticklabels(), cfg.variants):
                 tick.set_color(colors[v] if colors[v] != "#000000" else "k")
             ax.set_xlabel("episodes from the drift to recovery", fontsize=8)
@@ -250,6 +269,31 @@ def _sweep_curve(runs: pl.DataFrame, pts, variant: str, metric: str, seed: int):
     return est, lo, hi
 
 
+#: A crossover panel whose curves' largest mean is at least this many times their
+#: smallest (all above 0) is drawn on a log y axis (:func:`_log_worthy`).
+LOG_SPAN = 10.0
+
+
+def _log_worthy(curves) -> bool:
+    """Whether a crossover panel's mean ``curves`` span :data:`LOG_SPAN` or more, all of
+    their values above 0 and some above 1 (a rate in [0, 1] stays linear): on a linear
+    axis the small ones would lie on the floor."""
+    v = np.concatenate([np.asarray(c, float) for c in curves]) if curves else np.zeros(0)
+    v = v[np.isfinite(v)]
+    return v.size > 0 and bool(np.all(v > 0)) and v.max() > 1 and v.max() >= LOG_SPAN * v.min()
+
+
+def _same_at_every_point(runs: pl.DataFrame, pts, shown, metric: str) -> bool:
+    """Whether each variant of ``shown`` has the same ``metric`` in every run at every
+    sweep point (``pts``): the knob changed nothing, the lines are flat."""
+    for v in shown:
+        got = [runs.filter((pl.col("scenario") == sc) & (pl.col("variant") == v))
+               .sort("run")[metric].to_list() for sc, _ in pts]
+        if any(g != got[0] for g in got[1:]):
+            return False
+    return bool(pts) and bool(shown)
+
+
 def crossover_figure(out, folder: Path) -> list[Path]:
     """``folder/crossover.png|.svg``: per sweep, its metric (in words,
     :func:`metric_words`) against severity for no learning, the naive loop, the full loop
@@ -270,17 +314,27 @@ def crossover_figure(out, folder: Path) -> list[Path]:
         for ax, sw in zip(axes, sweeps):
             pts = sw.points()
             xs = np.arange(len(pts))
+            tops = []
             for v in shown:
                 est, lo, hi = _sweep_curve(runs, pts, v, sw.metric, cfg.seed)
                 style = "--" if v == "no_learning" else "-"
                 ax.plot(xs, est, style, marker="o", ms=3, lw=1.2, color=colors[v], label=v)
                 ax.fill_between(xs, lo, hi, color=colors[v], alpha=0.12, lw=0)
+                tops.append(est)
+            log = _log_worthy(tops)
+            if log:
+                ax.set_yscale("log")
+            title = sw.name.replace("_", " ")
+            if _same_at_every_point(runs, pts, shown, sw.metric):
+                title += (f"\nflat: every variant's runs identical\nat all {len(pts)} "
+                          "settings")
             ax.set_xticks(xs, [str(v) for _, v in pts], fontsize=7)
             knob = KNOB_WORDS.get(sw.knob, sw.knob.replace("_", " "))
             ax.set_xlabel(f"{knob},\nleast to most severe", fontsize=8)
-            ax.set_ylabel(textwrap.fill(metric_words(sw.metric, cfg), 34), fontsize=8)
+            ax.set_ylabel(textwrap.fill(metric_words(sw.metric, cfg) + (" (log)" if log else ""),
+                                        34), fontsize=8)
             ax.yaxis.set_major_formatter(FuncFormatter(thousands))
-            ax.set_title(sw.name.replace("_", " "), fontsize=9)
+            ax.set_title(title, fontsize=9)
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=7)
         # every panel draws the same variants: one legend, under the panels
