@@ -15,6 +15,8 @@ import pytest
 from dyna.experiment.backends import InProcessBackend
 from dyna.experiment.kinds.agent_tasks import figure_helper as FH
 from dyna.experiment.kinds.agent_tasks import figure_worker as FW
+from dyna.experiment import plotting
+from dyna.experiment.kinds.agent_tasks import figure_style
 from dyna.experiment.kinds.agent_tasks import plots as P
 from dyna.experiment.kinds.agent_tasks import run_plots as RP
 from dyna.experiment.registry import parse_experiment
@@ -83,7 +85,7 @@ def test_a_loop_without_a_safeguard_and_the_naive_loop_with_it_differ_in_colour(
         [f"naive_loop+{s}" for s in ("outcome_gate", "retire_on_contradiction",
                                       "novelty_check", "cap_eviction",
                                       "approval_for_untrusted")]
-    colors = P.variant_colors(skill_v2, "skill")
+    colors = figure_style.variant_colors(skill_v2, "skill")
     assert len(set(colors.values())) == 14
     # the ablations keep their safeguard's colour, the naive loop + one takes a spare one
     assert [colors[v] for v in skill_v2[4:9]] == ["#2ca02c", "#00798c", "#e7298a", "#a6761d",
@@ -91,10 +93,11 @@ def test_a_loop_without_a_safeguard_and_the_naive_loop_with_it_differ_in_colour(
     assert [colors[v] for v in skill_v2[9:]] == ["#1f77b4", "#ff7f0e", "#17becf", "#e6ab02",
                                                  "#f781bf"]
     # listed first or last, the ablation keeps the safeguard's colour
-    assert P.variant_colors(["naive_loop+dating", "skill_loop-no_dating"], "skill") == {
+    assert figure_style.variant_colors(["naive_loop+dating", "skill_loop-no_dating"], "skill") == {
         "naive_loop+dating": "#1f77b4", "skill_loop-no_dating": "#f781bf"}
     # alone, the naive loop + one keeps its safeguard's colour
-    assert P.variant_colors(["naive_loop+dating"], "skill") == {"naive_loop+dating": "#f781bf"}
+    assert figure_style.variant_colors(["naive_loop+dating"], "skill") == {
+        "naive_loop+dating": "#f781bf"}
 
 
 SKILL_V2 = ["no_learning", "oracle", "naive_loop", "skill_loop"] + \
@@ -110,31 +113,31 @@ ABLATION = ["no_learning", "oracle", "naive_loop", "self_reflection", "skill_loo
 
 
 def test_cie_lab_and_delta_e_by_hand():
-    assert P.cie_lab("#ffffff") == pytest.approx([100.0, 0.0, 0.0], abs=0.02)
-    assert P.cie_lab("#000000") == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+    assert plotting.cie_lab("#ffffff") == pytest.approx([100.0, 0.0, 0.0], abs=0.02)
+    assert plotting.cie_lab("#000000") == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
     # sRGB red: L* 53.24, a* 80.09, b* 67.20 (CIE 15:2004 with the D65 white)
-    assert P.cie_lab("#ff0000") == pytest.approx([53.24, 80.09, 67.20], abs=0.05)
-    assert P.delta_e("#ffffff", "#000000") == pytest.approx(100.0, abs=0.02)
+    assert plotting.cie_lab("#ff0000") == pytest.approx([53.24, 80.09, 67.20], abs=0.05)
+    assert plotting.delta_e("#ffffff", "#000000") == pytest.approx(100.0, abs=0.02)
 
 
 @pytest.mark.parametrize("variants", [SKILL_V2, ABLATION], ids=["v2_skill", "ablation"])
 def test_every_two_variants_of_a_figure_are_far_apart_in_colour(variants):
-    colors = P.variant_colors(variants, "skill")
-    pairs = [(P.delta_e(colors[a], colors[b]), a, b)
+    colors = figure_style.variant_colors(variants, "skill")
+    pairs = [(plotting.delta_e(colors[a], colors[b]), a, b)
              for i, a in enumerate(variants) for b in variants[i + 1:]]
     assert len(pairs) == len(variants) * (len(variants) - 1) // 2
-    assert min(pairs)[0] >= P.MIN_DELTA_E == 25.0
+    assert min(pairs)[0] >= figure_style.MIN_DELTA_E == 25.0
     # the pairs a reader took for one another are other colours now
     for a, b in (("skill_loop-no_outcome_gate", "skill_loop-no_retire_on_contradiction"),
                  ("oracle", "naive_loop+cap_eviction"), ("naive_loop", "episodic")):
         if a in colors and b in colors:
-            assert P.delta_e(colors[a], colors[b]) >= 40.0, (a, b)
+            assert plotting.delta_e(colors[a], colors[b]) >= 40.0, (a, b)
 
 
 def test_every_figure_draws_a_variant_in_one_colour_no_other_variant_has(run):
     _, shots = run
-    want = P.variant_colors(VARIANTS, "skill")
-    short = {P.short_name(v, "skill"): v for v in VARIANTS}
+    want = figure_style.variant_colors(VARIANTS, "skill")
+    short = {figure_style.short_name(v, "skill"): v for v in VARIANTS}
     seen = {}
     for ax in shots["scenario_drifty"]["axes"]:
         for ln in _data_lines(ax):

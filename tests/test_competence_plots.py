@@ -194,7 +194,8 @@ def test_the_true_success_beside_each_competence_is_rolling_over_the_own_runs():
 
 def test_every_variant_keeps_one_colour_and_a_panel_never_repeats_one():
     from dyna.agents.loop_agents import variant_names
-    from dyna.experiment.kinds.agent_tasks.plots import variant_color, variant_panels
+    from dyna.experiment.kinds.agent_tasks.figure_style import variant_color
+    from dyna.experiment.kinds.agent_tasks.plots import variant_panels
     from dyna.loops import LoopConfig
 
     for store in ("skill", "memory"):
@@ -215,7 +216,8 @@ def test_the_safeguards_of_one_ablation_panel_differ_in_hue_not_only_in_shade():
 
     from matplotlib.colors import to_rgb
 
-    from dyna.experiment.kinds.agent_tasks.plots import variant_color, variant_panels
+    from dyna.experiment.kinds.agent_tasks.figure_style import variant_color
+    from dyna.experiment.kinds.agent_tasks.plots import variant_panels
     from dyna.loops import LoopConfig
 
     def hue(v):

@@ -243,8 +243,8 @@ def test_no_two_agent_task_variants_share_a_colour():
     """The scenario figures put baselines, tabular learners and ablations in panels of one
     figure: a colour names one variant there (no_outcome_gate must not take dyna_q's blue,
     nor no_cap_eviction dyna_q_plus's orange)."""
-    from dyna.experiment.kinds.agent_tasks.plots import (SWITCH_COLORS, VARIANT_COLORS,
-                                                         variant_color)
+    from dyna.experiment.kinds.agent_tasks.figure_style import (SWITCH_COLORS, VARIANT_COLORS,
+                                                                variant_color)
 
     colors = [*VARIANT_COLORS.values(), *SWITCH_COLORS.values(), "#000000"]
     assert len(set(colors)) == len(colors)

@@ -33,10 +33,8 @@ runs' interval ends (quantile averaging: Lichtendahl, Grushka-Cockayne & Winkler
 from __future__ import annotations
 
 import textwrap
-import zlib
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 from matplotlib.lines import Line2D
 import polars as pl
@@ -44,18 +42,16 @@ import polars as pl
 from dyna.competence import beta_interval
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.kinds.agent_tasks.analysis import PROFILE_TAUS, aggregates, ablated_switch
+from dyna.experiment.kinds.agent_tasks.figure_style import (PLOT_RESAMPLES, short_name,
+                                                            variant_colors)
 from dyna.experiment.plotting import figure, over_runs, save
 from dyna.experiment.stats import curve_ci
 
-__all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "PLOT_RESAMPLES", "draw_competence",
-           "draw_plots", "plot_processes", "scenario_figure", "scenario_job", "short_name",
-           "variant_color", "variant_colors", "variant_panels"]
+__all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "draw_competence", "draw_plots",
+           "plot_processes", "scenario_figure", "scenario_job", "variant_panels"]
 
 #: At most this many lines in one panel.
 MAX_LINES = 6
-#: Bootstrap resamples of the plotted bands (named in the figure).
-PLOT_RESAMPLES = 500
-
 #: Rows of a scenario figure: (name, y label, scale): "unit" is [0, 1], "log" a log axis
 #: (token costs span orders of magnitude), "linear" limits from the data.
 ROWS = (("success", "success rate", "unit"),
@@ -68,92 +64,6 @@ ROWS = (("success", "success rate", "unit"),
 OWN_SCALE_ROWS = ("poisoned",)
 #: The rows drawn as a posterior (mean, credible band) beside the true rolling success.
 COMPETENCE_ROWS = ("competence", "competence_chosen")
-
-#: The fixed colour of each variant (matplotlib colours), the same in every figure. The
-#: variants that switch one safeguard on or off (``<store>_loop-no_<switch>``,
-#: ``naive_loop+<switch>``) take the colour of their safeguard (:data:`SWITCH_COLORS`).
-VARIANT_COLORS = {
-    "no_learning": "#7f7f7f", "oracle": "#8db600", "naive_loop": "#d62728",
-    "self_reflection": "#9467bd", "episodic": "#c2b280", "dyna_q": "#1f77b4",
-    "dyna_q_plus": "#ff7f0e", "reflexion": "#393b79", "voyager": "#d95f02",
-    "expel": "#66a61e", "awm": "#637939", "mem0_v2": "#843c39", "mem0_v3": "#e7969c",
-    "naive_growth": "#6b6ecf", "selective_add_delete": "#de9ed6",
-}
-#: The colour of each safeguard (:attr:`dyna.loops.LoopConfig.SWITCHES`), none of them one
-#: of the base variants' in :data:`VARIANT_COLORS`: the panels of one figure hold both.
-#: The five safeguards of each ablation panel (switches in order, five a panel) take five
-#: hues at least 40 degrees apart (green, mustard, cyan, magenta, slate; brown, pink,
-#: petrol, violet, leaf green), so no two lines of a panel differ by shade alone.
-SWITCH_COLORS = {
-    "outcome_gate": "#2ca02c", "redaction": "#e6ab02", "secret_scan": "#17becf",
-    "novelty_check": "#e7298a", "grading": "#7570b3", "cap_eviction": "#a6761d",
-    "dating": "#f781bf", "retire_on_contradiction": "#00798c",
-    "approval_for_untrusted": "#6a3d9a", "consolidation_every": "#4d9221",
-}
-
-
-#: Colours a variant takes when its own (:func:`variant_color`) is too close to one an
-#: earlier variant of the figure holds (:data:`MIN_DELTA_E`). In order: mid and dark
-#: colours first (a thin line on white), the pale tab20 ones last.
-SPARE_COLORS = ("#1f77b4", "#ff7f0e", "#17becf", "#e6ab02", "#f781bf", "#08519c",
-                "#7570b3", "#9467bd", "#8c564b", "#bcbd22", "#66a61e", "#e7298a",
-                "#a6761d", "#2ca02c", "#1b9e77", "#6a3d9a", "#393b79", "#843c39",
-                "#0067a5", "#882d17", "#b3446c", "#e25822", "#654522", "#604e97",
-                "#de9ed6", "#6b6ecf", "#e7969c", "#637939", "#d95f02", "#7f7f7f")
-#: The least CIE76 colour difference (:func:`delta_e`) between two variants of a figure.
-MIN_DELTA_E = 25.0
-
-
-def cie_lab(color) -> np.ndarray:
-    """CIE L*a*b* (D65 white) of a matplotlib colour read as sRGB: shape (3,), L* in
-    [0, 100]. Source: IEC 61966-2-1 (sRGB transfer and matrix), CIE 15:2004 (Lab)."""
-    rgb = np.asarray(matplotlib.colors.to_rgb(color), float)
-    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
-                    [0.0193, 0.1192, 0.9505]]) @ lin / np.array([0.95047, 1.0, 1.08883])
-    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
-    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
-
-
-def delta_e(a, b) -> float:
-    """CIE76 colour difference of two matplotlib colours: the Euclidean distance of
-    their :func:`cie_lab` (about 2.3: just noticeable; 25 and more: other colours)."""
-    return float(np.linalg.norm(cie_lab(a) - cie_lab(b)))
-
-
-def variant_colors(variants, store: str) -> dict:
-    """The colour of each of ``variants`` in one figure (and every figure of an
-    experiment, which all pass its ``config.variants``): each its own, the same in every
-    panel, at least :data:`MIN_DELTA_E` from every other variant's. A variant keeps
-    :func:`variant_color` unless it is that close to an earlier one's; the
-    ``naive_loop+<switch>`` variants come last, so the loop without a safeguard keeps the
-    safeguard's colour and the naive loop with it takes a spare one: the first of
-    :data:`SPARE_COLORS` (then tab20) far enough from every colour taken, or when none is,
-    the one farthest from its nearest.
-
-    Returns
-    -------
-    dict
-        variant -> matplotlib colour (a hex string).
-    """
-    names = list(dict.fromkeys(variants))
-    order = [v for v in names if not v.startswith("naive_loop+")] + \
-        [v for v in names if v.startswith("naive_loop+")]
-    spares = [*SPARE_COLORS, *map(matplotlib.colors.to_hex,
-                                  matplotlib.colormaps["tab20"].colors)]
-    taken: dict = {}
-
-    def nearest(color) -> float:
-        return min([delta_e(color, c) for c in taken.values()] + [np.inf])
-
-    for v in order:
-        color = matplotlib.colors.to_hex(variant_color(v, store))
-        if nearest(color) < MIN_DELTA_E:
-            color = next((c for c in spares if nearest(c) >= MIN_DELTA_E),
-                         max(spares, key=nearest))
-        taken[v] = color
-    return {v: taken[v] for v in names}
-
 
 def variant_panels(variants, store: str) -> list[tuple[str, list[str]]]:
     """Columns of a scenario figure: ``(title, variants)``, each at most
@@ -175,30 +85,6 @@ def variant_panels(variants, store: str) -> list[tuple[str, list[str]]]:
     if not panels and has_loop:
         panels.append(("full loop", [loop]))
     return panels
-
-
-def variant_color(variant: str, store: str):
-    """The colour of ``variant`` in every figure: black for the full loop
-    (``<store>_loop``), its safeguard's colour for a variant that switches one safeguard
-    off or on, :data:`VARIANT_COLORS` for the others, and for a name none of these know a
-    tab20 colour chosen by the name's CRC-32 (fixed, but not guaranteed distinct)."""
-    if variant == f"{store}_loop":
-        return "#000000"
-    switch = ablated_switch(variant, store)
-    head, plus, added = variant.partition("+")
-    if switch is None and head == "naive_loop" and plus:
-        switch = added
-    if switch in SWITCH_COLORS:
-        return SWITCH_COLORS[switch]
-    if variant in VARIANT_COLORS:
-        return VARIANT_COLORS[variant]
-    return matplotlib.colormaps["tab20"](zlib.crc32(variant.encode()) % 20)
-
-
-def short_name(variant: str, store: str) -> str:
-    """A variant's name in every figure's labels: ``skill_loop-no_dating`` reads
-    ``no_dating`` (the loop without that safeguard), other names as they are."""
-    return variant.replace(f"{store}_loop-", "", 1)
 
 
 def _label(variant: str, store: str, same: set) -> str:

@@ -9,7 +9,7 @@
   axis where the curves span :data:`LOG_SPAN` or more, and a panel whose runs are the
   same at every setting says so in its title.
 
-Colours are :func:`dyna.experiment.kinds.agent_tasks.plots.variant_colors`, the same as
+Colours are :func:`dyna.experiment.kinds.agent_tasks.figure_style.variant_colors`, the same as
 in the scenario figures.
 """
 
@@ -23,7 +23,7 @@ import polars as pl
 from matplotlib.ticker import FuncFormatter
 
 from dyna.experiment.kinds.agent_tasks.metrics import DRIFT_ARRIVALS
-from dyna.experiment.kinds.agent_tasks.plots import (
+from dyna.experiment.kinds.agent_tasks.figure_style import (
     PLOT_RESAMPLES,
     short_name,
     variant_colors,

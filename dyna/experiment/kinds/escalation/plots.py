@@ -44,14 +44,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-from matplotlib.colors import to_rgb
 from matplotlib.legend import Legend
 from matplotlib.legend_handler import HandlerLine2D
 from matplotlib.lines import Line2D
 
 from dyna.experiment.kinds.escalation.config import cost_unit
-from dyna.experiment.plotting import (coinciding, figure, hidden_label, legend_below,
-                                      over_runs, save)
+from dyna.experiment.plotting import (coinciding, delta_e, figure, hidden_label,
+                                      legend_below, over_runs, save)
 from dyna.experiment.stats import curve_ci
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,20 +100,6 @@ POLICY_COLORS = {
 OTHER_COLORS = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
                 "#f7b6d2", "#dbdb8d", "#9edae5", "#5254a3", "#8ca252", "#bd9e39",
                 "#ad494a", "#a55194")
-
-
-def delta_e(a: str, b: str) -> float:
-    """The CIE76 colour difference of two matplotlib colours (``"#rrggbb"``, names): the
-    Euclidean distance of their CIELAB coordinates (sRGB, D65 white), about 2.3 for a
-    just-noticeable difference; >= 25 tells two thin crossing lines apart."""
-    def lab(color):
-        rgb = np.array(to_rgb(color))
-        lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-        xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
-                        [0.0193, 0.1192, 0.9505]]) @ lin / np.array([0.95047, 1.0, 1.08883])
-        f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
-        return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
-    return float(np.linalg.norm(lab(a) - lab(b)))
 
 
 def policy_color(name: str, taken: set[str] = frozenset()) -> str:
