@@ -212,8 +212,8 @@ def test_bad_env_and_existing_folder_fail_before_writing(tmp_path):
 def test_default_out_dir_is_name_and_timestamp(tmp_path):
     out = run_experiment(config(), root=tmp_path / "runs")
     assert out.parent == tmp_path / "runs"
-    # <name>-<YYYYmmdd-HHMMSS>-<4 hex>: two runs started in the same second differ
-    assert re.fullmatch(r"tiny-\d{8}-\d{6}-[0-9a-f]{4}", out.name), out.name
+    # <name>-<YYYYmmdd-HHMMSS>-<8 hex>: two runs started in the same second differ
+    assert re.fullmatch(r"tiny-\d{8}-\d{6}-[0-9a-f]{8}", out.name), out.name
     second = runner.default_out_dir(config(), tmp_path / "runs")
     assert second != out
 

@@ -7,7 +7,7 @@ import pytest
 
 from dyna.cli import main
 from dyna.errors import ConfigError, MissingFileError
-from dyna.experiment import runner
+from dyna.experiment import output_folder, runner
 from dyna.experiment.backends import InProcessBackend
 from dyna.experiment.output_folder import rename_into_place
 from dyna.experiment.registry import parse_experiment
@@ -40,10 +40,25 @@ def test_an_unwritable_out_is_one_line_before_any_job(where, tmp_path, capsys, m
 
 
 def test_default_folders_of_runs_in_the_same_second_differ(tmp_path):
+    # 32 random bits: 50 names collide with probability < 3e-7
     cfg = _cfg()
     names = {runner.default_out_dir(cfg, tmp_path).name for _ in range(50)}
     assert len(names) == 50
-    assert all(n.startswith("tiny-") and len(n.split("-")[-1]) == 4 for n in names)
+    assert all(n.startswith("tiny-") and len(n.split("-")[-1]) == 8 for n in names)
+
+
+def test_a_default_folder_whose_random_name_is_taken_gets_a_number(tmp_path, monkeypatch):
+    class Frozen(output_folder._dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 12, 6, 17, 0, 0, tzinfo=tz)
+
+    monkeypatch.setattr(output_folder._dt, "datetime", Frozen)
+    monkeypatch.setattr(output_folder.os, "urandom", lambda n: bytes(range(n)))
+    first = runner.default_out_dir(_cfg(), tmp_path)
+    assert first.name == "tiny-20261206-170000-00010203"
+    first.mkdir()
+    assert runner.default_out_dir(_cfg(), tmp_path).name == "tiny-20261206-170000-00010203-2"
 
 
 def test_a_finished_run_is_never_lost_to_a_taken_name(tmp_path, capsys):

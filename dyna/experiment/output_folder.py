@@ -27,13 +27,15 @@ __all__ = ["TempFolder", "check_writable", "default_out_dir", "rename_into_place
 
 
 def default_out_dir(config, root: str | Path = "runs") -> Path:
-    """``<root>/<name>-<YYYYmmdd-HHMMSS>-<4 hex>`` (UTC; with ``-2``, ``-3``... if taken).
+    """``<root>/<name>-<YYYYmmdd-HHMMSS>-<8 hex>`` (UTC; with ``-2``, ``-3``... if taken).
 
-    The random suffix keeps two runs of one experiment started in the same second apart
-    (it comes from the operating system, not from the experiment's seed, so it changes no
-    result)."""
+    The random suffix keeps two runs of one experiment started in the same second apart:
+    32 bits from the operating system, so 50 runs in one second share a name with
+    probability 50*49/2 / 2**32 < 3e-7 (and a taken name still gets ``-2`` here, and again
+    when the finished run is renamed into place). It is not drawn from the experiment's
+    seed, so it changes no result."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    base = Path(root) / f"{config.name}-{stamp}-{os.urandom(2).hex()}"
+    base = Path(root) / f"{config.name}-{stamp}-{os.urandom(4).hex()}"
     path, k = base, 1
     while path.exists():
         k += 1
