@@ -101,6 +101,7 @@ EXAMPLES = {
     "dyna": "dyna run experiments/dyna_maze.toml",
     "dyna run": "dyna run experiments/dyna_maze.toml --runs 5 --out runs/quick",
     "dyna plot": "dyna plot runs/dyna_maze-20261201-120000-1a2b",
+    "dyna report": "dyna report runs/dyna_maze-20261201-120000-1a2b5c6d",
     "dyna freeze": "dyna freeze experiments/agent_tasks_v3_skill.toml",
     "dyna escalation": "dyna escalation check data/swebench_verified_bash_only.csv",
     "dyna escalation check": "dyna escalation check data/swebench_verified_bash_only.csv",

@@ -1,4 +1,4 @@
-"""CLI commands of the experiment layer: ``dyna run`` and ``dyna plot``.
+"""CLI commands of the experiment layer: ``dyna run``, ``dyna report`` and ``dyna plot``.
 
 ``dyna run FILE [--runs N] [--out DIR] [--seed S] [--backend inprocess|process|ray]
 [--address ADDR] [--workers N] [--block-size N] [--quiet] [--replay DIR]``
@@ -17,6 +17,10 @@
 ``dyna freeze FILE``
     Writes the freeze record into a calibrated file's ``[calibration]`` once its last pilot
     passed every check at the current commit with a clean tree.
+``dyna report DIR``
+    Writes DIR's ``report.md`` again from its tables with this checkout's analysis (the
+    runs are not simulated again); ``manifest.json`` records the commit that wrote it.
+    Prints the report's path (its headline on stderr).
 ``dyna plot DIR [--only competence]``
     Redraws the plots of an output folder from its Parquet tables and prints the plots'
     folder (how many files, on stderr); ``--only competence`` draws only the competence over
@@ -206,6 +210,20 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from dyna.experiment.progress import run_summary
+    from dyna.experiment.runner import rewrite_report
+
+    folder = Path(args.dir)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError("DIR", args.dir, "is a file, expected an output folder (what "
+                          "`dyna run` writes)")
+    path = rewrite_report(folder)
+    _print_result(path, [line for line in run_summary(folder) if not line.startswith(
+        ("report:", "plots:"))])
+    return 0
+
+
 #: The experiment kinds ``dyna run --help`` lists (the file's ``kind``), with what each
 #: runs; a test checks it names every kind of :data:`dyna.experiment.registry.KINDS`
 #: (not imported here: it would import numpy for every ``dyna`` command).
@@ -248,7 +266,8 @@ def run_description(experiments: Path | None = None) -> str:
 
 
 def register(sub) -> None:
-    """Add ``run`` and ``plot`` to the ``dyna`` sub-command parsers ``sub``."""
+    """Add ``run``, ``freeze``, ``plot`` and ``report`` to the ``dyna`` sub-command parsers
+    ``sub``."""
     run = sub.add_parser("run", help="run an experiment (TOML file) into one output folder",
                          description=run_description(),
                          formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -304,3 +323,13 @@ def register(sub) -> None:
                       help="draw only this figure: competence (an agent-tasks folder's "
                       "competence over episodes, plots/competence_<scenario>.png)")
     plot.set_defaults(func=_cmd_plot)
+
+    report = sub.add_parser("report", help="write an output folder's report.md again",
+                            description="Write report.md of an experiment output folder "
+                            "again from its Parquet tables and manifest, with this "
+                            "checkout's analysis: the runs are read, not simulated again. "
+                            "manifest.json records the commit that wrote the report, and a "
+                            "report that names its commit names both. Prints the report's "
+                            "path, then its headline on stderr.")
+    report.add_argument("dir", metavar="DIR", help="output folder of `dyna run`")
+    report.set_defaults(func=_cmd_report)

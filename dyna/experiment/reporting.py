@@ -10,7 +10,8 @@ from pathlib import Path
 
 from dyna.experiment.stats import Interval
 
-__all__ = ["SHORT_HASH", "ci", "fmt", "label", "md_table", "plots_section", "short_hash"]
+__all__ = ["SHORT_HASH", "ci", "fmt", "label", "md_table", "plots_section", "provenance",
+           "short_hash", "write_report_file"]
 
 
 #: Hex digits of a sha256 shown in reports (the full digests are in manifest.json).
@@ -67,3 +68,40 @@ def plots_section(folder: Path) -> list[str]:
     if per_run:
         lines += ["", f"{len(per_run)} per-run plots in `plots/runs/`."]
     return lines
+
+
+def write_report_file(folder: str | Path, text: str) -> Path:
+    """Write ``text`` as ``folder/report.md``, whole or not at all (a reader sees the old
+    report or the new one, never a part: :func:`dyna.fileio.atomic.atomic_write`), and
+    return its path.
+
+    Raises
+    ------
+    dyna.errors.FileWriteError, dyna.errors.MissingFileError
+        The system refused the write, or ``folder`` does not exist; the old report, if
+        any, is unchanged.
+    """
+    from dyna.fileio.atomic import atomic_write
+
+    path = Path(folder) / "report.md"
+    atomic_write(path, text, field="report.md")
+    return path
+
+
+def provenance(manifest: dict) -> str:
+    """Where the numbers of a report come from, for its setup section: ``git commit
+    `<12 hex>```` of the run (``with uncommitted changes`` when its tree was dirty) and,
+    when ``dyna report`` rewrote the report at another commit, ``; this report written at
+    commit `<12 hex>` from the run's tables`` (``manifest["report"]["git"]``)."""
+    def at(git: dict) -> str:
+        commit = git.get("commit")
+        if not commit:
+            return f"not a git checkout ({git.get('reason', 'no commit recorded')})"
+        return f"git commit `{commit[:SHORT_HASH]}`" + (" with uncommitted changes"
+                                                        if git.get("dirty") else "")
+    run = manifest.get("git") or {}
+    text = at(run)
+    rewrite = (manifest.get("report") or {}).get("git")
+    if isinstance(rewrite, dict) and rewrite != run:
+        text += f"; this report written at {at(rewrite)} from the run's tables"
+    return text

@@ -60,7 +60,8 @@ from dyna.experiment.registry import get_kind, parse_experiment
 
 __all__ = ["Executed", "ExperimentOutput", "RunPlan", "default_out_dir", "draw_output_plots",
            "execute", "load_output", "package_versions", "plan_run", "project_revision",
-           "render_output", "run_experiment", "run_manifest", "run_tables", "write_output"]
+           "render_output", "rewrite_report", "run_experiment", "run_manifest", "run_tables",
+           "write_output"]
 
 
 _PACKAGES = ("dyna", "numpy", "scipy", "numba", "gymnasium", "polars", "matplotlib", "tqdm")
@@ -176,6 +177,35 @@ def project_revision() -> dict:
 def draw_output_plots(out: ExperimentOutput, folder: str | Path) -> list[Path]:
     """Draw the plots of an output of any kind (``dyna plot DIR``)."""
     return get_kind(out.kind).draw_plots(out, Path(folder))
+
+
+def rewrite_report(folder: str | Path) -> Path:
+    """Write ``folder/report.md`` again from the folder's tables (``dyna report DIR``): the
+    analysis and wording of this checkout over the episodes the run simulated, which are
+    read, never re-simulated. ``manifest.json`` gains ``report`` (this checkout's git
+    commit and the UTC time), and a report that shows its provenance names both commits.
+    Each file is replaced whole (:func:`dyna.fileio.atomic.atomic_write`): the report first,
+    then the manifest. Returns the report's path.
+
+    Raises
+    ------
+    MissingFileError, ConfigError
+        As :func:`load_output`: no such folder, not an output folder, a damaged or edited
+        table; nothing is written.
+    """
+    from dyna.fileio.atomic import atomic_write
+
+    folder = Path(folder)
+    out = load_output(folder)
+    manifest = dict(out.manifest)
+    manifest["report"] = {"git": project_revision(), "created_utc": _dt.datetime.now(
+        _dt.timezone.utc).isoformat(timespec="seconds")}
+    out = ExperimentOutput(config=out.config, manifest=manifest, tables=out.tables)
+    path = get_kind(out.kind).write_report(out, folder)
+    atomic_write(folder / "manifest.json", json.dumps(manifest, indent=2, default=json_default,
+                                                      allow_nan=False) + "\n",
+                 field="manifest.json")
+    return path
 
 
 # --------------------------------------------------------------------------- running

@@ -119,10 +119,10 @@ class AgentTasksKind(ExperimentKind):
     def write_report(self, out, folder, body=None):
         from dyna.experiment.kinds.agent_tasks.report import build_report
 
-        path = Path(folder) / "report.md"
+        from dyna.experiment.reporting import write_report_file
+
         drawn = sorted(p.stem for p in (Path(folder) / "plots").glob("*.png"))
-        path.write_text(build_report(_contiguous(out), drawn, body=body))
-        return path
+        return write_report_file(folder, build_report(_contiguous(out), drawn, body=body))
 
     def render(self, out, folder) -> list[Path]:
         """Plots and ``report.md`` together (what :func:`dyna.experiment.runner.

@@ -31,7 +31,7 @@ from dyna.experiment.kinds.agent_tasks.analysis import (EXPLORATORY_METRICS, MIN
                                                        values)
 from dyna.experiment.kinds.agent_tasks.metrics import RUN_METRICS
 from dyna.experiment.kinds.agent_tasks.report_effects import effect_sections
-from dyna.experiment.reporting import ci, fmt, md_table, short_hash
+from dyna.experiment.reporting import ci, fmt, md_table, provenance, short_hash
 from dyna.experiment.stats import AGGREGATE_METHOD, INTERVAL_METHOD, per_run_ci
 
 __all__ = ["COUNTED", "build_report", "report_body", "statistics_manifest"]
@@ -120,11 +120,7 @@ def _warnings(cfg) -> list[str]:
 
 def _setup(cfg, out) -> list[str]:
     m = out.manifest
-    git = m.get("git") or {}
-    commit = git.get("commit")
-    where = f"git commit `{commit[:12]}`" + (" with uncommitted changes" if git.get("dirty")
-                                              else "") if commit else \
-        f"not a git checkout ({git.get('reason', 'no commit recorded')})"
+    where = provenance(m)
     lines = ["## Setup", "",
              f"- kind `agent_tasks`; config sha256 "
              f"`{short_hash(m.get('config_hash', cfg.hash))}` (in full in manifest.json); "

@@ -23,7 +23,8 @@ import polars as pl
 from dyna.experiment.kinds.escalation.config import cost_unit
 from dyna.experiment.kinds.escalation.metrics import fit_log_growth, recovery_steps
 from dyna.experiment.kinds.escalation.plots import over_systems, slug, stat_options
-from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
+from dyna.experiment.reporting import (ci, fmt, label, md_table, plots_section, short_hash,
+                                       write_report_file)
 from dyna.experiment.stats import paired_diff_ci, per_run_ci
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -584,6 +585,4 @@ def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> s
 
 def write_report(out: "ExperimentOutput", folder: str | Path) -> Path:
     """Write ``folder/report.md`` and return its path."""
-    path = Path(folder) / "report.md"
-    path.write_text(build_report(out, folder))
-    return path
+    return write_report_file(folder, build_report(out, folder))

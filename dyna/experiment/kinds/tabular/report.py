@@ -37,7 +37,8 @@ from dyna.experiment.kinds.tabular.selection import per_run as _per_run
 from dyna.experiment.kinds.tabular.selection import point_label as _point_label
 from dyna.experiment.kinds.tabular.selection import select as _select
 from dyna.experiment.kinds.tabular.selection import stat_options as _opts
-from dyna.experiment.reporting import ci, fmt, label, md_table, plots_section, short_hash
+from dyna.experiment.reporting import (ci, fmt, label, md_table, plots_section, short_hash,
+                                       write_report_file)
 from dyna.experiment.stats import diff_ci, per_run_ci
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -559,6 +560,4 @@ def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> s
 
 def write_report(out: "ExperimentOutput", folder: str | Path) -> Path:
     """Write ``folder/report.md`` (see :func:`build_report`) and return its path."""
-    path = Path(folder) / "report.md"
-    path.write_text(build_report(out, folder))
-    return path
+    return write_report_file(folder, build_report(out, folder))

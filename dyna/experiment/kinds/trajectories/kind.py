@@ -153,9 +153,9 @@ class TrajectoriesKind(ExperimentKind):
     def write_report(self, out, folder):
         from dyna.experiment.kinds.trajectories.report import build_report
 
-        path = Path(folder) / "report.md"
-        path.write_text(build_report(out, Path(folder)))
-        return path
+        from dyna.experiment.reporting import write_report_file
+
+        return write_report_file(folder, build_report(out, Path(folder)))
 
     def required_tables(self):
         return ("episodes", "runs", "induction", "induction_summary")

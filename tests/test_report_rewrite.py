@@ -1,0 +1,111 @@
+"""``dyna report DIR``: the report written again from a folder's tables, the runs untouched,
+both commits named; a damaged folder or a failing analysis leaves every file as it was."""
+
+import hashlib
+import json
+
+import pytest
+
+from dyna.cli import main
+from dyna.experiment import runner
+from dyna.experiment.backends import InProcessBackend
+from dyna.experiment.registry import parse_experiment
+
+RUN_GIT = {"commit": "a" * 40, "dirty": False}
+NOW_GIT = {"commit": "b" * 40, "dirty": False}
+
+
+def _digests(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def agent_folder(tmp_path_factory):
+    """A small agent-tasks run at commit ``aaaa...`` (report only: no plots drawn)."""
+    from dyna.experiment.kinds.agent_tasks.kind import AgentTasksKind
+
+    cfg = parse_experiment({"kind": "agent_tasks", "name": "rewrite", "runs": 2,
+                            "episodes": 30, "seed": 3, "store": "skill",
+                            "variants": ["no_learning", "skill_loop"],
+                            "env": {"n_families": 3, "n_tools": 6, "max_steps": 12},
+                            "analysis": {"final_window": 10, "n_resamples": 200,
+                                         "late_from": 11, "tokens_window": 10}})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(AgentTasksKind, "render",
+                   lambda self, out, folder: [self.write_report(out, folder)])
+        mp.setattr(runner, "project_revision", lambda: dict(RUN_GIT))
+        return runner.run_experiment(cfg, tmp_path_factory.mktemp("r") / "run",
+                                     backend=InProcessBackend(), progress=False)
+
+
+def _copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_the_report_is_written_again_naming_both_commits(agent_folder, tmp_path,
+                                                         monkeypatch, capsys):
+    folder = _copy(agent_folder, tmp_path / "f")
+    before = (folder / "report.md").read_text()
+    tables = {n: d for n, d in _digests(folder).items() if n.endswith(".parquet")}
+    monkeypatch.setattr(runner, "project_revision", lambda: dict(NOW_GIT))
+    assert main(["report", str(folder)]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{folder / 'report.md'}\n"
+    assert err.startswith("headline:\n  - ")
+    after = (folder / "report.md").read_text()
+    old_line = "git commit `aaaaaaaaaaaa`"
+    assert before.count(old_line) == 1
+    # the same report but for its provenance: both commits named
+    assert after == before.replace(old_line, old_line + "; this report written at git "
+                                   "commit `bbbbbbbbbbbb` from the run's tables")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["git"] == RUN_GIT and manifest["report"]["git"] == NOW_GIT
+    assert manifest["report"]["created_utc"].endswith("+00:00")
+    assert {n: d for n, d in _digests(folder).items() if n.endswith(".parquet")} == tables
+
+
+def test_a_report_written_again_at_the_runs_commit_is_the_same(agent_folder, tmp_path,
+                                                              monkeypatch):
+    folder = _copy(agent_folder, tmp_path / "f")
+    before = (folder / "report.md").read_text()
+    monkeypatch.setattr(runner, "project_revision", lambda: dict(RUN_GIT))
+    assert runner.rewrite_report(folder) == folder / "report.md"
+    assert (folder / "report.md").read_text() == before
+
+
+def test_a_damaged_folder_or_failing_analysis_changes_no_file(agent_folder, tmp_path,
+                                                               monkeypatch, capsys):
+    from dyna.experiment.kinds.agent_tasks import report
+
+    edited = _copy(agent_folder, tmp_path / "e")
+    (edited / "runs.parquet").write_bytes(b"PAR1 not the run's table")
+    before = _digests(edited)
+    assert main(["report", str(edited)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sha256" in err and "runs.parquet" in err
+    assert _digests(edited) == before
+
+    failing = _copy(agent_folder, tmp_path / "x")
+    before = _digests(failing)
+
+    def boom(*a, **k):
+        raise RuntimeError("analysis failed")
+
+    monkeypatch.setattr(report, "report_body", boom)
+    with pytest.raises(RuntimeError, match="analysis failed"):
+        runner.rewrite_report(failing)
+    assert _digests(failing) == before
+    assert sorted(p.name for p in failing.iterdir()) == sorted(before)
+
+
+def test_report_of_a_file_or_a_missing_folder_is_one_line(tmp_path, capsys):
+    (tmp_path / "f.toml").write_text("x")
+    assert main(["report", str(tmp_path / "f.toml")]) == 2
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "is a file" in err[0] and "no such folder" in err[1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.toml"]
