@@ -270,7 +270,7 @@ def test_pilot_freeze_and_confirm(repo, capsys):
     assert status == 0, err
     report = (conf / "report.md").read_text().splitlines()
     head = report.index("## Headline")
-    assert report[head + 2] == "- checks 2 of 2 pass; 0 hypotheses not testable."
+    assert report[head + 2] == "- checks 2 of 2 pass; hypotheses (1, Holm): 1 not tested."
     sections = [line for line in report if line.startswith("## ")]
     assert sections[:2] == ["## Headline", "## Manipulation checks"]
     table = report.index("| check | value [95% CI] | threshold | pass |")

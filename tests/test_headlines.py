@@ -391,26 +391,39 @@ def test_a_long_headline_line_keeps_within_160_characters():
         head + long[0] + "; 1 more in the table below.")
 
 
-def test_the_untestable_count_is_singular_for_one_hypothesis():
+def test_the_calibrated_headline_counts_verdicts_and_names_the_smaller_side():
     from types import SimpleNamespace
 
-    from dyna.experiment.calibration_stats import NOT_TESTABLE
+    from dyna.experiment.calibration_stats import NO_EFFECT, NOT_TESTABLE
     from dyna.experiment.kinds.agent_tasks.report import _headline
 
     cfg = SimpleNamespace(variants=["a"], scenarios=[("base", {})], runs=2, episodes=10,
                           store="skill", sweeps=())
     runs = pl.DataFrame({"variant": ["a"], "scenario": ["base"]})
+    checked = [SimpleNamespace(passed=True), SimpleNamespace(passed=False)]
 
-    def first(n_untestable):
-        results = [SimpleNamespace(verdict=NOT_TESTABLE, hypothesis=SimpleNamespace(name="h"))
-                   ] * n_untestable + [SimpleNamespace(verdict="holds",
-                                                       hypothesis=SimpleNamespace(name="h"))]
-        checked = [SimpleNamespace(passed=True), SimpleNamespace(passed=False)]
-        return _headline(cfg, runs, results, checked)[2]
+    def head(*verdicts):
+        results = [SimpleNamespace(verdict=v, hypothesis=SimpleNamespace(
+            name=f"h{i}: " + "a long claim about a safeguard " * 4)) for i, v in
+            enumerate(verdicts)]
+        lines = _headline(cfg, runs, results, checked)
+        assert lines[:2] == ["## Headline", ""] and lines[-1] == ""
+        assert len(lines) - 3 <= 5 and all(len(x) <= 160 for x in lines)
+        return lines[2:-1]
 
-    assert first(0) == "- checks 1 of 2 pass; 0 hypotheses not testable."
-    assert first(1) == "- checks 1 of 2 pass; 1 hypothesis not testable."
-    assert first(2) == "- checks 1 of 2 pass; 2 hypotheses not testable."
+    assert head("holds") == ["- checks 1 of 2 pass; hypotheses (1, Holm): 1 holds.",
+                             "- 1 variants x 1 scenarios x 2 runs x 10 episodes, skill store."]
+    three = head("holds", "holds", NOT_TESTABLE, "does not hold")
+    assert three[0] == ("- checks 1 of 2 pass; hypotheses (4, Holm): 2 hold, 1 does not hold, "
+                        "1 not testable.")
+    # most hold: the others are named, cut to fit, in the order declared
+    assert three[1] == ("- not testable: h2: a long claim about a safeguard a long claim about "
+                        "a safeguard a long claim about a safeguard a ...; 1 more under Primary "
+                        "hypotheses.")
+    few = head("holds", "does not hold", "does not hold", NO_EFFECT)
+    assert few[0].endswith("1 holds, 2 do not hold, 1 shows no effect as large as its smallest "
+                           "effect of interest.")
+    assert few[1].startswith("- holds: h0: a long claim")   # the smaller side: what holds
 
 
 def test_ablation_tables_name_windows_and_split_by_question(skill_ablation):

@@ -16,20 +16,19 @@ scenario tables are :mod:`.ablation_report`'s.
 from __future__ import annotations
 
 import math
+import textwrap
 
-import numpy as np
 
-from dyna.experiment.kinds.agent_tasks.ablation_report import (ablation_lines,
-                                                               is_full_ablation,
+from dyna.experiment.kinds.agent_tasks.ablation_report import (LINE, ablation_lines,
+                                                               fit_line, is_full_ablation,
+                                                               metric_label,
                                                                matters_section,
                                                                scenario_tables)
 from dyna.experiment.kinds.agent_tasks.analysis import (EXPLORATORY_METRICS, MIN_RUNS_CLAIMS,
                                                        MIN_RUNS_NO_WARNING,
                                                        ablated_switch, aggregates, bh_marks,
                                                        evaluate_hypotheses, exploratory_cells,
-                                                       inert_switches, safeguard_activity,
-                                                       values)
-from dyna.experiment.kinds.agent_tasks.metrics import RUN_METRICS
+                                                       inert_switches, safeguard_activity)
 from dyna.experiment.kinds.agent_tasks.report_effects import effect_sections
 from dyna.experiment.reporting import ci, fmt, md_table, provenance, short_hash
 from dyna.experiment.stats import AGGREGATE_METHOD, INTERVAL_METHOD, per_run_ci
@@ -64,15 +63,6 @@ def statistics_manifest(cfg) -> dict:
             "primary": f"Holm over the {len(cfg.hypotheses)} declared hypotheses at alpha "
                        f"{a['alpha']}; intersection-union within a hypothesis",
             "exploratory": f"Benjamini-Hochberg over all testable cells at FDR {a['fdr']}"}
-
-
-def _interval_text(v: np.ndarray, opts) -> str:
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return "n/a"
-    m = ci(per_run_ci(v, statistic="mean", **opts))
-    q = ci(per_run_ci(v, statistic="iqm", **opts))
-    return f"{m}; IQM {q}"
 
 
 def _comparison_text(c) -> str:
@@ -137,7 +127,8 @@ def _setup(cfg, out) -> list[str]:
              f"success rate over {cfg.analysis['recovery_window']} of its episodes is back "
              f"within {cfg.analysis['recovery_points'] * 100:g} points of its pre-drift rate "
              "(a drift never recovered counts, censored, as the episodes to the next drift or "
-             "the end)",
+             "the end; one whose pre-drift rate is within those points of 0 has nothing to "
+             "recover from and is not measured)",
              f"- intervals: {INTERVAL_METHOD}, {cfg.analysis['n_resamples']} resamples, "
              f"{float(cfg.analysis['confidence']):.0%}; differences are paired by run; "
              "p-values from the sign-flip test of the paired differences (exact up to 16 runs)",
@@ -192,59 +183,124 @@ def _hypotheses_section(cfg, results) -> list[str]:
 
 
 def _headline(cfg, runs, results, checked=None) -> list[str]:
-    """At most six lines: in a calibrated experiment, how many manipulation checks pass
-    (``checked``) and how many hypotheses they leave not testable; what was run, the
-    primary hypotheses' verdicts, and the main result (the crossover map for sweeps, else
-    the full loop against no learning)."""
-    import polars as pl
-
-    from dyna.experiment.calibration_stats import NOT_TESTABLE
-    from dyna.experiment.kinds.agent_tasks.analysis import crossover_map
-    lines = ["## Headline", ""]
+    """The answer in at most five lines of at most :data:`~.ablation_report.LINE`
+    characters: in a calibrated experiment, how many manipulation checks pass, first;
+    the primary hypotheses' verdicts, and by name those of the smaller side (the ones
+    that do not hold when most hold, else the ones that hold); where the naive loop is
+    worse than no learning on each severity sweep; the full loop's final success against
+    no learning; what was run. An experiment without hypotheses says it is exploratory
+    on the line of what was run, which then comes first."""
+    lines = []
     if checked is not None:
-        untestable = sum(r.verdict == NOT_TESTABLE for r in results)
-        lines.append(f"- checks {sum(c.passed for c in checked)} of {len(checked)} pass; "
-                     f"{untestable} {'hypothesis' if untestable == 1 else 'hypotheses'} not "
-                     "testable.")
+        lines.append(f"- checks {sum(c.passed for c in checked)} of {len(checked)} pass"
+                     + (f"; hypotheses ({len(results)}, Holm): {_verdicts(results)}."
+                        if results else "."))
+    elif results:
+        lines.append(f"- hypotheses ({len(results)}, Holm): {_verdicts(results)}.")
+    named = _named_verdicts(results)
+    if named:
+        lines.append(named)
+    ran = _what_ran(cfg, runs)
+    if not results:
+        lines.insert(0, f"- exploratory (no primary hypotheses): {ran}.")
+    crossing = _crossover_line(cfg, runs)
+    if crossing:
+        lines.append(crossing)
+    final = _final_success_line(cfg, runs)
+    if final:
+        lines.append(final)
+    if results:
+        lines.append(f"- {ran}.")
+    return ["## Headline", "", *lines[:5], ""]
+
+
+def _what_ran(cfg, runs) -> str:
+    """``11 variants x 9 scenarios x 20 runs x 800 episodes, skill store``, with the pairs
+    run when a calibrated file's scope left some out."""
     n_pairs = runs.select("variant", "scenario").unique().height
     grid = len(cfg.variants) * len(cfg.scenarios)
-    scoped = (f" (scope: the hypotheses' and checks' pairs, {n_pairs} of the {grid} "
-              "variant x scenario pairs run)" if n_pairs < grid else "")
-    lines.append(f"- {len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x "
-                 f"{cfg.runs} runs x {cfg.episodes} episodes, {cfg.store} store{scoped}.")
-    if results:
-        held = [r.hypothesis.name for r in results if r.verdict == "holds"]
-        lines.append(f"- primary hypotheses ({len(results)}, Holm): {_verdicts(results)}"
-                     + (f"; holding: {'; '.join(held[:2])}" + (" ..." if len(held) > 2
-                                                               else "") if held else "")
-                     + ".")
+    scoped = (f"; {n_pairs} of the {grid} variant x scenario pairs run (the hypotheses' "
+              "and checks')" if n_pairs < grid else "")
+    return (f"{len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x {cfg.runs} "
+            f"runs x {cfg.episodes} episodes, {cfg.store} store{scoped}")
+
+
+def _named_verdicts(results) -> str | None:
+    """The hypotheses of the smaller side by name: those that do not hold, with their
+    verdict, when at least half hold; else those that hold. None when every hypothesis
+    has the same verdict."""
+    if len({r.verdict for r in results}) < 2:
+        return None
+    held = [r for r in results if r.verdict == "holds"]
+    if 2 * len(held) >= len(results):
+        items = [f"{r.verdict}: {r.hypothesis.name}" for r in results
+                 if r.verdict != "holds"]
     else:
-        lines.append("- no primary hypotheses declared: everything below is exploratory.")
-    cmap = crossover_map(cfg, runs) if getattr(cfg, "sweeps", ()) else []
-    if cmap:
-        lines.append("- crossover (naive loop worse than no learning, whole CI): " + "; ".join(
-            f"{cx.sweep} " + _crossover_words(cfg, runs, cx) for cx in cmap) + ".")
+        items = [f"holds: {r.hypothesis.name}" for r in held]
+    return fit_line("- ", [textwrap.shorten(x, LINE - 40, placeholder=" ...") for x in items],
+                    more="{} more under Primary hypotheses")
+
+
+def _crossover_line(cfg, runs) -> str | None:
+    """Per severity sweep, where the naive loop is worse than no learning with its whole
+    interval (and the single safeguard restoring the benefit there), then the sweeps
+    where it never is; a sweep compared at some grid points only says at which."""
+    from dyna.experiment.kinds.agent_tasks.analysis import crossover_map, ran
+
+    if not getattr(cfg, "sweeps", ()):
+        return None
+    cmap = crossover_map(cfg, runs)
+    if not cmap:
+        return None
+    worse, never = [], []
+    for cx in cmap:
+        sweep = next(sw for sw in cfg.sweeps if sw.name == cx.sweep)
+        run_at = [v for sc, v in sweep.points()
+                  if ran(runs, sc, "naive_loop") and ran(runs, sc, "no_learning")]
+        if not run_at:
+            continue
+        some = len(run_at) < len(sweep.values)
+        if cx.at is None:
+            never.append(cx.sweep + (f" (at {', '.join(map(str, run_at))})" if some else ""))
+        else:
+            worse.append(f"{cx.sweep} {'at' if some else 'from'} {cx.at}"
+                         + (f" (restored by {cx.restores[0][0]})" if cx.restores else ""))
+    conf = int(round(float(cfg.analysis["confidence"]) * 100))
+    items = worse + ([f"never: {', '.join(never)}"] if never else [])
+    if not items:
+        return None
+    return fit_line(f"- naive loop worse than no learning (whole {conf}% CI): ", items,
+                    more="{} more in the crossover map")
+
+
+def _final_success_line(cfg, runs) -> str | None:
+    """The full loop's and no learning's final success in the first scenario."""
+    import polars as pl
+
     loop = f"{cfg.store}_loop"
-    if loop in cfg.variants and "no_learning" in cfg.variants:
-        o = {"confidence": float(cfg.analysis["confidence"]),
-             "n_resamples": int(cfg.analysis["n_resamples"]), "seed": cfg.seed}
-        sc = cfg.scenarios[0][0]
-        def fs(v):
-            x = runs.filter((pl.col("scenario") == sc) & (pl.col("variant") == v))
-            return ci(per_run_ci(x["final_success"].to_numpy(), **o))
-        lines.append(f"- final success in `{sc}`: {loop} {fs(loop)}, no_learning "
-                     f"{fs('no_learning')}.")
-    return lines[:8] + [""]
+    if loop not in cfg.variants or "no_learning" not in cfg.variants:
+        return None
+    o = {"confidence": float(cfg.analysis["confidence"]),
+         "n_resamples": int(cfg.analysis["n_resamples"]), "seed": cfg.seed}
+    sc = cfg.scenarios[0][0]
+
+    def fs(v):
+        x = runs.filter((pl.col("scenario") == sc) & (pl.col("variant") == v))
+        return ci(per_run_ci(x["final_success"].to_numpy(), **o))
+    return f"- final success in `{sc}`: {loop} {fs(loop)}, no_learning {fs('no_learning')}."
 
 
 def _verdicts(results) -> str:
-    """``"1 holds, 5 does not hold"``: how many primary hypotheses got each verdict."""
+    """``"1 holds, 5 do not hold"``: how many primary hypotheses got each verdict."""
     from dyna.experiment.calibration_stats import NO_EFFECT, NOT_TESTABLE
 
-    counts = {v: sum(r.verdict == v for r in results)
-              for v in ("holds", "does not hold", NO_EFFECT, NOT_TESTABLE, "inert",
-                        "not tested")}
-    return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    words = {"holds": ("holds", "hold"), "does not hold": ("does not hold", "do not hold"),
+             NO_EFFECT: ("shows " + NO_EFFECT, "show no effect as large as their smallest "
+                         "effect of interest"),
+             NOT_TESTABLE: (NOT_TESTABLE, NOT_TESTABLE), "inert": ("inert", "inert"),
+             "not tested": ("not tested", "not tested")}
+    counts = {v: sum(r.verdict == v for r in results) for v in words}
+    return ", ".join(f"{n} {words[v][n != 1]}" for v, n in counts.items() if n)
 
 
 def _ablation_headline(cfg, runs, results, cells) -> list[str]:
@@ -256,23 +312,6 @@ def _ablation_headline(cfg, runs, results, cells) -> list[str]:
             f"- {len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x {cfg.runs} "
             f"runs x {cfg.episodes} episodes, {cfg.store} store; {said}.",
             *ablation_lines(cfg, runs, cells), ""]
-
-
-def _crossover_words(cfg, runs, cx) -> str:
-    """The headline's words for one sweep's crossover; a scoped run that compared the naive
-    loop with no learning at some grid points only says at which."""
-    from dyna.experiment.kinds.agent_tasks.analysis import ran
-
-    sweep = next(sw for sw in cfg.sweeps if sw.name == cx.sweep)
-    run_at = [v for sc, v in sweep.points()
-              if ran(runs, sc, "naive_loop") and ran(runs, sc, "no_learning")]
-    if not run_at:
-        return "not run (the naive loop is compared at no grid point)"
-    said = ("never" if cx.at is None else f"from {cx.at}"
-            + (f", restored by {cx.restores[0][0]}" if cx.restores else ""))
-    if len(run_at) < len(sweep.values):
-        said += f" (compared at {', '.join(map(str, run_at))} only)"
-    return said
 
 
 def _checks_section(cfg, checked) -> list[str]:
@@ -408,17 +447,6 @@ def _activity_section(cfg, runs) -> list[str]:
     return lines + [""]
 
 
-def _scenario_tables(cfg, runs, opts) -> list[str]:
-    lines = []
-    for s, _ in cfg.scenarios:
-        lines += [f"## Scenario `{s}`", "",
-                  "Mean over runs [95% CI]; IQM [95% CI].", ""]
-        rows = [[f"`{v}`"] + [_interval_text(values(runs, s, v, c), opts) for c in RUN_METRICS]
-                for v in cfg.variants]
-        lines += md_table(["variant"] + list(RUN_METRICS.values()), rows) + [""]
-    return lines
-
-
 def _exploratory_section(cfg, runs, cells) -> list[str]:
     loop = f"{cfg.store}_loop"
     if not cells:
@@ -455,7 +483,7 @@ def _exploratory_section(cfg, runs, cells) -> list[str]:
                 row.append(text)
             rows.append(row)
         if rows:
-            lines += md_table(["safeguard off"] + [RUN_METRICS.get(m, m) for m in
+            lines += md_table(["safeguard off"] + [metric_label(cfg, m) for m in
                                                    EXPLORATORY_METRICS], rows) + [""]
         if inert:
             lines += [f"Inert in this scenario (never acted; not tested): {', '.join(inert)}.",
@@ -544,8 +572,7 @@ def report_body(out) -> list[str]:
     lines += _hypotheses_section(cfg, results)
     lines += effect_sections(cfg, out.tables)
     lines += _activity_section(cfg, runs)
-    lines += (scenario_tables(cfg, runs, opts) if ablation
-              else _scenario_tables(cfg, runs, opts))
+    lines += scenario_tables(cfg, runs, opts)
     lines += _exploratory_section(cfg, runs, cells)
     lines += _aggregate_section(cfg, runs)
     lines += ["## Plots", "",

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import polars as pl
 
-from dyna.experiment.kinds.agent_tasks.ablation_report import is_full_ablation, metric_label
+from dyna.experiment.kinds.agent_tasks.ablation_report import metric_label
 from dyna.experiment.kinds.agent_tasks.aggregate import normalised_aggregates
 from dyna.experiment.kinds.agent_tasks.analysis import (MIN_RUNS_CLAIMS, base_scenarios,
                                                        values)
@@ -71,9 +71,7 @@ def _metrics_section(cfg, runs: pl.DataFrame, episodes: pl.DataFrame | None) -> 
             continue
         rows = [[f"`{v}`"] + [_mean_ci(values(runs, s, v, m), opts) for m in cols]
                 for v in cfg.variants]
-        # a full ablation names its windows; other reports keep the shipped words
-        names = [metric_label(cfg, m) if is_full_ablation(cfg) else V3_METRICS[m]
-                 for m in cols]
+        names = [metric_label(cfg, m) for m in cols]
         blocks += [f"`{s}`:", ""] + md_table(["variant"] + names, rows) + [""]
     if not blocks:
         return []
