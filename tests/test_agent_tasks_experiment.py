@@ -43,6 +43,20 @@ def test_recovery_by_hand():
     # no drift: nothing measured
     r = _recovery(succ, fam, np.full(13, -1), 2, 0.05)
     assert math.isnan(r[0]) and r[1:] == (0, 0)
+    # nothing to recover from: family 0 failed both episodes before the drift (pre = 0),
+    # so "back within 5 points of 0" holds at its first arrival (episode 6, 1 after the
+    # drift); that wait is not a recovery, and the drift is not measured
+    succ3 = succ.copy()
+    succ3[[2, 4]] = False
+    r = _recovery(succ3, fam, drift, 2, 0.05)
+    assert math.isnan(r[0]) and r[1:] == (0, 0)
+    # pre = 0.5 with 50 points is nothing to recover from either; with 40 points it is
+    succ4 = succ.copy()
+    succ4[2] = False
+    assert _recovery(succ4, fam, drift, 2, 0.5)[1] == 0
+    # pre 0.5 - 0.4 = 0.1: the window of episodes 6, 8 (0 of 2) is below, that of 8, 10
+    # (1 of 2) reaches it: 8 - 5 = 3 episodes
+    assert _recovery(succ4, fam, drift, 2, 0.4) == (3.0, 1, 1)
 
 
 def test_run_summaries_by_hand():

@@ -109,3 +109,34 @@ def test_report_of_a_file_or_a_missing_folder_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "is a file" in err[0] and "no such folder" in err[1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.toml"]
+
+
+def test_the_per_run_metrics_are_computed_again_from_the_episodes(agent_folder, tmp_path,
+                                                                  monkeypatch):
+    from dyna.experiment.kinds.agent_tasks import kind
+
+    folder = _copy(agent_folder, tmp_path / "f")
+    before = _digests(folder)
+    runner.rewrite_report(folder)
+    # this checkout's metrics give the stored table: it is not written again
+    assert json.loads((folder / "manifest.json").read_text())["report"][
+        "tables_recomputed"] == []
+    assert _digests(folder)["runs.parquet"] == before["runs.parquet"]
+    old = runner.load_output(folder).tables["runs"]
+
+    def plus_one(arrays, analysis):   # a changed metric: final success 1 higher
+        got = dict(real(arrays, analysis))
+        got["final_success"] = got["final_success"] + 1.0
+        return got
+
+    real = kind.run_summaries
+    monkeypatch.setattr(kind, "run_summaries", plus_one)
+    runner.rewrite_report(folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["report"]["tables_recomputed"] == ["runs"]
+    new = runner.load_output(folder)     # the manifest records the new table's sha256
+    assert (new.tables["runs"]["final_success"] - old["final_success"]).to_list() == [1.0] * 4
+    assert new.tables["episodes"].equals(runner.load_output(agent_folder).tables["episodes"])
+    assert _digests(folder)["episodes.parquet"] == before["episodes.parquet"]
+    fs = old.filter(variant="skill_loop")["final_success"].to_numpy()
+    assert f"skill_loop {fs.mean() + 1:.3g}" in (folder / "report.md").read_text()

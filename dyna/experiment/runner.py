@@ -182,10 +182,15 @@ def draw_output_plots(out: ExperimentOutput, folder: str | Path) -> list[Path]:
 def rewrite_report(folder: str | Path) -> Path:
     """Write ``folder/report.md`` again from the folder's tables (``dyna report DIR``): the
     analysis and wording of this checkout over the episodes the run simulated, which are
-    read, never re-simulated. ``manifest.json`` gains ``report`` (this checkout's git
-    commit and the UTC time), and a report that shows its provenance names both commits.
-    Each file is replaced whole (:func:`dyna.fileio.atomic.atomic_write`): the report first,
-    then the manifest. Returns the report's path.
+    read, never re-simulated. A kind's tables computed from others (its
+    ``derived_tables(config, tables)``, such as the agent-tasks per-run metrics) are
+    computed again and written where they differ. ``manifest.json`` gains ``report`` (this
+    checkout's git commit, the UTC time and the tables computed again) and the new tables'
+    sha256; a report that shows its provenance names both commits. Each file is replaced
+    whole (:func:`dyna.fileio.atomic.atomic_write`): the report (an analysis that fails
+    leaves every file as it was), the changed tables, then the manifest; until the manifest
+    is written, :func:`load_output` refuses a changed table as not the one the manifest
+    records. Returns the report's path.
 
     Raises
     ------
@@ -197,11 +202,25 @@ def rewrite_report(folder: str | Path) -> Path:
 
     folder = Path(folder)
     out = load_output(folder)
-    manifest = dict(out.manifest)
+    kind = get_kind(out.kind)
+    manifest = json.loads(json.dumps(out.manifest))
+    tables = dict(out.tables)
+    derive = getattr(kind, "derived_tables", None)
+    changed = {}
+    for name, frame in (derive(out.config, tables) if callable(derive) else {}).items():
+        if not frame.equals(tables[name]):
+            data = io.BytesIO()
+            frame.write_parquet(data, statistics=False)
+            changed[name] = data.getvalue()
+            tables[name] = frame
+            manifest["tables"][f"{name}.parquet"] = {
+                "rows": frame.height, "sha256": hashlib.sha256(changed[name]).hexdigest()}
     manifest["report"] = {"git": project_revision(), "created_utc": _dt.datetime.now(
-        _dt.timezone.utc).isoformat(timespec="seconds")}
-    out = ExperimentOutput(config=out.config, manifest=manifest, tables=out.tables)
-    path = get_kind(out.kind).write_report(out, folder)
+        _dt.timezone.utc).isoformat(timespec="seconds"), "tables_recomputed": sorted(changed)}
+    out = ExperimentOutput(config=out.config, manifest=manifest, tables=tables)
+    path = kind.write_report(out, folder)
+    for name, data in changed.items():
+        atomic_write(folder / f"{name}.parquet", data, field=f"{name}.parquet")
     atomic_write(folder / "manifest.json", json.dumps(manifest, indent=2, default=json_default,
                                                       allow_nan=False) + "\n",
                  field="manifest.json")

@@ -13,7 +13,7 @@ from dyna.experiment.kinds.agent_tasks.job import execute_agent_job
 from dyna.experiment.kinds.agent_tasks.metrics import run_summaries
 from dyna.experiment.protocol import ExperimentKind, ExperimentOutput, Prepared
 
-__all__ = ["KIND", "AgentTasksKind"]
+__all__ = ["KIND", "AgentTasksKind", "runs_table"]
 
 
 # ============================================================================ the kind
@@ -70,7 +70,7 @@ class AgentTasksKind(ExperimentKind):
         groups: dict[tuple, list] = {}
         for job, res in zip(jobs, results):
             groups.setdefault((job.variant, job.point), []).append(res)
-        ep_frames, run_frames = [], []
+        ep_frames = []
         E = config.episodes
         for (v, p), parts in sorted(groups.items()):
             arrays = {k: np.concatenate([x[k] for x in parts]) for k in EPISODE_FIELDS}
@@ -82,16 +82,17 @@ class AgentTasksKind(ExperimentKind):
                    "episode": np.tile(np.arange(1, E + 1, dtype=np.int64), R)}
             ep_frames.append(pl.DataFrame({**ids, **{k: a.ravel() for k, a in
                                                      arrays.items()}}))
-            summ = run_summaries(arrays, config.analysis)
-            run_frames.append(pl.DataFrame({
-                "variant": pl.Series([config.variants[v]] * R, dtype=pl.String),
-                "scenario": pl.Series([config.scenarios[p][0]] * R, dtype=pl.String),
-                "run": np.arange(R, dtype=np.int64), **summ}))
-        tables = {"episodes": pl.concat(ep_frames), "runs": pl.concat(run_frames)}
+        episodes = pl.concat(ep_frames)
+        tables = {"episodes": episodes, "runs": runs_table(config, episodes)}
         if config.agent == "llm":
             from dyna.experiment.kinds.agent_tasks.job import exchanges_table
             tables["llm_exchanges"] = exchanges_table(config, jobs, results)
         return tables
+
+    def derived_tables(self, config, tables) -> dict:
+        """The tables computed from the episodes (``dyna report`` computes them again with
+        this checkout's metrics): ``runs`` (:func:`runs_table`)."""
+        return {"runs": runs_table(config, tables["episodes"])}
 
     def draw_plots(self, out, folder):
         from dyna.experiment.kinds.agent_tasks.plots import draw_plots
@@ -162,6 +163,38 @@ class AgentTasksKind(ExperimentKind):
         from dyna.experiment.kinds.agent_tasks.checks import sizing_contrasts
 
         return sizing_contrasts(config, tables)
+
+
+def runs_table(config, episodes: pl.DataFrame) -> pl.DataFrame:
+    """The ``runs`` table: one row per variant x scenario x run, in the config's order of
+    variants then scenarios, with :func:`~.metrics.run_summaries` of that run's episodes.
+
+    Parameters
+    ----------
+    config : AgentTasksConfig
+    episodes : polars.DataFrame
+        The ``episodes`` table: ``variant``, ``scenario``, ``run`` (int64, 0-based),
+        ``episode`` (int64, 1-based) and the per-episode fields, ``config.episodes`` rows
+        per run in episode order. Pairs a scoped run left out have no rows and no row here.
+    """
+    E = config.episodes
+    fields = [c for c in episodes.columns if c not in ("variant", "scenario", "run",
+                                                       "episode")]
+    frames = []
+    for variant in config.variants:
+        for scenario, _ in config.scenarios:
+            part = episodes.filter((pl.col("variant") == variant)
+                                   & (pl.col("scenario") == scenario))
+            if part.height == 0:
+                continue
+            R = part.height // E
+            arrays = {k: part[k].to_numpy().reshape(R, E) for k in fields}
+            frames.append(pl.DataFrame({
+                "variant": pl.Series([variant] * R, dtype=pl.String),
+                "scenario": pl.Series([scenario] * R, dtype=pl.String),
+                "run": np.arange(R, dtype=np.int64),
+                **run_summaries(arrays, config.analysis)}))
+    return pl.concat(frames)
 
 
 def _scoped_pairs(config) -> set | None:

@@ -204,7 +204,9 @@ def _recovery(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
     For a drift at episode d on family f: ``pre`` is the success rate of f's last
     ``window`` episodes before d; the recovery time is the number of episodes from d to the
     first episode of f from which the next ``window`` episodes of f reach ``pre - points``.
-    A drift with fewer than ``window`` episodes of f before it or after it is not measured.
+    A drift with fewer than ``window`` episodes of f before it or after it is not measured,
+    nor one with ``pre <= points``: there every level is back within ``points`` of ``pre``,
+    so its time would be the wait for f's next arrival, not a recovery.
     One never recovered before the next drift (or the end) is *censored*: it counts as the
     episodes from d to the next drift (or the end), a lower bound of its true recovery
     time, so the worst runs stay in the comparison instead of dropping out as NaN; the
@@ -220,8 +222,10 @@ def _recovery(success: np.ndarray, family: np.ndarray, drift_family: np.ndarray,
         after = idx[(idx >= d) & (idx < end)]
         if len(before) < window or len(after) < window:
             continue
-        measured += 1
         pre = success[before].mean()
+        if pre <= points:
+            continue
+        measured += 1
         s = success[after].astype(np.float64)
         roll = np.convolve(s, np.ones(window) / window, mode="valid")
         ok = np.flatnonzero(roll >= pre - points - 1e-12)
