@@ -53,7 +53,7 @@ def test_output_folder_and_tables(output):
     names = sorted(p.name for p in output.iterdir())
     assert names == ["agreement.parquet", "competence.parquet", "curves.parquet",
                      "manifest.json", "plots", "report.md", "risk_coverage.parquet",
-                     "runs.parquet"]
+                     "runs.parquet", "switches.parquet"]
     manifest = json.loads((output / "manifest.json").read_text())
     assert manifest["kind"] == "escalation" and manifest["config"]["kind"] == "escalation"
     assert manifest["data"]["swe"]["sha256"].startswith("cc248b2374")

@@ -142,7 +142,11 @@ def run_job(job: Job) -> dict:
     dict
         Arrays with a leading run axis ``R = len(job.run_indices)`` (see
         :meth:`EscalationKind.build_tables` for the columns), ``agreement_sum`` of shape
-        (T,) int64 summed over the block's runs, and ``competence`` (run 0 only).
+        (T,) int64 summed over the block's runs, ``competence`` (run 0 only),
+        ``change_at`` (int64, the tasks after which the stream's rates or system change)
+        and ``stream_systems`` (list of str: the systems a date-ordered replay plays one
+        after the other, one more than ``change_at``; empty for other streams). Both are
+        the same for every run of a stream (each system contributes all its tasks).
     """
     from dyna.competence import prior_shapes
     from dyna.escalation import run_policies
@@ -219,6 +223,8 @@ def run_job(job: Job) -> dict:
         "agreement_sum": (act == o_act).sum(axis=0).astype(np.int64),
         "change_at": np.asarray(streams[0].get("change_at", []) or
                                 p["params"].get("change_at", []), dtype=np.int64),
+        # the systems one after the other (a date-ordered replay), empty for other streams
+        "stream_systems": [str(x) for x in streams[0].get("systems", [])],
     }
     if 0 in job.run_indices and p["store_competence"]:
         i = job.run_indices.index(0)

@@ -26,9 +26,12 @@ side, so the legend lists every policy and a reader sees as many lines as it has
 A curve within a line width of an earlier one at half its points or more, after layout, is
 drawn dashed on top of it, its legend label saying "on X at k of n points"
 (:func:`show_near`). Titles say over how many runs (and systems) a curve is a mean.
-Legends sit outside the data; a dotted vertical line marks each change point of a synthetic
-scenario (competence and regret plots). Costs are labelled in USD where the experiment adds
-the log's logged USD cost unscaled, else in cost units (:func:`cost_unit`).
+Legends sit outside the data; a dotted vertical line marks each change point of a stream
+(competence and regret plots, the plots with a task axis): the switches of a date-ordered
+replay to the next system ("system switches", from the ``switches`` table) and the rate
+changes of a synthetic scenario ("rates change"; from ``change_at`` in a folder without
+that table). Costs are labelled in USD where the experiment adds the log's logged USD cost
+unscaled, else in cost units (:func:`cost_unit`).
 
 SVG copies are written next to the PNGs unless ``analysis.svg = false``.
 """
@@ -58,10 +61,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["COMPETENCE_X", "COMPETENCE_Y", "COST_GRID_X", "GROUP_COLOR", "GROUP_DASH",
            "NEAR_DASH", "OTHER_COLORS", "OUTLINE_EXTRA", "POLICY_COLORS", "STRIPE_WIDTH",
-           "SYMLOG_LINEAR", "GroupHandler", "GroupLine", "band_caption", "change_points",
-           "cost_unit", "delta_e", "draw_group", "draw_plots", "escalate_all", "group_label",
-           "identical_groups", "over_systems", "policy_color", "pooled_caption",
-           "random_label", "show_near", "slug", "stat_options", "variant_colors"]
+           "SYMLOG_LINEAR", "GroupHandler", "GroupLine", "band_caption", "change_label",
+           "change_points", "cost_unit", "delta_e", "draw_group", "draw_plots",
+           "escalate_all", "group_label", "identical_groups", "over_systems", "policy_color",
+           "pooled_caption", "random_label", "show_near", "slug", "stat_options",
+           "variant_colors"]
 
 
 def stat_options(out) -> dict:
@@ -310,20 +314,37 @@ def _first_systems(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.join(firsts, on=["scenario", "system"], how="semi")
 
 
-def change_points(out, scenario: str) -> list[int]:
-    """The tasks after which a synthetic scenario's rates change (``change_at``; none for
-    a replay or a stationary stream)."""
+def change_points(out, scenario: str, system: str | None = None) -> list[int]:
+    """The tasks after which ``scenario``'s stream changes, increasing: from the
+    ``switches`` table when the folder has one (the rows of ``system`` when given, else of
+    every system of the scenario), else a synthetic scenario's ``change_at`` (an older
+    folder: none for a replay or a stationary stream)."""
+    switches = out.tables.get("switches")
+    if switches is not None:
+        rows = switches.filter(pl.col("scenario") == scenario)
+        if system is not None:
+            rows = rows.filter(pl.col("system") == system)
+        return sorted({int(x) for x in rows.get_column("step").to_list()})
     sc = next((s for s in out.config.scenarios if s.name == scenario), None)
     if sc is None or sc.source != "synthetic":
         return []
     return [int(x) for x in sc.params.get("change_at", [])]
 
 
-def _mark_changes(ax, out, scenario: str) -> None:
-    """A dotted vertical line at each change point of ``scenario`` (one legend entry)."""
-    for j, at in enumerate(change_points(out, scenario)):
+def change_label(out, scenario: str) -> str:
+    """The legend entry of ``scenario``'s change lines: "system switches" for a replay
+    (the next tasks come from another system), "rates change" for a synthetic scenario."""
+    sc = next((s for s in out.config.scenarios if s.name == scenario), None)
+    return "rates change" if sc is None or sc.source == "synthetic" else "system switches"
+
+
+def _mark_changes(ax, out, scenario: str, system: str | None = None) -> None:
+    """A dotted vertical line at each change point of ``scenario`` (:func:`change_points`),
+    one legend entry (:func:`change_label`)."""
+    label = change_label(out, scenario)
+    for j, at in enumerate(change_points(out, scenario, system)):
         ax.axvline(at, color="0.35", lw=0.9, ls=":", zorder=0,
-                   label="rates change" if j == 0 else None)
+                   label=label if j == 0 else None)
 
 
 def _summary_curves(summary: pl.DataFrame, x: str) -> dict:
@@ -383,7 +404,7 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 ax.plot(x, d.get_column("mean").to_numpy(), label="posterior mean")
                 ax.plot(x, d.get_column("rate").to_numpy(), "k--", linewidth=1,
                         label="true rate")
-                _mark_changes(ax, out, scenario)
+                _mark_changes(ax, out, scenario, system)
                 ax.set_title(name, fontsize=8)
                 ax.set_ylim(0, 1)
                 ax.grid(alpha=0.3)

@@ -2,13 +2,13 @@
 
 Report sections: a headline of at most five lines (what was run and where its main plot
 is; per cost setting the cheapest policy, its cost per task with an interval over runs,
-beside always and never escalating); setup; the lowest-regret policy per cost setting (a
-risk class, or a value of the ``costs.p_star`` grid) with the rank of "always escalate",
-opened by the headline's detail (ties, wins of always escalating, winners not separated
-from the runner-up); a cost table per policy and cost setting for every scenario and
-feedback mode; the censoring trap; Thompson sampling's regret growth against log T;
-recovery after change points; per-system tables of replayed logs (cost, regret, AURC next
-to a random score).
+beside always and never escalating); setup (with the system switches of a date-ordered
+replay); the lowest-regret policy per cost setting (a risk class, or a value of the
+``costs.p_star`` grid) with the rank of "always escalate", opened by the headline's detail
+(ties, wins of always escalating, winners not separated from the runner-up); a cost table
+per policy and cost setting for every scenario and feedback mode; the censoring trap;
+Thompson sampling's regret growth against log T; recovery after change points; per-system
+tables of replayed logs (cost, regret, AURC next to a random score).
 """
 
 from __future__ import annotations
@@ -74,6 +74,33 @@ def _systems_label(systems) -> str:
     return systems if isinstance(systems, str) else f"{len(systems)} listed"
 
 
+def _task_list(steps: list[int]) -> str:
+    """``"500, 1,000, ..., 11,500 (every 500)"`` for evenly spaced steps past four, else
+    every step (the first three and the last past six)."""
+    gaps = {b - a for a, b in zip(steps, steps[1:])}
+    if len(steps) > 4 and len(gaps) == 1:
+        return f"{steps[0]:,}, {steps[1]:,}, ..., {steps[-1]:,} (every {gaps.pop():,})"
+    if len(steps) > 6:
+        return ", ".join(f"{x:,}" for x in steps[:3]) + f", ..., {steps[-1]:,}"
+    return ", ".join(f"{x:,}" for x in steps)
+
+
+def _switch_line(out, scenario: str) -> list[str]:
+    """One line under a replayed scenario: how many times its stream switches to the next
+    system and after which tasks (the ``switches`` table); none without switches or
+    without the table (an older folder)."""
+    switches = out.tables.get("switches")
+    if switches is None:
+        return []
+    steps = sorted({int(x) for x in switches.filter(pl.col("scenario") == scenario)
+                    .get_column("step").to_list()})
+    if not steps:
+        return []
+    n = len(steps)
+    return [f"  - {n} system switch{'es' if n > 1 else ''} (dotted in the regret and "
+            f"competence plots), after task{'s' if n > 1 else ''} {_task_list(steps)}"]
+
+
 def _setup(out) -> list[str]:
     cfg, m = out.config, out.manifest
     lines = [f"# {cfg.name}", ""]
@@ -114,6 +141,7 @@ def _setup(out) -> list[str]:
                          f"{d.get('systems')} systems, {d.get('task_types')} task types), "
                          f"systems: {_systems_label(sc.params['systems'])}, "
                          f"order {sc.params['order']}")
+            lines += _switch_line(out, sc.name)
     b, t = m.get("backend", {}), m.get("timing", {})
     lines.append(f"- backend {b.get('name')} ({b.get('jobs')} jobs); run time "
                  f"{t.get('run_time_s', float('nan')):.1f} s")

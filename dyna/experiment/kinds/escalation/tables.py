@@ -7,7 +7,7 @@ import polars as pl
 
 from dyna.experiment.kinds.escalation.config import EscalationConfig
 
-__all__ = ["build_tables", "with_cost_settings"]
+__all__ = ["SWITCH_SCHEMA", "build_tables", "switch_table", "with_cost_settings"]
 
 
 def with_cost_settings(tables: dict, config: EscalationConfig) -> dict:
@@ -29,6 +29,41 @@ def with_cost_settings(tables: dict, config: EscalationConfig) -> dict:
                     pl.lit(None, dtype=pl.Float64).alias("aurc_type_oracle"))
         out[name] = t
     return out
+
+
+#: Columns of the ``switches`` table (:func:`switch_table`).
+SWITCH_SCHEMA = {"scenario": pl.String, "system": pl.String, "switch": pl.Int64,
+                 "step": pl.Int64, "from_system": pl.String, "to_system": pl.String}
+
+
+def switch_table(points: list[dict], jobs, results) -> pl.DataFrame:
+    """The switches of every stream, from the jobs' ``change_at`` and ``stream_systems``.
+
+    One row per (scenario, system, switch) in canonical order: ``switch`` counts a stream's
+    switches from 1, ``step`` is the number of tasks before it (the next task comes from
+    the next system, or from the new rates of a synthetic scenario; int64), ``from_system``
+    and ``to_system`` name the systems of a date-ordered replay (null where the stream
+    does not name them: a synthetic scenario's rate changes). ``system`` is the stream's
+    name as in the other tables (``all_by_date`` for a date-ordered replay, empty for a
+    synthetic scenario). Every job of a stream replays the same switches, so the first
+    job of each stream gives them. A stream without switches has no row; no switches at
+    all give an empty table with the columns of :data:`SWITCH_SCHEMA`.
+    """
+    rows, seen = [], set()
+    for job, res in zip(jobs, results):
+        pt = points[job.point]
+        key = (pt["scenario"], pt["system"])
+        if key in seen:
+            continue
+        seen.add(key)
+        steps = [int(x) for x in res["change_at"]]
+        order = list(res.get("stream_systems", []))
+        named = len(order) == len(steps) + 1
+        for k, step in enumerate(steps):
+            rows.append({"scenario": key[0], "system": key[1], "switch": k + 1, "step": step,
+                         "from_system": order[k] if named else None,
+                         "to_system": order[k + 1] if named else None})
+    return pl.DataFrame(rows, schema=SWITCH_SCHEMA)
 
 
 def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jobs,
@@ -59,6 +94,8 @@ def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jo
         (fraction of runs), only for streams with change points.
         ``competence``: variant, risk_class, scenario, system, feedback, step, task_type,
         a, b, mean, lower, upper (95% equal-tailed), rate (run 0 of the competence variant).
+        ``switches``: scenario, system, switch, step, from_system, to_system
+        (:func:`switch_table`; empty, with its columns, when no stream switches).
     """
     from dyna.competence import beta_interval
 
@@ -139,4 +176,5 @@ def build_tables(config: EscalationConfig, points: list[dict], sc_info: dict, jo
         tables["agreement"] = pl.concat(agree_f)
     if comp_f:
         tables["competence"] = pl.concat(comp_f)
+    tables["switches"] = switch_table(points, jobs, results)
     return tables
