@@ -418,12 +418,16 @@ def test_the_calibrated_headline_counts_verdicts_and_names_the_smaller_side():
                         "1 not testable.")
     # most hold: the others are named, cut to fit, in the order declared
     assert three[1] == ("- not testable: h2: a long claim about a safeguard a long claim about "
-                        "a safeguard a long claim about a safeguard a ...; 1 more under Primary "
+                        "a safeguard a long claim about a safeguard a [...]; 1 more under Primary "
                         "hypotheses.")
     few = head("holds", "does not hold", "does not hold", NO_EFFECT)
     assert few[0].endswith("1 holds, 2 do not hold, 1 shows no effect as large as its smallest "
                            "effect of interest.")
     assert few[1].startswith("- holds: h0: a long claim")   # the smaller side: what holds
+    # one name alone may fill the line
+    one = head("holds", "holds", NO_EFFECT)
+    assert one[1] == ("- negligible (TOST): h2: " + "a long claim about a safeguard " * 4
+                      ).rstrip() + "."
 
 
 def test_ablation_tables_name_windows_and_split_by_question(skill_ablation):

@@ -231,13 +231,17 @@ def _named_verdicts(results) -> str | None:
     has the same verdict."""
     if len({r.verdict for r in results}) < 2:
         return None
+    from dyna.experiment.calibration_stats import NO_EFFECT
+
     held = [r for r in results if r.verdict == "holds"]
     if 2 * len(held) >= len(results):
-        items = [f"{r.verdict}: {r.hypothesis.name}" for r in results
-                 if r.verdict != "holds"]
+        items = [f"{'negligible (TOST)' if r.verdict == NO_EFFECT else r.verdict}: "
+                 f"{r.hypothesis.name}" for r in results if r.verdict != "holds"]
     else:
         items = [f"holds: {r.hypothesis.name}" for r in held]
-    return fit_line("- ", [textwrap.shorten(x, LINE - 40, placeholder=" ...") for x in items],
+    # one item may take the whole line; several leave room for the count of the rest
+    width = LINE - 3 if len(items) == 1 else LINE - 40
+    return fit_line("- ", [textwrap.shorten(x, width, placeholder=" [...]") for x in items],
                     more="{} more under Primary hypotheses")
 
 
