@@ -40,6 +40,32 @@ def out(tmp_path_factory):
     return load_output(folder)
 
 
+@pytest.fixture(scope="module")
+def one_process(out, tmp_path_factory):
+    """Digests of the files :func:`P.draw_plots` writes in one process, by file name."""
+    return _digests(P.draw_plots(out, tmp_path_factory.mktemp("one"), processes=1))
+
+
+@pytest.fixture(scope="module")
+def two_calls(out, tmp_path_factory):
+    """Every file ``KIND.draw_plots`` then ``KIND.write_report`` write of ``out``, by path
+    relative to their folder."""
+    from dyna.experiment.kinds.agent_tasks.kind import KIND
+
+    return _two_calls(KIND, out, tmp_path_factory.mktemp("two_calls"))
+
+
+def _two_calls(kind, out, folder):
+    kind.draw_plots(out, folder)
+    kind.write_report(out, folder)
+    return _files(folder)
+
+
+def _files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
 def _digests(paths):
     return {Path(p).name: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths}
 
@@ -52,8 +78,9 @@ def _jobs(out, folder):
     return [P.scenario_job(out, s, series, folder) for s, _ in cfg.scenarios]
 
 
-def test_two_and_three_processes_write_the_bytes_one_process_writes(out, tmp_path):
-    ref = _digests(P.draw_plots(out, tmp_path / "one", processes=1))
+def test_two_and_three_processes_write_the_bytes_one_process_writes(out, one_process,
+                                                                     tmp_path):
+    ref = one_process
     # 3 scenario figures x (PNG, SVG) + profiles, recovery (a drift scenario)
     assert sum(k.startswith("scenario_") for k in ref) == 6
     for n in (2, 3):
@@ -62,10 +89,10 @@ def test_two_and_three_processes_write_the_bytes_one_process_writes(out, tmp_pat
         assert [Path(p).name for p in got] == list(ref)      # same order
 
 
-def test_a_helper_that_dies_or_hangs_leaves_its_figures_to_this_process(out, tmp_path,
-                                                                        monkeypatch):
-    ref = _digests(P.draw_plots(out, tmp_path / "ref", processes=1))
-    monkeypatch.setenv("DYNA_RENDER_TIMEOUT", "3")
+def test_a_helper_that_dies_or_hangs_leaves_its_figures_to_this_process(out, one_process,
+                                                                        tmp_path, monkeypatch):
+    ref = one_process
+    monkeypatch.setenv("DYNA_RENDER_TIMEOUT", "1")
     cases = {"dies": "import sys; sys.exit(3)",
              "nonsense": "import sys; sys.stdin.buffer.readline(); print('not json', "
                          "flush=True); sys.stdin.read()",
@@ -223,7 +250,7 @@ def test_cells_of_a_chunked_table_equal_the_filters_they_replace(out):
                           2 * A.values(runs, "clean", "skill_loop", "final_success"))
 
 
-def test_plots_and_report_of_chunked_tables_are_the_same_bytes(out, tmp_path):
+def test_plots_and_report_of_chunked_tables_are_the_same_bytes(out, two_calls, tmp_path):
     import polars as pl
 
     from dyna.experiment.kinds.agent_tasks.kind import KIND
@@ -233,25 +260,16 @@ def test_plots_and_report_of_chunked_tables_are_the_same_bytes(out, tmp_path):
         k: pl.concat(t.partition_by(["variant", "scenario"]), rechunk=False)
         for k, t in out.tables.items()})
     assert all(t.n_chunks() > 1 for t in chunked.tables.values())
-    files = {}
-    for name, o in (("whole", out), ("chunked", chunked)):
-        d = tmp_path / name
-        KIND.draw_plots(o, d)
-        KIND.write_report(o, d)
-        files[name] = {p.relative_to(d).as_posix(): p.read_bytes()
-                       for p in sorted(d.rglob("*")) if p.is_file()}
+    files = {"whole": two_calls, "chunked": _two_calls(KIND, chunked, tmp_path / "chunked")}
     assert files["whole"] == files["chunked"] and "report.md" in files["whole"]
 
 
-def test_render_writes_what_draw_plots_then_write_report_write(out, tmp_path):
+def test_render_writes_what_draw_plots_then_write_report_write(out, two_calls, tmp_path):
     from dyna.experiment.kinds.agent_tasks.kind import KIND
 
-    a, b = tmp_path / "two_calls", tmp_path / "render"
-    KIND.draw_plots(out, a)
-    KIND.write_report(out, a)
+    b = tmp_path / "render"
     paths = KIND.render(out, b)
-    files = [{p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
-              if p.is_file()} for d in (a, b)]
+    files = [two_calls, _files(b)]
     assert files[0] == files[1] and "report.md" in files[0]
     assert sorted(p.relative_to(b).as_posix() for p in paths) == sorted(
         k for k in files[1] if k.startswith("plots/"))

@@ -85,30 +85,30 @@ def test_an_unknown_scope_names_the_field(tmp_path):
     assert e.value.field == "calibration.scope"
 
 
-def test_a_scoped_run_writes_its_report(tmp_path):
+@pytest.fixture(scope="module")
+def scoped_report(tmp_path_factory):
+    """The report of one run of the scoped experiment, read by several tests."""
     from dyna.experiment.runner import run_experiment
 
-    cfg = _config(tmp_path)
-    out = run_experiment(cfg, tmp_path / "out", progress=False)
-    report = (out / "report.md").read_text()
+    tmp = tmp_path_factory.mktemp("scoped")
+    cfg = _config(tmp)
+    return (run_experiment(cfg, tmp / "out", progress=False) / "report.md").read_text()
+
+
+def test_a_scoped_run_writes_its_report(scoped_report):
+    report = scoped_report
     assert "## Manipulation checks" in report
     assert "the loop beats the naive loop in b" in report
 
 
-def test_a_scoped_report_says_which_pairs_ran(tmp_path):
-    from dyna.experiment.runner import run_experiment
-
-    cfg = _config(tmp_path)
-    report = (run_experiment(cfg, tmp_path / "out", progress=False) / "report.md").read_text()
+def test_a_scoped_report_says_which_pairs_ran(scoped_report):
+    report = scoped_report
     # 3 scenarios x 2 references + 4 compared pairs
     assert "10 of the 15 variant x scenario pairs run" in report
 
 
-def test_the_report_says_an_unfrozen_run_is_not_confirmatory(tmp_path):
-    from dyna.experiment.runner import run_experiment
-
-    cfg = _config(tmp_path)
-    report = (run_experiment(cfg, tmp_path / "out", progress=False) / "report.md").read_text()
+def test_the_report_says_an_unfrozen_run_is_not_confirmatory(scoped_report):
+    report = scoped_report
     assert "**Not a confirmatory run: the file is not frozen** (seed 0, the confirmatory " \
         "seed)" in report
 
