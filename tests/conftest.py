@@ -8,10 +8,14 @@ every test starts from an empty store at the cost of one ``CREATE SCHEMA``.
 ``store_target``: parametrises a store test over the three backends (``memory``,
 ``sqlite``, ``postgresql``), returning what :class:`dyna.experience.ExperienceStore` takes;
 ``persistent_target`` over the two persistent ones.
+``tables_only()``: a context in which an experiment run writes its tables and
+``manifest.json`` but draws no plots and writes no report, for the runs a test reads only
+the tables of (rendering is most of a small run's time).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import urllib.parse
@@ -34,6 +38,19 @@ def tau_bench_formats():
     from dyna.redact import redaction_formats
     with redaction_formats(TAU_BENCH_FORMATS):
         yield TAU_BENCH_FORMATS
+
+
+@contextlib.contextmanager
+def tables_only():
+    """Within: :func:`dyna.experiment.runner.run_experiment` writes the tables and
+    ``manifest.json`` of its output folder (the same table bytes; no ``output_time_s`` and
+    ``wall_time_s`` in the manifest's timing) but no ``plots/`` and no ``report.md``: the
+    kind's render is skipped."""
+    from dyna.experiment import runner
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runner, "render_output", lambda *args, **kwargs: None)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from conftest import tables_only
 from dyna.agents.loop_agents import EPISODE_FIELDS, agent_streams, run_loop_agent
 from dyna.experiment.backends import InProcessBackend
 from dyna.experiment.registry import parse_experiment
@@ -43,8 +44,9 @@ def test_inert_switch_gives_the_full_loops_table_through_the_runner(tmp_path):
             "store": "skill", "variants": ["skill_loop", "skill_loop-no_dating",
                                             "skill_loop-no_outcome_gate"],
             "env": {"n_families": 4, "max_steps": 16}, "scenarios": [{"name": "clean"}]}
-    out = run_experiment(parse_experiment(data), tmp_path / "o", backend=InProcessBackend(),
-                         progress=False)
+    with tables_only():
+        out = run_experiment(parse_experiment(data), tmp_path / "o",
+                             backend=InProcessBackend(), progress=False)
     for table in ("episodes", "runs"):
         t = pl.read_parquet(out / f"{table}.parquet")
         full = t.filter(pl.col("variant") == "skill_loop").drop("variant")

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from conftest import tables_only
 from dyna.errors import ConfigError
 from dyna.experiment.kinds.agent_tasks.config import parse_agent_tasks
 from dyna.experiment.kinds.agent_tasks.metrics import _recovery, run_summaries
@@ -15,7 +16,8 @@ from dyna.experiment.registry import parse_experiment
 
 SMALL = {
     "kind": "agent_tasks", "name": "tiny", "seed": 1, "runs": 2, "episodes": 30,
-    "store": "skill", "variants": ["no_learning", "skill_loop", "skill_loop-no_approval_for_untrusted"],
+    "store": "skill",
+    "variants": ["no_learning", "skill_loop", "skill_loop-no_approval_for_untrusted"],
     "env": {"n_families": 2, "n_tools": 3, "n_values": 2, "length": 2, "max_steps": 6,
             "n_distractor_words": 4},
     "scenarios": [{"name": "clean"}, {"name": "drift", "env": {"drift_at": [10]}}],
@@ -135,10 +137,11 @@ def test_end_to_end_run(tmp_path):
 
     cfg = parse_experiment(dict(SMALL))
     out = run_experiment(cfg, tmp_path / "a", backend=InProcessBackend(), progress=False)
-    again = run_experiment(cfg, tmp_path / "b", backend=InProcessBackend(), block_size=1,
-                           progress=False)
-    pooled = run_experiment(cfg, tmp_path / "c", backend=ProcessPoolBackend(2), block_size=1,
-                            progress=False)
+    with tables_only():
+        again = run_experiment(cfg, tmp_path / "b", backend=InProcessBackend(), block_size=1,
+                               progress=False)
+        pooled = run_experiment(cfg, tmp_path / "c", backend=ProcessPoolBackend(2),
+                                block_size=1, progress=False)
     m1 = json.loads((out / "manifest.json").read_text())
     m2 = json.loads((again / "manifest.json").read_text())
     m3 = json.loads((pooled / "manifest.json").read_text())

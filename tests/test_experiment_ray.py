@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from conftest import tables_only
 from dyna import cli
 from dyna.errors import ConfigError, check_range
 from dyna.experiment.kinds.tabular import job as tabular_job
@@ -75,8 +76,9 @@ def test_tables_bit_identical_to_in_process_and_manifest_records_cluster(ray_bac
     cfg = config(env={"id": "dyna/AsciiMaze-v0"}, sweep={"resolution": [1, 2]},
                  variants=[{"name": "dq", "n_planning": 3},
                            {"name": "ps", "agent": "prioritized_sweeping", "n_planning": 3}])
-    ref = run_experiment(cfg, tmp_path / "inprocess", backend=InProcessBackend())
-    out = run_experiment(cfg, tmp_path / "ray", backend=ray_backend, block_size=2)
+    with tables_only():
+        ref = run_experiment(cfg, tmp_path / "inprocess", backend=InProcessBackend())
+        out = run_experiment(cfg, tmp_path / "ray", backend=ray_backend, block_size=2)
     assert table_bytes(out) == table_bytes(ref)
     manifest = json.loads((out / "manifest.json").read_text())
     for name in TABLES:   # the recorded digests are those of the in-process tables
@@ -193,12 +195,14 @@ def test_flaky_job_retried_gives_identical_tables(ray_backend, tmp_path, monkeyp
         return real(job)
 
     cfg = config()
-    ref = run_experiment(cfg, tmp_path / "ref")
+    with tables_only():
+        ref = run_experiment(cfg, tmp_path / "ref")
     monkeypatch.setattr(tabular_job, "execute_job", flaky)
     from dyna.experiment.ray_backend import RayBackend
 
     backend = RayBackend()
-    out = run_experiment(cfg, tmp_path / "ray", backend=backend, block_size=3)
+    with tables_only():
+        out = run_experiment(cfg, tmp_path / "ray", backend=backend, block_size=3)
     assert marker.exists()
     assert table_bytes(out) == table_bytes(ref)
     assert json.loads((out / "manifest.json").read_text())["backend"]["retried"] == 1
@@ -309,6 +313,33 @@ def test_without_ray_one_line_and_exit_2(tmp_path):
     assert not out.exists()
 
 
+def test_agent_tasks_v1_two_scenarios_bit_identical_on_ray_and_the_process_pool(ray_backend,
+                                                                                  tmp_path):
+    """Issue "Agent tasks v2": two v1 scenarios, --runs 1, on Ray and on the process pool:
+    the same table bytes."""
+    import tomllib
+
+    from dyna.experiment.backends import ProcessPoolBackend
+    from dyna.experiment.registry import parse_experiment
+
+    data = tomllib.loads((REPO / "experiments" / "agent_tasks_v2_skill.toml").read_text())
+    data.pop("run", None)
+    data["sweeps"] = [sw for sw in data["sweeps"] if sw["name"] == "learning_from_failure"]
+    data["sweeps"][0]["values"] = [0.0, 0.5]
+    data["hypotheses"] = []
+    data["variants"] = ["no_learning", "naive_loop", "skill_loop"]
+    data["episodes"] = 40
+    cfg = parse_experiment(data, runs=1)
+    assert len(cfg.scenarios) == 2
+    with tables_only():
+        ray = run_experiment(cfg, tmp_path / "ray", backend=ray_backend, block_size=1,
+                             progress=False)
+        pool = run_experiment(cfg, tmp_path / "pool", backend=ProcessPoolBackend(2),
+                              block_size=1, progress=False)
+    for name in ("episodes.parquet", "runs.parquet"):
+        assert (ray / name).read_bytes() == (pool / name).read_bytes()
+
+
 def test_ctrl_c_cancels_tasks_and_shuts_down_own_instance(ray_backend):
     """Last test of the module: it ends the module's Ray instance."""
     import ray
@@ -337,29 +368,3 @@ def test_ctrl_c_cancels_tasks_and_shuts_down_own_instance(ray_backend):
     # and put back the SIGTERM disposition it found (Ray's handler, sys.exit(15), had
     # outlived the instance before)
     assert signal.getsignal(signal.SIGTERM) is SIGTERM_BEFORE[-1]
-
-
-def test_agent_tasks_v1_two_scenarios_bit_identical_on_ray_and_the_process_pool(ray_backend,
-                                                                                  tmp_path):
-    """Issue "Agent tasks v2": two v1 scenarios, --runs 1, on Ray and on the process pool:
-    the same table bytes."""
-    import tomllib
-
-    from dyna.experiment.backends import ProcessPoolBackend
-    from dyna.experiment.registry import parse_experiment
-
-    data = tomllib.loads((REPO / "experiments" / "agent_tasks_v2_skill.toml").read_text())
-    data.pop("run", None)
-    data["sweeps"] = [sw for sw in data["sweeps"] if sw["name"] == "learning_from_failure"]
-    data["sweeps"][0]["values"] = [0.0, 0.5]
-    data["hypotheses"] = []
-    data["variants"] = ["no_learning", "naive_loop", "skill_loop"]
-    data["episodes"] = 40
-    cfg = parse_experiment(data, runs=1)
-    assert len(cfg.scenarios) == 2
-    ray = run_experiment(cfg, tmp_path / "ray", backend=ray_backend, block_size=1,
-                         progress=False)
-    pool = run_experiment(cfg, tmp_path / "pool", backend=ProcessPoolBackend(2), block_size=1,
-                          progress=False)
-    for name in ("episodes.parquet", "runs.parquet"):
-        assert (ray / name).read_bytes() == (pool / name).read_bytes()

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 import envs
+from conftest import tables_only
 from dyna.agents import run_agent
 from dyna.errors import ConfigError, UnknownEnvError, check_range
 from dyna.experiment import runner
@@ -110,7 +111,8 @@ def test_bit_identical_across_backends_and_block_sizes(tmp_path):
     cfg = config(runs=5, env={"id": "dyna/AsciiMaze-v0"}, sweep={"resolution": [1, 2]},
                  variants=[{"name": "dq", "n_planning": 3},
                            {"name": "ps", "agent": "prioritized_sweeping", "n_planning": 3}])
-    ref = run_experiment(cfg, tmp_path / "ref")
+    with tables_only():
+        ref = run_experiment(cfg, tmp_path / "ref")
     ref_bytes = _table_bytes(ref)
     ref_frame = pl.read_parquet(ref / "results.parquet")
     assert ref_frame.columns[:4] == ["variant", "agent", "resolution", "run"]
@@ -118,7 +120,8 @@ def test_bit_identical_across_backends_and_block_sizes(tmp_path):
     for name, backend, block in [("b1", InProcessBackend(), 1),
                                  ("b2", InProcessBackend(), 2),
                                  ("pool", ProcessPoolBackend(2), 3)]:
-        out = run_experiment(cfg, tmp_path / name, backend=backend, block_size=block)
+        with tables_only():
+            out = run_experiment(cfg, tmp_path / name, backend=backend, block_size=block)
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["backend"]["block_size"] == block
         assert manifest["backend"]["jobs"] == 2 * 2 * len(split_runs(5, block))
@@ -127,9 +130,10 @@ def test_bit_identical_across_backends_and_block_sizes(tmp_path):
 
 
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):
-    a = run_experiment(config(), tmp_path / "a")
-    b = run_experiment(config(), tmp_path / "b")
-    c = run_experiment(config(seed=6), tmp_path / "c")
+    with tables_only():
+        a = run_experiment(config(), tmp_path / "a")
+        b = run_experiment(config(), tmp_path / "b")
+        c = run_experiment(config(seed=6), tmp_path / "c")
     assert _table_bytes(a) == _table_bytes(b)
     assert _table_bytes(a)["results.parquet"] != _table_bytes(c)["results.parquet"]
 
@@ -258,7 +262,8 @@ def test_figure_8_2_numbers_with_ten_runs(tmp_path):
     """Sutton & Barto Figure 8.2 through the runner: episode 2 takes several hundred steps
     for n = 0 and under ~60 for n = 50; every n settles near 14 steps + exploration."""
     cfg = load_experiment(REPO / "experiments" / "dyna_maze.toml", runs=10)
-    out = run_experiment(cfg, tmp_path / "fig82")
+    with tables_only():
+        out = run_experiment(cfg, tmp_path / "fig82")
     res = pl.read_parquet(out / "results.parquet")
     ep2 = dict(res.filter(pl.col("episode") == 2).group_by("variant")
                .agg(pl.col("steps").mean()).iter_rows())
