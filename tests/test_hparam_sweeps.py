@@ -4,6 +4,7 @@ never set twice, a sensitivity plot."""
 import polars as pl
 import pytest
 
+from conftest import tables_only
 from dyna.errors import ConfigError
 from dyna.experiment.backends import InProcessBackend
 from dyna.experiment.registry import load_experiment, parse_experiment
@@ -25,10 +26,11 @@ def test_a_swept_hyper_parameter_gives_exactly_the_runs_of_a_variant_that_sets_i
     res = load_output(swept).tables["results"]
     assert {"alpha", "resolution"} <= set(res.columns)
     assert sorted(res["alpha"].unique().to_list()) == [0.2, 1.0]
-    fixed = run_experiment(parse_experiment(_data(
-        variants=[{"name": "n=5", "n_planning": 5, "alpha": 1.0}],
-        sweep={"resolution": [1, 2]})), tmp_path / "f", backend=InProcessBackend(),
-        progress=False)
+    with tables_only():
+        fixed = run_experiment(parse_experiment(_data(
+            variants=[{"name": "n=5", "n_planning": 5, "alpha": 1.0}],
+            sweep={"resolution": [1, 2]})), tmp_path / "f", backend=InProcessBackend(),
+            progress=False)
     ref = load_output(fixed).tables["results"]
     got = res.filter((pl.col("variant") == "n=5") & (pl.col("alpha") == 1.0)).drop("alpha")
     assert got.sort(["resolution", "run", "episode"]).equals(

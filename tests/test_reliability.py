@@ -1,6 +1,6 @@
 """Reliability of the experience store, counted.
 
-* 8 processes (multiprocessing ``spawn``) write to one SQLite experience store at once, with
+* 8 processes (multiprocessing ``forkserver``) write to one SQLite experience store at once, with
   mixed batch sizes (1, 7, 50), one of them compacting (``ExperienceStore.compact``: VACUUM
   and WAL checkpoint, and a keep-newest pass that keeps everything) meanwhile. On reopen:
   exactly the records every writer was acknowledged (0 lost, 0 duplicated, none extra) and
@@ -117,7 +117,7 @@ def _writer(path, w, barrier, results):
 def test_eight_spawned_writers_one_compacting_lose_and_duplicate_nothing(tmp_path):
     path = str(tmp_path / "exp.db")
     ExperienceStore(path, dim=DIM).close()
-    ctx = mp.get_context("spawn")
+    ctx = _fork_ctx()
     barrier = ctx.Barrier(N_WRITERS)
     results = ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(path, w, barrier, results))
@@ -166,8 +166,9 @@ def test_eight_spawned_writers_one_compacting_lose_and_duplicate_nothing(tmp_pat
 
 
 # ============================================================== SIGKILL, SQLite
-def _kill_ctx():
-    """A forkserver that has dyna imported, so each killed child starts in milliseconds."""
+def _fork_ctx():
+    """A forkserver that has dyna imported, so each child (a fresh process forked from that
+    server, not from this one) starts in milliseconds instead of importing it again."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["dyna.experience", "dyna.store.jsonl"])
     return ctx
@@ -210,7 +211,7 @@ def _kill_lives(child, path, seed, max_delay):
     Returns (acked: {(life, b): payload}, in_flight: {(life, b)} begun but not acked,
     kill delays).
     """
-    ctx = _kill_ctx()
+    ctx = _fork_ctx()
     rng = random.Random(seed)
     acked, in_flight, delays = {}, set(), []
     for life in range(N_KILLS):
@@ -358,7 +359,7 @@ def test_sigkill_inside_a_jsonl_batch_write_leaves_none_of_it(tmp_path):
     """No line of a batch cut by SIGKILL is read back as a valid record (the JSONL batch
     header counts its lines)."""
     path = str(tmp_path / "exp.jsonl")
-    ctx = _kill_ctx()
+    ctx = _fork_ctx()
     r, w = ctx.Pipe(duplex=False)
     p = ctx.Process(target=_torn_jsonl_child, args=(path, w))
     p.start()
