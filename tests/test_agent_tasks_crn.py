@@ -81,10 +81,10 @@ def _shipped_scenarios():
 @pytest.mark.parametrize("store, env, policy", _shipped_scenarios())
 def test_switch_that_never_acts_changes_nothing_in_every_shipped_scenario(store, env, policy):
     """In each shipped scenario (its env and policy; run 0, 300 episodes: past the drift
-    scenario's first drift), every switch whose count is 0 in the full loop's run gives bit-identical
-    episodes when off, and the counts of the others are what they are: a switch that acted
-    at least once may or may not change the episodes, a switch counted 0 may not. (Other
-    runs of the same streams: the runner test above, 3 runs.)"""
+    scenario's first drift), every switch whose count is 0 in the full loop's run gives
+    bit-identical episodes when off, and the counts of the others are what they are: a
+    switch that acted at least once may or may not change the episodes, a switch counted 0
+    may not. (Other runs of the same streams: the runner test above, 3 runs.)"""
     inert_seen = 0
     full = run_loop_agent(f"{store}_loop", store=store, env_kwargs=env, episodes=300,
                           seed=0, run_index=0, params=policy)
