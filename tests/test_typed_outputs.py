@@ -8,6 +8,7 @@ import pandas as pd
 import polars as pl
 import pytest
 
+from conftest import tables_only
 from dyna.errors import ConfigError
 from dyna.experience import ExperienceStore
 from dyna.experiment.backends import InProcessBackend
@@ -160,8 +161,9 @@ def test_pandas_reads_an_experiments_parquet_tables(tmp_path):
     data = {"kind": "agent_tasks", "name": "typed", "seed": 4, "runs": 1, "episodes": 20,
             "store": "skill", "variants": ["skill_loop"],
             "env": {"n_families": 2, "max_steps": 8}, "scenarios": [{"name": "clean"}]}
-    out = run_experiment(parse_experiment(data), tmp_path / "o", backend=InProcessBackend(),
-                         progress=False)
+    with tables_only():
+        out = run_experiment(parse_experiment(data), tmp_path / "o",
+                             backend=InProcessBackend(), progress=False)
     for name, rows in (("runs", 1), ("episodes", 20)):
         theirs = pd.read_parquet(out / f"{name}.parquet")
         ours = pl.read_parquet(out / f"{name}.parquet")
