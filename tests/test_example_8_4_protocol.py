@@ -123,7 +123,7 @@ def test_reference_run_matches_the_kernel_by_hand(tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| 1 | 47 |")
             or line.startswith("| 2 | 188 |")]
     assert len(rows) == 2
-    assert "updates until optimal (optimal_tolerance = 1.2)" in text
+    assert "updates until optimal (greedy path at most 1.2 x shortest)" in text
     # the headline's measure is updates until optimal, not steps of episodes never played
     from dyna.experiment.kinds.tabular.headline import ratio_ci
     from dyna.experiment.reporting import ci

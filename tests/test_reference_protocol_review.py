@@ -74,6 +74,6 @@ def test_final_table_of_stopped_runs_has_no_steps_of_their_last_episodes(tmp_pat
     final = text.split("## Final performance")[1].split("\n## ")[0]
     header = next(line for line in final.splitlines() if line.startswith("| variant |"))
     assert header == ("| variant | resolution | runs that found an optimal path "
-                      "(optimal_tolerance = 1.2) | updates until optimal "
-                      "(optimal_tolerance = 1.2) |")
+                      "(greedy path at most 1.2 x shortest) | updates until optimal "
+                      "(greedy path at most 1.2 x shortest) |")
     assert "last 10 episodes" not in final

@@ -151,7 +151,7 @@ def _final_section(out: "ExperimentOutput") -> list[str]:
     if c.schedule.eval_every:
         header += ["final evaluation score"]
     if c.schedule.stop_at_optimal:
-        tol = f"optimal_tolerance = {c.schedule.optimal_tolerance:g}"
+        tol = _tolerance_words(c.schedule)
         header += [f"runs that found an optimal path ({tol})", f"updates until optimal ({tol})"]
     rows = []
     for variant, _p, point in _groups(out):
@@ -419,11 +419,12 @@ def _check_prioritized_sweeping(out: "ExperimentOutput") -> list[str]:
     has_steps = "total_steps" in out.runs.columns
     rows, ratios, split = _ps_rows(out, dq, ps, keys, has_steps, opts)
     sc = out.config.schedule
-    tol = f"optimal_tolerance = {sc.optimal_tolerance:g}"
+    tol = _tolerance_words(sc)
     proto = _ps_protocol(sc)
     lines += [f"Updates until optimal: Q updates until the greedy path is accepted as optimal "
-              f"({tol}: a greedy path of at most floor({sc.optimal_tolerance:g} x shortest) "
-              "steps counts as optimal). " + proto + " States: free (non-wall) cells.", ""]
+              f"(optimal_tolerance = {sc.optimal_tolerance:g}: a greedy path of at most "
+              f"floor({sc.optimal_tolerance:g} x shortest) steps counts as optimal). " + proto
+              + " States: free (non-wall) cells.", ""]
     lines += md_table([*keys, "free states", f"{dq.name} updates until optimal ({tol})",
                        "found", f"{ps.name} updates until optimal ({tol})", "found", "ratio"],
                       rows)
@@ -525,6 +526,14 @@ def _ps_where_updates_go(dq, ps, keys: list, split: list) -> list[str]:
                        f"{dq.name} updates/step", f"{ps.name} updates/step",
                        "real-step ratio"], split)
     return lines
+
+
+def _tolerance_words(schedule) -> str:
+    """A column header's words for the optimal-path rule: ``"greedy path at most 1.2 x
+    shortest"`` (``"shortest greedy path"`` at tolerance 1)."""
+    if schedule.optimal_tolerance == 1.0:
+        return "shortest greedy path"
+    return f"greedy path at most {schedule.optimal_tolerance:g} x shortest"
 
 
 def build_report(out: "ExperimentOutput", folder: str | Path | None = None) -> str:
