@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import tables_only
 from dyna.errors import ConfigError
 from dyna.experiment.backends import InProcessBackend
 from dyna.experiment.kinds.agent_tasks import figure_helper as FH
@@ -36,7 +37,9 @@ CFG = {"kind": "agent_tasks", "name": "fw", "seed": 3, "runs": 2, "episodes": 60
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fw") / "o"
-    run_experiment(parse_experiment(CFG), folder, backend=InProcessBackend(), progress=False)
+    with tables_only():           # the tests draw their own plots from the tables
+        run_experiment(parse_experiment(CFG), folder, backend=InProcessBackend(),
+                       progress=False)
     return load_output(folder)
 
 
