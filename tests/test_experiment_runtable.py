@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from conftest import tables_only
 from dyna.cli import main
 from dyna.experiment.config import load_run_options
 from dyna.experiment.registry import load_experiment
@@ -35,17 +36,20 @@ def test_run_table_picks_the_backend_and_stays_out_of_the_hash(tmp_path):
     assert load_run_options(with_run) == {"backend": "process", "workers": 2, "block_size": 1}
     assert load_run_options(plain) == {}
     assert load_experiment(with_run).hash == load_experiment(plain).hash
-    out = tmp_path / "out"
-    assert main(["run", str(with_run), "--out", str(out), "--no-progress"]) == 0
+    out, out2 = tmp_path / "out", tmp_path / "out2"
+    with tables_only():
+        assert main(["run", str(with_run), "--out", str(out), "--no-progress"]) == 0
+        # the command line wins
+        assert main(["run", str(with_run), "--out", str(out2), "--backend", "inprocess",
+                     "--no-progress"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["backend"]["name"] == "process" and manifest["backend"]["workers"] == 2
-    out2 = tmp_path / "out2"   # the command line wins
-    assert main(["run", str(with_run), "--out", str(out2), "--backend", "inprocess", "--no-progress"]) == 0
     assert json.loads((out2 / "manifest.json").read_text())["backend"]["name"] == "inprocess"
     assert (out / "results.parquet").read_bytes() == (out2 / "results.parquet").read_bytes()
 
 
-@pytest.mark.parametrize("table, field", [('workrs = 2', "run.workrs"), ("workers = 0", "run.workers"),
+@pytest.mark.parametrize("table, field", [('workrs = 2', "run.workrs"),
+                                          ("workers = 0", "run.workers"),
                                           ("backend = 3", "run.backend")])
 def test_run_table_errors_name_the_field(tmp_path, capsys, table, field):
     path = _write(tmp_path, BASE + "[run]\n" + table + "\n")
