@@ -484,6 +484,26 @@ def test_read_only_missing_foreign_and_dim(pg_dsn, pg_schema, pg_store_dsn):
     ro.close()
 
 
+@pytest.mark.parametrize("statement", ["SELECT pg_catalog.current_schema()",
+                                       "SHOW server_encoding"])
+def test_an_open_interrupted_while_setting_up_its_session_closes_it(pg_store_dsn,
+                                                                      monkeypatch, statement):
+    """Ctrl-C (KeyboardInterrupt) during the session's setup: the connection is closed."""
+    opened = []
+    execute = psycopg.Connection.execute
+
+    def interrupted(conn, query, *args, **kwargs):
+        if query == statement:
+            opened.append(conn)
+            raise KeyboardInterrupt
+        return execute(conn, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        PostgresStore(pg_store_dsn, SCHEMA, DIM)
+    assert len(opened) == 1 and opened[0].closed
+
+
 def test_text_with_nul_is_refused_naming_the_field(pg_store_dsn):
     st = PostgresStore(pg_store_dsn, RECORD_SCHEMA, DIM)
     b = {"tenant_id": ["t1"], "task_type": ["a\x00b"], "reward": [1.0], "timestamp": [0.0],

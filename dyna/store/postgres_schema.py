@@ -112,6 +112,9 @@ def connect(dsn: str, *, path: str, secret: Sequence[str], timeout: float,
     except psycopg.Error as exc:
         conn.close()
         raise StoreError(f"DB={path}: {scrubbed(exc, secret)}") from None
+    except BaseException:  # e.g. KeyboardInterrupt: the session is not handed out
+        conn.close()
+        raise
     if enc.upper() not in ("UTF8", "UTF-8"):
         conn.close()
         raise StoreError(f"DB={path}: database encoding {enc}; a dyna store needs "
