@@ -59,11 +59,11 @@ def test_record_persists_and_reloads_identically(persistent_target):
     before = store.export_data("t1")["records"]
     assert before[0]["metadata"] == {"note": "n0", "api_key": "[REDACTED]"}
     store.close()
-    again = ExperienceStore(persistent_target, dim=DIM)
-    assert again.persistence_status == "ok"
-    assert again.export_data("t1")["records"] == before
-    # the id counter continues after a reload
-    assert again.record("t1", **ep())["ids"] == [10]
+    with ExperienceStore(persistent_target, dim=DIM) as again:
+        assert again.persistence_status == "ok"
+        assert again.export_data("t1")["records"] == before
+        # the id counter continues after a reload
+        assert again.record("t1", **ep())["ids"] == [10]
 
 
 def test_status_missing_then_ok(tmp_path):
@@ -124,6 +124,7 @@ def test_failed_write_raises_and_keeps_nothing_in_memory(persistent_target):
     assert out["persistence_status"] == "ok" and out["ids"] == [2]
     assert store._db.read()["id"].tolist() == [0, 1, 2]
     assert store.flush() == {"written": 0}
+    store.close()
 
 
 def test_in_memory_competence_follows_new_episodes():
@@ -371,9 +372,9 @@ def test_redaction_before_persist_and_on_export(persistent_target):
         "items": [{"token": "[REDACTED]"}, {"name": "[REDACTED]"}], "tokenizer": "bpe"}
     s.close()
     # a store opened with more keys redacts them on export as well
-    s2 = ExperienceStore(persistent_target, dim=DIM,
-                         redact_keys={"tokenizer", "password", "token", "api_key", "name"})
-    rec = s2.export_data("t1")["records"][0]
+    with ExperienceStore(persistent_target, dim=DIM,
+                         redact_keys={"tokenizer", "password", "token", "api_key", "name"}) as s2:
+        rec = s2.export_data("t1")["records"][0]
     assert rec["state_before"]["tokenizer"] == "[REDACTED]"
 
 
@@ -463,6 +464,8 @@ def test_other_writers_seen_without_reload(persistent_target):
     assert len(b) == 2 and len(a) == 2           # the live view
     assert b.buffer.column("id").tolist() == [0, 1] == a.buffer.column("id").tolist()
     assert b.reload() == {"n_records": 2}
+    a.close()
+    b.close()
 
 
 # ------------------------------------------------------------------ tenant isolation (property)
@@ -521,6 +524,7 @@ def test_pers04_case_through_store_and_export(tmp_path, persistent_target):
     assert json.loads(s._db.read()["metadata"][0]) == expected  # persisted
     assert s.export_data("t1")["records"][0]["metadata"] == expected  # inline export
     s.export_data("t1", path=str(tmp_path / "p.parquet"), format="parquet")
+    s.close()
     pq = pl.read_parquet(tmp_path / "p.parquet")
     assert json.loads(pq["metadata"][0]) == expected  # file export
 
@@ -537,4 +541,5 @@ def test_replay_seed_and_bin_count_are_checked():
     with pytest.raises(ConfigError) as err:
         store.get_transition_table("t", bin_count=MAX_BIN_COUNT + 1)
     assert err.value.field == "bin_count"
-    assert store.replay_experience("t", seed=3, batch_size=4)["ids"] == store.replay_experience("t", seed=3, batch_size=4)["ids"]
+    first = store.replay_experience("t", seed=3, batch_size=4)["ids"]
+    assert store.replay_experience("t", seed=3, batch_size=4)["ids"] == first

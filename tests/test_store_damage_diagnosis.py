@@ -13,6 +13,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ def _episodes(lo, hi):
 
 
 def _sha(path):
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def crashed(tmp_path_factory):
 
 def _copy(src, dst, damage: bool = False, cut: int = 0):
     shutil.copy(src, dst)
-    data = bytearray(open(f"{src}-wal", "rb").read())
+    data = bytearray(Path(f"{src}-wal").read_bytes())
     if damage:       # 4 KB of seeded random bytes in the middle
         mid = len(data) // 2
         data[mid:mid + 4096] = np.random.default_rng(36).bytes(4096)
@@ -80,7 +81,7 @@ def _sqlite_rows(path) -> int:
 
 def test_an_intact_crash_wal_is_checked_and_every_row_is_there(crashed, tmp_path, capsys):
     db = _copy(crashed, tmp_path / "ok.db")
-    report = read_wal(open(f"{db}-wal", "rb").read())
+    report = read_wal(Path(f"{db}-wal").read_bytes())
     assert report.first_bad is None and report.valid == report.frames > 100
     assert report.lost == report.lost_commits == 0
     assert main(["store", "stats", str(db)]) == 0
@@ -93,7 +94,7 @@ def test_wal_damage_in_the_middle_is_reported_by_every_open(crashed, tmp_path, c
     shown = _sqlite_rows(db)
     assert 0 < shown < ROWS        # what SQLite alone shows, silently: rows lost
     sha, wal_sha = _sha(db), _sha(f"{db}-wal")
-    report = read_wal(open(f"{db}-wal", "rb").read())
+    report = read_wal(Path(f"{db}-wal").read_bytes())
     assert report.first_bad is not None and report.valid == report.first_bad
     assert report.lost > 0 and report.lost_commits > 0
     refused = 0
@@ -136,9 +137,9 @@ def test_a_damaged_wal_header_before_committed_frames_is_reported(tmp_path, caps
         store.record("t1", episodes=_episodes(lo, lo + 50))
     db = _copy(live, tmp_path / "h.db")
     store.close()
-    data = bytearray(open(f"{db}-wal", "rb").read())
+    data = bytearray(Path(f"{db}-wal").read_bytes())
     data[20] ^= 1
-    open(f"{db}-wal", "wb").write(data)
+    Path(f"{db}-wal").write_bytes(data)
     assert _sqlite_rows(db) == 250
     report = read_wal(bytes(data))
     assert report.header_damaged and report.valid == 0 and report.first_bad == 0
@@ -382,13 +383,13 @@ def test_a_64_mib_wal_is_checked_in_bounded_memory_with_the_same_verdicts(big_wa
     report, peak = _peak(lambda: check_wal(big_wal))
     assert (report.frames, report.valid, report.first_bad) == (frames, frames, None)
     assert peak < 8 * 2 ** 20
-    whole = read_wal(open(f"{big_wal}-wal", "rb").read())   # the bytes at once: the same
+    whole = read_wal(Path(f"{big_wal}-wal").read_bytes())   # the bytes at once: the same
     assert repr(whole) == repr(report)
 
     db = _copy(big_wal, tmp_path / "bad.db", damage=True)
     err, peak = _peak(lambda: check_wal(db))
     assert isinstance(err, StoreDamagedError) and peak < 8 * 2 ** 20
-    whole = read_wal(open(f"{db}-wal", "rb").read())
+    whole = read_wal(Path(f"{db}-wal").read_bytes())
     first_bad = (size // 2 - 32) // (24 + 4096)        # the frame the damage begins in
     assert (whole.frames, whole.first_bad, whole.valid) == (frames, first_bad, first_bad)
     # the 4 KiB of damage end in the next frame's header (its salts): lost are the rest
@@ -422,11 +423,11 @@ def test_a_damaged_magic_or_page_size_is_reported_as_damage(half_in_wal, tmp_pat
     """SQLite ignores a -wal whose magic number or page size is damaged (250 rows, status
     ok): the frames after it are found with the database's page size and reported."""
     db = _copy(half_in_wal, tmp_path / "h.db")
-    data = bytearray(open(f"{db}-wal", "rb").read())
+    data = bytearray(Path(f"{db}-wal").read_bytes())
     frames = (len(data) - 32) // (24 + 4096)
     assert data[offset:offset + 4] != value
     data[offset:offset + 4] = value
-    open(f"{db}-wal", "wb").write(data)
+    Path(f"{db}-wal").write_bytes(data)
     assert _sqlite_rows(db) == 250
     sha = _sha(f"{db}-wal")
     for report in (read_wal(bytes(data)), read_wal(bytes(data), 4096)):

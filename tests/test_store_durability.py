@@ -57,7 +57,8 @@ def test_disk_full_every_acknowledged_episode_is_on_disk_and_failures_raise(tmp_
     exc = raised[0]
     assert isinstance(exc, StoreError) and isinstance(exc, OSError)
     assert exc.path == str(path) and exc.detail == "database or disk is full"
-    assert str(exc) == f"DB={path}: write failed (database or disk is full); nothing of it was stored"
+    assert str(exc) == (f"DB={path}: write failed (database or disk is full); nothing of it "
+                        "was stored")
     # memory holds exactly what the file holds: rows, competence, status
     assert len(s) == len(acked)
     comp = s.get_competence("t1")["competence"][0]
@@ -276,7 +277,7 @@ def test_jsonl_child_killed_mid_write_leaves_no_partial_batch(tmp_path):
             if int(line) == 2 + life:  # batches 0.. are written; this one is under way
                 break
         p.send_signal(signal.SIGKILL)
-        p.wait(timeout=30)
+        p.communicate(timeout=30)  # reads to the end and closes the pipe
         assert p.returncode == -signal.SIGKILL
     recs, rep = read_jsonl(path)
     counts = {}
@@ -358,7 +359,7 @@ def test_killed_export_leaves_a_temporary_the_next_export_removes(tmp_path):
     write_jsonl(target, [{"a": 1}])
     assert os.path.exists(tmp)
     p.send_signal(signal.SIGKILL)
-    p.wait(timeout=30)
+    p.communicate(timeout=30)  # reads to the end and closes the pipe
     write_jsonl(target, [{"a": 2}])
     assert not os.path.exists(tmp)
     assert sorted(q.name for q in tmp_path.iterdir()) == ["e.jsonl"]

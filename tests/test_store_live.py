@@ -262,7 +262,8 @@ def test_two_processes_every_answer_counts_every_committed_row(persistent_target
         assert child.stdout.readline().strip() == "deleted"
         assert child.wait(timeout=60) == 0
     finally:
-        child.kill()
+        with child:  # closes its pipes and waits for it
+            child.kill()
     assert asked == n
     left = n - sum(1 for i in range(n) if i % 3 == 0)        # k0 deleted by the child
     assert counts() == (left, left, left)

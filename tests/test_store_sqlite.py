@@ -51,12 +51,13 @@ def test_append_read_round_trip_and_ids(persistent_target):
     assert cols["features"].dtype == np.float32 and cols["features"].shape == (8, DIM)
     assert cols["metadata"][3] == '{"i": 3}'
     st.close()
-    st = open_backend(persistent_target, SCHEMA, DIM)
-    assert st.status == "ok" and st.count() == 8
-    # deleted ids are never reused
-    st.delete({"id": [6, 7]})
-    assert st.append(batch(1)).tolist() == [8]
-    assert st.stats()["schema_version"] == sys.modules[type(st).__module__].SCHEMA_VERSION
+    with open_backend(persistent_target, SCHEMA, DIM) as st:
+        assert st.status == "ok" and st.count() == 8
+        # deleted ids are never reused
+        st.delete({"id": [6, 7]})
+        assert st.append(batch(1)).tolist() == [8]
+        version = sys.modules[type(st).__module__].SCHEMA_VERSION
+        assert st.stats()["schema_version"] == version
 
 
 def test_wal_and_busy_timeout_configured(tmp_path):
@@ -66,29 +67,29 @@ def test_wal_and_busy_timeout_configured(tmp_path):
 
 
 def test_exact_delete_never_prefix(store_target):
-    st = open_backend(store_target, SCHEMA, DIM)
-    st.append(batch(4, tenant="t1"))
-    st.append(batch(4, tenant="t10"))
-    st.append(batch(4, tenant="t%"))
-    assert st.delete({"tenant_id": "t1"}) == 4
-    assert st.delete({"tenant_id": "t_"}) == 0
-    assert sorted(set(st.read()["tenant_id"])) == ["t%", "t10"]
-    assert st.delete({"tenant_id": "t%", "run_id": "r0"}) == 4
-    with pytest.raises(ConfigError):
-        st.delete({})
-    with pytest.raises(ConfigError) as e:
-        st.delete({"metadata": "x"})
-    assert e.value.field == "metadata"
+    with open_backend(store_target, SCHEMA, DIM) as st:
+        st.append(batch(4, tenant="t1"))
+        st.append(batch(4, tenant="t10"))
+        st.append(batch(4, tenant="t%"))
+        assert st.delete({"tenant_id": "t1"}) == 4
+        assert st.delete({"tenant_id": "t_"}) == 0
+        assert sorted(set(st.read()["tenant_id"])) == ["t%", "t10"]
+        assert st.delete({"tenant_id": "t%", "run_id": "r0"}) == 4
+        with pytest.raises(ConfigError):
+            st.delete({})
+        with pytest.raises(ConfigError) as e:
+            st.delete({"metadata": "x"})
+        assert e.value.field == "metadata"
 
 
 def test_bad_column_writes_nothing(store_target):
-    st = open_backend(store_target, SCHEMA, DIM)
-    b = batch(3)
-    b["features"] = np.zeros((3, DIM + 1), np.float32)
-    with pytest.raises(ConfigError) as e:
-        st.append(b)
-    assert e.value.field == "features"
-    assert st.count() == 0
+    with open_backend(store_target, SCHEMA, DIM) as st:
+        b = batch(3)
+        b["features"] = np.zeros((3, DIM + 1), np.float32)
+        with pytest.raises(ConfigError) as e:
+            st.append(b)
+        assert e.value.field == "features"
+        assert st.count() == 0
 
 
 def test_pers01_second_connection_waits_for_lock(tmp_path):
@@ -185,7 +186,7 @@ def test_pers01_sigkill_mid_batch_keeps_earlier_batches(tmp_path):
             time.sleep(0.25)  # inside the fourth batch
             p.send_signal(signal.SIGKILL)
             break
-    p.wait(timeout=30)
+    p.communicate(timeout=30)  # reads to the end and closes the pipes
     assert p.returncode == -signal.SIGKILL
     st = SQLiteStore(path, SCHEMA, DIM)
     assert st.status == "ok"
@@ -227,15 +228,15 @@ def test_vacuum_with_open_transaction_commits_first(tmp_path):
 
 
 def test_keep_newest_per_group_and_prune_filter(store_target):
-    st = open_backend(store_target, SCHEMA, DIM)
-    st.append(batch(30))
-    # task0/1/2 each have 10 rows; keep newest 2 of each
-    assert st.keep_newest(2) == 24
-    cols = st.read()
-    assert sorted(cols["timestamp"].tolist()) == [24.0, 25.0, 26.0, 27.0, 28.0, 29.0]
-    st.append(batch(5, start=100, tenant="t2"))
-    assert st.prune(1000.0, where={"tenant_id": "t2"}) == 5
-    assert st.count() == 6
+    with open_backend(store_target, SCHEMA, DIM) as st:
+        st.append(batch(30))
+        # task0/1/2 each have 10 rows; keep newest 2 of each
+        assert st.keep_newest(2) == 24
+        cols = st.read()
+        assert sorted(cols["timestamp"].tolist()) == [24.0, 25.0, 26.0, 27.0, 28.0, 29.0]
+        st.append(batch(5, start=100, tenant="t2"))
+        assert st.prune(1000.0, where={"tenant_id": "t2"}) == 5
+        assert st.count() == 6
 
 
 def _listing(path):
