@@ -87,17 +87,53 @@ def test_a_loop_without_a_safeguard_and_the_naive_loop_with_it_differ_in_colour(
                                       "approval_for_untrusted")]
     colors = figure_style.variant_colors(skill_v2, "skill")
     assert len(set(colors.values())) == 14
-    # the ablations keep their safeguard's colour, the naive loop + one takes a spare one
+    # the ablations take their safeguard's colour, the naive loop + one its own
     assert [colors[v] for v in skill_v2[4:9]] == ["#2ca02c", "#00798c", "#e7298a", "#a6761d",
                                                   "#6a3d9a"]
-    assert [colors[v] for v in skill_v2[9:]] == ["#1f77b4", "#ff7f0e", "#17becf", "#e6ab02",
-                                                 "#f781bf"]
-    # listed first or last, the ablation keeps the safeguard's colour
+    assert [colors[v] for v in skill_v2[9:]] == ["#1fb57a", "#6699ff", "#0000ff", "#734066",
+                                                 "#ff08e8"]
+    # a variant's colour is its name's: listed first, last or alone, the same
     assert figure_style.variant_colors(["naive_loop+dating", "skill_loop-no_dating"], "skill") == {
-        "naive_loop+dating": "#1f77b4", "skill_loop-no_dating": "#f781bf"}
-    # alone, the naive loop + one keeps its safeguard's colour
+        "naive_loop+dating": "#ff4000", "skill_loop-no_dating": "#f781bf"}
     assert figure_style.variant_colors(["naive_loop+dating"], "skill") == {
-        "naive_loop+dating": "#f781bf"}
+        "naive_loop+dating": "#ff4000"}
+
+
+def _known_names(store: str) -> list[str]:
+    """Every variant name with a fixed colour in ``store``'s experiments."""
+    from dyna.agents.baselines import BASELINES
+    from dyna.agents.loop_agents import variant_names
+    from dyna.loops import LoopConfig
+
+    return list(dict.fromkeys(
+        variant_names(store) + [f"naive_loop+{s}" for s in LoopConfig.SWITCHES]
+        + list(BASELINES) + [f"{store}_loop-self_gate"]
+        + (["memory_loop-whole_memory"] if store == "memory" else [])))
+
+
+@pytest.mark.parametrize("store", ["skill", "memory"])
+def test_every_two_named_variants_are_far_apart_whatever_figure_holds_them(store):
+    names = _known_names(store)
+    assert len(names) == (37 if store == "skill" else 38)
+    fixed = {v: figure_style.fixed_color(v, store) for v in names}
+    assert [v for v, c in fixed.items() if c is None] == []
+    closest = min((plotting.delta_e(fixed[a], fixed[b]), a, b)
+                  for i, a in enumerate(names) for b in names[i + 1:])
+    assert figure_style.MIN_DELTA_E == 25.0
+    assert (round(closest[0], 1), *closest[1:]) == (
+        (26.3, "no_learning", "skill_loop-no_grading") if store == "skill" else
+        (26.2, "memory_loop-no_cap_eviction", "memory_loop-whole_memory"))
+    # a figure of them all, or of any few, draws each in its fixed colour
+    assert figure_style.variant_colors(names, store) == fixed
+    assert figure_style.variant_colors(names[::-3], store) == {v: fixed[v] for v in names[::-3]}
+
+
+def test_a_name_without_a_fixed_colour_moves_off_the_colours_of_its_figure():
+    # "x_new" hashes to tab20's pink, 9.7 from the ablation of dating's
+    assert figure_style.fixed_color("x_new", "skill") is None
+    assert figure_style.variant_colors(["x_new"], "skill") == {"x_new": "#e377c2"}
+    got = figure_style.variant_colors(["x_new", "skill_loop-no_dating"], "skill")
+    assert got == {"x_new": "#08519c", "skill_loop-no_dating": "#f781bf"}
 
 
 SKILL_V2 = ["no_learning", "oracle", "naive_loop", "skill_loop"] + \
@@ -145,7 +181,7 @@ def test_every_figure_draws_a_variant_in_one_colour_no_other_variant_has(run):
                 seen.setdefault(short[ln["label"]], set()).add(ln["color"])
     assert seen == {v: {c} for v, c in want.items()}
     assert want["skill_loop-no_outcome_gate"] == "#2ca02c"
-    assert want["naive_loop+outcome_gate"] == "#1f77b4"
+    assert want["naive_loop+outcome_gate"] == "#1fb57a"
     (rec,) = shots["recovery"]["axes"]
     assert [c for _, c in rec["yticks"]] == [
         want[v] if want[v] != "#000000" else "k" for v in VARIANTS]
@@ -270,10 +306,17 @@ def test_a_scenario_equal_to_others_names_them_in_its_title(run):
         "again": (("base", (), (), 5), (lff0, (), (), 5), (lff5, flip, (), 5)),
         lff0: (("base", (), (), 5), ("again", (), (), 5), (lff5, flip, (), 5)),
         lff5: (("base", flip, (), 5), ("again", flip, (), 5), (lff0, flip, (), 5))}
-    title = " ".join(shots["scenario_again"]["title"].split())
-    assert ("every curve identical, for every variant and run, to base, "
-            "learning_from_failure-0.0 (equal episodes); learning_from_failure-0.5 (episodes "
-            "differing only in self_assessed)") in title
+    # broken between its phrases only: at "; " (dropped) and between the items of a list
+    assert shots["scenario_again"]["title"].split("\n") == [
+        "figs, scenario again",
+        "every curve identical, for every variant and run, to base,",
+        "learning_from_failure-0.0 (equal episodes)",
+        "learning_from_failure-0.5 (episodes differing only in self_assessed)",
+        "mean of 2 runs, 95% bootstrap CI across runs (500 resamples)",
+        "success and tokens rolling over 5 episodes",
+        "competence: solid, posterior mean (empirical-Bayes prior), band 95% credible interval,",
+        "means over 2 runs",
+        "dashed, true success over the last 5 episodes (family 0: 5 arrivals)"]
     assert "identical" not in shots["scenario_drifty"]["title"]
 
 
@@ -305,7 +348,7 @@ def test_a_field_no_figure_draws_does_not_make_two_scenarios_differ(run):
         got = P._identical_scenarios(pl.concat([ep, shadow]), ["base", "drifty", "shadow"])
         assert got == want
     assert P._twin_note((("clean", (), ("self_reflection",), 18),)) == (
-        "curves identical to clean's for 17 of 18 variants (all but self_reflection)")
+        "curves identical for 17 of 18 variants (all but self_reflection) to clean's")
 
 
 def test_the_note_travels_to_a_helper_and_draws_the_same_figure(run, tmp_path, capsys):
@@ -448,8 +491,8 @@ def test_the_crossover_map_speaks_words_with_units(run):
     assert ax["ylabel"] == "success rate, episodes 31-60"
     assert ax["xlabel"] == "false success rate (probability),\nleast to most severe"
     # without decoy steps the false success rate changes nothing a run does
-    assert ax["title"] == ("learning from failure\nflat: every variant's runs identical\n"
-                           "at all 2 settings")
+    assert ax["title"] == ("learning from failure\n"
+                           "flat: at all 2 settings, each variant's runs identical")
     assert ax["yscale"] == "linear"
     texts = [t for t, _ in ax["yticks"]]     # plain digits, no offset text
     assert "1" in texts and all(RP.thousands(float(t)) == t for t in texts)

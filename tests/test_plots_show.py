@@ -243,15 +243,16 @@ def test_no_two_agent_task_variants_share_a_colour():
     """The scenario figures put baselines, tabular learners and ablations in panels of one
     figure: a colour names one variant there (no_outcome_gate must not take dyna_q's blue,
     nor no_cap_eviction dyna_q_plus's orange)."""
-    from dyna.experiment.kinds.agent_tasks.figure_style import (SWITCH_COLORS, VARIANT_COLORS,
-                                                                variant_color)
+    from dyna.experiment.kinds.agent_tasks.figure_style import (
+        ADDED_COLORS, LOOP_VARIANT_COLORS, SWITCH_COLORS, VARIANT_COLORS, variant_color)
 
-    colors = [*VARIANT_COLORS.values(), *SWITCH_COLORS.values(), "#000000"]
+    colors = [*VARIANT_COLORS.values(), *SWITCH_COLORS.values(), *ADDED_COLORS.values(),
+              *LOOP_VARIANT_COLORS.values(), "#000000"]
     assert len(set(colors)) == len(colors)
     assert variant_color("skill_loop-no_outcome_gate", "skill") != variant_color("dyna_q",
                                                                                 "skill")
-    assert variant_color("skill_loop-no_cap_eviction", "skill") == \
-        variant_color("naive_loop+cap_eviction", "skill") == "#a6761d"
+    assert variant_color("skill_loop-no_cap_eviction", "skill") == "#a6761d"
+    assert variant_color("naive_loop+cap_eviction", "skill") == "#734066"
 
 
 # -------------------------------------------------------------------------- trajectories

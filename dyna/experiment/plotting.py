@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,8 +25,9 @@ from matplotlib.figure import Figure
 
 from dyna.fileio.atomic import atomic_target
 
-__all__ = ["HIDDEN_SHARE", "cie_lab", "coinciding", "delta_e", "figure", "hidden_label",
-           "legend_below", "over_runs", "save"]
+__all__ = ["COINCIDING_DASH", "HIDDEN_SHARE", "PHRASE_SEPARATORS", "cie_lab", "coinciding",
+           "coinciding_words", "dash_coinciding", "delta_e", "figure", "hidden_label",
+           "legend_below", "over_runs", "phrase_lines", "save"]
 
 
 _RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
@@ -107,10 +109,11 @@ def over_runs(statistic: str, runs: int, confidence: float = 0.95,
 HIDDEN_SHARE = 0.5
 
 
-def coinciding(ax, lines: dict) -> dict:
+def coinciding(ax, lines: dict, share: float = HIDDEN_SHARE) -> dict:
     """The curves of ``lines`` (name -> :class:`~matplotlib.lines.Line2D` on ``ax``, in
     drawing order) that lie on an earlier one, covering it: within its line width, in
-    display pixels of the current layout, at :data:`HIDDEN_SHARE` of their points or more.
+    display pixels of the current layout, at ``share`` of their points or more (default
+    :data:`HIDDEN_SHARE`; 1.0: at every point).
 
     Returns name -> (the earlier curve's name, points within a line width of it, points,
     whether the two are equal at every point); curves over other x values than the earlier
@@ -127,7 +130,7 @@ def coinciding(ax, lines: dict) -> dict:
             if a.shape != b.shape or not np.array_equal(a[:, 0], b[:, 0]):
                 continue
             near = int(np.sum(np.abs(a[:, 1] - b[:, 1]) <= width))
-            if near >= HIDDEN_SHARE * len(b):
+            if near >= share * len(b):
                 same = np.array_equal(lines[lead].get_ydata(), ln.get_ydata())
                 hidden[name] = (lead, near, len(b), same)
                 break
@@ -141,13 +144,98 @@ def hidden_label(name: str, lead: str, near: int, total: int, same: bool) -> str
     (:func:`coinciding`'s values): ``"skill_loop-no_redaction\n(on skill_loop at 188 of
     200 points; dashed)"``, "identical to skill_loop here" when equal at every point,
     "within a line width of skill_loop" when near it at every point."""
+    return f"{name}\n({coinciding_words(lead, near, total, same)}; dashed)"
+
+
+def coinciding_words(lead: str, near: int, total: int, same: bool) -> str:
+    """Where a curve lies on curve ``lead`` (:func:`coinciding`'s values), in words:
+    "identical to skill_loop here" (equal at every point), "within a line width of
+    skill_loop" (near it at every point), "on skill_loop at 188 of 200 points"."""
     if same:
-        how = f"identical to {lead} here"
-    elif near == total:
-        how = f"within a line width of {lead}"
-    else:
-        how = f"on {lead} at {near} of {total} points"
-    return f"{name}\n({how}; dashed)"
+        return f"identical to {lead} here"
+    if near == total:
+        return f"within a line width of {lead}"
+    return f"on {lead} at {near} of {total} points"
+
+
+#: Length (points) of each dash of a curve drawn over one it lies on
+#: (:func:`dash_coinciding`).
+COINCIDING_DASH = 3.0
+
+
+def dash_coinciding(ax, lines: dict, share: float = HIDDEN_SHARE) -> dict:
+    """Draw each curve of ``lines`` (name -> :class:`~matplotlib.lines.Line2D` on ``ax``, in
+    drawing order) that lies on an earlier one at ``share`` of its points or more
+    (:func:`coinciding`, pixels of the current layout: lay the figure out first) dashed on
+    top of it, the dashes of several such
+    curves side by side, so the curve under it shows between them. Labels are left to the
+    caller (:func:`hidden_label`).
+
+    Returns
+    -------
+    dict
+        :func:`coinciding`'s result: name -> (the earlier curve's name, points within a
+        line width of it, points, whether the two are equal at every point).
+    """
+    hidden = coinciding(ax, lines, share)
+    for name, (lead, _, _, _) in hidden.items():
+        followers = [n for n, h in hidden.items() if h[0] == lead]
+        k, period = followers.index(name), COINCIDING_DASH * (len(followers) + 1)
+        lines[name].set_linestyle(((period - k * COINCIDING_DASH) % period,
+                                   (COINCIDING_DASH, period - COINCIDING_DASH)))
+        lines[name].set_zorder(lines[lead].get_zorder() + 0.1)
+    return hidden
+
+
+#: Where :func:`phrase_lines` may break a line, in order of preference: between clauses
+#: ("; ", dropped at a break), then between the items of a clause too long for a line
+#: (", ", its comma kept).
+PHRASE_SEPARATORS = ("; ", ", ")
+
+
+def phrase_lines(text: str, width: int) -> str:
+    """``text`` in lines of at most ``width`` characters, broken only between phrases: at
+    "; " (dropped at the break), a clause longer than a line at ", " (the comma kept;
+    never inside parentheses or quotes), and only a part longer than a line without
+    either wrapped at its spaces. Lines are filled greedily."""
+    return "\n".join(_phrase_wrap(text, width, PHRASE_SEPARATORS))
+
+
+def _phrase_wrap(text: str, width: int, seps: tuple) -> list[str]:
+    if len(text) <= width:
+        return [text]
+    if not seps:
+        return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+    sep, rest = seps[0], seps[1:]
+    end = "" if sep.strip() == ";" else sep.rstrip()
+    lines: list[str] = []
+    for part in _split_outside(text, sep):
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+            continue
+        if lines:
+            lines[-1] += end
+        lines += _phrase_wrap(part, width, rest)
+    return lines
+
+
+def _split_outside(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` where it is outside parentheses and double quotes."""
+    parts, depth, quoted, start, i = [], 0, False, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            quoted = not quoted
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        if not depth and not quoted and text.startswith(sep, i):
+            parts.append(text[start:i])
+            start = i = i + len(sep)
+            continue
+        i += 1
+    return [*parts, text[start:]]
 
 
 def cie_lab(color) -> np.ndarray:

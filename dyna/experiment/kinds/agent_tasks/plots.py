@@ -32,7 +32,6 @@ runs' interval ends (quantile averaging: Lichtendahl, Grushka-Cockayne & Winkler
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,7 @@ from dyna.errors import ConfigError, check_range
 from dyna.experiment.kinds.agent_tasks.analysis import PROFILE_TAUS, aggregates, ablated_switch
 from dyna.experiment.kinds.agent_tasks.figure_style import (PLOT_RESAMPLES, short_name,
                                                             variant_colors)
-from dyna.experiment.plotting import figure, over_runs, save
+from dyna.experiment.plotting import figure, over_runs, phrase_lines, save
 from dyna.experiment.stats import curve_ci
 
 __all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "draw_competence", "draw_plots",
@@ -282,9 +281,18 @@ def _twin_note(twins) -> str:
              for cols, names in groups.items()]
     lines = [f"every curve identical, for every variant and run, to {'; '.join(parts)}"
              ] if parts else []
-    lines += [f"curves identical to {other}'s for {n - len(unequal)} of {n} variants (all but "
-              f"{', '.join(unequal)})" for other, _, unequal, n in twins if unequal]
+    most: dict[tuple, list[str]] = {}
+    for other, _, unequal, n in twins:
+        if unequal:
+            most.setdefault((unequal, n), []).append(f"{other}'s")
+    lines += [f"curves identical for {n - len(unequal)} of {n} variants (all but "
+              f"{', '.join(unequal)}) to {_and(names)}" for (unequal, n), names in most.items()]
     return "; ".join(lines)
+
+
+def _and(names: list[str]) -> str:
+    """``["a", "b", "c"]`` as "a, b and c"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set, colors,
@@ -336,7 +344,7 @@ def _mark_panel(ax, key: str, drawn: dict, lines: dict, store: str, same: set,
                 and np.array_equal(est, ref, equal_nan=True):
             lines[v].set_label(f"{short_name(v, store)} (= loop in {key.replace('_', ' ')} row)")
     if notes:
-        ax.text(0.02, 0.97, textwrap.fill("; ".join(notes), 60), transform=ax.transAxes,
+        ax.text(0.02, 0.97, phrase_lines("; ".join(notes), 60), transform=ax.transAxes,
                 fontsize=6, va="top", color="0.25", zorder=4,
                 bbox={"facecolor": "white", "alpha": 0.8, "lw": 0, "pad": 1})
 
@@ -355,8 +363,9 @@ def _curves(key: str, frame: pl.DataFrame, cfg) -> pl.DataFrame:
 
 
 def _heading(cfg, scenario: str, rows, drifts, note: str, width: float) -> str:
-    """The title of a scenario figure: what is drawn, wrapped to the figure's ``width``
-    (inches; ~13 characters per inch at 9 points), so a long scenario name stays inside."""
+    """The title of a scenario figure: what is drawn, each line broken between its phrases
+    (:func:`dyna.experiment.plotting.phrase_lines`) to the figure's ``width`` (inches; ~13
+    characters per inch at 9 points), so a long scenario name stays inside."""
     W = int(cfg.analysis["window"])
     chosen = int(cfg.analysis["chosen_family"])
     lines = [f"{cfg.name}, scenario {scenario}"]
@@ -374,7 +383,7 @@ def _heading(cfg, scenario: str, rows, drifts, note: str, width: float) -> str:
                      f"episodes (family {chosen}: {W} arrivals)")
     elif drifts:
         lines.append("dotted vertical lines: drifts")
-    return "\n".join(textwrap.fill(line, max(20, int(13 * width))) for line in lines)
+    return "\n".join(phrase_lines(line, max(20, int(13 * width))) for line in lines)
 
 
 def _scale_row(axes_row, drawn: list[list], scale: str, own: bool) -> None:

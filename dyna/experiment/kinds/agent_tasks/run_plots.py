@@ -6,8 +6,12 @@
   and the drifts after which there was nothing to recover from;
 * ``crossover``: per severity sweep, the sweep's metric against severity for no
   learning, the naive loop, the full loop and the naive loop with one safeguard; a log y
-  axis where the curves span :data:`LOG_SPAN` or more, and a panel whose runs are the
-  same at every setting says so in its title.
+  axis where the curves span :data:`LOG_SPAN` or more, a panel whose runs are the
+  same at every setting says so in its title, and a curve lying on another is drawn
+  dashed on top of it and named under its panel (:func:`mark_coinciding`).
+
+Titles and notes break only between phrases
+(:func:`dyna.experiment.plotting.phrase_lines`).
 
 Colours are :func:`dyna.experiment.kinds.agent_tasks.figure_style.variant_colors`, the same as
 in the scenario figures.
@@ -28,11 +32,12 @@ from dyna.experiment.kinds.agent_tasks.figure_style import (
     short_name,
     variant_colors,
 )
-from dyna.experiment.plotting import figure, over_runs, save
+from dyna.experiment.plotting import (coinciding_words, dash_coinciding, figure, over_runs,
+                                      phrase_lines, save)
 from dyna.experiment.stats import per_run_ci
 
 __all__ = ["KNOB_WORDS", "LOG_SPAN", "STILL", "crossover_figure", "drift_outcomes",
-           "metric_words", "phrase_lines", "recovery_figure", "thousands"]
+           "mark_coinciding", "metric_words", "phrase_lines", "recovery_figure", "thousands"]
 
 
 #: Drift outcomes without a recovery time: nothing to recover from (:func:`drift_outcomes`).
@@ -138,18 +143,6 @@ def _counts(got: list) -> str:
     """Drift outcomes in words: "2 recovered, 1 never, 3 held" ("not measured": none)."""
     n = {k: sum(kind == k for kind, _ in got) for k in ("recovered", "never", *STILL)}
     return ", ".join(f"{c} {k}" for k, c in n.items() if c) or "not measured"
-
-
-def phrase_lines(text: str, width: int) -> str:
-    """``text`` in lines of at most ``width`` characters broken between its phrases (at
-    "; "), a phrase longer than a line wrapped at its spaces."""
-    lines: list[str] = []
-    for phrase in text.split("; "):
-        if lines and len(lines[-1]) + 2 + len(phrase) <= width:
-            lines[-1] += "; " + phrase
-        else:
-            lines += textwrap.wrap(phrase, width) or [""]
-    return "\n".join(lines)
 
 
 def _ci(runs: int) -> str:
@@ -297,8 +290,9 @@ def _same_at_every_point(runs: pl.DataFrame, pts, shown, metric: str) -> bool:
 def crossover_figure(out, folder: Path) -> list[Path]:
     """``folder/crossover.png|.svg``: per sweep, its metric (in words,
     :func:`metric_words`) against severity for no learning, the naive loop, the full loop
-    and each naive loop + one safeguard (mean over runs, 95% CI); no figure without a
-    sweep."""
+    and each naive loop + one safeguard (mean over runs, 95% CI); a curve lying on another
+    at every setting drawn dashed on top of it and named under its panel
+    (:func:`mark_coinciding`). No figure without a sweep."""
     cfg = out.config
     sweeps = getattr(cfg, "sweeps", ())
     if not sweeps:
@@ -309,32 +303,35 @@ def crossover_figure(out, folder: Path) -> list[Path]:
         [v for v in cfg.variants if v.startswith("naive_loop+")]
     colors = variant_colors(cfg.variants, cfg.store)
     rows = -(-len(shown) // 4)
-    with figure(figsize=(max(6.0, 3.6 * len(sweeps)), 4.0 + 0.16 * rows)) as fig:
+    width = max(6.0, 3.6 * len(sweeps))
+    with figure(figsize=(width, 4.0 + 0.16 * rows)) as fig:
         axes = fig.subplots(1, len(sweeps), squeeze=False)[0]
+        drawn = []
         for ax, sw in zip(axes, sweeps):
             pts = sw.points()
             xs = np.arange(len(pts))
-            tops = []
+            tops, lines = [], {}
             for v in shown:
                 est, lo, hi = _sweep_curve(runs, pts, v, sw.metric, cfg.seed)
                 style = "--" if v == "no_learning" else "-"
-                ax.plot(xs, est, style, marker="o", ms=3, lw=1.2, color=colors[v], label=v)
+                (lines[v],) = ax.plot(xs, est, style, marker="o", ms=3, lw=1.2,
+                                      color=colors[v], label=v)
                 ax.fill_between(xs, lo, hi, color=colors[v], alpha=0.12, lw=0)
                 tops.append(est)
+            drawn.append((ax, lines))
             log = _log_worthy(tops)
             if log:
                 ax.set_yscale("log")
             title = sw.name.replace("_", " ")
             if _same_at_every_point(runs, pts, shown, sw.metric):
-                title += (f"\nflat: every variant's runs identical\nat all {len(pts)} "
-                          "settings")
+                title += f"\nflat: at all {len(pts)} settings, each variant's runs identical"
             ax.set_xticks(xs, [str(v) for _, v in pts], fontsize=7)
             knob = KNOB_WORDS.get(sw.knob, sw.knob.replace("_", " "))
             ax.set_xlabel(f"{knob},\nleast to most severe", fontsize=8)
             ax.set_ylabel(textwrap.fill(metric_words(sw.metric, cfg) + (" (log)" if log else ""),
                                         34), fontsize=8)
             ax.yaxis.set_major_formatter(FuncFormatter(thousands))
-            ax.set_title(title, fontsize=9)
+            ax.set_title(phrase_lines(title, int(13 * width / len(sweeps))), fontsize=9)
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=7)
         # every panel draws the same variants: one legend, under the panels
@@ -343,4 +340,29 @@ def crossover_figure(out, folder: Path) -> list[Path]:
                    ncol=min(len(labels), 4))
         fig.suptitle(f"{cfg.name}: crossover map\n({over_runs('mean', cfg.runs)})",
                      fontsize=9)
+        fig.draw_without_rendering()        # the layout whose pixels coinciding() measures
+        notes = [mark_coinciding(ax, lines, int(15 * width / len(sweeps)))
+                 for ax, lines in drawn]
+        # room for the notes under the panels
+        fig.set_size_inches(width, fig.get_figheight() + 0.13 * max(notes))
         return save(fig, folder / "crossover")
+
+
+def mark_coinciding(ax, lines: dict, width: int) -> int:
+    """Draw each curve of ``lines`` (variant -> line on ``ax``, in drawing order) that lies
+    within a line width of an earlier one at every point dashed on top of it
+    (:func:`dyna.experiment.plotting.dash_coinciding`; lay the figure out first), and name
+    it in a note under the panel, in lines of at most ``width`` characters: "dashed, on
+    the curve under it:", then "naive_loop+cap_eviction, identical to naive_loop here" a
+    curve. The figure's legend keeps the solid style: a curve is dashed only in the panels
+    where it lies on another. Returns the lines of the note (0: none)."""
+    hidden = dash_coinciding(ax, lines, share=1.0)
+    if not hidden:
+        return 0
+    text = "\n".join(["dashed, on the curve under it:"] + [
+        phrase_lines(f"{name}, {coinciding_words(*how)}", width)
+        for name, how in hidden.items()])
+    # 48 points down: under the tick labels and the two lines of the x label
+    ax.annotate(text, xy=(0.0, 0.0), xycoords="axes fraction", xytext=(0, -48),
+                textcoords="offset points", va="top", ha="left", fontsize=7, color="0.2")
+    return text.count("\n") + 1
