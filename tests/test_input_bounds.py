@@ -207,5 +207,4 @@ def test_mcp_stdio_answers_deep_and_huge_requests(tmp_path):
         answer = ask('{"jsonrpc":"2.0","id":4,"method":"tools/list"}')
         assert answer["id"] == 4 and answer["result"]["tools"]
     finally:
-        proc.stdin.close()
-        proc.wait(timeout=30)
+        proc.communicate(timeout=30)  # closes stdin, reads both pipes to the end, waits

@@ -9,6 +9,7 @@ record and a failed command leaves nothing half-made.
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 import small_tmpfs
@@ -64,7 +65,7 @@ def snapshot(root) -> dict:
             if rel.startswith(("filler", "probe")):
                 continue
             mode = os.lstat(p).st_mode
-            out[rel] = open(p, "rb").read() if stat.S_ISREG(mode) else stat.S_IFMT(mode)
+            out[rel] = Path(p).read_bytes() if stat.S_ISREG(mode) else stat.S_IFMT(mode)
     return out
 
 
