@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -80,23 +81,33 @@ def server(tmp_path_factory):
         mp.undo()
 
 
-@pytest.fixture
-def client(server, monkeypatch):
-    """A capped client of the module's server, started again first if an earlier test
-    killed it (that test failed for it); a test during which the server dies fails."""
+def _connect(server) -> CappedClient:
+    """A capped client of the module's server (seed 0) recording every exchange; the server
+    started again first if an earlier test killed it (that test failed for it)."""
     if server.process is None or server.process.poll() is not None:
         server.stop()
         server.start()
-    monkeypatch.setenv(KEY_ENV, KEY)
     ep = Endpoint(server.base_url, server.model_name, api_key_env=KEY_ENV,
                   timeout=REQUEST_TIMEOUT, seed=0)
-    c = CappedClient(ep, recording=Recording())
-    yield c
-    c.close()
+    return CappedClient(ep, recording=Recording())
+
+
+def _fail_if_dead(server, during: str) -> None:
     code = server.process.poll()
     if code is not None:
-        pytest.fail(f"the llm server died during this test (exit status {code}); its log: "
+        pytest.fail(f"the llm server died during {during} (exit status {code}); its log: "
                     f"{server.log}", pytrace=False)
+
+
+@pytest.fixture
+def client(server, monkeypatch):
+    """A capped client of the module's server (:func:`_connect`); a test during which the
+    server dies fails."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    c = _connect(server)
+    yield c
+    c.close()
+    _fail_if_dead(server, "this test")
 
 
 def _digest(run_id: str = "run-1") -> Digest:
@@ -220,12 +231,26 @@ def test_the_server_holds_no_key_and_names_its_model(server):
     assert [m["id"] for m in models["data"]] == [server.model_name]
 
 
-@pytest.mark.parametrize("store", ["memory", "skill"])
-def test_one_real_review_of_a_small_run(server, client, store, tmp_path):
-    cfg = LoopConfig()                         # every safeguard on
+@dataclass
+class Review:
+    """One finished review of :func:`_digest`: the run's record, the reviewer's outputs,
+    the (closed) loop, the reviewer, the folder of the loop's stores and the exchanges of
+    the client it used."""
+
+    rec: object
+    outputs: list
+    loop: LearningLoop
+    reviewer: LLMReviewer
+    folder: Path
+    recording: Recording
+
+
+def _review(client, store: str, folder: Path) -> Review:
+    """A real review of :func:`_digest` for ``store``, every safeguard on."""
+    cfg = LoopConfig()
     spy = Spy(LLMReviewer(client, store, max_lessons=1, max_turns=1))
-    loop = LearningLoop(cfg.skill_library(tmp_path / "skills"),
-                        cfg.memory_store(tmp_path / "MEMORY.md"), spy, cfg)
+    loop = LearningLoop(cfg.skill_library(folder / "skills"),
+                        cfg.memory_store(folder / "MEMORY.md"), spy, cfg)
     digest = _digest()
     try:
         ctx = loop.begin(digest.run_id, digest.task)
@@ -233,13 +258,37 @@ def test_one_real_review_of_a_small_run(server, client, store, tmp_path):
         loop.wait()
     finally:
         loop.close()
+    return Review(rec, spy.outputs, loop, spy.inner, folder, client.recording)
+
+
+@pytest.fixture(scope="module")
+def skill_review(server, tmp_path_factory):
+    """The skill review the review test's ``skill`` case and the named tool choice test
+    both check: the same request (seed 0), so it is sent once for the two."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv(KEY_ENV, KEY)
+    c = _connect(server)
+    try:
+        review = _review(c, "skill", tmp_path_factory.mktemp("skill_review"))
+    finally:
+        c.close()
+        mp.undo()
+    _fail_if_dead(server, "the skill review")
+    return review
+
+
+@pytest.mark.parametrize("store", ["memory", "skill"])
+def test_one_real_review_of_a_small_run(server, client, store, tmp_path, request):
+    review = (request.getfixturevalue("skill_review") if store == "skill"
+              else _review(client, store, tmp_path))
+    rec = review.rec
     # the run's own outcome, whatever the review did
     assert (rec.success, rec.tokens, rec.steps) == (True, 900, 2)
-    (out,) = spy.outputs
-    check_review(rec, out, loop, store, set())
-    check_exchanges(client.recording)
-    (tmp_path / "exchanges.json").write_text(json.dumps(client.recording.exchanges))
-    check_no_key(tmp_path, server.log.parent, recording=client.recording)
+    (out,) = review.outputs
+    check_review(rec, out, review.loop, store, set())
+    check_exchanges(review.recording)
+    (review.folder / "exchanges.json").write_text(json.dumps(review.recording.exchanges))
+    check_no_key(review.folder, server.log.parent, recording=review.recording)
     print(f"\n{store} review: {rec.review.status} ({rec.review.reason}), "
           f"{len(rec.review.decisions)} decisions, {rec.learning_tokens} tokens, "
           f"{rec.review.cost.seconds:.1f} s")
@@ -256,27 +305,19 @@ def _schema_keys(obj) -> set:
     return set()
 
 
-def test_a_skill_review_with_the_named_tool_choice(server, client, tmp_path):
+def test_a_skill_review_with_the_named_tool_choice(server, client, skill_review):
     """The skill tool named in ``tool_choice``: the server builds a grammar from the tool's
     schema (one with a length bound gives a grammar it cannot parse, and the server dies)
     and answers with a call of the tool; then a conversation that carries a tool call
     back, as the reviewer and the agent send it (``content`` ``""``, never ``null``,
-    which this server refuses), is answered too."""
+    which this server refuses), is answered too. The review is :func:`skill_review`."""
     from dyna.loops.llm.wire import assistant_turn
 
-    cfg = LoopConfig()                         # every safeguard on
-    spy = Spy(LLMReviewer(client, "skill", max_lessons=1, max_turns=1))
-    loop = LearningLoop(cfg.skill_library(tmp_path / "skills"),
-                        cfg.memory_store(tmp_path / "MEMORY.md"), spy, cfg)
-    digest = _digest()
-    try:
-        rec = loop.finish(loop.begin(digest.run_id, digest.task), digest)
-        loop.wait()
-    finally:
-        loop.close()
+    review = skill_review
+    rec = review.rec
     assert (rec.success, rec.tokens, rec.steps) == (True, 900, 2)
-    check_review(rec, spy.outputs[0], loop, "skill", set())
-    (ex,) = client.recording.exchanges
+    check_review(rec, review.outputs[0], review.loop, "skill", set())
+    (ex,) = review.recording.exchanges
     sent = json.loads(ex["request"])
     assert sent["tool_choice"] == NAMED_SKILL and sent["max_tokens"] == MAX_NEW_TOKENS
     assert not _schema_keys(sent["tools"]) & {"maxLength", "pattern", "maxItems"}
@@ -291,11 +332,12 @@ def test_a_skill_review_with_the_named_tool_choice(server, client, tmp_path):
         "name": "skill_manage", "arguments": json.dumps(
             {"action": "create", "name": "deploy-release-branch", "description": "Deploy.",
              "body": "Deploy release-2, not main."})}}
-    res = client.chat(spy.inner.messages(digest, None) + [
+    res = client.chat(review.reviewer.messages(_digest(), None) + [
         assistant_turn({"content": None}, [call]),
         {"role": "tool", "tool_call_id": "call_1", "content": "received"}],
-        [spy.inner.tool], max_tokens=1, tool_choice=NAMED_SKILL)
+        [review.reviewer.tool], max_tokens=1, tool_choice=NAMED_SKILL)
     assert res.attempts == (200,), res.reason
+    check_exchanges(review.recording)
     check_exchanges(client.recording)
     print(f"\nnamed skill review: {rec.review.status} ({rec.review.reason}), "
           f"{rec.learning_tokens} tokens, {rec.review.cost.seconds:.1f} s")
