@@ -201,23 +201,33 @@ def test_each_trajectory_variant_keeps_one_colour_of_its_own(trajectory_run):
                                    "memory_loop, memory_loop-no_redaction")
 
 
-def test_curves_on_an_earlier_one_are_drawn_dashed_on_top_and_named():
+def _curves_drawn(ys: dict):
+    """The curves ``ys`` (name -> y at x = 0..9) drawn 1.4 points wide on a laid-out 4-inch
+    axes at 100 dpi, y from 0 to 100: a line width is about 0.6 of a unit, so 0.3 apart
+    is on a curve. Returns the axes and name -> line."""
     from matplotlib.figure import Figure
-
-    from dyna.experiment.kinds.trajectories.plots import _show_hidden, coinciding
 
     fig = Figure(figsize=(4, 4), dpi=100)
     ax = fig.subplots()
     ax.set_ylim(0, 100)
     fig.draw_without_rendering()
+    return ax, {n: ax.plot(np.arange(10.0), y, lw=1.4, label=n)[0] for n, y in ys.items()}
+
+
+def test_curves_on_an_earlier_one_are_drawn_dashed_on_top_and_named():
+    from dyna.experiment.kinds.trajectories.plots import coinciding
+    from dyna.experiment.plotting import label_coinciding, legend_below
+
     x = np.arange(10.0)
-    # a line width (1.4 points) is about 0.6 of a unit here: 0.3 apart is on a curve
-    ys = {"a": x, "b": x.copy(), "c": x + np.r_[[0.3] * 6, [5.0] * 4], "d": x + 0.3,
-          "e": x + 5.0, "f": x + np.r_[[0.3] * 4, [9.0] * 6]}
-    lines = {n: ax.plot(x, y, lw=1.4, label=n)[0] for n, y in ys.items()}
+    ax, lines = _curves_drawn({"a": x, "b": x.copy(), "c": x + np.r_[[0.3] * 6, [5.0] * 4],
+                               "d": x + 0.3, "e": x + 5.0,
+                               "f": x + np.r_[[0.3] * 4, [9.0] * 6]})
     assert coinciding(ax, lines) == {"b": ("a", 10, 10, True), "c": ("a", 6, 10, False),
                                      "d": ("a", 10, 10, False)}
-    _show_hidden(ax, lines)
+    assert label_coinciding(ax, lines) == {"b": ("a", 10, 10, True),
+                                           "c": ("a", 6, 10, False),
+                                           "d": ("a", 10, 10, False)}
+    legend_below(ax, len(lines))
     # the three on a: 3-point dashes every 12 points, side by side, over a
     assert [lines[n]._unscaled_dash_pattern for n in "bcd"] == [
         (0.0, (3.0, 9.0)), (9.0, (3.0, 9.0)), (6.0, (3.0, 9.0))]
@@ -225,6 +235,22 @@ def test_curves_on_an_earlier_one_are_drawn_dashed_on_top_and_named():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "a", "b\n(identical to a here; dashed)", "c\n(on a at 6 of 10 points; dashed)",
         "d\n(within a line width of a; dashed)", "e", "f"]
+
+
+def test_a_kept_curve_keeps_its_look_and_labels_wrap_to_a_width():
+    from dyna.experiment.plotting import hidden_label, label_coinciding
+
+    x = np.arange(10.0)
+    ax, lines = _curves_drawn({"a": x, "group": x.copy(), "b": x.copy(),
+                               "c": x + np.r_[[0.3] * 6, [5.0] * 4]})
+    hidden = label_coinciding(ax, lines, keep={"group"}, width=20)
+    assert hidden == {"b": ("a", 10, 10, True), "c": ("a", 6, 10, False)}
+    # the kept curve is left solid, unlabelled, and takes no place among the dashes
+    assert [lines[n]._unscaled_dash_pattern for n in ("group", "b", "c")] == [
+        (0, None), (0.0, (3.0, 6.0)), (6.0, (3.0, 6.0))]
+    assert [lines[n].get_label() for n in ("a", "group", "b", "c")] == [
+        "a", "group", "b\n(identical to a\nhere; dashed)", "c\n(on a at 6 of 10\npoints; dashed)"]
+    assert hidden_label("c", "a", 6, 10, False) == "c\n(on a at 6 of 10 points; dashed)"
 
 
 def test_the_entries_figure_says_which_loops_coincide(tmp_path, monkeypatch):

@@ -27,7 +27,7 @@ from dyna.fileio.atomic import atomic_target
 
 __all__ = ["COINCIDING_DASH", "HIDDEN_SHARE", "PHRASE_SEPARATORS", "cie_lab", "coinciding",
            "coinciding_words", "dash_coinciding", "delta_e", "figure", "hidden_label",
-           "legend_below", "over_runs", "phrase_lines", "save"]
+           "label_coinciding", "legend_below", "over_runs", "phrase_lines", "save"]
 
 
 _RC = {"svg.hashsalt": "dyna", "svg.fonttype": "none", "figure.dpi": 100}
@@ -139,12 +139,18 @@ def coinciding(ax, lines: dict, share: float = HIDDEN_SHARE) -> dict:
     return hidden
 
 
-def hidden_label(name: str, lead: str, near: int, total: int, same: bool) -> str:
+def hidden_label(name: str, lead: str, near: int, total: int, same: bool,
+                 width: int | None = None) -> str:
     """The legend label of curve ``name`` drawn dashed over curve ``lead``
     (:func:`coinciding`'s values): ``"skill_loop-no_redaction\n(on skill_loop at 188 of
     200 points; dashed)"``, "identical to skill_loop here" when equal at every point,
-    "within a line width of skill_loop" when near it at every point."""
-    return f"{name}\n({coinciding_words(lead, near, total, same)}; dashed)"
+    "within a line width of skill_loop" when near it at every point. ``width``: the
+    parenthesis wrapped at its spaces into lines of at most this many characters (None:
+    one line)."""
+    how = f"({coinciding_words(lead, near, total, same)}; dashed)"
+    if width is not None:
+        how = "\n".join(textwrap.wrap(how, width=width, break_on_hyphens=False))
+    return f"{name}\n{how}"
 
 
 def coinciding_words(lead: str, near: int, total: int, same: bool) -> str:
@@ -163,27 +169,42 @@ def coinciding_words(lead: str, near: int, total: int, same: bool) -> str:
 COINCIDING_DASH = 3.0
 
 
-def dash_coinciding(ax, lines: dict, share: float = HIDDEN_SHARE) -> dict:
+def dash_coinciding(ax, lines: dict, share: float = HIDDEN_SHARE,
+                    keep=frozenset()) -> dict:
     """Draw each curve of ``lines`` (name -> :class:`~matplotlib.lines.Line2D` on ``ax``, in
     drawing order) that lies on an earlier one at ``share`` of its points or more
     (:func:`coinciding`, pixels of the current layout: lay the figure out first) dashed on
-    top of it, the dashes of several such
-    curves side by side, so the curve under it shows between them. Labels are left to the
-    caller (:func:`hidden_label`).
+    top of it, in dashes of :data:`COINCIDING_DASH` points, the dashes of several such
+    curves side by side, so the curve under it shows between them. The curves named in
+    ``keep`` keep their look (e.g. a line that already shows several curves). Labels are
+    left to the caller (:func:`hidden_label`, :func:`label_coinciding`).
 
     Returns
     -------
     dict
-        :func:`coinciding`'s result: name -> (the earlier curve's name, points within a
-        line width of it, points, whether the two are equal at every point).
+        :func:`coinciding`'s result for the curves restyled: name -> (the earlier curve's
+        name, points within a line width of it, points, whether the two are equal at
+        every point).
     """
-    hidden = coinciding(ax, lines, share)
+    hidden = {n: h for n, h in coinciding(ax, lines, share).items() if n not in keep}
     for name, (lead, _, _, _) in hidden.items():
         followers = [n for n, h in hidden.items() if h[0] == lead]
         k, period = followers.index(name), COINCIDING_DASH * (len(followers) + 1)
         lines[name].set_linestyle(((period - k * COINCIDING_DASH) % period,
                                    (COINCIDING_DASH, period - COINCIDING_DASH)))
         lines[name].set_zorder(lines[lead].get_zorder() + 0.1)
+    return hidden
+
+
+def label_coinciding(ax, lines: dict, share: float = HIDDEN_SHARE, keep=frozenset(),
+                     width: int | None = None) -> dict:
+    """:func:`dash_coinciding`, and the legend label of each curve it dashes saying which
+    curve it lies on and where (:func:`hidden_label`, its parenthesis in lines of at most
+    ``width`` characters). Returns :func:`dash_coinciding`'s result; the caller redraws
+    the legend."""
+    hidden = dash_coinciding(ax, lines, share, keep)
+    for name, how in hidden.items():
+        lines[name].set_label(hidden_label(name, *how, width=width))
     return hidden
 
 

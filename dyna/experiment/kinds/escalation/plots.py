@@ -52,15 +52,15 @@ from matplotlib.legend_handler import HandlerLine2D
 from matplotlib.lines import Line2D
 
 from dyna.experiment.kinds.escalation.config import cost_unit
-from dyna.experiment.plotting import (coinciding, delta_e, figure, hidden_label,
-                                      legend_below, over_runs, save)
+from dyna.experiment.plotting import (delta_e, figure, label_coinciding, legend_below,
+                                      over_runs, save)
 from dyna.experiment.stats import curve_ci
 
 if TYPE_CHECKING:  # pragma: no cover
     from dyna.experiment.protocol import ExperimentOutput
 
 __all__ = ["COMPETENCE_X", "COMPETENCE_Y", "COST_GRID_X", "GROUP_COLOR", "GROUP_DASH",
-           "NEAR_DASH", "OTHER_COLORS", "OUTLINE_EXTRA", "POLICY_COLORS", "STRIPE_WIDTH",
+           "OTHER_COLORS", "OUTLINE_EXTRA", "POLICY_COLORS", "STRIPE_WIDTH",
            "SYMLOG_LINEAR", "GroupHandler", "GroupLine", "band_caption", "change_label",
            "change_points", "cost_unit", "delta_e", "draw_group", "draw_plots",
            "escalate_all", "group_label", "identical_groups", "over_systems", "policy_color",
@@ -269,32 +269,18 @@ def _draw_groups(axes, curves: dict, colors: dict, band_alpha: float,
     return drawn
 
 
-#: Length (points) of each dash of a curve drawn over a near one (:func:`show_near`).
-NEAR_DASH = 3.0
-
-
 def show_near(ax, lines: dict) -> dict:
     """Draw each single policy's curve of ``lines`` (name -> line on ``ax``, in drawing
-    order) that lies within a line width of an earlier curve at half its points or more
-    (:func:`dyna.experiment.plotting.coinciding`, pixels of the current layout: lay the
-    figure out first) dashed on top of it, the dashes of several such curves side by side,
-    its legend label saying which curve it lies on and where (:func:`hidden_label`:
-    "thompson_d0.99", then "(on thompson at 32 of 54 points; dashed)" in lines of at most
-    44 characters). A line of several identical policies keeps its look. Returns
-    :func:`coinciding`'s result for the curves restyled; the caller redraws the legend."""
-    hidden = {n: h for n, h in coinciding(ax, lines).items()
-              if not isinstance(lines[n], GroupLine)}
-    for name, (lead, near, total, same) in hidden.items():
-        followers = [n for n, h in hidden.items() if h[0] == lead]
-        k, period = followers.index(name), NEAR_DASH * (len(followers) + 1)
-        line = lines[name]
-        line.set_linestyle(((period - k * NEAR_DASH) % period,
-                            (NEAR_DASH, period - NEAR_DASH)))
-        line.set_zorder(lines[lead].get_zorder() + 0.1)
-        head, how = hidden_label(name, lead, near, total, same).split("\n", 1)
-        line.set_label("\n".join([head, *textwrap.wrap(how, width=44,
-                                                        break_on_hyphens=False)]))
-    return hidden
+    order, :func:`_draw_groups`) that lies within a line width of an earlier curve at half
+    its points or more dashed on top of it, its legend label saying which curve it lies on
+    and where in lines of at most 44 characters ("thompson_d0.99", then "(on thompson at
+    32 of 54 points; dashed)"; :func:`dyna.experiment.plotting.label_coinciding`, pixels
+    of the current layout: lay the figure out first). A line of several identical
+    policies (:class:`GroupLine`) keeps its look. Returns the curves restyled
+    (:func:`dyna.experiment.plotting.coinciding`'s result); the caller redraws the
+    legend."""
+    groups = {n for n, line in lines.items() if isinstance(line, GroupLine)}
+    return label_coinciding(ax, lines, keep=groups, width=44)
 
 
 #: Linear range of the symmetric-log y-axes (cost units): below it the axis is linear.

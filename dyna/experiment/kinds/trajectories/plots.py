@@ -7,7 +7,7 @@ line. With more than one run (reviewer seeds) a curve is the mean over runs and 
 like a bar's whisker, spans the runs' minimum to maximum; a whisker too short to see is
 printed as its range ("105-106"). A store-size curve that lies on an earlier one (within a
 line width at half of its points or more) is drawn dashed on top of it, its legend label
-saying so.
+saying so (:func:`dyna.experiment.plotting.label_coinciding`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from dyna.experiment.plotting import (HIDDEN_SHARE, coinciding, figure, hidden_label,
-                                      legend_below, save)
+                                      label_coinciding, legend_below, save)
 
 __all__ = ["HIDDEN_SHARE", "PREDICTOR_LABELS", "RANGE_NOTE", "VARIANT_COLORS",
            "WHISKER_MIN_POINTS", "coinciding", "draw_plots", "focus_variants",
@@ -128,27 +128,6 @@ def _curves(ax, episodes: pl.DataFrame, names, column: str, cumulative: bool,
     return lines
 
 
-#: Length (points) of each dash of a curve drawn over an equal one (:func:`_show_hidden`).
-_DASH = 3.0
-
-
-def _show_hidden(ax, lines: dict) -> None:
-    """Draw each curve of ``lines`` that lies on an earlier one (:func:`coinciding`)
-    dashed on top of it, the dashes of several such curves side by side, and say so in
-    its legend label (:func:`hidden_label`); the legend is redrawn under the axes."""
-    hidden = coinciding(ax, lines)
-    if not hidden:
-        return
-    for name, (lead, near, total, same) in hidden.items():
-        followers = [n for n, h in hidden.items() if h[0] == lead]
-        k, period = followers.index(name), _DASH * (len(followers) + 1)
-        ln = lines[name]
-        ln.set_linestyle(((period - k * _DASH) % period, (_DASH, period - _DASH)))
-        ln.set_zorder(lines[lead].get_zorder() + 0.1)
-        ln.set_label(hidden_label(name, lead, near, total, same))
-    legend_below(ax, len(lines))
-
-
 def draw_plots(out, folder: Path) -> list[Path]:
     """Write ``plots/entries``, ``plots/lessons_from_failed``, ``plots/personal_data`` and
     ``plots/induction`` (PNG and SVG); returns the files."""
@@ -181,7 +160,9 @@ def draw_plots(out, folder: Path) -> list[Path]:
             axes[1].set_ylim(bottom=0)
         fig.draw_without_rendering()        # the layout whose pixels coinciding() measures
         for ax, lines in drawn:
-            _show_hidden(ax, lines)
+            # a curve on an earlier one: dashed on top of it, named in the legend
+            if label_coinciding(ax, lines):
+                legend_below(ax, len(lines))
         paths += save(fig, folder / "plots" / "entries")
 
     with figure((11.0, 4.5)) as fig:
