@@ -1,7 +1,8 @@
 """The agent-task figures mark what a reader could miss, tested on the figure objects: a
-crossover curve lying on another is dashed on top of it and named under its panel, titles
-break only between phrases, and a variant has the colour of its name in every figure (a
-scenario figure, the crossover map, an ablation's figure)."""
+crossover curve lying on another is dashed on top of it and named under its panel, a
+scenario figure's curve lying on any other is dashed on top of it and named in its panel,
+titles break only between phrases, and a variant has the colour of its name in every
+figure (a scenario figure, the crossover map, an ablation's figure)."""
 
 from types import SimpleNamespace
 
@@ -79,6 +80,51 @@ def test_a_crossover_curve_on_another_is_dashed_on_top_and_named(tmp_path, monke
     # the figure's legend keeps every variant solid but no_learning
     assert [h.get_linestyle() for h in fig.legends[0].legend_handles] == [
         "--", "-", "-", "-", "-"]
+
+
+def test_a_scenario_curve_on_any_other_is_dashed_on_top_and_named(tmp_path, monkeypatch):
+    figs = _figures(monkeypatch, P)
+    # in 20 episodes the skill loop learns nothing the success row shows (on no_learning's
+    # curve), and dating changes nothing for the naive loop
+    out = small_run(tmp_path, ["no_learning", "naive_loop", "skill_loop",
+                               "naive_loop+outcome_gate", "naive_loop+dating"], sweeps=False)
+    job = P.scenario_job(out, "base", P._all_series(out), tmp_path / "plots")
+    assert job[3] == set()                     # no variant's episodes equal the loop's
+    P.scenario_figure(*job)
+    fig = figs["scenario_base"]
+    success, tokens, poisoned = fig.axes[0], fig.axes[1], fig.axes[-1]
+
+    def styles(ax):
+        return {ln.get_label(): (ln._unscaled_dash_pattern, ln.get_zorder())
+                for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+
+    solid = (0, None)
+    # each dashed on top of the curve it lies on, its dashes 3 points long
+    assert styles(success) == {"skill_loop": (solid, 3.0),
+                               "no_learning": ((0.0, (3.0, 3.0)), 3.1),
+                               "naive_loop": (solid, 2.0),
+                               "naive_loop+outcome_gate": (solid, 2.0),
+                               "naive_loop+dating": ((0.0, (3.0, 3.0)), 2.1)}
+    assert [t.get_text() for t in success.texts] == [
+        "no_learning dashed, identical to skill_loop here\n"
+        "naive_loop+dating dashed, identical to naive_loop here"]
+    # tokens per success set no_learning apart from the loop: solid there, not named
+    assert styles(tokens)["no_learning"] == (solid, 2.0)
+    assert [t.get_text() for t in tokens.texts] == [
+        "naive_loop+dating dashed, identical to naive_loop here"]
+    # three curves at 0: the two on the first dashed side by side, named at 0 once
+    assert {v: s[0] for v, s in styles(poisoned).items()} == {
+        "skill_loop": solid, "no_learning": (0.0, (3.0, 6.0)), "naive_loop": solid,
+        "naive_loop+outcome_gate": (6.0, (3.0, 6.0)), "naive_loop+dating": (0.0, (3.0, 3.0))}
+    assert [t.get_text() for t in poisoned.texts] == [
+        "at 0: skill_loop, no_learning, naive_loop+outcome_gate\n"
+        "naive_loop+dating dashed, identical to naive_loop here"]
+    # the legend keys stay solid: a curve is dashed only where it lies on another
+    legend = poisoned.get_legend()
+    assert [t.get_text() for t in legend.get_texts()][:5] == [
+        "skill_loop", "no_learning", "naive_loop", "naive_loop+outcome_gate",
+        "naive_loop+dating"]
+    assert [h.get_linestyle() for h in legend.legend_handles][:5] == ["-"] * 5
 
 
 def test_a_crossover_curve_crossing_another_is_left_solid(tmp_path, monkeypatch):

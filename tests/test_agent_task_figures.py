@@ -408,14 +408,14 @@ def test_a_count_panel_spanning_orders_of_magnitude_is_log_above_one(run, tmp_pa
             (ax.get_yscale(), [t.get_text() for t in ax.texts]) for ax in fig.axes[-2:]]),
         real(fig, stem, **kw))[1])
     P.scenario_figure(*job)
-    assert shots["scenario_base"] == [("symlog", ["at 0: skill_loop, no_learning",
-                                                  "log scale above 1"]),
+    assert shots["scenario_base"] == [("symlog", ["log scale above 1",
+                                                  "at 0: skill_loop, no_learning"]),
                                       ("linear", ["at 0: skill_loop"])]
 
 
 def _panel(key, ys: dict, skip=frozenset(), same=frozenset()):
-    """One panel drawn by ``P._draw_row`` from constant curves (variant -> y per episode):
-    its legend labels and the text on it."""
+    """One panel drawn by ``P._draw_row`` and marked by ``P._mark_panel`` from constant
+    curves (variant -> y per episode): its legend labels and the text on it."""
     import matplotlib.pyplot as plt
 
     frame = pl.concat([pl.DataFrame({"variant": v, "episode": np.arange(1, len(y) + 1),
@@ -425,8 +425,9 @@ def _panel(key, ys: dict, skip=frozenset(), same=frozenset()):
     cfg = SimpleNamespace(store="skill")
     fig, ax = plt.subplots()
     try:
-        P._draw_row(ax, key, frame, list(ys), cfg, set(same), dict.fromkeys(ys, "k"),
-                    set(skip))
+        lines, notes = P._draw_row(ax, key, frame, list(ys), cfg, set(same),
+                                   dict.fromkeys(ys, "k"), set(skip))
+        P._mark_panel(ax, key, lines, cfg.store, set(same), notes)
         return ax.get_legend_handles_labels()[1], [t.get_text() for t in ax.texts]
     finally:
         plt.close(fig)
@@ -435,13 +436,14 @@ def _panel(key, ys: dict, skip=frozenset(), same=frozenset()):
 def test_a_panel_names_the_variants_its_lines_hide():
     loop, gate, dating = "skill_loop", "skill_loop-no_outcome_gate", "naive_loop+dating"
     # poisoned entries: the loop and the naive loop + dating on 0, the loop without the
-    # gate equal to the loop though its episodes differ elsewhere
+    # gate equal to the loop though its episodes differ elsewhere: dashed on it, named
     assert _panel("poisoned", {loop: [0, 0, 0], gate: [0, 0, 0], dating: [0, 0, 0]}) == (
         [loop, "no_outcome_gate", dating], ["none stored: every curve at 0"])
     assert _panel("poisoned", {loop: [0, 1, 2], gate: [0, 1, 2], dating: [0, 0, 0],
                                "no_learning": [0, 0, 0]}) == (
-        [loop, "no_outcome_gate (= loop in poisoned row)", dating, "no_learning"],
-        ["at 0: naive_loop+dating, no_learning"])
+        [loop, "no_outcome_gate", dating, "no_learning"],
+        ["at 0: naive_loop+dating, no_learning\n"
+         "no_outcome_gate dashed, identical to skill_loop here"])
     # equal episodes are marked already, and a rate row names no zero
     assert _panel("success", {loop: [0, 1, 2], gate: [0, 1, 2], dating: [0, 0, 0]},
                   same={gate}) == ([loop, "no_outcome_gate (= loop)", dating], [])

@@ -7,7 +7,9 @@ column under its bottom panel, outside the data. Each variant has its own colour
 same in every panel and figure and far from every other variant's (:func:`variant_colors`),
 and a dotted vertical line marks each drift episode. A panel names what its lines hide
 (:func:`_mark_panel`): the variants at 0 in a count row, a variant without a success in
-the token row, ``(= loop in <row> row)`` where a curve lies under the loop's. The
+the token row, and a curve lying on another at every point, drawn dashed on top of it
+("no_outcome_gate dashed, identical to memory_loop here"); ``(= loop)`` in the legend
+marks a variant whose episodes equal the full loop's. The
 token row's log axis spans the 0.5th-99.5th percentiles of what is drawn, so one
 exploding early value cannot flatten the rest; the poisoned-entries row gives each panel
 its own y scale (:data:`OWN_SCALE_ROWS`), so one variant's hundreds do not squash another
@@ -43,7 +45,8 @@ from dyna.errors import ConfigError, check_range
 from dyna.experiment.kinds.agent_tasks.analysis import PROFILE_TAUS, aggregates, ablated_switch
 from dyna.experiment.kinds.agent_tasks.figure_style import (PLOT_RESAMPLES, short_name,
                                                             variant_colors)
-from dyna.experiment.plotting import figure, over_runs, phrase_lines, save
+from dyna.experiment.plotting import (coinciding_words, dash_coinciding, figure, over_runs,
+                                      phrase_lines, save)
 from dyna.experiment.stats import curve_ci
 
 __all__ = ["MAX_LINES", "MIN_FIGURES_PER_PROCESS", "draw_competence", "draw_plots",
@@ -296,12 +299,13 @@ def _and(names: list[str]) -> str:
 
 
 def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set, colors,
-              skip: set = frozenset()) -> list:
+              skip: set = frozenset()) -> tuple[dict, list]:
     """One panel: each variant of ``group`` (but those in ``skip``) in its colour
-    (``colors``), its band and, in a competence row, its true rolling success dashed;
-    the variants it hides are named on it (:func:`_mark_panel`). Returns the mean curves
-    drawn."""
-    drawn, lines = {}, {}
+    (``colors``), its band and, in a competence row, its true rolling success dashed.
+    Returns the mean curves drawn (variant -> :class:`~matplotlib.lines.Line2D`, in
+    drawing order) and the notes naming the variants left out, for :func:`_mark_panel`
+    once the row is scaled."""
+    lines = {}
     for v in group:
         g = curves.filter(pl.col("variant") == v)
         if g.is_empty() or v in skip:
@@ -315,34 +319,34 @@ def _draw_row(ax, key: str, curves: pl.DataFrame, group, cfg, same: set, colors,
             ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
         (lines[v],) = ax.plot(x, est, color=color, lw=1.1, label=_label(v, cfg.store, same),
                               zorder=_zorder(v, cfg.store, same))
-        drawn[v] = est
         if key in COMPETENCE_ROWS:
             truth = g["truth"].cast(pl.Float64).fill_null(np.nan).to_numpy()
             ax.plot(x, truth, color=color, lw=0.9, ls=(0, (3, 2)))
     notes = [f"{short_name(v, cfg.store)}: no successes, no tokens per success"
              for v in group if v in skip]
-    _mark_panel(ax, key, drawn, lines, cfg.store, same, notes)
-    return list(drawn.values())
+    return lines, notes
 
 
-def _mark_panel(ax, key: str, drawn: dict, lines: dict, store: str, same: set,
-                notes: list) -> None:
-    """Name on the panel what its lines hide: in a count row (:data:`OWN_SCALE_ROWS`) the
-    variants whose curve is 0 at every episode ("none stored" when every curve is), under
-    ``notes``; and mark ``(= loop in <row> row)`` in the legend label of a variant whose
-    curve (``drawn``, variant -> mean curve) equals the full loop's in this panel though
-    its episodes differ (``same``: the variants with equal episodes, marked already)."""
-    zero = [v for v, est in drawn.items()
-            if key in OWN_SCALE_ROWS and np.all(np.nan_to_num(est) == 0)]
-    if zero and len(zero) == len(drawn):
+def _mark_panel(ax, key: str, lines: dict, store: str, same: set, notes: list) -> None:
+    """Name on the panel what its lines hide, under ``notes``, once its row is scaled: in a
+    count row (:data:`OWN_SCALE_ROWS`) the variants whose curve is 0 at every episode
+    ("none stored" when every curve is); and draw each curve of ``lines`` (variant -> mean
+    curve, in drawing order) lying within a line width of an earlier one at every point
+    dashed on top of it (:func:`dyna.experiment.plotting.dash_coinciding`), named
+    "no_outcome_gate dashed, identical to skill_loop here" unless named already: at 0, or
+    with episodes equal to the full loop's (``same``, "(= loop)" in the legend)."""
+    zero = [v for v, ln in lines.items()
+            if key in OWN_SCALE_ROWS and np.all(np.nan_to_num(ln.get_ydata()) == 0)]
+    if zero and len(zero) == len(lines):
         notes = [*notes, "none stored: every curve at 0"]
     elif zero:
         notes = [*notes, "at 0: " + ", ".join(short_name(v, store) for v in zero)]
-    ref = drawn.get(f"{store}_loop")
-    for v, est in drawn.items():
-        if ref is not None and v not in (f"{store}_loop", *same, *zero) \
-                and np.array_equal(est, ref, equal_nan=True):
-            lines[v].set_label(f"{short_name(v, store)} (= loop in {key.replace('_', ' ')} row)")
+    ax.get_xlim(), ax.get_ylim()        # pending autoscaling applied: the pixels measured
+    hidden = dash_coinciding(ax, lines, share=1.0)
+    notes = [*notes, *(f"{short_name(v, store)} dashed, "
+                       + coinciding_words(short_name(lead, store), near, total, equal)
+                       for v, (lead, near, total, equal) in hidden.items()
+                       if v not in same and v not in zero)]
     if notes:
         ax.text(0.02, 0.97, phrase_lines("; ".join(notes), 60), transform=ax.transAxes,
                 fontsize=6, va="top", color="0.25", zorder=4,
@@ -470,6 +474,7 @@ def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path, note
                             bottom=legend / height, wspace=0.14 if own else 0.06,
                             hspace=0.12)
         axes = fig.subplots(n_rows, n_cols, squeeze=False, sharex=True)
+        marks = []
         for r, (key, ylabel, scale) in enumerate(rows):
             drawn = []
             for c, (title, group) in enumerate(panels):
@@ -477,8 +482,10 @@ def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path, note
                 if c and key not in OWN_SCALE_ROWS:
                     ax.sharey(axes[r, 0])
                     ax.tick_params(labelleft=False)
-                drawn.append(_draw_row(ax, key, curves[key], group, cfg, same, colors,
-                                       never if key == "tokens_per_success" else set()))
+                lines, notes = _draw_row(ax, key, curves[key], group, cfg, same, colors,
+                                         never if key == "tokens_per_success" else set())
+                drawn.append([ln.get_ydata() for ln in lines.values()])
+                marks.append((ax, key, lines, notes))
                 for e in drifts:
                     ax.axvline(e, color="0.35", lw=0.8, ls=":", zorder=0)
                 if r == 0:
@@ -493,7 +500,11 @@ def scenario_figure(cfg, scenario: str, sub: dict, same: set, folder: Path, note
                 ax.tick_params(labelsize=7)
                 ax.grid(alpha=0.3)
             _scale_row(axes[r], drawn, scale, own and key in OWN_SCALE_ROWS)
+        # the legends first: their keys stay solid, a curve is dashed only in the panels
+        # where it lies on another
         _legends(axes[-1], styles, int(cfg.analysis["window"]))
+        for ax, key, lines, notes in marks:
+            _mark_panel(ax, key, lines, cfg.store, same, notes)
         fig.suptitle(heading, fontsize=9, y=1 - 0.08 / height, va="top")
         return save(fig, folder / f"{stem}_{scenario}", svg=svg)
 
