@@ -231,6 +231,8 @@ def test_sigterm_stops_the_group_and_still_ends_the_process(tmp_path, runner):
         assert proc.wait(timeout=30) == status
     finally:
         proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
     assert _gone(pid, child)
 
 
