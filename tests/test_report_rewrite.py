@@ -140,3 +140,78 @@ def test_the_per_run_metrics_are_computed_again_from_the_episodes(agent_folder, 
     assert _digests(folder)["episodes.parquet"] == before["episodes.parquet"]
     fs = old.filter(variant="skill_loop")["final_success"].to_numpy()
     assert f"skill_loop {fs.mean() + 1:.3g}" in (folder / "report.md").read_text()
+
+
+def test_a_linked_manifest_or_table_stops_the_rewrite_before_any_write(agent_folder, tmp_path,
+                                                                      monkeypatch, capsys):
+    from dyna.experiment.kinds.agent_tasks import kind
+
+    outside = tmp_path / "outside.json"
+    linked = _copy(agent_folder, tmp_path / "m")
+    outside.write_bytes((linked / "manifest.json").read_bytes())
+    (linked / "manifest.json").unlink()
+    (linked / "manifest.json").symlink_to(outside)
+    before = _digests(linked)
+    assert main(["report", str(linked)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "manifest.json" in err and "link" in err
+    assert _digests(linked) == before     # report.md too: nothing replaced
+    assert hashlib.sha256(outside.read_bytes()).hexdigest() == before["manifest.json"]
+    # a runs table to write again that is a link: not even the report is replaced
+    table = _copy(agent_folder, tmp_path / "t")
+    runs = tmp_path / "outside.parquet"
+    runs.write_bytes((table / "runs.parquet").read_bytes())
+    (table / "runs.parquet").unlink()
+    (table / "runs.parquet").symlink_to(runs)
+    real = kind.run_summaries
+    monkeypatch.setattr(kind, "run_summaries", lambda a, an: {
+        **real(a, an), "final_success": real(a, an)["final_success"] + 1.0})
+    before = _digests(table)
+    assert main(["report", str(table)]) == 2
+    assert "runs.parquet" in capsys.readouterr().err
+    assert _digests(table) == before
+    assert hashlib.sha256(runs.read_bytes()).hexdigest() == before["runs.parquet"]
+
+
+def test_a_manifest_naming_a_table_outside_the_folder_is_refused(agent_folder, tmp_path,
+                                                                 capsys):
+    folder = _copy(agent_folder, tmp_path / "f")
+    m = json.loads((folder / "manifest.json").read_text())
+    for name in ("../../episodes.parquet", "/etc/hostname", "sub/x.parquet", ".parquet"):
+        m["tables"] = {**m["tables"], name: {"rows": 1}}
+        (folder / "manifest.json").write_text(json.dumps(m))
+        before = _digests(folder)
+        assert main(["report", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not a .parquet file name of this folder" in err
+        assert _digests(folder) == before
+        del m["tables"][name]
+
+
+def test_an_episodes_table_the_metrics_cannot_read_is_one_line(agent_folder, tmp_path,
+                                                               capsys):
+    import polars as pl
+
+    def edited(name, frame):
+        folder = _copy(agent_folder, tmp_path / name)
+        frame.write_parquet(folder / "episodes.parquet")
+        m = json.loads((folder / "manifest.json").read_text())
+        m["tables"]["episodes.parquet"]["sha256"] = hashlib.sha256(
+            (folder / "episodes.parquet").read_bytes()).hexdigest()
+        (folder / "manifest.json").write_text(json.dumps(m))
+        return folder
+
+    ep = runner.load_output(agent_folder).tables["episodes"]
+    cases = {"nocol": (ep.drop("success"), "no column success"),
+             "empty": (ep.head(0), "no rows"),
+             "text": (ep.with_columns(pl.col("tokens").cast(pl.String)),
+                      "column tokens is not numeric"),
+             "dup": (pl.concat([ep, ep.head(3)]), "not 30 episodes 1..30 per run"),
+             "order": (ep.reverse(), "not 30 episodes 1..30 per run")}
+    for name, (frame, words) in cases.items():
+        folder = edited(name, frame)
+        before = _digests(folder)
+        assert main(["report", str(folder)]) == 2, name
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err and "episodes.parquet" in err, err
+        assert _digests(folder) == before

@@ -79,9 +79,10 @@ def load_output(folder: str | Path) -> ExperimentOutput:
         ``folder`` has no ``manifest.json``, or a table the manifest lists (or the kind
         requires; ``results.parquet`` and ``runs.parquet`` for tabular) is missing.
     ConfigError
-        ``folder`` is a file; ``manifest.json`` is not valid JSON or not a manifest; a table
-        is not the file the manifest's sha256 records, or not readable Parquet (field
-        ``DIR``, naming the file).
+        ``folder`` is a file; ``manifest.json`` is not valid JSON or not a manifest, or names
+        a table that is not a ``.parquet`` file name of the folder (a path); a table is not
+        the file the manifest's sha256 records, or not readable Parquet (field ``DIR``,
+        naming the file).
     """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
@@ -105,6 +106,12 @@ def load_output(folder: str | Path) -> ExperimentOutput:
         raise ConfigError("DIR", str(folder / "manifest.json"), "damaged: 'tables' is not a table")
     names = [f"{t}.parquet" for t in kind.required_tables()]
     names += [n for n in listed if n not in names]
+    for n in names:   # a table is a file of this folder, never a path elsewhere
+        if not isinstance(n, str) or Path(n).name != n or not n.endswith(".parquet") \
+                or n == ".parquet":
+            raise ConfigError("DIR", str(folder / "manifest.json"),
+                              f"damaged: table name {str(n)[:80]!r} is not a .parquet file "
+                              "name of this folder")
     raw = {}   # each table read once: hashed, then parsed from the same bytes
     for name in names:
         if not (folder / name).is_file():
@@ -196,9 +203,14 @@ def rewrite_report(folder: str | Path) -> Path:
     ------
     MissingFileError, ConfigError
         As :func:`load_output`: no such folder, not an output folder, a damaged or edited
-        table; nothing is written.
+        table, or a table the kind cannot compute from; nothing is written.
+    dyna.fileio.NotRegularFileError
+        ``report.md``, ``manifest.json`` or a table to replace is a link or a special file;
+        nothing is written.
+    dyna.fileio.FileWriteError
+        The system refused a write; the files before it are replaced, the rest as they were.
     """
-    from dyna.fileio.atomic import atomic_write
+    from dyna.fileio.atomic import atomic_write, check_target
 
     folder = Path(folder)
     out = load_output(folder)
@@ -218,6 +230,9 @@ def rewrite_report(folder: str | Path) -> Path:
     manifest["report"] = {"git": project_revision(), "created_utc": _dt.datetime.now(
         _dt.timezone.utc).isoformat(timespec="seconds"), "tables_recomputed": sorted(changed)}
     out = ExperimentOutput(config=out.config, manifest=manifest, tables=tables)
+    # every file to replace is a regular file (or absent) before the first is replaced
+    for name in ["report.md", *(f"{n}.parquet" for n in changed), "manifest.json"]:
+        check_target(folder / name, name)
     path = kind.write_report(out, folder)
     for name, data in changed.items():
         atomic_write(folder / f"{name}.parquet", data, field=f"{name}.parquet")

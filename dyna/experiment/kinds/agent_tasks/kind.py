@@ -165,6 +165,13 @@ class AgentTasksKind(ExperimentKind):
         return sizing_contrasts(config, tables)
 
 
+#: The columns of an episodes table :func:`runs_table` reads: the keys, then the fields
+#: :func:`~.metrics.run_summaries` needs (numeric or boolean).
+EPISODES_NEEDED = ("variant", "scenario", "run", "episode", "success", "tokens",
+                   "learning_tokens", "incident", "escalated", "poisoned", "stale",
+                   "library_size", "family", "drift_family")
+
+
 def runs_table(config, episodes: pl.DataFrame) -> pl.DataFrame:
     """The ``runs`` table: one row per variant x scenario x run, in the config's order of
     variants then scenarios, with :func:`~.metrics.run_summaries` of that run's episodes.
@@ -176,8 +183,26 @@ def runs_table(config, episodes: pl.DataFrame) -> pl.DataFrame:
         The ``episodes`` table: ``variant``, ``scenario``, ``run`` (int64, 0-based),
         ``episode`` (int64, 1-based) and the per-episode fields, ``config.episodes`` rows
         per run in episode order. Pairs a scoped run left out have no rows and no row here.
+
+    Raises
+    ------
+    ConfigError
+        The table lacks a column of :data:`EPISODES_NEEDED`, one is not numeric, it has no
+        rows, or a pair's rows are not ``config.episodes`` episodes 1.. per run in order
+        (field ``episodes.parquet``).
     """
+    from dyna.errors import ConfigError
+
     E = config.episodes
+    missing = [c for c in EPISODES_NEEDED if c not in episodes.columns]
+    wrong = [c for c in EPISODES_NEEDED[4:] if c in episodes.columns
+             and not (episodes[c].dtype.is_numeric() or episodes[c].dtype == pl.Boolean)]
+    if missing or wrong or episodes.height == 0:
+        raise ConfigError("episodes.parquet", f"{episodes.height} rows",
+                          "not an agent-tasks episodes table: " + (
+                              f"no column {', '.join(missing)}" if missing else
+                              f"column {', '.join(wrong)} is not numeric" if wrong else
+                              "no rows"))
     fields = [c for c in episodes.columns if c not in ("variant", "scenario", "run",
                                                        "episode")]
     frames = []
@@ -188,6 +213,10 @@ def runs_table(config, episodes: pl.DataFrame) -> pl.DataFrame:
             if part.height == 0:
                 continue
             R = part.height // E
+            if R * E != part.height or not part["episode"].equals(
+                    pl.Series(np.tile(np.arange(1, E + 1, dtype=np.int64), R))):
+                raise ConfigError("episodes.parquet", f"{variant}/{scenario}",
+                                  f"not {E} episodes 1..{E} per run, in order")
             arrays = {k: part[k].to_numpy().reshape(R, E) for k in fields}
             frames.append(pl.DataFrame({
                 "variant": pl.Series([variant] * R, dtype=pl.String),
