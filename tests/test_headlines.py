@@ -400,7 +400,7 @@ def test_the_calibrated_headline_counts_verdicts_and_names_the_smaller_side():
     cfg = SimpleNamespace(variants=["a"], scenarios=[("base", {})], runs=2, episodes=10,
                           store="skill", sweeps=())
     runs = pl.DataFrame({"variant": ["a"], "scenario": ["base"]})
-    checked = [SimpleNamespace(passed=True), SimpleNamespace(passed=False)]
+    checked = [SimpleNamespace(passed=True, name="c"), SimpleNamespace(passed=False, name="d")]
 
     def head(*verdicts):
         results = [SimpleNamespace(verdict=v, hypothesis=SimpleNamespace(
@@ -411,19 +411,26 @@ def test_the_calibrated_headline_counts_verdicts_and_names_the_smaller_side():
         assert len(lines) - 3 <= 5 and all(len(x) <= 160 for x in lines)
         return lines[2:-1]
 
-    assert head("holds") == ["- checks 1 of 2 pass; hypotheses (1, Holm): 1 holds.",
+    assert head("holds") == ["- checks 1 of 2 pass; hypotheses (1, Holm): 1 holds; failing: d.",
                              "- 1 variants x 1 scenarios x 2 runs x 10 episodes, skill store."]
     three = head("holds", "holds", NOT_TESTABLE, "does not hold")
     assert three[0] == ("- checks 1 of 2 pass; hypotheses (4, Holm): 2 hold, 1 does not hold, "
-                        "1 not testable.")
+                        "1 not testable; failing: d.")
     # most hold: the others are named, cut to fit, in the order declared
     assert three[1] == ("- not testable: h2: a long claim about a safeguard a long claim about "
-                        "a safeguard a long claim about a safeguard a [...]; 1 more under Primary "
-                        "hypotheses.")
+                        "a safeguard a long claim about a safeguard a [...]; also one does not "
+                        "hold.")
     few = head("holds", "does not hold", "does not hold", NO_EFFECT)
     assert few[0].endswith("1 holds, 2 do not hold, 1 shows no effect as large as its smallest "
-                           "effect of interest.")
+                           "effect of interest; failing: d.")
     assert few[1].startswith("- holds: h0: a long claim")   # the smaller side: what holds
+    # a failing check is named on the checks line
+    failing = [SimpleNamespace(passed=True, name="a"),
+               SimpleNamespace(passed=False, name="retirement acts on a tool drift")]
+    results = [SimpleNamespace(verdict="holds", hypothesis=SimpleNamespace(name="h"))]
+    assert _headline(cfg, runs, results, failing)[2] == (
+        "- checks 1 of 2 pass; hypotheses (1, Holm): 1 holds; failing: retirement acts on a "
+        "tool drift.")
     # one name alone may fill the line
     one = head("holds", "holds", NO_EFFECT)
     assert one[1] == ("- negligible (TOST): h2: " + "a long claim about a safeguard " * 4

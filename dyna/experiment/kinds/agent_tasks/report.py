@@ -192,9 +192,16 @@ def _headline(cfg, runs, results, checked=None) -> list[str]:
     on the line of what was run, which then comes first."""
     lines = []
     if checked is not None:
-        lines.append(f"- checks {sum(c.passed for c in checked)} of {len(checked)} pass"
-                     + (f"; hypotheses ({len(results)}, Holm): {_verdicts(results)}."
-                        if results else "."))
+        failing = [c.name for c in checked if not c.passed]
+        lines.append(fit_line(
+            f"- checks {sum(c.passed for c in checked)} of {len(checked)} pass"
+            + (f"; hypotheses ({len(results)}, Holm): {_verdicts(results)}" if results
+               else "") + ("; failing: " if failing else ""),
+            [textwrap.shorten(n, 60, placeholder=" [...]") for n in failing], sep=", ",
+            more="{} more under Manipulation checks") if failing else
+            f"- checks {len(checked)} of {len(checked)} pass"
+            + (f"; hypotheses ({len(results)}, Holm): {_verdicts(results)}." if results
+               else "."))
     elif results:
         lines.append(f"- hypotheses ({len(results)}, Holm): {_verdicts(results)}.")
     named = _named_verdicts(results)
@@ -239,10 +246,11 @@ def _named_verdicts(results) -> str | None:
                  f"{r.hypothesis.name}" for r in results if r.verdict != "holds"]
     else:
         items = [f"holds: {r.hypothesis.name}" for r in held]
-    # one item may take the whole line; several leave room for the count of the rest
+    # one item may take the whole line; several leave room for the verdicts of the rest
     width = LINE - 3 if len(items) == 1 else LINE - 40
+    brief = [f"one {x.split(': ', 1)[0]}" for x in items]
     return fit_line("- ", [textwrap.shorten(x, width, placeholder=" [...]") for x in items],
-                    more="{} more under Primary hypotheses")
+                    more="{} more under Primary hypotheses", brief=brief)
 
 
 def _crossover_line(cfg, runs) -> str | None:
@@ -256,7 +264,7 @@ def _crossover_line(cfg, runs) -> str | None:
     cmap = crossover_map(cfg, runs)
     if not cmap:
         return None
-    worse, never = [], []
+    worse, never, brief = [], [], []
     for cx in cmap:
         sweep = next(sw for sw in cfg.sweeps if sw.name == cx.sweep)
         run_at = [v for sc, v in sweep.points()
@@ -268,13 +276,19 @@ def _crossover_line(cfg, runs) -> str | None:
             never.append(cx.sweep + (f" (at {', '.join(map(str, run_at))})" if some else ""))
         else:
             worse.append(f"{cx.sweep} {'at' if some else 'from'} {cx.at}"
-                         + (f" (restored by {cx.restores[0][0]})" if cx.restores else ""))
+                         + (f" (restored by {', '.join(g for g, _ in cx.restores)})"
+                            if cx.restores else ""))
+            brief.append(f"{cx.sweep} {'at' if some else 'from'} {cx.at}")
     conf = int(round(float(cfg.analysis["confidence"]) * 100))
-    items = worse + ([f"never: {', '.join(never)}"] if never else [])
-    if not items:
+    tail = [f"never: {', '.join(never)}"] if never else []
+    if not worse + tail:
         return None
-    return fit_line(f"- naive loop worse than no learning (whole {conf}% CI): ", items,
-                    more="{} more in the crossover map")
+    head = f"- naive loop worse than no learning (exploratory, whole {conf}% CI): "
+    # every sweep with its restoring safeguards when that fits, else every sweep without
+    full = head + "; ".join(worse + tail) + "."
+    if len(full) <= LINE:
+        return full
+    return fit_line(head, brief + tail, more="{} more in the crossover map")
 
 
 def _final_success_line(cfg, runs) -> str | None:
