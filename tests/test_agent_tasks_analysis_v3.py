@@ -468,3 +468,24 @@ def test_rare_event_pairs_come_from_the_hypotheses_on_rare_event_metrics():
     cfg = _cfg(hypotheses=[H_INJ, H_VOL])
     assert rare_event_pairs(cfg) == [("inj", "skill_loop", "skill_loop-no_outcome_gate",
                                       "incident_lesson")]
+
+
+def test_a_gee_fit_without_a_positive_robust_variance_says_so_without_a_warning():
+    import warnings
+
+    import polars as pl
+
+    from dyna.experiment.kinds.agent_tasks.rare_events import gee_odds_ratio
+
+    # 2 runs x 6 episodes per variant: run 0 of `b` has 1 event, run 1 has 2; `a` has 1
+    # and 2: the sandwich variance of b1 comes out negative (sqrt of it: NaN)
+    events = [0, 0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1]
+    frame = pl.DataFrame({"scenario": ["s"] * 24, "variant": ["a"] * 12 + ["b"] * 12,
+                          "run": ([0] * 6 + [1] * 6) * 2, "episode": list(range(6)) * 4,
+                          "incident": events})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = gee_odds_ratio(frame, "s", "a", "b", "incident")
+    assert r.status == "no interval" and r.events == (3, 3)
+    assert math.isnan(r.low) and math.isnan(r.high) and math.isnan(r.p)
+    assert r.odds_ratio == pytest.approx(1.0)

@@ -44,9 +44,11 @@ class OddsRatio:
     ----------
     scenario, variant, versus, event : str
         ``event`` is the episode field (an episode has the event when it is above 0).
-    status : {"fitted", "no events", "one variant only", "missing"}
+    status : {"fitted", "no interval", "no events", "one variant only", "missing"}
         "one variant only": every event is in one variant, so the odds ratio is 0 or
-        infinite (not estimable); "missing": the episodes table has no such field.
+        infinite (not estimable); "missing": the episodes table has no such field;
+        "no interval": the fit's robust variance of ``b1`` is not positive (too few
+        clusters with events), so the odds ratio has no interval and no p-value.
     episodes : tuple of (int, int)
         Episodes of ``variant`` and of ``versus``.
     events : tuple of (int, int)
@@ -127,12 +129,17 @@ def gee_odds_ratio(episodes: pl.DataFrame, scenario: str, variant: str, versus: 
     model = GEE(sel["y"].to_numpy(), sm.add_constant(x, prepend=True),
                 groups=sel["run"].to_numpy(), family=sm.families.Binomial(),
                 cov_struct=Independence())
-    res = model.fit()
-    lo, hi = np.asarray(res.conf_int(alpha=1.0 - confidence))[1]
+    # a robust variance that is not positive gives NaN here, said by the status
+    with np.errstate(invalid="ignore"):
+        res = model.fit()
+        lo, hi = np.asarray(res.conf_int(alpha=1.0 - confidence))[1]
+        p = float(np.asarray(res.pvalues)[1])
     b1 = float(np.asarray(res.params)[1])
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return OddsRatio(status="no interval", **base, **counts, odds_ratio=math.exp(b1))
     return OddsRatio(status="fitted", **base, **counts, odds_ratio=math.exp(b1),
                      low=math.exp(float(lo)), high=math.exp(float(hi)),
-                     p=float(np.asarray(res.pvalues)[1]))
+                     p=p)
 
 
 def rare_event_pairs(cfg) -> list[tuple[str, str, str, str]]:

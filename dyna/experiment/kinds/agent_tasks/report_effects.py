@@ -164,7 +164,9 @@ def _rare_events_section(cfg, out_tables: dict) -> list[str]:
         r = gee_odds_ratio(episodes, s, v, w, ev, confidence=conf)
         text = {"fitted": f"{fmt(r.odds_ratio)} [{fmt(r.low)}, {fmt(r.high)}]",
                 "no events": "no events", "missing": "not recorded",
-                "one variant only": "events in one variant only"}[r.status]
+                "one variant only": "events in one variant only",
+                "no interval": f"{fmt(r.odds_ratio)} (no interval: robust variance not "
+                               "positive)"}[r.status]
         rows.append([f"`{s}`", f"`{ev}`", f"{v} vs {w}",
                      f"{fmt(r.per_1000[0])} vs {fmt(r.per_1000[1])}",
                      f"{r.events[0]} vs {r.events[1]}", text, _p(r.p), r.clusters])
