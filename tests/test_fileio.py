@@ -138,3 +138,21 @@ def test_an_atomic_write_fsyncs_the_folder_after_the_rename(tmp_path, monkeypatc
     assert synced == [tmp_path] and (tmp_path / "b").read_text() == "x"
     real(tmp_path)                                              # a real folder: no error
     real(tmp_path / "missing")                                  # best effort: nothing raised
+
+
+def test_an_atomic_write_keeps_the_permissions_of_the_file_it_replaces(tmp_path):
+    from dyna.fileio import atomic
+
+    shared = tmp_path / "report.md"
+    shared.write_text("old")
+    shared.chmod(0o644)
+    atomic.atomic_write(shared, "new")
+    assert shared.read_text() == "new" and shared.stat().st_mode & 0o777 == 0o644
+    private = tmp_path / "store.json"
+    private.write_text("old")
+    private.chmod(0o600)
+    atomic.atomic_write(private, "new")
+    assert private.stat().st_mode & 0o777 == 0o600
+    # a new file is mkstemp's 0600
+    atomic.atomic_write(tmp_path / "new.json", "x")
+    assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o600

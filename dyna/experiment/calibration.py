@@ -271,8 +271,6 @@ def write_frozen(path: str | Path, frozen: Frozen) -> None:
         The file has no ``[calibration]`` header line (an inline or dotted table: nowhere to
         put the record), or already holds a record.
     """
-    import stat
-
     from dyna.fileio.atomic import atomic_target
 
     data = _read_bytes(path)
@@ -289,13 +287,11 @@ def write_frozen(path: str | Path, frozen: Frozen) -> None:
     record = (f'frozen = {{ commit = "{frozen.commit}", sha256 = "{frozen.sha256}" }}'
               .encode("ascii") + newline)
     new = b"".join(lines[:at + 1] + [record] + lines[at + 1:])
-    mode = stat.S_IMODE(os.stat(path).st_mode)
-    with atomic_target(path) as tmp:
+    with atomic_target(path) as tmp:     # keeps the file's permissions
         with open(tmp, "wb") as fh:
             fh.write(new)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
 
 
 # ============================================================================ the checkout

@@ -107,7 +107,8 @@ def atomic_target(path, *, durable: bool = True, field: str = "path"):
     """Yield a temporary path next to ``path``; rename it onto ``path`` if the block succeeds.
 
     The temporary file is removed if the block raises, so ``path`` is either the old file or
-    the complete new one (``os.replace`` is atomic on POSIX); with ``durable`` the folder is
+    the complete new one (``os.replace`` is atomic on POSIX) with the old one's permission
+    bits (a new file has ``mkstemp``'s 0600); with ``durable`` the folder is
     fsync'ed after the rename (:func:`fsync_dir`; the block fsyncs the file itself). Its
     name records this process (:func:`dyna.fileio.tempfiles.make_temp_file`); temporaries
     of ``path`` left by writers that have ended (a killed export) are removed first
@@ -133,6 +134,9 @@ def atomic_target(path, *, durable: bool = True, field: str = "path"):
             tmp = make_temp_file(path)
             yield tmp
             check_target(path, field)     # (nothing replaced a file by a link meanwhile)
+            old = _mode(path, field, follow=False)
+            if old is not None:           # a replaced file keeps its permissions
+                os.chmod(tmp, stat.S_IMODE(old) & 0o777)   # never set-id bits
             os.replace(tmp, path)
             if durable:
                 fsync_dir(path.parent)
