@@ -494,7 +494,7 @@ def test_the_crossover_map_speaks_words_with_units(run):
     assert ax["xlabel"] == "false success rate (probability),\nleast to most severe"
     # without decoy steps the false success rate changes nothing a run does
     assert ax["title"] == ("learning from failure\n"
-                           "flat: at all 2 settings, each variant's runs identical")
+                           "flat: at both settings, each variant's runs identical")
     assert ax["yscale"] == "linear"
     texts = [t for t, _ in ax["yticks"]]     # plain digits, no offset text
     assert "1" in texts and all(RP.thousands(float(t)) == t for t in texts)

@@ -324,7 +324,8 @@ def crossover_figure(out, folder: Path) -> list[Path]:
                 ax.set_yscale("log")
             title = sw.name.replace("_", " ")
             if _same_at_every_point(runs, pts, shown, sw.metric):
-                title += f"\nflat: at all {len(pts)} settings, each variant's runs identical"
+                every = "both" if len(pts) == 2 else f"all {len(pts)}"
+                title += f"\nflat: at {every} settings, each variant's runs identical"
             ax.set_xticks(xs, [str(v) for _, v in pts], fontsize=7)
             knob = KNOB_WORDS.get(sw.knob, sw.knob.replace("_", " "))
             ax.set_xlabel(f"{knob},\nleast to most severe", fontsize=8)
