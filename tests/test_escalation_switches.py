@@ -134,6 +134,17 @@ def test_the_task_axis_plots_draw_a_line_at_each_switch(folder, figures, tmp_pat
     assert all(ax["vertical"] == [] for ax in figures["risk_coverage_by_date"])
 
 
+def test_many_switches_are_drawn_on_the_linear_regret_panel_only(folder, figures, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.setattr(ep, "MAX_LOG_CHANGES", 1)     # by_date has 2 switches
+    ep.draw_plots(load_output(folder), tmp_path)
+    linear, log = figures["regret_by_date_full"]
+    assert linear["vertical"] == [4.0, 7.0] and log["vertical"] == []
+    assert log["legend"][-1] == "system switches (left panel)"
+    # the jump scenario's one change stays on both panels
+    assert all(ax["vertical"] == [6.0] for ax in figures["regret_jump_full"])
+
+
 def test_the_report_says_how_many_switches_and_after_which_tasks(folder):
     text = build_report(load_output(folder))
     line = "  - 2 system switches (dotted in the regret and competence plots), after tasks 4, 7"

@@ -317,6 +317,11 @@ def change_points(out, scenario: str, system: str | None = None) -> list[int]:
     return [int(x) for x in sc.params.get("change_at", [])]
 
 
+#: The most change lines a regret panel with a log task axis draws (more are drawn on its
+#: linear twin only).
+MAX_LOG_CHANGES = 5
+
+
 def change_label(out, scenario: str) -> str:
     """The legend entry of ``scenario``'s change lines: "system switches" for a replay
     (the next tasks come from another system), "rates change" for a synthetic scenario."""
@@ -457,8 +462,15 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 drawn.append(_draw_groups(axes[r], _summary_curves(summary, "step"), colors,
                                           0.15))
                 axes[r][1].set_xscale("log")
-                for ax in axes[r]:
+                # on the log axis many change lines crowd into the last decade over the
+                # curves: there they are drawn only when few (the linear panel has all)
+                many = len(change_points(out, scenario)) > MAX_LOG_CHANGES
+                for ax in axes[r] if not many else axes[r][:1]:
                     _mark_changes(ax, out, scenario)
+                if many:   # the legend (right of the log panel) still names the lines
+                    axes[r][1].plot([], [], color="0.35", lw=0.9, ls=":",
+                                    label=f"{change_label(out, scenario)} (left panel)")
+                for ax in axes[r]:
                     # never (or always) escalating grows ~100x faster than the rest: a
                     # symmetric log axis keeps the others apart
                     ax.set_yscale("symlog", linthresh=SYMLOG_LINEAR)
