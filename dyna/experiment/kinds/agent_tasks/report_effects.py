@@ -121,11 +121,14 @@ def _survival_section(cfg, runs: pl.DataFrame) -> list[str]:
         return []
     conf = float(cfg.analysis["confidence"])
     w = cfg.analysis["recovery_window"]
-    lines = ["## Recovery after drift (survival)", "",
-             f"Time to recovery: episodes from the drift until the drifted family's first "
+    lines = ["## Time to a streak of successes after drift (survival)", "",
+             f"Time to a streak: episodes from the drift until the drifted family's first "
              f"streak of {w} successful arrivals, counting both ends; a run that ends first "
-             "is censored at its end. Per variant the Kaplan-Meier estimate S(t) of not "
-             f"having recovered t episodes after the drift, and the median with its "
+             "is censored at its end. (A stricter measure than the scenario tables' "
+             "recovery, which asks only that the family's success rate come back within "
+             f"{cfg.analysis['recovery_points'] * 100:g} points of its pre-drift rate.) "
+             "Per variant the Kaplan-Meier estimate S(t) of not "
+             f"having had such a streak t episodes after the drift, and the median with its "
              f"{conf:.0%} interval (n/a: not reached); between two variants the log-rank "
              "test stratified by run (each stratum the pair of runs that share their tasks "
              "and drift), two-sided.", ""]
@@ -141,11 +144,11 @@ def _survival_section(cfg, runs: pl.DataFrame) -> list[str]:
                  f"{fmt(k.median)} [{fmt(k.median_low)}, {fmt(k.median_high)}]"]
                 + [fmt(survival_at(k, t)) for t in times] for k in kms]
         lines += [f"`{s}`:", ""] + md_table(
-            ["variant", "runs with a drift", "recovered", "median episodes [CI]"]
+            ["variant", "runs with a drift", "reached a streak", "median episodes [CI]"]
             + [f"S({t})" for t in times], rows) + [""]
         tests = [logrank_by_run(runs, s, v, vs) for v, vs in survival_pairs(cfg, s)]
         if tests:
-            lines += md_table(["first vs second", "strata (runs)", "recoveries",
+            lines += md_table(["first vs second", "strata (runs)", "streaks reached",
                                "log-rank chi2", "p"],
                               [[f"{t.variant} vs {t.versus}", t.strata,
                                 f"{t.events[0]} vs {t.events[1]}", fmt(t.chisq), _p(t.p)]
