@@ -53,7 +53,13 @@ The **kind** implements (see the method docstrings):
   which is all ``dyna plot DIR`` has when it redraws the plots later;
 * ``render(out, folder)`` (optional) -- plots and report in one call, for a kind that
   overlaps them (``agent_tasks``); when present the runner calls it instead of the two
-  above, and the manifest's output and wall times then include the report.
+  above, and the manifest's output and wall times then include the report;
+* ``table_schema(config)`` (optional) -- per table name, the columns its plots and report
+  read and the kind of each: ``"int"``, ``"finite"`` (finite numbers), ``"float"`` (any
+  numbers, NaN allowed), ``"bool"`` or ``"str"`` (``"int?"``, ``"finite?"``: nulls
+  allowed). :func:`dyna.experiment.runner.load_output` checks every table it reads
+  against it, so a folder with a column missing, of another type or holding NaN fails
+  with one ``ConfigError`` naming the file and column instead of deep in a plot.
 
 Errors on bad input are :class:`dyna.errors.ConfigError` (or another
 :class:`dyna.errors.DynaError`) naming the field; the CLI prints one line, exit status 2.

@@ -81,8 +81,9 @@ def load_output(folder: str | Path) -> ExperimentOutput:
     ConfigError
         ``folder`` is a file; ``manifest.json`` is not valid JSON or not a manifest, or names
         a table that is not a ``.parquet`` file name of the folder (a path); a table is not
-        the file the manifest's sha256 records, or not readable Parquet (field ``DIR``,
-        naming the file).
+        the file the manifest's sha256 records, or not readable Parquet, or lacks a column
+        of the kind's ``table_schema(config)`` or holds it as another type, with nulls, or
+        with NaN or inf where finite numbers are needed (field ``DIR``, naming the file).
     """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
@@ -132,7 +133,47 @@ def load_output(folder: str | Path) -> ExperimentOutput:
         except (OSError, pl.exceptions.PolarsError) as exc:
             raise ConfigError("DIR", str(folder / n), f"damaged: not a readable Parquet file "
                               f"({type(exc).__name__})") from None
+    schema = getattr(kind, "table_schema", None)
+    for name, columns in (schema(config) if schema else {}).items():
+        if name in tables:
+            _check_columns(tables[name], columns, folder / f"{name}.parquet")
     return ExperimentOutput(config=config, manifest=manifest, tables=tables)
+
+
+#: What each column kind of a table schema accepts: a test of the dtype, and the words
+#: naming it in an error.
+_COLUMN_KINDS = {
+    "int": (lambda t: t.is_integer(), "integer"),
+    "finite": (lambda t: t.is_numeric(), "numeric"),
+    "float": (lambda t: t.is_numeric(), "numeric"),
+    "bool": (lambda t: t == pl.Boolean, "boolean"),
+    "str": (lambda t: t == pl.String, "text"),
+}
+
+
+def _check_columns(table: pl.DataFrame, columns: dict, path: Path) -> None:
+    """Raise ``ConfigError("DIR", path, ...)`` naming the first column of ``columns``
+    (name -> ``"int"``, ``"finite"`` (finite numbers), ``"float"`` (any numbers, NaN and
+    inf allowed), ``"bool"`` or ``"str"``) that ``table`` lacks, holds as another dtype,
+    or holds with a NaN or inf (``int``, ``finite``) or a null (``int``, ``finite``, unless
+    the kind ends in ``"?"``: ``"int?"`` is an integer column where null means none)."""
+    for col, spec in columns.items():
+        kind = spec.rstrip("?")
+        if col not in table.columns:
+            raise ConfigError("DIR", str(path), f"damaged: column {col!r} missing")
+        series = table.get_column(col)
+        if kind in ("int", "finite") and series.dtype.is_float():
+            bad = series.is_nan() | series.is_infinite()
+            if bad.any():
+                raise ConfigError("DIR", str(path), f"damaged: column {col!r} holds NaN or "
+                                  f"inf (row {bad.arg_true()[0]})")
+        accepts, words = _COLUMN_KINDS[kind]
+        if not accepts(series.dtype):
+            raise ConfigError("DIR", str(path), f"damaged: column {col!r} is {series.dtype}, "
+                              f"not {words}")
+        if kind in ("int", "finite") and not spec.endswith("?") and series.null_count():
+            raise ConfigError("DIR", str(path), f"damaged: column {col!r} has empty (null) "
+                              "values")
 
 
 def package_versions() -> dict:

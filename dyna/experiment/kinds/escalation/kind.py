@@ -159,6 +159,23 @@ class EscalationKind(ExperimentKind):
     def required_tables(self):
         return ("runs", "curves")
 
+    def table_schema(self, config) -> dict[str, dict[str, str]]:
+        """Columns the plots and report read in the two required tables (kinds as in
+        :func:`dyna.experiment.runner.load_output`). ``cost_setting``, ``p_star`` and
+        ``aurc_type_oracle`` are left out: :func:`.tables.with_cost_settings` adds them to
+        a folder written without them. Costs, regrets and the escalation rate must be
+        finite; the other rates and areas are checked to be numbers only."""
+        keys = {"variant": "str", "rule": "str", "risk_class": "str", "scenario": "str",
+                "system": "str", "feedback": "str", "run": "int"}
+        return {
+            "runs": {**keys, "steps": "int", "total_cost": "finite", "regret_type": "finite",
+                     "regret_task": "finite", "escalation_rate": "finite",
+                     "agent_failure_rate": "float", "evidence": "float", "agreement": "float",
+                     "aurc": "float", "aurc_optimal": "float", "e_aurc": "float"},
+            "curves": {**keys, "step": "int", "cum_cost": "finite",
+                       "cum_pseudo_regret": "float"},
+        }
+
 
 def _complete(out):
     """``out`` with tables of an older folder completed (:func:`.tables.with_cost_settings`)."""

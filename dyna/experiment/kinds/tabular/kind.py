@@ -75,6 +75,21 @@ class TabularKind(ExperimentKind):
     def required_tables(self):
         return ("results", "runs")
 
+    def table_schema(self, config: ExperimentConfig) -> dict[str, dict[str, str]]:
+        """Columns the plots and report read, per table (kinds as in
+        :func:`dyna.experiment.runner.load_output`): ``results`` per episode, or per logged
+        step with ``schedule.episodes`` unset; ``runs`` per run (``final_greedy_steps`` is
+        null when the greedy policy never reached the goal)."""
+        ids = {"variant": "str", "agent": "str", "run": "int"}
+        if config.schedule.episodes is not None:
+            results = {"episode": "int", "steps": "int", "return": "finite",
+                       "terminated": "bool", "updates": "int"}
+        else:
+            results = {"step": "int", "reward": "finite", "cumulative_reward": "finite"}
+        return {"results": {**ids, **results},
+                "runs": {**ids, "total_steps": "int", "total_return": "finite",
+                         "final_greedy_steps": "int?"}}
+
 
 def _warm_up() -> float:
     """Load the agents' compiled kernel from numba's on-disk cache (compiling it on a

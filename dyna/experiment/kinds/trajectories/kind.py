@@ -160,6 +160,22 @@ class TrajectoriesKind(ExperimentKind):
     def required_tables(self):
         return ("episodes", "runs", "induction", "induction_summary")
 
+    def table_schema(self, config) -> dict[str, dict[str, str]]:
+        """Columns every folder of this kind has and its plots and report read (kinds as
+        in :func:`dyna.experiment.runner.load_output`). A ``runs`` counter is written only
+        when some variant counts it, and an ``induction`` score column is all null when no
+        task was scored, so those are left out; the bootstrap interval of
+        ``induction_summary`` is NaN with fewer than two scored tasks."""
+        return {
+            "episodes": {"variant": "str", "run": "int", "episode": "int", "trial": "int",
+                         "task_id": "int", "success": "bool",
+                         **{k: "int" for k in EPISODE_FIELDS}},
+            "runs": {"variant": "str", "learner": "str", "run": "int"},
+            "induction": {"task_id": "int", "status": "str"},
+            "induction_summary": {"predictor": "str", "metric": "str", "n_tasks": "int",
+                                  "mean": "float", "low": "float", "high": "float"},
+        }
+
 
 def personal_data_table(runs_table: pl.DataFrame) -> pl.DataFrame:
     """Per variant, the mean over runs of the personal-data counts (``pd_*`` columns and
