@@ -31,6 +31,7 @@ Part of the experiment machinery: it knows kinds only through the registry.
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import hashlib
 import importlib.metadata
@@ -61,7 +62,7 @@ from dyna.experiment.registry import get_kind, parse_experiment
 __all__ = ["Executed", "ExperimentOutput", "RunPlan", "default_out_dir", "draw_output_plots",
            "execute", "load_output", "package_versions", "plan_run", "project_revision",
            "render_output", "rewrite_report", "run_experiment", "run_manifest", "run_tables",
-           "write_output"]
+           "table_file", "write_output"]
 
 
 _PACKAGES = ("dyna", "numpy", "scipy", "numba", "gymnasium", "polars", "matplotlib", "tqdm")
@@ -227,6 +228,15 @@ def draw_output_plots(out: ExperimentOutput, folder: str | Path) -> list[Path]:
     return get_kind(out.kind).draw_plots(out, Path(folder))
 
 
+def table_file(frame: pl.DataFrame) -> tuple[bytes, dict]:
+    """A table as the bytes of its Parquet file (no column statistics) and its manifest
+    entry ``{"rows", "sha256"}``."""
+    buf = io.BytesIO()
+    frame.write_parquet(buf, statistics=False)
+    data = buf.getvalue()
+    return data, {"rows": frame.height, "sha256": hashlib.sha256(data).hexdigest()}
+
+
 def rewrite_report(folder: str | Path) -> Path:
     """Write ``folder/report.md`` again from the folder's tables (``dyna report DIR``): the
     analysis and wording of this checkout over the episodes the run simulated, which are
@@ -256,18 +266,14 @@ def rewrite_report(folder: str | Path) -> Path:
     folder = Path(folder)
     out = load_output(folder)
     kind = get_kind(out.kind)
-    manifest = json.loads(json.dumps(out.manifest))
+    manifest = copy.deepcopy(out.manifest)
     tables = dict(out.tables)
     derive = getattr(kind, "derived_tables", None)
     changed = {}
     for name, frame in (derive(out.config, tables) if callable(derive) else {}).items():
         if not frame.equals(tables[name]):
-            data = io.BytesIO()
-            frame.write_parquet(data, statistics=False)
-            changed[name] = data.getvalue()
+            changed[name], manifest["tables"][f"{name}.parquet"] = table_file(frame)
             tables[name] = frame
-            manifest["tables"][f"{name}.parquet"] = {
-                "rows": frame.height, "sha256": hashlib.sha256(changed[name]).hexdigest()}
     manifest["report"] = {"git": project_revision(), "created_utc": _dt.datetime.now(
         _dt.timezone.utc).isoformat(timespec="seconds"), "tables_recomputed": sorted(changed)}
     out = ExperimentOutput(config=out.config, manifest=manifest, tables=tables)
@@ -531,10 +537,8 @@ def write_output(plan: RunPlan, done: Executed, backend: Backend,
         frames = kind.build_tables(config, plan.prepared, jobs, results)
         files = {}
         for name, frame in frames.items():
-            path = folder.path / f"{name}.parquet"
-            frame.write_parquet(path, statistics=False)
-            files[path.name] = {"rows": frame.height,
-                                "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+            data, files[f"{name}.parquet"] = table_file(frame)
+            (folder.path / f"{name}.parquet").write_bytes(data)
         rows = sum(f["rows"] for f in files.values())
         progress.finish(f"{len(files)} table{'s' if len(files) != 1 else ''}, {rows:,} rows")
         manifest = run_manifest(plan, done, backend, files, source)

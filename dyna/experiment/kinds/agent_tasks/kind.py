@@ -205,12 +205,12 @@ def runs_table(config, episodes: pl.DataFrame) -> pl.DataFrame:
                               "no rows"))
     fields = [c for c in episodes.columns if c not in ("variant", "scenario", "run",
                                                        "episode")]
+    pairs = episodes.partition_by("variant", "scenario", as_dict=True, maintain_order=True)
     frames = []
     for variant in config.variants:
         for scenario, _ in config.scenarios:
-            part = episodes.filter((pl.col("variant") == variant)
-                                   & (pl.col("scenario") == scenario))
-            if part.height == 0:
+            part = pairs.get((variant, scenario))
+            if part is None:
                 continue
             R = part.height // E
             if R * E != part.height or not part["episode"].equals(

@@ -192,16 +192,14 @@ def _headline(cfg, runs, results, checked=None) -> list[str]:
     on the line of what was run, which then comes first."""
     lines = []
     if checked is not None:
-        failing = [c.name for c in checked if not c.passed]
-        lines.append(fit_line(
-            f"- checks {sum(c.passed for c in checked)} of {len(checked)} pass"
-            + (f"; hypotheses ({len(results)}, Holm): {_verdicts(results)}" if results
-               else "") + ("; failing: " if failing else ""),
-            [textwrap.shorten(n, 60, placeholder=" [...]") for n in failing], sep=", ",
-            more="{} more under Manipulation checks") if failing else
-            f"- checks {len(checked)} of {len(checked)} pass"
-            + (f"; hypotheses ({len(results)}, Holm): {_verdicts(results)}." if results
-               else "."))
+        failing = [textwrap.shorten(c.name, 60, placeholder=" [...]")
+                   for c in checked if not c.passed]
+        head = (f"- checks {len(checked) - len(failing)} of {len(checked)} pass"
+                + (f"; hypotheses ({len(results)}, Holm): {_verdicts(results)}" if results
+                   else ""))
+        lines.append(fit_line(head + "; failing: ", failing, sep=", ",
+                              more="{} more under Manipulation checks") if failing
+                     else head + ".")
     elif results:
         lines.append(f"- hypotheses ({len(results)}, Holm): {_verdicts(results)}.")
     named = _named_verdicts(results)
@@ -241,16 +239,15 @@ def _named_verdicts(results) -> str | None:
     from dyna.experiment.calibration_stats import NO_EFFECT
 
     held = [r for r in results if r.verdict == "holds"]
-    if 2 * len(held) >= len(results):
-        items = [f"{'negligible (TOST)' if r.verdict == NO_EFFECT else r.verdict}: "
-                 f"{r.hypothesis.name}" for r in results if r.verdict != "holds"]
-    else:
-        items = [f"holds: {r.hypothesis.name}" for r in held]
+    named = [r for r in results if r.verdict != "holds"] if 2 * len(held) >= len(results) \
+        else held
+    words = ["negligible (TOST)" if r.verdict == NO_EFFECT else r.verdict for r in named]
     # one item may take the whole line; several leave room for the verdicts of the rest
-    width = LINE - 3 if len(items) == 1 else LINE - 40
-    brief = [f"one {x.split(': ', 1)[0]}" for x in items]
-    return fit_line("- ", [textwrap.shorten(x, width, placeholder=" [...]") for x in items],
-                    more="{} more under Primary hypotheses", brief=brief)
+    width = LINE - 3 if len(named) == 1 else LINE - 40
+    items = [textwrap.shorten(f"{w}: {r.hypothesis.name}", width, placeholder=" [...]")
+             for w, r in zip(words, named)]
+    return fit_line("- ", items, more="{} more under Primary hypotheses",
+                    brief=[f"one {w}" for w in words])
 
 
 def _crossover_line(cfg, runs) -> str | None:
