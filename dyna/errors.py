@@ -7,6 +7,7 @@ turn it into one line and exit status 2. Each error also derives from the matchi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 
@@ -37,11 +38,20 @@ class ConfigError(DynaError, ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}={show_value(value)}: {reason}")
+        super().__init__(f"{field}={_shown(value)}: {reason}")
 
     def __reduce__(self):
         # rebuilt from its fields, so it crosses process boundaries (process pools, Ray)
         return (type(self), (self.field, self.value, self.reason))
+
+
+def _shown(value: object) -> str:
+    """``value`` as a message shows it (:data:`show_value`), an integer of more than 30
+    digits as the text ``'~1e<digits - 1>'`` (``10**40`` -> ``'~1e40'``): its size is the
+    point, not its digits."""
+    if type(value) is int and abs(value) >= 10 ** 30:
+        value = f"{'-' if value < 0 else ''}~1e{int(math.log10(abs(value)))}"
+    return show_value(value)
 
 
 class ConfirmationError(ConfigError):

@@ -131,6 +131,10 @@ def _toml_cases(tmp: Path):
                                 "episodes=1000000000000: must be <= MAX_EPISODES"),
         "product.toml": (with_line(with_line(skill, "episodes", 1_000_000), "runs", 1000), [],
                          "MAX_RUN_EPISODES=100000000"),
+        "episodes_float.toml": (with_line(taxi, "episodes", "1e300"), [],
+                                "schedule.episodes='~1e300': must be <= MAX_EPISODES"),
+        "final_window.toml": (with_line(skill, "final_window", 10 ** 40), [],
+                              f"analysis.final_window='~1e40': must be <= {MAX_EPISODES}"),
         "cli_runs.toml": (taxi, ["--runs", str(10 ** 12)], "--runs=1000000000000"),
         "bigint.toml": ('kind = "tabular"\nx = ' + str(HUGE) + "\n", [], "x='~1e400'"),
         "bigint5000.toml": ('kind = "tabular"\nx = 1' + "0" * 5000 + "\n", [],
@@ -157,6 +161,8 @@ def test_cli_refuses_each_experiment_file_in_one_line(tmp_path):
             untyped.append((fname, proc.returncode, proc.stderr[-300:]))
             continue
         assert shown in lines[0], (fname, lines[0])
+        if "~1e" in shown:   # a size, not its digits
+            assert len(lines[0]) <= 120, (fname, lines[0])
     assert len(untyped) == 0, untyped
     assert not (tmp_path / "out").exists()
 

@@ -101,14 +101,20 @@ def test_damaged_output_folders_are_one_typed_error(finished, tmp_path, capsys):
         assert main(["plot", str(folder)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and words in err
-    # a damaged Parquet file whose manifest entry has no sha256 is still named
+    # a table whose manifest entry has no sha256, or a manifest without its tables, cannot
+    # be checked: refused, the table named
     nosha = _copy(finished, tmp_path / "s")
     m = json.loads((nosha / "manifest.json").read_text())
     m["tables"]["results.parquet"].pop("sha256")
     (nosha / "manifest.json").write_text(json.dumps(m))
-    (nosha / "results.parquet").write_bytes(b"PAR1 garbage")
-    with pytest.raises(ConfigError, match="not a readable Parquet file"):
-        load_output(nosha)
+    notables = _copy(finished, tmp_path / "u")
+    m = json.loads((notables / "manifest.json").read_text())
+    del m["tables"]
+    (notables / "manifest.json").write_text(json.dumps(m))
+    for folder in (nosha, notables):
+        with pytest.raises(ConfigError, match="results.parquet': unverifiable: manifest.json "
+                                              "records no sha256 for it"):
+            load_output(folder)
     # a file given as DIR is said to be a file, not "no such folder"
     f = tmp_path / "file.txt"
     f.write_text("x")

@@ -272,7 +272,7 @@ def load_toml(path: str | Path) -> dict:
             if isinstance(v, (dict, list)):
                 stack.append((name, v, depth + 1))
             elif type(v) is int and abs(v) > _FLOAT_MAX:
-                raise ConfigError(name, _shown(v), "beyond the float64 range (|x| <= 1.8e308)")
+                raise ConfigError(name, v, "beyond the float64 range (|x| <= 1.8e308)")
     return data
 
 
@@ -295,7 +295,7 @@ def check_run_sizes(data: dict, runs: int | None = None) -> None:
     """
     field, n_runs = ("--runs", runs) if runs is not None else ("runs", data.get("runs"))
     if type(n_runs) is int and n_runs > MAX_RUNS:
-        raise ConfigError(field, _shown(n_runs), f"must be <= MAX_RUNS={MAX_RUNS}")
+        raise ConfigError(field, n_runs, f"must be <= MAX_RUNS={MAX_RUNS}")
     stack = [("", data)]
     while stack:
         where, table = stack.pop()
@@ -305,14 +305,7 @@ def check_run_sizes(data: dict, runs: int | None = None) -> None:
                 stack.append((name + ".", v))
             elif key == "episodes" and type(v) is int:
                 if v > MAX_EPISODES:
-                    raise ConfigError(name, _shown(v), f"must be <= MAX_EPISODES={MAX_EPISODES}")
+                    raise ConfigError(name, v, f"must be <= MAX_EPISODES={MAX_EPISODES}")
                 if type(n_runs) is int and n_runs * v > MAX_RUN_EPISODES:
                     raise ConfigError(name, v, f"{field}={n_runs} x {v} episodes is more than "
                                       f"MAX_RUN_EPISODES={MAX_RUN_EPISODES}")
-
-
-def _shown(value: int):
-    """An integer as an error message shows it: ``"~1e400"`` when too long to print."""
-    if abs(value) <= 10 ** 18:
-        return value
-    return f"{'-' if value < 0 else ''}~1e{int(math.log10(abs(value)))}"

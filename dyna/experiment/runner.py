@@ -82,7 +82,7 @@ def load_output(folder: str | Path) -> ExperimentOutput:
     ConfigError
         ``folder`` is a file; ``manifest.json`` is not valid JSON or not a manifest, or names
         a table that is not a ``.parquet`` file name of the folder (a path); a table is not
-        the file the manifest's sha256 records, or not readable Parquet, or lacks a column
+        the file the manifest's sha256 records (or it records none), or not readable Parquet, or lacks a column
         of the kind's ``table_schema(config)`` or holds it as another type, with nulls, or
         with NaN or inf where finite numbers are needed (field ``DIR``, naming the file).
     """
@@ -120,7 +120,10 @@ def load_output(folder: str | Path) -> ExperimentOutput:
             raise MissingFileError("DIR", folder / name)
         raw[name] = (folder / name).read_bytes()
         want = listed.get(name, {}).get("sha256") if isinstance(listed.get(name), dict) else None
-        if want is not None and hashlib.sha256(raw[name]).hexdigest() != want:
+        if not isinstance(want, str):   # every folder dyna writes records each table's
+            raise ConfigError("DIR", str(folder / name), "unverifiable: manifest.json records "
+                              "no sha256 for it")
+        if hashlib.sha256(raw[name]).hexdigest() != want:
             raise ConfigError("DIR", str(folder / name), "damaged or edited: its sha256 is not "
                               "the one manifest.json records")
     config_data = dict(manifest["config"])

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from dyna.errors import ConfigError, check_range
-from dyna.experiment.config import config_hash
+from dyna.experiment.config import MAX_EPISODES, config_hash
 from dyna.experiment.kinds.agent_tasks.checks import parse_calibrated
 from dyna.experiment.kinds.agent_tasks.metrics import HYPOTHESIS_METRICS
 from dyna.experiment.kinds.agent_tasks.robustness import parse_robustness
@@ -571,19 +571,26 @@ def _parse_variants(variants, store: str) -> list[str]:
     return variants
 
 
+#: The ``[analysis]`` keys that count episodes of a run, at most :data:`MAX_EPISODES`
+#: (a window longer than a run covers the whole run).
+_EPISODE_COUNTS = ("final_window", "window", "recovery_window", "late_from",
+                   "tokens_window", "drift_episodes")
+
+
 def _parse_analysis(table: dict) -> dict:
     """The ``[analysis]`` table over its defaults (:data:`_ANALYSIS`), each value checked.
 
     Raises
     ------
     ConfigError
-        Field ``analysis.<key>``.
+        Field ``analysis.<key>``: an episode count (:data:`_EPISODE_COUNTS`) that is not
+        an integer in [1, MAX_EPISODES].
     """
     _check_keys(table, _ANALYSIS, "analysis.")
     analysis = {**_ANALYSIS, **table}
-    for k in ("final_window", "window", "recovery_window", "n_resamples", "late_from",
-              "tokens_window", "drift_episodes"):
-        check_range(f"analysis.{k}", analysis[k], 1, None, integer=True)
+    for k in _EPISODE_COUNTS:
+        check_range(f"analysis.{k}", analysis[k], 1, MAX_EPISODES, integer=True)
+    check_range("analysis.n_resamples", analysis["n_resamples"], 1, None, integer=True)
     check_range("analysis.chosen_family", analysis["chosen_family"], 0, None, integer=True)
     check_range("analysis.recovery_points", analysis["recovery_points"], 0.0, 1.0)
     for k in ("confidence", "alpha", "fdr"):

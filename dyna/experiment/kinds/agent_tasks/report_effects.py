@@ -89,7 +89,8 @@ def _metrics_section(cfg, runs: pl.DataFrame, episodes: pl.DataFrame | None) -> 
             "run ends first: `drift_arrivals` in the runs table), poisoned-entry follows, "
             "incidents split into lesson-mediated and direct obedience to the last tool "
             "output (the floor no learning safeguard can touch), and, over the last "
-            f"{cfg.analysis['tokens_window']} episodes, catalog and context tokens per "
+            f"{min(int(cfg.analysis['tokens_window']), cfg.episodes)} episodes, catalog and "
+            "context tokens per "
             "episode and the precision@k of injected entries. Harmful entries stored: "
             f"{said}.", ""] + blocks
 
@@ -191,7 +192,7 @@ def _volume_section(cfg, runs: pl.DataFrame) -> list[str]:
     if not scen:
         return []
     opts = _opts(cfg)
-    tw = cfg.analysis["tokens_window"]
+    tw = min(int(cfg.analysis["tokens_window"]), cfg.episodes)
     lines = ["## Volume: the cost split", "",
              f"Over the last {tw} episodes, mean over runs [95% CI] of catalog tokens per "
              "episode (the stored entries listed), context tokens per episode (the entries "
