@@ -221,6 +221,21 @@ def test_drift_outcomes_by_hand():
     assert RP.drift_outcomes(ones, family, drift, 4, 0.05) == []
 
 
+def test_kaplan_meier_median_of_drift_outcomes_by_hand():
+    """Recovered at 2, 4, 6, censored at 3 and 10: S = 4/5 after 2, 4/5 x 2/3 = 0.533
+    after 4 (3 left the risk set), 0.533 x 1/2 = 0.267 after 6, so the median is 6; the
+    drifts with nothing to recover from are not counted."""
+    got = [("recovered", 2.0), ("never", 3.0), ("recovered", 4.0), ("recovered", 6.0),
+           ("never", 10.0), ("held", np.nan), ("none before", np.nan)]
+    assert RP.km_median(got) == 6.0
+    # one in four recovered: the curve stays at 0.75, no median
+    assert np.isnan(RP.km_median([("recovered", 2.0), ("never", 5.0), ("never", 7.0),
+                                  ("never", 9.0)]))
+    # exactly half at 2: the curve falls below one half at 4
+    assert RP.km_median([("recovered", 2.0), ("recovered", 4.0)]) == 4.0
+    assert np.isnan(RP.km_median([("never", 2.0)])) and np.isnan(RP.km_median([]))
+
+
 def test_recovery_draws_no_bar_where_there_was_nothing_to_recover_from(run):
     out, shots = run
     runs = out.tables["runs"].filter(pl.col("scenario") == "drifty").sort("variant", "run")
@@ -240,8 +255,10 @@ def test_recovery_draws_no_bar_where_there_was_nothing_to_recover_from(run):
         "figs: recovery after a drift",
         ("recovered: the drifted family's success over 10 of its episodes back within 5 "
          "points of its level before the drift"),
-        "bar: mean over the recovered drifts (95% bootstrap CI across them)",
-        "hollow >: a drift never recovered, at least this many episodes",
+        "dot: a recovered drift; hollow >: a drift never recovered, at least this many "
+        "episodes",
+        ("black |: the Kaplan-Meier median over both (the never recovered censored); none "
+         "where fewer than half recover"),
         ('nothing to recover from, so no time: "none before", the family\'s success before '
          "the drift at most 5 points"),
         '"held", within 5 points of it in its first 10 episodes after']
@@ -287,7 +304,15 @@ def test_a_drift_scenario_without_a_fall_is_named_instead_of_drawn(tmp_path, mon
     assert ax["title"] == "dips"
     assert [t for t, _ in ax["yticks"]] == ["skill_loop (2 recovered)",
                                             "naive_loop+dating (2 held)"]
-    assert ax["bars"] == 1
+    # skill_loop: a dot per recovered drift (one per run, both 4 episodes: back from the
+    # drift's second arrival after it) and the Kaplan-Meier median at the same 4
+    assert ax["bars"] == 0
+    (dots,) = [ln for ln in ax["lines"] if ln["marker"] == "o"]
+    assert dots["x"].tolist() == [4.0, 4.0]
+    assert dots["color"] == figure_style.variant_colors(cfg.variants, "skill")["skill_loop"]
+    (median,) = [ln for ln in ax["lines"] if ln["marker"] == "|"]
+    assert median["x"].tolist() == [4.0] and median["color"] == "k"
+    assert not [ln for ln in ax["lines"] if ln["marker"] == ">"]
     assert ("no panel, nothing to recover from for any variant: flat (2 none before, 2 "
             "held)") in " ".join(shot["title"].split())
 
