@@ -543,3 +543,31 @@ def test_metric_words_name_the_window_in_episodes():
         "incidents per 1,000 episodes",
         "tool calls per success, drifted family, 50 episodes from the drift",
         "drifted family's success rate, next 100 arrivals", "some new metric"]
+
+
+def test_the_crossover_map_draws_the_literature_baselines(tmp_path, monkeypatch):
+    """A baseline run beside the naive loop is a curve of its own on every panel, in its
+    own colour, at its mean over runs."""
+    from dyna.experiment.kinds.agent_tasks.config import Sweep
+
+    shots = {}
+    real = RP.save
+    monkeypatch.setattr(RP, "save", lambda fig, stem, **kw: (
+        shots.__setitem__(stem.name, _shot(fig)), real(fig, stem, **kw))[1])
+    sweeps = (Sweep("volume", "n_paraphrases", (1, 8), {}, "late_success", "greater"),)
+    variants = ("no_learning", "naive_loop", "skill_loop", "reflexion", "expel")
+    level = {"no_learning": 0.2, "naive_loop": 0.5, "skill_loop": 0.9, "reflexion": 0.3,
+             "expel": 0.7}
+    runs = pl.DataFrame([{"scenario": f"volume-{k}", "variant": v, "run": r,
+                          "late_success": level[v] - 0.01 * k + 0.01 * r}
+                         for k in (1, 8) for v in variants for r in range(3)])
+    cfg = SimpleNamespace(name="map", store="skill", seed=0, runs=3, episodes=100,
+                          variants=variants, sweeps=sweeps, analysis={"late_from": 51})
+    RP.crossover_figure(SimpleNamespace(config=cfg, tables={"runs": runs}), tmp_path)
+    (ax,) = shots["crossover"]["axes"]
+    curves = {ln["label"]: ln for ln in ax["lines"] if ln["label"] in variants}
+    assert list(curves) == list(variants)
+    colors = figure_style.variant_colors(variants, "skill")
+    for v in ("reflexion", "expel"):
+        assert curves[v]["color"] == colors[v]
+        assert curves[v]["y"] == pytest.approx([level[v] - 0.01 + 0.01, level[v] - 0.08 + 0.01])

@@ -5,10 +5,11 @@
   each drift: episodes to recover (:func:`drift_outcomes`), the drifts never recovered,
   and the drifts after which there was nothing to recover from;
 * ``crossover``: per severity sweep, the sweep's metric against severity for no
-  learning, the naive loop, the full loop and the naive loop with one safeguard; a log y
-  axis where the curves span :data:`LOG_SPAN` or more, a panel whose runs are the
-  same at every setting says so in its title, and a curve lying on another is drawn
-  dashed on top of it and named under its panel (:func:`mark_coinciding`).
+  learning, the naive loop, the full loop, the naive loop with one safeguard and the
+  literature baselines; a log y axis where the curves span :data:`LOG_SPAN` or more, a
+  panel whose runs are the same at every setting says so in its title, and a curve lying
+  on another is drawn dashed on top of it and named under its panel
+  (:func:`mark_coinciding`).
 
 Titles and notes break only between phrases
 (:func:`dyna.experiment.plotting.phrase_lines`).
@@ -302,9 +303,10 @@ def _same_at_every_point(runs: pl.DataFrame, pts, shown, metric: str) -> bool:
 
 def crossover_figure(out, folder: Path) -> list[Path]:
     """``folder/crossover.png|.svg``: per sweep, its metric (in words,
-    :func:`metric_words`) against severity for no learning, the naive loop, the full loop
-    and each naive loop + one safeguard (mean over runs, 95% CI); a curve lying on another
-    at every setting drawn dashed on top of it and named under its panel
+    :func:`metric_words`) against severity for no learning, the naive loop, the full loop,
+    each naive loop + one safeguard and each literature baseline run
+    (:data:`dyna.agents.baselines.BASELINES`), mean over runs with its 95% CI; a curve
+    lying on another at every setting drawn dashed on top of it and named under its panel
     (:func:`mark_coinciding`). No figure without a sweep."""
     cfg = out.config
     sweeps = getattr(cfg, "sweeps", ())
@@ -312,8 +314,10 @@ def crossover_figure(out, folder: Path) -> list[Path]:
         return []
     runs = out.tables["runs"]
     loop = f"{cfg.store}_loop"
+    from dyna.agents.baselines import BASELINES
+
     shown = [v for v in ("no_learning", "naive_loop", loop) if v in cfg.variants] + \
-        [v for v in cfg.variants if v.startswith("naive_loop+")]
+        [v for v in cfg.variants if v.startswith("naive_loop+") or v in BASELINES]
     colors = variant_colors(cfg.variants, cfg.store)
     rows = -(-len(shown) // 4)
     width = max(6.0, 3.6 * len(sweeps))
