@@ -102,6 +102,12 @@ def figures(monkeypatch):
         shots[stem.name] = [
             {"vertical": [float(ln.get_xdata()[0]) for ln in ax.get_lines()
                           if ln.get_transform() == ax.get_xaxis_transform()],
+             "segments": [(float(t.get_position()[0]), t.get_text().strip())
+                          for t in ax.texts],
+             "keys": [[t.get_text() for t in leg.get_texts()] for leg in fig.legends],
+             "true_rate": [(list(ln.get_xdata()), list(ln.get_ydata()))
+                           for ln in ax.get_lines()
+                           if ln.get_color() == "k" and ln.get_linestyle() == "--"],
              "legend": [t.get_text() for t in (ax.get_legend() or fig.legends[0]).get_texts()]
              if ax.get_legend() or fig.legends else []}
             for ax in fig.axes if ax.get_visible()]
@@ -126,6 +132,22 @@ def test_the_task_axis_plots_draw_a_line_at_each_switch(folder, figures, tmp_pat
     assert figures["regret_by_date_full"][1]["legend"][-1] == "system switches"
     assert figures["competence_by_date_all_by_date_full"][0]["legend"] == [
         "posterior mean", "true rate", "system switches"]
+    # each segment of the replay is numbered on the linear task axes, and a key under the
+    # figure names its system
+    numbered = [(0.0, "1"), (4.0, "2"), (7.0, "3")]
+    key = ["1  20250101_a (from task 0)", "2  20250102_b (from task 4)",
+           "3  20250301_c (from task 7)"]
+    linear, log = figures["regret_by_date_full"]
+    assert linear["segments"] == numbered and log["segments"] == []
+    assert linear["keys"][-1] == key
+    for ax in figures["competence_by_date_all_by_date_full"]:
+        assert ax["segments"] == numbered and ax["keys"][-1] == key
+        # the true rate in level pieces, each from its first checkpoint to the next
+        # piece's: no riser joins two different rates
+        pieces = ax["true_rate"]
+        assert len(pieces) >= 2 and all(len(x) == 2 and y[0] == y[1] for x, y in pieces)
+        assert all(a[0][1] == b[0][0] for a, b in zip(pieces, pieces[1:]))
+    assert all(ax["segments"] == [] and ax["keys"] == [] for ax in figures["regret_jump_full"])
     # a synthetic scenario's rate change keeps its words; a stream without switches: none
     assert all(ax["vertical"] == [6.0] for ax in figures["regret_jump_full"])
     assert figures["regret_jump_full"][1]["legend"][-1] == "rates change"
@@ -178,3 +200,10 @@ def test_a_folder_without_the_table_loads_plots_and_reports(folder, figures, tmp
     assert all(ax["vertical"] == [6.0] for ax in figures["regret_jump_full"])
     assert all(ax["vertical"] == [6.0] for ax in figures["competence_jump_full"])
     assert "system switch" not in build_report(out)
+
+
+def test_level_pieces_by_hand():
+    assert ep._level_pieces([1, 2, 3, 5, 8], [0.5, 0.5, 0.9, 0.9, 0.2]) == [
+        (0.5, 1.0, 3.0), (0.9, 3.0, 8.0), (0.2, 8.0, 8.0)]
+    assert ep._level_pieces([1, 2], [0.3, 0.3]) == [(0.3, 1.0, 2.0)]
+    assert ep._level_pieces([], []) == []

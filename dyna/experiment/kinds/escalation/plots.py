@@ -30,8 +30,11 @@ Legends sit outside the data; a dotted vertical line marks each change point of 
 (competence and regret plots, the plots with a task axis): the switches of a date-ordered
 replay to the next system ("system switches", from the ``switches`` table) and the rate
 changes of a synthetic scenario ("rates change"; from ``change_at`` in a folder without
-that table). Costs are labelled in USD where the experiment adds the log's logged USD cost
-unscaled, else in cost units (:func:`cost_unit`).
+that table); on a linear task axis each segment of a replay is numbered, and a key under
+the figure names its system (:func:`segment_systems`). A true rate is drawn as level
+pieces, without the vertical risers that would read as change lines. Costs are labelled
+in USD where the experiment adds the log's logged USD cost unscaled, else in cost units
+(:func:`cost_unit`).
 
 SVG copies are written next to the PNGs unless ``analysis.svg = false``.
 """
@@ -64,8 +67,8 @@ __all__ = ["COMPETENCE_X", "COMPETENCE_Y", "COST_GRID_X", "GROUP_COLOR", "GROUP_
            "SYMLOG_LINEAR", "GroupHandler", "GroupLine", "band_caption", "change_label",
            "change_points", "cost_unit", "delta_e", "draw_group", "draw_plots",
            "escalate_all", "group_label", "identical_groups", "over_systems", "policy_color",
-           "pooled_caption", "random_label", "show_near", "slug", "stat_options",
-           "variant_colors"]
+           "pooled_caption", "random_label", "segment_systems", "show_near", "slug",
+           "stat_options", "variant_colors"]
 
 
 def stat_options(out) -> dict:
@@ -329,13 +332,54 @@ def change_label(out, scenario: str) -> str:
     return "rates change" if sc is None or sc.source == "synthetic" else "system switches"
 
 
+def segment_systems(out, scenario: str, system: str | None = None) -> list[tuple[int, str]]:
+    """``(first task, system)`` of each segment of a replayed stream between its system
+    switches, in order: the first from 0 with the first switch's ``from_system``, then each
+    switch's step with its ``to_system``. Empty without a ``switches`` table or switches
+    (a synthetic stream's rate changes have no systems)."""
+    switches = out.tables.get("switches")
+    if switches is None:
+        return []
+    rows = switches.filter((pl.col("scenario") == scenario)
+                           & pl.col("to_system").is_not_null())
+    if system is not None:
+        rows = rows.filter(pl.col("system") == system)
+    rows = rows.sort("step")
+    if rows.height == 0:
+        return []
+    return [(0, rows["from_system"][0])] + list(zip(rows["step"].to_list(),
+                                                    rows["to_system"].to_list()))
+
+
 def _mark_changes(ax, out, scenario: str, system: str | None = None) -> None:
     """A dotted vertical line at each change point of ``scenario`` (:func:`change_points`),
-    one legend entry (:func:`change_label`)."""
+    one legend entry (:func:`change_label`); on a linear task axis, each segment of a
+    replay numbered at the top of the panel (:func:`segment_systems`; the figure's key,
+    :func:`_segment_key`, names the systems)."""
     label = change_label(out, scenario)
     for j, at in enumerate(change_points(out, scenario, system)):
         ax.axvline(at, color="0.35", lw=0.9, ls=":", zorder=0,
                    label=label if j == 0 else None)
+    if ax.get_xscale() != "linear":
+        return
+    for i, (at, _) in enumerate(segment_systems(out, scenario, system), 1):
+        ax.text(at, 0.99, f" {i}", transform=ax.get_xaxis_transform(), ha="left",
+                va="top", fontsize=5.5, color="0.35", clip_on=True)
+
+
+def _segment_key(fig, out, scenario: str, system: str | None = None) -> None:
+    """Under the figure, the system of each numbered segment of a replayed stream
+    (:func:`segment_systems`), in columns; nothing for a stream without systems."""
+    segments = segment_systems(out, scenario, system)
+    if not segments:
+        return
+    handles = [Line2D([], [], ls="none") for _ in segments]
+    labels = [f"{i}  {name} (from task {at:,})" for i, (at, name) in enumerate(segments, 1)]
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=6,
+               frameon=False, handlelength=0, handletextpad=0, columnspacing=2.0,
+               title="systems of the stream, by the segment numbers at the top of the panels "
+               "with a linear task axis",
+               title_fontsize=7)
 
 
 def _summary_curves(summary: pl.DataFrame, x: str) -> dict:
@@ -370,6 +414,19 @@ def _label_competence_axes(axes, n_panels: int) -> None:
         ax.xaxis.set_tick_params(labelbottom=True)
 
 
+def _level_pieces(x: np.ndarray, y: np.ndarray) -> list[tuple[float, float, float]]:
+    """A piecewise constant curve (a true rate at increasing checkpoints ``x``) as level
+    pieces ``(y, from x, to x)``: each run of equal ``y`` from its first checkpoint to the
+    next run's first (the last to the last checkpoint). Drawn as such, the curve has no
+    vertical risers a reader would take for change lines."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.size == 0:
+        return []
+    starts = np.concatenate([[0], np.flatnonzero(y[1:] != y[:-1]) + 1])
+    ends = np.concatenate([starts[1:], [x.size - 1]])
+    return [(float(y[a]), float(x[a]), float(x[b])) for a, b in zip(starts, ends)]
+
+
 def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
     """Competence over tasks per task type, with credible bands and the true rate."""
     comp = out.tables.get("competence")
@@ -393,8 +450,10 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
                 ax.fill_between(x, d.get_column("lower").to_numpy(),
                                 d.get_column("upper").to_numpy(), alpha=0.25, linewidth=0)
                 ax.plot(x, d.get_column("mean").to_numpy(), label="posterior mean")
-                ax.plot(x, d.get_column("rate").to_numpy(), "k--", linewidth=1,
-                        label="true rate")
+                for j, (y, x0, x1) in enumerate(_level_pieces(x, d.get_column("rate")
+                                                              .to_numpy())):
+                    ax.plot([x0, x1], [y, y], "k--", linewidth=1,
+                            label="true rate" if j == 0 else None)
                 _mark_changes(ax, out, scenario, system)
                 ax.set_title(name, fontsize=8)
                 ax.set_ylim(0, 1)
@@ -404,6 +463,7 @@ def plot_competence(out: "ExperimentOutput", folder: Path) -> list[Path]:
             _label_competence_axes(axes, K)
             handles, labels = axes[0][0].get_legend_handles_labels()
             fig.legend(handles, labels, loc="outside right upper", fontsize=7)
+            _segment_key(fig, out, scenario, system)
             fig.suptitle(f"competence of {variant!r} ({out.config.settings()[0].name}, "
                          f"{feedback} feedback), run 0, {scenario} {system}\n"
                          "posterior mean with 95% credible band, true rate dashed",
@@ -481,6 +541,7 @@ def plot_regret(out: "ExperimentOutput", folder: Path) -> list[Path]:
                     ax.grid(alpha=0.3)
                 # a legend per row: which policies coincide depends on the cost setting
                 _regret_legend(axes[r][1])
+            _segment_key(fig, out, scenario)
             band = band_caption(out, g["system"].n_unique())
             fig.suptitle(f"regret vs the type oracle ({unit}): {scenario}, {feedback} "
                          f"feedback\n{band}; y: symmetric log (linear below "
