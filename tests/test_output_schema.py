@@ -56,6 +56,26 @@ def trajectories(tmp_path_factory):
     return where / "traj"
 
 
+@pytest.fixture(scope="module")
+def agent_tasks(tmp_path_factory):
+    """A small agent-tasks run (report only: its plots are other tests')."""
+    from dyna.experiment.kinds.agent_tasks.kind import AgentTasksKind
+
+    folder = tmp_path_factory.mktemp("schema") / "agent"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(AgentTasksKind, "render",
+                   lambda self, out, where: [self.write_report(out, where)])
+        run_experiment(parse_experiment(AGENT_TASKS), folder)
+    return folder
+
+
+AGENT_TASKS = {"kind": "agent_tasks", "name": "schema_agent", "runs": 2, "episodes": 20,
+               "seed": 1, "store": "skill", "variants": ["no_learning", "skill_loop"],
+               "env": {"n_families": 3, "n_tools": 6, "max_steps": 12},
+               "analysis": {"final_window": 5, "n_resamples": 100, "late_from": 11,
+                            "tokens_window": 5}}
+
+
 def _tampered(folder: Path, to: Path, table: str, edit) -> Path:
     """A copy of ``folder`` with ``edit(table) -> table`` applied to ``<table>.parquet``
     and that file's sha256 in manifest.json set to the new bytes'."""
@@ -103,6 +123,10 @@ EDITS = [  # (kind fixture, table, edit, column, what the error says of the colu
     ("trajectories", "episodes", pl.Int64, "success", "is Int64, not boolean"),
     ("trajectories", "episodes", "nan", "entries", NAN),
     ("trajectories", "induction_summary", pl.String, "mean", "is String, not numeric"),
+    ("agent_tasks", "episodes", "drop", "drift_family", "missing"),
+    ("agent_tasks", "episodes", pl.String, "tokens", "is String, not integer"),
+    ("agent_tasks", "episodes", pl.Int64, "success", "is Int64, not boolean"),
+    ("agent_tasks", "runs", "drop", "scenario", "missing"),
 ]
 
 
@@ -124,15 +148,18 @@ def test_a_bad_column_is_one_line_exit_2_and_no_file_changed(kind, table, how, c
     assert _files(folder) == before
 
 
-def test_healthy_folders_load_with_every_declared_column(tabular, escalation, trajectories):
+def test_healthy_folders_load_with_every_declared_column(tabular, escalation, trajectories,
+                                                         agent_tasks):
     # dyna_maze: 3 variants x 2 runs x 50 episodes; escalation: 1 variant x 2 runs, the
     # curves at 8 checkpoints; trajectories: 2 variants x 1 run x the 16 trajectories of
-    # tasks 0-3, 4 tasks, (3 predictors + 2 paired differences) x 3 metrics
+    # tasks 0-3, 4 tasks, (3 predictors + 2 paired differences) x 3 metrics; agent tasks:
     for folder, kind, tables in (
             (tabular, "tabular", {"results": 300, "runs": 6}),
             (escalation, "escalation", {"runs": 2, "curves": 16}),
             (trajectories, "trajectories", {"episodes": 32, "runs": 2, "induction": 4,
-                                            "induction_summary": 15})):
+                                            "induction_summary": 15}),
+            # 2 variants x 1 scenario x 2 runs x 20 episodes
+            (agent_tasks, "agent_tasks", {"episodes": 80, "runs": 4})):
         out = load_output(folder)
         schema = get_kind(kind).table_schema(out.config)
         assert sorted(schema) == sorted(tables)

@@ -202,10 +202,12 @@ def test_an_episodes_table_the_metrics_cannot_read_is_one_line(agent_folder, tmp
         return folder
 
     ep = runner.load_output(agent_folder).tables["episodes"]
-    cases = {"nocol": (ep.drop("success"), "no column success"),
+    # a missing or mistyped column is the kind's table_schema's (load_output), the rest
+    # runs_table's
+    cases = {"nocol": (ep.drop("success"), "damaged: column 'success' missing"),
              "empty": (ep.head(0), "no rows"),
              "text": (ep.with_columns(pl.col("tokens").cast(pl.String)),
-                      "column tokens is not numeric"),
+                      "damaged: column 'tokens' is String, not integer"),
              "dup": (pl.concat([ep, ep.head(3)]), "not 30 episodes 1..30 per run"),
              "order": (ep.reverse(), "not 30 episodes 1..30 per run")}
     for name, (frame, words) in cases.items():

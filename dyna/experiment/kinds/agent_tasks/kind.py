@@ -142,6 +142,20 @@ class AgentTasksKind(ExperimentKind):
     def required_tables(self):
         return ("episodes", "runs")
 
+    def table_schema(self, config) -> dict[str, dict[str, str]]:
+        """Columns every folder of this kind has and its report, plots and
+        :func:`runs_table` read (kinds as in :func:`dyna.experiment.runner.load_output`):
+        the episodes table's :data:`EPISODES_NEEDED`, and the keys of the runs table
+        (whose metrics :func:`runs_table` derives from the episodes again)."""
+        return {
+            "episodes": {"variant": "str", "scenario": "str", "run": "int", "episode": "int",
+                         "success": "bool", "incident": "bool", "escalated": "bool",
+                         **{c: "int" for c in ("tokens", "learning_tokens", "poisoned",
+                                               "stale", "library_size", "family",
+                                               "drift_family")}},
+            "runs": {"variant": "str", "scenario": "str", "run": "int"},
+        }
+
     # the calibration of a file with [calibration] (dyna.experiment.calibration)
 
     def calibration_pairs(self, config) -> set[tuple[int, int]]:
