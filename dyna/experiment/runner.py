@@ -82,9 +82,10 @@ def load_output(folder: str | Path) -> ExperimentOutput:
     ConfigError
         ``folder`` is a file; ``manifest.json`` is not valid JSON or not a manifest, or names
         a table that is not a ``.parquet`` file name of the folder (a path); a table is not
-        the file the manifest's sha256 records (or it records none), or not readable Parquet, or lacks a column
-        of the kind's ``table_schema(config)`` or holds it as another type, with nulls, or
-        with NaN or inf where finite numbers are needed (field ``DIR``, naming the file).
+        the file the manifest's sha256 records (or it records none), or not readable
+        Parquet, or lacks a column of the kind's ``table_schema(config)`` or holds it as
+        another type, with nulls, or with NaN or inf where finite numbers are needed (field
+        ``DIR``, naming the file).
     """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
