@@ -391,11 +391,20 @@ def test_a_long_headline_line_keeps_within_160_characters():
         head + long[0] + "; 1 more in the table below.")
 
 
+def _hypothesis(name: str, variant: str = "a", versus: str = "b", scenario: str = "base",
+                metric: str = "late_success", direction: str = "greater"):
+    """A one-comparison sign hypothesis as the headline reads it."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, test="sign", scenario=scenario,
+                           components=lambda: [(variant, versus, metric, direction)])
+
+
 def test_the_calibrated_headline_counts_verdicts_and_names_the_smaller_side():
     from types import SimpleNamespace
 
     from dyna.experiment.calibration_stats import NO_EFFECT, NOT_TESTABLE
-    from dyna.experiment.kinds.agent_tasks.report import _headline
+    from dyna.experiment.kinds.agent_tasks.headline import headline as _headline
 
     cfg = SimpleNamespace(variants=["a"], scenarios=[("base", {})], runs=2, episodes=10,
                           store="skill", sweeps=())
@@ -403,8 +412,8 @@ def test_the_calibrated_headline_counts_verdicts_and_names_the_smaller_side():
     checked = [SimpleNamespace(passed=True, name="c"), SimpleNamespace(passed=False, name="d")]
 
     def head(*verdicts):
-        results = [SimpleNamespace(verdict=v, hypothesis=SimpleNamespace(
-            name=f"h{i}: " + "a long claim about a safeguard " * 4)) for i, v in
+        results = [SimpleNamespace(verdict=v, comparisons=(), hypothesis=_hypothesis(
+            f"h{i}: " + "a long claim about a safeguard " * 4, f"v{i}")) for i, v in
             enumerate(verdicts)]
         lines = _headline(cfg, runs, results, checked)
         assert lines[:2] == ["## Headline", ""] and lines[-1] == ""
@@ -427,7 +436,7 @@ def test_the_calibrated_headline_counts_verdicts_and_names_the_smaller_side():
     # a failing check is named on the checks line
     failing = [SimpleNamespace(passed=True, name="a"),
                SimpleNamespace(passed=False, name="retirement acts on a tool drift")]
-    results = [SimpleNamespace(verdict="holds", hypothesis=SimpleNamespace(name="h"))]
+    results = [SimpleNamespace(verdict="holds", comparisons=(), hypothesis=_hypothesis("h"))]
     assert _headline(cfg, runs, results, failing)[2] == (
         "- checks 1 of 2 pass; hypotheses (1, Holm): 1 holds; failing: retirement acts on a "
         "tool drift.")
@@ -596,3 +605,142 @@ def test_plateau_of_a_variant_with_no_finished_run_is_nan_without_a_warning():
         warnings.simplefilter("error")
         iv = plateau_episode(np.zeros((0, 50)), 10)
     assert iv.n == 0 and all(np.isnan(float(v)) for v in (iv.estimate, iv.low, iv.high))
+
+
+def _result(verdict: str, name: str, versus: str, interval=None, direction: str = "greater",
+            variant: str = "skill_loop"):
+    """A measured one-comparison hypothesis: ``variant - versus`` on late success in
+    ``base``, with ``interval`` = (estimate, low, high) when it was tested."""
+    from types import SimpleNamespace
+
+    from dyna.experiment.kinds.agent_tasks.analysis import Comparison
+    from dyna.experiment.stats import Interval
+
+    iv = None if interval is None else Interval(*(np.array(x) for x in interval), n=10)
+    c = Comparison("base", variant, versus, "late_success", direction,
+                   "tested" if iv is not None else "too few pairs", 10, iv)
+    return SimpleNamespace(verdict=verdict, comparisons=(c,), weakest=c,
+                           hypothesis=_hypothesis(name, variant, versus,
+                                                  direction=direction))
+
+
+def test_a_method_against_several_others_gets_one_line_by_verdict():
+    from types import SimpleNamespace
+
+    from dyna.experiment.calibration_stats import NO_EFFECT
+    from dyna.experiment.kinds.agent_tasks.headline import headline
+
+    cfg = SimpleNamespace(variants=["a"], scenarios=[("base", {})], runs=20, episodes=10,
+                          store="skill", sweeps=(), analysis={"confidence": 0.95})
+    runs = pl.DataFrame({"variant": ["a"], "scenario": ["base"]})
+    results = [_result("holds", f"beats {b}", b, (0.5, 0.4, 0.6))
+               for b in ("reflexion", "voyager", "awm")]
+    results += [_result("does not hold", "beats expel", "expel", (0.03, 0.001, 0.07)),
+                _result(NO_EFFECT, "beats selective", "selective", (-0.005, -0.02, 0.005)),
+                _result("does not hold", "other claim", "x", (0.1, -0.1, 0.3),
+                        variant="naive_loop")]
+    lines = headline(cfg, runs, results)[2:-1]
+    assert lines[0] == ("- hypotheses (6, Holm): 3 hold, 2 do not hold, 1 shows no effect as "
+                        "large as its smallest effect of interest.")
+    assert lines[1] == ("- `base`, skill_loop's late success greater than each of 5 (Holm): "
+                        "holds for reflexion, voyager, awm; does not hold for expel; "
+                        "negligible (TOST) for selective.")
+    # the family's members are not named again; the other hypothesis is (half hold)
+    assert lines[2] == "- does not hold: other claim."
+    # two comparisons of one variant are not a family: each is named
+    two = headline(cfg, runs, [results[0], results[3]])[2:-1]
+    assert two[1] == "- does not hold: beats expel."
+
+
+def test_a_hypothesis_refuted_the_other_way_is_named_with_its_interval():
+    from types import SimpleNamespace
+
+    from dyna.experiment.kinds.agent_tasks.headline import headline
+
+    cfg = SimpleNamespace(variants=["a"], scenarios=[("base", {})], runs=40, episodes=10,
+                          store="memory", sweeps=(), analysis={"confidence": 0.95})
+    runs = pl.DataFrame({"variant": ["a"], "scenario": ["base"]})
+    results = [
+        _result("does not hold", "the novelty check lowers tokens", "no_novelty",
+                (766.9, 397.6, 1174.3), direction="less"),
+        _result("does not hold", "its saving grows", "flat", (54.7, -1.64, 115.2),
+                direction="less", variant="slope"),
+        _result("holds", "the cap lowers tokens", "no_cap", (-1315.8, -1704.4, -897.5),
+                direction="less", variant="memory_loop")]
+    lines = headline(cfg, runs, results)[2:-1]
+    assert lines == [
+        "- hypotheses (3, Holm): 1 holds, 2 do not hold.",
+        "- holds: the cap lowers tokens.",
+        "- opposite of the prediction (95% CI): the novelty check lowers tokens (766.9 "
+        "[397.6, 1174.3]).",
+        "- 1 variants x 1 scenarios x 40 runs x 10 episodes, memory store."]
+
+
+def test_the_robustness_headline_counts_hypotheses_keeping_their_sign(tmp_path):
+    data = {"kind": "agent_tasks", "name": "hl_rob", "runs": 4, "episodes": 60, "seed": 3,
+            "store": "skill", "variants": ["no_learning", "skill_loop", "skill_loop-self_gate"],
+            "env": {"n_families": 3, "n_tools": 6, "max_steps": 12},
+            "scenarios": [{"name": "lff", "env": {"false_success_rate": 0.5}}],
+            "robustness": {"factors": [0.5, 2.0], "params": ["p_follow"]},
+            "analysis": {"final_window": 10, "n_resamples": 200, "late_from": 31,
+                         "tokens_window": 10},
+            "hypotheses": [{"name": "the verified gate raises late success", "scenario": "lff",
+                            "metric": "late_success", "variant": "skill_loop",
+                            "versus": "skill_loop-self_gate", "direction": "greater"},
+                           {"name": "learning beats none", "scenario": "lff",
+                            "metric": "late_success", "variant": "skill_loop",
+                            "versus": "no_learning", "direction": "greater"}]}
+    _, report = _run(tmp_path, data)
+    section = report.split("## Robustness to the policy")[1].split("\n## ")[0]
+    kept = {"0.818": 0, "0.947": 0}
+    for row in section.splitlines():
+        if row.startswith("| ") and "odds x" in row:
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            low = float(cells[4].split("[")[1].split(",")[0]) if "[" in cells[4] else -1
+            kept[cells[2].rsplit("= ", 1)[1]] += low > 0
+    line = next(x for x in _headline(report) if x.startswith("- policy scaled"))
+    assert line.startswith("- policy scaled (exploratory): hypotheses keeping their sign, "
+                           "whole 95% CI: ")
+    assert f"`p_follow` odds x0.5 = 0.818: {kept['0.818']} of 2" in line
+    assert f"`p_follow` odds x2 = 0.947: {kept['0.947']} of 2" in line
+    assert len(line) <= 160
+
+
+def test_an_exploratory_sweep_names_the_removal_that_changes_each_mode_most():
+    """Per sweep, over its grid points, the `<loop>-no_X` whose paired difference from the
+    full loop is largest as a share of the full loop's mean, among those separated from 0;
+    a sweep where none separates says so."""
+    from types import SimpleNamespace
+
+    from dyna.experiment.kinds.agent_tasks.config import Sweep
+    from dyna.experiment.kinds.agent_tasks.headline import sweep_safeguard_line
+
+    sweeps = (Sweep("drift", "drift_kind", ("value", "tool"), {}, "drift_success_next100",
+                    "greater"),
+              Sweep("volume", "n_paraphrases", (1, 8), {}, "late_tokens_per_success", "less"))
+    variants = ("memory_loop", "memory_loop-no_retire_on_contradiction",
+                "memory_loop-no_cap_eviction")
+    n = 6
+    spread = np.array([-0.02, -0.01, 0.0, 0.0, 0.01, 0.02])
+    table = {  # scenario -> variant -> (drift success, tokens) per run
+        "drift-value": {variants[0]: (0.8 + spread, 1000 + 0 * spread),
+                        variants[1]: (0.6 + spread[::-1], 1000 + 0 * spread),     # -25%
+                        variants[2]: (0.8 + spread, 1000 + 0 * spread)},
+        "drift-tool": {variants[0]: (0.5 + spread, 1000 + 0 * spread),
+                       variants[1]: (0.3 + spread[::-1], 1000 + 0 * spread),      # -40%
+                       variants[2]: (0.48 + spread[::-1], 1000 + 0 * spread)},    # -4%
+        "volume-1": {v: (0.8 + spread, 1000 + 10 * spread) for v in variants},
+        "volume-8": {v: (0.8 + spread, 1000 + 10 * spread) for v in variants}}
+    runs = pl.DataFrame([
+        {"scenario": s, "variant": v, "run": r, "drift_success_next100": float(x[0][r]),
+         "late_tokens_per_success": float(x[1][r])}
+        for s, per in table.items() for v, x in per.items() for r in range(n)])
+    cfg = SimpleNamespace(store="memory", variants=variants, sweeps=sweeps, runs=n, seed=0,
+                          analysis={"confidence": 0.95, "alpha": 0.05, "n_resamples": 500})
+    [line] = sweep_safeguard_line(cfg, runs, [])
+    head = "- one safeguard off, largest effect per mode (% of full loop, 95% CI): "
+    assert line.startswith(head + "drift: `retire_on_contradiction` -40% [")
+    assert line.endswith("] at tool; volume: none separated.")
+    assert len(line) <= 160
+    # declared hypotheses carry the claims: no exploratory line then
+    assert sweep_safeguard_line(cfg, runs, [object()]) == []

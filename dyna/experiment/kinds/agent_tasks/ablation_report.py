@@ -40,7 +40,7 @@ from dyna.experiment.stats import Interval, per_run_ci
 
 __all__ = ["LINE", "QUESTIONS", "RANKED", "Effect", "ablation_lines", "fit_line",
            "identical_scenarios", "is_full_ablation", "largest_effects", "matters_section",
-           "metric_label", "scenario_tables", "separated_effects"]
+           "metric_label", "scenario_tables", "separated_effects", "share_words"]
 
 #: The scenario tables of a full ablation: (question, runs-table columns).
 QUESTIONS = (
@@ -233,7 +233,7 @@ def _pct(x: float, sign: bool = False) -> str:
     return f"{v:{'+' if sign else ''}.{digits}f}%"
 
 
-def _share_words(effect: Effect) -> str:
+def share_words(effect: Effect) -> str:
     """``"-15% [-25%, -5%]"``: the effect as a share of the full loop's mean, its interval."""
     est, low, high = effect.share
     return f"{_pct(est, sign=True)} [{_pct(low)}, {_pct(high)}]"
@@ -243,7 +243,7 @@ def _group_words(group: list[Effect]) -> str:
     """One safeguard's effects in several scenarios: ``"-15% [-25%, -5%]"`` when they read
     alike, else the range of the estimates and the span of their intervals
     (``"+13% to +15% (CIs in [10%, 16%])"``)."""
-    words = {_share_words(e) for e in group}
+    words = {share_words(e) for e in group}
     if len(words) == 1:
         return words.pop()
     est = sorted(e.share[0] for e in group)
@@ -357,7 +357,7 @@ def matters_section(cfg, runs: pl.DataFrame, cells) -> list[str]:
         for m in RANKED:
             e = found[m].get(s)
             rows.append([f"`{s}`", metric_label(cfg, m)] + (
-                [f"`{e.switch}`", ci(e.interval), _share_words(e), fmt(e.base)] if e else
+                [f"`{e.switch}`", ci(e.interval), share_words(e), fmt(e.base)] if e else
                 [f"none separated from 0 at {cfg.runs} runs", "", "", ""]))
     return ["## Which safeguard matters most, per scenario", "",
             f"`{loop}-no_X` minus `{loop}`, paired by run: the safeguard X whose effect is "

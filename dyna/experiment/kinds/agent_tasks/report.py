@@ -8,19 +8,17 @@ events per episode, the volume cost split, normalised aggregates, robustness), w
 safeguard did (its counts; a switch that never acted is *inert in this scenario* and its cells are
 not tested), a table per scenario, the exploratory effects of removing each safeguard
 (Benjamini-Hochberg over all of them), the aggregates across scenarios (rliable) and the
-plots. The statistics come from :mod:`.analysis`. A full safeguard ablation's headline,
-its table of the safeguard that matters most per scenario (after the warnings) and its
-scenario tables are :mod:`.ablation_report`'s.
+plots. The statistics come from :mod:`.analysis`, the headline from :mod:`.headline`. A
+full safeguard ablation's headline, its table of the safeguard that matters most per
+scenario (after the warnings) and its scenario tables are :mod:`.ablation_report`'s.
 """
 
 from __future__ import annotations
 
 import math
-import textwrap
 
-
-from dyna.experiment.kinds.agent_tasks.ablation_report import (LINE, ablation_lines,
-                                                               fit_line, is_full_ablation,
+from dyna.experiment.kinds.agent_tasks.ablation_report import (ablation_lines,
+                                                               is_full_ablation,
                                                                metric_label,
                                                                matters_section,
                                                                scenario_tables)
@@ -29,9 +27,10 @@ from dyna.experiment.kinds.agent_tasks.analysis import (EXPLORATORY_METRICS, MIN
                                                        ablated_switch, aggregates, bh_marks,
                                                        evaluate_hypotheses, exploratory_cells,
                                                        inert_switches, safeguard_activity)
+from dyna.experiment.kinds.agent_tasks.headline import headline, verdict_counts
 from dyna.experiment.kinds.agent_tasks.report_effects import effect_sections
 from dyna.experiment.reporting import ci, fmt, md_table, provenance, short_hash
-from dyna.experiment.stats import AGGREGATE_METHOD, INTERVAL_METHOD, per_run_ci
+from dyna.experiment.stats import AGGREGATE_METHOD, INTERVAL_METHOD
 
 __all__ = ["COUNTED", "build_report", "report_body", "statistics_manifest"]
 
@@ -121,7 +120,8 @@ def _setup(cfg, out) -> list[str]:
              f"- base environment: `{cfg.env}`; policy: `{cfg.policy}`; loop: `{cfg.loop}`",
              f"- variants: {', '.join(cfg.variants)}",
              "- scenarios: " + "; ".join(f"`{n}` {kw}" for n, kw in cfg.scenarios),
-             f"- final numbers over the last {cfg.analysis['final_window']} episodes; "
+             f"- final numbers over the last {min(int(cfg.analysis['final_window']), cfg.episodes)}"
+             " episodes; "
              "tokens per success = (run + learning + escalation tokens) / successes over the "
              "whole run; recovery = episodes after a drift until the drifted family's "
              f"success rate over {cfg.analysis['recovery_window']} of its episodes is back "
@@ -182,146 +182,10 @@ def _hypotheses_section(cfg, results) -> list[str]:
     return lines
 
 
-def _headline(cfg, runs, results, checked=None) -> list[str]:
-    """The answer in at most five lines of at most :data:`~.ablation_report.LINE`
-    characters: in a calibrated experiment, how many manipulation checks pass, first;
-    the primary hypotheses' verdicts, and by name those of the smaller side (the ones
-    that do not hold when most hold, else the ones that hold); where the naive loop is
-    worse than no learning on each severity sweep; the full loop's final success against
-    no learning; what was run. An experiment without hypotheses says it is exploratory
-    on the line of what was run, which then comes first."""
-    lines = []
-    if checked is not None:
-        failing = [textwrap.shorten(c.name, 60, placeholder=" [...]")
-                   for c in checked if not c.passed]
-        head = (f"- checks {len(checked) - len(failing)} of {len(checked)} pass"
-                + (f"; hypotheses ({len(results)}, Holm): {_verdicts(results)}" if results
-                   else ""))
-        lines.append(fit_line(head + "; failing: ", failing, sep=", ",
-                              more="{} more under Manipulation checks") if failing
-                     else head + ".")
-    elif results:
-        lines.append(f"- hypotheses ({len(results)}, Holm): {_verdicts(results)}.")
-    named = _named_verdicts(results)
-    if named:
-        lines.append(named)
-    ran = _what_ran(cfg, runs)
-    if not results:
-        lines.insert(0, f"- exploratory (no primary hypotheses): {ran}.")
-    crossing = _crossover_line(cfg, runs)
-    if crossing:
-        lines.append(crossing)
-    final = _final_success_line(cfg, runs)
-    if final:
-        lines.append(final)
-    if results:
-        lines.append(f"- {ran}.")
-    return ["## Headline", "", *lines[:5], ""]
-
-
-def _what_ran(cfg, runs) -> str:
-    """``11 variants x 9 scenarios x 20 runs x 800 episodes, skill store``, with the pairs
-    run when a calibrated file's scope left some out."""
-    n_pairs = runs.select("variant", "scenario").unique().height
-    grid = len(cfg.variants) * len(cfg.scenarios)
-    scoped = (f"; {n_pairs} of the {grid} variant x scenario pairs run (the hypotheses' "
-              "and checks')" if n_pairs < grid else "")
-    return (f"{len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x {cfg.runs} "
-            f"runs x {cfg.episodes} episodes, {cfg.store} store{scoped}")
-
-
-def _named_verdicts(results) -> str | None:
-    """The hypotheses of the smaller side by name: those that do not hold, with their
-    verdict, when at least half hold; else those that hold. None when every hypothesis
-    has the same verdict."""
-    if len({r.verdict for r in results}) < 2:
-        return None
-    from dyna.experiment.calibration_stats import NO_EFFECT
-
-    held = [r for r in results if r.verdict == "holds"]
-    named = [r for r in results if r.verdict != "holds"] if 2 * len(held) >= len(results) \
-        else held
-    words = ["negligible (TOST)" if r.verdict == NO_EFFECT else r.verdict for r in named]
-    # one item may take the whole line; several leave room for the verdicts of the rest
-    width = LINE - 3 if len(named) == 1 else LINE - 40
-    items = [textwrap.shorten(f"{w}: {r.hypothesis.name}", width, placeholder=" [...]")
-             for w, r in zip(words, named)]
-    return fit_line("- ", items, more="{} more under Primary hypotheses",
-                    brief=[f"one {w}" for w in words])
-
-
-def _crossover_line(cfg, runs) -> str | None:
-    """Per severity sweep, where the naive loop is worse than no learning with its whole
-    interval (and the single safeguard restoring the benefit there), then the sweeps
-    where it never is; a sweep compared at some grid points only says at which."""
-    from dyna.experiment.kinds.agent_tasks.analysis import crossover_map, ran
-
-    if not getattr(cfg, "sweeps", ()):
-        return None
-    cmap = crossover_map(cfg, runs)
-    if not cmap:
-        return None
-    worse, never, brief = [], [], []
-    for cx in cmap:
-        sweep = next(sw for sw in cfg.sweeps if sw.name == cx.sweep)
-        run_at = [v for sc, v in sweep.points()
-                  if ran(runs, sc, "naive_loop") and ran(runs, sc, "no_learning")]
-        if not run_at:
-            continue
-        some = len(run_at) < len(sweep.values)
-        if cx.at is None:
-            never.append(cx.sweep + (f" (at {', '.join(map(str, run_at))})" if some else ""))
-        else:
-            worse.append(f"{cx.sweep} {'at' if some else 'from'} {cx.at}"
-                         + (f" (restored by {', '.join(g for g, _ in cx.restores)})"
-                            if cx.restores else ""))
-            brief.append(f"{cx.sweep} {'at' if some else 'from'} {cx.at}")
-    conf = int(round(float(cfg.analysis["confidence"]) * 100))
-    tail = [f"never: {', '.join(never)}"] if never else []
-    if not worse + tail:
-        return None
-    head = f"- naive loop worse than no learning (exploratory, whole {conf}% CI): "
-    # every sweep with its restoring safeguards when that fits, else every sweep without
-    full = head + "; ".join(worse + tail) + "."
-    if len(full) <= LINE:
-        return full
-    return fit_line(head, brief + tail, more="{} more in the crossover map")
-
-
-def _final_success_line(cfg, runs) -> str | None:
-    """The full loop's and no learning's final success in the first scenario."""
-    import polars as pl
-
-    loop = f"{cfg.store}_loop"
-    if loop not in cfg.variants or "no_learning" not in cfg.variants:
-        return None
-    o = {"confidence": float(cfg.analysis["confidence"]),
-         "n_resamples": int(cfg.analysis["n_resamples"]), "seed": cfg.seed}
-    sc = cfg.scenarios[0][0]
-
-    def fs(v):
-        x = runs.filter((pl.col("scenario") == sc) & (pl.col("variant") == v))
-        return ci(per_run_ci(x["final_success"].to_numpy(), **o))
-    return f"- final success in `{sc}`: {loop} {fs(loop)}, no_learning {fs('no_learning')}."
-
-
-def _verdicts(results) -> str:
-    """``"1 holds, 5 do not hold"``: how many primary hypotheses got each verdict."""
-    from dyna.experiment.calibration_stats import NO_EFFECT, NOT_TESTABLE
-
-    words = {"holds": ("holds", "hold"), "does not hold": ("does not hold", "do not hold"),
-             NO_EFFECT: ("shows " + NO_EFFECT, "show no effect as large as their smallest "
-                         "effect of interest"),
-             NOT_TESTABLE: (NOT_TESTABLE, NOT_TESTABLE), "inert": ("inert", "inert"),
-             "not tested": ("not tested", "not tested")}
-    counts = {v: sum(r.verdict == v for r in results) for v in words}
-    return ", ".join(f"{n} {words[v][n != 1]}" for v, n in counts.items() if n)
-
-
 def _ablation_headline(cfg, runs, results, cells) -> list[str]:
     """A full ablation's headline: what was run with the primary hypotheses' verdicts on
     one line, then :func:`.ablation_report.ablation_lines` (at most five lines)."""
-    said = (f"primary hypotheses ({len(results)}, Holm): {_verdicts(results)}" if results
+    said = (f"primary hypotheses ({len(results)}, Holm): {verdict_counts(results)}" if results
             else "no primary hypotheses declared")
     return ["## Headline", "",
             f"- {len(cfg.variants)} variants x {len(cfg.scenarios)} scenarios x {cfg.runs} "
@@ -578,7 +442,7 @@ def report_body(out) -> list[str]:
         lines += _ablation_headline(cfg, runs, results, every)
     else:
         cells = exploratory_cells(cfg, runs, primary)
-        lines += _headline(cfg, runs, results, checked)
+        lines += headline(cfg, runs, results, checked)
     lines += _checks_section(cfg, checked)
     lines += _warnings(cfg)
     lines += matters_section(cfg, runs, every) if ablation else []
