@@ -45,13 +45,21 @@ class ConfigError(DynaError, ValueError):
         return (type(self), (self.field, self.value, self.reason))
 
 
+#: The most characters of a refused value an error message shows.
+SHOWN_CHARS = 200
+
+
 def _shown(value: object) -> str:
-    """``value`` as a message shows it (:data:`show_value`), an integer of more than 30
-    digits as the text ``'~1e<digits - 1>'`` (``10**40`` -> ``'~1e40'``): its size is the
-    point, not its digits."""
+    """``value`` as a message shows it (:data:`show_value`): an integer of more than 30
+    digits as the text ``'~1e<digits - 1>'`` (``10**40`` -> ``'~1e40'``), and any value
+    whose text is longer than :data:`SHOWN_CHARS` cut there, with its length said (a list
+    of huge numbers, a pasted file): its size is the point, not its digits."""
     if type(value) is int and abs(value) >= 10 ** 30:
         value = f"{'-' if value < 0 else ''}~1e{int(math.log10(abs(value)))}"
-    return show_value(value)
+    text = show_value(value)
+    if len(text) > SHOWN_CHARS:
+        text = f"{text[:SHOWN_CHARS - 40]}... ({len(text):,} characters)"
+    return text
 
 
 class ConfirmationError(ConfigError):

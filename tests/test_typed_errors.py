@@ -141,6 +141,18 @@ def test_huge_integers_are_config_errors(store, op, kwargs, field, value):
     assert MAX_KEEP == 2 ** 62
 
 
+def test_a_message_shows_a_size_not_every_digit():
+    from dyna.errors import SHOWN_CHARS
+
+    assert str(ConfigError("x", 10 ** 40, "too big")) == "x='~1e40': too big"
+    assert str(ConfigError("x", -10 ** 400, "too small")) == "x='-~1e400': too small"
+    assert str(ConfigError("x", 10 ** 29, "ok")) == f"x={10 ** 29}: ok"   # 30 digits: shown
+    # a list of huge numbers (repr 606 characters) is cut, its length said
+    e = str(ConfigError("robustness.factors", [10 ** 300] * 2, "must be distinct"))
+    assert e == ("robustness.factors=[" + "1" + "0" * (SHOWN_CHARS - 42) + "... (606 "
+                 "characters): must be distinct")
+
+
 def test_short_value():
     assert short_value(10 ** 400) == "~1e400" and short_value(-(10 ** 19)) == "-~1e19"
     assert short_value(10 ** 18) == 10 ** 18 and short_value(1.5) == 1.5
