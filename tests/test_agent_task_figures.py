@@ -257,8 +257,8 @@ def test_recovery_draws_no_bar_where_there_was_nothing_to_recover_from(run):
          "points of its level before the drift"),
         "dot: a recovered drift; hollow >: a drift never recovered, at least this many "
         "episodes",
-        ("black |: the Kaplan-Meier median over both (the never recovered censored); none "
-         "where fewer than half recover"),
+        ("black |: the Kaplan-Meier median over both (the never recovered censored), the "
+         "first time the curve falls below one half; none where it never does"),
         ('nothing to recover from, so no time: "none before", the family\'s success before '
          "the drift at most 5 points"),
         '"held", within 5 points of it in its first 10 episodes after']

@@ -671,13 +671,30 @@ def test_a_hypothesis_refuted_the_other_way_is_named_with_its_interval():
     assert lines == [
         "- hypotheses (3, Holm): 1 holds, 2 do not hold.",
         "- holds: the cap lowers tokens.",
-        "- opposite of the prediction (95% CI): the novelty check lowers tokens (766.9 "
-        "[397.6, 1174.3]).",
+        "- opposite of the prediction (95% CI, uncorrected): the novelty check lowers tokens "
+        "(766.9 [397.6, 1174.3]).",
         "- 1 variants x 1 scenarios x 40 runs x 10 episodes, memory store."]
+    # predicted greater, the whole interval below 0; and a hypothesis of two comparisons
+    # names the one that went the other way
+    from dyna.experiment.kinds.agent_tasks.headline import opposite_line
+
+    down = _result("does not hold", "the gate raises success", "self_gate",
+                   (-0.2, -0.3, -0.1))
+    both = _result("does not hold", "the gate helps on both counts", "no_gate",
+                   (0.1, 0.05, 0.15))
+    cost = _result("does not hold", "", "no_gate", (500.0, 200.0, 800.0), direction="less")
+    both.comparisons = both.comparisons + cost.comparisons
+    line, named = opposite_line(cfg, [down, both, results[1]])
+    assert named == {0, 1}
+    assert line == ("- opposite of the prediction (95% CI, uncorrected): the gate raises "
+                    "success (-0.2 [-0.3, -0.1]); 1 more below.")
+    line, _ = opposite_line(cfg, [both])
+    assert line == ("- opposite of the prediction (95% CI, uncorrected): the gate helps on both "
+                    "counts (skill_loop - no_gate, late_success: 500.0 [200.0, 800.0]).")
 
 
 def test_the_robustness_headline_counts_hypotheses_keeping_their_sign(tmp_path):
-    data = {"kind": "agent_tasks", "name": "hl_rob", "runs": 4, "episodes": 60, "seed": 3,
+    data = {"kind": "agent_tasks", "name": "hl_rob", "runs": 5, "episodes": 60, "seed": 3,
             "store": "skill", "variants": ["no_learning", "skill_loop", "skill_loop-self_gate"],
             "env": {"n_families": 3, "n_tools": 6, "max_steps": 12},
             "scenarios": [{"name": "lff", "env": {"false_success_rate": 0.5}}],
@@ -690,7 +707,7 @@ def test_the_robustness_headline_counts_hypotheses_keeping_their_sign(tmp_path):
                            {"name": "learning beats none", "scenario": "lff",
                             "metric": "late_success", "variant": "skill_loop",
                             "versus": "no_learning", "direction": "greater"}]}
-    _, report = _run(tmp_path, data)
+    folder, report = _run(tmp_path, data)
     section = report.split("## Robustness to the policy")[1].split("\n## ")[0]
     kept = {"0.818": 0, "0.947": 0}
     for row in section.splitlines():
@@ -699,11 +716,20 @@ def test_the_robustness_headline_counts_hypotheses_keeping_their_sign(tmp_path):
             low = float(cells[4].split("[")[1].split(",")[0]) if "[" in cells[4] else -1
             kept[cells[2].rsplit("= ", 1)[1]] += low > 0
     line = next(x for x in _headline(report) if x.startswith("- policy scaled"))
-    assert line.startswith("- policy scaled (exploratory): hypotheses keeping their sign, "
+    assert line.startswith("- policy scaled (exploratory): hypotheses of the predicted sign, "
                            "whole 95% CI: ")
     assert f"`p_follow` odds x0.5 = 0.818: {kept['0.818']} of 2" in line
     assert f"`p_follow` odds x2 = 0.947: {kept['0.947']} of 2" in line
     assert len(line) <= 160
+    # below 5 runs intervals are descriptions only: no line
+    import dataclasses
+
+    from dyna.experiment.kinds.agent_tasks.headline import robustness_line
+    from dyna.experiment.runner import load_output
+
+    out = load_output(folder)
+    assert robustness_line(out.config, out.tables["runs"]) == line
+    assert robustness_line(dataclasses.replace(out.config, runs=4), out.tables["runs"]) is None
 
 
 def test_an_exploratory_sweep_names_the_removal_that_changes_each_mode_most():
@@ -727,7 +753,7 @@ def test_an_exploratory_sweep_names_the_removal_that_changes_each_mode_most():
                         variants[1]: (0.6 + spread[::-1], 1000 + 0 * spread),     # -25%
                         variants[2]: (0.8 + spread, 1000 + 0 * spread)},
         "drift-tool": {variants[0]: (0.5 + spread, 1000 + 0 * spread),
-                       variants[1]: (0.3 + spread[::-1], 1000 + 0 * spread),      # -40%
+                       variants[1]: (0.2 + spread[::-1], 1000 + 0 * spread),      # -60%
                        variants[2]: (0.48 + spread[::-1], 1000 + 0 * spread)},    # -4%
         "volume-1": {v: (0.8 + spread, 1000 + 10 * spread) for v in variants},
         "volume-8": {v: (0.8 + spread, 1000 + 10 * spread) for v in variants}}
@@ -738,9 +764,57 @@ def test_an_exploratory_sweep_names_the_removal_that_changes_each_mode_most():
     cfg = SimpleNamespace(store="memory", variants=variants, sweeps=sweeps, runs=n, seed=0,
                           analysis={"confidence": 0.95, "alpha": 0.05, "n_resamples": 500})
     [line] = sweep_safeguard_line(cfg, runs, [])
-    head = "- one safeguard off, largest effect per mode (% of full loop, 95% CI): "
-    assert line.startswith(head + "drift: `retire_on_contradiction` -40% [")
+    head = "- one safeguard off minus the full loop, largest per mode (%, 95% CI): "
+    assert line.startswith(head + "drift: `retire_on_contradiction` -60% [")
     assert line.endswith("] at tool; volume: none separated.")
     assert len(line) <= 160
+    # ranked in the metric's units: a tiny change where the full loop is near 0 (-100% of
+    # 0.004) does not beat a large one
+    table["drift-value"][variants[2]] = (0.8 + spread, 1000 + 0 * spread)
+    table["drift-tool"] = {variants[0]: (0.004 + spread / 10, 1000 + 0 * spread),
+                           variants[1]: (0.004 + spread / 10, 1000 + 0 * spread),
+                           variants[2]: (0.0 + spread[::-1] / 10, 1000 + 0 * spread)}
+    runs = pl.DataFrame([
+        {"scenario": s, "variant": v, "run": r, "drift_success_next100": float(x[0][r]),
+         "late_tokens_per_success": float(x[1][r])}
+        for s, per in table.items() for v, x in per.items() for r in range(n)])
+    [line] = sweep_safeguard_line(cfg, runs, [])
+    assert line.startswith(head + "drift: `retire_on_contradiction` -25% [")
+    assert "] at value;" in line
+    # fewer than 5 runs: intervals are descriptions only, no line
+    few = runs.filter(pl.col("run") < 4)
+    assert sweep_safeguard_line(SimpleNamespace(**{**vars(cfg), "runs": 4}), few, []) == []
     # declared hypotheses carry the claims: no exploratory line then
     assert sweep_safeguard_line(cfg, runs, [object()]) == []
+
+
+def test_an_item_too_long_for_the_line_is_cut_and_nothing_left_is_counted():
+    from dyna.experiment.kinds.agent_tasks.ablation_report import LINE, fit_line
+
+    head = "- baselines restoring the benefit where the naive loop is worse (exploratory): "
+    one = "volume: " + ", ".join(f"baseline_number_{i}" for i in range(8))
+    line = fit_line(head, [one], more="{} more in the crossover map")
+    assert len(line) <= LINE and "more" not in line
+    assert line.startswith(head + "volume: baseline_number_0, ") and line.endswith(" [...].")
+    # with others left out, they are counted, and the first is cut to leave room
+    line = fit_line(head, [one, "drift: none"], more="{} more in the crossover map")
+    assert len(line) <= LINE and line.endswith(" [...]; 1 more in the crossover map.")
+
+
+def test_a_long_comparison_family_keeps_within_160_characters():
+    from dyna.experiment.calibration_stats import NO_EFFECT, NOT_TESTABLE
+    from dyna.experiment.kinds.agent_tasks.headline import comparison_family_lines
+
+    verdicts = ["holds", "holds", "does not hold", NO_EFFECT, NOT_TESTABLE]
+    results = []
+    for i, v in enumerate(verdicts):
+        r = _result(v, f"h{i}", f"memory_loop-no_retire_on_contradiction_{i}",
+                    variant="memory_loop")
+        r.hypothesis = _hypothesis(f"h{i}", "memory_loop", r.comparisons[0].versus,
+                                   scenario="tool_drift_with_a_long_name",
+                                   metric="late_tokens_per_success", direction="less")
+        results.append(r)
+    [line], covered = comparison_family_lines(results)
+    assert covered == {0, 1, 2, 3, 4} and len(line) <= 160
+    assert line.startswith("- `tool_drift_with_a_long_name`, memory_loop's late tokens per "
+                           "success less than each of 5 (Holm): holds for 2")

@@ -28,6 +28,7 @@ layout (:mod:`.report`).
 
 from __future__ import annotations
 
+import textwrap
 from typing import NamedTuple
 
 import numpy as np
@@ -255,17 +256,24 @@ def _group_words(group: list[Effect]) -> str:
 def fit_line(head: str, items: list[str], sep: str = "; ",
              more: str = "{} more in the table below", brief: list[str] | None = None) -> str:
     """``head`` followed by ``items`` joined by ``sep``, as many of them as keep the line
-    within :data:`LINE` characters (at least one), and a full stop. The items left out are
-    named by their ``brief`` words after "also" when those fit, else counted by ``more`` (a
-    format string of one ``{}``)."""
+    within :data:`LINE` characters, and a full stop. The items left out are named by their
+    ``brief`` words after "also" when those fit, else counted by ``more`` (a format string
+    of one ``{}``). When not even the first item fits with that count, it is cut, at a word,
+    to fit."""
+    if not items:
+        return head.rstrip(": ") + "."
     for k in range(len(items), 0, -1):
         left = items[k:]
-        tails = [[]] if not left else [["also " + ", ".join(brief[k:])]] if brief else []
-        for tail in tails + [[more.format(len(left))]]:
+        tails = [[]] if not left else (
+            ([["also " + ", ".join(brief[k:])]] if brief else []) + [[more.format(len(left))]])
+        for tail in tails:
             text = head + sep.join(items[:k] + tail) + "."
-            if len(text) <= LINE or (k == 1 and tail == [more.format(len(left))]):
+            if len(text) <= LINE:
                 return text
-    return head.rstrip(": ") + "."
+    tail = [more.format(len(items) - 1)] if len(items) > 1 else []
+    room = LINE - len(head) - len(sep.join([""] + tail)) - 1
+    first = textwrap.shorten(items[0], max(room, 20), placeholder=" [...]")
+    return head + sep.join([first] + tail) + "."
 
 
 def _grouped(effects: dict[str, Effect], scope: list[str],

@@ -13,7 +13,8 @@ sections below):
 3. the other hypotheses of the smaller side by name (:func:`named_verdicts`);
 4. the hypotheses whose interval lies wholly on the side opposite to the prediction, with
    that interval (:func:`opposite_line`): a safeguard that costs what it was to save;
-5. how many hypotheses keep their sign when the policy is scaled (:func:`robustness_line`);
+5. how many hypotheses have the predicted sign when the policy is scaled
+   (:func:`robustness_line`);
 6. in an exploratory severity sweep, the safeguard whose removal changes each failure
    mode's metric most (:func:`sweep_safeguard_line`);
 7. where the naive loop is worse than no learning (:func:`crossover_line`), and which
@@ -175,8 +176,8 @@ def comparison_family_lines(results) -> tuple[list[str], set[int]]:
                 f"{'greater' if direction == 'greater' else 'less'} than each of "
                 f"{len(members)} (Holm): ")
         full = head + "; ".join(parts) + "."
-        lines.append(full if len(full) <= LINE else head + "; ".join(brief)
-                     + " (under Primary hypotheses).")
+        lines.append(full if len(full) <= LINE else fit_line(
+            head, brief, more="{} more under Primary hypotheses"))
     return lines, covered
 
 
@@ -223,28 +224,32 @@ def opposite_line(cfg, results) -> tuple[str | None, set[int]]:
     """
     items, named = [], set()
     for i, r in enumerate(results):
-        if r.verdict != "does not hold":
+        if r.verdict != "does not hold" or getattr(r.hypothesis, "test", "sign") != "sign":
             continue
         against = [c for c in r.comparisons if _opposite(c)]
         if against:
+            c = against[0]
             name = textwrap.shorten(r.hypothesis.name, 78, placeholder=" [...]")
-            items.append(f"{name} ({ci(against[0].interval)})")
+            which = (f"{c.variant} - {c.versus}, {c.metric}: " if len(r.comparisons) > 1
+                     else "")
+            items.append(f"{name} ({which}{ci(c.interval)})")
             named.add(i)
     if not items:
         return None, named
     conf = int(round(float(cfg.analysis["confidence"]) * 100))
-    return fit_line(f"- opposite of the prediction ({conf}% CI): ", items,
+    return fit_line(f"- opposite of the prediction ({conf}% CI, uncorrected): ", items,
                     more="{} more below"), named
 
 
 def robustness_line(cfg, runs: pl.DataFrame) -> str | None:
-    """With ``[robustness]``: per scaled policy parameter and factor, how many sign
-    hypotheses keep their predicted sign with the whole interval (every comparison's),
-    exploratory; those that do not are named when they fit. None without
-    ``[robustness]``."""
+    """With ``[robustness]`` and at least :data:`~.analysis.MIN_RUNS_CLAIMS` runs: per
+    scaled policy parameter and factor, how many sign hypotheses have the predicted sign
+    with the whole interval (every comparison's) in the scaled copy, exploratory; those
+    that do not are named when they fit. None otherwise."""
+    from dyna.experiment.kinds.agent_tasks.analysis import MIN_RUNS_CLAIMS
     from dyna.experiment.kinds.agent_tasks.robustness import ODDS_SCALED, robustness_rows
 
-    rows = robustness_rows(cfg, runs)
+    rows = robustness_rows(cfg, runs) if cfg.runs >= MIN_RUNS_CLAIMS else []
     if not rows:
         return None
     copies: dict[tuple, dict[str, bool]] = {}
@@ -264,7 +269,7 @@ def robustness_line(cfg, runs: pl.DataFrame) -> str | None:
                 if not k]
         named.append(counts[-1] + (f" (not: {'; '.join(lost)})" if lost else ""))
     conf = int(round(float(cfg.analysis["confidence"]) * 100))
-    head = f"- policy scaled (exploratory): hypotheses keeping their sign, whole {conf}% CI: "
+    head = f"- policy scaled (exploratory): hypotheses of the predicted sign, whole {conf}% CI: "
     # the ones that lose it by name when that fits, else the counts alone
     full = head + "; ".join(named) + "."
     return full if len(full) <= LINE else fit_line(
@@ -273,17 +278,21 @@ def robustness_line(cfg, runs: pl.DataFrame) -> str | None:
 
 def sweep_safeguard_line(cfg, runs: pl.DataFrame, results) -> list[str]:
     """In an experiment without hypotheses that sweeps failure modes and removes
-    safeguards one at a time (``<loop>-no_X`` variants): per sweep, the removal that
-    changes the sweep's metric most as a share of the full loop's mean, among those whose
-    two-sided interval excludes 0, at any grid point, as one line. Exploratory; the
-    section "Each safeguard added and removed" has every cell. Empty otherwise."""
+    safeguards one at a time (``<loop>-no_X`` variants), with at least
+    :data:`~.analysis.MIN_RUNS_CLAIMS` runs: per sweep, the removal (``<loop>-no_X`` minus
+    ``<loop>``) that changes the sweep's metric most, in the metric's units, among those
+    whose two-sided interval excludes 0 at any grid point, shown as a share of the full
+    loop's mean there, as one line. Exploratory and uncorrected: the largest of many
+    comparisons. Empty otherwise."""
     from dyna.experiment.kinds.agent_tasks.ablation_report import Effect, share_words
-    from dyna.experiment.kinds.agent_tasks.analysis import (ablated_switch, compare,
-                                                           inert_switches, ran, values)
+    from dyna.experiment.kinds.agent_tasks.analysis import (MIN_RUNS_CLAIMS, ablated_switch,
+                                                           compare, inert_switches, ran,
+                                                           values)
 
     loop = f"{cfg.store}_loop"
     removed = [v for v in cfg.variants if ablated_switch(v, cfg.store) is not None]
-    if results or not getattr(cfg, "sweeps", ()) or not removed or loop not in cfg.variants:
+    if (results or not getattr(cfg, "sweeps", ()) or not removed or loop not in cfg.variants
+            or cfg.runs < MIN_RUNS_CLAIMS):
         return []
     a = cfg.analysis
     opts = dict(store=cfg.store, inert=inert_switches(runs, cfg.store),
@@ -306,19 +315,23 @@ def sweep_safeguard_line(cfg, runs: pl.DataFrame, results) -> list[str]:
                     continue
                 e = Effect(ablated_switch(v, cfg.store), sw.metric, c.interval,
                            float(np.mean(base)))
-                if best is None or abs(e.share[0]) > abs(best[1].share[0]):
+                # one metric over the sweep's points: ranked in its own units, so that a
+                # point where the full loop's mean is near 0 does not win by its share
+                if best is None or abs(float(c.interval.estimate)) > abs(
+                        float(best[1].interval.estimate)):
                     best = (value, e)
         if best is None:
             items.append(f"{sw.name}: none separated")
             brief.append(f"{sw.name}: none")
             continue
         value, e = best
-        items.append(f"{sw.name}: `{e.switch}` {share_words(e)} at {value}")
+        at = f"{value:g}" if isinstance(value, float) else value
+        items.append(f"{sw.name}: `{e.switch}` {share_words(e)} at {at}")
         brief.append(f"{sw.name}: `{e.switch}`")
     conf = int(round(float(a["confidence"]) * 100))
-    return [fit_line(f"- one safeguard off, largest effect per mode (% of full loop, {conf}% "
+    return [fit_line(f"- one safeguard off minus the full loop, largest per mode (%, {conf}% "
                      "CI): ", items, brief=brief,
-                     more="{} more under Each safeguard added and removed")]
+                     more="{} more under Effect of removing each safeguard")]
 
 
 def baselines_line(cfg, runs) -> str | None:

@@ -123,8 +123,7 @@ def km_median(got: list) -> float:
     recovered is censored at its lower bound; drifts with nothing to recover from are not
     counted. The median is the first time the curve falls below one half
     (``SurvfuncRight.quantile(0.5)`` of statsmodels): of drifts recovered at 2 and 4, 4.
-    NaN when the curve never falls below one half (fewer than half recovered by the last
-    time seen) or there is no measured drift."""
+    NaN when the curve never falls below one half or there is no measured drift."""
     from statsmodels.duration.survfunc import SurvfuncRight
 
     timed = [(t, k == "recovered") for k, t in got if k in ("recovered", "never")]
@@ -186,8 +185,8 @@ def recovery_figure(out, folder: Path) -> list[Path]:
               f"{pts:g} points of its level before the drift"),
              "dot: a recovered drift; hollow >: a drift never recovered, at least this many "
              "episodes",
-             ("black |: the Kaplan-Meier median over both (the never recovered censored); "
-              "none where fewer than half recover"),
+             ("black |: the Kaplan-Meier median over both (the never recovered censored), "
+              "the first time the curve falls below one half; none where it never does"),
              (f"nothing to recover from, so no time: \"none before\", the family's success "
               f"before the drift at most {pts:g} points; \"held\", within {pts:g} points of "
               f"it in its first {w} episodes after")]
