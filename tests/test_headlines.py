@@ -407,7 +407,7 @@ def test_the_calibrated_headline_counts_verdicts_and_names_the_smaller_side():
     from dyna.experiment.kinds.agent_tasks.headline import headline as _headline
 
     cfg = SimpleNamespace(variants=["a"], scenarios=[("base", {})], runs=2, episodes=10,
-                          store="skill", sweeps=())
+                          store="skill", sweeps=(), analysis={"confidence": 0.95})
     runs = pl.DataFrame({"variant": ["a"], "scenario": ["base"]})
     checked = [SimpleNamespace(passed=True, name="c"), SimpleNamespace(passed=False, name="d")]
 

@@ -222,6 +222,8 @@ def opposite_line(cfg, results) -> tuple[str | None, set[int]]:
         The line (None when there is none), and the index in ``results`` of every
         result it names.
     """
+    conf = int(round(float(cfg.analysis["confidence"]) * 100))
+    head, more = f"- opposite of the prediction ({conf}% CI, uncorrected): ", "{} more below"
     items, named = [], set()
     for i, r in enumerate(results):
         if r.verdict != "does not hold" or getattr(r.hypothesis, "test", "sign") != "sign":
@@ -229,16 +231,17 @@ def opposite_line(cfg, results) -> tuple[str | None, set[int]]:
         against = [c for c in r.comparisons if _opposite(c)]
         if against:
             c = against[0]
-            name = textwrap.shorten(r.hypothesis.name, 78, placeholder=" [...]")
             which = (f"{c.variant} - {c.versus}, {c.metric}: " if len(r.comparisons) > 1
                      else "")
-            items.append(f"{name} ({which}{ci(c.interval)})")
+            numbers = f" ({which}{ci(c.interval)})"
+            # the name is cut, never the numbers: room for them and a count of the rest
+            room = LINE - len(head) - len(numbers) - len("; " + more.format(99) + ".")
+            name = textwrap.shorten(r.hypothesis.name, max(room, 30), placeholder=" [...]")
+            items.append(name + numbers)
             named.add(i)
     if not items:
         return None, named
-    conf = int(round(float(cfg.analysis["confidence"]) * 100))
-    return fit_line(f"- opposite of the prediction ({conf}% CI, uncorrected): ", items,
-                    more="{} more below"), named
+    return fit_line(head, items, more=more), named
 
 
 def robustness_line(cfg, runs: pl.DataFrame) -> str | None:
