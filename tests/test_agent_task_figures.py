@@ -258,7 +258,8 @@ def test_recovery_draws_no_bar_where_there_was_nothing_to_recover_from(run):
         "dot: a recovered drift; hollow >: a drift never recovered, at least this many "
         "episodes",
         ("black |: the Kaplan-Meier median over both (the never recovered censored), the "
-         "first time the curve falls below one half; none where it never does"),
+         "first time the curve falls below one half"),
+        "none where it never does",
         ('nothing to recover from, so no time: "none before", the family\'s success before '
          "the drift at most 5 points"),
         '"held", within 5 points of it in its first 10 episodes after']
