@@ -642,11 +642,18 @@ def test_a_method_against_several_others_gets_one_line_by_verdict():
     lines = headline(cfg, runs, results)[2:-1]
     assert lines[0] == ("- hypotheses (6, Holm): 3 hold, 2 do not hold, 1 shows no effect as "
                         "large as its smallest effect of interest.")
-    assert lines[1] == ("- `base`, skill_loop's late success greater than each of 5 (Holm): "
+    assert lines[1] == ("- `base`: skill_loop's late success greater than each of 5 (Holm): "
                         "holds for reflexion, voyager, awm; does not hold for expel; "
                         "negligible (TOST) for selective.")
     # the family's members are not named again; the other hypothesis is (half hold)
     assert lines[2] == "- does not hold: other claim."
+    # the 8 baselines' names do not fit: those it holds for are counted, the others named
+    names = ["reflexion", "voyager", "expel", "awm", "mem0_v2", "mem0_v3", "naive_growth"]
+    eight = [_result("holds", f"beats {b}", b, (0.5, 0.4, 0.6)) for b in names]
+    eight.append(_result(NO_EFFECT, "beats it", "selective_add_delete", (0.0, -0.01, 0.01)))
+    assert headline(cfg, runs, eight)[3] == (
+        "- `base`: skill_loop's late success greater than each of 8 (Holm): holds for 7; "
+        "negligible (TOST) for selective_add_delete.")
     # two comparisons of one variant are not a family: each is named
     two = headline(cfg, runs, [results[0], results[3]])[2:-1]
     assert two[1] == "- does not hold: beats expel."
@@ -816,5 +823,5 @@ def test_a_long_comparison_family_keeps_within_160_characters():
         results.append(r)
     [line], covered = comparison_family_lines(results)
     assert covered == {0, 1, 2, 3, 4} and len(line) <= 160
-    assert line.startswith("- `tool_drift_with_a_long_name`, memory_loop's late tokens per "
+    assert line.startswith("- `tool_drift_with_a_long_name`: memory_loop's late tokens per "
                            "success less than each of 5 (Holm): holds for 2")

@@ -144,9 +144,11 @@ def comparison_family_lines(results) -> tuple[list[str], set[int]]:
     (a method against the literature baselines). The line says against which others the
     hypothesis holds and, by verdict, against which not::
 
-        - `base`, skill_loop's late success greater than each of 8 (Holm): holds for
-          reflexion, voyager, ...; does not hold for expel; negligible (TOST) for
-          selective_add_delete.
+        - `base`: skill_loop's late success greater than each of 8 (Holm): holds for 6;
+          does not hold for expel; negligible (TOST) for selective_add_delete.
+
+    (every name when they fit, else those it holds for counted, else every verdict
+    counted).
 
     Returns
     -------
@@ -168,16 +170,16 @@ def comparison_family_lines(results) -> tuple[list[str], set[int]]:
         for versus, r, _ in members:
             by_verdict.setdefault(r.verdict, []).append(versus)
         order = sorted(by_verdict, key=lambda v: v != "holds")
-        parts = [f"{'holds' if v == 'holds' else _word(v)} for {', '.join(by_verdict[v])}"
-                 for v in order]
-        brief = [f"{'holds' if v == 'holds' else _word(v)} for {len(by_verdict[v])}"
-                 for v in order]
-        head = (f"- `{scenario}`, {variant}'s {metric.replace('_', ' ')} "
+        named = [f"{_word(v)} for {', '.join(by_verdict[v])}" for v in order]
+        counted = [f"{_word(v)} for {len(by_verdict[v])}" for v in order]
+        head = (f"- `{scenario}`: {variant}'s {metric.replace('_', ' ')} "
                 f"{'greater' if direction == 'greater' else 'less'} than each of "
                 f"{len(members)} (Holm): ")
-        full = head + "; ".join(parts) + "."
-        lines.append(full if len(full) <= LINE else fit_line(
-            head, brief, more="{} more under Primary hypotheses"))
+        # every name; else the ones it holds for counted, the others named; else counts
+        tries = [named, [counted[0]] + named[1:] if "holds" in by_verdict else named]
+        fits = [head + "; ".join(t) + "." for t in tries if len(head + "; ".join(t)) < LINE]
+        lines.append(fits[0] if fits else fit_line(
+            head, counted, more="{} more under Primary hypotheses"))
     return lines, covered
 
 
