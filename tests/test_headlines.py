@@ -771,8 +771,8 @@ def test_an_exploratory_sweep_names_the_removal_that_changes_each_mode_most():
     cfg = SimpleNamespace(store="memory", variants=variants, sweeps=sweeps, runs=n, seed=0,
                           analysis={"confidence": 0.95, "alpha": 0.05, "n_resamples": 500})
     [line] = sweep_safeguard_line(cfg, runs, [])
-    head = "- one safeguard off minus the full loop, largest per mode (%, 95% CI): "
-    assert line.startswith(head + "drift: `retire_on_contradiction` -60% [")
+    head = "- one safeguard off (%, 95% CI): "
+    assert line.startswith(head + "drift: retire_on_contradiction -60% [")
     assert line.endswith("] at tool; volume: none separated.")
     assert len(line) <= 160
     # ranked in the metric's units: a tiny change where the full loop is near 0 (-100% of
@@ -786,11 +786,23 @@ def test_an_exploratory_sweep_names_the_removal_that_changes_each_mode_most():
          "late_tokens_per_success": float(x[1][r])}
         for s, per in table.items() for v, x in per.items() for r in range(n)])
     [line] = sweep_safeguard_line(cfg, runs, [])
-    assert line.startswith(head + "drift: `retire_on_contradiction` -25% [")
+    assert line.startswith(head + "drift: retire_on_contradiction -25% [")
     assert "] at value;" in line
     # fewer than 5 runs: intervals are descriptions only, no line
     few = runs.filter(pl.col("run") < 4)
     assert sweep_safeguard_line(SimpleNamespace(**{**vars(cfg), "runs": 4}), few, []) == []
+    # more sweeps than fit on one line go on a second
+    many = (sweeps[0],) + tuple(Sweep(f"drift_{i}_with_a_long_name", "drift_kind",
+                                      ("value", "tool"), {}, "drift_success_next100",
+                                      "greater") for i in range(3))
+    more = pl.concat([runs] + [runs.filter(pl.col("scenario").str.starts_with("drift-"))
+                               .with_columns(pl.col("scenario").str.replace(
+                                   "drift-", f"drift_{i}_with_a_long_name-"))
+                               for i in range(3)])
+    lines = sweep_safeguard_line(SimpleNamespace(**{**vars(cfg), "sweeps": many}), more, [])
+    assert len(lines) == 2 and all(len(x) <= 160 for x in lines)
+    assert lines[0].startswith(head + "drift: retire_on_contradiction -25% [")
+    assert lines[1].startswith("- also one safeguard off: drift_")
     # declared hypotheses carry the claims: no exploratory line then
     assert sweep_safeguard_line(cfg, runs, [object()]) == []
 

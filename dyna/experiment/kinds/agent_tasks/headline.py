@@ -287,9 +287,9 @@ def sweep_safeguard_line(cfg, runs: pl.DataFrame, results) -> list[str]:
     :data:`~.analysis.MIN_RUNS_CLAIMS` runs: per sweep, the removal (``<loop>-no_X`` minus
     ``<loop>``) that changes the sweep's metric most, in the metric's units, among those
     whose two-sided interval excludes 0 at any grid point, shown as a share of the full
-    loop's mean there, as one line. Exploratory and uncorrected: the largest of many
-    comparisons. Empty otherwise."""
-    from dyna.experiment.kinds.agent_tasks.ablation_report import Effect, share_words
+    loop's mean there in whole percent with its interval, on at most two lines.
+    Exploratory and uncorrected: the largest of many comparisons. Empty otherwise."""
+    from dyna.experiment.kinds.agent_tasks.ablation_report import Effect
     from dyna.experiment.kinds.agent_tasks.analysis import (MIN_RUNS_CLAIMS, ablated_switch,
                                                            compare, inert_switches, ran,
                                                            values)
@@ -331,12 +331,19 @@ def sweep_safeguard_line(cfg, runs: pl.DataFrame, results) -> list[str]:
             continue
         value, e = best
         at = f"{value:g}" if isinstance(value, float) else value
-        items.append(f"{sw.name}: `{e.switch}` {share_words(e)} at {at}")
-        brief.append(f"{sw.name}: `{e.switch}`")
+        est, low, high = (round(100 * x) for x in e.share)
+        items.append(f"{sw.name}: {e.switch} {est:+d}% [{low}, {high}] at {at}")
+        brief.append(f"{sw.name}: {e.switch}")
     conf = int(round(float(a["confidence"]) * 100))
-    return [fit_line(f"- one safeguard off minus the full loop, largest per mode (%, {conf}% "
-                     "CI): ", items, brief=brief,
-                     more="{} more under Effect of removing each safeguard")]
+    # as many sweeps as fit on a first line, the rest on a second
+    head = f"- one safeguard off (%, {conf}% CI): "
+    k = max([j for j in range(1, len(items) + 1)
+             if len(head + "; ".join(items[:j]) + ".") <= LINE] or [1])
+    lines = [fit_line(head, items[:k], more="{} more below")]
+    if items[k:]:
+        lines.append(fit_line("- also one safeguard off: ", items[k:], brief=brief[k:],
+                              more="{} more under Effect of removing each safeguard"))
+    return lines
 
 
 def baselines_line(cfg, runs) -> str | None:
