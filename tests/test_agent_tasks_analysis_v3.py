@@ -378,8 +378,7 @@ def test_each_baseline_sits_on_the_map_with_its_own_crossover_and_the_restore_ru
     from dyna.experiment.kinds.agent_tasks.headline import baselines_line
 
     assert baselines_line(cfg, _table(cfg, cells)) == (
-        "- baselines restoring the benefit where the naive loop is worse (exploratory): "
-        "lff: reflexion.")
+        "- baselines restoring the benefit (exploratory): lff: reflexion.")
     none = _lff_cells(cfg, {"reflexion": lambda s: 0.05, "voyager": lambda s: 0.05,
                             "awm": lambda s: 0.05})
     assert baselines_line(cfg, _table(cfg, none)).endswith("(exploratory): lff: none.")

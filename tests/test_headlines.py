@@ -810,8 +810,8 @@ def test_an_exploratory_sweep_names_the_removal_that_changes_each_mode_most():
 def test_an_item_too_long_for_the_line_is_cut_and_nothing_left_is_counted():
     from dyna.experiment.kinds.agent_tasks.ablation_report import LINE, fit_line
 
-    head = "- baselines restoring the benefit where the naive loop is worse (exploratory): "
-    one = "volume: " + ", ".join(f"baseline_number_{i}" for i in range(8))
+    head = "- baselines restoring the benefit (exploratory): "
+    one = "volume: " + ", ".join(f"baseline_number_{i}" for i in range(10))
     line = fit_line(head, [one], more="{} more in the crossover map")
     assert len(line) <= LINE and "more" not in line
     assert line.startswith(head + "volume: baseline_number_0, ") and line.endswith(" [...].")

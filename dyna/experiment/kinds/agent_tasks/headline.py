@@ -366,8 +366,8 @@ def baselines_line(cfg, runs) -> str | None:
         return None
     items = [f"{sweep}: {', '.join(names) if names else 'none'}"
              for sweep, names in per.items()]
-    return fit_line("- baselines restoring the benefit where the naive loop is worse "
-                    "(exploratory): ", items, more="{} more in the crossover map")
+    return fit_line("- baselines restoring the benefit (exploratory): ", items,
+                    more="{} more in the crossover map")
 
 
 def crossover_line(cfg, runs) -> str | None:
