@@ -91,9 +91,12 @@ def headline(cfg, runs: pl.DataFrame, results, checked=None) -> list[str]:
     opposite, reversed_ = opposite_line(cfg, results)
     named = named_verdicts([r for i, r in enumerate(results) if i not in grouped | reversed_],
                            results)
+    from dyna.experiment.kinds.agent_tasks.analysis import crossover_map
+
+    cmap = crossover_map(cfg, runs) if getattr(cfg, "sweeps", ()) else []
     for line in (named, opposite, robustness_line(cfg, runs),
-                 *sweep_safeguard_line(cfg, runs, results), crossover_line(cfg, runs),
-                 baselines_line(cfg, runs), _final_success_line(cfg, runs)):
+                 *sweep_safeguard_line(cfg, runs, results), crossover_line(cfg, runs, cmap),
+                 baselines_line(cfg, runs, cmap), _final_success_line(cfg, runs)):
         if line:
             lines.append(line)
     if results:
@@ -346,16 +349,17 @@ def sweep_safeguard_line(cfg, runs: pl.DataFrame, results) -> list[str]:
     return lines
 
 
-def baselines_line(cfg, runs) -> str | None:
+def baselines_line(cfg, runs, cmap=None) -> str | None:
     """With literature baselines run beside the naive loop: per severity sweep where the
     naive loop is worse than no learning, the baselines that restore the benefit there
     (:func:`.analysis.baseline_crossovers`; "none" when none does). Exploratory. None
-    without a baseline on the crossover map."""
+    without a baseline on the crossover map. ``cmap``: the config's
+    :func:`.analysis.crossover_map` when the caller has it (computed when None)."""
     from dyna.experiment.kinds.agent_tasks.analysis import baseline_crossovers, crossover_map
 
     if not getattr(cfg, "sweeps", ()):
         return None
-    found = baseline_crossovers(cfg, runs, crossover_map(cfg, runs))
+    found = baseline_crossovers(cfg, runs, crossover_map(cfg, runs) if cmap is None else cmap)
     per: dict[str, list[str]] = {}
     for lc in found:
         if lc.restores is not None:
@@ -370,15 +374,17 @@ def baselines_line(cfg, runs) -> str | None:
                     more="{} more in the crossover map")
 
 
-def crossover_line(cfg, runs) -> str | None:
+def crossover_line(cfg, runs, cmap=None) -> str | None:
     """Per severity sweep, where the naive loop is worse than no learning with its whole
     interval (and the single safeguard restoring the benefit there), then the sweeps
-    where it never is; a sweep compared at some grid points only says at which."""
+    where it never is; a sweep compared at some grid points only says at which. ``cmap``:
+    the config's :func:`.analysis.crossover_map` when the caller has it (computed when
+    None)."""
     from dyna.experiment.kinds.agent_tasks.analysis import crossover_map, ran
 
     if not getattr(cfg, "sweeps", ()):
         return None
-    cmap = crossover_map(cfg, runs)
+    cmap = crossover_map(cfg, runs) if cmap is None else cmap
     if not cmap:
         return None
     worse, never, brief = [], [], []
